@@ -1,0 +1,58 @@
+#ifndef EIN_DIALECT_TD
+#define EIN_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Ein_Dialect : Dialect {
+  let name = "ein";
+  let summary = "The ein model language as tensor operations";
+  let description = [{
+    Operations at the level of the `.ein` language: einsum, einops rearrange,
+    softmax, element-wise arithmetic with NumPy broadcasting, linear layers and
+    parameters. Tensors are statically shaped; every verifier re-derives the
+    result type from its operands with the same rules the front end uses.
+  }];
+  let cppNamespace = "::ein::ir";
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Ein_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Ein_Dialect, mnemonic, traits>;
+
+def Ein_UnaryKind : I32EnumAttr<"UnaryKind", "element-wise function of one tensor", [
+  I32EnumAttrCase<"neg", 0>, I32EnumAttrCase<"exp", 1>, I32EnumAttrCase<"log", 2>,
+  I32EnumAttrCase<"sqrt", 3>, I32EnumAttrCase<"rsqrt", 4>, I32EnumAttrCase<"abs", 5>,
+  I32EnumAttrCase<"relu", 6>, I32EnumAttrCase<"gelu", 7>, I32EnumAttrCase<"gelu_tanh", 8>,
+  I32EnumAttrCase<"silu", 9>, I32EnumAttrCase<"sigmoid", 10>, I32EnumAttrCase<"tanh", 11>,
+  I32EnumAttrCase<"logical_not", 12>
+]> {
+  let cppNamespace = "::ein::ir";
+  let genSpecializedAttr = 0;
+}
+def Ein_UnaryKindAttr : EnumAttr<Ein_Dialect, Ein_UnaryKind, "unary">;
+
+def Ein_BinaryKind : I32EnumAttr<"BinaryKind", "element-wise function of two tensors", [
+  I32EnumAttrCase<"add", 0>, I32EnumAttrCase<"sub", 1>, I32EnumAttrCase<"mul", 2>,
+  I32EnumAttrCase<"div", 3>, I32EnumAttrCase<"pow", 4>, I32EnumAttrCase<"maximum", 5>,
+  I32EnumAttrCase<"minimum", 6>, I32EnumAttrCase<"lt", 7>, I32EnumAttrCase<"le", 8>,
+  I32EnumAttrCase<"gt", 9>, I32EnumAttrCase<"ge", 10>, I32EnumAttrCase<"eq", 11>,
+  I32EnumAttrCase<"ne", 12>
+]> {
+  let cppNamespace = "::ein::ir";
+  let genSpecializedAttr = 0;
+}
+def Ein_BinaryKindAttr : EnumAttr<Ein_Dialect, Ein_BinaryKind, "binary">;
+
+def Ein_ReduceKind : I32EnumAttr<"ReduceKind", "reduction over axes", [
+  I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>,
+  I32EnumAttrCase<"min", 3>, I32EnumAttrCase<"prod", 4>, I32EnumAttrCase<"var", 5>,
+  I32EnumAttrCase<"std", 6>
+]> {
+  let cppNamespace = "::ein::ir";
+  let genSpecializedAttr = 0;
+}
+def Ein_ReduceKindAttr : EnumAttr<Ein_Dialect, Ein_ReduceKind, "reduce">;
+
+#endif // EIN_DIALECT_TD

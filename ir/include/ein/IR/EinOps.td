@@ -1,0 +1,171 @@
+#ifndef EIN_OPS_TD
+#define EIN_OPS_TD
+
+include "ein/IR/EinDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/BuiltinAttributes.td"
+
+defvar Ein_Tensor = AnyStaticShapeTensor;
+
+def Ein_ParamOp : Ein_Op<"param", [Pure]> {
+  let summary = "a weight, loaded by its PyTorch state_dict name";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike]> {
+  let summary = "a constant tensor (usually a scalar)";
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Ein_EinsumOp : Ein_Op<"einsum", [Pure]> {
+  let summary = "torch.einsum";
+  let description = [{
+    `equation` is canonical: labels are space-separated words, every operand's
+    labels are spelled out ("..." is expanded into labels `.0`, `.1`, ...), and
+    the output is explicit. A label missing from the output is summed; a label
+    repeated inside one operand takes the diagonal.
+  }];
+  let arguments = (ins StrAttr:$equation, Variadic<Ein_Tensor>:$inputs);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$equation `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
+  let summary = "einops.rearrange, einops.reduce and einops.repeat";
+  let description = [{
+    `sizes` binds pattern axes (`h = 8`). With `reduction` set, axes missing on
+    the right are reduced (einops.reduce); new axes on the right repeat the
+    input (einops.repeat).
+  }];
+  let arguments = (ins Ein_Tensor:$input, StrAttr:$pattern, DictionaryAttr:$sizes,
+                       OptionalAttr<Ein_ReduceKindAttr>:$reduction);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$pattern $input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The keyword sizes as a plain map.
+    std::map<std::string, int64_t> getSizeMap();
+  }];
+}
+
+def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
+  let summary = "basic indexing: x[:, 1:], x[:, 0] (step 1)";
+  let description = [{
+    Takes `sizes[i]` elements from `offsets[i]` along every axis, then drops the
+    axes listed in `dropped` (each of size 1): an integer index.
+  }];
+  let arguments = (ins Ein_Tensor:$input, DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$sizes,
+                       DenseI64ArrayAttr:$dropped);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input `[` $offsets `,` $sizes `,` $dropped `]` attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ein_UnaryOp : Ein_Op<"unary", [Pure, SameOperandsAndResultType]> {
+  let summary = "element-wise function of one tensor";
+  let arguments = (ins Ein_UnaryKindAttr:$kind, Ein_Tensor:$input);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$kind $input attr-dict `:` type($result)";
+}
+
+def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
+  let summary = "element-wise function of two tensors with NumPy broadcasting";
+  let description = [{
+    Both operands have the same element type (the front end promotes first);
+    comparisons give `i1`.
+  }];
+  let arguments = (ins Ein_BinaryKindAttr:$kind, Ein_Tensor:$lhs, Ein_Tensor:$rhs);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
+  }];
+}
+
+def Ein_WhereOp : Ein_Op<"where", [Pure]> {
+  let summary = "torch.where(condition, a, b) with broadcasting";
+  let arguments = (ins Ein_Tensor:$condition, Ein_Tensor:$on_true, Ein_Tensor:$on_false);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_CastOp : Ein_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "element type conversion (bool and integers to float)";
+  let arguments = (ins Ein_Tensor:$input);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
+def Ein_SoftmaxOp : Ein_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+  let summary = "torch.softmax along `axis`";
+  let arguments = (ins Ein_Tensor:$input, I64Attr:$axis);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input `,` `axis` `=` $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
+  let summary = "sum, mean, max, min, prod, var and std over axes";
+  let description = [{
+    `correction` is the divisor offset of var/std: 1 for the unbiased estimate
+    (torch.std's default), 0 for the biased one.
+  }];
+  let arguments = (ins Ein_Tensor:$input, Ein_ReduceKindAttr:$kind, DenseI64ArrayAttr:$axes,
+                       BoolAttr:$keepdim, DefaultValuedAttr<I64Attr, "0">:$correction);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$kind $input `,` `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Ein_MatmulOp : Ein_Op<"matmul", [Pure]> {
+  let summary = "NumPy matmul, the `@` operator";
+  let arguments = (ins Ein_Tensor:$lhs, Ein_Tensor:$rhs);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_LinearOp : Ein_Op<"linear", [Pure]> {
+  let summary = "torch.nn.functional.linear: x @ weight^T + bias";
+  let arguments = (ins Ein_Tensor:$input, Ein_Tensor:$weight, Optional<Ein_Tensor>:$bias);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "torch.nn.functional.layer_norm over the last axis";
+  let arguments = (ins Ein_Tensor:$input, Optional<Ein_Tensor>:$weight, Optional<Ein_Tensor>:$bias,
+                       F64Attr:$eps);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure]> {
+  let summary = "torch.nn.functional.embedding: rows of `table` picked by integer ids";
+  let arguments = (ins Ein_Tensor:$ids, Ein_Tensor:$table);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_ConcatOp : Ein_Op<"concat", [Pure]> {
+  let summary = "torch.cat along `axis`";
+  let arguments = (ins Variadic<Ein_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$inputs `,` `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
+#endif // EIN_OPS_TD

@@ -1,0 +1,92 @@
+// Parsing and shape rules of einsum equations and einops patterns.
+//
+// Shared by the front end (which reports errors at the call's source location)
+// and the `ein` dialect's verifiers (which re-check the IR), so both agree on
+// what an equation means. Plain C++: no MLIR.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ein {
+
+using Shape = std::vector<int64_t>;
+
+// A failure with a human-readable reason ("operand 2 has 3 axes but ...").
+struct EquationError {
+  std::string message;
+};
+
+template <typename T>
+using EquationResult = std::variant<T, EquationError>;
+
+template <typename T>
+bool failed(const EquationResult<T> &result) {
+  return std::holds_alternative<EquationError>(result);
+}
+
+// An einsum equation with every operand's labels spelled out: ellipses are
+// expanded into labels ".0", ".1", ... (which no user label can clash with)
+// and an implicit output is made explicit, so that the canonical text
+// ("b h i d, b h j d -> b h i j") says everything.
+struct EinsumEquation {
+  std::vector<std::vector<std::string>> inputs;
+  std::vector<std::string> output;
+
+  // Parses `text` in either label style: single letters ("sd,hde->hse") or
+  // space-separated words ("b h i d, b h j d -> b h i j"). `operandRanks`
+  // expands "..." and is checked against the label counts.
+  static EquationResult<EinsumEquation> parse(std::string_view text,
+                                              const std::vector<int64_t> &operandRanks);
+
+  std::string str() const;
+
+  // Binds every label to a size from the operands and returns the result shape.
+  EquationResult<Shape> inferShape(const std::vector<Shape> &operandShapes) const;
+};
+
+// One side of an einops pattern: a list of groups; a group is one axis name or
+// a parenthesised composition "(h d)"; "1" and "()" are empty groups.
+struct EinopsSide {
+  struct Group {
+    std::vector<std::string> axes;
+    bool isEllipsis = false;
+  };
+  std::vector<Group> groups;
+};
+
+// How an einops rearrange/reduce/repeat maps input to output, in terms of
+// elementary axes (after decomposing every composed input group).
+struct EinopsPlan {
+  std::vector<std::string> inputAxes;   // elementary input axes, input order
+  Shape inputAxisSizes;
+  std::vector<std::string> outputAxes;  // elementary output axes, output order
+  Shape outputAxisSizes;
+  std::vector<std::vector<int>> outputGroups;  // indices into outputAxes
+  Shape resultShape;
+
+  // Position of output axis i among inputAxes, or -1 for a new (repeated) axis.
+  std::vector<int> outputSource;
+  // Positions (in inputAxes) of the axes that a reduce removes.
+  std::vector<int> reducedAxes;
+};
+
+enum class EinopsKind { Rearrange, Reduce, Repeat };
+
+// Plans `pattern` ("b (h d) -> b h d") over an input of `inputShape` with the
+// keyword `sizes` (h=8).
+EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
+                                      const Shape &inputShape,
+                                      const std::map<std::string, int64_t> &sizes);
+
+// NumPy broadcasting of two shapes (aligned on the right).
+EquationResult<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs);
+
+std::string formatShape(const Shape &shape);
+
+}  // namespace ein

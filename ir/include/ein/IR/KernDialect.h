@@ -1,0 +1,34 @@
+// The `kern` dialect: one op per runtime kernel call.
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ein/IR/KernOpsDialect.h.inc"
+#include "ein/IR/KernOpsEnums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ein/IR/KernOpsAttrs.h.inc"
+#define GET_OP_CLASSES
+#include "ein/IR/KernOps.h.inc"
+
+namespace ein::kern {
+
+// Attributes the memory planner puts on every op that owns a buffer.
+inline constexpr const char *kArenaOffsetAttr = "kern.arena_offset";
+inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
+
+// The flat element range [min, max] a view reaches over `sizes`; false when
+// `sizes` is empty of elements.
+struct ViewExtent {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+std::optional<ViewExtent> viewExtent(ViewAttr view, llvm::ArrayRef<int64_t> sizes);
+
+}  // namespace ein::kern

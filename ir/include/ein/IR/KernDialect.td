@@ -1,0 +1,50 @@
+#ifndef KERN_DIALECT_TD
+#define KERN_DIALECT_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Kern_Dialect : Dialect {
+  let name = "kern";
+  let summary = "Kernel-level IR: one op per runtime kernel call";
+  let description = [{
+    Every op is one call of a runtime kernel with static sizes. An op's result
+    is a fresh dense row-major buffer; operands are read through strided views
+    (`#kern.view<offset, [strides]>`, in elements), so permutations, slices and
+    head splits need no copies. The serializer maps these ops one to one onto
+    the artifact's steps.
+  }];
+  let cppNamespace = "::ein::kern";
+  let useDefaultAttributePrinterParser = 1;
+}
+
+class Kern_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Kern_Dialect, mnemonic, traits>;
+
+def Kern_ViewAttr : AttrDef<Kern_Dialect, "View"> {
+  let mnemonic = "view";
+  let summary = "a strided window onto a buffer, in elements";
+  let parameters = (ins "int64_t":$offset, ArrayRefParameter<"int64_t">:$strides);
+  let assemblyFormat = "`<` $offset `,` `[` $strides `]` `>`";
+}
+
+def Kern_Activation : I32EnumAttr<"Activation", "GEMM epilogue activation", [
+  I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"relu", 1>, I32EnumAttrCase<"gelu", 2>,
+  I32EnumAttrCase<"gelu_tanh", 3>, I32EnumAttrCase<"silu", 4>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_ActivationAttr : EnumAttr<Kern_Dialect, Kern_Activation, "activation">;
+
+def Kern_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kernel", [
+  I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>,
+  I32EnumAttrCase<"min", 3>, I32EnumAttrCase<"prod", 4>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_ReduceKindAttr : EnumAttr<Kern_Dialect, Kern_ReduceKind, "reduce">;
+
+#endif // KERN_DIALECT_TD

@@ -1,0 +1,440 @@
+#include "ein/IR/Equations.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <sstream>
+
+namespace ein {
+namespace {
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
+  return text;
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == separator) {
+      parts.push_back(text.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return parts;
+}
+
+bool isLabelChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
+
+bool isWordLabel(std::string_view label) {
+  if (label.empty() || std::isdigit(static_cast<unsigned char>(label.front()))) return false;
+  return std::all_of(label.begin(), label.end(), isLabelChar);
+}
+
+constexpr std::string_view kEllipsis = "...";
+
+// Splits one einsum term into labels, keeping "..." as one token.
+EquationResult<std::vector<std::string>> splitTerm(std::string_view term, bool words) {
+  std::vector<std::string> labels;
+  size_t i = 0;
+  while (i < term.size()) {
+    char c = term[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (term.substr(i, 3) == kEllipsis) {
+      labels.emplace_back(kEllipsis);
+      i += 3;
+    } else if (words) {
+      size_t end = i;
+      while (end < term.size() && isLabelChar(term[end])) ++end;
+      std::string_view word = term.substr(i, end - i);
+      if (!isWordLabel(word))
+        return EquationError{"invalid label '" + std::string(term.substr(i, std::max<size_t>(end - i, 1))) +
+                             "' in \"" + std::string(trim(term)) + "\""};
+      labels.emplace_back(word);
+      i = end;
+    } else {
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        return EquationError{"invalid label '" + std::string(1, c) + "' in \"" + std::string(trim(term)) +
+                             "\" (labels are letters, or words separated by spaces)"};
+      labels.emplace_back(1, c);
+      ++i;
+    }
+  }
+  return labels;
+}
+
+std::string ellipsisLabel(size_t i) { return "." + std::to_string(i); }
+
+}  // namespace
+
+std::string formatShape(const Shape &shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += ", ";
+    text += std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
+                                                     const std::vector<int64_t> &operandRanks) {
+  std::string_view lhs = text, rhs;
+  bool explicitOutput = false;
+  if (size_t arrow = text.find("->"); arrow != std::string_view::npos) {
+    lhs = text.substr(0, arrow);
+    rhs = text.substr(arrow + 2);
+    explicitOutput = true;
+    if (rhs.find("->") != std::string_view::npos)
+      return EquationError{"einsum equation has more than one '->'"};
+  }
+  std::vector<std::string_view> terms = split(lhs, ',');
+  // Word labels when any term has a space between two labels.
+  bool words = false;
+  auto hasInnerSpace = [](std::string_view term) {
+    term = trim(term);
+    return std::any_of(term.begin(), term.end(),
+                       [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
+  };
+  for (std::string_view term : terms) words |= hasInnerSpace(term);
+  if (explicitOutput) words |= hasInnerSpace(rhs);
+
+  if (terms.size() != operandRanks.size())
+    return EquationError{"einsum equation names " + std::to_string(terms.size()) + " operand" +
+                         (terms.size() == 1 ? "" : "s") + " but " + std::to_string(operandRanks.size()) +
+                         (operandRanks.size() == 1 ? " is" : " are") + " given"};
+
+  // First pass: labels per operand and how many axes each "..." covers.
+  std::vector<std::vector<std::string>> termLabels;
+  std::vector<size_t> covered(terms.size(), 0);
+  size_t ellipsisRank = 0;
+  for (size_t operand = 0; operand < terms.size(); ++operand) {
+    auto labels = splitTerm(terms[operand], words);
+    if (failed(labels)) return std::get<EquationError>(labels);
+    auto &list = std::get<std::vector<std::string>>(labels);
+    size_t ellipses = std::count(list.begin(), list.end(), std::string(kEllipsis));
+    if (ellipses > 1) return EquationError{"einsum operand " + std::to_string(operand + 1) + " has more than one '...'"};
+    int64_t named = static_cast<int64_t>(list.size() - ellipses);
+    int64_t rank = operandRanks[operand];
+    if (ellipses == 0 ? named != rank : named > rank)
+      return EquationError{"einsum operand " + std::to_string(operand + 1) + " has " + std::to_string(rank) +
+                           " axes but \"" + std::string(trim(terms[operand])) + "\" names " +
+                           (ellipses ? "at least " : "") + std::to_string(named)};
+    if (ellipses) covered[operand] = static_cast<size_t>(rank - named);
+    ellipsisRank = std::max(ellipsisRank, covered[operand]);
+    termLabels.push_back(std::move(list));
+  }
+  // Second pass: expand "..." into broadcast labels aligned on the right, as in
+  // NumPy, so ".0" is the outermost broadcast axis of the widest operand.
+  EinsumEquation equation;
+  for (size_t operand = 0; operand < terms.size(); ++operand) {
+    std::vector<std::string> expanded;
+    for (const std::string &label : termLabels[operand]) {
+      if (label != kEllipsis) {
+        expanded.push_back(label);
+        continue;
+      }
+      for (size_t i = 0; i < covered[operand]; ++i)
+        expanded.push_back(ellipsisLabel(ellipsisRank - covered[operand] + i));
+    }
+    equation.inputs.push_back(std::move(expanded));
+  }
+
+  if (explicitOutput) {
+    auto labels = splitTerm(rhs, words);
+    if (failed(labels)) return std::get<EquationError>(labels);
+    for (const std::string &label : std::get<std::vector<std::string>>(labels)) {
+      if (label == kEllipsis) {
+        for (size_t i = 0; i < ellipsisRank; ++i) equation.output.push_back(ellipsisLabel(i));
+      } else {
+        equation.output.push_back(label);
+      }
+    }
+    std::set<std::string> seen;
+    for (const std::string &label : equation.output) {
+      if (!seen.insert(label).second)
+        return EquationError{"einsum output label '" + label + "' appears more than once"};
+      bool inInputs = std::any_of(equation.inputs.begin(), equation.inputs.end(), [&](const auto &term) {
+        return std::find(term.begin(), term.end(), label) != term.end();
+      });
+      if (!inInputs) return EquationError{"einsum output label '" + label + "' appears in no operand"};
+    }
+  } else {
+    // NumPy's implicit output: broadcast axes first, then every label that occurs
+    // exactly once, in alphabetical order.
+    for (size_t i = 0; i < ellipsisRank; ++i) equation.output.push_back(ellipsisLabel(i));
+    std::map<std::string, int> counts;
+    for (const auto &term : equation.inputs)
+      for (const std::string &label : term)
+        if (label.front() != '.') ++counts[label];
+    for (const auto &[label, count] : counts)
+      if (count == 1) equation.output.push_back(label);
+  }
+  return equation;
+}
+
+std::string EinsumEquation::str() const {
+  auto join = [](const std::vector<std::string> &labels) {
+    std::string text;
+    for (size_t i = 0; i < labels.size(); ++i) text += (i ? " " : "") + labels[i];
+    return text;
+  };
+  std::string text;
+  for (size_t i = 0; i < inputs.size(); ++i) text += (i ? ", " : "") + join(inputs[i]);
+  return text + " -> " + join(output);
+}
+
+EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &operandShapes) const {
+  if (operandShapes.size() != inputs.size())
+    return EquationError{"einsum equation names " + std::to_string(inputs.size()) + " operands but " +
+                         std::to_string(operandShapes.size()) + " are given"};
+  struct Binding {
+    int64_t size;
+    size_t operand;
+  };
+  std::map<std::string, Binding> sizes;
+  for (size_t operand = 0; operand < inputs.size(); ++operand) {
+    const Shape &shape = operandShapes[operand];
+    if (shape.size() != inputs[operand].size())
+      return EquationError{"einsum operand " + std::to_string(operand + 1) + " has " +
+                           std::to_string(shape.size()) + " axes but the equation names " +
+                           std::to_string(inputs[operand].size())};
+    for (size_t axis = 0; axis < shape.size(); ++axis) {
+      const std::string &label = inputs[operand][axis];
+      auto [it, inserted] = sizes.try_emplace(label, Binding{shape[axis], operand});
+      if (inserted || it->second.size == shape[axis]) continue;
+      // Broadcast (ellipsis) axes of size 1 stretch, as in NumPy.
+      if (label.front() == '.' && (it->second.size == 1 || shape[axis] == 1)) {
+        if (it->second.size == 1) it->second = Binding{shape[axis], operand};
+        continue;
+      }
+      std::string name = label.front() == '.' ? "broadcast axis " + label.substr(1) : "axis '" + label + "'";
+      return EquationError{name + " is " + std::to_string(it->second.size) + " in operand " +
+                           std::to_string(it->second.operand + 1) + " and " + std::to_string(shape[axis]) +
+                           " in operand " + std::to_string(operand + 1)};
+    }
+  }
+  Shape result;
+  for (const std::string &label : output) result.push_back(sizes.at(label).size);
+  return result;
+}
+
+namespace {
+
+EquationResult<EinopsSide> parseEinopsSide(std::string_view text) {
+  EinopsSide side;
+  size_t i = 0;
+  bool inGroup = false;
+  EinopsSide::Group group;
+  bool sawEllipsis = false;
+  while (i < text.size()) {
+    char c = text[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (c == '(') {
+      if (inGroup) return EquationError{"nested parentheses in einops pattern \"" + std::string(trim(text)) + "\""};
+      inGroup = true;
+      group = {};
+      ++i;
+    } else if (c == ')') {
+      if (!inGroup) return EquationError{"unbalanced ')' in einops pattern \"" + std::string(trim(text)) + "\""};
+      inGroup = false;
+      side.groups.push_back(group);
+      ++i;
+    } else if (text.substr(i, 3) == kEllipsis) {
+      if (inGroup) return EquationError{"'...' inside parentheses is not supported"};
+      if (sawEllipsis) return EquationError{"einops pattern side \"" + std::string(trim(text)) + "\" has more than one '...'"};
+      sawEllipsis = true;
+      side.groups.push_back({{}, true});
+      i += 3;
+    } else if (isLabelChar(c)) {
+      size_t end = i;
+      while (end < text.size() && isLabelChar(text[end])) ++end;
+      std::string_view word = text.substr(i, end - i);
+      i = end;
+      if (word == "1") {
+        if (!inGroup) side.groups.push_back({});
+        continue;  // a unit axis inside a group contributes nothing
+      }
+      if (!isWordLabel(word))
+        return EquationError{"invalid axis name '" + std::string(word) + "' in einops pattern"};
+      if (inGroup)
+        group.axes.emplace_back(word);
+      else
+        side.groups.push_back({{std::string(word)}, false});
+    } else {
+      return EquationError{"unexpected '" + std::string(1, c) + "' in einops pattern \"" + std::string(trim(text)) + "\""};
+    }
+  }
+  if (inGroup) return EquationError{"unclosed '(' in einops pattern \"" + std::string(trim(text)) + "\""};
+  return side;
+}
+
+int64_t product(const Shape &sizes) {
+  int64_t result = 1;
+  for (int64_t size : sizes) result *= size;
+  return result;
+}
+
+}  // namespace
+
+EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern, const Shape &inputShape,
+                                      const std::map<std::string, int64_t> &sizes) {
+  size_t arrow = pattern.find("->");
+  if (arrow == std::string_view::npos) return EquationError{"einops pattern \"" + std::string(pattern) + "\" has no '->'"};
+  auto left = parseEinopsSide(pattern.substr(0, arrow));
+  if (failed(left)) return std::get<EquationError>(left);
+  auto right = parseEinopsSide(pattern.substr(arrow + 2));
+  if (failed(right)) return std::get<EquationError>(right);
+  const EinopsSide &in = std::get<EinopsSide>(left);
+  const EinopsSide &out = std::get<EinopsSide>(right);
+
+  bool inEllipsis = std::any_of(in.groups.begin(), in.groups.end(), [](auto &g) { return g.isEllipsis; });
+  bool outEllipsis = std::any_of(out.groups.begin(), out.groups.end(), [](auto &g) { return g.isEllipsis; });
+  if (inEllipsis != outEllipsis) return EquationError{"'...' must appear on both sides of the einops pattern or neither"};
+
+  size_t namedGroups = in.groups.size() - (inEllipsis ? 1 : 0);
+  if (inEllipsis ? inputShape.size() < namedGroups : inputShape.size() != namedGroups)
+    return EquationError{"einops pattern \"" + std::string(trim(pattern.substr(0, arrow))) + "\" names " +
+                         std::to_string(namedGroups) + " axes but the input has " +
+                         std::to_string(inputShape.size()) + " (shape " + formatShape(inputShape) + ")"};
+
+  EinopsPlan plan;
+  std::map<std::string, int64_t> known;  // elementary axis sizes
+  for (const auto &[name, size] : sizes) {
+    if (size <= 0) return EquationError{"axis '" + name + "' is given size " + std::to_string(size)};
+    known[name] = size;
+  }
+  std::set<std::string> seen;
+  size_t dim = 0;
+  size_t ellipsisRank = inputShape.size() - namedGroups;
+  for (const auto &group : in.groups) {
+    if (group.isEllipsis) {
+      for (size_t i = 0; i < ellipsisRank; ++i, ++dim) {
+        plan.inputAxes.push_back(ellipsisLabel(i));
+        plan.inputAxisSizes.push_back(inputShape[dim]);
+      }
+      continue;
+    }
+    int64_t dimSize = inputShape[dim];
+    if (group.axes.empty()) {  // "1" or "()"
+      if (dimSize != 1)
+        return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) +
+                             " but the pattern says 1"};
+      ++dim;
+      continue;
+    }
+    int64_t knownProduct = 1;
+    int unknown = -1;
+    for (size_t i = 0; i < group.axes.size(); ++i) {
+      const std::string &axis = group.axes[i];
+      if (!seen.insert(axis).second) return EquationError{"axis '" + axis + "' appears twice on the left of the einops pattern"};
+      if (auto it = known.find(axis); it != known.end()) {
+        knownProduct *= it->second;
+      } else if (unknown >= 0) {
+        return EquationError{"cannot infer the sizes of both '" + group.axes[unknown] + "' and '" + axis +
+                             "' from input axis " + std::to_string(dim) + " (size " + std::to_string(dimSize) +
+                             "); give one of them, e.g. " + axis + "=..."};
+      } else {
+        unknown = static_cast<int>(i);
+      }
+    }
+    if (unknown >= 0) {
+      if (dimSize % knownProduct != 0)
+        return EquationError{"input axis " + std::to_string(dim) + " of size " + std::to_string(dimSize) +
+                             " does not divide into (" + [&] {
+                               std::string names;
+                               for (auto &a : group.axes) names += (names.empty() ? "" : " ") + a;
+                               return names;
+                             }() + ") with the given sizes (product " + std::to_string(knownProduct) + ")"};
+      known[group.axes[unknown]] = dimSize / knownProduct;
+    } else if (knownProduct != dimSize) {
+      std::string names;
+      for (auto &a : group.axes) names += (names.empty() ? "" : " ") + a + "=" + std::to_string(known[a]);
+      return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) + " but " +
+                           (group.axes.size() == 1 ? "" : "the product of ") + names + " is " +
+                           std::to_string(knownProduct)};
+    }
+    for (const std::string &axis : group.axes) {
+      plan.inputAxes.push_back(axis);
+      plan.inputAxisSizes.push_back(known[axis]);
+    }
+    ++dim;
+  }
+
+  std::set<std::string> outSeen;
+  for (const auto &group : out.groups) {
+    std::vector<int> members;
+    if (group.isEllipsis) {
+      for (size_t i = 0; i < ellipsisRank; ++i) {
+        members.push_back(static_cast<int>(plan.outputAxes.size()));
+        plan.outputAxes.push_back(ellipsisLabel(i));
+      }
+      // Each ellipsis axis is its own output dimension.
+      for (int member : members) plan.outputGroups.push_back({member});
+      continue;
+    }
+    for (const std::string &axis : group.axes) {
+      if (!outSeen.insert(axis).second) return EquationError{"axis '" + axis + "' appears twice on the right of the einops pattern"};
+      members.push_back(static_cast<int>(plan.outputAxes.size()));
+      plan.outputAxes.push_back(axis);
+    }
+    plan.outputGroups.push_back(members);
+  }
+  for (const std::string &axis : plan.outputAxes) {
+    auto it = std::find(plan.inputAxes.begin(), plan.inputAxes.end(), axis);
+    if (it != plan.inputAxes.end()) {
+      int position = static_cast<int>(it - plan.inputAxes.begin());
+      plan.outputSource.push_back(position);
+      plan.outputAxisSizes.push_back(plan.inputAxisSizes[position]);
+      continue;
+    }
+    if (kind != EinopsKind::Repeat)
+      return EquationError{"axis '" + axis + "' is on the right of the einops pattern but not on the left"};
+    auto size = known.find(axis);
+    if (size == known.end()) return EquationError{"new axis '" + axis + "' needs a size, e.g. " + axis + "=..."};
+    plan.outputSource.push_back(-1);
+    plan.outputAxisSizes.push_back(size->second);
+  }
+  for (size_t i = 0; i < plan.inputAxes.size(); ++i) {
+    if (outSeen.count(plan.inputAxes[i]) || plan.inputAxes[i].front() == '.') continue;
+    if (kind != EinopsKind::Reduce)
+      return EquationError{"axis '" + plan.inputAxes[i] + "' is on the left of the einops pattern but not on the right" +
+                           (kind == EinopsKind::Rearrange ? " (use reduce to remove an axis)" : "")};
+    plan.reducedAxes.push_back(static_cast<int>(i));
+  }
+  for (const auto &[name, size] : sizes) {
+    bool used = std::find(plan.inputAxes.begin(), plan.inputAxes.end(), name) != plan.inputAxes.end() ||
+                std::find(plan.outputAxes.begin(), plan.outputAxes.end(), name) != plan.outputAxes.end();
+    if (!used) return EquationError{"size given for axis '" + name + "', which the pattern does not name"};
+  }
+  for (const auto &members : plan.outputGroups) {
+    Shape groupSizes;
+    for (int member : members) groupSizes.push_back(plan.outputAxisSizes[member]);
+    plan.resultShape.push_back(product(groupSizes));
+  }
+  return plan;
+}
+
+EquationResult<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs) {
+  size_t rank = std::max(lhs.size(), rhs.size());
+  Shape result(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t a = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
+    int64_t b = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    if (a != b && a != 1 && b != 1)
+      return EquationError{"shapes " + formatShape(lhs) + " and " + formatShape(rhs) +
+                           " do not broadcast (axis " + std::to_string(i) + ": " + std::to_string(a) + " vs " +
+                           std::to_string(b) + ")"};
+    result[i] = a == 1 ? b : a;
+  }
+  return result;
+}
+
+}  // namespace ein

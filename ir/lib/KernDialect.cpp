@@ -1,0 +1,148 @@
+#include "ein/IR/KernDialect.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+
+using namespace mlir;
+using namespace ein::kern;
+
+#include "ein/IR/KernOpsDialect.cpp.inc"
+#include "ein/IR/KernOpsEnums.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ein/IR/KernOpsAttrs.cpp.inc"
+#define GET_OP_CLASSES
+#include "ein/IR/KernOps.cpp.inc"
+
+void KernDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ein/IR/KernOpsAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "ein/IR/KernOps.cpp.inc"
+      >();
+}
+
+std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, ArrayRef<int64_t> sizes) {
+  ViewExtent extent{view.getOffset(), view.getOffset()};
+  for (auto [size, stride] : llvm::zip(sizes, view.getStrides())) {
+    if (size == 0) return std::nullopt;
+    int64_t reach = (size - 1) * stride;
+    if (reach < 0)
+      extent.min += reach;
+    else
+      extent.max += reach;
+  }
+  return extent;
+}
+
+namespace {
+
+// Checks that `view` has one stride per axis of `sizes` and stays inside `operand`.
+LogicalResult verifyView(Operation *op, StringRef name, ViewAttr view, ArrayRef<int64_t> sizes, Value operand) {
+  if (view.getStrides().size() != sizes.size())
+    return op->emitOpError() << name << " has " << view.getStrides().size() << " strides for "
+                             << sizes.size() << " axes";
+  auto type = cast<RankedTensorType>(operand.getType());
+  auto extent = viewExtent(view, sizes);
+  if (extent && (extent->min < 0 || extent->max >= type.getNumElements()))
+    return op->emitOpError() << name << " reaches elements [" << extent->min << ", " << extent->max
+                             << "] of an operand with " << type.getNumElements();
+  return success();
+}
+
+SmallVector<int64_t> concat(ArrayRef<int64_t> head, std::initializer_list<int64_t> tail) {
+  SmallVector<int64_t> result(head.begin(), head.end());
+  result.append(tail.begin(), tail.end());
+  return result;
+}
+
+int64_t product(ArrayRef<int64_t> sizes) {
+  int64_t result = 1;
+  for (int64_t size : sizes) result *= size;
+  return result;
+}
+
+}  // namespace
+
+LogicalResult GemmOp::verify() {
+  if (getMAttr().getInt() < 0 || getNAttr().getInt() < 0 || getKAttr().getInt() < 0) return emitOpError() << "sizes must be non-negative";
+  if (failed(verifyView(*this, "a_view", getAView(), concat(getBatch(), {getMAttr().getInt(), getKAttr().getInt()}), getA())) ||
+      failed(verifyView(*this, "b_view", getBView(), concat(getBatch(), {getKAttr().getInt(), getNAttr().getInt()}), getB())) ||
+      failed(verifyView(*this, "c_view", getCView(), concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()}), getResult())))
+    return failure();
+  if (getBias()) {
+    if (!getBiasView()) return emitOpError() << "has a bias but no bias_view";
+    if (failed(verifyView(*this, "bias_view", *getBiasView(), concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()}), getBias())))
+      return failure();
+  }
+  if (product(getBatch()) * getMAttr().getInt() * getNAttr().getInt() != getType().getNumElements())
+    return emitOpError() << "result has " << getType().getNumElements() << " elements but the product has "
+                         << product(getBatch()) * getMAttr().getInt() * getNAttr().getInt();
+  return success();
+}
+
+LogicalResult ElementwiseOp::verify() {
+  if (getInputViews().size() != getInputs().size())
+    return emitOpError() << "has " << getInputViews().size() << " input views for " << getInputs().size()
+                         << " inputs";
+  ArrayRef<int64_t> shape = getType().getShape();
+  for (auto [index, view, input] : llvm::enumerate(getInputViews(), getInputs())) {
+    auto viewAttr = dyn_cast<ViewAttr>(view);
+    if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
+    if (failed(verifyView(*this, "input view " + std::to_string(index), viewAttr, shape, input))) return failure();
+  }
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << body.getNumArguments() << " arguments for " << getInputs().size()
+                         << " inputs";
+  for (BlockArgument argument : body.getArguments())
+    if (!argument.getType().isF32()) return emitOpError() << "body arguments must be f32";
+  if (body.empty() || !isa<YieldOp>(body.back()))
+    return emitOpError() << "body must end in kern.yield";
+  Type resultElement = getType().getElementType();
+  if (!resultElement.isF32() && !resultElement.isInteger(1))
+    return emitOpError() << "result must be f32 or i1, got " << resultElement;
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (product(getShape()) != getType().getNumElements())
+    return emitOpError() << "shape does not cover the result";
+  if (getShape().empty()) return emitOpError() << "shape must have at least one axis";
+  if (failed(verifyView(*this, "x_view", getXView(), getShape(), getX())) ||
+      failed(verifyView(*this, "y_view", getYView(), getShape(), getResult())))
+    return failure();
+  return success();
+}
+
+LogicalResult ReduceOp::verify() {
+  int64_t rank = static_cast<int64_t>(getShape().size());
+  if (getReducedRankAttr().getInt() < 1 || getReducedRankAttr().getInt() > rank)
+    return emitOpError() << "reduced_rank " << getReducedRankAttr().getInt() << " is out of range for rank " << rank;
+  if (product(getShape().drop_back(getReducedRankAttr().getInt())) != getType().getNumElements())
+    return emitOpError() << "result does not hold the kept axes";
+  return verifyView(*this, "x_view", getXView(), getShape(), getX());
+}
+
+LogicalResult GatherOp::verify() {
+  auto table = cast<RankedTensorType>(getTable().getType());
+  if (table.getRank() != 2) return emitOpError() << "table must be [rows, width]";
+  auto ids = cast<RankedTensorType>(getIds().getType());
+  SmallVector<int64_t> expected(ids.getShape());
+  expected.push_back(table.getDimSize(1));
+  if (getType().getShape() != ArrayRef<int64_t>(expected)) return emitOpError() << "result must be [ids..., width]";
+  return verifyView(*this, "ids_view", getIdsView(), ids.getShape(), getIds());
+}
+
+LogicalResult CopyOp::verify() {
+  if (product(getShape()) != getType().getNumElements())
+    return emitOpError() << "shape does not cover the result";
+  auto input = cast<RankedTensorType>(getX().getType());
+  if (input.getElementType() != getType().getElementType()) return emitOpError() << "cannot change element type";
+  return verifyView(*this, "x_view", getXView(), getShape(), getX());
+}
