@@ -60,12 +60,6 @@ Type elementTypeOf(Value value) { return cast<RankedTensorType>(value.getType())
 
 }  // namespace
 
-LogicalResult ConstantOp::verify() {
-  if (getValue().getType() != getType())
-    return emitOpError() << "value type " << getValue().getType() << " differs from result type " << getType();
-  return success();
-}
-
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 LogicalResult EinsumOp::verify() {

@@ -319,6 +319,7 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
       for (size_t i = 0; i < ellipsisRank; ++i, ++dim) {
         plan.inputAxes.push_back(ellipsisLabel(i));
         plan.inputAxisSizes.push_back(inputShape[dim]);
+        plan.inputAxisDim.push_back(static_cast<int>(dim));
       }
       continue;
     }
@@ -364,6 +365,7 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
     for (const std::string &axis : group.axes) {
       plan.inputAxes.push_back(axis);
       plan.inputAxisSizes.push_back(known[axis]);
+      plan.inputAxisDim.push_back(static_cast<int>(dim));
     }
     ++dim;
   }

@@ -15,12 +15,11 @@ def Ein_ParamOp : Ein_Op<"param", [Pure]> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
-def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike]> {
+def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor (usually a scalar)";
   let arguments = (ins ElementsAttr:$value);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$value attr-dict `:` type($result)";
-  let hasVerifier = 1;
+  let assemblyFormat = "attr-dict $value";
   let hasFolder = 1;
 }
 
@@ -65,7 +64,7 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
   let arguments = (ins Ein_Tensor:$input, DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$sizes,
                        DenseI64ArrayAttr:$dropped);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$input `[` $offsets `,` $sizes `,` $dropped `]` attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -65,6 +65,7 @@ struct EinopsSide {
 struct EinopsPlan {
   std::vector<std::string> inputAxes;   // elementary input axes, input order
   Shape inputAxisSizes;
+  std::vector<int> inputAxisDim;        // the input dimension each one comes from
   std::vector<std::string> outputAxes;  // elementary output axes, output order
   Shape outputAxisSizes;
   std::vector<std::vector<int>> outputGroups;  // indices into outputAxes

@@ -1,0 +1,19 @@
+#include "passes/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace ein {
+
+void registerEinDialects(mlir::DialectRegistry &registry) {
+  registry.insert<ir::EinDialect, kern::KernDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                  mlir::math::MathDialect>();
+}
+
+void buildCompilerPipeline(mlir::OpPassManager &manager) {
+  mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
+  function.addPass(createConvertEinToKern());
+  function.addPass(createPlanMemory());
+}
+
+}  // namespace ein

@@ -1,0 +1,31 @@
+#ifndef EIN_PASSES_TD
+#define EIN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertEinToKern : Pass<"convert-ein-to-kern", "mlir::func::FuncOp"> {
+  let summary = "Lower ein ops to kernel calls with strided views";
+  let description = [{
+    Tracks every ein value as a strided view of a buffer, so rearranges, slices
+    and broadcasts cost nothing; contractions become batched GEMMs whose
+    permutations live in the views' strides, and a copy is inserted only where
+    a view cannot be expressed (axes that do not merge).
+  }];
+  let dependentDialects = ["::ein::kern::KernDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
+def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Assign every intermediate buffer an offset in one arena";
+  let description = [{
+    Buffers whose lifetimes do not overlap share memory. Greedy by size: the
+    largest buffers are placed first, each at the lowest offset that clashes
+    with no placed buffer alive at the same time. Results returned by the
+    function live in the caller's output buffers, not in the arena.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">
+  ];
+}
+
+#endif // EIN_PASSES_TD

@@ -1,0 +1,417 @@
+#include "target/ArtifactWriter.h"
+
+#include "ein/IR/EinDialect.h"
+#include "ein/IR/KernDialect.h"
+#include "ein/schema/ein_artifact_generated.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+namespace fb = ein::schema;
+
+namespace ein {
+namespace {
+
+constexpr uint64_t kWeightAlignment = 64;
+constexpr const char *kProducer = "einc 0.1.0";
+
+uint64_t alignTo(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+FailureOr<fb::DType> dtypeOf(Location loc, Type type) {
+  if (type.isF32()) return fb::DType::F32;
+  if (type.isF16()) return fb::DType::F16;
+  if (type.isBF16()) return fb::DType::BF16;
+  if (type.isInteger(1)) return fb::DType::Bool;
+  if (type.isSignlessInteger(32)) return fb::DType::I32;
+  if (type.isSignlessInteger(64)) return fb::DType::I64;
+  return emitError(loc) << "element type " << type << " cannot be stored in an artifact";
+}
+
+int64_t elementBytes(Type type) { return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8; }
+
+// "model.ein:12:5" for the innermost file location of `loc`.
+std::string describe(Location loc) {
+  std::string text;
+  loc->walk([&](Location inner) {
+    if (auto file = dyn_cast<FileLineColLoc>(inner)) {
+      text = (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn()));
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return text;
+}
+
+std::string bindingName(DictionaryAttr attrs, const std::string &fallback) {
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("ein.name")) return name.str();
+  return fallback;
+}
+
+class Writer {
+ public:
+  Writer(func::FuncOp function, const ParamBytesProvider &params, const ArtifactOptions &options)
+      : function(function), params(params), options(options) {}
+
+  FailureOr<std::vector<uint8_t>> run() {
+    // The weight segment's file offset is a field of the FlatBuffer: build
+    // once to learn the buffer's size, then again with the final offset. All
+    // scalar fields are forced present, so both builds have the same size.
+    if (failed(build(0))) return failure();
+    uint64_t weightsOffset = alignTo(builder.GetSize(), kWeightAlignment);
+    if (failed(build(weightsOffset))) return failure();
+    if (alignTo(builder.GetSize(), kWeightAlignment) != weightsOffset)
+      return function.emitError() << "internal error: artifact header changed size between builds";
+    std::vector<uint8_t> file(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
+    file.resize(weightsOffset, 0);
+    file.insert(file.end(), weights.begin(), weights.end());
+    return file;
+  }
+
+ private:
+  LogicalResult build(uint64_t weightsOffset) {
+    builder.Clear();
+    builder.ForceDefaults(true);
+    tensors.clear();
+    tensorIndex.clear();
+    weights.clear();
+    inputs.clear();
+    outputs.clear();
+    parameters.clear();
+    steps.clear();
+
+    Block &body = function.getBody().front();
+    for (auto [index, argument] : llvm::enumerate(body.getArguments())) {
+      auto id = addTensor(argument, fb::Storage::Input, static_cast<uint32_t>(index), 0);
+      if (failed(id)) return failure();
+      std::string name = bindingName(function.getArgAttrDict(index), "input" + std::to_string(index));
+      inputs.push_back(fb::CreateBinding(builder, builder.CreateString(name), *id, upperBound(argument)));
+    }
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    DenseMap<Value, uint32_t> outputIndex;
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) outputIndex[value] = static_cast<uint32_t>(index);
+
+    for (Operation &op : body.without_terminator()) {
+      if (auto param = dyn_cast<ir::ParamOp>(op)) {
+        if (failed(addWeights(param, param.getType(), paramBytes(param)))) return failure();
+        parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
+                                                 tensorIndex.at(param)));
+        continue;
+      }
+      if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
+        if (failed(addWeights(constant, constant.getType(), constantBytes(constant)))) return failure();
+        continue;
+      }
+      if (!isa<kern::KernDialect>(op.getDialect()))
+        return op.emitOpError() << "cannot be serialised: the artifact holds kernel (kern) ops only";
+      Value result = op.getResult(0);
+      FailureOr<uint32_t> id = failure();
+      if (auto output = outputIndex.find(result); output != outputIndex.end()) {
+        id = addTensor(result, fb::Storage::Output, output->second, 0);
+      } else {
+        auto offset = op.getAttrOfType<IntegerAttr>(kern::kArenaOffsetAttr);
+        if (!offset) return op.emitOpError() << "has no arena offset: run the memory planner first";
+        id = addTensor(result, fb::Storage::Arena, 0, offset.getInt());
+      }
+      if (failed(id) || failed(addStep(op))) return failure();
+    }
+    for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+      if (!tensorIndex.count(value) || !value.getDefiningOp() || !isa<kern::KernDialect>(value.getDefiningOp()->getDialect()))
+        return ret.emitOpError() << "result " << index << " must be produced by a kernel";
+      std::string name = bindingName(function.getResultAttrDict(index), "output" + std::to_string(index));
+      outputs.push_back(fb::CreateBinding(builder, builder.CreateString(name), tensorIndex.at(value), 0));
+    }
+
+    auto arenaBytes = function->getAttrOfType<IntegerAttr>(kern::kArenaBytesAttr);
+    if (!arenaBytes) return function.emitError() << "has no arena size: run the memory planner first";
+    auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), fb::Target::Cpu,
+                                       kProducer, options.source.c_str(), &inputs, &outputs, &parameters, &tensors,
+                                       &steps, static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset,
+                                       weights.size());
+    fb::FinishSizePrefixedModelBuffer(builder, model);
+    return success();
+  }
+
+  // Each parameter is read once, though the header is built twice.
+  FailureOr<std::vector<uint8_t>> paramBytes(ir::ParamOp param) {
+    auto cached = paramCache.find(param.getName());
+    if (cached != paramCache.end()) return cached->second;
+    auto bytes = params(param.getName(), param.getType(), param.getLoc());
+    if (failed(bytes)) return failure();
+    return paramCache[param.getName()] = std::move(*bytes);
+  }
+
+  // Ids feeding a gather must index its table: record the row count so that
+  // `ein-run --random-inputs` draws valid ids.
+  int64_t upperBound(Value argument) {
+    int64_t bound = 0;
+    for (Operation *user : argument.getUsers())
+      if (auto gather = dyn_cast<kern::GatherOp>(user); gather && gather.getIds() == argument) {
+        int64_t rows = cast<RankedTensorType>(gather.getTable().getType()).getDimSize(0);
+        bound = bound == 0 ? rows : std::min(bound, rows);
+      }
+    return bound;
+  }
+
+  FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset) {
+    auto type = cast<RankedTensorType>(value.getType());
+    auto dtype = dtypeOf(value.getLoc(), type.getElementType());
+    if (failed(dtype)) return failure();
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    auto id = static_cast<uint32_t>(tensors.size());
+    tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &shape, storage, index, offset));
+    tensorIndex[value] = id;
+    return id;
+  }
+
+  FailureOr<std::vector<uint8_t>> constantBytes(ir::ConstantOp constant) {
+    auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!value) return constant.emitOpError() << "only dense constants can be stored";
+    Type element = value.getElementType();
+    std::vector<uint8_t> bytes;
+    auto append = [&](const void *data, size_t size) {
+      auto *begin = static_cast<const uint8_t *>(data);
+      bytes.insert(bytes.end(), begin, begin + size);
+    };
+    if (element.isF32()) {
+      for (APFloat v : value.getValues<APFloat>()) {
+        float f = v.convertToFloat();
+        append(&f, sizeof f);
+      }
+    } else if (element.isInteger(1)) {
+      for (bool v : value.getValues<bool>()) bytes.push_back(v ? 1 : 0);
+    } else if (element.isSignlessInteger(32) || element.isSignlessInteger(64)) {
+      for (APInt v : value.getValues<APInt>()) {
+        int64_t wide = v.getSExtValue();
+        int32_t narrow = static_cast<int32_t>(wide);
+        element.isSignlessInteger(32) ? append(&narrow, sizeof narrow) : append(&wide, sizeof wide);
+      }
+    } else {
+      return constant.emitOpError() << "constants of " << element << " cannot be stored yet";
+    }
+    return bytes;
+  }
+
+  LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes) {
+    if (failed(bytes)) return failure();
+    uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
+    if (bytes->size() != expected)
+      return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type << " (expected "
+                                       << expected << ")";
+    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
+    uint64_t offset = weights.size();
+    weights.insert(weights.end(), bytes->begin(), bytes->end());
+    return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset)));
+  }
+
+  flatbuffers::Offset<fb::View> view(Value value, kern::ViewAttr attr) {
+    std::vector<int64_t> strides(attr.getStrides().begin(), attr.getStrides().end());
+    return fb::CreateViewDirect(builder, tensorIndex.at(value), attr.getOffset(), &strides);
+  }
+
+  // The dense row-major view of an op's own result over `sizes`.
+  flatbuffers::Offset<fb::View> denseView(Value value, ArrayRef<int64_t> sizes) {
+    std::vector<int64_t> strides(sizes.size(), 1);
+    for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
+    return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
+  }
+
+  static std::vector<int64_t> vec(ArrayRef<int64_t> values) { return {values.begin(), values.end()}; }
+
+  LogicalResult addStep(Operation &op) {
+    Value result = op.getResult(0);
+    auto shapeOf = [](Value v) { return vec(cast<RankedTensorType>(v.getType()).getShape()); };
+    flatbuffers::Offset<void> kernel;
+    fb::Kernel kind = fb::Kernel::NONE;
+    LogicalResult status = llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+        .Case<kern::GemmOp>([&](kern::GemmOp gemm) {
+          auto batch = vec(gemm.getBatch());
+          auto a = view(gemm.getA(), gemm.getAView());
+          auto b = view(gemm.getB(), gemm.getBView());
+          auto c = view(result, gemm.getCView());
+          flatbuffers::Offset<fb::View> bias;
+          if (gemm.getBias()) bias = view(gemm.getBias(), *gemm.getBiasView());
+          kernel = fb::CreateGemmDirect(builder, &batch, gemm.getMAttr().getInt(), gemm.getNAttr().getInt(),
+                                        gemm.getKAttr().getInt(), a, b, c, bias,
+                                        gemm.getAlpha().convertToFloat(), activation(gemm.getActivation()))
+                       .Union();
+          kind = fb::Kernel::Gemm;
+          return success();
+        })
+        .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) {
+          auto program = compileProgram(elementwise);
+          if (failed(program)) return failure();
+          std::vector<flatbuffers::Offset<fb::View>> views;
+          for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
+            views.push_back(view(input, cast<kern::ViewAttr>(attr)));
+          auto shape = shapeOf(result);
+          auto output = denseView(result, shape);
+          kernel = fb::CreateElementwiseDirect(builder, &shape, &views, output, &*program).Union();
+          kind = fb::Kernel::Elementwise;
+          return success();
+        })
+        .Case<kern::SoftmaxOp>([&](kern::SoftmaxOp softmax) {
+          auto shape = vec(softmax.getShape());
+          auto x = view(softmax.getX(), softmax.getXView());
+          auto y = view(result, softmax.getYView());
+          kernel = fb::CreateSoftmaxDirect(builder, &shape, x, y).Union();
+          kind = fb::Kernel::Softmax;
+          return success();
+        })
+        .Case<kern::ReduceOp>([&](kern::ReduceOp reduce) {
+          auto shape = vec(reduce.getShape());
+          int64_t reducedRank = reduce.getReducedRankAttr().getInt();
+          auto x = view(reduce.getX(), reduce.getXView());
+          auto y = denseView(result, ArrayRef<int64_t>(shape).drop_back(reducedRank));
+          kernel = fb::CreateReduceDirect(builder, &shape, static_cast<uint32_t>(reducedRank),
+                                          static_cast<fb::ReduceKind>(reduce.getKind()), x, y)
+                       .Union();
+          kind = fb::Kernel::Reduce;
+          return success();
+        })
+        .Case<kern::GatherOp>([&](kern::GatherOp gather) {
+          auto idsShape = shapeOf(gather.getIds());
+          auto table = cast<RankedTensorType>(gather.getTable().getType());
+          auto ids = view(gather.getIds(), gather.getIdsView());
+          auto tableView = denseView(gather.getTable(), table.getShape());
+          auto ySizes = idsShape;
+          ySizes.push_back(table.getDimSize(1));
+          auto y = denseView(result, ySizes);
+          kernel = fb::CreateGatherDirect(builder, &idsShape, table.getDimSize(0), table.getDimSize(1), ids,
+                                          tableView, y)
+                       .Union();
+          kind = fb::Kernel::Gather;
+          return success();
+        })
+        .Case<kern::CopyOp>([&](kern::CopyOp copy) {
+          auto shape = vec(copy.getShape());
+          auto x = view(copy.getX(), copy.getXView());
+          auto y = denseView(result, shape);
+          kernel = fb::CreateCopyDirect(builder, &shape, x, y).Union();
+          kind = fb::Kernel::Copy;
+          return success();
+        })
+        .Default([&](Operation *other) { return other->emitOpError() << "has no runtime kernel"; });
+    if (failed(status)) return failure();
+    steps.push_back(fb::CreateStep(builder, kind, kernel, builder.CreateString(describe(op.getLoc()))));
+    return success();
+  }
+
+  static fb::Activation activation(kern::Activation activation) {
+    switch (activation) {
+      case kern::Activation::none: return fb::Activation::None;
+      case kern::Activation::relu: return fb::Activation::Relu;
+      case kern::Activation::gelu: return fb::Activation::Gelu;
+      case kern::Activation::gelu_tanh: return fb::Activation::GeluTanh;
+      case kern::Activation::silu: return fb::Activation::Silu;
+    }
+    llvm_unreachable("unknown activation");
+  }
+
+  // Translates an elementwise body into register instructions: block
+  // arguments are registers 0..n-1 and each instruction defines the next one.
+  FailureOr<std::vector<fb::Instruction>> compileProgram(kern::ElementwiseOp elementwise) {
+    Block &block = elementwise.getBody().front();
+    DenseMap<Value, uint16_t> registers;
+    for (BlockArgument argument : block.getArguments())
+      registers[argument] = static_cast<uint16_t>(argument.getArgNumber());
+    std::vector<fb::Instruction> program;
+    auto next = [&]() { return static_cast<uint32_t>(block.getNumArguments() + program.size()); };
+    auto reg = [&](Value v) { return registers.at(v); };
+    auto emit = [&](Operation *op, fb::Opcode opcode, uint16_t a = 0, uint16_t b = 0, uint16_t c = 0,
+                    float imm = 0.0f) -> LogicalResult {
+      if (next() > UINT16_MAX) return op->emitError() << "element-wise program is too long";
+      if (op->getNumResults() == 1) registers[op->getResult(0)] = static_cast<uint16_t>(next());
+      program.emplace_back(opcode, a, b, c, imm);
+      return success();
+    };
+    for (Operation &op : block) {
+      auto unary = [&](fb::Opcode opcode) { return emit(&op, opcode, reg(op.getOperand(0))); };
+      auto binary = [&](fb::Opcode opcode) {
+        return emit(&op, opcode, reg(op.getOperand(0)), reg(op.getOperand(1)));
+      };
+      LogicalResult status = llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+          .Case<arith::ConstantOp>([&](arith::ConstantOp constant) -> LogicalResult {
+            auto value = dyn_cast<FloatAttr>(constant.getValue());
+            if (!value) return constant.emitOpError() << "only f32 constants are supported in element-wise bodies";
+            return emit(&op, fb::Opcode::Const, 0, 0, 0, static_cast<float>(value.getValueAsDouble()));
+          })
+          .Case<arith::AddFOp>([&](auto) { return binary(fb::Opcode::Add); })
+          .Case<arith::SubFOp>([&](auto) { return binary(fb::Opcode::Sub); })
+          .Case<arith::MulFOp>([&](auto) { return binary(fb::Opcode::Mul); })
+          .Case<arith::DivFOp>([&](auto) { return binary(fb::Opcode::Div); })
+          .Case<math::PowFOp>([&](auto) { return binary(fb::Opcode::Pow); })
+          .Case<arith::MaximumFOp>([&](auto) { return binary(fb::Opcode::Max); })
+          .Case<arith::MinimumFOp>([&](auto) { return binary(fb::Opcode::Min); })
+          .Case<arith::NegFOp>([&](auto) { return unary(fb::Opcode::Neg); })
+          .Case<math::ExpOp>([&](auto) { return unary(fb::Opcode::Exp); })
+          .Case<math::LogOp>([&](auto) { return unary(fb::Opcode::Log); })
+          .Case<math::SqrtOp>([&](auto) { return unary(fb::Opcode::Sqrt); })
+          .Case<math::RsqrtOp>([&](auto) { return unary(fb::Opcode::Rsqrt); })
+          .Case<math::AbsFOp>([&](auto) { return unary(fb::Opcode::Abs); })
+          .Case<math::TanhOp>([&](auto) { return unary(fb::Opcode::Tanh); })
+          .Case<kern::ReluOp>([&](auto) { return unary(fb::Opcode::Relu); })
+          .Case<kern::GeluOp>([&](auto) { return unary(fb::Opcode::Gelu); })
+          .Case<kern::GeluTanhOp>([&](auto) { return unary(fb::Opcode::GeluTanh); })
+          .Case<kern::SiluOp>([&](auto) { return unary(fb::Opcode::Silu); })
+          .Case<kern::SigmoidOp>([&](auto) { return unary(fb::Opcode::Sigmoid); })
+          .Case<arith::CmpFOp>([&](arith::CmpFOp compare) -> LogicalResult {
+            switch (compare.getPredicate()) {
+              case arith::CmpFPredicate::OLT: return binary(fb::Opcode::Lt);
+              case arith::CmpFPredicate::OLE: return binary(fb::Opcode::Le);
+              case arith::CmpFPredicate::OGT: return binary(fb::Opcode::Gt);
+              case arith::CmpFPredicate::OGE: return binary(fb::Opcode::Ge);
+              case arith::CmpFPredicate::OEQ: return binary(fb::Opcode::Eq);
+              case arith::CmpFPredicate::UNE: return binary(fb::Opcode::Ne);
+              default: return compare.emitOpError() << "predicate has no runtime opcode";
+            }
+          })
+          .Case<arith::UIToFPOp>([&](arith::UIToFPOp convert) {
+            // Booleans are already 0/1 in f32 registers.
+            registers[convert] = reg(convert.getIn());
+            return success();
+          })
+          .Case<arith::SelectOp>([&](arith::SelectOp select) {
+            return emit(&op, fb::Opcode::Select, reg(select.getCondition()), reg(select.getTrueValue()),
+                        reg(select.getFalseValue()));
+          })
+          .Case<kern::YieldOp>([&](kern::YieldOp yield) -> LogicalResult {
+            // The result is the last register; x * 1 copies one there exactly.
+            uint16_t value = reg(yield.getValue());
+            if (!program.empty() && value == next() - 1) return success();
+            if (failed(emit(&op, fb::Opcode::Const, 0, 0, 0, 1.0f))) return failure();
+            uint16_t one = static_cast<uint16_t>(next() - 1);
+            program.emplace_back(fb::Opcode::Mul, value, one, 0, 0.0f);
+            return success();
+          })
+          .Default([&](Operation *other) {
+            return other->emitOpError() << "has no element-wise runtime opcode";
+          });
+      if (failed(status)) return failure();
+    }
+    return program;
+  }
+
+  func::FuncOp function;
+  const ParamBytesProvider &params;
+  const ArtifactOptions &options;
+
+  llvm::StringMap<std::vector<uint8_t>> paramCache;
+  flatbuffers::FlatBufferBuilder builder;
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
+  DenseMap<Value, uint32_t> tensorIndex;
+  std::vector<uint8_t> weights;
+  std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
+  std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
+  std::vector<flatbuffers::Offset<fb::Step>> steps;
+};
+
+}  // namespace
+
+FailureOr<std::vector<uint8_t>> writeArtifact(func::FuncOp function, const ParamBytesProvider &params,
+                                              const ArtifactOptions &options) {
+  return Writer(function, params, options).run();
+}
+
+}  // namespace ein

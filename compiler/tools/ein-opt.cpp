@@ -1,0 +1,11 @@
+// ein-opt: runs ein's passes on a .mlir file (for lit tests and debugging).
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "passes/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  ein::registerEinDialects(registry);
+  ein::registerEinPasses();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "ein optimizer driver\n", registry));
+}

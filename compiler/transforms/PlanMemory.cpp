@@ -1,0 +1,90 @@
+// Places every kernel result that is not a model output in one arena.
+#include <algorithm>
+
+#include "passes/Passes.h"
+
+namespace ein {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "passes/Passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+
+namespace {
+
+struct Buffer {
+  Operation *producer;
+  int64_t bytes;
+  int64_t firstUse;  // index of the producing op
+  int64_t lastUse;   // index of the last op reading it
+  int64_t offset = -1;
+};
+
+int64_t alignTo(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+int64_t byteSize(RankedTensorType type) {
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
+  using PlanMemoryBase::PlanMemoryBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+      function.emitError() << "alignment " << alignment << " is not a power of two";
+      return signalPassFailure();
+    }
+    Block &body = function.getBody().front();
+    DenseMap<Operation *, int64_t> position;
+    int64_t index = 0;
+    for (Operation &op : body) position[&op] = index++;
+
+    Operation *terminator = body.getTerminator();
+    std::vector<Buffer> buffers;
+    for (Operation &op : body) {
+      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1) continue;
+      bool isOutput = llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; });
+      if (isOutput) continue;
+      Buffer buffer{&op, byteSize(cast<RankedTensorType>(op.getResult(0).getType())), position[&op], position[&op]};
+      for (Operation *user : op.getResult(0).getUsers()) {
+        // Uses inside an elementwise body are not possible (bodies see scalars),
+        // but stay safe: attribute a nested use to its top-level ancestor.
+        Operation *ancestor = body.findAncestorOpInBlock(*user);
+        buffer.lastUse = std::max(buffer.lastUse, position[ancestor]);
+      }
+      buffers.push_back(buffer);
+    }
+
+    // Greedy by size: big buffers first, each at the lowest aligned offset that
+    // does not overlap a placed buffer with an overlapping lifetime.
+    std::vector<Buffer *> order;
+    for (Buffer &buffer : buffers) order.push_back(&buffer);
+    std::stable_sort(order.begin(), order.end(), [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
+    std::vector<Buffer *> placed;
+    int64_t arenaBytes = 0;
+    for (Buffer *buffer : order) {
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (Buffer *other : placed)
+        if (other->firstUse <= buffer->lastUse && buffer->firstUse <= other->lastUse)
+          busy.emplace_back(other->offset, other->offset + other->bytes);
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (auto [begin, end] : busy) {
+        if (offset + buffer->bytes <= begin) break;
+        offset = std::max(offset, alignTo(end, alignment));
+      }
+      buffer->offset = offset;
+      placed.push_back(buffer);
+      arenaBytes = std::max(arenaBytes, offset + buffer->bytes);
+    }
+
+    Builder builder(function.getContext());
+    for (const Buffer &buffer : buffers)
+      buffer.producer->setAttr(ein::kern::kArenaOffsetAttr, builder.getI64IntegerAttr(buffer.offset));
+    function->setAttr(ein::kern::kArenaBytesAttr, builder.getI64IntegerAttr(alignTo(arenaBytes, alignment)));
+  }
+};
+
+}  // namespace

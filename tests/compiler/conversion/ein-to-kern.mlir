@@ -1,0 +1,89 @@
+// RUN: ein-opt %s --convert-ein-to-kern --split-input-file | FileCheck %s
+
+// Head split by rearrange and slicing of the fused qkv are views: the score
+// GEMM reads q and k through strides, with no copy.
+// CHECK-LABEL: func.func @scores
+func.func @scores(%qkv: tensor<2x10x96xf32>) -> tensor<2x4x10x10xf32> {
+  %split = ein.rearrange "b t (k h d) -> k b h t d" %qkv {sizes = {k = 3 : i64, h = 4 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
+  %q = ein.slice %split {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %k = ein.slice %split {offsets = array<i64: 1, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  // CHECK-NOT: kern.copy
+  // CHECK: kern.gemm %arg0, %arg0 {a_view = #kern.view<0, [960, 8, 96, 1]>, b_view = #kern.view<32, [960, 8, 1, 96]>, batch = array<i64: 2, 4>, c_view = #kern.view<0, [400, 100, 10, 1]>, k = 8 : i64, m = 10 : i64, n = 10 : i64}
+  %s = ein.einsum "b h i d, b h j d -> b h i j" (%q, %k) : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>) -> tensor<2x4x10x10xf32>
+  return %s : tensor<2x4x10x10xf32>
+}
+
+// -----
+
+// A merge of axes that are not adjacent in memory needs a copy.
+// CHECK-LABEL: func.func @merge_heads
+func.func @merge_heads(%o: tensor<2x4x10x8xf32>) -> tensor<2x10x32xf32> {
+  // CHECK: kern.copy %arg0 {shape = array<i64: 2, 10, 4, 8>, x_view = #kern.view<0, [320, 8, 80, 1]>} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
+  %y = ein.rearrange "b h t d -> b t (h d)" %o {sizes = {}} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
+  return %y : tensor<2x10x32xf32>
+}
+
+// -----
+
+// linear: the weight is read transposed through strides, the bias fused.
+// CHECK-LABEL: func.func @linear
+func.func @linear(%x: tensor<2x10x32xf32>) -> tensor<2x10x64xf32> {
+  %w = ein.param "fc.weight" : tensor<64x32xf32>
+  %b = ein.param "fc.bias" : tensor<64xf32>
+  // CHECK: kern.gemm %arg0, %{{.*}}, %{{.*}} {a_view = #kern.view<0, [32, 1]>, b_view = #kern.view<0, [1, 32]>, batch = array<i64>, bias_view = #kern.view<0, [0, 1]>, c_view = #kern.view<0, [64, 1]>, k = 32 : i64, m = 20 : i64, n = 64 : i64}
+  %y = ein.linear %x, %w, %b : (tensor<2x10x32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<2x10x64xf32>
+  return %y : tensor<2x10x64xf32>
+}
+
+// -----
+
+// Stacked per-head weights: the head axis, absent from x, becomes a batch
+// axis with stride 0 in x.
+// CHECK-LABEL: func.func @per_head
+func.func @per_head(%x: tensor<5x16xf32>, %w: tensor<4x16x4xf32>) -> tensor<4x5x4xf32> {
+  // CHECK: kern.gemm %arg0, %arg1 {a_view = #kern.view<0, [0, 16, 1]>, b_view = #kern.view<0, [64, 4, 1]>, batch = array<i64: 4>, c_view = #kern.view<0, [20, 4, 1]>, k = 16 : i64, m = 5 : i64, n = 4 : i64}
+  %q = ein.einsum "s d, h d e -> h s e" (%x, %w) : (tensor<5x16xf32>, tensor<4x16x4xf32>) -> tensor<4x5x4xf32>
+  return %q : tensor<4x5x4xf32>
+}
+
+// -----
+
+// A scalar constant becomes an immediate of the element-wise body; a boolean
+// mask broadcasts with stride 0.
+// CHECK-LABEL: func.func @masked_scale
+func.func @masked_scale(%s: tensor<2x3x3xf32>, %mask: tensor<3x3xi1>) -> tensor<2x3x3xf32> {
+  %c = ein.constant dense<0.5> : tensor<f32>
+  %inf = ein.constant dense<0xFF800000> : tensor<f32>
+  // CHECK: kern.elementwise %arg0 {input_views = [#kern.view<0, [9, 3, 1]>]}
+  // CHECK:   arith.constant 5.000000e-01 : f32
+  // CHECK:   arith.mulf
+  %scaled = ein.binary mul %s, %c : (tensor<2x3x3xf32>, tensor<f32>) -> tensor<2x3x3xf32>
+  // CHECK: kern.elementwise %arg1, %{{.*}} {input_views = [#kern.view<0, [0, 3, 1]>, #kern.view<0, [9, 3, 1]>]}
+  // CHECK:   arith.cmpf une
+  // CHECK:   arith.select
+  %masked = ein.where %mask, %inf, %scaled : (tensor<3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
+  // CHECK: kern.softmax %{{.*}} {shape = array<i64: 2, 3, 3>, x_view = #kern.view<0, [9, 3, 1]>, y_view = #kern.view<0, [9, 3, 1]>}
+  %p = ein.softmax %masked, axis = 2 : tensor<2x3x3xf32>
+  return %p : tensor<2x3x3xf32>
+}
+
+// -----
+
+// Softmax over a leading axis reads through permuted strides.
+// CHECK-LABEL: func.func @softmax_axis0
+func.func @softmax_axis0(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  // CHECK: kern.softmax %arg0 {shape = array<i64: 6, 4>, x_view = #kern.view<0, [1, 6]>, y_view = #kern.view<0, [1, 6]>}
+  %p = ein.softmax %x, axis = 0 : tensor<4x6xf32>
+  return %p : tensor<4x6xf32>
+}
+
+// -----
+
+// An output that is only a view of an input is copied into its own buffer.
+// CHECK-LABEL: func.func @output_view
+func.func @output_view(%x: tensor<4x6xf32>) -> tensor<6x4xf32> {
+  // CHECK: %[[T:.*]] = kern.copy %arg0 {shape = array<i64: 6, 4>, x_view = #kern.view<0, [1, 6]>}
+  // CHECK: return %[[T]]
+  %t = ein.einsum "i j -> j i" (%x) : (tensor<4x6xf32>) -> tensor<6x4xf32>
+  return %t : tensor<6x4xf32>
+}

@@ -1,0 +1,71 @@
+// RUN: ein-opt %s -split-input-file -verify-diagnostics
+
+func.func @einsum_axis_conflict(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{axis 'j' is 3 in operand 1 and 4 in operand 2}}
+  %c = ein.einsum "i j, j k -> i k" (%a, %b) : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %c : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @einsum_rank(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{einsum operand 2 has 2 axes but "j k l" names 3}}
+  %c = ein.einsum "i j, j k l -> i k" (%a, %b) : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return %c : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @einsum_not_canonical(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{equation is not canonical: expected "i j, j k -> i k"}}
+  %c = ein.einsum "ij,jk->ik" (%a, %b) : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
+  return %c : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @einsum_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{result shape [2, 6] should be [2, 5]}}
+  %c = ein.einsum "i j, j k -> i k" (%a, %b) : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x6xf32>
+  return %c : tensor<2x6xf32>
+}
+
+// -----
+
+func.func @rearrange_indivisible(%x: tensor<2x10xf32>) -> tensor<2x3x3xf32> {
+  // expected-error @+1 {{input axis 1 of size 10 does not divide into (h d) with the given sizes (product 3)}}
+  %y = ein.rearrange "b (h d) -> b h d" %x {sizes = {h = 3 : i64}} : tensor<2x10xf32> -> tensor<2x3x3xf32>
+  return %y : tensor<2x3x3xf32>
+}
+
+// -----
+
+func.func @broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{shapes [2, 3] and [4] do not broadcast}}
+  %c = ein.binary add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %c : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @linear_features(%x: tensor<3x5xf32>, %w: tensor<7x6xf32>) -> tensor<3x7xf32> {
+  // expected-error @+1 {{weight [7, 6] takes 6 input features but the input has 5}}
+  %y = ein.linear %x, %w : (tensor<3x5xf32>, tensor<7x6xf32>) -> tensor<3x7xf32>
+  return %y : tensor<3x7xf32>
+}
+
+// -----
+
+func.func @matmul_inner(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{inner sizes differ: [2, 3] @ [4, 5]}}
+  %c = ein.matmul %a, %b : (tensor<2x3xf32>, tensor<4x5xf32>) -> tensor<2x5xf32>
+  return %c : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @softmax_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{axis 2 is out of range for rank 2}}
+  %y = ein.softmax %x, axis = 2 : tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
