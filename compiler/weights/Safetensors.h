@@ -1,0 +1,102 @@
+// Reading `.safetensors` weight files.
+//
+// The format (https://github.com/huggingface/safetensors): an 8-byte
+// little-endian header length N, N bytes of JSON, then the data block. The
+// JSON object maps each tensor name to
+//   {"dtype": "F32", "shape": [1152, 384], "data_offsets": [begin, end]}
+// with offsets relative to the start of the data block, plus an optional
+// "__metadata__" object of string values.
+//
+// A weights file is untrusted input: `SafetensorsFile::open` validates the
+// whole header before returning, so that every entry it hands out describes
+// bytes that exist and have exactly the size its dtype and shape say. Every
+// error is an `llvm::Error` whose message starts with the file path.
+//
+// The compiler stores every floating-point weight as f32; `toF32` converts
+// every floating-point encoding (F64 rounds to nearest; the others are exact).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+namespace ein::weights {
+
+// The element encodings the safetensors format defines (all little-endian).
+enum class DType : uint8_t {
+  Bool, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, I64, U64, F64,
+};
+
+// The spelling in the file: "F32", "BF16", "BOOL", ...
+llvm::StringRef dtypeName(DType dtype);
+// The spelling of the model language where one exists ("f32", "bf16", "bool",
+// "i32"), else the file's spelling in lower case ("u16", "f8_e4m3").
+std::string dtypeModelName(DType dtype);
+std::optional<DType> parseDType(llvm::StringRef name);
+// Bytes per element.
+unsigned dtypeSize(DType dtype);
+bool isFloatingPoint(DType dtype);
+
+// One tensor of the header, validated against the file.
+struct TensorEntry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  // Byte range [begin, end) relative to the start of the data block.
+  uint64_t begin;
+  uint64_t end;
+
+  int64_t numElements() const;
+  // "f32[1152, 384]", as the model language writes the type.
+  std::string typeString() const;
+};
+
+class SafetensorsFile {
+public:
+  // Maps the file at `path` and validates its header.
+  static llvm::Expected<SafetensorsFile> open(llvm::StringRef path);
+  // Validates an in-memory file; `path` only names it in error messages.
+  static llvm::Expected<SafetensorsFile> fromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
+                                                   llvm::StringRef path);
+
+  // The path given to `open`, which prefixes every error message.
+  llvm::StringRef path() const { return path_; }
+
+  // The entry called `name`, or null.
+  const TensorEntry *find(llvm::StringRef name) const;
+  // Every tensor entry, in the order of the JSON header.
+  llvm::ArrayRef<TensorEntry> entries() const { return entries_; }
+  // The "__metadata__" strings (empty when the file has none).
+  const std::map<std::string, std::string> &metadata() const { return metadata_; }
+
+  // The raw little-endian bytes of `entry`, which must come from this file.
+  // They are not aligned: read them with memcpy or llvm::support::endian.
+  llvm::ArrayRef<uint8_t> bytes(const TensorEntry &entry) const;
+
+  // The values of a floating-point entry (isFloatingPoint: F64, F32, F16,
+  // BF16, F8_E5M2, F8_E4M3) as f32, in row-major order. Integer and boolean
+  // entries are an error: converting them would change what they mean.
+  llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const;
+
+private:
+  SafetensorsFile() = default;
+
+  std::string path_;
+  std::unique_ptr<llvm::MemoryBuffer> buffer_;
+  // The data block inside `buffer_`.
+  llvm::ArrayRef<uint8_t> data_;
+  std::vector<TensorEntry> entries_;
+  llvm::StringMap<size_t> indexByName_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace ein::weights
