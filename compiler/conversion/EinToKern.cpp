@@ -740,7 +740,8 @@ class Lowering {
   LogicalResult lowerEinsum(ein::ir::EinsumOp einsum) {
     SmallVector<int64_t> ranks;
     for (Value input : einsum.getInputs()) ranks.push_back(cast<RankedTensorType>(input.getType()).getRank());
-    auto parsed = ein::EinsumEquation::parse(einsum.getEquation(), std::vector<int64_t>(ranks.begin(), ranks.end()));
+    auto parsed = ein::EinsumEquation::parse(einsum.getEquation(), std::vector<int64_t>(ranks.begin(), ranks.end()),
+                                               /*canonical=*/true);
     if (ein::failed(parsed)) return einsum.emitOpError() << std::get<ein::EquationError>(parsed).message;
     const auto &equation = std::get<ein::EinsumEquation>(parsed);
     auto operandOf = [&](size_t i) {

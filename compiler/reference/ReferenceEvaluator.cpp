@@ -402,7 +402,7 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
     shapes.push_back(valueOf(input).shape);
     ranks.push_back(static_cast<int64_t>(shapes.back().size()));
   }
-  auto parsed = ein::EinsumEquation::parse(op.getEquation(), ranks);
+  auto parsed = ein::EinsumEquation::parse(op.getEquation(), ranks, /*canonical=*/true);
   if (ein::failed(parsed)) return opError(op, std::get<ein::EquationError>(parsed).message);
   const auto &equation = std::get<ein::EinsumEquation>(parsed);
   auto resultShape = equation.inferShape(shapes);

@@ -74,7 +74,7 @@ LogicalResult EinsumOp::verify() {
       return emitOpError() << "operands have different element types";
   }
   if (getInputs().empty()) return emitOpError() << "needs at least one operand";
-  auto equation = ein::EinsumEquation::parse(getEquation(), ranks);
+  auto equation = ein::EinsumEquation::parse(getEquation(), ranks, /*canonical=*/true);
   if (failed(checkEquation(*this, equation))) return failure();
   const auto &parsed = std::get<ein::EinsumEquation>(equation);
   if (parsed.str() != getEquation())

@@ -40,7 +40,7 @@ bool isWordLabel(std::string_view label) {
 constexpr std::string_view kEllipsis = "...";
 
 // Splits one einsum term into labels, keeping "..." as one token.
-EquationResult<std::vector<std::string>> splitTerm(std::string_view term, bool words) {
+EquationResult<std::vector<std::string>> splitTerm(std::string_view term, bool words, bool canonical = false) {
   std::vector<std::string> labels;
   size_t i = 0;
   while (i < term.size()) {
@@ -50,6 +50,11 @@ EquationResult<std::vector<std::string>> splitTerm(std::string_view term, bool w
     } else if (term.substr(i, 3) == kEllipsis) {
       labels.emplace_back(kEllipsis);
       i += 3;
+    } else if (canonical && c == '.' && i + 1 < term.size() && std::isdigit(static_cast<unsigned char>(term[i + 1]))) {
+      size_t end = i + 1;  // an expanded ellipsis axis, ".0"
+      while (end < term.size() && std::isdigit(static_cast<unsigned char>(term[end]))) ++end;
+      labels.emplace_back(term.substr(i, end - i));
+      i = end;
     } else if (words) {
       size_t end = i;
       while (end < term.size() && isLabelChar(term[end])) ++end;
@@ -84,7 +89,7 @@ std::string formatShape(const Shape &shape) {
 }
 
 EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
-                                                     const std::vector<int64_t> &operandRanks) {
+                                                     const std::vector<int64_t> &operandRanks, bool canonical) {
   std::string_view lhs = text, rhs;
   bool explicitOutput = false;
   if (size_t arrow = text.find("->"); arrow != std::string_view::npos) {
@@ -96,7 +101,7 @@ EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
   }
   std::vector<std::string_view> terms = split(lhs, ',');
   // Word labels when any term has a space between two labels.
-  bool words = false;
+  bool words = canonical;
   auto hasInnerSpace = [](std::string_view term) {
     term = trim(term);
     return std::any_of(term.begin(), term.end(),
@@ -115,7 +120,7 @@ EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
   std::vector<size_t> covered(terms.size(), 0);
   size_t ellipsisRank = 0;
   for (size_t operand = 0; operand < terms.size(); ++operand) {
-    auto labels = splitTerm(terms[operand], words);
+    auto labels = splitTerm(terms[operand], words, canonical);
     if (failed(labels)) return std::get<EquationError>(labels);
     auto &list = std::get<std::vector<std::string>>(labels);
     size_t ellipses = std::count(list.begin(), list.end(), std::string(kEllipsis));
@@ -147,7 +152,7 @@ EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
   }
 
   if (explicitOutput) {
-    auto labels = splitTerm(rhs, words);
+    auto labels = splitTerm(rhs, words, canonical);
     if (failed(labels)) return std::get<EquationError>(labels);
     for (const std::string &label : std::get<std::vector<std::string>>(labels)) {
       if (label == kEllipsis) {

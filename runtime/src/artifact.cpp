@@ -180,6 +180,22 @@ class Decoder {
     return Status::success();
   }
 
+  // Bounds a step's work by its tensors: an output view may not write more
+  // elements than its tensor holds, and a reduced extent may not exceed its
+  // input, so a damaged artifact cannot make a step loop for ages.
+  static Status checkWork(const Program &program, const View &out, const std::vector<int64_t> &outSizes,
+                          const View *in = nullptr, int64_t reduced = 1) {
+    int64_t count = 1;
+    for (int64_t size : outSizes) count *= size;
+    if (count > program.tensors[out.tensor].numElements)
+      return invalid("the step writes " + std::to_string(count) + " elements into a tensor of " +
+                     std::to_string(program.tensors[out.tensor].numElements));
+    if (in && reduced > std::max<int64_t>(program.tensors[in->tensor].numElements, 1))
+      return invalid("the step reduces " + std::to_string(reduced) + " elements of a tensor of " +
+                     std::to_string(program.tensors[in->tensor].numElements));
+    return Status::success();
+  }
+
   static Status checkSizes(const std::vector<int64_t> &sizes) {
     int64_t total = 1;
     for (int64_t size : sizes) {
@@ -228,6 +244,8 @@ class Decoder {
         if (g.hasBias) EIN_TRY(view(in.bias(), concat(g.batch, {g.m, g.n}), "bias", program, g.bias));
         for (const View *v : {&g.a, &g.b, &g.c}) EIN_TRY(expectDType(program, *v, {DType::F32}, "of the gemm"));
         if (g.hasBias) EIN_TRY(expectDType(program, g.bias, {DType::F32}, "bias"));
+        EIN_TRY(checkWork(program, g.c, concat(g.batch, {g.m, g.n}), &g.a, g.k));
+        EIN_TRY(checkWork(program, g.c, concat(g.batch, {g.m, g.n}), &g.b, g.k));
         g.alpha = in.alpha();
         if (static_cast<int>(in.activation()) > static_cast<int>(fb::Activation::Silu)) return invalid("unknown activation");
         g.activation = static_cast<Activation>(in.activation());
@@ -249,6 +267,7 @@ class Decoder {
         }
         EIN_TRY(view(in.output(), e.shape, "output", program, e.output));
         EIN_TRY(expectDType(program, e.output, {DType::F32, DType::Bool}, "output"));
+        EIN_TRY(checkWork(program, e.output, e.shape));
         if (!in.program() || in.program()->size() == 0) return invalid("element-wise program is empty");
         if (inputs + in.program()->size() > 65535) return invalid("element-wise program is too long");
         for (uint32_t i = 0; i < in.program()->size(); ++i) {
@@ -280,6 +299,7 @@ class Decoder {
         EIN_TRY(view(in.y(), s.shape, "y", program, s.y));
         EIN_TRY(expectDType(program, s.x, {DType::F32}, "x"));
         EIN_TRY(expectDType(program, s.y, {DType::F32}, "y"));
+        EIN_TRY(checkWork(program, s.y, s.shape));
         info = {"softmax", "", {{"shape", s.shape}}};
         program.steps.push_back({std::move(s), ""});
         break;
@@ -298,6 +318,9 @@ class Decoder {
         EIN_TRY(view(in.y(), kept, "y", program, r.y));
         EIN_TRY(expectDType(program, r.x, {DType::F32}, "x"));
         EIN_TRY(expectDType(program, r.y, {DType::F32}, "y"));
+        int64_t reducedCount = 1;
+        for (size_t i = kept.size(); i < r.shape.size(); ++i) reducedCount *= r.shape[i];
+        EIN_TRY(checkWork(program, r.y, kept, &r.x, reducedCount));
         info = {"reduce", "", {{"shape", r.shape}, {"reduced_rank", {r.reducedRank}}}};
         program.steps.push_back({std::move(r), ""});
         break;
@@ -316,6 +339,7 @@ class Decoder {
         EIN_TRY(expectDType(program, g.ids, {DType::I32, DType::I64}, "ids"));
         EIN_TRY(expectDType(program, g.table, {DType::F32}, "table"));
         EIN_TRY(expectDType(program, g.y, {DType::F32}, "y"));
+        EIN_TRY(checkWork(program, g.y, concat(g.idsShape, {g.width})));
         info = {"gather", "", {{"ids", g.idsShape}, {"rows", {g.rows}}, {"width", {g.width}}}};
         program.steps.push_back({std::move(g), ""});
         break;
@@ -329,6 +353,7 @@ class Decoder {
         EIN_TRY(view(in.y(), c.shape, "y", program, c.y));
         if (program.tensors[c.x.tensor].dtype != program.tensors[c.y.tensor].dtype)
           return invalid("copy between different dtypes");
+        EIN_TRY(checkWork(program, c.y, c.shape));
         info = {"copy", "", {{"shape", c.shape}}};
         program.steps.push_back({std::move(c), ""});
         break;

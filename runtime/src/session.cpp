@@ -35,7 +35,15 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   if (model->target() != "cpu")
     return Status(StatusCode::Unimplemented, "the artifact targets '" + model->target() + "', which this runtime cannot run");
   if (options.threads < 1) return Status(StatusCode::InvalidArgument, "threads must be at least 1");
-  return std::unique_ptr<Session>(new Session(std::move(model), std::move(options)));
+  // The arena and buffer sizes come from the artifact: a size the machine
+  // cannot provide is an error, not an abort.
+  uint64_t arenaBytes = model->arenaBytes();
+  try {
+    return std::unique_ptr<Session>(new Session(std::move(model), std::move(options)));
+  } catch (const std::bad_alloc &) {
+    return Status(StatusCode::OutOfRange, "cannot allocate the session's memory (arena of " +
+                                              std::to_string(arenaBytes) + " bytes plus inputs and outputs)");
+  }
 }
 
 Status Session::setInput(std::string_view name, DType dtype, const std::vector<int64_t> &shape, const void *data,

@@ -16,8 +16,9 @@ func.func @einsum_rank(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf
 
 // -----
 
+// The IR's equations are canonical (space-separated word labels): "ij" is one label.
 func.func @einsum_not_canonical(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
-  // expected-error @+1 {{equation is not canonical: expected "i j, j k -> i k"}}
+  // expected-error @+1 {{einsum operand 1 has 2 axes but "ij" names 1}}
   %c = ein.einsum "ij,jk->ik" (%a, %b) : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>
   return %c : tensor<2x5xf32>
 }
@@ -68,4 +69,12 @@ func.func @softmax_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   // expected-error @+1 {{axis 2 is out of range for rank 2}}
   %y = ein.softmax %x, axis = 2 : tensor<2x3xf32>
   return %y : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @einsum_not_canonical_order(%a: tensor<2x3xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{equation is not canonical: expected "i j -> i"}}
+  %c = ein.einsum "i  j -> i" (%a) : (tensor<2x3xf32>) -> tensor<2xf32>
+  return %c : tensor<2xf32>
 }

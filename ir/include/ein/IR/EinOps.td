@@ -163,7 +163,7 @@ def Ein_ConcatOp : Ein_Op<"concat", [Pure]> {
   let summary = "torch.cat along `axis`";
   let arguments = (ins Variadic<Ein_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$inputs `,` `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)";
+  let assemblyFormat = "`(` $inputs `)` `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
 }
 

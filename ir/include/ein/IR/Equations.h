@@ -41,8 +41,10 @@ struct EinsumEquation {
   // Parses `text` in either label style: single letters ("sd,hde->hse") or
   // space-separated words ("b h i d, b h j d -> b h i j"). `operandRanks`
   // expands "..." and is checked against the label counts.
+  // `canonical` reads the IR's form (always words, ".N" labels allowed).
   static EquationResult<EinsumEquation> parse(std::string_view text,
-                                              const std::vector<int64_t> &operandRanks);
+                                              const std::vector<int64_t> &operandRanks,
+                                              bool canonical = false);
 
   std::string str() const;
 
