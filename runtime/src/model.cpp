@@ -1,43 +1,26 @@
-#include "ein/runtime.hpp"
+#include "ein/model.hpp"
+
+#include "loader/artifact_bytes.hpp"
+#include "loader/artifact_framing.hpp"
+#include "loader/program_decoder.hpp"
 #include "program.hpp"
 
 namespace ein {
+namespace {
 
-const char *statusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::Ok: return "ok";
-    case StatusCode::InvalidArgument: return "invalid argument";
-    case StatusCode::InvalidArtifact: return "invalid artifact";
-    case StatusCode::OutOfRange: return "out of range";
-    case StatusCode::NotFound: return "not found";
-    case StatusCode::Unimplemented: return "unimplemented";
-    case StatusCode::IoError: return "I/O error";
-    case StatusCode::Internal: return "internal error";
-  }
-  return "unknown";
+// Frames, verifies and decodes; errors name the artifact.
+StatusOr<std::unique_ptr<const detail::Program>> verifyAndDecode(StatusOr<detail::ArtifactBytes> bytes,
+                                                                  const std::string &name) {
+  if (!bytes.ok()) return bytes.status();  // already names the file
+  StatusOr<detail::Framing> framing = detail::verifyFraming(bytes->data, bytes->size);
+  if (!framing.ok()) return Status(framing.status().code(), name + ": " + framing.status().message());
+  StatusOr<std::unique_ptr<detail::Program>> program =
+      detail::decodeProgram(framing.value(), std::move(bytes).value(), name);
+  if (!program.ok()) return Status(program.status().code(), name + ": " + program.status().message());
+  return std::unique_ptr<const detail::Program>(std::move(program).value());
 }
 
-size_t dtypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::I64: return 8;
-    case DType::Bool: return 1;
-  }
-  return 0;
-}
-
-const char *dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::Bool: return "bool";
-  }
-  return "?";
-}
+}  // namespace
 
 int64_t TensorInfo::numElements() const {
   int64_t count = 1;
@@ -45,18 +28,33 @@ int64_t TensorInfo::numElements() const {
   return count;
 }
 
-Model::Model(std::unique_ptr<detail::Program> program) : program_(std::move(program)) {}
+size_t TensorInfo::byteSize() const { return static_cast<size_t>(numElements()) * dtypeSize(dtype); }
+
+Model::Model(std::unique_ptr<const detail::Program> program) : program_(std::move(program)) {}
 Model::~Model() = default;
 
+StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path) {
+  auto program = verifyAndDecode(detail::mapFileReadOnly(path), path);
+  if (!program.ok()) return program.status();
+  return std::shared_ptr<const Model>(new Model(std::move(program).value()));
+}
+
+StatusOr<std::shared_ptr<const Model>> Model::loadFromMemory(const void *data, size_t size, const std::string &name) {
+  auto program = verifyAndDecode(detail::copyToAlignedMemory(data, size), name);
+  if (!program.ok()) return program.status();
+  return std::shared_ptr<const Model>(new Model(std::move(program).value()));
+}
+
+const std::string &Model::name() const { return program_->name; }
+uint32_t Model::formatVersion() const { return program_->formatVersion; }
+Device Model::target() const { return program_->target; }
+const std::string &Model::producer() const { return program_->producer; }
+const std::string &Model::source() const { return program_->source; }
 const std::vector<TensorInfo> &Model::inputs() const { return program_->inputs; }
 const std::vector<TensorInfo> &Model::outputs() const { return program_->outputs; }
 const std::vector<TensorInfo> &Model::params() const { return program_->params; }
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }
 uint64_t Model::arenaBytes() const { return program_->arenaBytes; }
 uint64_t Model::weightsBytes() const { return program_->weightsBytes; }
-uint32_t Model::formatVersion() const { return program_->formatVersion; }
-const std::string &Model::target() const { return program_->target; }
-const std::string &Model::producer() const { return program_->producer; }
-const std::string &Model::source() const { return program_->source; }
 
 }  // namespace ein

@@ -1,45 +1,50 @@
-// The verified, decoded form of an artifact: plain structs the kernels run
-// from, so execution never touches the FlatBuffer.
+// The verified, decoded form of an artifact: plain structs that executors run
+// from, so running never touches the FlatBuffer. Every index, offset and
+// stride in here has been checked against its bounds (see loader/).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "ein/runtime.hpp"
+#include "ein/model.hpp"
+#include "util/dims.hpp"
 
 namespace ein::detail {
 
 enum class Storage : uint8_t { Arena, Weights, Input, Output };
 
-struct TensorSlot {
-  DType dtype;
-  std::vector<int64_t> shape;
-  int64_t numElements;
-  Storage storage;
-  uint32_t index;   // input/output number
-  uint64_t offset;  // bytes into the arena or the weight segment
+struct Tensor {
+  DType dtype = DType::F32;
+  Dims shape;
+  int64_t numElements = 0;
+  uint64_t byteSize = 0;
+  Storage storage = Storage::Arena;
+  uint32_t index = 0;   // input or output number
+  uint64_t offset = 0;  // bytes into the arena or the weight segment
 };
 
-// Element (i0, i1, ...) is element offset + sum(ik * strides[k]) of `tensor`.
+// Element (i0, i1, ...) is element offset + sum(ik * strides[k]) of `tensor`;
+// the owning step gives the sizes.
 struct View {
-  uint32_t tensor;
-  int64_t offset;
-  std::vector<int64_t> strides;
+  uint32_t tensor = 0;
+  int64_t offset = 0;
+  Dims strides;
 };
 
 enum class Activation : uint8_t { None, Relu, Gelu, GeluTanh, Silu };
 
+// c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
 struct Gemm {
-  std::vector<int64_t> batch;
-  int64_t m, n, k;
+  Dims batch;
+  int64_t m = 0, n = 0, k = 0;
   View a, b, c;
-  bool hasBias;
-  View bias;
-  float alpha;
-  Activation activation;
+  std::optional<View> bias;
+  float alpha = 1.0f;
+  Activation activation = Activation::None;
 };
 
 enum class Opcode : uint8_t {
@@ -47,41 +52,51 @@ enum class Opcode : uint8_t {
   Add, Sub, Mul, Div, Pow, Max, Min, Lt, Le, Gt, Ge, Eq, Ne, Select,
 };
 
+// How many registers an opcode reads: a; a, b; or a, b, c.
+int operandCount(Opcode opcode);
+
 struct Instruction {
-  Opcode opcode;
-  uint16_t a, b, c;
-  float imm;
+  Opcode opcode = Opcode::Const;
+  uint16_t a = 0, b = 0, c = 0;
+  float imm = 0.0f;
 };
 
+// Registers 0..inputs-1 hold the inputs; instruction i writes register
+// inputs + i; the last register is the result.
 struct Elementwise {
-  std::vector<int64_t> shape;
+  Dims shape;
   std::vector<View> inputs;
   View output;
   std::vector<Instruction> program;
+
+  size_t registerCount() const { return inputs.size() + program.size(); }
 };
 
+// Over the last axis of `shape`.
 struct Softmax {
-  std::vector<int64_t> shape;
+  Dims shape;
   View x, y;
 };
 
 enum class ReduceKind : uint8_t { Sum, Mean, Max, Min, Prod };
 
+// The trailing `reducedRank` axes of `shape`; y is indexed by the kept ones.
 struct Reduce {
-  std::vector<int64_t> shape;
-  uint32_t reducedRank;
-  ReduceKind kind;
+  Dims shape;
+  size_t reducedRank = 0;
+  ReduceKind kind = ReduceKind::Sum;
   View x, y;
 };
 
+// y[i.., w] = table[ids[i..], w]
 struct Gather {
-  std::vector<int64_t> idsShape;
-  int64_t rows, width;
+  Dims idsShape;
+  int64_t rows = 0, width = 0;
   View ids, table, y;
 };
 
 struct Copy {
-  std::vector<int64_t> shape;
+  Dims shape;
   View x, y;
 };
 
@@ -89,23 +104,26 @@ using Kernel = std::variant<Gemm, Elementwise, Softmax, Reduce, Gather, Copy>;
 
 struct Step {
   Kernel kernel;
-  std::string location;
+  std::string label;  // "step 7 (gemm at model.ein:12:5)", for messages
 };
 
 struct Program {
-  // Keeps the artifact's bytes alive: an mmap or an owned buffer.
-  std::shared_ptr<const void> storage;
+  std::string name;  // the file, for messages
+  // Keeps the artifact's bytes (a mapping or a copy) alive; `weights` points into them.
+  std::shared_ptr<const void> bytes;
   const std::byte *weights = nullptr;
+  uint64_t weightsBytes = 0;
+  uint64_t arenaBytes = 0;
 
   uint32_t formatVersion = 0;
-  std::string target, producer, source;
+  Device target = Device::Cpu;
+  std::string producer, source;
+
+  std::vector<Tensor> tensors;
   std::vector<TensorInfo> inputs, outputs, params;
-  std::vector<uint32_t> inputTensors, outputTensors;
-  std::vector<TensorSlot> tensors;
+  std::vector<uint32_t> inputTensors, outputTensors;  // tensor of each input and output
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;
-  uint64_t arenaBytes = 0;
-  uint64_t weightsBytes = 0;
 };
 
 }  // namespace ein::detail

@@ -1,118 +1,110 @@
-#include <cstring>
-#include <new>
+#include "ein/session.hpp"
 
-#include "ein/runtime.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "executor/executor.hpp"
 #include "program.hpp"
+#include "util/aligned_buffer.hpp"
 
 namespace ein {
 namespace {
 
-std::byte *allocateArena(uint64_t bytes) {
-  return static_cast<std::byte *>(::operator new[](std::max<uint64_t>(bytes, 1), std::align_val_t{64}));
+std::string describe(DType dtype, std::span<const int64_t> shape) {
+  return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape.begin(), shape.end(), ", "));
 }
-void freeArena(std::byte *arena) { ::operator delete[](arena, std::align_val_t{64}); }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
+std::string namesOf(const std::vector<TensorInfo> &infos) {
+  std::string names;
+  for (const TensorInfo &info : infos) names += (names.empty() ? "" : ", ") + info.name;
+  return names.empty() ? "none" : names;
 }
 
 }  // namespace
 
 Session::Session(std::shared_ptr<const Model> model, SessionOptions options)
-    : model_(std::move(model)), options_(std::move(options)), arena_(allocateArena(model_->arenaBytes()), freeArena) {
-  for (const TensorInfo &input : model_->inputs()) inputs_.emplace_back(input.byteSize());
-  inputSet_.assign(model_->inputs().size(), false);
-  for (const TensorInfo &output : model_->outputs()) outputs_.emplace_back(output.byteSize());
-}
+    : model_(std::move(model)), options_(options) {}
+
+Session::~Session() = default;
 
 StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> model, SessionOptions options) {
   if (!model) return Status(StatusCode::InvalidArgument, "no model");
-  if (options.device != "cpu")
-    return Status(StatusCode::Unimplemented, "device '" + options.device + "' is not available in this build (devices: cpu)");
-  if (model->target() != "cpu")
-    return Status(StatusCode::Unimplemented, "the artifact targets '" + model->target() + "', which this runtime cannot run");
-  if (options.threads < 1) return Status(StatusCode::InvalidArgument, "threads must be at least 1");
-  // The arena and buffer sizes come from the artifact: a size the machine
-  // cannot provide is an error, not an abort.
-  uint64_t arenaBytes = model->arenaBytes();
-  try {
-    return std::unique_ptr<Session>(new Session(std::move(model), std::move(options)));
-  } catch (const std::bad_alloc &) {
-    return Status(StatusCode::OutOfRange, "cannot allocate the session's memory (arena of " +
-                                              std::to_string(arenaBytes) + " bytes plus inputs and outputs)");
+  if (options.threads < 1)
+    return Status(StatusCode::InvalidArgument, fmt::format("threads must be at least 1, got {}", options.threads));
+  if (!detail::deviceAvailable(options.device)) return detail::deviceUnavailable(options.device);
+  if (options.device != model->target())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} was compiled for {}; it cannot run on {} (recompile with --target {})", model->name(),
+                              deviceName(model->target()), deviceName(options.device), deviceName(options.device)));
+
+  std::unique_ptr<Session> session(new Session(model, options));
+  StatusOr<std::unique_ptr<detail::Executor>> executor = detail::createExecutor(model->program(), options);
+  if (!executor.ok()) return executor.status();
+  session->executor_ = std::move(executor).value();
+  for (const TensorInfo &input : model->inputs()) {
+    StatusOr<detail::AlignedBuffer> buffer =
+        detail::AlignedBuffer::allocate(input.byteSize(), fmt::format("input \"{}\"", input.name));
+    if (!buffer.ok()) return buffer.status();
+    session->inputs_.push_back(std::move(buffer).value());
   }
+  for (const TensorInfo &output : model->outputs()) {
+    StatusOr<detail::AlignedBuffer> buffer =
+        detail::AlignedBuffer::allocate(output.byteSize(), fmt::format("output \"{}\"", output.name));
+    if (!buffer.ok()) return buffer.status();
+    session->outputs_.push_back(std::move(buffer).value());
+  }
+  session->inputIsSet_.assign(model->inputs().size(), false);
+  for (const auto &buffer : session->inputs_) session->inputPointers_.push_back(buffer.data());
+  for (const auto &buffer : session->outputs_) session->outputPointers_.push_back(buffer.data());
+  return session;
 }
 
-Status Session::setInput(std::string_view name, DType dtype, const std::vector<int64_t> &shape, const void *data,
+Status Session::setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data,
                          size_t bytes) {
-  const auto &infos = model_->inputs();
+  const std::vector<TensorInfo> &infos = model_->inputs();
   for (size_t i = 0; i < infos.size(); ++i) {
-    if (infos[i].name != name) continue;
     const TensorInfo &info = infos[i];
-    if (dtype != info.dtype || shape != info.shape)
-      return Status(StatusCode::InvalidArgument, "input \"" + info.name + "\" must be " + dtypeName(info.dtype) +
-                                                     shapeText(info.shape) + ", got " + dtypeName(dtype) + shapeText(shape));
+    if (info.name != name) continue;
+    bool shapeMatches = shape.size() == info.shape.size() && std::equal(shape.begin(), shape.end(), info.shape.begin());
+    if (dtype != info.dtype || !shapeMatches)
+      return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\" expects {}, got {}", info.name,
+                                                             describe(info.dtype, info.shape), describe(dtype, shape)));
     if (bytes != info.byteSize())
-      return Status(StatusCode::InvalidArgument, "input \"" + info.name + "\" needs " + std::to_string(info.byteSize()) +
-                                                     " bytes, got " + std::to_string(bytes));
+      return Status(StatusCode::InvalidArgument,
+                    fmt::format("input \"{}\" expects {} bytes, got {}", info.name, info.byteSize(), bytes));
+    if (bytes && !data) return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\": no data", info.name));
     if (bytes) std::memcpy(inputs_[i].data(), data, bytes);
-    inputSet_[i] = true;
-    return Status::success();
+    inputIsSet_[i] = true;
+    return Status();
   }
-  std::string names;
-  for (const TensorInfo &info : infos) names += (names.empty() ? "" : ", ") + info.name;
-  return Status(StatusCode::NotFound, "the model has no input \"" + std::string(name) + "\" (inputs: " + names + ")");
-}
-
-int Session::outputIndex(std::string_view name) const {
-  const auto &infos = model_->outputs();
-  for (size_t i = 0; i < infos.size(); ++i)
-    if (infos[i].name == name) return static_cast<int>(i);
-  return -1;
+  return Status(StatusCode::NotFound,
+                fmt::format("the model has no input \"{}\" (inputs: {})", name, namesOf(infos)));
 }
 
 Status Session::run() {
-  const detail::Program &program = model_->program();
-  for (size_t i = 0; i < inputSet_.size(); ++i)
-    if (!inputSet_[i])
-      return Status(StatusCode::InvalidArgument, "input \"" + program.inputs[i].name + "\" (" +
-                                                     dtypeName(program.inputs[i].dtype) + shapeText(program.inputs[i].shape) +
-                                                     ") is not set");
-  std::vector<std::byte *> bases(program.tensors.size());
-  for (size_t t = 0; t < program.tensors.size(); ++t) {
-    const detail::TensorSlot &slot = program.tensors[t];
-    switch (slot.storage) {
-      case detail::Storage::Arena: bases[t] = arena_.get() + slot.offset; break;
-      case detail::Storage::Weights: bases[t] = const_cast<std::byte *>(program.weights) + slot.offset; break;
-      case detail::Storage::Input: bases[t] = inputs_[slot.index].data(); break;
-      case detail::Storage::Output: bases[t] = outputs_[slot.index].data(); break;
-    }
-  }
-  for (size_t s = 0; s < program.steps.size(); ++s) {
-    const detail::Step &step = program.steps[s];
-    Status status;
-    std::visit(
-        [&](const auto &kernel) {
-          using T = std::decay_t<decltype(kernel)>;
-          if constexpr (std::is_same_v<T, detail::Gemm>) cpu::gemmF32Reference(kernel, bases.data());
-          else if constexpr (std::is_same_v<T, detail::Elementwise>)
-            cpu::elementwiseF32Reference(kernel, program.tensors, bases.data());
-          else if constexpr (std::is_same_v<T, detail::Softmax>) cpu::softmaxF32Reference(kernel, bases.data());
-          else if constexpr (std::is_same_v<T, detail::Reduce>) cpu::reduceF32Reference(kernel, bases.data());
-          else if constexpr (std::is_same_v<T, detail::Gather>)
-            status = cpu::gatherF32Reference(kernel, program.tensors, bases.data());
-          else if constexpr (std::is_same_v<T, detail::Copy>)
-            cpu::copyReference(kernel, dtypeSize(program.tensors[kernel.x.tensor].dtype), bases.data());
-        },
-        step.kernel);
-    if (!status.ok())
-      return Status(status.code(), "step " + std::to_string(s) + " (" + program.stepInfos[s].op +
-                                       (step.location.empty() ? "" : " at " + step.location) + "): " + status.message());
-  }
-  return Status::success();
+  const std::vector<TensorInfo> &infos = model_->inputs();
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (!inputIsSet_[i])
+      return Status(StatusCode::InvalidArgument,
+                    fmt::format("input \"{}\" ({}) is not set", infos[i].name, describe(infos[i].dtype, infos[i].shape)));
+  return executor_->run(inputPointers_, outputPointers_);
+}
+
+size_t Session::outputCount() const { return outputs_.size(); }
+
+StatusOr<TensorRef> Session::output(size_t index) const {
+  const std::vector<TensorInfo> &infos = model_->outputs();
+  if (index >= infos.size())
+    return Status(StatusCode::OutOfRange, fmt::format("output {} does not exist (the model has {})", index, infos.size()));
+  return TensorRef{infos[index].dtype, infos[index].shape, outputs_[index].data(), outputs_[index].size()};
+}
+
+StatusOr<TensorRef> Session::output(std::string_view name) const {
+  const std::vector<TensorInfo> &infos = model_->outputs();
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (infos[i].name == name) return output(i);
+  return Status(StatusCode::NotFound, fmt::format("the model has no output \"{}\" (outputs: {})", name, namesOf(infos)));
 }
 
 }  // namespace ein

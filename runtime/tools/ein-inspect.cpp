@@ -1,4 +1,6 @@
-// ein-inspect: shows what an ein artifact holds.
+// ein-inspect: what an ein artifact holds, for people (default) or scripts
+// (--json). The artifact is verified first: a bad one is an error, never a
+// partial listing.
 //
 //   ein-inspect MODEL.einb [--json]
 #include <CLI/CLI.hpp>
@@ -6,77 +8,97 @@
 #include <nlohmann/json.hpp>
 
 #include "ein/runtime.hpp"
+#include "tool_support.hpp"
 
 namespace {
+
+using ein::tools::describeTensor;
+using ein::tools::shapeText;
+
+uint64_t paramBytes(const ein::Model &model) {
+  uint64_t bytes = 0;
+  for (const ein::TensorInfo &param : model.params()) bytes += param.byteSize();
+  return bytes;
+}
 
 nlohmann::json tensorJson(const ein::TensorInfo &info) {
   return {{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
+nlohmann::json modelJson(const ein::Model &model) {
+  nlohmann::json out;
+  out["format_version"] = model.formatVersion();
+  out["target"] = ein::deviceName(model.target());
+  out["producer"] = model.producer();
+  out["source"] = model.source();
+  out["inputs"] = nlohmann::json::array();
+  for (const ein::TensorInfo &input : model.inputs()) {
+    nlohmann::json item = tensorJson(input);
+    if (input.upperBound > 0) item["upper_bound"] = input.upperBound;
+    out["inputs"].push_back(item);
+  }
+  out["outputs"] = nlohmann::json::array();
+  for (const ein::TensorInfo &output : model.outputs()) out["outputs"].push_back(tensorJson(output));
+  nlohmann::json params = nlohmann::json::array();
+  for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
+  out["params"] = {{"count", model.params().size()}, {"bytes", paramBytes(model)}, {"tensors", params}};
+  out["arena_bytes"] = model.arenaBytes();
+  out["weights_bytes"] = model.weightsBytes();
+  out["steps"] = nlohmann::json::array();
+  for (const ein::StepInfo &step : model.steps()) {
+    nlohmann::json item{{"op", step.op}, {"location", step.location}};
+    for (const auto &[key, value] : step.shapes) item[key] = value;
+    for (const auto &[key, value] : step.sizes) item[key] = value;
+    for (const auto &[key, value] : step.attributes) item[key] = value;
+    out["steps"].push_back(item);
+  }
+  return out;
+}
+
+void printSummary(const ein::Model &model) {
+  std::printf("%s: ein artifact v%u for %s\n", model.name().c_str(), model.formatVersion(),
+              ein::deviceName(model.target()));
+  std::printf("  producer: %s\n  source:   %s\n", model.producer().c_str(), model.source().c_str());
+  std::printf("inputs:\n");
+  for (const ein::TensorInfo &input : model.inputs()) {
+    std::printf("  %s: %s", input.name.c_str(), describeTensor(input.dtype, input.shape).c_str());
+    if (input.upperBound > 0) std::printf(" (ids in [0, %lld))", static_cast<long long>(input.upperBound));
+    std::printf("\n");
+  }
+  std::printf("outputs:\n");
+  for (const ein::TensorInfo &output : model.outputs())
+    std::printf("  %s: %s\n", output.name.c_str(), describeTensor(output.dtype, output.shape).c_str());
+  std::printf("params: %zu tensors, %llu bytes\n", model.params().size(),
+              static_cast<unsigned long long>(paramBytes(model)));
+  for (const ein::TensorInfo &param : model.params())
+    std::printf("  %s: %s\n", param.name.c_str(), describeTensor(param.dtype, param.shape).c_str());
+  std::printf("memory: arena %llu bytes, weight segment %llu bytes\n",
+              static_cast<unsigned long long>(model.arenaBytes()), static_cast<unsigned long long>(model.weightsBytes()));
+  std::printf("steps: %zu\n", model.steps().size());
+  for (size_t i = 0; i < model.steps().size(); ++i) {
+    const ein::StepInfo &step = model.steps()[i];
+    std::string details;
+    for (const auto &[key, value] : step.shapes) details += " " + key + "=" + shapeText(value);
+    for (const auto &[key, value] : step.sizes) details += " " + key + "=" + std::to_string(value);
+    for (const auto &[key, value] : step.attributes) details += " " + key + "=" + value;
+    std::printf("  %4zu %-12s%s%s%s\n", i, step.op.c_str(), details.c_str(), step.location.empty() ? "" : "  at ",
+                step.location.c_str());
+  }
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"ein-inspect: shows what an ein artifact holds"};
+  CLI::App app{"ein-inspect: shows what an ein artifact (.einb) holds"};
   std::string path;
   bool json = false;
   app.add_option("model", path, "the artifact (.einb)")->required();
-  app.add_flag("--json", json, "print one JSON object");
+  app.add_flag("--json", json, "print one JSON object instead of a summary");
   CLI11_PARSE(app, argc, argv);
 
-  auto loaded = ein::Model::load(path);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "ein-inspect: %s\n", loaded.status().message().c_str());
-    return 1;
-  }
-  const ein::Model &model = *loaded.value();
-  uint64_t paramBytes = 0;
-  for (const auto &param : model.params()) paramBytes += param.byteSize();
-
-  if (json) {
-    nlohmann::json out;
-    out["format_version"] = model.formatVersion();
-    out["target"] = model.target();
-    out["producer"] = model.producer();
-    out["source"] = model.source();
-    out["inputs"] = nlohmann::json::array();
-    for (const auto &input : model.inputs()) out["inputs"].push_back(tensorJson(input));
-    out["outputs"] = nlohmann::json::array();
-    for (const auto &output : model.outputs()) out["outputs"].push_back(tensorJson(output));
-    nlohmann::json tensors = nlohmann::json::array();
-    for (const auto &param : model.params()) tensors.push_back(tensorJson(param));
-    out["params"] = {{"count", model.params().size()}, {"bytes", paramBytes}, {"tensors", tensors}};
-    out["arena_bytes"] = model.arenaBytes();
-    out["weights_bytes"] = model.weightsBytes();
-    out["steps"] = nlohmann::json::array();
-    for (const auto &step : model.steps()) {
-      nlohmann::json item{{"op", step.op}, {"location", step.location}};
-      for (const auto &[key, values] : step.sizes) item[key] = values.size() == 1 && key != "batch" && key != "shape" && key != "ids" ? nlohmann::json(values[0]) : nlohmann::json(values);
-      out["steps"].push_back(item);
-    }
-    std::printf("%s\n", out.dump(2).c_str());
-    return 0;
-  }
-
-  std::printf("%s: ein artifact v%u for %s, by %s from %s\n", path.c_str(), model.formatVersion(), model.target().c_str(),
-              model.producer().c_str(), model.source().c_str());
-  for (const auto &input : model.inputs())
-    std::printf("  input  %s: %s%s\n", input.name.c_str(), ein::dtypeName(input.dtype), shapeText(input.shape).c_str());
-  for (const auto &output : model.outputs())
-    std::printf("  output %s: %s%s\n", output.name.c_str(), ein::dtypeName(output.dtype), shapeText(output.shape).c_str());
-  std::printf("  params: %zu tensors, %llu bytes; arena: %llu bytes\n", model.params().size(),
-              static_cast<unsigned long long>(paramBytes), static_cast<unsigned long long>(model.arenaBytes()));
-  std::printf("  steps: %zu\n", model.steps().size());
-  for (size_t i = 0; i < model.steps().size(); ++i) {
-    const auto &step = model.steps()[i];
-    std::string sizes;
-    for (const auto &[key, values] : step.sizes) sizes += " " + key + "=" + (values.size() == 1 && key != "shape" && key != "batch" ? std::to_string(values[0]) : shapeText(values));
-    std::printf("  %3zu %-12s%s  (%s)\n", i, step.op.c_str(), sizes.c_str(), step.location.c_str());
-  }
+  auto model = ein::Model::load(path);
+  if (!model.ok()) return ein::tools::fail("ein-inspect", model.status().message());
+  if (json) std::printf("%s\n", modelJson(*model.value()).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  else printSummary(*model.value());
   return 0;
 }

@@ -1,108 +1,212 @@
-// ein-run: runs an ein artifact on .npy inputs.
+// ein-run: runs an ein artifact on .npy inputs (or random ones) and writes or
+// prints its outputs.
 //
 //   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED]
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda] [--bench N]
+//
+// Prints "time: X.XXX ms" for the first run; with --bench N, then runs N more
+// (the first one was the warm-up) and prints
+// "bench: N runs, min X ms, median Y ms, p90 Z ms" (nearest-rank percentiles).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "ein/npy.hpp"
 #include "ein/runtime.hpp"
+#include "tool_support.hpp"
 
 namespace {
 
-int fail(const std::string &message) {
-  std::fprintf(stderr, "ein-run: %s\n", message.c_str());
-  return 1;
-}
+using ein::tools::describeTensor;
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
+int fail(const std::string &message) { return ein::tools::fail("ein-run", message); }
 
-ein::npy::Array randomInput(const ein::TensorInfo &info, std::mt19937_64 &generator) {
-  ein::npy::Array array{info.dtype, info.shape, std::vector<uint8_t>(info.byteSize())};
-  int64_t count = info.numElements();
+// Normal floats; bools with p = 0.5; integers uniform in [0, upper bound), or
+// [0, 2) when the model gives none.
+ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, std::mt19937_64 &generator) {
+  std::vector<uint8_t> bytes(info.byteSize());
+  const auto count = static_cast<size_t>(info.numElements());
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int64_t> ids(0, info.upperBound > 0 ? info.upperBound - 1 : 1);
-  for (int64_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     switch (info.dtype) {
-      case ein::DType::F32: { float v = normal(generator); std::memcpy(&array.data[i * 4], &v, 4); break; }
-      case ein::DType::I32: { int32_t v = static_cast<int32_t>(ids(generator)); std::memcpy(&array.data[i * 4], &v, 4); break; }
-      case ein::DType::I64: { int64_t v = ids(generator); std::memcpy(&array.data[i * 8], &v, 8); break; }
-      case ein::DType::Bool: array.data[i] = static_cast<uint8_t>(generator() & 1); break;
-      default: break;
+      case ein::DType::F32: {
+        float value = normal(generator);
+        std::memcpy(&bytes[i * 4], &value, 4);
+        break;
+      }
+      case ein::DType::I32: {
+        auto value = static_cast<int32_t>(ids(generator));
+        std::memcpy(&bytes[i * 4], &value, 4);
+        break;
+      }
+      case ein::DType::I64: {
+        int64_t value = ids(generator);
+        std::memcpy(&bytes[i * 8], &value, 8);
+        break;
+      }
+      case ein::DType::Bool: bytes[i] = static_cast<uint8_t>(generator() & 1); break;
+      case ein::DType::F16:
+      case ein::DType::BF16:
+        return ein::Status(ein::StatusCode::Unimplemented, std::string("cannot generate random ") +
+                                                               ein::dtypeName(info.dtype) + " values for input \"" +
+                                                               info.name + "\"; pass it with --input");
     }
   }
-  return array;
+  return bytes;
 }
 
-void printPreview(const ein::TensorInfo &info, const void *data) {
-  ein::npy::Array array{info.dtype, info.shape,
-                        std::vector<uint8_t>(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + info.byteSize())};
-  std::vector<double> values = ein::npy::toDouble(array);
-  std::printf("%s: %s%s = [", info.name.c_str(), ein::dtypeName(info.dtype), shapeText(info.shape).c_str());
-  size_t shown = std::min<size_t>(values.size(), 8);
-  for (size_t i = 0; i < shown; ++i) std::printf("%s%.6g", i ? ", " : "", values[i]);
-  if (values.size() > shown) std::printf(", ... (%zu values)", values.size());
-  std::printf("]\n");
+// Reads NAME's .npy file into the session. NumPy's default float64 and
+// PyTorch's int64 token ids are narrowed when the model takes f32 / i32.
+ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const std::string &path) {
+  auto array = ein::npy::read(path);
+  if (!array.ok()) return array.status();
+  ein::npy::Array values = std::move(array).value();
+  if (info.dtype == ein::DType::F32) values = ein::npy::narrowF64ToF32(std::move(values));
+  if (info.dtype == ein::DType::I32) {
+    auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
+    if (!narrowed.ok()) return ein::Status(narrowed.status().code(), path + ": " + narrowed.status().message());
+    values = std::move(narrowed).value();
+  }
+  std::optional<ein::DType> dtype = ein::npy::toDType(values.type);
+  if (!dtype)
+    return ein::Status(ein::StatusCode::InvalidArgument, path + ": input \"" + info.name + "\" expects " +
+                                                             describeTensor(info.dtype, info.shape) + ", got " +
+                                                             ein::npy::elementTypeName(values.type) + " data");
+  ein::Status status = session.setInput(info.name, *dtype, values.shape, values.data.data(), values.data.size());
+  if (!status.ok()) return ein::Status(status.code(), path + ": " + status.message());
+  return status;
+}
+
+// One value, as NumPy prints it.
+std::string valueText(ein::DType dtype, const uint8_t *data, size_t index) {
+  char text[64];
+  switch (dtype) {
+    case ein::DType::F32: {
+      float value;
+      std::memcpy(&value, data + index * 4, 4);
+      std::snprintf(text, sizeof text, "%.6g", value);
+      return text;
+    }
+    case ein::DType::I32: {
+      int32_t value;
+      std::memcpy(&value, data + index * 4, 4);
+      return std::to_string(value);
+    }
+    case ein::DType::I64: {
+      int64_t value;
+      std::memcpy(&value, data + index * 8, 8);
+      return std::to_string(value);
+    }
+    case ein::DType::Bool: return data[index] ? "True" : "False";
+    case ein::DType::F16:
+    case ein::DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, data + index * 2, 2);
+      std::snprintf(text, sizeof text, "0x%04x", bits);
+      return text;
+    }
+  }
+  return "?";
+}
+
+// "y: f32[2, 4] = [0.1, 0.2, 0.3, ..., 0.6, 0.7, 0.8]": like NumPy, the first
+// and last three values of a long array.
+void printOutput(const ein::TensorInfo &info, const ein::TensorRef &tensor) {
+  const auto *data = static_cast<const uint8_t *>(tensor.data);
+  const auto count = static_cast<size_t>(info.numElements());
+  std::string values;
+  for (size_t i = 0; i < count; ++i) {
+    if (count > 6 && i == 3) {
+      values += ", ...";
+      i = count - 3;
+    }
+    values += (values.empty() ? "" : ", ") + valueText(info.dtype, data, i);
+  }
+  std::printf("%s: %s = [%s]\n", info.name.c_str(), describeTensor(info.dtype, info.shape).c_str(), values.c_str());
+}
+
+ein::Status writeOutput(const std::filesystem::path &directory, const ein::TensorInfo &info,
+                        const ein::TensorRef &tensor) {
+  // Names come from the artifact: keep every file inside the directory.
+  if (info.name.empty() || info.name == "." || info.name == ".." || info.name.find('/') != std::string::npos)
+    return ein::Status(ein::StatusCode::InvalidArgument, "output \"" + info.name + "\" is not a usable file name");
+  std::optional<ein::npy::ElementType> type = ein::npy::fromDType(info.dtype);
+  if (!type)
+    return ein::Status(ein::StatusCode::Unimplemented, "output \"" + info.name + "\" is " + ein::dtypeName(info.dtype) +
+                                                           ", which .npy cannot hold");
+  const auto *data = static_cast<const uint8_t *>(tensor.data);
+  ein::npy::Array array{*type, info.shape, std::vector<uint8_t>(data, data + tensor.bytes)};
+  return ein::npy::write((directory / (info.name + ".npy")).string(), array);
+}
+
+double percentile(const std::vector<double> &sorted, double p) {
+  auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"ein-run: runs an ein artifact on .npy inputs"};
-  std::string modelPath, outputDir, device = "cpu";
+  CLI::App app{"ein-run: runs an ein artifact (.einb) on .npy inputs"};
+  std::string modelPath, outputDir, deviceName = "cpu";
   std::vector<std::string> inputArgs;
   std::optional<uint64_t> randomSeed;
   int threads = 1, bench = 0;
   app.add_option("model", modelPath, "the artifact (.einb)")->required();
-  app.add_option("--input", inputArgs, "an input: NAME=FILE.npy (repeatable)");
-  app.add_option("--random-inputs", randomSeed, "fill inputs not given with random values from SEED");
-  app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy");
+  app.add_option("--input", inputArgs, "an input as NAME=FILE.npy (repeat for each input)");
+  app.add_option("--random-inputs", randomSeed, "fill the inputs not given with --input with random values from SEED");
+  app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
   app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
-  app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("--bench", bench, "time N runs after a warm-up")->check(CLI::NonNegativeNumber);
+  app.add_option("--device", deviceName, "cpu or cuda");
+  app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
+  std::optional<ein::Device> device = ein::parseDevice(deviceName);
+  if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda)");
   auto model = ein::Model::load(modelPath);
   if (!model.ok()) return fail(model.status().message());
-  auto session = ein::Session::create(model.value(), {threads, device});
+  auto session = ein::Session::create(model.value(), {threads, *device});
   if (!session.ok()) return fail(session.status().message());
+  const std::vector<ein::TensorInfo> &inputs = model.value()->inputs();
 
   std::map<std::string, std::string> files;
   for (const std::string &arg : inputArgs) {
     size_t equals = arg.find('=');
-    if (equals == std::string::npos || equals == 0) return fail("--input expects NAME=FILE.npy, got '" + arg + "'");
-    files[arg.substr(0, equals)] = arg.substr(equals + 1);
-  }
-  for (const auto &[name, file] : files) {
-    bool known = std::any_of(model.value()->inputs().begin(), model.value()->inputs().end(),
-                             [&](const ein::TensorInfo &info) { return info.name == name; });
-    if (!known) return fail("--input " + name + ": the model has no input named '" + name + "'");
+    if (equals == std::string::npos || equals == 0 || equals + 1 == arg.size())
+      return fail("--input expects NAME=FILE.npy, got \"" + arg + "\"");
+    std::string name = arg.substr(0, equals);
+    bool known = std::any_of(inputs.begin(), inputs.end(), [&](const ein::TensorInfo &info) { return info.name == name; });
+    if (!known) {
+      std::string names;
+      for (const ein::TensorInfo &info : inputs) names += (names.empty() ? "" : ", ") + info.name;
+      return fail("--input " + arg + ": the model has no input \"" + name + "\" (inputs: " + names + ")");
+    }
+    if (!files.emplace(name, arg.substr(equals + 1)).second) return fail("input \"" + name + "\" is given twice");
   }
   std::mt19937_64 generator(randomSeed.value_or(0));
-  for (const ein::TensorInfo &info : model.value()->inputs()) {
-    ein::npy::Array array;
+  for (const ein::TensorInfo &info : inputs) {
     if (auto file = files.find(info.name); file != files.end()) {
-      auto read = ein::npy::read(file->second);
-      if (!read.ok()) return fail(read.status().message());
-      array = std::move(read.value());
+      ein::Status status = feedFile(*session.value(), info, file->second);
+      if (!status.ok()) return fail(status.message());
     } else if (randomSeed) {
-      array = randomInput(info, generator);
+      auto values = randomValues(info, generator);
+      if (!values.ok()) return fail(values.status().message());
+      ein::Status status =
+          session.value()->setInput(info.name, info.dtype, info.shape, values.value().data(), values.value().size());
+      if (!status.ok()) return fail(status.message());
     } else {
-      return fail("input \"" + info.name + "\" (" + ein::dtypeName(info.dtype) + shapeText(info.shape) +
+      return fail("input \"" + info.name + "\" (" + describeTensor(info.dtype, info.shape) +
                   ") is not given: pass --input " + info.name + "=FILE.npy or --random-inputs SEED");
     }
-    ein::Status status = session.value()->setInput(info.name, array.dtype, array.shape, array.data.data(), array.data.size());
-    if (!status.ok()) return fail(status.message());
   }
 
   using Clock = std::chrono::steady_clock;
@@ -111,23 +215,21 @@ int main(int argc, char **argv) {
   double firstMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (!status.ok()) return fail(status.message());
 
-  const auto &outputs = model.value()->outputs();
   if (!outputDir.empty()) {
     std::error_code error;
     std::filesystem::create_directories(outputDir, error);
     if (error) return fail("cannot create " + outputDir + ": " + error.message());
   }
+  const std::vector<ein::TensorInfo> &outputs = model.value()->outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
-    const void *data = session.value()->outputData(i);
+    auto tensor = session.value()->output(i);
+    if (!tensor.ok()) return fail(tensor.status().message());
     if (outputDir.empty()) {
-      printPreview(outputs[i], data);
-      continue;
+      printOutput(outputs[i], tensor.value());
+    } else {
+      ein::Status written = writeOutput(outputDir, outputs[i], tensor.value());
+      if (!written.ok()) return fail(written.message());
     }
-    const auto *bytes = static_cast<const uint8_t *>(data);
-    ein::npy::Array array{outputs[i].dtype, outputs[i].shape, std::vector<uint8_t>(bytes, bytes + outputs[i].byteSize())};
-    std::string path = (std::filesystem::path(outputDir) / (outputs[i].name + ".npy")).string();
-    ein::Status written = ein::npy::write(path, array);
-    if (!written.ok()) return fail(written.message());
   }
   std::printf("time: %.3f ms\n", firstMs);
 
@@ -140,9 +242,8 @@ int main(int argc, char **argv) {
       if (!status.ok()) return fail(status.message());
     }
     std::sort(times.begin(), times.end());
-    auto percentile = [&](double p) { return times[std::min(times.size() - 1, static_cast<size_t>(p * (times.size() - 1) + 0.5))]; };
-    std::printf("bench: %d runs, min %.3f ms, median %.3f ms, p90 %.3f ms\n", bench, times.front(), percentile(0.5),
-                percentile(0.9));
+    std::printf("bench: %d runs, min %.3f ms, median %.3f ms, p90 %.3f ms\n", bench, times.front(),
+                percentile(times, 0.5), percentile(times, 0.9));
   }
   return 0;
 }

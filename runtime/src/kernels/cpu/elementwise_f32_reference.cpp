@@ -1,136 +1,140 @@
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
-#include "kernels.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/strided_loop.hpp"
 
-namespace ein::cpu {
+namespace ein::detail::cpu {
 namespace {
 
-constexpr int64_t kBlock = 256;
+constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
 
-float load(const std::byte *base, DType dtype, int64_t index) {
+// Loads `count` elements of a strided input into a register, as f32.
+void loadBlock(const std::byte *base, DType dtype, int64_t offset, int64_t step, int64_t count, float *out) {
   switch (dtype) {
-    case DType::F32: return reinterpret_cast<const float *>(base)[index];
-    case DType::I32: return static_cast<float>(reinterpret_cast<const int32_t *>(base)[index]);
-    case DType::I64: return static_cast<float>(reinterpret_cast<const int64_t *>(base)[index]);
-    case DType::Bool: return reinterpret_cast<const uint8_t *>(base)[index] ? 1.0f : 0.0f;
-    default: return 0.0f;  // rejected by the verifier
+    case DType::F32: {
+      const auto *in = reinterpret_cast<const float *>(base);
+      for (int64_t e = 0; e < count; ++e) out[e] = in[offset + e * step];
+      return;
+    }
+    case DType::I32: {
+      const auto *in = reinterpret_cast<const int32_t *>(base);
+      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[offset + e * step]);
+      return;
+    }
+    case DType::I64: {
+      const auto *in = reinterpret_cast<const int64_t *>(base);
+      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[offset + e * step]);
+      return;
+    }
+    case DType::Bool: {
+      const auto *in = reinterpret_cast<const uint8_t *>(base);
+      for (int64_t e = 0; e < count; ++e) out[e] = in[offset + e * step] != 0 ? 1.0f : 0.0f;
+      return;
+    }
+    case DType::F16:
+    case DType::BF16: break;  // rejected by the verifier
   }
 }
 
-float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
-float geluTanh(float x) { return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))); }
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// NaN-propagating, as torch.maximum and torch.minimum.
+float maximum(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b); }
+float minimum(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::min(a, b); }
 
-// Runs the program over `count` elements held column-wise in `registers`.
-void execute(const std::vector<detail::Instruction> &program, size_t inputs, std::vector<float> &registers,
-             int64_t count) {
+// Runs the program over `count` lanes. Register r holds lanes
+// [r * kBlock, r * kBlock + count): the opcode is decoded once per block.
+void execute(const std::vector<Instruction> &program, size_t inputCount, float *registers, int64_t count) {
   for (size_t i = 0; i < program.size(); ++i) {
-    const detail::Instruction &in = program[i];
-    float *out = &registers[(inputs + i) * kBlock];
-    const float *a = &registers[in.a * kBlock], *b = &registers[in.b * kBlock], *c = &registers[in.c * kBlock];
-    using detail::Opcode;
-    switch (in.opcode) {
-#define EIN_LOOP(expr) \
+    const Instruction &in = program[i];
+    float *out = registers + (inputCount + i) * kBlock;
+    const float *a = registers + in.a * kBlock, *b = registers + in.b * kBlock, *c = registers + in.c * kBlock;
+#define EIN_LANES(expr)                                    \
   for (int64_t e = 0; e < count; ++e) out[e] = (expr); \
-  break;
-      case Opcode::Const: EIN_LOOP(in.imm)
-      case Opcode::Neg: EIN_LOOP(-a[e])
-      case Opcode::Exp: EIN_LOOP(std::exp(a[e]))
-      case Opcode::Log: EIN_LOOP(std::log(a[e]))
-      case Opcode::Sqrt: EIN_LOOP(std::sqrt(a[e]))
-      case Opcode::Rsqrt: EIN_LOOP(1.0f / std::sqrt(a[e]))
-      case Opcode::Abs: EIN_LOOP(std::fabs(a[e]))
-      case Opcode::Relu: EIN_LOOP(a[e] > 0.0f ? a[e] : 0.0f)
-      case Opcode::Gelu: EIN_LOOP(gelu(a[e]))
-      case Opcode::GeluTanh: EIN_LOOP(geluTanh(a[e]))
-      case Opcode::Silu: EIN_LOOP(a[e] * sigmoid(a[e]))
-      case Opcode::Sigmoid: EIN_LOOP(sigmoid(a[e]))
-      case Opcode::Tanh: EIN_LOOP(std::tanh(a[e]))
-      case Opcode::Not: EIN_LOOP(a[e] == 0.0f ? 1.0f : 0.0f)
-      case Opcode::Add: EIN_LOOP(a[e] + b[e])
-      case Opcode::Sub: EIN_LOOP(a[e] - b[e])
-      case Opcode::Mul: EIN_LOOP(a[e] * b[e])
-      case Opcode::Div: EIN_LOOP(a[e] / b[e])
-      case Opcode::Pow: EIN_LOOP(std::pow(a[e], b[e]))
-      // NaN-propagating, as torch.maximum/minimum.
-      case Opcode::Max: EIN_LOOP(std::isnan(a[e]) || std::isnan(b[e]) ? NAN : std::fmax(a[e], b[e]))
-      case Opcode::Min: EIN_LOOP(std::isnan(a[e]) || std::isnan(b[e]) ? NAN : std::fmin(a[e], b[e]))
-      case Opcode::Lt: EIN_LOOP(a[e] < b[e] ? 1.0f : 0.0f)
-      case Opcode::Le: EIN_LOOP(a[e] <= b[e] ? 1.0f : 0.0f)
-      case Opcode::Gt: EIN_LOOP(a[e] > b[e] ? 1.0f : 0.0f)
-      case Opcode::Ge: EIN_LOOP(a[e] >= b[e] ? 1.0f : 0.0f)
-      case Opcode::Eq: EIN_LOOP(a[e] == b[e] ? 1.0f : 0.0f)
-      case Opcode::Ne: EIN_LOOP(a[e] != b[e] ? 1.0f : 0.0f)
-      case Opcode::Select: EIN_LOOP(a[e] != 0.0f ? b[e] : c[e])
-#undef EIN_LOOP
+  break
+    switch (in.opcode) {
+      case Opcode::Const: EIN_LANES(in.imm);
+      case Opcode::Neg: EIN_LANES(-a[e]);
+      case Opcode::Exp: EIN_LANES(std::exp(a[e]));
+      case Opcode::Log: EIN_LANES(std::log(a[e]));
+      case Opcode::Sqrt: EIN_LANES(std::sqrt(a[e]));
+      case Opcode::Rsqrt: EIN_LANES(1.0f / std::sqrt(a[e]));
+      case Opcode::Abs: EIN_LANES(std::fabs(a[e]));
+      case Opcode::Relu: EIN_LANES(relu(a[e]));
+      case Opcode::Gelu: EIN_LANES(gelu(a[e]));
+      case Opcode::GeluTanh: EIN_LANES(geluTanh(a[e]));
+      case Opcode::Silu: EIN_LANES(silu(a[e]));
+      case Opcode::Sigmoid: EIN_LANES(sigmoid(a[e]));
+      case Opcode::Tanh: EIN_LANES(std::tanh(a[e]));
+      case Opcode::Not: EIN_LANES(a[e] == 0.0f ? 1.0f : 0.0f);
+      case Opcode::Add: EIN_LANES(a[e] + b[e]);
+      case Opcode::Sub: EIN_LANES(a[e] - b[e]);
+      case Opcode::Mul: EIN_LANES(a[e] * b[e]);
+      case Opcode::Div: EIN_LANES(a[e] / b[e]);
+      case Opcode::Pow: EIN_LANES(std::pow(a[e], b[e]));
+      case Opcode::Max: EIN_LANES(maximum(a[e], b[e]));
+      case Opcode::Min: EIN_LANES(minimum(a[e], b[e]));
+      case Opcode::Lt: EIN_LANES(a[e] < b[e] ? 1.0f : 0.0f);
+      case Opcode::Le: EIN_LANES(a[e] <= b[e] ? 1.0f : 0.0f);
+      case Opcode::Gt: EIN_LANES(a[e] > b[e] ? 1.0f : 0.0f);
+      case Opcode::Ge: EIN_LANES(a[e] >= b[e] ? 1.0f : 0.0f);
+      case Opcode::Eq: EIN_LANES(a[e] == b[e] ? 1.0f : 0.0f);
+      case Opcode::Ne: EIN_LANES(a[e] != b[e] ? 1.0f : 0.0f);
+      case Opcode::Select: EIN_LANES(a[e] != 0.0f ? b[e] : c[e]);
     }
+#undef EIN_LANES
   }
 }
 
 }  // namespace
 
-// Walks the outer axes one index at a time and the innermost axis in blocks,
-// so the program's dispatch is paid once per block, not per element.
-void elementwiseF32Reference(const detail::Elementwise &step, const std::vector<detail::TensorSlot> &tensors,
-                             TensorBases bases) {
-  size_t inputs = step.inputs.size();
-  std::vector<float> registers((inputs + step.program.size()) * kBlock);
-  size_t resultRegister = inputs + step.program.size() - 1;
-  std::vector<int64_t> outer(step.shape);
-  int64_t inner = 1;
-  if (!outer.empty()) {
-    inner = outer.back();
-    outer.pop_back();
-  }
-  // Views over the outer axes only; the innermost stride is applied below.
-  std::vector<detail::View> outerViews;
-  for (const detail::View &view : step.inputs) outerViews.push_back(view);
-  outerViews.push_back(step.output);
-  std::vector<int64_t> innerStrides;
-  for (detail::View &view : outerViews) {
-    innerStrides.push_back(view.strides.empty() ? 0 : view.strides.back());
-    if (!view.strides.empty()) view.strides.pop_back();
-  }
-  for (int64_t size : step.shape)
-    if (size == 0) return;
-  std::vector<int64_t> index(outer.size(), 0);
-  std::vector<int64_t> offsets(outerViews.size());
-  for (size_t v = 0; v < outerViews.size(); ++v) offsets[v] = outerViews[v].offset;
-  const detail::TensorSlot &outTensor = tensors[step.output.tensor];
-  while (true) {
+// out[i..] = program(inputs[0][i..], ...): the outer axes one index at a
+// time, the innermost axis in blocks of kBlock lanes.
+Status elementwiseF32Reference(const Elementwise &op, const KernelContext &context) {
+  const size_t inputCount = op.inputs.size();
+  float *registers = context.scratch;
+  const float *result = registers + (op.registerCount() - 1) * kBlock;
+  const size_t outerRank = op.shape.empty() ? 0 : op.shape.size() - 1;
+  const Dims outer = op.shape.first(outerRank);
+  const int64_t inner = op.shape.empty() ? 1 : op.shape.back();
+  if (inner == 0) return Status();
+  const bool boolOutput = context.dtype(op.output) == DType::Bool;
+  const int64_t outStep = op.shape.empty() ? 0 : op.output.strides.back();
+  const Dims outOuter = op.output.strides.first(outerRank);
+  // The output's walk drives the loop; each input's outer offset is
+  // recomputed from the same index, so any number of inputs needs no
+  // per-run allocation.
+  Dims index;
+  for (size_t axis = 0; axis < outerRank; ++axis) index.push_back(0);
+  forEachIndex<1>(outer, {op.output.offset}, {&outOuter}, [&](const std::array<int64_t, 1> &outBase) {
     for (int64_t start = 0; start < inner; start += kBlock) {
-      int64_t count = std::min(kBlock, inner - start);
-      for (size_t v = 0; v < inputs; ++v) {
-        const detail::View &view = step.inputs[v];
-        DType dtype = tensors[view.tensor].dtype;
-        float *slot = &registers[v * kBlock];
-        for (int64_t e = 0; e < count; ++e) slot[e] = load(bases[view.tensor], dtype, offsets[v] + (start + e) * innerStrides[v]);
+      const int64_t count = std::min(kBlock, inner - start);
+      for (size_t v = 0; v < inputCount; ++v) {
+        const View &view = op.inputs[v];
+        int64_t offset = view.offset;
+        for (size_t axis = 0; axis < outerRank; ++axis) offset += index[axis] * view.strides[axis];
+        const int64_t step = op.shape.empty() ? 0 : view.strides.back();
+        loadBlock(context.bases[view.tensor], context.dtype(view), offset + start * step, step, count,
+                  registers + v * kBlock);
       }
-      execute(step.program, inputs, registers, count);
-      const float *result = &registers[resultRegister * kBlock];
-      int64_t base = offsets[inputs], stride = innerStrides[inputs];
-      if (outTensor.dtype == DType::Bool) {
-        auto *out = reinterpret_cast<uint8_t *>(bases[step.output.tensor]);
-        for (int64_t e = 0; e < count; ++e) out[base + (start + e) * stride] = result[e] != 0.0f;
+      execute(op.program, inputCount, registers, count);
+      const int64_t first = outBase[0] + start * outStep;
+      if (boolOutput) {
+        auto *out = context.data<uint8_t>(op.output);
+        for (int64_t e = 0; e < count; ++e) out[first + e * outStep] = result[e] != 0.0f;
       } else {
-        auto *out = reinterpret_cast<float *>(bases[step.output.tensor]);
-        for (int64_t e = 0; e < count; ++e) out[base + (start + e) * stride] = result[e];
+        float *out = context.data<float>(op.output);
+        for (int64_t e = 0; e < count; ++e) out[first + e * outStep] = result[e];
       }
     }
-    size_t axis = outer.size();
-    bool done = true;
-    while (axis > 0) {
-      --axis;
-      if (++index[axis] < outer[axis]) {
-        for (size_t v = 0; v < outerViews.size(); ++v) offsets[v] += outerViews[v].strides[axis];
-        done = false;
-        break;
-      }
-      for (size_t v = 0; v < outerViews.size(); ++v) offsets[v] -= outerViews[v].strides[axis] * (outer[axis] - 1);
+    // Advance the row-major index in step with forEachIndex's walk.
+    for (size_t axis = outerRank; axis-- > 0;) {
+      if (++index[axis] < outer[axis]) break;
       index[axis] = 0;
     }
-    if (done) return;
-  }
+  });
+  return Status();
 }
 
-}  // namespace ein::cpu
+}  // namespace ein::detail::cpu

@@ -1,42 +1,54 @@
-#include <cmath>
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/strided_loop.hpp"
 
-#include "kernels.hpp"
+namespace ein::detail::cpu {
+namespace {
 
-namespace ein::cpu {
-
-float activate(detail::Activation activation, float x) {
+double activate(Activation activation, double x) {
   switch (activation) {
-    case detail::Activation::None: return x;
-    case detail::Activation::Relu: return x > 0.0f ? x : 0.0f;
-    case detail::Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case detail::Activation::GeluTanh:
-      return 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-    case detail::Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::None: return x;
+    case Activation::Relu: return relu(x);
+    case Activation::Gelu: return gelu(x);
+    case Activation::GeluTanh: return geluTanh(x);
+    case Activation::Silu: return silu(x);
   }
   return x;
 }
 
-void gemmF32Reference(const detail::Gemm &step, TensorBases bases) {
-  const auto *a = reinterpret_cast<const float *>(bases[step.a.tensor]);
-  const auto *b = reinterpret_cast<const float *>(bases[step.b.tensor]);
-  auto *c = reinterpret_cast<float *>(bases[step.c.tensor]);
-  const float *bias = step.hasBias ? reinterpret_cast<const float *>(bases[step.bias.tensor]) : nullptr;
-  size_t batchRank = step.batch.size();
-  std::array<const detail::View *, 4> views{&step.a, &step.b, &step.c, step.hasBias ? &step.bias : &step.c};
-  forEachIndex(step.batch, views, [&](const std::array<int64_t, 4> &base) {
-    const int64_t *as = step.a.strides.data() + batchRank, *bs = step.b.strides.data() + batchRank;
-    const int64_t *cs = step.c.strides.data() + batchRank, *biasStrides = step.bias.strides.data() + batchRank;
-    for (int64_t i = 0; i < step.m; ++i) {
-      for (int64_t j = 0; j < step.n; ++j) {
-        double sum = 0.0;
-        for (int64_t p = 0; p < step.k; ++p)
-          sum += static_cast<double>(a[base[0] + i * as[0] + p * as[1]]) * b[base[1] + p * bs[0] + j * bs[1]];
-        float value = static_cast<float>(step.alpha * sum);
-        if (bias) value += bias[base[3] + i * biasStrides[0] + j * biasStrides[1]];
-        c[base[2] + i * cs[0] + j * cs[1]] = activate(step.activation, value);
-      }
-    }
-  });
+}  // namespace
+
+// c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n]),
+// accumulated in double.
+Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
+  // Nothing to write; the verifier bounds the batch loop only when c is non-empty.
+  if (op.m == 0 || op.n == 0) return Status();
+  const float *a = context.data<const float>(op.a);
+  const float *b = context.data<const float>(op.b);
+  float *c = context.data<float>(op.c);
+  const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
+  const View &biasView = op.bias ? *op.bias : op.c;  // walked alongside, read only with a bias
+  const size_t r = op.batch.size();
+  const Dims aBatch = op.a.strides.first(r), bBatch = op.b.strides.first(r), cBatch = op.c.strides.first(r),
+             biasBatch = biasView.strides.first(r);
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1];
+  const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
+  const int64_t biasM = biasView.strides[r], biasN = biasView.strides[r + 1];
+  forEachIndex<4>(op.batch, {op.a.offset, op.b.offset, op.c.offset, biasView.offset},
+                  {&aBatch, &bBatch, &cBatch, &biasBatch}, [&](const std::array<int64_t, 4> &base) {
+                    for (int64_t i = 0; i < op.m; ++i) {
+                      for (int64_t j = 0; j < op.n; ++j) {
+                        double sum = 0.0;
+                        for (int64_t p = 0; p < op.k; ++p)
+                          sum += double(a[base[0] + i * aM + p * aK]) * double(b[base[1] + p * bK + j * bN]);
+                        double value = double(op.alpha) * sum;
+                        if (bias) value += bias[base[3] + i * biasM + j * biasN];
+                        c[base[2] + i * cM + j * cN] = static_cast<float>(activate(op.activation, value));
+                      }
+                    }
+                  });
+  return Status();
 }
 
-}  // namespace ein::cpu
+}  // namespace ein::detail::cpu

@@ -1,53 +1,44 @@
-// Reference CPU kernels: simple loops that compute exactly what the schema
-// says. Each takes its decoded step and the base address of every tensor.
+// Reference CPU kernels: plain loops computing exactly what the schema's
+// comments say, for any rank and any (verified) strides. They are the
+// baseline that faster kernels are tested against.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <vector>
 
-#include "../../program.hpp"
+#include "ein/status.hpp"
+#include "program.hpp"
 
-namespace ein::cpu {
+namespace ein::detail::cpu {
 
-// Base addresses of the program's tensors for one run.
-using TensorBases = std::byte *const *;
+// What a kernel sees of one run.
+struct KernelContext {
+  const std::vector<Tensor> &tensors;
+  std::byte *const *bases;  // base address of every tensor
+  float *scratch;           // scratchFloats(kernel) floats of working memory
 
-void gemmF32Reference(const detail::Gemm &step, TensorBases bases);
-void elementwiseF32Reference(const detail::Elementwise &step, const std::vector<detail::TensorSlot> &tensors,
-                             TensorBases bases);
-void softmaxF32Reference(const detail::Softmax &step, TensorBases bases);
-void reduceF32Reference(const detail::Reduce &step, TensorBases bases);
-// Fails on an id outside [0, rows).
-Status gatherF32Reference(const detail::Gather &step, const std::vector<detail::TensorSlot> &tensors,
-                          TensorBases bases);
-void copyReference(const detail::Copy &step, size_t elementSize, TensorBases bases);
-
-// Calls `body(offsets)` for every index of `shape` (row-major), where
-// offsets[v] is the flat element offset of view v at that index.
-template <size_t N, typename Body>
-void forEachIndex(const std::vector<int64_t> &shape, const std::array<const detail::View *, N> &views, Body &&body) {
-  for (int64_t size : shape)
-    if (size == 0) return;
-  size_t rank = shape.size();
-  std::vector<int64_t> index(rank, 0);
-  std::array<int64_t, N> offsets;
-  for (size_t v = 0; v < N; ++v) offsets[v] = views[v]->offset;
-  while (true) {
-    body(offsets);
-    size_t axis = rank;
-    while (axis > 0) {
-      --axis;
-      if (++index[axis] < shape[axis]) {
-        for (size_t v = 0; v < N; ++v) offsets[v] += views[v]->strides[axis];
-        break;
-      }
-      for (size_t v = 0; v < N; ++v) offsets[v] -= views[v]->strides[axis] * (shape[axis] - 1);
-      index[axis] = 0;
-      if (axis == 0) return;
-    }
-    if (rank == 0) return;
+  template <typename T>
+  T *data(const View &view) const {
+    return reinterpret_cast<T *>(bases[view.tensor]);
   }
-}
+  DType dtype(const View &view) const { return tensors[view.tensor].dtype; }
+};
 
-}  // namespace ein::cpu
+Status gemmF32Reference(const Gemm &op, const KernelContext &context);
+Status elementwiseF32Reference(const Elementwise &op, const KernelContext &context);
+Status softmaxF32Reference(const Softmax &op, const KernelContext &context);
+Status reduceF32Reference(const Reduce &op, const KernelContext &context);
+Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
+Status copyReference(const Copy &op, const KernelContext &context);
+
+// The CPU kernel table: the function that runs a decoded step, chosen once
+// when a session is created.
+using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &context);
+KernelFn selectKernel(const detail::Kernel &kernel);
+// Working memory the chosen kernel needs, in floats.
+size_t scratchFloats(const detail::Kernel &kernel);
+
+// Elements per register in the element-wise interpreter.
+inline constexpr size_t kElementwiseBlock = 256;
+
+}  // namespace ein::detail::cpu

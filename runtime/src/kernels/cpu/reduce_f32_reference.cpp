@@ -1,46 +1,59 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels.hpp"
+#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/strided_loop.hpp"
 
-namespace ein::cpu {
+namespace ein::detail::cpu {
+namespace {
 
-void reduceF32Reference(const detail::Reduce &step, TensorBases bases) {
-  const auto *x = reinterpret_cast<const float *>(bases[step.x.tensor]);
-  auto *y = reinterpret_cast<float *>(bases[step.y.tensor]);
-  size_t keptRank = step.shape.size() - step.reducedRank;
-  std::vector<int64_t> kept(step.shape.begin(), step.shape.begin() + keptRank);
-  std::vector<int64_t> reduced(step.shape.begin() + keptRank, step.shape.end());
-  detail::View keptX{step.x.tensor, step.x.offset, {step.x.strides.begin(), step.x.strides.begin() + keptRank}};
-  detail::View reducedX{step.x.tensor, 0, {step.x.strides.begin() + keptRank, step.x.strides.end()}};
-  int64_t count = 1;
-  for (int64_t size : reduced) count *= size;
-  std::array<const detail::View *, 2> outerViews{&keptX, &step.y};
-  forEachIndex(kept, outerViews, [&](const std::array<int64_t, 2> &base) {
-    double accumulator = 0.0;
-    switch (step.kind) {
-      case detail::ReduceKind::Max: accumulator = -std::numeric_limits<double>::infinity(); break;
-      case detail::ReduceKind::Min: accumulator = std::numeric_limits<double>::infinity(); break;
-      case detail::ReduceKind::Prod: accumulator = 1.0; break;
-      default: break;
-    }
+double initialValue(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean: return 0.0;
+    case ReduceKind::Prod: return 1.0;
+    case ReduceKind::Max: return -std::numeric_limits<double>::infinity();
+    case ReduceKind::Min: return std::numeric_limits<double>::infinity();
+  }
+  return 0.0;
+}
+
+double combine(ReduceKind kind, double accumulator, double value) {
+  switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean: return accumulator + value;
+    case ReduceKind::Prod: return accumulator * value;
+    case ReduceKind::Max: return std::max(accumulator, value);
+    case ReduceKind::Min: return std::min(accumulator, value);
+  }
+  return accumulator;
+}
+
+}  // namespace
+
+// y[kept..] = reduce over the trailing axes of x[kept.., reduced..], in
+// double. NaN propagates through max and min too (as torch.amax/amin); the
+// mean of nothing is NaN.
+Status reduceF32Reference(const Reduce &op, const KernelContext &context) {
+  const float *x = context.data<const float>(op.x);
+  float *y = context.data<float>(op.y);
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  const Dims kept = op.shape.first(keptRank), reduced = op.shape.dropFirst(keptRank);
+  const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
+  const int64_t count = reduced.product();
+  forEachIndex<2>(kept, {op.x.offset, op.y.offset}, {&xKept, &op.y.strides}, [&](const std::array<int64_t, 2> &base) {
+    double accumulator = initialValue(op.kind);
     bool sawNan = false;
-    std::array<const detail::View *, 1> inner{&reducedX};
-    forEachIndex(reduced, inner, [&](const std::array<int64_t, 1> &offset) {
-      double v = x[base[0] + offset[0]];
-      sawNan |= std::isnan(v);
-      switch (step.kind) {
-        case detail::ReduceKind::Sum:
-        case detail::ReduceKind::Mean: accumulator += v; break;
-        case detail::ReduceKind::Max: accumulator = std::max(accumulator, v); break;
-        case detail::ReduceKind::Min: accumulator = std::min(accumulator, v); break;
-        case detail::ReduceKind::Prod: accumulator *= v; break;
-      }
+    forEachIndex<1>(reduced, {base[0]}, {&xReduced}, [&](const std::array<int64_t, 1> &at) {
+      double value = x[at[0]];
+      sawNan |= std::isnan(value);
+      accumulator = combine(op.kind, accumulator, value);
     });
-    if (step.kind == detail::ReduceKind::Mean) accumulator /= static_cast<double>(count);
+    if (op.kind == ReduceKind::Mean) accumulator /= static_cast<double>(count);
     if (sawNan) accumulator = std::numeric_limits<double>::quiet_NaN();
     y[base[1]] = static_cast<float>(accumulator);
   });
+  return Status();
 }
 
-}  // namespace ein::cpu
+}  // namespace ein::detail::cpu

@@ -1,0 +1,107 @@
+/* The ein runtime's C API: a thin layer over the C++ API (ein/runtime.hpp).
+ *
+ * Every fallible call returns an ein_status_t*: NULL on success, otherwise an
+ * error the caller must release with ein_status_free.
+ *
+ *   ein_model_t *model = NULL;
+ *   ein_status_t *status = ein_model_load("vit.einb", &model);
+ *   if (status) { fprintf(stderr, "%s\n", ein_status_message(status)); ein_status_free(status); return 1; }
+ *
+ * A session keeps its model alive: the model may be freed before its sessions.
+ * Strings and shapes returned by the query functions live as long as the model;
+ * output data lives until the session's next run or its end. */
+#ifndef EIN_EIN_H_
+#define EIN_EIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ein_status ein_status_t;
+typedef struct ein_model ein_model_t;
+typedef struct ein_session ein_session_t;
+
+typedef enum ein_status_code {
+  EIN_STATUS_OK = 0,
+  EIN_STATUS_INVALID_ARGUMENT,
+  EIN_STATUS_INVALID_ARTIFACT,
+  EIN_STATUS_OUT_OF_RANGE,
+  EIN_STATUS_NOT_FOUND,
+  EIN_STATUS_UNIMPLEMENTED,
+  EIN_STATUS_INTERNAL,
+  EIN_STATUS_IO_ERROR,
+  EIN_STATUS_RESOURCE_EXHAUSTED,
+} ein_status_code_t;
+
+typedef enum ein_dtype {
+  EIN_DTYPE_F32 = 0,
+  EIN_DTYPE_F16,
+  EIN_DTYPE_BF16,
+  EIN_DTYPE_I32,
+  EIN_DTYPE_I64,
+  EIN_DTYPE_BOOL,
+} ein_dtype_t;
+
+typedef enum ein_device { EIN_DEVICE_CPU = 0, EIN_DEVICE_CUDA } ein_device_t;
+
+/* An input, output or parameter of a model. */
+typedef struct ein_tensor_info {
+  const char *name;
+  ein_dtype_t dtype;
+  size_t rank;
+  const int64_t *shape;
+  int64_t upper_bound; /* integer inputs: ids lie in [0, upper_bound); 0 when unknown */
+} ein_tensor_info_t;
+
+/* An output's current value. */
+typedef struct ein_tensor {
+  ein_dtype_t dtype;
+  size_t rank;
+  const int64_t *shape;
+  const void *data;
+  size_t bytes;
+} ein_tensor_t;
+
+typedef struct ein_session_options {
+  int threads;
+  ein_device_t device;
+} ein_session_options_t;
+
+/* Status */
+ein_status_code_t ein_status_code(const ein_status_t *status); /* EIN_STATUS_OK for NULL */
+const char *ein_status_message(const ein_status_t *status);    /* "" for NULL */
+void ein_status_free(ein_status_t *status);
+
+size_t ein_dtype_size(ein_dtype_t dtype);
+const char *ein_dtype_name(ein_dtype_t dtype);
+
+/* Models */
+ein_status_t *ein_model_load(const char *path, ein_model_t **out_model);
+ein_status_t *ein_model_load_from_memory(const void *data, size_t size, ein_model_t **out_model);
+void ein_model_free(ein_model_t *model);
+size_t ein_model_input_count(const ein_model_t *model);
+size_t ein_model_output_count(const ein_model_t *model);
+ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info);
+ein_status_t *ein_model_output_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info);
+
+/* Sessions */
+void ein_session_options_init(ein_session_options_t *options); /* one thread, CPU */
+/* `options` may be NULL for the defaults. */
+ein_status_t *ein_session_create(const ein_model_t *model, const ein_session_options_t *options,
+                                 ein_session_t **out_session);
+void ein_session_free(ein_session_t *session);
+/* Copies the input; dtype, shape and byte size must match the model's exactly. */
+ein_status_t *ein_session_set_input(ein_session_t *session, const char *name, ein_dtype_t dtype,
+                                    const int64_t *shape, size_t rank, const void *data, size_t bytes);
+ein_status_t *ein_session_run(ein_session_t *session);
+ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor);
+ein_status_t *ein_session_output_by_name(const ein_session_t *session, const char *name, ein_tensor_t *out_tensor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EIN_EIN_H_ */

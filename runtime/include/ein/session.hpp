@@ -1,0 +1,87 @@
+// One execution context of a model: it owns the arena (allocated once, when
+// the session is created), a copy of each input and the output buffers.
+// Runs reuse them, so running allocates nothing. A session is not
+// thread-safe; create one per thread (they share the model and its weights).
+//
+//   auto session = ein::Session::create(model.value(), {.threads = 1, .device = ein::Device::Cpu});
+//   session.value()->setInput("img", ein::DType::F32, {1, 3, 224, 224}, pixels, sizeof pixels);
+//   session.value()->run();
+//   ein::StatusOr<ein::TensorRef> logits = session.value()->output("logits");
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "ein/model.hpp"
+#include "ein/status.hpp"
+#include "ein/types.hpp"
+
+namespace ein {
+
+namespace detail {
+class AlignedBuffer;
+class Executor;
+}  // namespace detail
+
+struct SessionOptions {
+  int threads = 1;  // worker threads; the reference CPU kernels use one
+  Device device = Device::Cpu;
+};
+
+// A read-only look at an output; valid until the next run() or the session's end.
+struct TensorRef {
+  DType dtype = DType::F32;
+  std::span<const int64_t> shape;
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
+
+class Session {
+ public:
+  // Fails if the device is not built in, the artifact targets another device,
+  // or the memory cannot be allocated.
+  static StatusOr<std::unique_ptr<Session>> create(std::shared_ptr<const Model> model, SessionOptions options = {});
+
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  const Model &model() const { return *model_; }
+  const SessionOptions &options() const { return options_; }
+
+  // Copies `bytes` bytes from `data` into input `name`. The dtype, shape and
+  // byte size must equal the model's exactly. The caller's buffer is not
+  // kept: it may be reused as soon as this returns.
+  Status setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes);
+  Status setInput(std::string_view name, DType dtype, std::initializer_list<int64_t> shape, const void *data,
+                  size_t bytes) {
+    return setInput(name, dtype, std::span<const int64_t>(shape.begin(), shape.size()), data, bytes);
+  }
+
+  // Runs every step; every input must have been set (they stay set across runs).
+  Status run();
+
+  size_t outputCount() const;
+  StatusOr<TensorRef> output(size_t index) const;
+  StatusOr<TensorRef> output(std::string_view name) const;
+
+ private:
+  Session(std::shared_ptr<const Model> model, SessionOptions options);
+
+  std::shared_ptr<const Model> model_;
+  SessionOptions options_;
+  std::unique_ptr<detail::Executor> executor_;
+  std::vector<detail::AlignedBuffer> inputs_;  // 64-byte aligned, like the arena
+  std::vector<bool> inputIsSet_;
+  std::vector<detail::AlignedBuffer> outputs_;
+  // Base pointers handed to the executor, one per input and output.
+  std::vector<const std::byte *> inputPointers_;
+  std::vector<std::byte *> outputPointers_;
+};
+
+}  // namespace ein

@@ -1,0 +1,22 @@
+// Element types and devices, as the artifact names them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ein {
+
+// Matches ein.schema.DType value for value.
+enum class DType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool };
+
+// Matches ein.schema.Target value for value.
+enum class Device : uint8_t { Cpu = 0, Cuda };
+
+size_t dtypeSize(DType dtype);         // bytes per element
+const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "bool"
+const char *deviceName(Device device); // "cpu", "cuda"
+std::optional<Device> parseDevice(std::string_view name);
+
+}  // namespace ein

@@ -1,0 +1,188 @@
+// The C API: each handle wraps its C++ object; each error becomes an
+// ein_status_t the caller frees. No C++ exception crosses this boundary.
+#include "ein/ein.h"
+
+#include <new>
+#include <string>
+#include <vector>
+
+#include "ein/runtime.hpp"
+
+struct ein_status {
+  ein_status_code_t code;
+  std::string message;
+};
+
+struct ein_model {
+  std::shared_ptr<const ein::Model> model;
+};
+
+struct ein_session {
+  std::unique_ptr<ein::Session> session;
+};
+
+namespace {
+
+// The codes are declared in the same order in both APIs.
+static_assert(static_cast<int>(ein::StatusCode::ResourceExhausted) == EIN_STATUS_RESOURCE_EXHAUSTED);
+static_assert(static_cast<int>(ein::DType::Bool) == EIN_DTYPE_BOOL);
+static_assert(static_cast<int>(ein::Device::Cuda) == EIN_DEVICE_CUDA);
+
+// Returned when not even an error can be allocated; never freed.
+ein_status_t outOfMemory{EIN_STATUS_RESOURCE_EXHAUSTED, "out of memory"};
+
+ein_status_t *makeStatus(ein_status_code_t code, std::string message) {
+  auto *status = new (std::nothrow) ein_status_t{code, std::move(message)};
+  return status ? status : &outOfMemory;
+}
+
+ein_status_t *toC(const ein::Status &status) {
+  if (status.ok()) return nullptr;
+  return makeStatus(static_cast<ein_status_code_t>(status.code()), status.message());
+}
+
+ein_status_t *invalidArgument(const char *message) { return makeStatus(EIN_STATUS_INVALID_ARGUMENT, message); }
+
+bool validDType(ein_dtype_t dtype) { return dtype >= EIN_DTYPE_F32 && dtype <= EIN_DTYPE_BOOL; }
+
+ein_tensor_info_t infoToC(const ein::TensorInfo &info) {
+  return {info.name.c_str(), static_cast<ein_dtype_t>(info.dtype), info.shape.size(), info.shape.data(),
+          info.upperBound};
+}
+
+// Runs `body`, turning an escaping exception (std::bad_alloc from a string
+// or vector) into a status.
+template <typename Body>
+ein_status_t *guarded(Body &&body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc &) {
+    return makeStatus(EIN_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  } catch (const std::exception &error) {
+    return makeStatus(EIN_STATUS_INTERNAL, error.what());
+  }
+}
+
+ein_status_t *outputToC(const ein::StatusOr<ein::TensorRef> &output, ein_tensor_t *out) {
+  if (!output.ok()) return toC(output.status());
+  *out = {static_cast<ein_dtype_t>(output->dtype), output->shape.size(), output->shape.data(), output->data,
+          output->bytes};
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+ein_status_code_t ein_status_code(const ein_status_t *status) { return status ? status->code : EIN_STATUS_OK; }
+
+const char *ein_status_message(const ein_status_t *status) { return status ? status->message.c_str() : ""; }
+
+void ein_status_free(ein_status_t *status) {
+  if (status != &outOfMemory) delete status;
+}
+
+size_t ein_dtype_size(ein_dtype_t dtype) { return validDType(dtype) ? ein::dtypeSize(static_cast<ein::DType>(dtype)) : 0; }
+
+const char *ein_dtype_name(ein_dtype_t dtype) {
+  return validDType(dtype) ? ein::dtypeName(static_cast<ein::DType>(dtype)) : "unknown";
+}
+
+ein_status_t *ein_model_load(const char *path, ein_model_t **out_model) {
+  if (!path || !out_model) return invalidArgument("ein_model_load: path and out_model must not be NULL");
+  *out_model = nullptr;
+  return guarded([&]() -> ein_status_t * {
+    auto model = ein::Model::load(path);
+    if (!model.ok()) return toC(model.status());
+    *out_model = new ein_model_t{std::move(model).value()};
+    return nullptr;
+  });
+}
+
+ein_status_t *ein_model_load_from_memory(const void *data, size_t size, ein_model_t **out_model) {
+  if (!out_model) return invalidArgument("ein_model_load_from_memory: out_model must not be NULL");
+  *out_model = nullptr;
+  return guarded([&]() -> ein_status_t * {
+    auto model = ein::Model::loadFromMemory(data, size);
+    if (!model.ok()) return toC(model.status());
+    *out_model = new ein_model_t{std::move(model).value()};
+    return nullptr;
+  });
+}
+
+void ein_model_free(ein_model_t *model) { delete model; }
+
+size_t ein_model_input_count(const ein_model_t *model) { return model ? model->model->inputs().size() : 0; }
+
+size_t ein_model_output_count(const ein_model_t *model) { return model ? model->model->outputs().size() : 0; }
+
+ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
+  if (!model || !out_info) return invalidArgument("ein_model_input_info: model and out_info must not be NULL");
+  const auto &inputs = model->model->inputs();
+  if (index >= inputs.size())
+    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "input " + std::to_string(index) + " does not exist (the model has " +
+                                                   std::to_string(inputs.size()) + ")");
+  *out_info = infoToC(inputs[index]);
+  return nullptr;
+}
+
+ein_status_t *ein_model_output_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
+  if (!model || !out_info) return invalidArgument("ein_model_output_info: model and out_info must not be NULL");
+  const auto &outputs = model->model->outputs();
+  if (index >= outputs.size())
+    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "output " + std::to_string(index) + " does not exist (the model has " +
+                                                   std::to_string(outputs.size()) + ")");
+  *out_info = infoToC(outputs[index]);
+  return nullptr;
+}
+
+void ein_session_options_init(ein_session_options_t *options) {
+  if (options) *options = {1, EIN_DEVICE_CPU};
+}
+
+ein_status_t *ein_session_create(const ein_model_t *model, const ein_session_options_t *options,
+                                 ein_session_t **out_session) {
+  if (!model || !out_session) return invalidArgument("ein_session_create: model and out_session must not be NULL");
+  *out_session = nullptr;
+  ein_session_options_t c{};
+  ein_session_options_init(&c);
+  if (options) c = *options;
+  if (c.device != EIN_DEVICE_CPU && c.device != EIN_DEVICE_CUDA) return invalidArgument("unknown device");
+  return guarded([&]() -> ein_status_t * {
+    auto session = ein::Session::create(model->model, {c.threads, static_cast<ein::Device>(c.device)});
+    if (!session.ok()) return toC(session.status());
+    *out_session = new ein_session_t{std::move(session).value()};
+    return nullptr;
+  });
+}
+
+void ein_session_free(ein_session_t *session) { delete session; }
+
+ein_status_t *ein_session_set_input(ein_session_t *session, const char *name, ein_dtype_t dtype,
+                                    const int64_t *shape, size_t rank, const void *data, size_t bytes) {
+  if (!session || !name || (rank && !shape))
+    return invalidArgument("ein_session_set_input: session, name and shape must not be NULL");
+  if (!validDType(dtype)) return invalidArgument("ein_session_set_input: unknown dtype");
+  return guarded([&] {
+    return toC(session->session->setInput(name, static_cast<ein::DType>(dtype), std::span<const int64_t>(shape, rank),
+                                          data, bytes));
+  });
+}
+
+ein_status_t *ein_session_run(ein_session_t *session) {
+  if (!session) return invalidArgument("ein_session_run: session must not be NULL");
+  return guarded([&] { return toC(session->session->run()); });
+}
+
+ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor) {
+  if (!session || !out_tensor) return invalidArgument("ein_session_output: session and out_tensor must not be NULL");
+  return guarded([&] { return outputToC(session->session->output(index), out_tensor); });
+}
+
+ein_status_t *ein_session_output_by_name(const ein_session_t *session, const char *name, ein_tensor_t *out_tensor) {
+  if (!session || !name || !out_tensor)
+    return invalidArgument("ein_session_output_by_name: session, name and out_tensor must not be NULL");
+  return guarded([&] { return outputToC(session->session->output(std::string_view(name)), out_tensor); });
+}
+
+}  // extern "C"

@@ -1,0 +1,68 @@
+#include "executor/cpu_executor.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/kernels.hpp"
+#include "util/aligned_buffer.hpp"
+
+namespace ein::detail {
+namespace {
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(const Program &program, AlignedBuffer arena, AlignedBuffer scratch, std::vector<cpu::KernelFn> kernels)
+      : program_(program), arena_(std::move(arena)), scratch_(std::move(scratch)), kernels_(std::move(kernels)),
+        bases_(program.tensors.size(), nullptr) {
+    // Arena and weight tensors never move: resolve them once. Weights are
+    // only read (the verifier allows writes to the arena and outputs only),
+    // so the cast away from const never leads to a write.
+    for (size_t id = 0; id < program.tensors.size(); ++id) {
+      const Tensor &tensor = program.tensors[id];
+      if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
+      if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
+    }
+  }
+
+  Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override {
+    if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
+      return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
+    for (size_t i = 0; i < inputs.size(); ++i) bases_[program_.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
+    for (size_t i = 0; i < outputs.size(); ++i) bases_[program_.outputTensors[i]] = outputs[i];
+    cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data())};
+    for (size_t s = 0; s < program_.steps.size(); ++s) {
+      const Step &step = program_.steps[s];
+      Status status = kernels_[s](step.kernel, context);
+      if (!status.ok()) return Status(status.code(), step.label + ": " + status.message());
+    }
+    return Status();
+  }
+
+ private:
+  const Program &program_;
+  AlignedBuffer arena_;
+  AlignedBuffer scratch_;  // per-step working memory, sized for the largest need
+  std::vector<cpu::KernelFn> kernels_;  // one per step
+  std::vector<std::byte *> bases_;    // base address of each tensor
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &) {
+  // The reference kernels are single-threaded; options.threads will size the
+  // thread pool of the optimised kernels.
+  StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
+  if (!arena.ok()) return arena.status();
+  size_t scratchFloats = 0;
+  std::vector<cpu::KernelFn> kernels;
+  for (const Step &step : program.steps) {
+    kernels.push_back(cpu::selectKernel(step.kernel));
+    scratchFloats = std::max(scratchFloats, cpu::scratchFloats(step.kernel));
+  }
+  StatusOr<AlignedBuffer> scratch = AlignedBuffer::allocate(scratchFloats * sizeof(float), "kernel scratch memory");
+  if (!scratch.ok()) return scratch.status();
+  return std::unique_ptr<Executor>(
+      new CpuExecutor(program, std::move(arena).value(), std::move(scratch).value(), std::move(kernels)));
+}
+
+}  // namespace ein::detail

@@ -1,0 +1,199 @@
+#include "loader/program_decoder.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "loader/flatbuffer_vectors.hpp"
+#include "loader/step_decoder.hpp"
+#include "util/status_macros.hpp"
+
+namespace ein::detail {
+namespace {
+
+namespace fb = ein::schema;
+
+// Byte sizes beyond 2^62 are rejected, so sums and products of checked sizes
+// stay far from overflow.
+constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
+
+Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact, std::move(message)); }
+
+const char *storageName(Storage storage) {
+  switch (storage) {
+    case Storage::Arena: return "arena";
+    case Storage::Weights: return "weights";
+    case Storage::Input: return "input";
+    case Storage::Output: return "output";
+  }
+  return "?";
+}
+
+StatusOr<DType> decodeDType(fb::DType dtype) {
+  switch (dtype) {
+    case fb::DType::F32: return DType::F32;
+    case fb::DType::F16: return DType::F16;
+    case fb::DType::BF16: return DType::BF16;
+    case fb::DType::I32: return DType::I32;
+    case fb::DType::I64: return DType::I64;
+    case fb::DType::Bool: return DType::Bool;
+  }
+  return invalid(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
+}
+
+StatusOr<Storage> decodeStorage(fb::Storage storage) {
+  switch (storage) {
+    case fb::Storage::Arena: return Storage::Arena;
+    case fb::Storage::Weights: return Storage::Weights;
+    case fb::Storage::Input: return Storage::Input;
+    case fb::Storage::Output: return Storage::Output;
+  }
+  return invalid(fmt::format("unknown storage kind {}", static_cast<int>(storage)));
+}
+
+StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size_t inputCount, size_t outputCount) {
+  Tensor tensor;
+  EIN_ASSIGN_OR_RETURN(tensor.dtype, decodeDType(in.dtype()));
+  EIN_ASSIGN_OR_RETURN(tensor.storage, decodeStorage(in.storage()));
+  std::vector<int64_t> shape = readInt64Vector(in.shape());
+  if (shape.size() > kMaxRank)
+    return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
+  unsigned __int128 bytes = dtypeSize(tensor.dtype);
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    int64_t size = shape[axis];
+    if (size < 0) return invalid(fmt::format("axis {} has negative size {}", axis, size));
+    bytes *= static_cast<uint64_t>(size);
+    if (bytes > kMaxBytes) return invalid("its byte size overflows (more than 2^62 bytes)");
+    tensor.shape.push_back(size);
+  }
+  tensor.numElements = tensor.shape.product();
+  tensor.byteSize = static_cast<uint64_t>(bytes);
+  tensor.index = in.index();
+  tensor.offset = in.offset();
+  // Kernels access elements as their C++ type, so each tensor starts on a
+  // multiple of its element size (the arena and the weight segment are
+  // 64-aligned).
+  if ((tensor.storage == Storage::Arena || tensor.storage == Storage::Weights) &&
+      tensor.offset % dtypeSize(tensor.dtype) != 0)
+    return invalid(fmt::format("its offset {} is not a multiple of its element size {}", tensor.offset,
+                               dtypeSize(tensor.dtype)));
+  auto fits = [&](uint64_t capacity) { return tensor.offset <= capacity && tensor.byteSize <= capacity - tensor.offset; };
+  switch (tensor.storage) {
+    case Storage::Arena:
+      if (!fits(program.arenaBytes))
+        return invalid(fmt::format("its {} bytes at arena offset {} do not fit the {}-byte arena", tensor.byteSize,
+                                   tensor.offset, program.arenaBytes));
+      break;
+    case Storage::Weights:
+      if (!fits(program.weightsBytes))
+        return invalid(fmt::format("its {} bytes at weights offset {} do not fit the {}-byte weight segment",
+                                   tensor.byteSize, tensor.offset, program.weightsBytes));
+      break;
+    case Storage::Input:
+      if (tensor.index >= inputCount)
+        return invalid(fmt::format("it is input {}, but the model has {} inputs", tensor.index, inputCount));
+      break;
+    case Storage::Output:
+      if (tensor.index >= outputCount)
+        return invalid(fmt::format("it is output {}, but the model has {} outputs", tensor.index, outputCount));
+      break;
+  }
+  return tensor;
+}
+
+// Input or output bindings: binding i names the one tensor with storage
+// `storage` and index i, so each index is bound exactly once.
+Status decodeBindings(const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>> *bindings, Storage storage,
+                      Program &program, std::vector<TensorInfo> &infos, std::vector<uint32_t> &tensorIds) {
+  const char *what = storageName(storage);
+  std::set<std::string> names;
+  size_t count = bindings ? bindings->size() : 0;
+  for (size_t i = 0; i < count; ++i) {
+    const fb::Binding *binding = bindings->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!binding->name() || binding->name()->size() == 0) return invalid(fmt::format("{} {} has no name", what, i));
+    std::string name = binding->name()->str();
+    if (!names.insert(name).second) return invalid(fmt::format("two {}s are named \"{}\"", what, name));
+    uint32_t id = binding->tensor();
+    if (id >= program.tensors.size())
+      return invalid(fmt::format("{} \"{}\" names tensor {}, but there are {} tensors", what, name, id,
+                                 program.tensors.size()));
+    const Tensor &tensor = program.tensors[id];
+    if (tensor.storage != storage)
+      return invalid(fmt::format("{} \"{}\" (number {}) names tensor {}, which has {} storage", what, name, i, id,
+                                 storageName(tensor.storage)));
+    if (tensor.index != i)
+      return invalid(fmt::format("{} \"{}\" (number {}) names tensor {}, which is {} {}", what, name, i, id, what,
+                                 tensor.index));
+    if (binding->upper_bound() < 0)
+      return invalid(fmt::format("{} \"{}\" has a negative upper bound {}", what, name, binding->upper_bound()));
+    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound()});
+    tensorIds.push_back(id);
+  }
+  // Any other tensor claiming one of these buffers would alias it with a
+  // different shape.
+  for (size_t id = 0; id < program.tensors.size(); ++id) {
+    const Tensor &tensor = program.tensors[id];
+    if (tensor.storage == storage && tensorIds[tensor.index] != id)
+      return invalid(fmt::format("tensor {} claims {} {}, which is bound to tensor {}", id, what, tensor.index,
+                                 tensorIds[tensor.index]));
+  }
+  return Status();
+}
+
+Status decodeParams(const fb::Model &model, Program &program) {
+  if (!model.params()) return Status();
+  for (size_t i = 0; i < model.params()->size(); ++i) {
+    const fb::Parameter *param = model.params()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    if (!param->name()) return invalid(fmt::format("parameter {} has no name", i));
+    uint32_t id = param->tensor();
+    if (id >= program.tensors.size() || program.tensors[id].storage != Storage::Weights)
+      return invalid(fmt::format("parameter \"{}\" names tensor {}, which is not a weight tensor",
+                                 param->name()->str(), id));
+    const Tensor &tensor = program.tensors[id];
+    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0});
+  }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, ArtifactBytes bytes, std::string name) {
+  const fb::Model &model = *framing.model;
+  auto program = std::make_unique<Program>();
+  program->name = std::move(name);
+  program->bytes = std::move(bytes.owner);
+  program->weights = framing.weights;
+  program->weightsBytes = framing.weightsBytes;
+  program->formatVersion = model.format_version();
+  switch (model.target()) {
+    case fb::Target::Cpu: program->target = Device::Cpu; break;
+    case fb::Target::Cuda: program->target = Device::Cuda; break;
+    default: return invalid(fmt::format("unknown target {}", static_cast<int>(model.target())));
+  }
+  program->producer = model.producer() ? model.producer()->str() : "";
+  program->source = model.source() ? model.source()->str() : "";
+  program->arenaBytes = model.arena_bytes();
+  if (program->arenaBytes > kMaxBytes) return invalid(fmt::format("the arena of {} bytes is too large", program->arenaBytes));
+
+  size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
+  size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
+  if (outputCount == 0) return invalid("the model has no outputs");
+  size_t tensorCount = model.tensors() ? model.tensors()->size() : 0;
+  for (size_t id = 0; id < tensorCount; ++id) {
+    StatusOr<Tensor> tensor =
+        decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), *program, inputCount, outputCount);
+    if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
+    program->tensors.push_back(std::move(tensor).value());
+  }
+  EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, *program, program->inputs, program->inputTensors));
+  EIN_RETURN_IF_ERROR(
+      decodeBindings(model.outputs(), Storage::Output, *program, program->outputs, program->outputTensors));
+  EIN_RETURN_IF_ERROR(decodeParams(model, *program));
+
+  size_t stepCount = model.steps() ? model.steps()->size() : 0;
+  for (size_t index = 0; index < stepCount; ++index)
+    EIN_RETURN_IF_ERROR(decodeStep(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(index)), index, *program));
+  return program;
+}
+
+}  // namespace ein::detail

@@ -1,0 +1,360 @@
+#include "loader/step_decoder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "loader/flatbuffer_vectors.hpp"
+#include "util/status_macros.hpp"
+
+namespace ein::detail {
+namespace {
+
+namespace fb = ein::schema;
+
+// Iteration spaces are capped like byte sizes, so loop counts never overflow.
+constexpr unsigned __int128 kMaxIterations = uint64_t{1} << 62;
+// Register indices are 16-bit.
+constexpr size_t kMaxRegisters = 65535;
+
+Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact, std::move(message)); }
+
+std::string dimsText(const Dims &dims) { return fmt::format("[{}]", fmt::join(dims.begin(), dims.end(), ", ")); }
+
+const char *kernelName(fb::Kernel kernel) {
+  switch (kernel) {
+    case fb::Kernel::Gemm: return "gemm";
+    case fb::Kernel::Elementwise: return "elementwise";
+    case fb::Kernel::Softmax: return "softmax";
+    case fb::Kernel::Reduce: return "reduce";
+    case fb::Kernel::Gather: return "gather";
+    case fb::Kernel::Copy: return "copy";
+    default: return "unknown kernel";
+  }
+}
+
+std::vector<int64_t> vectorOf(const flatbuffers::Vector<int64_t> *values) { return readInt64Vector(values); }
+
+// Checks a step's own view of the program: sizes, views, dtypes.
+class StepChecker {
+ public:
+  explicit StepChecker(const Program &program) : program_(program) {}
+
+  // An iteration space from the artifact: rank within the limit, sizes
+  // non-negative, element count bounded.
+  StatusOr<Dims> space(const flatbuffers::Vector<int64_t> *sizes, const char *name, size_t extraAxes = 0) {
+    std::vector<int64_t> values = vectorOf(sizes);
+    if (values.size() + extraAxes > kMaxRank)
+      return invalid(fmt::format("{} has rank {}, more than the runtime's limit of {}", name, values.size() + extraAxes,
+                                 kMaxRank));
+    Dims dims;
+    for (int64_t size : values) dims.push_back(size);
+    EIN_RETURN_IF_ERROR(checkSizes(dims, name));
+    return dims;
+  }
+
+  // The product of the non-zero sizes is bounded, so no product of any of
+  // the sizes (a sub-space, an element count) can overflow.
+  static Status checkSizes(const Dims &dims, const char *name) {
+    unsigned __int128 count = 1;
+    for (size_t axis = 0; axis < dims.size(); ++axis) {
+      if (dims[axis] < 0) return invalid(fmt::format("{} {} has a negative size", name, dimsText(dims)));
+      if (dims[axis] > 0) count *= static_cast<uint64_t>(dims[axis]);
+      if (count > kMaxIterations) return invalid(fmt::format("{} {} has too many elements", name, dimsText(dims)));
+    }
+    return Status();
+  }
+
+  static Status nonNegative(int64_t value, const char *name) {
+    if (value < 0) return invalid(fmt::format("{} is negative ({})", name, value));
+    return Status();
+  }
+
+  // Decodes view `name` over `sizes`: the tensor exists, there is one
+  // non-negative stride per axis, and the lowest and highest flat elements
+  // the view reaches lie in [0, elements of the tensor).
+  StatusOr<View> view(const fb::View *in, const Dims &sizes, const char *name) const {
+    if (!in) return invalid(fmt::format("view {} is missing", name));
+    View out;
+    out.tensor = in->tensor();
+    if (out.tensor >= program_.tensors.size())
+      return invalid(fmt::format("view {} names tensor {}, but there are {} tensors", name, out.tensor,
+                                 program_.tensors.size()));
+    std::vector<int64_t> strides = vectorOf(in->strides());
+    if (strides.size() != sizes.size())
+      return invalid(fmt::format("view {} has {} strides for a {}-axis iteration space {}", name, strides.size(),
+                                 sizes.size(), dimsText(sizes)));
+    for (size_t axis = 0; axis < strides.size(); ++axis) {
+      if (strides[axis] < 0)
+        return invalid(fmt::format("view {} has negative stride {} on axis {} (not supported)", name, strides[axis], axis));
+      out.strides.push_back(strides[axis]);
+    }
+    out.offset = in->offset();
+    if (out.offset < 0) return invalid(fmt::format("view {} has negative offset {}", name, out.offset));
+    for (int64_t size : sizes)
+      if (size == 0) return out;  // reaches nothing
+    // Each term is below 2^126 and the sum stops growing past 2^63, so the
+    // 128-bit sum cannot overflow.
+    __int128 last = out.offset;
+    for (size_t axis = 0; axis < sizes.size() && last <= INT64_MAX; ++axis)
+      last += static_cast<__int128>(sizes[axis] - 1) * out.strides[axis];
+    int64_t elements = program_.tensors[out.tensor].numElements;
+    if (last >= elements) {
+      std::string reach = last > INT64_MAX ? std::string("beyond 2^63") : std::to_string(static_cast<int64_t>(last));
+      return invalid(fmt::format("view {} reaches element {} of tensor {}, which has {} elements", name, reach,
+                                 out.tensor, elements));
+    }
+    return out;
+  }
+
+  const Tensor &tensorOf(const View &view) const { return program_.tensors[view.tensor]; }
+
+  Status dtypeIn(const View &view, const char *name, std::initializer_list<DType> allowed) const {
+    DType dtype = tensorOf(view).dtype;
+    for (DType candidate : allowed)
+      if (candidate == dtype) return Status();
+    std::string names;
+    for (DType candidate : allowed) names += std::string(names.empty() ? "" : ", ") + dtypeName(candidate);
+    return invalid(fmt::format("view {} is over a {} tensor (tensor {}); the kernel accepts {}", name, dtypeName(dtype),
+                               view.tensor, names));
+  }
+
+  // A step writes only the arena and output buffers (weights are mapped
+  // read-only; inputs belong to the caller), and iterates over no more
+  // elements than the written tensor holds, which bounds its work.
+  Status writable(const View &view, const Dims &space, const char *name) const {
+    const Tensor &tensor = tensorOf(view);
+    if (tensor.storage != Storage::Arena && tensor.storage != Storage::Output)
+      return invalid(fmt::format("view {} writes tensor {}, which is {}", name, view.tensor,
+                                 tensor.storage == Storage::Weights ? "a read-only weight" : "an input"));
+    if (space.product() > tensor.numElements)
+      return invalid(fmt::format("view {} writes {} elements ({}) into tensor {}, which has {}", name, space.product(),
+                                 dimsText(space), view.tensor, tensor.numElements));
+    return Status();
+  }
+
+  // A step reads `count` elements through an input view that, in a sound
+  // artifact, does not repeat them (a reduction's length, gather's ids), so
+  // count may not exceed the view's tensor. With the output bound this
+  // bounds every step's work by the sizes of real tensors.
+  Status readsAtMostItsTensor(const View &view, int64_t count, const char *name) const {
+    int64_t elements = tensorOf(view).numElements;
+    if (count > std::max<int64_t>(elements, 1))
+      return invalid(fmt::format("it reads {} elements through view {}, whose tensor {} has {}", count, name,
+                                 view.tensor, elements));
+    return Status();
+  }
+
+ private:
+  const Program &program_;
+};
+
+StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &info) {
+  Gemm gemm;
+  // Room for m, n and k, which join the batch axes in the size check below.
+  EIN_ASSIGN_OR_RETURN(gemm.batch, check.space(in.batch(), "batch", 3));
+  gemm.m = in.m();
+  gemm.n = in.n();
+  gemm.k = in.k();
+  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.m, "m"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.n, "n"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.k, "k"));
+  EIN_RETURN_IF_ERROR(check.checkSizes(gemm.batch.concat({gemm.m, gemm.n, gemm.k}), "batch x m x n x k"));
+  Dims cSpace = gemm.batch.concat({gemm.m, gemm.n});
+  EIN_ASSIGN_OR_RETURN(gemm.a, check.view(in.a(), gemm.batch.concat({gemm.m, gemm.k}), "a"));
+  EIN_ASSIGN_OR_RETURN(gemm.b, check.view(in.b(), gemm.batch.concat({gemm.k, gemm.n}), "b"));
+  EIN_ASSIGN_OR_RETURN(gemm.c, check.view(in.c(), cSpace, "c"));
+  if (in.bias()) {
+    EIN_ASSIGN_OR_RETURN(gemm.bias, check.view(in.bias(), cSpace, "bias"));
+  }
+  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.a, "a", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.c, "c", {DType::F32}));
+  if (gemm.bias) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.bias, "bias", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(gemm.c, cSpace, "c"));
+  if (gemm.batch.product() * gemm.m * gemm.n > 0) {
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
+  }
+  gemm.alpha = in.alpha();
+  switch (in.activation()) {
+    case fb::Activation::None: gemm.activation = Activation::None; break;
+    case fb::Activation::Relu: gemm.activation = Activation::Relu; break;
+    case fb::Activation::Gelu: gemm.activation = Activation::Gelu; break;
+    case fb::Activation::GeluTanh: gemm.activation = Activation::GeluTanh; break;
+    case fb::Activation::Silu: gemm.activation = Activation::Silu; break;
+    default: return invalid(fmt::format("unknown activation {}", static_cast<int>(in.activation())));
+  }
+  info.shapes["batch"] = gemm.batch.vector();
+  info.sizes = {{"m", gemm.m}, {"n", gemm.n}, {"k", gemm.k}};
+  info.attributes["activation"] = fb::EnumNameActivation(in.activation());
+  info.attributes["bias"] = gemm.bias ? "yes" : "no";
+  return Kernel(std::move(gemm));
+}
+
+StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check, StepInfo &info) {
+  Elementwise op;
+  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+  size_t inputCount = in.inputs() ? in.inputs()->size() : 0;
+  size_t length = in.program() ? in.program()->size() : 0;
+  if (length == 0) return invalid("the element-wise program is empty");
+  if (inputCount + length > kMaxRegisters)
+    return invalid(fmt::format("{} inputs and {} instructions exceed the {} registers a program may use", inputCount,
+                               length, kMaxRegisters));
+  for (size_t i = 0; i < inputCount; ++i) {
+    std::string name = fmt::format("input {}", i);
+    EIN_ASSIGN_OR_RETURN(View view, check.view(in.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i)), op.shape,
+                                               name.c_str()));
+    EIN_RETURN_IF_ERROR(check.dtypeIn(view, name.c_str(), {DType::F32, DType::I32, DType::I64, DType::Bool}));
+    op.inputs.push_back(std::move(view));
+  }
+  EIN_ASSIGN_OR_RETURN(op.output, check.view(in.output(), op.shape, "output"));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.output, "output", {DType::F32, DType::Bool}));
+  EIN_RETURN_IF_ERROR(check.writable(op.output, op.shape, "output"));
+  for (size_t i = 0; i < length; ++i) {
+    const fb::Instruction *encoded = in.program()->Get(static_cast<flatbuffers::uoffset_t>(i));
+    auto opcode = static_cast<uint8_t>(encoded->opcode());
+    if (opcode > static_cast<uint8_t>(fb::Opcode::MAX))
+      return invalid(fmt::format("instruction {} has unknown opcode {}", i, opcode));
+    Instruction instruction{static_cast<Opcode>(opcode), encoded->a(), encoded->b(), encoded->c(), encoded->imm()};
+    // Instruction i may read registers written before it: inputs and earlier results.
+    size_t defined = inputCount + i;
+    int reads = operandCount(instruction.opcode);
+    const uint16_t operands[3] = {instruction.a, instruction.b, instruction.c};
+    for (int operand = 0; operand < reads; ++operand)
+      if (operands[operand] >= defined)
+        return invalid(fmt::format("instruction {} ({}) reads register {} before it is written (registers 0..{} are "
+                                   "defined there)",
+                                   i, fb::EnumNameOpcode(encoded->opcode()), operands[operand],
+                                   static_cast<int64_t>(defined) - 1));
+    op.program.push_back(instruction);
+  }
+  info.shapes["shape"] = op.shape.vector();
+  info.sizes = {{"inputs", static_cast<int64_t>(inputCount)}, {"program", static_cast<int64_t>(length)}};
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeSoftmax(const fb::Softmax &in, StepChecker &check, StepInfo &info) {
+  Softmax op;
+  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+  if (op.shape.empty()) return invalid("softmax needs a shape of rank 1 or more");
+  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
+  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
+  info.shapes["shape"] = op.shape.vector();
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeReduce(const fb::Reduce &in, StepChecker &check, StepInfo &info) {
+  Reduce op;
+  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+  if (in.reduced_rank() > op.shape.size())
+    return invalid(fmt::format("it reduces {} axes of a rank-{} shape", in.reduced_rank(), op.shape.size()));
+  op.reducedRank = in.reduced_rank();
+  switch (in.kind()) {
+    case fb::ReduceKind::Sum: op.kind = ReduceKind::Sum; break;
+    case fb::ReduceKind::Mean: op.kind = ReduceKind::Mean; break;
+    case fb::ReduceKind::Max: op.kind = ReduceKind::Max; break;
+    case fb::ReduceKind::Min: op.kind = ReduceKind::Min; break;
+    case fb::ReduceKind::Prod: op.kind = ReduceKind::Prod; break;
+    default: return invalid(fmt::format("unknown reduction kind {}", static_cast<int>(in.kind())));
+  }
+  Dims kept = op.shape.dropLast(op.reducedRank);
+  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
+  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), kept, "y"));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.y, kept, "y"));
+  if (kept.product() > 0)
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.x, op.shape.dropFirst(kept.size()).product(), "x"));
+  info.shapes["shape"] = op.shape.vector();
+  info.sizes = {{"reduced_rank", static_cast<int64_t>(op.reducedRank)}};
+  info.attributes["kind"] = fb::EnumNameReduceKind(in.kind());
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeGather(const fb::Gather &in, StepChecker &check, StepInfo &info) {
+  Gather op;
+  EIN_ASSIGN_OR_RETURN(op.idsShape, check.space(in.ids_shape(), "ids_shape", 1));
+  op.rows = in.rows();
+  op.width = in.width();
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.rows, "rows"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.width, "width"));
+  Dims ySpace = op.idsShape.concat({op.width});
+  EIN_RETURN_IF_ERROR(check.checkSizes(ySpace, "ids_shape x width"));
+  EIN_RETURN_IF_ERROR(check.checkSizes({op.rows, op.width}, "rows x width"));
+  EIN_ASSIGN_OR_RETURN(op.ids, check.view(in.ids(), op.idsShape, "ids"));
+  EIN_ASSIGN_OR_RETURN(op.table, check.view(in.table(), {op.rows, op.width}, "table"));
+  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), ySpace, "y"));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.ids, "ids", {DType::I32, DType::I64}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.table, "table", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.y, ySpace, "y"));
+  EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.ids, op.idsShape.product(), "ids"));
+  info.shapes["ids_shape"] = op.idsShape.vector();
+  info.sizes = {{"rows", op.rows}, {"width", op.width}};
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeCopy(const fb::Copy &in, StepChecker &check, StepInfo &info) {
+  Copy op;
+  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
+  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
+  DType from = check.tensorOf(op.x).dtype, to = check.tensorOf(op.y).dtype;
+  if (from != to)
+    return invalid(fmt::format("it copies a {} tensor into a {} tensor; a copy keeps the dtype", dtypeName(from),
+                               dtypeName(to)));
+  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
+  info.shapes["shape"] = op.shape.vector();
+  info.attributes["dtype"] = dtypeName(from);
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo &info) {
+  switch (step.kernel_type()) {
+    case fb::Kernel::Gemm: return decodeGemm(*step.kernel_as_Gemm(), check, info);
+    case fb::Kernel::Elementwise: return decodeElementwise(*step.kernel_as_Elementwise(), check, info);
+    case fb::Kernel::Softmax: return decodeSoftmax(*step.kernel_as_Softmax(), check, info);
+    case fb::Kernel::Reduce: return decodeReduce(*step.kernel_as_Reduce(), check, info);
+    case fb::Kernel::Gather: return decodeGather(*step.kernel_as_Gather(), check, info);
+    case fb::Kernel::Copy: return decodeCopy(*step.kernel_as_Copy(), check, info);
+    default: break;  // kernel_as_* is null for these
+  }
+  return Status(StatusCode::Unimplemented,
+                fmt::format("unsupported kernel type {}: this runtime runs gemm, elementwise, softmax, reduce, gather "
+                            "and copy (was the artifact written for a newer runtime?)",
+                            static_cast<int>(step.kernel_type())));
+}
+
+}  // namespace
+
+int operandCount(Opcode opcode) {
+  if (opcode == Opcode::Const) return 0;
+  if (opcode == Opcode::Select) return 3;
+  return opcode >= Opcode::Add ? 2 : 1;
+}
+
+Status decodeStep(const fb::Step &step, size_t index, Program &program) {
+  StepInfo info;
+  info.op = kernelName(step.kernel_type());
+  info.location = step.location() ? step.location()->str() : "";
+  std::string label = info.location.empty() ? fmt::format("step {} ({})", index, info.op)
+                                            : fmt::format("step {} ({} at {})", index, info.op, info.location);
+  bool known = step.kernel_type() >= fb::Kernel::MIN && step.kernel_type() <= fb::Kernel::MAX &&
+               step.kernel_type() != fb::Kernel::NONE;
+  if (known && !step.kernel()) return invalid(label + ": the kernel's table is missing");
+  StepChecker check(program);
+  StatusOr<Kernel> kernel = decodeKernel(step, check, info);
+  if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
+  program.steps.push_back(Step{std::move(kernel).value(), std::move(label)});
+  program.stepInfos.push_back(std::move(info));
+  return Status();
+}
+
+}  // namespace ein::detail

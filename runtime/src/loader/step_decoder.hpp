@@ -1,0 +1,18 @@
+// Verifies one step of the artifact and appends its decoded form to the
+// program: known kernel, views inside their tensors, dtypes the kernel
+// accepts, consistent sizes, outputs only into the arena or output buffers.
+#pragma once
+
+#include <cstddef>
+
+#include "ein/schema/ein_artifact_generated.h"
+#include "ein/status.hpp"
+#include "program.hpp"
+
+namespace ein::detail {
+
+// Errors read "step 7 (gemm at model.ein:12:5): view a reaches element 4100
+// of tensor 3, which has 4096 elements".
+Status decodeStep(const schema::Step &step, size_t index, Program &program);
+
+}  // namespace ein::detail

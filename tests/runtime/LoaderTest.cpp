@@ -1,0 +1,425 @@
+// Loading: a valid artifact loads (from memory and from a file), and each
+// class of damaged or inconsistent artifact is rejected with a message that
+// says what is wrong and where.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "artifact_builder.hpp"
+
+namespace ein::testing {
+namespace {
+
+// y = relu(x @ w + b) for x f32[2, 3] (input), w f32[3, 4] and b f32[4]
+// (weights); then z = softmax(y). Tests break one thing at a time.
+struct SmallModel {
+  ArtifactBuilder builder;
+  uint32_t x, w, b, y, z;
+  GemmSpec gemm;
+  SoftmaxSpec softmax;
+
+  SmallModel() {
+    x = builder.input("x", fb::DType::F32, {2, 3});
+    z = builder.output("z", fb::DType::F32, {2, 4});
+    w = builder.weightsF32({3, 4}, std::vector<float>(12, 0.5f), "w");
+    b = builder.weightsF32({4}, {0.0f, 0.25f, 0.5f, 0.75f}, "b");
+    y = builder.arena(fb::DType::F32, {2, 4});
+    gemm = {{}, 2, 4, 3, dense(x, {2, 3}), dense(w, {3, 4}), dense(y, {2, 4}), ViewSpec{b, 0, {0, 1}}, 1.0f,
+            fb::Activation::Relu};
+    softmax = {{2, 4}, dense(y, {2, 4}), dense(z, {2, 4})};
+  }
+  // Steps a test adds to `builder` come first, as steps 0, 1, ...
+  std::vector<uint8_t> build() {
+    builder.gemm(gemm, "model.ein:12:5");
+    builder.softmax(softmax, "model.ein:13:5");
+    return builder.build();
+  }
+};
+
+Status loadStatus(const std::vector<uint8_t> &bytes) {
+  auto model = Model::loadFromMemory(bytes.data(), bytes.size(), "bad.einb");
+  return model.ok() ? Status() : model.status();
+}
+
+// Expects rejection with `code` and a message containing `fragment`.
+void expectRejected(const std::vector<uint8_t> &bytes, const std::string &fragment,
+                    StatusCode code = StatusCode::InvalidArtifact) {
+  Status status = loadStatus(bytes);
+  ASSERT_FALSE(status.ok()) << "accepted; expected an error containing \"" << fragment << "\"";
+  EXPECT_EQ(status.code(), code) << status.toString();
+  EXPECT_NE(status.message().find(fragment), std::string::npos) << status.message();
+  EXPECT_EQ(status.message().rfind("bad.einb: ", 0), 0u) << "the message names the artifact: " << status.message();
+}
+
+TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
+  SmallModel small;
+  std::vector<uint8_t> bytes = small.build();
+  auto model = Model::loadFromMemory(bytes.data(), bytes.size());
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  const Model &m = *model.value();
+  EXPECT_EQ(m.formatVersion(), 1u);
+  EXPECT_EQ(m.target(), Device::Cpu);
+  EXPECT_EQ(m.producer(), "ein tests");
+  EXPECT_EQ(m.source(), "test.ein");
+  ASSERT_EQ(m.inputs().size(), 1u);
+  EXPECT_EQ(m.inputs()[0].name, "x");
+  EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{2, 3}));
+  ASSERT_EQ(m.params().size(), 2u);
+  EXPECT_EQ(m.params()[0].name, "w");
+  EXPECT_EQ(m.params()[0].byteSize(), 48u);
+  EXPECT_EQ(m.arenaBytes(), 64u);
+  EXPECT_EQ(m.weightsBytes(), 128u);
+  ASSERT_EQ(m.steps().size(), 2u);
+  EXPECT_EQ(m.steps()[0].op, "gemm");
+  EXPECT_EQ(m.steps()[0].location, "model.ein:12:5");
+  EXPECT_EQ(m.steps()[0].sizes.at("k"), 3);
+  EXPECT_EQ(m.steps()[0].attributes.at("activation"), "Relu");
+  EXPECT_EQ(m.steps()[1].op, "softmax");
+  EXPECT_EQ(m.steps()[1].shapes.at("shape"), (std::vector<int64_t>{2, 4}));
+}
+
+TEST(Loader, LoadsFromAFileAndReportsMissingOnes) {
+  std::string dir = temporaryDirectory("loader");
+  SmallModel small;
+  writeFile(dir + "/small.einb", small.build());
+  auto model = Model::load(dir + "/small.einb");
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  EXPECT_EQ(model.value()->name(), dir + "/small.einb");
+
+  auto missing = Model::load(dir + "/missing.einb");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::NotFound);
+  EXPECT_NE(missing.status().message().find("missing.einb"), std::string::npos);
+
+  auto directory = Model::load(dir);
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().code(), StatusCode::IoError);
+
+  writeFile(dir + "/empty.einb", {});
+  auto empty = Model::load(dir + "/empty.einb");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("empty"), std::string::npos);
+}
+
+TEST(Loader, ModelOutlivesItsFileMapping) {
+  std::string dir = temporaryDirectory("outlive");
+  SmallModel small;
+  writeFile(dir + "/small.einb", small.build());
+  auto model = Model::load(dir + "/small.einb");
+  ASSERT_TRUE(model.ok());
+  std::filesystem::remove(dir + "/small.einb");  // the mapping keeps the bytes
+  auto session = Session::create(model.value());
+  ASSERT_TRUE(session.ok());
+  std::vector<float> x(6, 1.0f);
+  ASSERT_TRUE(session.value()->setInput("x", DType::F32, {2, 3}, x.data(), 24).ok());
+  ASSERT_TRUE(session.value()->run().ok());
+  // relu(1.5 + b) then softmax over [1.5, 1.75, 2, 2.25].
+  std::vector<float> z = valuesOf<float>(session.value()->output("z").value());
+  double norm = std::exp(0.0) + std::exp(0.25) + std::exp(0.5) + std::exp(0.75);
+  EXPECT_NEAR(z[0], 1.0 / norm, 1e-6);
+}
+
+// --- framing ----------------------------------------------------------------
+
+TEST(Verifier, RejectsWrongIdentifier) {
+  std::vector<uint8_t> bytes = SmallModel().build();
+  bytes[8] = 'X';  // after the size prefix and the root offset
+  expectRejected(bytes, "not an ein artifact: the file identifier is \"XINB\", expected \"EINB\"");
+}
+
+TEST(Verifier, RejectsWrongFormatVersion) {
+  SmallModel small;
+  small.builder.formatVersion = 99;
+  expectRejected(small.build(), "format version 99 is not supported (this runtime reads version 1)");
+}
+
+TEST(Verifier, RejectsTinyAndTruncatedFiles) {
+  expectRejected({1, 2, 3}, "too short");
+  std::vector<uint8_t> bytes = SmallModel().build();
+  bytes.resize(100);
+  expectRejected(bytes, "truncated");
+}
+
+TEST(Verifier, RejectsStructurallyBrokenFlatBuffer) {
+  std::vector<uint8_t> bytes = SmallModel().build();
+  bytes[4] = 0xf0;  // the root offset now points outside the buffer
+  bytes[5] = 0xff;
+  expectRejected(bytes, "fails FlatBuffers verification");
+}
+
+TEST(Verifier, RejectsWeightsSegmentPastEndOfFile) {
+  SmallModel small;
+  small.builder.weightsBytes = 4096;
+  expectRejected(small.build(), "runs past the end of the");
+}
+
+TEST(Verifier, RejectsMisalignedWeightsOffset) {
+  std::vector<uint8_t> good = SmallModel().build();
+  SmallModel small;
+  small.builder.weightsOffset = good.size() - 128 + 8;
+  small.builder.weightsBytes = 64;
+  expectRejected(small.build(), "is not a multiple of 64");
+}
+
+TEST(Verifier, RejectsWeightsOffsetInsideTheFlatBuffer) {
+  SmallModel small;
+  small.builder.weightsOffset = 0;
+  expectRejected(small.build(), "lies inside the FlatBuffer");
+}
+
+// --- tensors and bindings -----------------------------------------------------
+
+TEST(Verifier, RejectsOverflowingShape) {
+  SmallModel small;
+  small.builder.tensor({fb::DType::F32, {int64_t{1} << 40, int64_t{1} << 40}, fb::Storage::Arena, 0, 0});
+  expectRejected(small.build(), "tensor 5: its byte size overflows");
+}
+
+TEST(Verifier, RejectsNegativeSizeUnknownDtypeAndExcessRank) {
+  {
+    SmallModel small;
+    small.builder.tensor({fb::DType::F32, {3, -1}, fb::Storage::Arena, 0, 0});
+    expectRejected(small.build(), "tensor 5: axis 1 has negative size -1");
+  }
+  {
+    SmallModel small;
+    small.builder.tensor({static_cast<fb::DType>(42), {3}, fb::Storage::Arena, 0, 0});
+    expectRejected(small.build(), "tensor 5: unknown dtype 42");
+  }
+  {
+    SmallModel small;
+    small.builder.tensor({fb::DType::F32, std::vector<int64_t>(17, 1), fb::Storage::Arena, 0, 0});
+    expectRejected(small.build(), "rank 17 exceeds the runtime's limit of 16");
+  }
+}
+
+TEST(Verifier, RejectsTensorsOutsideArenaOrWeights) {
+  {
+    SmallModel small;
+    small.builder.tensors[small.y].offset = 40;  // 32 bytes at 40 in a 64-byte arena
+    expectRejected(small.build(), "tensor 4: its 32 bytes at arena offset 40 do not fit the 64-byte arena");
+  }
+  {
+    SmallModel small;
+    small.builder.tensors[small.b].offset = 120;
+    expectRejected(small.build(), "tensor 3: its 16 bytes at weights offset 120 do not fit the 128-byte weight segment");
+  }
+  {
+    SmallModel small;
+    small.builder.tensors[small.y].offset = 2;
+    expectRejected(small.build(), "tensor 4: its offset 2 is not a multiple of its element size 4");
+  }
+}
+
+TEST(Verifier, RejectsUnboundAndMisboundInputs) {
+  {
+    SmallModel small;  // a second input tensor that no binding names
+    small.builder.tensor({fb::DType::F32, {2, 3}, fb::Storage::Input, 1, 0});
+    expectRejected(small.build(), "tensor 5: it is input 1, but the model has 1 inputs");
+  }
+  {
+    SmallModel small;  // a binding naming a tensor that is not its input
+    small.builder.inputs[0].tensor = small.y;
+    expectRejected(small.build(), "input \"x\" (number 0) names tensor 4, which has arena storage");
+  }
+  {
+    SmallModel small;  // two tensors claiming input 0
+    small.builder.tensor({fb::DType::F32, {100}, fb::Storage::Input, 0, 0});
+    expectRejected(small.build(), "tensor 5 claims input 0, which is bound to tensor 0");
+  }
+  {
+    SmallModel small;
+    small.builder.output("z", fb::DType::F32, {1});
+    expectRejected(small.build(), "two outputs are named \"z\"");
+  }
+  {
+    SmallModel small;
+    small.builder.params.emplace_back("bogus", small.x);
+    expectRejected(small.build(), "parameter \"bogus\" names tensor 0, which is not a weight tensor");
+  }
+}
+
+// --- steps --------------------------------------------------------------------
+
+TEST(Verifier, RejectsViewReachingPastItsTensor) {
+  SmallModel small;
+  small.gemm.a.offset = 1;
+  expectRejected(small.build(),
+                 "step 0 (gemm at model.ein:12:5): view a reaches element 6 of tensor 0, which has 6 elements");
+}
+
+TEST(Verifier, RejectsOutOfRangeTensorIndexInAView) {
+  SmallModel small;
+  small.softmax.x.tensor = 17;
+  expectRejected(small.build(), "step 1 (softmax at model.ein:13:5): view x names tensor 17, but there are 5 tensors");
+}
+
+TEST(Verifier, RejectsBadStrides) {
+  {
+    SmallModel small;
+    small.gemm.b.strides = {4};
+    expectRejected(small.build(), "view b has 1 strides for a 2-axis iteration space [3, 4]");
+  }
+  {
+    SmallModel small;
+    small.gemm.b.strides = {-4, 1};
+    expectRejected(small.build(), "view b has negative stride -4 on axis 0 (not supported)");
+  }
+  {
+    SmallModel small;
+    small.softmax.x.offset = -1;
+    expectRejected(small.build(), "view x has negative offset -1");
+  }
+}
+
+TEST(Verifier, RejectsUnknownKernelType) {
+  SmallModel small;
+  small.builder.step([](flatbuffers::FlatBufferBuilder &b) {
+    std::vector<int64_t> shape{1};
+    auto copy = fb::CreateCopyDirect(b, &shape);
+    return fb::CreateStepDirect(b, static_cast<fb::Kernel>(42), copy.Union(), "model.ein:20:1");
+  });
+  expectRejected(small.build(), "step 0 (unknown kernel at model.ein:20:1): unsupported kernel type 42",
+                 StatusCode::Unimplemented);
+}
+
+TEST(Verifier, RejectsStepWithoutItsKernelTable) {
+  SmallModel small;
+  small.builder.step([](flatbuffers::FlatBufferBuilder &b) {
+    return fb::CreateStepDirect(b, fb::Kernel::Gemm, 0, "model.ein:21:1");
+  });
+  expectRejected(small.build(), "step 0 (gemm at model.ein:21:1): the kernel's table is missing");
+}
+
+TEST(Verifier, RejectsDtypesTheKernelDoesNotAccept) {
+  SmallModel small;
+  small.builder.tensors[small.w].dtype = fb::DType::I32;
+  expectRejected(small.build(), "view b is over a i32 tensor (tensor 2); the kernel accepts f32");
+}
+
+TEST(Verifier, RejectsWritesIntoWeightsOrInputs) {
+  {
+    SmallModel small;
+    small.softmax.y = dense(small.w, {2, 4});
+    expectRejected(small.build(), "view y writes tensor 2, which is a read-only weight");
+  }
+  {
+    SmallModel small;
+    small.softmax.shape = {2, 3};
+    small.softmax.x = dense(small.x, {2, 3});
+    small.softmax.y = dense(small.x, {2, 3});
+    expectRejected(small.build(), "view y writes tensor 0, which is an input");
+  }
+}
+
+TEST(Verifier, RejectsOutputLoopLargerThanItsTensor) {
+  SmallModel small;
+  small.softmax.shape = {1000, 4};
+  small.softmax.x.strides = {0, 1};
+  small.softmax.y.strides = {0, 1};
+  expectRejected(small.build(), "view y writes 4000 elements ([1000, 4]) into tensor 1, which has 8");
+}
+
+// Reads that repeat elements (stride 0 along a reduction or over gather ids)
+// could make a tiny artifact loop for hours; they are rejected.
+TEST(Verifier, RejectsInputViewsThatRepeatElements) {
+  {
+    SmallModel small;
+    small.builder.reduce({{2, 1000}, 1, fb::ReduceKind::Sum, {small.y, 0, {4, 0}}, {small.z, 0, {1}}});
+    expectRejected(small.build(), "step 0 (reduce at test.ein:4:1): it reads 1000 elements through view x, whose "
+                                  "tensor 4 has 8");
+  }
+  {
+    SmallModel small;
+    uint32_t ids = small.builder.input("ids", fb::DType::I32, {2});
+    small.builder.gather({{100000, 1000}, 3, 0, {ids, 0, {0, 0}}, dense(small.w, {3, 0}), {small.z, 0, {0, 0, 1}}});
+    expectRejected(small.build(), "it reads 100000000 elements through view ids, whose tensor 5 has 2");
+  }
+}
+
+// A gemm whose output is empty does no work, however large its other sizes.
+TEST(Verifier, AcceptsEmptyGemmWithHugeSizesAndRunsItInstantly) {
+  SmallModel small;
+  const int64_t huge = int64_t{1} << 30;  // 2^60 (batch, m) pairs if the kernel looped over them
+  small.builder.gemm({{huge}, huge, 0, 1, {small.x, 0, {0, 0, 0}}, {small.w, 0, {0, 0, 0}}, {small.z, 0, {0, 0, 0}}, std::nullopt});
+  std::vector<uint8_t> bytes = small.build();
+  std::vector<float> x(6, 0.0f);
+  auto session = loadAndRun(bytes, {{"x", bytesOf(x)}});
+  EXPECT_TRUE(session.ok()) << session.status().toString();
+}
+
+TEST(Verifier, RejectsInconsistentSizes) {
+  {
+    SmallModel small;  // 2^80 iterations of nothing is still rejected
+    const int64_t huge = int64_t{1} << 40;
+    small.builder.gemm({{huge}, huge, 0, 1, {small.x, 0, {0, 0, 0}}, {small.w, 0, {0, 0, 0}}, {small.z, 0, {0, 0, 0}}, std::nullopt});
+    expectRejected(small.build(), "batch x m x n x k [1099511627776, 1099511627776, 0, 1] has too many elements");
+  }
+  {
+    SmallModel small;
+    small.gemm.m = -2;
+    expectRejected(small.build(), "m is negative (-2)");
+  }
+  {
+    SmallModel small;
+    small.softmax.shape = {};
+    small.softmax.x.strides = {};
+    small.softmax.y.strides = {};
+    expectRejected(small.build(), "softmax needs a shape of rank 1 or more");
+  }
+  {
+    SmallModel small;
+    small.builder.reduce({{2, 4}, 3, fb::ReduceKind::Sum, dense(small.y, {2, 4}), {small.z, 0, {}}});
+    expectRejected(small.build(), "step 0 (reduce at test.ein:4:1): it reduces 3 axes of a rank-2 shape");
+  }
+  {
+    SmallModel small;
+    small.builder.reduce({{2, 4}, 1, static_cast<fb::ReduceKind>(9), dense(small.y, {2, 4}), {small.z, 0, {1}}});
+    expectRejected(small.build(), "unknown reduction kind 9");
+  }
+  {
+    SmallModel small;
+    small.gemm.activation = static_cast<fb::Activation>(7);
+    expectRejected(small.build(), "unknown activation 7");
+  }
+  {
+    SmallModel small;
+    small.builder.copy({{2, 3}, dense(small.y, {2, 3}), dense(small.x, {2, 3})});
+    expectRejected(small.build(), "step 0 (copy at test.ein:6:1): view y writes tensor 0, which is an input");
+  }
+  {
+    SmallModel small;
+    uint32_t ints = small.builder.arena(fb::DType::I32, {2, 4});
+    small.builder.copy({{2, 4}, dense(small.y, {2, 4}), dense(ints, {2, 4})});
+    expectRejected(small.build(), "it copies a f32 tensor into a i32 tensor");
+  }
+}
+
+TEST(Verifier, RejectsBadElementwisePrograms) {
+  auto withProgram = [](std::vector<fb::Instruction> program, size_t inputs = 1) {
+    SmallModel small;
+    std::vector<ViewSpec> views(inputs, dense(small.x, {2, 3}));
+    small.builder.elementwise({{2, 3}, views, dense(small.z, {2, 3}), std::move(program)});
+    return small.build();
+  };
+  expectRejected(withProgram({}), "step 0 (elementwise at test.ein:2:1): the element-wise program is empty");
+  expectRejected(withProgram({instruction(fb::Opcode::Add, 0, 1)}),
+                 "instruction 0 (Add) reads register 1 before it is written (registers 0..0 are defined there)");
+  expectRejected(withProgram({instruction(fb::Opcode::Neg, 0), instruction(fb::Opcode::Select, 0, 1, 2)}),
+                 "instruction 1 (Select) reads register 2 before it is written");
+  expectRejected(withProgram({instruction(static_cast<fb::Opcode>(200), 0)}), "instruction 0 has unknown opcode 200");
+  expectRejected(withProgram(std::vector<fb::Instruction>(65535, instruction(fb::Opcode::Neg, 0))),
+                 "1 inputs and 65535 instructions exceed the 65535 registers a program may use");
+  // Registers an opcode does not read are not checked: Const ignores a, b, c.
+  EXPECT_TRUE(loadStatus(withProgram({instruction(fb::Opcode::Const, 9, 9, 9, 1.0f)})).ok());
+}
+
+TEST(Verifier, RejectsGatherWithWrongIdDtype) {
+  SmallModel small;
+  small.builder.gather({{2}, 3, 4, {small.x, 0, {1}}, dense(small.w, {3, 4}), dense(small.z, {2, 4})});
+  expectRejected(small.build(), "view ids is over a f32 tensor (tensor 0); the kernel accepts i32, i64");
+}
+
+}  // namespace
+}  // namespace ein::testing

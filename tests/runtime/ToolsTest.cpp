@@ -1,0 +1,207 @@
+// ein-run and ein-inspect on an artifact written here: output formats,
+// written .npy files, and errors (non-zero exit, message on stderr).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sys/wait.h>
+
+#include "artifact_builder.hpp"
+#include "ein/npy.hpp"
+
+namespace ein::testing {
+namespace {
+
+struct Result {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string &path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+}
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = temporaryDirectory(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    model = dir + "/every.einb";
+    writeFile(model, everyKernelArtifact());
+  }
+
+  Result run(const std::string &tool, const std::string &arguments) {
+    std::string command = tool + " " + arguments + " >" + dir + "/stdout 2>" + dir + "/stderr";
+    int status = std::system(command.c_str());
+    Result result;
+    result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    result.out = slurp(dir + "/stdout");
+    result.err = slurp(dir + "/stderr");
+    return result;
+  }
+  Result einRun(const std::string &arguments) { return run(EIN_RUN_PATH, arguments); }
+  Result einInspect(const std::string &arguments) { return run(EIN_INSPECT_PATH, arguments); }
+
+  // ids i32[2, 3] and mask bool[2, 3, 4] as .npy files.
+  std::string inputArguments() {
+    ids = {0, 4, 2, 1, 3, 4};
+    mask.assign(24, 1);
+    mask[7] = 0;
+    EXPECT_TRUE(npy::write(dir + "/ids.npy", {npy::ElementType::I32, {2, 3}, bytesOf(ids)}).ok());
+    EXPECT_TRUE(npy::write(dir + "/mask.npy", {npy::ElementType::Bool, {2, 3, 4}, mask}).ok());
+    return " --input ids=" + dir + "/ids.npy --input mask=" + dir + "/mask.npy";
+  }
+
+  std::string dir, model;
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> mask;
+};
+
+const std::regex kTimeLine(R"((^|\n)time: \d+\.\d{3} ms\n)");
+
+TEST_F(ToolsTest, RunPrintsOutputsAndTime) {
+  Result result = einRun(model + " --random-inputs 7");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_TRUE(result.err.empty()) << result.err;
+  EXPECT_NE(result.out.find("probs: f32[2, 3, 4] = ["), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find(", ...,"), std::string::npos) << "long outputs are summarised: " << result.out;
+  EXPECT_NE(result.out.find("total: f32[2] = ["), std::string::npos) << result.out;
+  EXPECT_TRUE(std::regex_search(result.out, kTimeLine)) << result.out;
+}
+
+TEST_F(ToolsTest, RunWritesNpyOutputsMatchingTheLibrary) {
+  Result result = einRun(model + inputArguments() + " --output-dir " + dir + "/out");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_TRUE(std::regex_search(result.out, kTimeLine)) << result.out;
+  auto session = loadAndRun(everyKernelArtifact(), {{"ids", bytesOf(ids)}, {"mask", mask}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  for (const char *name : {"probs", "total", "probsT"}) {
+    auto written = npy::read(dir + "/out/" + name + ".npy");
+    ASSERT_TRUE(written.ok()) << written.status().toString();
+    TensorRef direct = session.value()->output(std::string_view(name)).value();
+    EXPECT_EQ(written->shape, std::vector<int64_t>(direct.shape.begin(), direct.shape.end())) << name;
+    EXPECT_EQ(written->data, valuesOf<uint8_t>(direct)) << name;
+  }
+}
+
+TEST_F(ToolsTest, BenchPrintsPercentileLine) {
+  Result result = einRun(model + " --random-inputs 1 --bench 3");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_TRUE(std::regex_search(result.out, kTimeLine)) << result.out;
+  const std::regex bench(R"(\nbench: 3 runs, min (\d+\.\d{3}) ms, median (\d+\.\d{3}) ms, p90 (\d+\.\d{3}) ms\n$)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(result.out, match, bench)) << result.out;
+  EXPECT_LE(std::stod(match[1]), std::stod(match[2]));
+  EXPECT_LE(std::stod(match[2]), std::stod(match[3]));
+}
+
+TEST_F(ToolsTest, RunErrorsExitNonZeroWithAMessage) {
+  Result missing = einRun(model);
+  EXPECT_NE(missing.exitCode, 0);
+  EXPECT_NE(missing.err.find("input \"ids\" (i32[2, 3]) is not given"), std::string::npos) << missing.err;
+
+  Result unknown = einRun(model + " --random-inputs 1 --input nope=x.npy");
+  EXPECT_NE(unknown.exitCode, 0);
+  EXPECT_NE(unknown.err.find("the model has no input \"nope\" (inputs: ids, mask)"), std::string::npos) << unknown.err;
+
+  inputArguments();
+  Result wrongFile = einRun(model + " --input ids=" + dir + "/mask.npy --input mask=" + dir + "/mask.npy");
+  EXPECT_NE(wrongFile.exitCode, 0);
+  EXPECT_NE(wrongFile.err.find("input \"ids\" expects i32[2, 3], got bool[2, 3, 4]"), std::string::npos)
+      << wrongFile.err;
+
+  Result cuda = einRun(model + " --random-inputs 1 --device cuda");
+  EXPECT_NE(cuda.exitCode, 0);
+  EXPECT_NE(cuda.err.find("device cuda is not available"), std::string::npos) << cuda.err;
+
+  writeFile(dir + "/junk.einb", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Result junk = einRun(dir + "/junk.einb --random-inputs 1");
+  EXPECT_NE(junk.exitCode, 0);
+  EXPECT_NE(junk.err.find("junk.einb: "), std::string::npos) << junk.err;
+  EXPECT_TRUE(junk.out.empty()) << junk.out;
+
+  Result noFile = einRun(dir + "/absent.einb");
+  EXPECT_NE(noFile.exitCode, 0);
+  EXPECT_NE(noFile.err.find("no such file"), std::string::npos) << noFile.err;
+}
+
+TEST_F(ToolsTest, RunReportsRuntimeErrors) {
+  std::vector<int32_t> badIds = {0, 1, 2, 3, 4, 5};  // 5 is outside [0, 5)
+  ASSERT_TRUE(npy::write(dir + "/bad_ids.npy", {npy::ElementType::I32, {2, 3}, bytesOf(badIds)}).ok());
+  inputArguments();
+  Result result = einRun(model + " --input ids=" + dir + "/bad_ids.npy --input mask=" + dir + "/mask.npy");
+  EXPECT_NE(result.exitCode, 0);
+  EXPECT_NE(result.err.find("step 0 (gather at every.ein:1:1): id 5 (ids element 5) is outside [0, 5)"),
+            std::string::npos)
+      << result.err;
+}
+
+TEST_F(ToolsTest, InspectJsonDescribesTheModel) {
+  Result result = einInspect(model + " --json");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["format_version"], 1);
+  EXPECT_EQ(json["target"], "cpu");
+  EXPECT_EQ(json["producer"], "ein tests");
+  EXPECT_EQ(json["source"], "test.ein");
+  ASSERT_EQ(json["inputs"].size(), 2u);
+  EXPECT_EQ(json["inputs"][0]["name"], "ids");
+  EXPECT_EQ(json["inputs"][0]["dtype"], "i32");
+  EXPECT_EQ(json["inputs"][0]["shape"], nlohmann::json({2, 3}));
+  EXPECT_EQ(json["inputs"][0]["upper_bound"], 5);
+  EXPECT_EQ(json["outputs"][2]["name"], "probsT");
+  EXPECT_EQ(json["params"]["count"], 3);
+  EXPECT_EQ(json["params"]["bytes"], (5 * 4 + 4 * 4 + 4) * 4);
+  EXPECT_EQ(json["params"]["tensors"][0]["name"], "embed.weight");
+  EXPECT_EQ(json["arena_bytes"], 3 * 128);
+  EXPECT_TRUE(json["weights_bytes"].is_number());
+  std::vector<std::string> ops;
+  for (const auto &step : json["steps"]) ops.push_back(step["op"]);
+  EXPECT_EQ(ops, (std::vector<std::string>{"gather", "gemm", "elementwise", "softmax", "reduce", "copy"}));
+  const auto &gemm = json["steps"][1];
+  EXPECT_EQ(gemm["location"], "every.ein:2:1");
+  EXPECT_EQ(gemm["batch"], nlohmann::json({2}));
+  EXPECT_EQ(gemm["m"], 3);
+  EXPECT_EQ(gemm["n"], 4);
+  EXPECT_EQ(gemm["k"], 4);
+  EXPECT_EQ(gemm["activation"], "Gelu");
+  EXPECT_EQ(json["steps"][2]["shape"], nlohmann::json({2, 3, 4}));
+  EXPECT_EQ(json["steps"][2]["program"], 2);
+}
+
+TEST_F(ToolsTest, InspectSummaryAndErrors) {
+  Result summary = einInspect(model);
+  ASSERT_EQ(summary.exitCode, 0) << summary.err;
+  EXPECT_NE(summary.out.find("ein artifact v1 for cpu"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("ids: i32[2, 3] (ids in [0, 5))"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("gemm"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("at every.ein:6:1"), std::string::npos) << summary.out;
+
+  std::vector<uint8_t> bytes = everyKernelArtifact();
+  bytes[8] = 'Z';
+  writeFile(dir + "/bad.einb", bytes);
+  Result bad = einInspect(dir + "/bad.einb --json");
+  EXPECT_NE(bad.exitCode, 0);
+  EXPECT_TRUE(bad.out.empty()) << "nothing is printed for a bad artifact: " << bad.out;
+  EXPECT_NE(bad.err.find("not an ein artifact"), std::string::npos) << bad.err;
+}
+
+// The embedding examples, which use the public C++ and C APIs only.
+TEST_F(ToolsTest, EmbeddingExamplesRunTheModel) {
+  Result cpp = run(EIN_EMBED_CPP_PATH, model + " 3");
+  ASSERT_EQ(cpp.exitCode, 0) << cpp.err;
+  EXPECT_NE(cpp.out.find("probs: f32[2, 3, 4] = "), std::string::npos) << cpp.out;
+  EXPECT_NE(cpp.out.find("total: f32[2] = 3, 3"), std::string::npos) << cpp.out;
+  Result c = run(EIN_EMBED_C_PATH, model);
+  ASSERT_EQ(c.exitCode, 0) << c.err;
+  EXPECT_NE(c.out.find("probsT: f32[4, 2, 3] = "), std::string::npos) << c.out;
+  Result missing = run(EIN_EMBED_C_PATH, dir + "/absent.einb");
+  EXPECT_NE(missing.exitCode, 0);
+  EXPECT_NE(missing.err.find("absent.einb: no such file"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace ein::testing

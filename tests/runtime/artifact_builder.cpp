@@ -1,0 +1,236 @@
+#include "artifact_builder.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace ein::testing {
+
+std::vector<int64_t> denseStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t axis = shape.size(); axis-- > 1;) strides[axis - 1] = strides[axis] * shape[axis];
+  return strides;
+}
+
+ViewSpec dense(uint32_t tensor, const std::vector<int64_t> &shape) { return {tensor, 0, denseStrides(shape)}; }
+
+fb::Instruction instruction(fb::Opcode opcode, uint16_t a, uint16_t b, uint16_t c, float imm) {
+  return fb::Instruction(opcode, a, b, c, imm);
+}
+
+namespace {
+
+size_t elementBytes(fb::DType dtype) { return ein::dtypeSize(static_cast<ein::DType>(dtype)); }
+
+uint64_t byteSize(fb::DType dtype, const std::vector<int64_t> &shape) {
+  uint64_t bytes = elementBytes(dtype);
+  for (int64_t size : shape) bytes *= static_cast<uint64_t>(size);
+  return bytes;
+}
+
+uint64_t alignTo64(uint64_t value) { return (value + 63) / 64 * 64; }
+
+flatbuffers::Offset<fb::View> viewOf(flatbuffers::FlatBufferBuilder &builder, const ViewSpec &view) {
+  return fb::CreateViewDirect(builder, view.tensor, view.offset, &view.strides);
+}
+
+}  // namespace
+
+uint32_t ArtifactBuilder::tensor(const TensorSpec &spec) {
+  tensors.push_back(spec);
+  return static_cast<uint32_t>(tensors.size() - 1);
+}
+
+uint32_t ArtifactBuilder::input(const std::string &name, fb::DType dtype, std::vector<int64_t> shape,
+                                int64_t upperBound) {
+  auto index = static_cast<uint32_t>(inputs.size());
+  uint32_t id = tensor({dtype, std::move(shape), fb::Storage::Input, index, 0});
+  inputs.push_back({name, id, upperBound});
+  return id;
+}
+
+uint32_t ArtifactBuilder::output(const std::string &name, fb::DType dtype, std::vector<int64_t> shape) {
+  auto index = static_cast<uint32_t>(outputs.size());
+  uint32_t id = tensor({dtype, std::move(shape), fb::Storage::Output, index, 0});
+  outputs.push_back({name, id, 0});
+  return id;
+}
+
+uint32_t ArtifactBuilder::arena(fb::DType dtype, std::vector<int64_t> shape) {
+  uint64_t offset = arenaUsed_;
+  arenaUsed_ = alignTo64(offset + byteSize(dtype, shape));
+  return tensor({dtype, std::move(shape), fb::Storage::Arena, 0, offset});
+}
+
+uint32_t ArtifactBuilder::weights(fb::DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t> &bytes,
+                                  const std::string &paramName) {
+  EXPECT_EQ(bytes.size(), byteSize(dtype, shape)) << "weights of the wrong size";
+  uint64_t offset = weights_.size();
+  weights_.insert(weights_.end(), bytes.begin(), bytes.end());
+  weights_.resize(alignTo64(weights_.size()), 0);
+  uint32_t id = tensor({dtype, std::move(shape), fb::Storage::Weights, 0, offset});
+  if (!paramName.empty()) params.emplace_back(paramName, id);
+  return id;
+}
+
+uint32_t ArtifactBuilder::weightsF32(std::vector<int64_t> shape, const std::vector<float> &values,
+                                     const std::string &paramName) {
+  return weights(fb::DType::F32, std::move(shape), bytesOf(values), paramName);
+}
+
+void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }
+
+void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto bias = spec.bias ? viewOf(b, *spec.bias) : flatbuffers::Offset<fb::View>();
+    auto kernel = fb::CreateGemmDirect(b, &spec.batch, spec.m, spec.n, spec.k, viewOf(b, spec.a), viewOf(b, spec.b),
+                                       viewOf(b, spec.c), bias, spec.alpha, spec.activation);
+    return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::elementwise(const ElementwiseSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    std::vector<flatbuffers::Offset<fb::View>> inputs;
+    for (const ViewSpec &view : spec.inputs) inputs.push_back(viewOf(b, view));
+    auto kernel = fb::CreateElementwiseDirect(b, &spec.shape, &inputs, viewOf(b, spec.output), &spec.program);
+    return fb::CreateStepDirect(b, fb::Kernel::Elementwise, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::softmax(const SoftmaxSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateSoftmaxDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.y));
+    return fb::CreateStepDirect(b, fb::Kernel::Softmax, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::reduce(const ReduceSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateReduceDirect(b, &spec.shape, spec.reducedRank, spec.kind, viewOf(b, spec.x),
+                                         viewOf(b, spec.y));
+    return fb::CreateStepDirect(b, fb::Kernel::Reduce, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::gather(const GatherSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateGatherDirect(b, &spec.idsShape, spec.rows, spec.width, viewOf(b, spec.ids),
+                                         viewOf(b, spec.table), viewOf(b, spec.y));
+    return fb::CreateStepDirect(b, fb::Kernel::Gather, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::copy(const CopySpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateCopyDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.y));
+    return fb::CreateStepDirect(b, fb::Kernel::Copy, kernel.Union(), location.c_str());
+  });
+}
+
+std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
+  flatbuffers::FlatBufferBuilder b;
+  b.ForceDefaults(true);  // the same size whatever the values, for the two-pass layout
+  std::vector<flatbuffers::Offset<fb::Tensor>> tensorTable;
+  for (const TensorSpec &t : tensors)
+    tensorTable.push_back(fb::CreateTensorDirect(b, t.dtype, &t.shape, t.storage, t.index, t.offset));
+  auto bindings = [&](const std::vector<BindingSpec> &specs) {
+    std::vector<flatbuffers::Offset<fb::Binding>> table;
+    for (const BindingSpec &binding : specs)
+      table.push_back(fb::CreateBindingDirect(b, binding.name.c_str(), binding.tensor, binding.upperBound));
+    return table;
+  };
+  auto inputTable = bindings(inputs), outputTable = bindings(outputs);
+  std::vector<flatbuffers::Offset<fb::Parameter>> paramTable;
+  for (const auto &[name, id] : params) paramTable.push_back(fb::CreateParameterDirect(b, name.c_str(), id));
+  std::vector<flatbuffers::Offset<fb::Step>> stepTable;
+  for (const StepFn &build : steps_) stepTable.push_back(build(b));
+  auto model = fb::CreateModelDirect(b, formatVersion, target, "ein tests", "test.ein", &inputTable, &outputTable,
+                                     &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),
+                                     weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()));
+  fb::FinishSizePrefixedModelBuffer(b, model);
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+std::vector<uint8_t> ArtifactBuilder::build() const {
+  // The weight segment's offset is a field of the FlatBuffer: build once to
+  // learn the size, then again with the final offset.
+  uint64_t offset = alignTo64(header(0).size());
+  std::vector<uint8_t> file = header(offset);
+  EXPECT_EQ(alignTo64(file.size()), offset) << "the header changed size between passes";
+  file.resize(offset, 0);
+  file.insert(file.end(), weights_.begin(), weights_.end());
+  return file;
+}
+
+StatusOr<std::unique_ptr<Session>> loadAndRun(const std::vector<uint8_t> &artifact,
+                                              const std::map<std::string, std::vector<uint8_t>> &inputs) {
+  auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
+  if (!model.ok()) return model.status();
+  auto session = Session::create(model.value());
+  if (!session.ok()) return session.status();
+  for (const TensorInfo &info : model.value()->inputs()) {
+    auto given = inputs.find(info.name);
+    if (given == inputs.end()) continue;
+    Status status = session.value()->setInput(info.name, info.dtype, info.shape, given->second.data(),
+                                              given->second.size());
+    if (!status.ok()) return status;
+  }
+  Status status = session.value()->run();
+  if (!status.ok()) return status;
+  return std::move(session).value();
+}
+
+std::vector<uint8_t> everyKernelArtifact() {
+  ArtifactBuilder a;
+  const int64_t rows = 5, width = 4;
+  uint32_t ids = a.input("ids", fb::DType::I32, {2, 3}, rows);
+  uint32_t mask = a.input("mask", fb::DType::Bool, {2, 3, width});
+  uint32_t probs = a.output("probs", fb::DType::F32, {2, 3, width});
+  uint32_t total = a.output("total", fb::DType::F32, {2});
+  uint32_t probsT = a.output("probsT", fb::DType::F32, {width, 2, 3});
+  std::vector<float> table(rows * width), w(width * width), bias(width);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i);
+  uint32_t tableId = a.weightsF32({rows, width}, table, "embed.weight");
+  uint32_t wId = a.weightsF32({width, width}, w, "proj.weight");
+  uint32_t biasId = a.weightsF32({width}, bias, "proj.bias");
+  uint32_t embedded = a.arena(fb::DType::F32, {2, 3, width});
+  uint32_t projected = a.arena(fb::DType::F32, {2, 3, width});
+  uint32_t masked = a.arena(fb::DType::F32, {2, 3, width});
+  a.gather({{2, 3}, rows, width, dense(ids, {2, 3}), dense(tableId, {rows, width}), dense(embedded, {2, 3, width})},
+           "every.ein:1:1");
+  // projected[b, s, :] = gelu(embedded[b, s, :] @ w^T + bias), as one batched gemm over b.
+  a.gemm({{2}, 3, width, width, {embedded, 0, {3 * width, width, 1}}, {wId, 0, {0, 1, width}},
+          {projected, 0, {3 * width, width, 1}}, ViewSpec{biasId, 0, {0, 0, 1}}, 1.0f, fb::Activation::Gelu},
+         "every.ein:2:1");
+  // masked = mask ? projected : -inf
+  a.elementwise({{2, 3, width},
+                 {dense(projected, {2, 3, width}), dense(mask, {2, 3, width})},
+                 dense(masked, {2, 3, width}),
+                 {instruction(fb::Opcode::Const, 0, 0, 0, -INFINITY), instruction(fb::Opcode::Select, 1, 0, 2)}},
+                "every.ein:3:1");
+  a.softmax({{2, 3, width}, dense(masked, {2, 3, width}), dense(probs, {2, 3, width})}, "every.ein:4:1");
+  a.reduce({{2, 3, width}, 2, fb::ReduceKind::Sum, dense(probs, {2, 3, width}), dense(total, {2})}, "every.ein:5:1");
+  a.copy({{width, 2, 3}, {probs, 0, {1, 3 * width, width}}, dense(probsT, {width, 2, 3})}, "every.ein:6:1");
+  return a.build();
+}
+
+std::string temporaryDirectory(const std::string &name) {
+  std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / ("ein_runtime_" + name);
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  return path.string();
+}
+
+void writeFile(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(file.good()) << "cannot write " << path;
+}
+
+}  // namespace ein::testing

@@ -1,0 +1,155 @@
+// Builds .einb artifacts in tests with the FlatBuffers API, the way einc
+// lays them out: a size-prefixed FlatBuffer, padding, then a 64-aligned
+// weight segment. Every field can be set to a bad value on purpose.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ein/runtime.hpp"
+#include "ein/schema/ein_artifact_generated.h"
+
+namespace ein::testing {
+
+namespace fb = ein::schema;
+
+struct ViewSpec {
+  uint32_t tensor = 0;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+};
+
+// Row-major strides of `shape`.
+std::vector<int64_t> denseStrides(const std::vector<int64_t> &shape);
+// The whole of `tensor` (of shape `shape`), row-major.
+ViewSpec dense(uint32_t tensor, const std::vector<int64_t> &shape);
+
+struct GemmSpec {
+  std::vector<int64_t> batch;
+  int64_t m = 0, n = 0, k = 0;
+  ViewSpec a, b, c;
+  std::optional<ViewSpec> bias;
+  float alpha = 1.0f;
+  fb::Activation activation = fb::Activation::None;
+};
+
+struct ElementwiseSpec {
+  std::vector<int64_t> shape;
+  std::vector<ViewSpec> inputs;
+  ViewSpec output;
+  std::vector<fb::Instruction> program;
+};
+
+struct SoftmaxSpec {
+  std::vector<int64_t> shape;
+  ViewSpec x, y;
+};
+
+struct ReduceSpec {
+  std::vector<int64_t> shape;
+  uint32_t reducedRank = 0;
+  fb::ReduceKind kind = fb::ReduceKind::Sum;
+  ViewSpec x, y;
+};
+
+struct GatherSpec {
+  std::vector<int64_t> idsShape;
+  int64_t rows = 0, width = 0;
+  ViewSpec ids, table, y;
+};
+
+struct CopySpec {
+  std::vector<int64_t> shape;
+  ViewSpec x, y;
+};
+
+struct TensorSpec {
+  fb::DType dtype = fb::DType::F32;
+  std::vector<int64_t> shape;
+  fb::Storage storage = fb::Storage::Arena;
+  uint32_t index = 0;
+  uint64_t offset = 0;
+};
+
+class ArtifactBuilder {
+ public:
+  // Each returns the new tensor's number. Inputs and outputs are bound in
+  // the order they are added; arena tensors get 64-aligned offsets.
+  uint32_t input(const std::string &name, fb::DType dtype, std::vector<int64_t> shape, int64_t upperBound = 0);
+  uint32_t output(const std::string &name, fb::DType dtype, std::vector<int64_t> shape);
+  uint32_t arena(fb::DType dtype, std::vector<int64_t> shape);
+  // A weight tensor holding `bytes`; with a name it is also a parameter.
+  uint32_t weights(fb::DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t> &bytes,
+                   const std::string &paramName = "");
+  uint32_t weightsF32(std::vector<int64_t> shape, const std::vector<float> &values, const std::string &paramName = "");
+  // A tensor exactly as given, bound to nothing.
+  uint32_t tensor(const TensorSpec &spec);
+
+  void gemm(const GemmSpec &spec, const std::string &location = "test.ein:1:1");
+  void elementwise(const ElementwiseSpec &spec, const std::string &location = "test.ein:2:1");
+  void softmax(const SoftmaxSpec &spec, const std::string &location = "test.ein:3:1");
+  void reduce(const ReduceSpec &spec, const std::string &location = "test.ein:4:1");
+  void gather(const GatherSpec &spec, const std::string &location = "test.ein:5:1");
+  void copy(const CopySpec &spec, const std::string &location = "test.ein:6:1");
+  // A step built by hand, e.g. with an unknown kernel type.
+  using StepFn = std::function<flatbuffers::Offset<fb::Step>(flatbuffers::FlatBufferBuilder &)>;
+  void step(StepFn build);
+
+  // Fields a test may corrupt. By default they are computed consistently.
+  uint32_t formatVersion = static_cast<uint32_t>(fb::FormatVersion::Current);
+  fb::Target target = fb::Target::Cpu;
+  std::optional<uint64_t> arenaBytes, weightsOffset, weightsBytes;
+  std::vector<TensorSpec> tensors;
+  struct BindingSpec {
+    std::string name;
+    uint32_t tensor;
+    int64_t upperBound;
+  };
+  std::vector<BindingSpec> inputs, outputs;
+  std::vector<std::pair<std::string, uint32_t>> params;
+
+  std::vector<uint8_t> build() const;
+
+ private:
+  std::vector<uint8_t> header(uint64_t weightsOffset) const;
+
+  std::vector<StepFn> steps_;
+  std::vector<uint8_t> weights_;
+  uint64_t arenaUsed_ = 0;
+};
+
+fb::Instruction instruction(fb::Opcode opcode, uint16_t a = 0, uint16_t b = 0, uint16_t c = 0, float imm = 0.0f);
+
+template <typename T>
+std::vector<uint8_t> bytesOf(const std::vector<T> &values) {
+  const auto *begin = reinterpret_cast<const uint8_t *>(values.data());
+  return std::vector<uint8_t>(begin, begin + values.size() * sizeof(T));
+}
+template <typename T>
+std::vector<T> valuesOf(const ein::TensorRef &tensor) {
+  std::vector<T> values(tensor.bytes / sizeof(T));
+  if (tensor.bytes) std::memcpy(values.data(), tensor.data, tensor.bytes);
+  return values;
+}
+
+// Loads `artifact`, sets `inputs` (raw bytes by name, dtype and shape from the
+// model), runs once and returns the session.
+StatusOr<std::unique_ptr<Session>> loadAndRun(const std::vector<uint8_t> &artifact,
+                                              const std::map<std::string, std::vector<uint8_t>> &inputs);
+
+// A model that exercises every kernel: gather -> gemm (bias, gelu) ->
+// elementwise (with a bool mask) -> softmax -> reduce, plus a copy.
+// Inputs: ids i32[2, 3] (upper bound 5), mask bool[2, 3, 4]; outputs: probs
+// f32[2, 3, 4], total f32[2], probsT f32[4, 2, 3].
+std::vector<uint8_t> everyKernelArtifact();
+
+// A fresh empty directory under the test temp dir.
+std::string temporaryDirectory(const std::string &name);
+void writeFile(const std::string &path, const std::vector<uint8_t> &bytes);
+
+}  // namespace ein::testing
