@@ -138,6 +138,7 @@ class Lowering {
         .Case<ein::ir::LinearOp>([&](auto linear) { return lowerLinear(linear); })
         .Case<ein::ir::LayerNormOp>([&](auto norm) { return lowerLayerNorm(norm); })
         .Case<ein::ir::EmbeddingOp>([&](auto embedding) { return lowerEmbedding(embedding); })
+        .Case<ein::ir::ConcatOp>([&](auto concat) { return lowerConcat(concat); })
         .Default([&](Operation *other) {
           return other->emitOpError() << "has no kernel lowering yet";
         });
@@ -395,6 +396,24 @@ class Lowering {
     // The kernel converts every input to f32 and stores the result type.
     return assignElementwise(cast, buildElementwise(cast.getLoc(), cast.getType(), {cast.getInput()},
                                                     [&](OpBuilder &, Location, ArrayRef<Value> x) { return x[0]; }));
+  }
+
+  LogicalResult lowerConcat(ein::ir::ConcatOp concat) {
+    SmallVector<Value> buffers;
+    SmallVector<Attribute> views;
+    SmallVector<int64_t> sizes;
+    int64_t axis = concat.getAxis();
+    for (Value input : concat.getInputs()) {
+      const Layout &layout = layouts.at(input);
+      buffers.push_back(layout.buffer);
+      views.push_back(viewOf(context(), layout.offset, layout.strides));
+      sizes.push_back(layout.sizes[axis]);
+    }
+    Value result = builder.create<ein::kern::ConcatOp>(concat.getLoc(), concat.getType(), buffers,
+                                                       builder.getArrayAttr(views), builder.getI64IntegerAttr(axis),
+                                                       builder.getDenseI64ArrayAttr(sizes));
+    layouts[concat] = denseLayout(result);
+    return success();
   }
 
   LogicalResult lowerSoftmax(ein::ir::SoftmaxOp softmax) {

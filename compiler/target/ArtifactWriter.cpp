@@ -210,16 +210,40 @@ class Writer {
     return fb::CreateViewDirect(builder, tensorIndex.at(value), attr.getOffset(), &strides);
   }
 
-  // The dense row-major view of an op's own result over `sizes`.
-  flatbuffers::Offset<fb::View> denseView(Value value, ArrayRef<int64_t> sizes) {
+  static std::vector<int64_t> denseStrides(ArrayRef<int64_t> sizes) {
     std::vector<int64_t> strides(sizes.size(), 1);
     for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
+    return strides;
+  }
+
+  // The dense row-major view of an op's own result over `sizes`.
+  flatbuffers::Offset<fb::View> denseView(Value value, ArrayRef<int64_t> sizes) {
+    std::vector<int64_t> strides = denseStrides(sizes);
     return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
   }
 
   static std::vector<int64_t> vec(ArrayRef<int64_t> values) { return {values.begin(), values.end()}; }
 
+  // One copy per part, each into its slab of the result.
+  LogicalResult addConcatSteps(kern::ConcatOp concat) {
+    Value result = concat.getResult();
+    auto shape = vec(concat.getType().getShape());
+    std::vector<int64_t> strides = denseStrides(shape);
+    int64_t axis = concat.getAxis(), start = 0;
+    for (auto [input, attr, size] : llvm::zip(concat.getInputs(), concat.getInputViews(), concat.getSizes())) {
+      auto partShape = shape;
+      partShape[axis] = size;
+      auto x = view(input, cast<kern::ViewAttr>(attr));
+      auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), start * strides[axis], &strides);
+      start += size;
+      auto kernel = fb::CreateCopyDirect(builder, &partShape, x, y).Union();
+      steps.push_back(fb::CreateStep(builder, fb::Kernel::Copy, kernel, builder.CreateString(describe(concat.getLoc()))));
+    }
+    return success();
+  }
+
   LogicalResult addStep(Operation &op) {
+    if (auto concat = dyn_cast<kern::ConcatOp>(op)) return addConcatSteps(concat);
     Value result = op.getResult(0);
     auto shapeOf = [](Value v) { return vec(cast<RankedTensorType>(v.getType()).getShape()); };
     flatbuffers::Offset<void> kernel;

@@ -146,3 +146,30 @@ LogicalResult CopyOp::verify() {
   if (input.getElementType() != getType().getElementType()) return emitOpError() << "cannot change element type";
   return verifyView(*this, "x_view", getXView(), getShape(), getX());
 }
+
+LogicalResult ConcatOp::verify() {
+  size_t parts = getInputs().size();
+  if (getInputViews().size() != parts || getSizes().size() != parts)
+    return emitOpError() << "has " << getInputViews().size() << " views and " << getSizes().size() << " sizes for "
+                         << parts << " inputs";
+  ArrayRef<int64_t> shape = getType().getShape();
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+    return emitOpError() << "axis " << axis << " is outside the result's " << shape.size() << " axes";
+  int64_t total = 0;
+  for (auto [index, view, input, size] : llvm::enumerate(getInputViews(), getInputs(), getSizes())) {
+    auto viewAttr = dyn_cast<ViewAttr>(view);
+    if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
+    if (cast<RankedTensorType>(input.getType()).getElementType() != getType().getElementType())
+      return emitOpError() << "input " << index << " has another element type than the result";
+    SmallVector<int64_t> partShape(shape);
+    partShape[axis] = size;
+    if (failed(verifyView(*this, "input view " + std::to_string(index), viewAttr, partShape, input)))
+      return failure();
+    total += size;
+  }
+  if (total != shape[axis])
+    return emitOpError() << "parts add up to " << total << " along axis " << axis << ", the result has "
+                         << shape[axis];
+  return success();
+}

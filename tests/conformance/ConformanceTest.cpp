@@ -64,7 +64,7 @@ TEST_P(Conformance, MatchesPyTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, Conformance,
                          ::testing::Values("seed001_attention", "seed001_mhsa", "seed002_vit_block", "seed003_encoder",
-                                           "seed004_talking_heads"),
+                                           "seed004_talking_heads", "vit_timm_tiny"),
                          [](const auto &info) { return info.param; });
 
 }  // namespace

@@ -87,3 +87,19 @@ func.func @output_view(%x: tensor<4x6xf32>) -> tensor<6x4xf32> {
   %t = ein.einsum "i j -> j i" (%x) : (tensor<4x6xf32>) -> tensor<6x4xf32>
   return %t : tensor<6x4xf32>
 }
+
+// -----
+
+// concat reads each part through its view (here a broadcast class token and
+// a transposed tensor) and writes it at its offset along the axis.
+// CHECK-LABEL: func.func @concat
+func.func @concat(%x: tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
+  %cls = ein.param "cls_token" : tensor<1x1x3xf32>
+  %tokens = ein.rearrange "1 1 e -> b 1 e" %cls {sizes = {b = 2 : i64}} : tensor<1x1x3xf32> -> tensor<2x1x3xf32>
+  %t = ein.rearrange "b e m -> b m e" %x {sizes = {}} : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
+  %u = ein.rearrange "b m e -> b e m" %t {sizes = {}} : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+  // CHECK-NOT: kern.copy
+  // CHECK: kern.concat %{{.*}}, %arg0 {axis = 1 : i64, input_views = [#kern.view<0, [0, 0, 1]>, #kern.view<0, [12, 3, 1]>], sizes = array<i64: 1, 4>} : (tensor<1x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+  %y = ein.concat(%tokens, %u) axis = 1 : (tensor<2x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+  return %y : tensor<2x5x3xf32>
+}

@@ -102,4 +102,18 @@ def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kern_ConcatOp : Kern_Op<"concat", [Pure]> {
+  let summary = "joins tensors along one axis";
+  let description = [{
+    Part `i` has the result's shape except `sizes[i]` along `axis`; it is read
+    from `inputs[i]` through `input_views[i]` and written into the result at
+    the running offset along `axis`. The runtime runs one copy per part.
+  }];
+  let arguments = (ins Variadic<Kern_Tensor>:$inputs, ArrayAttr:$input_views, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
+}
+
 #endif // KERN_OPS_TD
