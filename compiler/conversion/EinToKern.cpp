@@ -274,8 +274,8 @@ class Lowering {
   FailureOr<Value> buildElementwise(Location loc, RankedTensorType resultType, ArrayRef<Value> operands,
                                     ArrayRef<Layout> operandLayouts, ScalarBody body) {
     Type element = resultType.getElementType();
-    if (!element.isF32() && !element.isInteger(1))
-      return emitError(loc) << "element-wise arithmetic on " << element << " has no kernel yet (f32 and bool only)";
+    if (!element.isF32() && !element.isSignlessInteger())
+      return emitError(loc) << "element-wise arithmetic on " << element << " has no kernel yet (f32, integers, bool)";
     SmallVector<Value> inputs;
     SmallVector<Attribute> views;
     for (auto [operand, layout] : llvm::zip(operands, operandLayouts)) {

@@ -15,6 +15,17 @@ def ConvertEinToKern : Pass<"convert-ein-to-kern", "mlir::func::FuncOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def FuseElementwise : Pass<"kern-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Merge chains of element-wise kernels into one";
+  let description = [{
+    An element-wise kernel whose only user is another element-wise kernel of
+    the same shape, reading it element for element, is inlined into that
+    user's body: the intermediate is never stored, and integer intermediates
+    (`(1 - keep) * -1e4`) need no integer kernel. A producer read through a
+    broadcast, or used elsewhere, stays.
+  }];
+}
+
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate buffer an offset in one arena";
   let description = [{

@@ -263,7 +263,12 @@ class Writer {
           kind = fb::Kernel::Gemm;
           return success();
         })
-        .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) {
+        .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) -> LogicalResult {
+          Type element = elementwise.getType().getElementType();
+          if (!element.isF32() && !element.isInteger(1))
+            return emitError(elementwise.getLoc())
+                   << "integer arithmetic stored as " << element
+                   << " has no runtime kernel yet; it runs when its result feeds float arithmetic";
           auto program = compileProgram(elementwise);
           if (failed(program)) return failure();
           std::vector<flatbuffers::Offset<fb::View>> views;
