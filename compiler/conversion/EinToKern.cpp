@@ -784,34 +784,13 @@ class Lowering {
       return success();
     }
 
-    // More than two operands: contract left to right, keeping the labels
-    // that later operands or the output still need.
-    Operand accumulated = operandOf(0);
-    for (size_t i = 1; i < equation.inputs.size(); ++i) {
-      Operand next = operandOf(i);
-      bool last = i + 1 == equation.inputs.size();
-      SmallVector<std::string> keep;
-      if (last) {
-        keep = outLabels;
-      } else {
-        std::set<std::string> needed(outLabels.begin(), outLabels.end());
-        for (size_t j = i + 1; j < equation.inputs.size(); ++j)
-          needed.insert(equation.inputs[j].begin(), equation.inputs[j].end());
-        for (const auto *labels : {&accumulated.labels, &next.labels})
-          for (const std::string &label : *labels)
-            if (needed.count(label) && !llvm::is_contained(keep, label)) keep.push_back(label);
-      }
-      std::map<std::string, int64_t> sizes;
-      for (const auto *operand : {&accumulated, &next})
-        for (size_t j = 0; j < operand->labels.size(); ++j) sizes[operand->labels[j]] = operand->layout.sizes[j];
-      SmallVector<int64_t> shape;
-      for (const std::string &label : keep) shape.push_back(sizes.at(label));
-      auto type = last ? einsum.getType() : RankedTensorType::get(shape, element);
-      auto result = buildContraction(loc, accumulated, next, keep, type, std::nullopt);
-      if (failed(result)) return failure();
-      accumulated = Operand{denseLayout(*result), keep};
-    }
-    layouts[einsum] = accumulated.layout;
+    // Three or more operands were split into pairs by ein-plan-contractions.
+    if (equation.inputs.size() != 2)
+      return einsum.emitOpError() << "has " << equation.inputs.size()
+                                  << " operands: run ein-plan-contractions before lowering";
+    auto result = buildContraction(loc, operandOf(0), operandOf(1), outLabels, einsum.getType(), std::nullopt);
+    if (failed(result)) return failure();
+    layouts[einsum] = denseLayout(*result);
     return success();
   }
 

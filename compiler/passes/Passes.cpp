@@ -12,6 +12,7 @@ void registerEinDialects(mlir::DialectRegistry &registry) {
 
 void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
+  function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());
   function.addPass(createPlanMemory());

@@ -3,6 +3,19 @@
 
 include "mlir/Pass/PassBase.td"
 
+def PlanContractions : Pass<"ein-plan-contractions", "mlir::func::FuncOp"> {
+  let summary = "Split einsums of three or more operands into pairwise contractions";
+  let description = [{
+    Finds the cheapest binary contraction tree by dynamic programming over
+    subsets of operands (opt_einsum's "optimal" search, exact for the handful
+    of operands einsums have): the cost of a tree is the multiply-adds of its
+    contractions plus the elements of the intermediates it stores, so among
+    equal-FLOP orders the one with smaller temporaries wins. Each intermediate
+    keeps only the labels still needed by the remaining operands or the
+    output, summing the rest as early as possible.
+  }];
+}
+
 def ConvertEinToKern : Pass<"convert-ein-to-kern", "mlir::func::FuncOp"> {
   let summary = "Lower ein ops to kernel calls with strided views";
   let description = [{

@@ -209,6 +209,14 @@ input b: f32[5, 4]
 input c: f32[4, 3]
 output y = einsum("ij,jk,kl->il", a, b, c)
 )ein"},
+    {"einsum_four_operands_with_diagonal", R"ein(
+input a: f32[5, 5]
+input b: f32[5, 6]
+input c: f32[2, 6, 7]
+input d: f32[7]
+output y = einsum("ii,ij,bjk,k->bi", a, b, c, d)
+output z = einsum("b j k, b j k, k -> j", c, c, d)
+)ein"},
     {"einsum_outer_and_sum", R"ein(
 input a: f32[3]
 input b: f32[4]

@@ -1,0 +1,179 @@
+// Splits N-operand einsums into the cheapest tree of pairwise einsums.
+#include <limits>
+#include <map>
+
+#include "ein/IR/Equations.h"
+#include "llvm/ADT/DenseMap.h"
+#include "passes/Passes.h"
+
+namespace ein {
+#define GEN_PASS_DEF_PLANCONTRACTIONS
+#include "passes/Passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+using ein::ir::EinsumOp;
+
+namespace {
+
+// Beyond this many operands the 3^N subset search gets slow; such einsums
+// are contracted left to right.
+constexpr size_t kMaxSearchedOperands = 12;
+
+using Labels = std::vector<std::string>;
+
+// Operand subsets are bit sets, which bounds the operand count.
+constexpr size_t kMaxOperands = 31;
+
+struct Node {
+  double cost = std::numeric_limits<double>::infinity();
+  unsigned left = 0, right = 0;  // the subsets it joins; 0 for a single operand
+  Labels labels;                 // the labels its result keeps, in order
+};
+using Nodes = llvm::DenseMap<unsigned, Node>;
+
+class ContractionPlanner {
+ public:
+  ContractionPlanner(const ein::EinsumEquation &equation, std::map<std::string, int64_t> sizes)
+      : equation(equation), sizes(std::move(sizes)), count(equation.inputs.size()) {}
+
+  // nodes[S] for every subset S of the operands (bit i = operand i).
+  Nodes search() {
+    Nodes nodes;
+    for (size_t i = 0; i < count; ++i) {
+      Node &leaf = nodes[size_t{1} << i];
+      leaf.cost = 0;
+      leaf.labels = equation.inputs[i];
+    }
+    unsigned full = (1u << count) - 1;
+    for (unsigned subset = 1; subset <= full; ++subset) {
+      if ((subset & (subset - 1)) == 0) continue;  // single operands are leaves
+      Labels kept = keptLabels(subset, full);
+      Node best;
+      // Each unordered split once: the left part holds the lowest operand.
+      // Every proper subset is already in `nodes`.
+      unsigned lowest = subset & -subset;
+      for (unsigned left = (subset - 1) & subset; left; left = (left - 1) & subset) {
+        if (!(left & lowest)) continue;
+        unsigned right = subset ^ left;
+        const Node &a = nodes.find(left)->second, &b = nodes.find(right)->second;
+        double cost = a.cost + b.cost + contractionCost(a.labels, b.labels) + elements(kept);
+        if (cost < best.cost) best = Node{cost, left, right, kept};
+      }
+      nodes[subset] = std::move(best);
+    }
+    return nodes;
+  }
+
+  // Left-to-right joins, for einsums with too many operands to search.
+  Nodes leftToRight() {
+    Nodes nodes;
+    unsigned accumulated = 1;
+    nodes[1].labels = equation.inputs[0];
+    unsigned full = (1u << count) - 1;
+    for (size_t i = 1; i < count; ++i) {
+      unsigned leaf = 1u << i;
+      nodes[leaf].labels = equation.inputs[i];
+      unsigned joined = accumulated | leaf;
+      nodes[joined] = Node{0, accumulated, leaf, keptLabels(joined, full)};
+      accumulated = joined;
+    }
+    return nodes;
+  }
+
+ private:
+  // The labels of `subset`'s result: those the other operands or the output
+  // still need, in order of first appearance in the subset's operands.
+  Labels keptLabels(unsigned subset, unsigned full) const {
+    if (subset == full) return equation.output;
+    Labels kept;
+    for (size_t i = 0; i < count; ++i) {
+      if (!(subset & (1u << i))) continue;
+      for (const std::string &label : equation.inputs[i])
+        if (!llvm::is_contained(kept, label) && neededOutside(label, subset)) kept.push_back(label);
+    }
+    return kept;
+  }
+
+  bool neededOutside(const std::string &label, unsigned subset) const {
+    if (llvm::is_contained(equation.output, label)) return true;
+    for (size_t i = 0; i < count; ++i)
+      if (!(subset & (1u << i)) && llvm::is_contained(equation.inputs[i], label)) return true;
+    return false;
+  }
+
+  // Multiply-adds of contracting two results: one per point of the union of
+  // their labels.
+  double contractionCost(const Labels &a, const Labels &b) const {
+    Labels all = a;
+    for (const std::string &label : b)
+      if (!llvm::is_contained(all, label)) all.push_back(label);
+    return elements(all);
+  }
+
+  double elements(const Labels &labels) const {
+    double product = 1;
+    for (const std::string &label : labels) product *= static_cast<double>(sizes.at(label));
+    return product;
+  }
+
+  const ein::EinsumEquation &equation;
+  std::map<std::string, int64_t> sizes;
+  size_t count;
+};
+
+std::string equationText(const Labels &a, const Labels &b, const Labels &out) {
+  ein::EinsumEquation equation;
+  equation.inputs = {a, b};
+  equation.output = out;
+  return equation.str();
+}
+
+LogicalResult planEinsum(EinsumOp einsum) {
+  std::vector<int64_t> ranks;
+  for (Value input : einsum.getInputs()) ranks.push_back(cast<RankedTensorType>(input.getType()).getRank());
+  auto parsed = ein::EinsumEquation::parse(einsum.getEquation(), ranks, /*canonical=*/true);
+  if (ein::failed(parsed)) return einsum.emitOpError() << std::get<ein::EquationError>(parsed).message;
+  const auto &equation = std::get<ein::EinsumEquation>(parsed);
+
+  std::map<std::string, int64_t> sizes;
+  for (auto [labels, input] : llvm::zip(equation.inputs, einsum.getInputs()))
+    for (auto [label, size] : llvm::zip(labels, cast<RankedTensorType>(input.getType()).getShape()))
+      sizes[label] = size;
+  ContractionPlanner planner(equation, sizes);
+  size_t count = equation.inputs.size();
+  if (count > kMaxOperands)
+    return einsum.emitOpError() << "has " << count << " operands; at most " << kMaxOperands << " are supported";
+  Nodes nodes = count <= kMaxSearchedOperands ? planner.search() : planner.leftToRight();
+
+  OpBuilder builder(einsum);
+  Type element = einsum.getType().getElementType();
+  // Emits the tree under `subset`, children first.
+  std::function<Value(unsigned)> emit = [&](unsigned subset) -> Value {
+    if ((subset & (subset - 1)) == 0) return einsum.getInputs()[__builtin_ctz(subset)];
+    const Node node = nodes.lookup(subset);
+    Value left = emit(node.left), right = emit(node.right);
+    SmallVector<int64_t> shape;
+    for (const std::string &label : node.labels) shape.push_back(sizes.at(label));
+    return builder.create<EinsumOp>(einsum.getLoc(), RankedTensorType::get(shape, element),
+                                    equationText(nodes.lookup(node.left).labels, nodes.lookup(node.right).labels, node.labels),
+                                    ValueRange{left, right});
+  };
+  Value result = emit((1u << count) - 1);
+  einsum.replaceAllUsesWith(result);
+  einsum.erase();
+  return success();
+}
+
+struct PlanContractionsPass : ein::impl::PlanContractionsBase<PlanContractionsPass> {
+  void runOnOperation() override {
+    SmallVector<EinsumOp> einsums;
+    getOperation().walk([&](EinsumOp einsum) {
+      if (einsum.getInputs().size() > 2) einsums.push_back(einsum);
+    });
+    for (EinsumOp einsum : einsums)
+      if (failed(planEinsum(einsum))) return signalPassFailure();
+  }
+};
+
+}  // namespace

@@ -1,0 +1,47 @@
+// RUN: ein-opt %s --ein-plan-contractions --split-input-file | FileCheck %s
+
+// A chain of matrix products is contracted in the cheapest order: b c first
+// (100*100*2 + 100*100*2 multiply-adds), not a b first (100^3).
+// CHECK-LABEL: func.func @chain
+func.func @chain(%a: tensor<100x100xf32>, %b: tensor<100x100xf32>, %c: tensor<100x2xf32>) -> tensor<100x2xf32> {
+  // CHECK: %[[BC:.*]] = ein.einsum "j k, k l -> j l"(%arg1, %arg2) : (tensor<100x100xf32>, tensor<100x2xf32>) -> tensor<100x2xf32>
+  // CHECK: %[[Y:.*]] = ein.einsum "i j, j l -> i l"(%arg0, %[[BC]]) : (tensor<100x100xf32>, tensor<100x2xf32>) -> tensor<100x2xf32>
+  // CHECK: return %[[Y]]
+  %y = ein.einsum "i j, j k, k l -> i l" (%a, %b, %c) : (tensor<100x100xf32>, tensor<100x100xf32>, tensor<100x2xf32>) -> tensor<100x2xf32>
+  return %y : tensor<100x2xf32>
+}
+
+// -----
+
+// The same chain with the small matrix first goes left to right.
+// CHECK-LABEL: func.func @chain_left
+func.func @chain_left(%a: tensor<2x100xf32>, %b: tensor<100x100xf32>, %c: tensor<100x100xf32>) -> tensor<2x100xf32> {
+  // CHECK: %[[AB:.*]] = ein.einsum "i j, j k -> i k"(%arg0, %arg1)
+  // CHECK: ein.einsum "i k, k l -> i l"(%[[AB]], %arg2)
+  %y = ein.einsum "i j, j k, k l -> i l" (%a, %b, %c) : (tensor<2x100xf32>, tensor<100x100xf32>, tensor<100x100xf32>) -> tensor<2x100xf32>
+  return %y : tensor<2x100xf32>
+}
+
+// -----
+
+// A label no other operand needs is summed in the first contraction that
+// can drop it; intermediates keep only the labels still needed.
+// CHECK-LABEL: func.func @sum_early
+func.func @sum_early(%x: tensor<8x16xf32>, %w: tensor<16x32xf32>, %v: tensor<32xf32>, %u: tensor<8xf32>) -> tensor<f32> {
+  // CHECK: %[[WV:.*]] = ein.einsum "j k, k -> j"(%arg1, %arg2) : (tensor<16x32xf32>, tensor<32xf32>) -> tensor<16xf32>
+  // CHECK: %[[XWV:.*]] = ein.einsum "i j, j -> i"(%arg0, %[[WV]]) : (tensor<8x16xf32>, tensor<16xf32>) -> tensor<8xf32>
+  // CHECK: ein.einsum "i, i -> "(%[[XWV]], %arg3)
+  // CHECK-NOT: ein.einsum
+  %y = ein.einsum "i j, j k, k, i -> " (%x, %w, %v, %u) : (tensor<8x16xf32>, tensor<16x32xf32>, tensor<32xf32>, tensor<8xf32>) -> tensor<f32>
+  return %y : tensor<f32>
+}
+
+// -----
+
+// Two-operand einsums are left alone.
+// CHECK-LABEL: func.func @pair
+func.func @pair(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
+  // CHECK: ein.einsum "i j, j k -> i k"(%arg0, %arg1)
+  %y = ein.einsum "i j, j k -> i k" (%a, %b) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
+  return %y : tensor<3x5xf32>
+}
