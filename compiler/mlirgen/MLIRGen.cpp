@@ -233,10 +233,13 @@ class Generator {
                            typeString(existing->second.type) + " at " + describe(existing->second.declaredAt));
       return;
     }
-    // Parameters go to the top of the function so every use is dominated.
+    // Parameters go to the top of the function, in declaration order, so
+    // every use is dominated.
     mlir::OpBuilder::InsertionGuard guard(builder);
-    builder.setInsertionPointToStart(body);
+    if (lastParam) builder.setInsertionPointAfter(lastParam);
+    else builder.setInsertionPointToStart(body);
     auto op = builder.create<ir::ParamOp>(loc(decl.loc), type, builder.getStringAttr(name));
+    lastParam = op;
     params.emplace(name, Param{op, type, loc(decl.loc)});
   }
 
@@ -993,6 +996,7 @@ class Generator {
   Scope globals;
   std::map<std::string, int64_t> dims;
   std::map<std::string, Param> params;
+  mlir::Operation *lastParam = nullptr;  // where the next parameter goes
   std::map<std::string, const ast::Def *> defs;
   std::vector<std::string> inputNames;
   std::vector<std::pair<std::string, mlir::Value>> outputs;

@@ -351,21 +351,23 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
         unknown = static_cast<int>(i);
       }
     }
+    std::string groupText, givenText;
+    for (const std::string &axis : group.axes) {
+      groupText += (groupText.empty() ? "" : " ") + axis;
+      if (known.count(axis)) givenText += (givenText.empty() ? "" : ", ") + axis + "=" + std::to_string(known[axis]);
+    }
     if (unknown >= 0) {
       if (dimSize % knownProduct != 0)
-        return EquationError{"input axis " + std::to_string(dim) + " of size " + std::to_string(dimSize) +
-                             " does not divide into (" + [&] {
-                               std::string names;
-                               for (auto &a : group.axes) names += (names.empty() ? "" : " ") + a;
-                               return names;
-                             }() + ") with the given sizes (product " + std::to_string(knownProduct) + ")"};
+        return EquationError{"input axis " + std::to_string(dim) + " (size " + std::to_string(dimSize) +
+                             ") does not split into (" + groupText + ") with " + givenText + ": " +
+                             std::to_string(dimSize) + " is not divisible by " + std::to_string(knownProduct)};
       known[group.axes[unknown]] = dimSize / knownProduct;
     } else if (knownProduct != dimSize) {
-      std::string names;
-      for (auto &a : group.axes) names += (names.empty() ? "" : " ") + a + "=" + std::to_string(known[a]);
-      return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) + " but " +
-                           (group.axes.size() == 1 ? "" : "the product of ") + names + " is " +
-                           std::to_string(knownProduct)};
+      if (group.axes.size() == 1)
+        return EquationError{"axis '" + groupText + "' is " + std::to_string(dimSize) + " in the input (axis " +
+                             std::to_string(dim) + ") but " + givenText + " was given"};
+      return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) + " but (" +
+                           groupText + ") with " + givenText + " is " + std::to_string(knownProduct)};
     }
     for (const std::string &axis : group.axes) {
       plan.inputAxes.push_back(axis);
