@@ -500,7 +500,11 @@ class Generator {
     if (ta == tb) return {a, b};
     auto rank = [](Type t) { return mlir::isa<mlir::FloatType>(t) ? 3 : t.isInteger(1) ? 0 : t.getIntOrFloatBitWidth() == 32 ? 1 : 2; };
     Type target = rank(ta) >= rank(tb) ? ta : tb;
-    if (rank(ta) == 3 && rank(tb) == 3) fail(at, "operands have different float types " + typeString(ta) + " and " + typeString(tb));
+    // Two float types: the wider; f16 with bf16 gives f32, as in PyTorch.
+    if (rank(ta) == 3 && rank(tb) == 3)
+      target = ta.getIntOrFloatBitWidth() != tb.getIntOrFloatBitWidth()
+                   ? (ta.getIntOrFloatBitWidth() > tb.getIntOrFloatBitWidth() ? ta : tb)
+                   : builder.getF32Type();
     return {cast(at, a, target), cast(at, b, target)};
   }
 
