@@ -2,6 +2,7 @@
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 
 namespace ein {
 
@@ -12,6 +13,8 @@ void registerEinDialects(mlir::DialectRegistry &registry) {
 
 void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
+  function.addPass(mlir::createCSEPass());
+  function.addPass(createFuseSoftmax());
   function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());

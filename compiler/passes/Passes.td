@@ -3,6 +3,17 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FuseSoftmax : Pass<"ein-fuse-softmax", "mlir::func::FuncOp"> {
+  let summary = "Recognise a softmax written out by hand";
+  let description = [{
+    `exp(x - max(x, a, keepdim)) / sum(exp(x - max(x, a, keepdim)), a, keepdim)`
+    over one axis `a` becomes `ein.softmax x, axis = a`: the kernel computes
+    exactly this formula. Without the max subtraction the formula overflows
+    where softmax does not, so it is left as written. Run CSE first so both
+    spellings of the exponential are one value.
+  }];
+}
+
 def PlanContractions : Pass<"ein-plan-contractions", "mlir::func::FuncOp"> {
   let summary = "Split einsums of three or more operands into pairwise contractions";
   let description = [{

@@ -34,7 +34,7 @@ func.func @einsum_result(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x6
 // -----
 
 func.func @rearrange_indivisible(%x: tensor<2x10xf32>) -> tensor<2x3x3xf32> {
-  // expected-error @+1 {{input axis 1 of size 10 does not divide into (h d) with the given sizes (product 3)}}
+  // expected-error @+1 {{input axis 1 (size 10) does not split into (h d) with h=3: 10 is not divisible by 3}}
   %y = ein.rearrange "b (h d) -> b h d" %x {sizes = {h = 3 : i64}} : tensor<2x10xf32> -> tensor<2x3x3xf32>
   return %y : tensor<2x3x3xf32>
 }

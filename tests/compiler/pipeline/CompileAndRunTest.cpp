@@ -217,6 +217,14 @@ input d: f32[7]
 output y = einsum("ii,ij,bjk,k->bi", a, b, c, d)
 output z = einsum("b j k, b j k, k -> j", c, c, d)
 )ein"},
+    {"einsum_letters_ellipsis_and_masks", R"ein(
+input a: f32[2, 3, 4, 5]
+input b: f32[5, 6]
+input m: bool[4, 6]
+s = einsum("...ij,jk->...ik", a, b)
+output y = masked_fill(s, m, -1e9) + where(m, 1.0, s)
+output z = where(s > 0, s, 0) + masked_fill(s, s < -1, 2)
+)ein"},
     {"einsum_outer_and_sum", R"ein(
 input a: f32[3]
 input b: f32[4]
