@@ -529,7 +529,11 @@ class Lowering {
                                       return b.create<arith::MulFOp>(loc, x[0], x[0]);
                                     });
     if (failed(squares)) return failure();
-    Value variance = reduceAxes(loc, denseLayout(*squares), axes, ein::kern::ReduceKind::mean, element);
+    bool unbiasedStd = norm.getVariant() == ein::ir::LayerNormVariant::unbiased_std;
+    // The unbiased variant divides the summed squares by n - 1.
+    Value variance = reduceAxes(loc, denseLayout(*squares), axes,
+                                unbiasedStd ? ein::kern::ReduceKind::sum : ein::kern::ReduceKind::mean, element);
+    double divisor = unbiasedStd ? static_cast<double>(input.sizes[last] - 1) : 1.0;
     double eps = norm.getEps().convertToDouble();
     SmallVector<Value> operands{Value(), Value()};
     SmallVector<Layout> operandLayouts{denseLayout(*centered), broadcastReduced(variance, input.sizes, axes)};
@@ -544,8 +548,16 @@ class Lowering {
     bool hasWeight = static_cast<bool>(norm.getWeight()), hasBias = static_cast<bool>(norm.getBias());
     auto result = buildElementwise(loc, fullType, operands, operandLayouts,
                                    [&](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                     Value shifted = b.create<arith::AddFOp>(loc, x[1], constantF32(loc, eps));
-                                     Value y = b.create<arith::MulFOp>(loc, x[0], b.create<math::RsqrtOp>(loc, shifted));
+                                     Value y;
+                                     if (unbiasedStd) {
+                                       Value variance = b.create<arith::DivFOp>(loc, x[1], constantF32(loc, divisor));
+                                       Value spread = b.create<arith::AddFOp>(loc, b.create<math::SqrtOp>(loc, variance),
+                                                                              constantF32(loc, eps));
+                                       y = b.create<arith::DivFOp>(loc, x[0], spread);
+                                     } else {
+                                       Value shifted = b.create<arith::AddFOp>(loc, x[1], constantF32(loc, eps));
+                                       y = b.create<arith::MulFOp>(loc, x[0], b.create<math::RsqrtOp>(loc, shifted));
+                                     }
                                      if (hasWeight) y = b.create<arith::MulFOp>(loc, y, x[2]);
                                      if (hasBias) y = b.create<arith::AddFOp>(loc, y, x[hasWeight ? 3 : 2]);
                                      return y;

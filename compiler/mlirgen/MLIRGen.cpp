@@ -815,7 +815,9 @@ class Generator {
       };
       mlir::Value weight = affine("weight"), bias = affine("bias");
       double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
-      return EValue{Tensor{builder.create<ir::LayerNormOp>(at, x.getType(), x, weight, bias, builder.getF64FloatAttr(eps))}};
+      return EValue{Tensor{builder.create<ir::LayerNormOp>(
+          at, x.getType(), x, weight, bias, builder.getF64FloatAttr(eps),
+          ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
     }
     if (name == "linear") {
       Arguments args = bindArguments(call, {"x", "weight", "bias"}, 2, false);

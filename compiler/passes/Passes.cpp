@@ -15,6 +15,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
   function.addPass(mlir::createCSEPass());
   function.addPass(createFuseSoftmax());
+  function.addPass(createFuseLayerNorm());
   function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());

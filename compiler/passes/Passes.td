@@ -14,6 +14,18 @@ def FuseSoftmax : Pass<"ein-fuse-softmax", "mlir::func::FuncOp"> {
   }];
 }
 
+def FuseLayerNorm : Pass<"ein-fuse-layernorm", "mlir::func::FuncOp"> {
+  let summary = "Recognise a layer norm written out by hand";
+  let description = [{
+    Over the last axis: `(x - mean(x)) / sqrt(var(x) + eps)` (biased var)
+    becomes `ein.layernorm` with variant `variance`, and
+    `(x - mean(x)) / (std(x, unbiased) + eps)` with variant `unbiased_std`,
+    so each computes what it says. A scale `w` (on the centred values or on
+    the quotient) and then a shift `+ b`, both of the last axis' size, join
+    as weight and bias. Run CSE first so `x` and the mean are single values.
+  }];
+}
+
 def PlanContractions : Pass<"ein-plan-contractions", "mlir::func::FuncOp"> {
   let summary = "Split einsums of three or more operands into pairwise contractions";
   let description = [{

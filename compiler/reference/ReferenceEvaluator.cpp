@@ -696,8 +696,10 @@ Expected<Tensor> Evaluator::evaluate(ir::LayerNormOp op) {
     double mean = std::accumulate(row, row + width, 0.0) / width;
     double squares = 0;
     for (int64_t i = 0; i < width; ++i) squares += (row[i] - mean) * (row[i] - mean);
-    // The biased variance, with eps inside the square root, as torch.
-    double scale = 1 / std::sqrt(squares / width + eps);
+    // torch's biased variance with eps inside the square root, or the
+    // unbiased standard deviation with eps outside it.
+    double scale = op.getVariant() == ir::LayerNormVariant::variance ? 1 / std::sqrt(squares / width + eps)
+                                                                     : 1 / (std::sqrt(squares / (width - 1)) + eps);
     for (int64_t i = 0; i < width; ++i)
       row[i] = (row[i] - mean) * scale * (weight ? weight->values[i] : 1.0) + (bias ? bias->values[i] : 0.0);
   }

@@ -1,4 +1,6 @@
 // Replaces hand-written softmaxes by ein.softmax.
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
 #include "passes/Passes.h"
 
 namespace ein {
@@ -52,16 +54,9 @@ struct FuseSoftmaxPass : ein::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
       division.replaceAllUsesWith(softmax);
       division.erase();
     }
-    // The exponential, sums and maxima left without users go.
-    bool erased = true;
-    while (erased) {
-      erased = false;
-      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(getOperation().getBody().front())))
-        if (isa<UnaryOp, BinaryOp, ReduceOp>(op) && op.use_empty()) {
-          op.erase();
-          erased = true;
-        }
-    }
+    // The ops left without users go.
+    IRRewriter rewriter(&getContext());
+    (void)runRegionDCE(rewriter, getOperation()->getRegions());
   }
 };
 

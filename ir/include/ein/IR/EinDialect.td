@@ -55,4 +55,13 @@ def Ein_ReduceKind : I32EnumAttr<"ReduceKind", "reduction over axes", [
 }
 def Ein_ReduceKindAttr : EnumAttr<Ein_Dialect, Ein_ReduceKind, "reduce">;
 
+def Ein_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "how a layer norm divides by the spread", [
+  I32EnumAttrCase<"variance", 0>,      // (x - mean) / sqrt(var + eps), biased var (nn.LayerNorm)
+  I32EnumAttrCase<"unbiased_std", 1>   // (x - mean) / (std + eps), std with n - 1 (hand-written norms)
+]> {
+  let cppNamespace = "::ein::ir";
+  let genSpecializedAttr = 0;
+}
+def Ein_LayerNormVariantAttr : EnumAttr<Ein_Dialect, Ein_LayerNormVariant, "layernorm_variant">;
+
 #endif // EIN_DIALECT_TD

@@ -144,8 +144,15 @@ def Ein_LinearOp : Ein_Op<"linear", [Pure]> {
 
 def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
   let summary = "torch.nn.functional.layer_norm over the last axis";
+  let description = [{
+    `variant` says how the centred values are scaled: `variance` is
+    torch's (x - mean) / sqrt(var + eps) with the biased variance;
+    `unbiased_std` is the hand-written (x - mean) / (std + eps) with std's
+    n - 1 divisor, which ein-fuse-layernorm recognises.
+  }];
   let arguments = (ins Ein_Tensor:$input, Optional<Ein_Tensor>:$weight, Optional<Ein_Tensor>:$bias,
-                       F64Attr:$eps);
+                       F64Attr:$eps,
+                       DefaultValuedAttr<Ein_LayerNormVariantAttr, "::ein::ir::LayerNormVariant::variance">:$variant);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;

@@ -1,0 +1,162 @@
+// Replaces hand-written layer norms by ein.layernorm.
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "passes/Passes.h"
+
+namespace ein {
+#define GEN_PASS_DEF_FUSELAYERNORM
+#include "passes/Passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+using ein::ir::BinaryKind;
+using ein::ir::BinaryOp;
+using ein::ir::LayerNormVariant;
+using ein::ir::ReduceKind;
+using ein::ir::ReduceOp;
+using ein::ir::UnaryKind;
+using ein::ir::UnaryOp;
+
+namespace {
+
+BinaryOp binary(Value value, BinaryKind kind) {
+  auto op = value.getDefiningOp<BinaryOp>();
+  return op && op.getKind() == kind ? op : BinaryOp();
+}
+
+// The value of a one-element float constant.
+std::optional<double> scalar(Value value) {
+  auto constant = value.getDefiningOp<ein::ir::ConstantOp>();
+  if (!constant || constant.getType().getNumElements() != 1) return std::nullopt;
+  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!elements || !isa<FloatType>(elements.getElementType())) return std::nullopt;
+  return elements.getSplatValue<APFloat>().convertToDouble();
+}
+
+// `value` as kind(x, axes = [last], keepdim) with the given correction.
+bool isLastAxisReduce(Value value, ReduceKind kind, Value x, int64_t correction = 0) {
+  auto reduce = value.getDefiningOp<ReduceOp>();
+  auto type = cast<RankedTensorType>(x.getType());
+  return reduce && reduce.getInput() == x && reduce.getKind() == kind && reduce.getKeepdim() &&
+         reduce.getAxes().size() == 1 && reduce.getAxes()[0] == type.getRank() - 1 &&
+         (kind != ReduceKind::var && kind != ReduceKind::std || reduce.getCorrection() == correction);
+}
+
+// A vector of the last axis' size: a weight or bias of the norm.
+bool isFeatureVector(Value value, RankedTensorType normalized) {
+  auto type = cast<RankedTensorType>(value.getType());
+  return type.getRank() == 1 && type.getDimSize(0) == normalized.getShape().back() &&
+         type.getElementType() == normalized.getElementType();
+}
+
+// The other operand of a commutative `op` whose one operand is `known`.
+Value otherOperand(BinaryOp op, Value known) {
+  if (op.getLhs() == known) return op.getRhs();
+  if (op.getRhs() == known) return op.getLhs();
+  return Value();
+}
+
+struct Match {
+  Value x, weight, bias;
+  double eps = 0;
+  LayerNormVariant variant = LayerNormVariant::variance;
+  Operation *root = nullptr;  // the op whose result the norm replaces
+};
+
+// centred = x - mean(x); returns x.
+Value matchCentred(Value centred) {
+  BinaryOp sub = binary(centred, BinaryKind::sub);
+  if (!sub || sub.getLhs().getType() != centred.getType()) return Value();
+  return isLastAxisReduce(sub.getRhs(), ReduceKind::mean, sub.getLhs()) ? sub.getLhs() : Value();
+}
+
+// The norm that `division` computes, scale and shift not yet included.
+std::optional<Match> matchDivision(BinaryOp division) {
+  if (division.getKind() != BinaryKind::div || division.getLhs().getType() != division.getType()) return std::nullopt;
+  auto type = cast<RankedTensorType>(division.getType());
+  if (!type.getElementType().isF32()) return std::nullopt;
+  Match match;
+  match.root = division;
+  // Numerator: x - mean, or weight * (x - mean).
+  Value numerator = division.getLhs();
+  match.x = matchCentred(numerator);
+  if (!match.x) {
+    BinaryOp scaled = binary(numerator, BinaryKind::mul);
+    if (!scaled) return std::nullopt;
+    for (auto [centred, weight] : {std::pair{scaled.getLhs(), scaled.getRhs()}, {scaled.getRhs(), scaled.getLhs()}})
+      if (Value x = matchCentred(centred); x && isFeatureVector(weight, type)) {
+        match.x = x;
+        match.weight = weight;
+      }
+    if (!match.x) return std::nullopt;
+  }
+  // Denominator: sqrt(var + eps) or std_unbiased + eps.
+  Value denominator = division.getRhs();
+  auto sqrt = denominator.getDefiningOp<UnaryOp>();
+  BinaryOp plusEps = binary(sqrt && sqrt.getKind() == UnaryKind::sqrt ? sqrt.getInput() : denominator, BinaryKind::add);
+  if (!plusEps) return std::nullopt;
+  for (auto [spread, eps] : {std::pair{plusEps.getLhs(), plusEps.getRhs()}, {plusEps.getRhs(), plusEps.getLhs()}}) {
+    auto value = scalar(eps);
+    if (!value) continue;
+    if (sqrt && sqrt.getKind() == UnaryKind::sqrt && isLastAxisReduce(spread, ReduceKind::var, match.x, 0)) {
+      match.variant = LayerNormVariant::variance;
+      match.eps = *value;
+      return match;
+    }
+    if (!sqrt && isLastAxisReduce(spread, ReduceKind::std, match.x, 1)) {
+      match.variant = LayerNormVariant::unbiased_std;
+      match.eps = *value;
+      return match;
+    }
+  }
+  return std::nullopt;
+}
+
+// Extends `match` over a following `* weight` (when it has none) and `+ bias`.
+void absorbScaleAndShift(Match &match) {
+  auto type = cast<RankedTensorType>(match.root->getResult(0).getType());
+  auto single = [](Operation *op) -> Operation * {
+    return op->hasOneUse() ? *op->getResult(0).getUsers().begin() : nullptr;
+  };
+  if (!match.weight)
+    if (auto mul = dyn_cast_or_null<BinaryOp>(single(match.root)); mul && mul.getKind() == BinaryKind::mul) {
+      Value weight = otherOperand(mul, match.root->getResult(0));
+      if (weight && isFeatureVector(weight, type) && mul.getType() == type) {
+        match.weight = weight;
+        match.root = mul;
+      }
+    }
+  if (auto add = dyn_cast_or_null<BinaryOp>(single(match.root)); add && add.getKind() == BinaryKind::add) {
+    Value bias = otherOperand(add, match.root->getResult(0));
+    if (bias && isFeatureVector(bias, type) && add.getType() == type) {
+      match.bias = bias;
+      match.root = add;
+    }
+  }
+}
+
+struct FuseLayerNormPass : ein::impl::FuseLayerNormBase<FuseLayerNormPass> {
+  void runOnOperation() override {
+    SmallVector<BinaryOp> divisions;
+    getOperation().walk([&](BinaryOp op) {
+      if (op.getKind() == BinaryKind::div) divisions.push_back(op);
+    });
+    for (BinaryOp division : divisions) {
+      auto match = matchDivision(division);
+      if (!match) continue;
+      absorbScaleAndShift(*match);
+      OpBuilder builder(match->root);
+      Value result = match->root->getResult(0);
+      Value norm = builder.create<ein::ir::LayerNormOp>(
+          match->root->getLoc(), result.getType(), match->x, match->weight, match->bias,
+          builder.getF64FloatAttr(match->eps),
+          ein::ir::LayerNormVariantAttr::get(builder.getContext(), match->variant));
+      result.replaceAllUsesWith(norm);
+    }
+    // The ops left without users go.
+    IRRewriter rewriter(&getContext());
+    (void)runRegionDCE(rewriter, getOperation()->getRegions());
+  }
+};
+
+}  // namespace
