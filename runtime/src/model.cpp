@@ -3,6 +3,7 @@
 #include "loader/artifact_bytes.hpp"
 #include "loader/artifact_framing.hpp"
 #include "loader/program_decoder.hpp"
+#include "kernels/cpu/kernels.hpp"
 #include "program.hpp"
 
 namespace ein {
@@ -17,6 +18,8 @@ StatusOr<std::unique_ptr<const detail::Program>> verifyAndDecode(StatusOr<detail
   StatusOr<std::unique_ptr<detail::Program>> program =
       detail::decodeProgram(framing.value(), std::move(bytes).value(), name);
   if (!program.ok()) return Status(program.status().code(), name + ": " + program.status().message());
+  // Once per model, shared by its sessions.
+  detail::cpu::prepackGemmWeights(*program.value());
   return std::unique_ptr<const detail::Program>(std::move(program).value());
 }
 

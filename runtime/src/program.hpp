@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ein/model.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/dims.hpp"
 
 namespace ein::detail {
@@ -38,6 +39,7 @@ struct View {
 enum class Activation : uint8_t { None, Relu, Gelu, GeluTanh, Silu };
 
 // c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
+//               + residual[b.., m, n]
 struct Gemm {
   Dims batch;
   int64_t m = 0, n = 0, k = 0;
@@ -45,6 +47,8 @@ struct Gemm {
   std::optional<View> bias;
   float alpha = 1.0f;
   Activation activation = Activation::None;
+  std::optional<View> residual;
+  int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
 };
 
 enum class Opcode : uint8_t {
@@ -100,7 +104,61 @@ struct Copy {
   View x, y;
 };
 
-using Kernel = std::variant<Gemm, Elementwise, Softmax, Reduce, Gather, Copy>;
+// How attention scores are masked before the softmax: s + mask (f32 mask),
+// mask ? s : fill (Keep) or mask ? fill : s (Drop), bool masks.
+enum class MaskKind : uint8_t { None, Add, Keep, Drop };
+
+// out[b.., i, e] = sum_j softmax_j(mask(scale * q[b.., i, :] . k[b.., j, :])) v[b.., j, e];
+// views q [b.., i, d], k [b.., j, d], v [b.., j, e], out [b.., i, e], mask [b.., i, j].
+struct Attention {
+  Dims batch;
+  int64_t queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  View q, k, v, out;
+  MaskKind maskKind = MaskKind::None;
+  std::optional<View> mask;  // present exactly when maskKind != None
+  float maskFill = 0.0f;
+};
+
+// Attention whose heads are mixed by [heads, heads] matrices before the mask
+// (preMix, preBias) and after the softmax (postMix, postBias); each optional.
+// Views carry the heads axis after the batch axes: q [b.., h, i, d] and so on.
+struct TalkingHeadsAttention {
+  Dims batch;
+  int64_t heads = 0, queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  View q, k, v, out;
+  std::optional<View> preMix, preBias, postMix, postBias;  // a bias only with its matrix
+  MaskKind maskKind = MaskKind::None;
+  std::optional<View> mask;  // indexed [b.., g, i, j]
+  float maskFill = 0.0f;
+};
+
+enum class LayerNormVariant : uint8_t { Variance, UnbiasedStd };
+
+// Over the last axis of `shape`: x' = x + residual (also written to `sum`),
+// y = normalise(x') * gamma + beta. gamma and beta are indexed [n].
+struct LayerNorm {
+  Dims shape;
+  View x, y;
+  std::optional<View> residual, sum, gamma, beta;  // sum only with residual
+  float epsilon = 0.0f;
+  LayerNormVariant variant = LayerNormVariant::Variance;
+};
+
+using Kernel = std::variant<Gemm, Elementwise, Softmax, Reduce, Gather, Copy, Attention, TalkingHeadsAttention,
+                            LayerNorm>;
+
+// A weight matrix [k, n] re-laid out once at load for the gemm kernels:
+// column panels of `nr` (the last zero-padded), each k x nr, row-major.
+struct PackedMatrix {
+  AlignedBuffer data;
+  int nr = 0;
+  int64_t k = 0, n = 0;
+  const float *panel(int64_t column) const {
+    return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;
+  }
+};
 
 struct Step {
   Kernel kernel;
@@ -124,6 +182,7 @@ struct Program {
   std::vector<uint32_t> inputTensors, outputTensors;  // tensor of each input and output
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;
+  std::vector<PackedMatrix> packed;  // filled after verification, shared by all sessions
 };
 
 }  // namespace ein::detail

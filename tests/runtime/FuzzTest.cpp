@@ -31,17 +31,22 @@ bool runWithZeroInputs(const std::shared_ptr<const Model> &model) {
 }
 
 TEST(Fuzz, EveryTruncationIsRejected) {
-  const std::vector<uint8_t> artifact = everyKernelArtifact();
+  for (const std::vector<uint8_t> &artifact : {everyKernelArtifact(), fusedKernelArtifact()}) {
   for (size_t length = 0; length < artifact.size(); ++length) {
     auto model = Model::loadFromMemory(artifact.data(), length);
     EXPECT_FALSE(model.ok()) << "a " << length << "-byte prefix of a " << artifact.size() << "-byte artifact loaded";
   }
   EXPECT_TRUE(Model::loadFromMemory(artifact.data(), artifact.size()).ok());
+  }
 }
 
-TEST(Fuzz, RandomMutationsNeverCrash) {
-  const std::vector<uint8_t> artifact = everyKernelArtifact();
-  std::mt19937_64 generator(20240601);
+class FuzzTest : public ::testing::TestWithParam<int> {};
+
+// Mutations of the model with every basic kernel (0) and of the one with the
+// fused kernels: attention, talking heads, layernorm, gemm residual (1).
+TEST_P(FuzzTest, RandomMutationsNeverCrash) {
+  const std::vector<uint8_t> artifact = GetParam() == 0 ? everyKernelArtifact() : fusedKernelArtifact();
+  std::mt19937_64 generator(20240601 + GetParam());
   std::uniform_int_distribution<size_t> position(0, artifact.size() - 1);
   // Values that tend to break sizes and offsets when they land in an integer.
   const uint64_t extremes[] = {0, 1, 0x7f, 0xff, 0x7fffffff, 0x80000000, 0xffffffff, uint64_t{1} << 62,
@@ -72,6 +77,9 @@ TEST(Fuzz, RandomMutationsNeverCrash) {
   EXPECT_GT(ran, 0);
   EXPECT_LT(loaded, kMutations);
 }
+
+INSTANTIATE_TEST_SUITE_P(Artifacts, FuzzTest, ::testing::Values(0, 1),
+                         [](const auto &info) { return info.param == 0 ? "EveryKernel" : "FusedKernels"; });
 
 }  // namespace
 }  // namespace ein::testing

@@ -10,31 +10,6 @@
 namespace ein::testing {
 namespace {
 
-std::vector<float> randomFloats(size_t count, uint32_t seed, float low = -2.0f, float high = 2.0f) {
-  std::mt19937 generator(seed);
-  std::uniform_real_distribution<float> distribution(low, high);
-  std::vector<float> values(count);
-  for (float &value : values) value = distribution(generator);
-  return values;
-}
-
-// Equal within `tolerance` (relative to max(1, |want|)), or both NaN.
-void expectClose(const std::vector<float> &got, const std::vector<double> &want, double tolerance,
-                 const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << what << " element " << i << ": got " << got[i] << ", want NaN";
-      continue;
-    }
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << what << " element " << i;
-      continue;
-    }
-    EXPECT_NEAR(got[i], want[i], tolerance * std::max(1.0, std::fabs(want[i]))) << what << " element " << i;
-  }
-}
-
 double activate(fb::Activation activation, double x) {
   switch (activation) {
     case fb::Activation::None: return x;

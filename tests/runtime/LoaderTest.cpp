@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "artifact_builder.hpp"
 
@@ -413,6 +414,178 @@ TEST(Verifier, RejectsBadElementwisePrograms) {
                  "1 inputs and 65535 instructions exceed the 65535 registers a program may use");
   // Registers an opcode does not read are not checked: Const ignores a, b, c.
   EXPECT_TRUE(loadStatus(withProgram({instruction(fb::Opcode::Const, 9, 9, 9, 1.0f)})).ok());
+}
+
+// q, k, v [2, 3, 4] and an output [2, 3, 4] for attention over one batch axis.
+struct AttentionModel {
+  SmallModel small;
+  uint32_t q, out, boolMask, floatMask;
+  AttentionSpec spec;
+
+  AttentionModel() {
+    q = small.builder.input("q", fb::DType::F32, {2, 3, 4});
+    out = small.builder.arena(fb::DType::F32, {2, 3, 4});
+    boolMask = small.builder.input("keep", fb::DType::Bool, {3, 3});
+    floatMask = small.builder.weightsF32({3, 3}, std::vector<float>(9, 0.0f));
+    ViewSpec qv = dense(q, {2, 3, 4});
+    spec = {{2}, 3, 3, 4, 4, 0.5f, qv, qv, qv, dense(out, {2, 3, 4})};
+  }
+  std::vector<uint8_t> build() {
+    small.builder.attention(spec, "attn.ein:3:7");
+    return small.build();
+  }
+};
+
+TEST(Verifier, AcceptsAttentionWithEachMaskKind) {
+  for (fb::MaskKind kind : {fb::MaskKind::None, fb::MaskKind::Add, fb::MaskKind::Keep, fb::MaskKind::Drop}) {
+    AttentionModel model;
+    model.spec.maskKind = kind;
+    if (kind == fb::MaskKind::Add) model.spec.mask = ViewSpec{model.floatMask, 0, {0, 3, 1}};
+    if (kind == fb::MaskKind::Keep || kind == fb::MaskKind::Drop) model.spec.mask = ViewSpec{model.boolMask, 0, {0, 3, 1}};
+    EXPECT_TRUE(loadStatus(model.build()).ok()) << fb::EnumNameMaskKind(kind) << ": " << loadStatus(model.build()).toString();
+  }
+}
+
+TEST(Verifier, RejectsBadAttention) {
+  auto rejected = [](const std::function<void(AttentionModel &)> &change, const std::string &fragment) {
+    AttentionModel model;
+    change(model);
+    expectRejected(model.build(), fragment);
+  };
+  rejected([](AttentionModel &m) { m.spec.maskKind = fb::MaskKind::Keep; },
+           "step 0 (attention at attn.ein:3:7): mask_kind Keep needs a mask view");
+  rejected([](AttentionModel &m) { m.spec.mask = ViewSpec{m.boolMask, 0, {0, 3, 1}}; },
+           "it has a mask view but mask_kind None");
+  rejected(
+      [](AttentionModel &m) {
+        m.spec.maskKind = fb::MaskKind::Add;
+        m.spec.mask = ViewSpec{m.boolMask, 0, {0, 3, 1}};
+      },
+      "view mask is over a bool tensor (tensor 7); the kernel accepts f32");
+  rejected(
+      [](AttentionModel &m) {
+        m.spec.maskKind = fb::MaskKind::Drop;
+        m.spec.mask = ViewSpec{m.floatMask, 0, {0, 3, 1}};
+      },
+      "view mask is over a f32 tensor (tensor 8); the kernel accepts bool");
+  rejected(
+      [](AttentionModel &m) {
+        m.spec.maskKind = fb::MaskKind::Keep;
+        m.spec.mask = ViewSpec{m.boolMask, 1, {0, 3, 1}};
+      },
+      "view mask reaches element 9 of tensor 7, which has 9 elements");
+  rejected(
+      [](AttentionModel &m) {
+        m.spec.maskKind = static_cast<fb::MaskKind>(9);
+        m.spec.mask = ViewSpec{m.boolMask, 0, {0, 3, 1}};
+      },
+      "unknown mask kind 9");
+  rejected([](AttentionModel &m) { m.spec.out = dense(m.q, {2, 3, 4}); }, "view out writes tensor 5, which is an input");
+  rejected([](AttentionModel &m) { m.spec.v.strides = {12, 4}; }, "view v has 2 strides for a 3-axis iteration space");
+  rejected([](AttentionModel &m) { m.spec.keys = 4; }, "view k reaches element 27 of tensor 5, which has 24 elements");
+  rejected([](AttentionModel &m) { m.spec.valueDim = -1; }, "value_dim is negative (-1)");
+  // Each row reads keys x head_dim elements of k, but k repeats one element.
+  rejected(
+      [](AttentionModel &m) {
+        m.spec.keys = 1000;
+        m.spec.k = {m.q, 0, {0, 0, 1}};
+        m.spec.v = {m.q, 0, {0, 0, 1}};
+      },
+      "it reads 4000 elements through view k, whose tensor 5 has 24");
+  rejected([](AttentionModel &m) { m.spec.batch = {2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}; },
+           "batch has rank 17, more than the runtime's limit of 16");
+}
+
+TEST(Verifier, RejectsBadTalkingHeadsAttention) {
+  auto build = [](const std::function<void(SmallModel &, TalkingHeadsSpec &)> &change) {
+    SmallModel small;
+    uint32_t q = small.builder.input("q", fb::DType::F32, {2, 3, 4});
+    uint32_t out = small.builder.arena(fb::DType::F32, {2, 3, 4});
+    uint32_t mix = small.builder.weightsF32({2, 2}, {1, 0, 0, 1});
+    ViewSpec qv = dense(q, {2, 3, 4});
+    TalkingHeadsSpec spec{{}, 2, 3, 3, 4, 4, 1.0f, qv, qv, qv, dense(out, {2, 3, 4})};
+    spec.preMix = dense(mix, {2, 2});
+    spec.postMix = ViewSpec{mix, 0, {1, 2}};
+    change(small, spec);
+    small.builder.talkingHeads(spec, "th.ein:1:1");
+    return small.build();
+  };
+  EXPECT_TRUE(loadStatus(build([](SmallModel &, TalkingHeadsSpec &) {})).ok());
+  expectRejected(build([](SmallModel &small, TalkingHeadsSpec &s) {
+                   s.postBias = ViewSpec{small.builder.input("flags", fb::DType::Bool, {2}), 0, {1}};
+                 }),
+                 "step 0 (talking_heads_attention at th.ein:1:1): view post_bias is over a bool tensor");
+  expectRejected(build([](SmallModel &, TalkingHeadsSpec &s) {
+                   s.postMix.reset();
+                   s.postBias = ViewSpec{s.q.tensor, 0, {1}};
+                 }),
+                 "it has post_bias without post_mix");
+  expectRejected(build([](SmallModel &, TalkingHeadsSpec &s) {
+                   s.preMix.reset();
+                   s.preBias = ViewSpec{s.q.tensor, 0, {1}};
+                 }),
+                 "it has pre_bias without pre_mix");
+  expectRejected(build([](SmallModel &, TalkingHeadsSpec &s) { s.preMix->offset = 1; }),
+                 "view pre_mix reaches element 4 of tensor 7, which has 4 elements");
+  // Mixing sums over heads: a one-element matrix broadcast to [2, 2] repeats elements.
+  expectRejected(build([](SmallModel &small, TalkingHeadsSpec &s) {
+                   s.postMix = ViewSpec{small.builder.weightsF32({1}, {0.5f}), 0, {0, 0}};
+                 }),
+                 "it reads 2 elements through view post_mix, whose tensor 8 has 1");
+  expectRejected(build([](SmallModel &small, TalkingHeadsSpec &s) {
+                   s.maskKind = fb::MaskKind::Add;
+                   s.mask = ViewSpec{small.x, 0, {0, 0}};
+                 }),
+                 "view mask has 2 strides for a 3-axis iteration space [2, 3, 3]");
+}
+
+TEST(Verifier, RejectsBadLayerNorm) {
+  auto build = [](const std::function<void(SmallModel &, LayerNormSpec &)> &change) {
+    SmallModel small;
+    uint32_t out = small.builder.arena(fb::DType::F32, {2, 3});
+    LayerNormSpec spec{{2, 3}, dense(small.x, {2, 3})};
+    spec.y = dense(out, {2, 3});
+    change(small, spec);
+    small.builder.layerNorm(spec, "ln.ein:2:2");
+    return small.build();
+  };
+  EXPECT_TRUE(loadStatus(build([](SmallModel &, LayerNormSpec &) {})).ok());
+  expectRejected(build([](SmallModel &, LayerNormSpec &s) { s.sum = s.y; }),
+                 "step 0 (layernorm at ln.ein:2:2): it writes sum without a residual");
+  expectRejected(build([](SmallModel &, LayerNormSpec &s) {
+                   s.residual = s.y;
+                   s.sum = s.x;
+                 }),
+                 "view sum writes tensor 0, which is an input");
+  expectRejected(build([](SmallModel &small, LayerNormSpec &s) { s.gamma = ViewSpec{small.b, 2, {1}}; }),
+                 "view gamma reaches element 4 of tensor 3, which has 4 elements");
+  expectRejected(build([](SmallModel &, LayerNormSpec &s) { s.variant = static_cast<fb::LayerNormVariant>(5); }),
+                 "unknown layernorm variant 5");
+  expectRejected(build([](SmallModel &, LayerNormSpec &s) {
+                   s.shape = {};
+                   s.x.strides = {};
+                   s.y.strides = {};
+                 }),
+                 "layernorm needs a shape of rank 1 or more");
+  expectRejected(build([](SmallModel &small, LayerNormSpec &s) {
+                   uint32_t ints = small.builder.arena(fb::DType::I32, {2, 3});
+                   s.residual = dense(ints, {2, 3});
+                 }),
+                 "view residual is over a i32 tensor");
+}
+
+TEST(Verifier, RejectsBadGemmResidual) {
+  {
+    SmallModel small;
+    small.gemm.residual = ViewSpec{small.y, 1, {4, 1}};
+    expectRejected(small.build(), "step 0 (gemm at model.ein:12:5): view residual reaches element 8 of tensor 4");
+  }
+  {
+    SmallModel small;
+    uint32_t ints = small.builder.arena(fb::DType::I32, {2, 4});
+    small.gemm.residual = dense(ints, {2, 4});
+    expectRejected(small.build(), "view residual is over a i32 tensor");
+  }
 }
 
 TEST(Verifier, RejectsGatherWithWrongIdDtype) {

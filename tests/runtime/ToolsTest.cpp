@@ -172,6 +172,43 @@ TEST_F(ToolsTest, InspectJsonDescribesTheModel) {
   EXPECT_EQ(json["steps"][2]["program"], 2);
 }
 
+// The fused kernels' op names and sizes, in JSON and in the summary.
+TEST_F(ToolsTest, InspectDescribesFusedKernels) {
+  writeFile(dir + "/fused.einb", fusedKernelArtifact());
+  Result result = einInspect(dir + "/fused.einb --json");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  nlohmann::json json = nlohmann::json::parse(result.out);
+  std::vector<std::string> ops;
+  for (const auto &step : json["steps"]) ops.push_back(step["op"]);
+  EXPECT_EQ(ops, (std::vector<std::string>{"attention", "talking_heads_attention", "layernorm", "gemm"}));
+  const auto &attention = json["steps"][0];
+  EXPECT_EQ(attention["batch"], nlohmann::json({2}));
+  EXPECT_EQ(attention["queries"], 5);
+  EXPECT_EQ(attention["keys"], 5);
+  EXPECT_EQ(attention["head_dim"], 8);
+  EXPECT_EQ(attention["value_dim"], 8);
+  EXPECT_EQ(attention["mask"], "Add");
+  EXPECT_EQ(attention["scale"], "0.35");
+  const auto &talking = json["steps"][1];
+  EXPECT_EQ(talking["heads"], 2);
+  EXPECT_EQ(talking["head_dim"], 4);
+  EXPECT_EQ(talking["mask"], "Keep");
+  EXPECT_EQ(talking["mask_fill"], "-inf");
+  EXPECT_EQ(talking["pre_mix"], "yes, with bias");
+  EXPECT_EQ(talking["post_mix"], "yes");
+  const auto &norm = json["steps"][2];
+  EXPECT_EQ(norm["shape"], nlohmann::json({2, 5, 8}));
+  EXPECT_EQ(norm["variant"], "Variance");
+  EXPECT_EQ(norm["residual"], "yes, sum written");
+  EXPECT_EQ(norm["gamma"], "yes");
+  EXPECT_EQ(json["steps"][3]["residual"], "yes");
+  Result summary = einInspect(dir + "/fused.einb");
+  ASSERT_EQ(summary.exitCode, 0) << summary.err;
+  for (const char *text : {"attention    batch=[2] head_dim=8 keys=5 queries=5 value_dim=8",
+                           "talking_heads_attention batch=[2] head_dim=4 heads=2", "layernorm    shape=[2, 5, 8]"})
+    EXPECT_NE(summary.out.find(text), std::string::npos) << text << " in\n" << summary.out;
+}
+
 TEST_F(ToolsTest, InspectSummaryAndErrors) {
   Result summary = einInspect(model);
   ASSERT_EQ(summary.exitCode, 0) << summary.err;

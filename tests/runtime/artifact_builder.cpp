@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 namespace ein::testing {
 
@@ -35,6 +36,10 @@ uint64_t alignTo64(uint64_t value) { return (value + 63) / 64 * 64; }
 
 flatbuffers::Offset<fb::View> viewOf(flatbuffers::FlatBufferBuilder &builder, const ViewSpec &view) {
   return fb::CreateViewDirect(builder, view.tensor, view.offset, &view.strides);
+}
+
+flatbuffers::Offset<fb::View> viewOf(flatbuffers::FlatBufferBuilder &builder, const std::optional<ViewSpec> &view) {
+  return view ? viewOf(builder, *view) : flatbuffers::Offset<fb::View>();
 }
 
 }  // namespace
@@ -85,9 +90,9 @@ void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }
 
 void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto bias = spec.bias ? viewOf(b, *spec.bias) : flatbuffers::Offset<fb::View>();
     auto kernel = fb::CreateGemmDirect(b, &spec.batch, spec.m, spec.n, spec.k, viewOf(b, spec.a), viewOf(b, spec.b),
-                                       viewOf(b, spec.c), bias, spec.alpha, spec.activation);
+                                       viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
+                                       viewOf(b, spec.residual));
     return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
   });
 }
@@ -128,6 +133,35 @@ void ArtifactBuilder::copy(const CopySpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     auto kernel = fb::CreateCopyDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.y));
     return fb::CreateStepDirect(b, fb::Kernel::Copy, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::attention(const AttentionSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateAttentionDirect(b, &spec.batch, spec.queries, spec.keys, spec.headDim, spec.valueDim,
+                                            spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
+                                            viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill);
+    return fb::CreateStepDirect(b, fb::Kernel::Attention, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::talkingHeads(const TalkingHeadsSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateTalkingHeadsAttentionDirect(
+        b, &spec.batch, spec.heads, spec.queries, spec.keys, spec.headDim, spec.valueDim, spec.scale,
+        viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v), viewOf(b, spec.out), viewOf(b, spec.preMix),
+        viewOf(b, spec.preBias), viewOf(b, spec.postMix), viewOf(b, spec.postBias), spec.maskKind,
+        viewOf(b, spec.mask), spec.maskFill);
+    return fb::CreateStepDirect(b, fb::Kernel::TalkingHeadsAttention, kernel.Union(), location.c_str());
+  });
+}
+
+void ArtifactBuilder::layerNorm(const LayerNormSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    auto kernel = fb::CreateLayerNormDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.residual),
+                                            viewOf(b, spec.sum), viewOf(b, spec.gamma), viewOf(b, spec.beta),
+                                            viewOf(b, spec.y), spec.epsilon, spec.variant);
+    return fb::CreateStepDirect(b, fb::Kernel::LayerNorm, kernel.Union(), location.c_str());
   });
 }
 
@@ -218,6 +252,73 @@ std::vector<uint8_t> everyKernelArtifact() {
   a.reduce({{2, 3, width}, 2, fb::ReduceKind::Sum, dense(probs, {2, 3, width}), dense(total, {2})}, "every.ein:5:1");
   a.copy({{width, 2, 3}, {probs, 0, {1, 3 * width, width}}, dense(probsT, {width, 2, 3})}, "every.ein:6:1");
   return a.build();
+}
+
+std::vector<uint8_t> fusedKernelArtifact() {
+  ArtifactBuilder a;
+  const int64_t batch = 2, seq = 5, dim = 8, heads = 2, headDim = 4;
+  uint32_t x = a.input("x", fb::DType::F32, {batch, seq, dim});
+  uint32_t keep = a.input("keep", fb::DType::Bool, {batch, seq, seq});
+  uint32_t y = a.output("y", fb::DType::F32, {batch, seq, dim});
+  uint32_t th = a.output("th", fb::DType::F32, {batch, heads, seq, headDim});
+  uint32_t h = a.output("h", fb::DType::F32, {batch, seq, dim});
+  std::vector<float> bias(seq * seq), mix = {0.9f, 0.1f, -0.2f, 1.1f}, mixBias = {0.05f, -0.05f}, gamma(dim),
+                                      beta(dim), w(dim * dim);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.1f * static_cast<float>(i % 7) - 0.3f;
+  for (int64_t i = 0; i < dim; ++i) gamma[i] = 1.0f + 0.1f * static_cast<float>(i), beta[i] = 0.01f * static_cast<float>(i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.03f * static_cast<float>(i % 11) - 0.15f;
+  uint32_t biasId = a.weightsF32({seq, seq}, bias, "rel_bias");
+  uint32_t mixId = a.weightsF32({heads, heads}, mix, "mix");
+  uint32_t mixBiasId = a.weightsF32({heads}, mixBias, "mix_bias");
+  uint32_t gammaId = a.weightsF32({dim}, gamma, "norm.weight");
+  uint32_t betaId = a.weightsF32({dim}, beta, "norm.bias");
+  uint32_t wId = a.weightsF32({dim, dim}, w, "proj.weight");
+  uint32_t attended = a.arena(fb::DType::F32, {batch, seq, dim});
+  uint32_t summed = a.arena(fb::DType::F32, {batch, seq, dim});
+  // Self-attention of x with itself (one head of width 8), a [seq, seq] bias broadcast over batch.
+  a.attention({{batch}, seq, seq, dim, dim, 0.35f, dense(x, {batch, seq, dim}), dense(x, {batch, seq, dim}),
+               dense(x, {batch, seq, dim}), dense(attended, {batch, seq, dim}), fb::MaskKind::Add,
+               ViewSpec{biasId, 0, {0, seq, 1}}},
+              "fused.ein:1:1");
+  // Talking heads over x split as [batch, seq, heads, headDim].
+  ViewSpec split{x, 0, {seq * dim, headDim, dim, 1}};
+  a.talkingHeads({{batch}, heads, seq, seq, headDim, headDim, 0.5f, split, split, split,
+                  dense(th, {batch, heads, seq, headDim}), ViewSpec{mixId, 0, {2, 1}}, ViewSpec{mixBiasId, 0, {1}},
+                  ViewSpec{mixId, 0, {1, 2}}, std::nullopt, fb::MaskKind::Keep, ViewSpec{keep, 0, {seq * seq, 0, seq, 1}}},
+                 "fused.ein:2:1");
+  // y = layernorm(x + attended), summed = x + attended; h = summed @ w + summed
+  a.layerNorm({{batch, seq, dim}, dense(x, {batch, seq, dim}), dense(attended, {batch, seq, dim}),
+               dense(summed, {batch, seq, dim}), ViewSpec{gammaId, 0, {1}}, ViewSpec{betaId, 0, {1}},
+               dense(y, {batch, seq, dim}), 1e-5f, fb::LayerNormVariant::Variance},
+              "fused.ein:3:1");
+  a.gemm({{}, batch * seq, dim, dim, dense(summed, {batch * seq, dim}), dense(wId, {dim, dim}),
+          dense(h, {batch * seq, dim}), std::nullopt, 1.0f, fb::Activation::Gelu, dense(summed, {batch * seq, dim})},
+         "fused.ein:4:1");
+  return a.build();
+}
+
+std::vector<float> randomFloats(size_t count, uint32_t seed, float low, float high) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> distribution(low, high);
+  std::vector<float> values(count);
+  for (float &value : values) value = distribution(generator);
+  return values;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<double> &want, double tolerance,
+                 const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < got.size() && failures < 10; ++i) {
+    bool ok;
+    if (std::isnan(want[i])) ok = std::isnan(got[i]);
+    else if (std::isinf(want[i])) ok = got[i] == want[i];
+    else ok = std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0, std::fabs(want[i]));
+    if (!ok) {
+      ++failures;
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
+    }
+  }
 }
 
 std::string temporaryDirectory(const std::string &name) {

@@ -3,6 +3,7 @@
 // weight segment. Every field can be set to a bad value on purpose.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -36,6 +37,37 @@ struct GemmSpec {
   std::optional<ViewSpec> bias;
   float alpha = 1.0f;
   fb::Activation activation = fb::Activation::None;
+  std::optional<ViewSpec> residual;
+};
+
+struct AttentionSpec {
+  std::vector<int64_t> batch;
+  int64_t queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  ViewSpec q, k, v, out;
+  fb::MaskKind maskKind = fb::MaskKind::None;
+  std::optional<ViewSpec> mask;
+  float maskFill = -INFINITY;
+};
+
+struct TalkingHeadsSpec {
+  std::vector<int64_t> batch;
+  int64_t heads = 0, queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  ViewSpec q, k, v, out;
+  std::optional<ViewSpec> preMix, preBias, postMix, postBias;
+  fb::MaskKind maskKind = fb::MaskKind::None;
+  std::optional<ViewSpec> mask;
+  float maskFill = -INFINITY;
+};
+
+struct LayerNormSpec {
+  std::vector<int64_t> shape;
+  ViewSpec x;
+  std::optional<ViewSpec> residual, sum, gamma, beta;
+  ViewSpec y;
+  float epsilon = 1e-5f;
+  fb::LayerNormVariant variant = fb::LayerNormVariant::Variance;
 };
 
 struct ElementwiseSpec {
@@ -96,6 +128,9 @@ class ArtifactBuilder {
   void reduce(const ReduceSpec &spec, const std::string &location = "test.ein:4:1");
   void gather(const GatherSpec &spec, const std::string &location = "test.ein:5:1");
   void copy(const CopySpec &spec, const std::string &location = "test.ein:6:1");
+  void attention(const AttentionSpec &spec, const std::string &location = "test.ein:7:1");
+  void talkingHeads(const TalkingHeadsSpec &spec, const std::string &location = "test.ein:8:1");
+  void layerNorm(const LayerNormSpec &spec, const std::string &location = "test.ein:9:1");
   // A step built by hand, e.g. with an unknown kernel type.
   using StepFn = std::function<flatbuffers::Offset<fb::Step>(flatbuffers::FlatBufferBuilder &)>;
   void step(StepFn build);
@@ -147,6 +182,20 @@ StatusOr<std::unique_ptr<Session>> loadAndRun(const std::vector<uint8_t> &artifa
 // Inputs: ids i32[2, 3] (upper bound 5), mask bool[2, 3, 4]; outputs: probs
 // f32[2, 3, 4], total f32[2], probsT f32[4, 2, 3].
 std::vector<uint8_t> everyKernelArtifact();
+
+// A model with attention (additive mask), talking-heads attention (both
+// mixes, bool mask), layernorm (residual, sum) and a gemm with a residual.
+// Inputs: x f32[2, 5, 8], keep bool[2, 5, 5]; outputs: y f32[2, 5, 8],
+// th f32[2, 2, 5, 4], h f32[2, 5, 8].
+std::vector<uint8_t> fusedKernelArtifact();
+
+// `count` uniform floats in [low, high), the same for the same seed.
+std::vector<float> randomFloats(size_t count, uint32_t seed, float low = -2.0f, float high = 2.0f);
+
+// Equal within `tolerance` (relative to max(1, |want|)), both NaN, or the
+// same infinity; reports at most ten mismatches.
+void expectClose(const std::vector<float> &got, const std::vector<double> &want, double tolerance,
+                 const std::string &what);
 
 // A fresh empty directory under the test temp dir.
 std::string temporaryDirectory(const std::string &name);

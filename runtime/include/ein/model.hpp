@@ -32,13 +32,18 @@ struct TensorInfo {
 
 // One step of the program, as ein-inspect shows it.
 struct StepInfo {
-  std::string op;        // "gemm", "elementwise", "softmax", "reduce", "gather", "copy"
+  // "gemm", "elementwise", "softmax", "reduce", "gather", "copy", "attention",
+  // "talking_heads_attention", "layernorm"
+  std::string op;
   std::string location;  // source location, e.g. "model.ein:12:5"; may be empty
-  // The kernel's key sizes: gemm m, n, k; elementwise inputs, program (its length); ...
+  // The kernel's key sizes: gemm m, n, k; elementwise inputs, program (its length);
+  // attention queries, keys, head_dim, value_dim (and heads for talking heads); ...
   std::map<std::string, int64_t> sizes;
-  // Its iteration spaces: gemm batch; elementwise, softmax, reduce, copy shape; gather ids_shape.
+  // Its iteration spaces: gemm and attention batch; elementwise, softmax, reduce,
+  // copy, layernorm shape; gather ids_shape.
   std::map<std::string, std::vector<int64_t>> shapes;
-  // Its options: gemm activation and bias; reduce kind; copy dtype.
+  // Its options: gemm activation, bias, residual; attention mask, scale; layernorm
+  // variant, epsilon and optional operands; reduce kind; copy dtype.
   std::map<std::string, std::string> attributes;
 };
 

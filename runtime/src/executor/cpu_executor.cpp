@@ -1,19 +1,24 @@
 #include "executor/cpu_executor.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/kernels.hpp"
 #include "util/aligned_buffer.hpp"
+#include "util/thread_pool.hpp"
 
 namespace ein::detail {
 namespace {
 
 class CpuExecutor final : public Executor {
  public:
-  CpuExecutor(const Program &program, AlignedBuffer arena, AlignedBuffer scratch, std::vector<cpu::KernelFn> kernels)
-      : program_(program), arena_(std::move(arena)), scratch_(std::move(scratch)), kernels_(std::move(kernels)),
-        bases_(program.tensors.size(), nullptr) {
+  CpuExecutor(const Program &program, AlignedBuffer arena, AlignedBuffer scratch, size_t scratchStride,
+              std::vector<cpu::KernelFn> kernels, int threads)
+      : program_(program), arena_(std::move(arena)), scratch_(std::move(scratch)), scratchStride_(scratchStride),
+        kernels_(std::move(kernels)), bases_(program.tensors.size(), nullptr),
+        pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr) {
     // Arena and weight tensors never move: resolve them once. Weights are
     // only read (the verifier allows writes to the arena and outputs only),
     // so the cast away from const never leads to a write.
@@ -29,7 +34,9 @@ class CpuExecutor final : public Executor {
       return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
     for (size_t i = 0; i < inputs.size(); ++i) bases_[program_.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
     for (size_t i = 0; i < outputs.size(); ++i) bases_[program_.outputTensors[i]] = outputs[i];
-    cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data())};
+    cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()),
+                               scratchStride_,   pool_.get(),   &cpu::bestKernels(),
+                               &program_.packed};
     for (size_t s = 0; s < program_.steps.size(); ++s) {
       const Step &step = program_.steps[s];
       Status status = kernels_[s](step.kernel, context);
@@ -41,16 +48,16 @@ class CpuExecutor final : public Executor {
  private:
   const Program &program_;
   AlignedBuffer arena_;
-  AlignedBuffer scratch_;  // per-step working memory, sized for the largest need
+  AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
+  size_t scratchStride_;   // floats of scratch per thread
   std::vector<cpu::KernelFn> kernels_;  // one per step
   std::vector<std::byte *> bases_;    // base address of each tensor
+  std::unique_ptr<ThreadPool> pool_;  // null with one thread
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &) {
-  // The reference kernels are single-threaded; options.threads will size the
-  // thread pool of the optimised kernels.
+StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
   size_t scratchFloats = 0;
@@ -59,10 +66,17 @@ StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, co
     kernels.push_back(cpu::selectKernel(step.kernel));
     scratchFloats = std::max(scratchFloats, cpu::scratchFloats(step.kernel));
   }
-  StatusOr<AlignedBuffer> scratch = AlignedBuffer::allocate(scratchFloats * sizeof(float), "kernel scratch memory");
+  // Each thread's share starts on a cache line; the product is checked so a
+  // hostile size fails the allocation instead of wrapping.
+  scratchFloats = (scratchFloats + 15) / 16 * 16;
+  const auto threads = static_cast<size_t>(options.threads);
+  if (scratchFloats > SIZE_MAX / sizeof(float) / threads)
+    return Status(StatusCode::ResourceExhausted, "the kernels' scratch memory is too large");
+  StatusOr<AlignedBuffer> scratch =
+      AlignedBuffer::allocate(scratchFloats * threads * sizeof(float), "kernel scratch memory");
   if (!scratch.ok()) return scratch.status();
-  return std::unique_ptr<Executor>(
-      new CpuExecutor(program, std::move(arena).value(), std::move(scratch).value(), std::move(kernels)));
+  return std::unique_ptr<Executor>(new CpuExecutor(program, std::move(arena).value(), std::move(scratch).value(),
+                                                   scratchFloats, std::move(kernels), options.threads));
 }
 
 }  // namespace ein::detail

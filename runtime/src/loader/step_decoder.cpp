@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "loader/flatbuffer_vectors.hpp"
@@ -32,6 +33,9 @@ const char *kernelName(fb::Kernel kernel) {
     case fb::Kernel::Reduce: return "reduce";
     case fb::Kernel::Gather: return "gather";
     case fb::Kernel::Copy: return "copy";
+    case fb::Kernel::Attention: return "attention";
+    case fb::Kernel::TalkingHeadsAttention: return "talking_heads_attention";
+    case fb::Kernel::LayerNorm: return "layernorm";
     default: return "unknown kernel";
   }
 }
@@ -110,6 +114,13 @@ class StepChecker {
     return out;
   }
 
+  // An optional view: absent stays absent, present is checked like view().
+  StatusOr<std::optional<View>> optionalView(const fb::View *in, const Dims &sizes, const char *name) const {
+    if (!in) return std::optional<View>();
+    EIN_ASSIGN_OR_RETURN(View decoded, view(in, sizes, name));
+    return std::optional<View>(std::move(decoded));
+  }
+
   const Tensor &tensorOf(const View &view) const { return program_.tensors[view.tensor]; }
 
   Status dtypeIn(const View &view, const char *name, std::initializer_list<DType> allowed) const {
@@ -167,13 +178,13 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   EIN_ASSIGN_OR_RETURN(gemm.a, check.view(in.a(), gemm.batch.concat({gemm.m, gemm.k}), "a"));
   EIN_ASSIGN_OR_RETURN(gemm.b, check.view(in.b(), gemm.batch.concat({gemm.k, gemm.n}), "b"));
   EIN_ASSIGN_OR_RETURN(gemm.c, check.view(in.c(), cSpace, "c"));
-  if (in.bias()) {
-    EIN_ASSIGN_OR_RETURN(gemm.bias, check.view(in.bias(), cSpace, "bias"));
-  }
+  EIN_ASSIGN_OR_RETURN(gemm.bias, check.optionalView(in.bias(), cSpace, "bias"));
+  EIN_ASSIGN_OR_RETURN(gemm.residual, check.optionalView(in.residual(), cSpace, "residual"));
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.a, "a", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.c, "c", {DType::F32}));
   if (gemm.bias) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.bias, "bias", {DType::F32}));
+  if (gemm.residual) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.residual, "residual", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.writable(gemm.c, cSpace, "c"));
   if (gemm.batch.product() * gemm.m * gemm.n > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
@@ -192,7 +203,156 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   info.sizes = {{"m", gemm.m}, {"n", gemm.n}, {"k", gemm.k}};
   info.attributes["activation"] = fb::EnumNameActivation(in.activation());
   info.attributes["bias"] = gemm.bias ? "yes" : "no";
+  info.attributes["residual"] = gemm.residual ? "yes" : "no";
   return Kernel(std::move(gemm));
+}
+
+// The mask of an attention step: present exactly when its kind is not None,
+// f32 for Add and bool for Keep and Drop.
+Status decodeMask(fb::MaskKind kind, const fb::View *in, float fill, const Dims &space, StepChecker &check,
+                  MaskKind &outKind, std::optional<View> &outMask, StepInfo &info) {
+  switch (kind) {
+    case fb::MaskKind::None: outKind = MaskKind::None; break;
+    case fb::MaskKind::Add: outKind = MaskKind::Add; break;
+    case fb::MaskKind::Keep: outKind = MaskKind::Keep; break;
+    case fb::MaskKind::Drop: outKind = MaskKind::Drop; break;
+    default: return invalid(fmt::format("unknown mask kind {}", static_cast<int>(kind)));
+  }
+  info.attributes["mask"] = fb::EnumNameMaskKind(kind);
+  if (outKind == MaskKind::None) {
+    if (in) return invalid("it has a mask view but mask_kind None");
+    return Status();
+  }
+  if (!in) return invalid(fmt::format("mask_kind {} needs a mask view", fb::EnumNameMaskKind(kind)));
+  EIN_ASSIGN_OR_RETURN(outMask, check.optionalView(in, space, "mask"));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(*outMask, "mask", {outKind == MaskKind::Add ? DType::F32 : DType::Bool}));
+  if (outKind != MaskKind::Add) info.attributes["mask_fill"] = fmt::format("{}", fill);
+  return Status();
+}
+
+StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, StepInfo &info) {
+  Attention op;
+  EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 4));
+  op.queries = in.queries();
+  op.keys = in.keys();
+  op.headDim = in.head_dim();
+  op.valueDim = in.value_dim();
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.queries, "queries"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.keys, "keys"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.headDim, "head_dim"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.valueDim, "value_dim"));
+  EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.queries, op.keys, op.headDim, op.valueDim}),
+                                       "batch x queries x keys x head_dim x value_dim"));
+  const Dims outSpace = op.batch.concat({op.queries, op.valueDim});
+  EIN_ASSIGN_OR_RETURN(op.q, check.view(in.q(), op.batch.concat({op.queries, op.headDim}), "q"));
+  EIN_ASSIGN_OR_RETURN(op.k, check.view(in.k(), op.batch.concat({op.keys, op.headDim}), "k"));
+  EIN_ASSIGN_OR_RETURN(op.v, check.view(in.v(), op.batch.concat({op.keys, op.valueDim}), "v"));
+  EIN_ASSIGN_OR_RETURN(op.out, check.view(in.out(), outSpace, "out"));
+  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.k, "k"}, {&op.v, "v"}, {&op.out, "out"}})
+    EIN_RETURN_IF_ERROR(check.dtypeIn(*view, name, {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
+  op.scale = in.scale();
+  op.maskFill = in.mask_fill();
+  EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
+                                 op.maskKind, op.mask, info));
+  // Each output row reads keys x (head_dim + value_dim) elements of k and v.
+  if (outSpace.product() > 0) {
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.q, op.headDim, "q"));
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.k, op.keys * op.headDim, "k"));
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.v, op.keys * op.valueDim, "v"));
+  }
+  info.shapes["batch"] = op.batch.vector();
+  info.sizes = {{"queries", op.queries}, {"keys", op.keys}, {"head_dim", op.headDim}, {"value_dim", op.valueDim}};
+  info.attributes["scale"] = fmt::format("{}", op.scale);
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeTalkingHeads(const fb::TalkingHeadsAttention &in, StepChecker &check, StepInfo &info) {
+  TalkingHeadsAttention op;
+  EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 5));
+  op.heads = in.heads();
+  op.queries = in.queries();
+  op.keys = in.keys();
+  op.headDim = in.head_dim();
+  op.valueDim = in.value_dim();
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.heads, "heads"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.queries, "queries"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.keys, "keys"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.headDim, "head_dim"));
+  EIN_RETURN_IF_ERROR(check.nonNegative(op.valueDim, "value_dim"));
+  EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.heads, op.queries, op.keys, op.headDim, op.valueDim}),
+                                       "batch x heads x queries x keys x head_dim x value_dim"));
+  const Dims outSpace = op.batch.concat({op.heads, op.queries, op.valueDim});
+  EIN_ASSIGN_OR_RETURN(op.q, check.view(in.q(), op.batch.concat({op.heads, op.queries, op.headDim}), "q"));
+  EIN_ASSIGN_OR_RETURN(op.k, check.view(in.k(), op.batch.concat({op.heads, op.keys, op.headDim}), "k"));
+  EIN_ASSIGN_OR_RETURN(op.v, check.view(in.v(), op.batch.concat({op.heads, op.keys, op.valueDim}), "v"));
+  EIN_ASSIGN_OR_RETURN(op.out, check.view(in.out(), outSpace, "out"));
+  EIN_ASSIGN_OR_RETURN(op.preMix, check.optionalView(in.pre_mix(), {op.heads, op.heads}, "pre_mix"));
+  EIN_ASSIGN_OR_RETURN(op.preBias, check.optionalView(in.pre_bias(), {op.heads}, "pre_bias"));
+  EIN_ASSIGN_OR_RETURN(op.postMix, check.optionalView(in.post_mix(), {op.heads, op.heads}, "post_mix"));
+  EIN_ASSIGN_OR_RETURN(op.postBias, check.optionalView(in.post_bias(), {op.heads}, "post_bias"));
+  if (op.preBias && !op.preMix) return invalid("it has pre_bias without pre_mix");
+  if (op.postBias && !op.postMix) return invalid("it has post_bias without post_mix");
+  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.k, "k"}, {&op.v, "v"}, {&op.out, "out"}})
+    EIN_RETURN_IF_ERROR(check.dtypeIn(*view, name, {DType::F32}));
+  for (auto [view, name] : {std::pair{&op.preMix, "pre_mix"}, {&op.preBias, "pre_bias"}, {&op.postMix, "post_mix"},
+                            {&op.postBias, "post_bias"}})
+    if (*view) EIN_RETURN_IF_ERROR(check.dtypeIn(**view, name, {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
+  op.scale = in.scale();
+  op.maskFill = in.mask_fill();
+  EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill,
+                                 op.batch.concat({op.heads, op.queries, op.keys}), check, op.maskKind, op.mask, info));
+  // Each output row reads keys x (head_dim + value_dim) elements of k and v,
+  // and mixing sums over heads.
+  if (outSpace.product() > 0) {
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.q, op.headDim, "q"));
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.k, op.keys * op.headDim, "k"));
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.v, op.keys * op.valueDim, "v"));
+    if (op.preMix) EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(*op.preMix, op.heads, "pre_mix"));
+    if (op.postMix) EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(*op.postMix, op.heads, "post_mix"));
+  }
+  info.shapes["batch"] = op.batch.vector();
+  info.sizes = {{"heads", op.heads},       {"queries", op.queries},    {"keys", op.keys},
+                {"head_dim", op.headDim}, {"value_dim", op.valueDim}};
+  info.attributes["scale"] = fmt::format("{}", op.scale);
+  info.attributes["pre_mix"] = op.preMix ? (op.preBias ? "yes, with bias" : "yes") : "no";
+  info.attributes["post_mix"] = op.postMix ? (op.postBias ? "yes, with bias" : "yes") : "no";
+  return Kernel(std::move(op));
+}
+
+StatusOr<Kernel> decodeLayerNorm(const fb::LayerNorm &in, StepChecker &check, StepInfo &info) {
+  LayerNorm op;
+  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+  if (op.shape.empty()) return invalid("layernorm needs a shape of rank 1 or more");
+  const Dims row = {op.shape.back()};
+  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
+  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
+  EIN_ASSIGN_OR_RETURN(op.residual, check.optionalView(in.residual(), op.shape, "residual"));
+  EIN_ASSIGN_OR_RETURN(op.sum, check.optionalView(in.sum(), op.shape, "sum"));
+  EIN_ASSIGN_OR_RETURN(op.gamma, check.optionalView(in.gamma(), row, "gamma"));
+  EIN_ASSIGN_OR_RETURN(op.beta, check.optionalView(in.beta(), row, "beta"));
+  if (op.sum && !op.residual) return invalid("it writes sum without a residual");
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
+  for (auto [view, name] : {std::pair{&op.residual, "residual"}, {&op.sum, "sum"}, {&op.gamma, "gamma"},
+                            {&op.beta, "beta"}})
+    if (*view) EIN_RETURN_IF_ERROR(check.dtypeIn(**view, name, {DType::F32}));
+  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
+  if (op.sum) EIN_RETURN_IF_ERROR(check.writable(*op.sum, op.shape, "sum"));
+  switch (in.variant()) {
+    case fb::LayerNormVariant::Variance: op.variant = LayerNormVariant::Variance; break;
+    case fb::LayerNormVariant::UnbiasedStd: op.variant = LayerNormVariant::UnbiasedStd; break;
+    default: return invalid(fmt::format("unknown layernorm variant {}", static_cast<int>(in.variant())));
+  }
+  op.epsilon = in.epsilon();
+  info.shapes["shape"] = op.shape.vector();
+  info.attributes["variant"] = fb::EnumNameLayerNormVariant(in.variant());
+  info.attributes["epsilon"] = fmt::format("{}", op.epsilon);
+  info.attributes["residual"] = op.residual ? (op.sum ? "yes, sum written" : "yes") : "no";
+  info.attributes["gamma"] = op.gamma ? "yes" : "no";
+  info.attributes["beta"] = op.beta ? "yes" : "no";
+  return Kernel(std::move(op));
 }
 
 StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check, StepInfo &info) {
@@ -324,11 +484,15 @@ StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo
     case fb::Kernel::Reduce: return decodeReduce(*step.kernel_as_Reduce(), check, info);
     case fb::Kernel::Gather: return decodeGather(*step.kernel_as_Gather(), check, info);
     case fb::Kernel::Copy: return decodeCopy(*step.kernel_as_Copy(), check, info);
+    case fb::Kernel::Attention: return decodeAttention(*step.kernel_as_Attention(), check, info);
+    case fb::Kernel::TalkingHeadsAttention:
+      return decodeTalkingHeads(*step.kernel_as_TalkingHeadsAttention(), check, info);
+    case fb::Kernel::LayerNorm: return decodeLayerNorm(*step.kernel_as_LayerNorm(), check, info);
     default: break;  // kernel_as_* is null for these
   }
   return Status(StatusCode::Unimplemented,
-                fmt::format("unsupported kernel type {}: this runtime runs gemm, elementwise, softmax, reduce, gather "
-                            "and copy (was the artifact written for a newer runtime?)",
+                fmt::format("unsupported kernel type {}: this runtime runs gemm, elementwise, softmax, reduce, gather, "
+                            "copy, attention, talking_heads_attention and layernorm (was the artifact written for a newer runtime?)",
                             static_cast<int>(step.kernel_type())));
 }
 

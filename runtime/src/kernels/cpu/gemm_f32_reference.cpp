@@ -18,8 +18,8 @@ double activate(Activation activation, double x) {
 
 }  // namespace
 
-// c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n]),
-// accumulated in double.
+// c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
+//               + residual[b.., m, n], accumulated in double.
 Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
   // Nothing to write; the verifier bounds the batch loop only when c is non-empty.
   if (op.m == 0 || op.n == 0) return Status();
@@ -27,16 +27,19 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
   const float *b = context.data<const float>(op.b);
   float *c = context.data<float>(op.c);
   const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
-  const View &biasView = op.bias ? *op.bias : op.c;  // walked alongside, read only with a bias
+  const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
+  // Absent views are walked as c, never read.
+  const View &biasView = op.bias ? *op.bias : op.c, &residualView = op.residual ? *op.residual : op.c;
   const size_t r = op.batch.size();
   const Dims aBatch = op.a.strides.first(r), bBatch = op.b.strides.first(r), cBatch = op.c.strides.first(r),
-             biasBatch = biasView.strides.first(r);
+             biasBatch = biasView.strides.first(r), residualBatch = residualView.strides.first(r);
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1];
   const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
   const int64_t biasM = biasView.strides[r], biasN = biasView.strides[r + 1];
-  forEachIndex<4>(op.batch, {op.a.offset, op.b.offset, op.c.offset, biasView.offset},
-                  {&aBatch, &bBatch, &cBatch, &biasBatch}, [&](const std::array<int64_t, 4> &base) {
+  const int64_t resM = residualView.strides[r], resN = residualView.strides[r + 1];
+  forEachIndex<5>(op.batch, {op.a.offset, op.b.offset, op.c.offset, biasView.offset, residualView.offset},
+                  {&aBatch, &bBatch, &cBatch, &biasBatch, &residualBatch}, [&](const std::array<int64_t, 5> &base) {
                     for (int64_t i = 0; i < op.m; ++i) {
                       for (int64_t j = 0; j < op.n; ++j) {
                         double sum = 0.0;
@@ -44,7 +47,9 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
                           sum += double(a[base[0] + i * aM + p * aK]) * double(b[base[1] + p * bK + j * bN]);
                         double value = double(op.alpha) * sum;
                         if (bias) value += bias[base[3] + i * biasM + j * biasN];
-                        c[base[2] + i * cM + j * cN] = static_cast<float>(activate(op.activation, value));
+                        value = activate(op.activation, value);
+                        if (residual) value += residual[base[4] + i * resM + j * resN];
+                        c[base[2] + i * cM + j * cN] = static_cast<float>(value);
                       }
                     }
                   });

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "ein/status.hpp"
+#include "kernels/cpu/isa/isa.hpp"
 #include "program.hpp"
+#include "util/thread_pool.hpp"
 
 namespace ein::detail::cpu {
 
@@ -15,7 +17,22 @@ namespace ein::detail::cpu {
 struct KernelContext {
   const std::vector<Tensor> &tensors;
   std::byte *const *bases;  // base address of every tensor
-  float *scratch;           // scratchFloats(kernel) floats of working memory
+  // Working memory: scratchFloats(kernel) floats for each thread, thread t's
+  // at scratch + t * scratchStride.
+  float *scratch;
+  size_t scratchStride = 0;
+  ThreadPool *pool = nullptr;  // null: everything runs on the caller, as thread 0
+  const IsaKernels *isa = nullptr;  // the fast kernels' instruction set
+  const std::vector<PackedMatrix> *packed = nullptr;  // the program's pre-packed weights
+
+  float *threadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratchStride; }
+  int threads() const { return pool ? pool->threads() : 1; }
+  // body(item, thread) for each item in [0, count), spread over the threads.
+  template <typename Body>
+  void parallelFor(int64_t count, Body &&body) const {
+    if (pool) return pool->run(count, body);
+    for (int64_t item = 0; item < count; ++item) body(item, 0);
+  }
 
   template <typename T>
   T *data(const View &view) const {
@@ -31,11 +48,23 @@ Status reduceF32Reference(const Reduce &op, const KernelContext &context);
 Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
 Status copyReference(const Copy &op, const KernelContext &context);
 
-// The CPU kernel table: the function that runs a decoded step, chosen once
-// when a session is created.
+// Fast kernels (threads, SIMD through context.isa); the reference kernels
+// above are their oracle in the tests.
+Status gemmF32Packed(const Gemm &op, const KernelContext &context);
+size_t gemmF32PackedScratchFloats();
+// Packs, for the running CPU's kernels, the weight operand b of every gemm
+// that shares one dense weight matrix across its batch (Gemm::packedB).
+void prepackGemmWeights(Program &program);
+Status attentionF32Reference(const Attention &op, const KernelContext &context);
+Status talkingHeadsAttentionF32Reference(const TalkingHeadsAttention &op, const KernelContext &context);
+Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context);
+
+// The CPU kernel table: the function that runs a decoded step (the fast
+// kernel where there is one, else the reference), chosen once when a session
+// is created.
 using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &context);
 KernelFn selectKernel(const detail::Kernel &kernel);
-// Working memory the chosen kernel needs, in floats.
+// Working memory the chosen kernel needs, in floats per thread.
 size_t scratchFloats(const detail::Kernel &kernel);
 
 // Elements per register in the element-wise interpreter.

@@ -1,0 +1,51 @@
+// The CPU kernels that depend on the instruction set: one table per ISA
+// (AVX-512, AVX2 + FMA, portable C++), all built from the same templates
+// (isa_kernels.hpp) and chosen at run time by the features of the CPU, so an
+// artifact compiled anywhere runs on any x86-64 machine.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "program.hpp"
+
+namespace ein::detail::cpu {
+
+// One row of a gemm's output: out[j] = act(alpha * acc[j] + bias[j]) + residual[j]
+// for j < n. acc is contiguous and may be overwritten; the others are strided.
+struct GemmEpilogueRow {
+  float *acc;
+  int64_t n;
+  float alpha;
+  const float *bias;  // null: none
+  int64_t biasStride;
+  Activation activation;
+  const float *residual;  // null: none
+  int64_t residualStride;
+  float *out;
+  int64_t outStride;
+};
+
+struct IsaKernels {
+  const char *name;  // "avx512", "avx2", "portable"
+  int gemmMr, gemmNr;  // the register tile of gemmTile
+  // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
+  // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
+  void (*gemmTile)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate);
+  void (*gemmEpilogue)(const GemmEpilogueRow &row);
+  // x[i] = exp(x[i]) and x[i] = activation(x[i]): the vector math, exposed for tests.
+  void (*expInPlace)(float *x, int64_t n);
+  void (*activateInPlace)(float *x, int64_t n, Activation activation);
+};
+
+const IsaKernels &portableKernels();
+const IsaKernels &avx2Kernels();
+const IsaKernels &avx512Kernels();
+
+// The fastest table this CPU runs. EIN_CPU_ISA=avx2|portable in the
+// environment picks a lower one (to compare, or to test a path).
+const IsaKernels &bestKernels();
+// Every table this CPU can run, best first.
+std::vector<const IsaKernels *> supportedKernels();
+
+}  // namespace ein::detail::cpu

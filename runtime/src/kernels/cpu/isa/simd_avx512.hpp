@@ -1,0 +1,44 @@
+// AVX-512F vectors of 16 floats, for the templates in isa_kernels.hpp. Only
+// isa_avx512.cpp (built with -mavx512f) includes this.
+#pragma once
+
+#include <immintrin.h>
+
+namespace ein::detail::cpu::isa {
+
+struct Avx512 {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int W = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float *p) { return _mm512_loadu_ps(p); }
+  static void store(float *p, V v) { _mm512_storeu_ps(p, v); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V abs(V a) { return _mm512_abs_ps(a); }
+  static V copySign(V magnitude, V sign) {
+    const __m512i mask = _mm512_set1_epi32(0x80000000);
+    __m512i m = _mm512_andnot_si512(mask, _mm512_castps_si512(magnitude));
+    __m512i s = _mm512_and_si512(mask, _mm512_castps_si512(sign));
+    return _mm512_castsi512_ps(_mm512_or_si512(m, s));
+  }
+  static Mask less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static Mask greater(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static Mask isNan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+  static V select(Mask m, V ifTrue, V ifFalse) { return _mm512_mask_blend_ps(m, ifFalse, ifTrue); }
+  static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V pow2(V n) {
+    __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_castsi512_ps(bits);
+  }
+  static float reduceAdd(V v) { return _mm512_reduce_add_ps(v); }
+  static float reduceMax(V v) { return _mm512_reduce_max_ps(v); }
+};
+
+}  // namespace ein::detail::cpu::isa

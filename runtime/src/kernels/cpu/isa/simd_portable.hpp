@@ -1,0 +1,37 @@
+// One float per "vector": the portable fallback runs the same templates as
+// the SIMD builds, in plain C++ (the compiler may still vectorise loops).
+#pragma once
+
+#include <cmath>
+
+namespace ein::detail::cpu::isa {
+
+struct Portable {
+  using V = float;
+  using Mask = bool;
+  static constexpr int W = 1;
+  static V zero() { return 0.0f; }
+  static V set1(float x) { return x; }
+  static V load(const float *p) { return *p; }
+  static void store(float *p, V v) { *p = v; }
+  static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V mul(V a, V b) { return a * b; }
+  static V div(V a, V b) { return a / b; }
+  // As the x86 instructions: the second operand when either is NaN.
+  static V min(V a, V b) { return a < b ? a : b; }
+  static V max(V a, V b) { return a > b ? a : b; }
+  static V abs(V a) { return std::fabs(a); }
+  static V copySign(V magnitude, V sign) { return std::copysign(magnitude, sign); }
+  static Mask less(V a, V b) { return a < b; }
+  static Mask greater(V a, V b) { return a > b; }
+  static Mask isNan(V a) { return a != a; }
+  static V select(Mask m, V ifTrue, V ifFalse) { return m ? ifTrue : ifFalse; }
+  static V round(V a) { return std::nearbyint(a); }
+  static V pow2(V n) { return std::ldexp(1.0f, static_cast<int>(n)); }
+  static float reduceAdd(V v) { return v; }
+  static float reduceMax(V v) { return v; }
+};
+
+}  // namespace ein::detail::cpu::isa

@@ -1,0 +1,232 @@
+// The fast CPU kernels against the reference kernels (their oracle), for every
+// instruction set this CPU runs and for one and two threads, on random shapes
+// with odd sizes, strided and permuted operands, broadcasts and epilogues.
+// Also the vector math and the thread pool they rely on.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+
+#include "artifact_builder.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace ein::testing {
+namespace {
+
+using detail::cpu::IsaKernels;
+using detail::cpu::KernelContext;
+
+std::string isaName(const IsaKernels *isa) { return isa->name; }
+
+// Runs one step of a loaded model outside a session: each tensor gets its own
+// buffer (inputs random, the rest NaN so unwritten elements show), and a
+// kernel runs with a chosen ISA and thread count.
+class StepHarness {
+ public:
+  explicit StepHarness(const std::vector<uint8_t> &artifact) {
+    auto loaded = Model::loadFromMemory(artifact.data(), artifact.size());
+    EXPECT_TRUE(loaded.ok()) << loaded.status().toString();
+    model_ = loaded.value();
+    const detail::Program &program = model_->program();
+    for (size_t id = 0; id < program.tensors.size(); ++id) {
+      const detail::Tensor &tensor = program.tensors[id];
+      std::vector<float> values;
+      if (tensor.storage == detail::Storage::Input)
+        values = randomFloats(static_cast<size_t>(tensor.numElements), 100 + static_cast<uint32_t>(id));
+      else
+        values.assign(static_cast<size_t>(tensor.numElements), NAN);
+      initial_.push_back(values);
+    }
+  }
+
+  const detail::Program &program() const { return model_->program(); }
+
+  // The output tensor's values after running `step` with `kernel`.
+  template <typename Op>
+  std::vector<float> run(Status (*kernel)(const Op &, const KernelContext &), const IsaKernels &isa, int threads,
+                         size_t step = 0) {
+    const detail::Program &program = model_->program();
+    std::vector<std::vector<float>> buffers = initial_;
+    std::vector<std::byte *> bases;
+    for (size_t id = 0; id < buffers.size(); ++id) {
+      const detail::Tensor &tensor = program.tensors[id];
+      bases.push_back(tensor.storage == detail::Storage::Weights
+                          ? const_cast<std::byte *>(program.weights) + tensor.offset
+                          : reinterpret_cast<std::byte *>(buffers[id].data()));
+    }
+    const size_t stride = detail::cpu::scratchFloats(program.steps[step].kernel) + 16;
+    std::vector<float> scratch(stride * static_cast<size_t>(threads));
+    std::unique_ptr<detail::ThreadPool> pool = threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr;
+    KernelContext context{program.tensors, bases.data(), scratch.data(), stride, pool.get(), &isa, &program.packed};
+    Status status = kernel(std::get<Op>(program.steps[step].kernel), context);
+    EXPECT_TRUE(status.ok()) << status.toString();
+    return buffers[program.outputTensors[0]];
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::vector<std::vector<float>> initial_;
+};
+
+void expectNear(const std::vector<float> &got, const std::vector<float> &want, double tolerance,
+                const std::string &what) {
+  ASSERT_EQ(got.size(), want.size());
+  int failures = 0;
+  for (size_t i = 0; i < got.size() && failures < 8; ++i) {
+    bool same = std::isnan(want[i]) ? std::isnan(got[i])
+                                    : std::fabs(got[i] - want[i]) <= tolerance * std::max(1.0f, std::fabs(want[i]));
+    if (!same) {
+      ++failures;
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", want " << want[i];
+    }
+  }
+}
+
+// --- vector math -------------------------------------------------------------
+
+class VectorMathTest : public ::testing::TestWithParam<const IsaKernels *> {};
+
+TEST_P(VectorMathTest, ExpIsAccurateAndKeepsIeeeSpecials) {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, 88.7f, 88.8f, -87.3f, -87.4f, 1e-8f}) x.push_back(v);
+  std::vector<float> y = x;
+  GetParam()->expInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    double want = std::exp(double(x[i]));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+    } else if (want > 3.4028234e38) {
+      EXPECT_EQ(y[i], INFINITY) << x[i];
+    } else if (want < 1.1754944e-38) {
+      EXPECT_LE(y[i], 1.1754944e-38f) << x[i];  // subnormals may flush to 0
+      EXPECT_GE(y[i], 0.0f) << x[i];
+    } else {
+      EXPECT_NEAR(y[i], want, 3e-7 * want) << x[i];
+    }
+  }
+  EXPECT_EQ(y[x.size() - 10], 0.0f);  // exp(-inf) is exactly 0
+}
+
+TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
+  std::vector<float> x;
+  for (float v = -12.0f; v <= 12.0f; v += 0.00731f) x.push_back(v);
+  x.push_back(NAN);
+  using detail::Activation;
+  for (Activation activation : {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu}) {
+    std::vector<float> y = x;
+    GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), activation);
+    for (size_t i = 0; i + 1 < x.size(); ++i) {
+      double v = x[i], want = 0;
+      switch (activation) {
+        case Activation::Relu: want = v > 0 ? v : 0; break;
+        case Activation::Gelu: want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
+        case Activation::GeluTanh: want = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); break;
+        case Activation::Silu: want = v / (1 + std::exp(-v)); break;
+        case Activation::None: break;
+      }
+      ASSERT_NEAR(y[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
+    }
+    // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
+    if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
+    else EXPECT_TRUE(std::isnan(y.back()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, VectorMathTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
+                         [](const auto &info) { return isaName(info.param); });
+
+// --- thread pool -------------------------------------------------------------
+
+TEST(ThreadPool, RunsEveryItemOnceAcrossManyRuns) {
+  detail::ThreadPool pool(3);
+  EXPECT_EQ(pool.threads(), 3);
+  std::vector<std::atomic<int>> hits(1000);
+  std::atomic<int> maxThread{0};
+  for (int run = 0; run < 200; ++run) {
+    int64_t count = run % 7 == 0 ? 1 : 1 + run * 5;
+    pool.run(count, [&](int64_t item, int thread) {
+      hits[item].fetch_add(1);
+      int seen = maxThread.load();
+      while (thread > seen && !maxThread.compare_exchange_weak(seen, thread)) {
+      }
+    });
+  }
+  int64_t total = 0;
+  for (auto &hit : hits) total += hit.load();
+  int64_t want = 0;
+  for (int run = 0; run < 200; ++run) want += run % 7 == 0 ? 1 : 1 + run * 5;
+  EXPECT_EQ(total, want);
+  EXPECT_EQ(hits[0].load(), 200);
+  EXPECT_LT(maxThread.load(), 3);
+}
+
+// --- gemm ----------------------------------------------------------------------
+
+struct GemmShape {
+  int64_t batch, m, n, k;
+  bool transposeA, transposeB, weightsB, broadcastB;
+  int bias;  // 0 none, 1 per column, 2 full strided matrix
+  bool residual;
+  detail::Activation activation;
+  float alpha;
+};
+
+std::vector<uint8_t> gemmArtifact(const GemmShape &s) {
+  ArtifactBuilder builder;
+  const int64_t B = s.batch, M = s.m, N = s.n, K = s.k, bBatch = s.broadcastB ? 1 : B;
+  uint32_t a = builder.input("a", fb::DType::F32, s.transposeA ? std::vector<int64_t>{B, K, M} : std::vector<int64_t>{B, M, K});
+  std::vector<int64_t> bShape = s.transposeB ? std::vector<int64_t>{bBatch, N, K} : std::vector<int64_t>{bBatch, K, N};
+  uint32_t b = s.weightsB ? builder.weightsF32(bShape, randomFloats(bBatch * K * N, 7)) : builder.input("b", fb::DType::F32, bShape);
+  // c is written with a padded row (3 extra columns) that must stay untouched.
+  uint32_t c = builder.output("c", fb::DType::F32, {B, M, N + 3});
+  ViewSpec aView = s.transposeA ? ViewSpec{a, 0, {M * K, 1, M}} : ViewSpec{a, 0, {M * K, K, 1}};
+  const int64_t bStride = s.broadcastB ? 0 : K * N;
+  ViewSpec bView = s.transposeB ? ViewSpec{b, 0, {bStride, 1, K}} : ViewSpec{b, 0, {bStride, N, 1}};
+  GemmSpec spec{{B}, M, N, K, aView, bView, ViewSpec{c, 0, {M * (N + 3), N + 3, 1}}};
+  if (s.bias == 1) spec.bias = ViewSpec{builder.weightsF32({N}, randomFloats(N, 8)), 0, {0, 0, 1}};
+  if (s.bias == 2) spec.bias = ViewSpec{builder.input("bias", fb::DType::F32, {N, M}), 0, {0, 1, M}};
+  if (s.residual) spec.residual = ViewSpec{builder.input("r", fb::DType::F32, {B, M, N}), 0, {M * N, N, 1}};
+  spec.activation = static_cast<fb::Activation>(s.activation);
+  spec.alpha = s.alpha;
+  builder.gemm(spec);
+  return builder.build();
+}
+
+class GemmFastTest : public ::testing::TestWithParam<GemmShape> {};
+
+TEST_P(GemmFastTest, MatchesReferenceOnEveryIsaAndThreadCount) {
+  StepHarness harness(gemmArtifact(GetParam()));
+  const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
+  EXPECT_EQ(gemm.packedB >= 0, GetParam().weightsB && GetParam().broadcastB) << "weights shared by the batch are packed at load";
+  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2}) {
+      std::vector<float> got = harness.run(detail::cpu::gemmF32Packed, *isa, threads);
+      expectNear(got, want, 2e-5 * std::sqrt(double(GetParam().k + 1)),
+                 std::string(isa->name) + " threads " + std::to_string(threads));
+    }
+}
+
+using detail::Activation;
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemmFastTest,
+    ::testing::Values(GemmShape{1, 1, 1, 1, false, false, true, true, 0, false, Activation::None, 1.0f},
+                      GemmShape{1, 197, 384, 384, false, true, true, true, 1, false, Activation::None, 1.0f},
+                      GemmShape{1, 197, 1152, 384, false, true, true, true, 1, true, Activation::Gelu, 1.0f},
+                      GemmShape{2, 7, 197, 7, true, false, false, false, 2, true, Activation::GeluTanh, 0.5f},
+                      GemmShape{3, 197, 7, 600, false, false, true, false, 1, false, Activation::Relu, 1.0f},
+                      GemmShape{2, 33, 65, 257, true, true, true, true, 2, true, Activation::Silu, -1.25f},
+                      GemmShape{1, 100, 300, 1, false, false, false, true, 0, true, Activation::None, 1.0f},
+                      GemmShape{1, 5, 3, 0, false, false, false, true, 1, true, Activation::Gelu, 1.0f},
+                      GemmShape{4, 97, 129, 64, true, false, true, true, 0, false, Activation::None, 0.125f}),
+    [](const auto &info) {
+      const GemmShape &s = info.param;
+      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
+             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "") +
+             (s.weightsB ? "_weights" : "") + (s.broadcastB ? "_shared" : "");
+    });
+
+}  // namespace
+}  // namespace ein::testing
