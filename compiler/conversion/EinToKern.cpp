@@ -137,6 +137,8 @@ class Lowering {
         .Case<ein::ir::MatmulOp>([&](auto matmul) { return lowerMatmul(matmul); })
         .Case<ein::ir::LinearOp>([&](auto linear) { return lowerLinear(linear); })
         .Case<ein::ir::LayerNormOp>([&](auto norm) { return lowerLayerNorm(norm); })
+        .Case<ein::ir::AttentionOp>([&](auto attention) { return lowerAttention(attention); })
+        .Case<ein::ir::TalkingHeadsAttentionOp>([&](auto attention) { return lowerTalkingHeadsAttention(attention); })
         .Case<ein::ir::EmbeddingOp>([&](auto embedding) { return lowerEmbedding(embedding); })
         .Case<ein::ir::ConcatOp>([&](auto concat) { return lowerConcat(concat); })
         .Default([&](Operation *other) {
@@ -509,60 +511,127 @@ class Lowering {
     return success();
   }
 
+  ein::kern::ViewAttr viewOfLayout(const Layout &layout) {
+    return viewOf(context(), layout.offset, layout.strides);
+  }
+
+  // The buffer and view of an optional operand read over `shape`
+  // (broadcasting), or nulls.
+  std::pair<Value, ein::kern::ViewAttr> optionalView(Value value, ArrayRef<int64_t> shape) {
+    if (!value) return {Value(), ein::kern::ViewAttr()};
+    const Layout &layout = layouts.at(value);
+    return {layout.buffer, viewOf(context(), layout.offset, broadcastStrides(layout, shape))};
+  }
+
   LogicalResult lowerLayerNorm(ein::ir::LayerNormOp norm) {
-    // mean, centred values, biased variance, then one element-wise step. The
-    // fusion passes replace this chain with a single layernorm kernel.
-    Location loc = norm.getLoc();
+    if (!norm.getType().getElementType().isF32())
+      return norm.emitOpError() << "layer norms of " << norm.getType().getElementType() << " have no kernel yet";
     const Layout &input = layouts.at(norm.getInput());
-    Type element = norm.getType().getElementType();
-    int64_t last = static_cast<int64_t>(input.sizes.size()) - 1;
-    SmallVector<int64_t> axes{last};
-    auto fullType = norm.getType();
-    Value mean = reduceAxes(loc, input, axes, ein::kern::ReduceKind::mean, element);
-    auto centered = buildElementwise(loc, fullType, {Value(), Value()}, {input, broadcastReduced(mean, input.sizes, axes)},
-                                     [](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                       return b.create<arith::SubFOp>(loc, x[0], x[1]);
-                                     });
-    if (failed(centered)) return failure();
-    auto squares = buildElementwise(loc, fullType, {Value()}, {denseLayout(*centered)},
-                                    [](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                      return b.create<arith::MulFOp>(loc, x[0], x[0]);
-                                    });
-    if (failed(squares)) return failure();
-    bool unbiasedStd = norm.getVariant() == ein::ir::LayerNormVariant::unbiased_std;
-    // The unbiased variant divides the summed squares by n - 1.
-    Value variance = reduceAxes(loc, denseLayout(*squares), axes,
-                                unbiasedStd ? ein::kern::ReduceKind::sum : ein::kern::ReduceKind::mean, element);
-    double divisor = unbiasedStd ? static_cast<double>(input.sizes[last] - 1) : 1.0;
-    double eps = norm.getEps().convertToDouble();
-    SmallVector<Value> operands{Value(), Value()};
-    SmallVector<Layout> operandLayouts{denseLayout(*centered), broadcastReduced(variance, input.sizes, axes)};
-    if (norm.getWeight()) {
-      operands.push_back(norm.getWeight());
-      operandLayouts.push_back(layouts.at(norm.getWeight()));
-    }
-    if (norm.getBias()) {
-      operands.push_back(norm.getBias());
-      operandLayouts.push_back(layouts.at(norm.getBias()));
-    }
-    bool hasWeight = static_cast<bool>(norm.getWeight()), hasBias = static_cast<bool>(norm.getBias());
-    auto result = buildElementwise(loc, fullType, operands, operandLayouts,
-                                   [&](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                     Value y;
-                                     if (unbiasedStd) {
-                                       Value variance = b.create<arith::DivFOp>(loc, x[1], constantF32(loc, divisor));
-                                       Value spread = b.create<arith::AddFOp>(loc, b.create<math::SqrtOp>(loc, variance),
-                                                                              constantF32(loc, eps));
-                                       y = b.create<arith::DivFOp>(loc, x[0], spread);
-                                     } else {
-                                       Value shifted = b.create<arith::AddFOp>(loc, x[1], constantF32(loc, eps));
-                                       y = b.create<arith::MulFOp>(loc, x[0], b.create<math::RsqrtOp>(loc, shifted));
-                                     }
-                                     if (hasWeight) y = b.create<arith::MulFOp>(loc, y, x[2]);
-                                     if (hasBias) y = b.create<arith::AddFOp>(loc, y, x[hasWeight ? 3 : 2]);
-                                     return y;
-                                   });
-    return assignElementwise(norm, result);
+    ArrayRef<int64_t> shape = norm.getType().getShape();
+    auto [residual, residualView] = optionalView(norm.getResidual(), shape);
+    auto [gamma, gammaView] = optionalView(norm.getWeight(), shape.take_back());
+    auto [beta, betaView] = optionalView(norm.getBias(), shape.take_back());
+    auto variant = norm.getVariant() == ein::ir::LayerNormVariant::unbiased_std ? ein::kern::LayerNormVariant::unbiased_std
+                                                                                : ein::kern::LayerNormVariant::variance;
+    Value result = builder.create<ein::kern::LayerNormOp>(
+        norm.getLoc(), norm.getType(), input.buffer, residual, gamma, beta, builder.getDenseI64ArrayAttr(shape),
+        viewOfLayout(input), residualView, gammaView, betaView,
+        builder.getF32FloatAttr(static_cast<float>(norm.getEps().convertToDouble())),
+        ein::kern::LayerNormVariantAttr::get(context(), variant));
+    layouts[norm] = denseLayout(result);
+    return success();
+  }
+
+  static ein::kern::MaskKind toKernMask(ein::ir::MaskKind kind) {
+    return static_cast<ein::kern::MaskKind>(static_cast<int>(kind));
+  }
+
+  // The sizes shared by both attention ops: q is [batch.., I, D], v [batch.., J, E].
+  struct AttentionSizes {
+    SmallVector<int64_t> batch;
+    int64_t queries, keys, headDim, valueDim;
+    SmallVector<int64_t> scores;  // [batch.., I, J]
+  };
+  static AttentionSizes attentionSizes(Value q, Value v) {
+    ArrayRef<int64_t> qShape = cast<RankedTensorType>(q.getType()).getShape();
+    ArrayRef<int64_t> vShape = cast<RankedTensorType>(v.getType()).getShape();
+    AttentionSizes sizes{SmallVector<int64_t>(qShape.drop_back(2)), qShape[qShape.size() - 2],
+                         vShape[vShape.size() - 2], qShape.back(), vShape.back(), {}};
+    sizes.scores = sizes.batch;
+    sizes.scores.append({sizes.queries, sizes.keys});
+    return sizes;
+  }
+
+  // Where an attention op writes its result [batch.., I, E]: straight into
+  // the layout of a following rearrange that only permutes and merges its
+  // axes (the head merge "b h n d -> b n (h d)"), so that rearrange is a dense
+  // view and needs no copy; else densely.
+  struct Placement {
+    RankedTensorType bufferType;
+    SmallVector<int64_t> strides;  // of the op's result axes in the buffer
+  };
+  static Placement placeAttentionOutput(Operation *op) {
+    Value result = op->getResult(0);
+    auto type = cast<RankedTensorType>(result.getType());
+    Placement dense{type, denseStrides(type.getShape())};
+    auto merge = result.hasOneUse() ? dyn_cast<ein::ir::RearrangeOp>(*result.getUsers().begin()) : nullptr;
+    if (!merge || merge.getReduction()) return dense;
+    auto planned = ein::planEinops(ein::EinopsKind::Rearrange, merge.getPattern(),
+                                   ein::Shape(type.getShape().begin(), type.getShape().end()), merge.getSizeMap());
+    if (ein::failed(planned)) return dense;
+    const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
+    if (plan.inputAxes.size() != static_cast<size_t>(type.getRank()) || llvm::is_contained(plan.outputSource, -1))
+      return dense;
+    // Each result axis is one elementary axis of the rearranged, dense buffer.
+    SmallVector<int64_t> elementary =
+        denseStrides(SmallVector<int64_t>(plan.outputAxisSizes.begin(), plan.outputAxisSizes.end()));
+    Placement placement{merge.getType(), SmallVector<int64_t>(type.getRank(), 0)};
+    for (size_t o = 0; o < plan.outputSource.size(); ++o)
+      placement.strides[plan.inputAxisDim[plan.outputSource[o]]] = elementary[o];
+    return placement;
+  }
+
+  LogicalResult lowerAttention(ein::ir::AttentionOp attention) {
+    const Layout &q = layouts.at(attention.getQuery()), &k = layouts.at(attention.getKey()),
+                 &v = layouts.at(attention.getValue());
+    AttentionSizes sizes = attentionSizes(attention.getQuery(), attention.getValue());
+    auto [mask, maskView] = optionalView(attention.getMask(), sizes.scores);
+    Placement out = placeAttentionOutput(attention);
+    Value result = builder.create<ein::kern::AttentionOp>(
+        attention.getLoc(), out.bufferType, q.buffer, k.buffer, v.buffer, mask,
+        builder.getDenseI64ArrayAttr(sizes.batch), builder.getI64IntegerAttr(sizes.queries),
+        builder.getI64IntegerAttr(sizes.keys), builder.getI64IntegerAttr(sizes.headDim),
+        builder.getI64IntegerAttr(sizes.valueDim),
+        builder.getF32FloatAttr(static_cast<float>(attention.getScale().convertToDouble())), viewOfLayout(q),
+        viewOfLayout(k), viewOfLayout(v), viewOf(context(), 0, out.strides), maskView, ein::kern::MaskKindAttr::get(context(), toKernMask(attention.getMaskKind())),
+        builder.getF32FloatAttr(static_cast<float>(attention.getMaskFill().convertToDouble())));
+    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), out.strides};
+    return success();
+  }
+
+  LogicalResult lowerTalkingHeadsAttention(ein::ir::TalkingHeadsAttentionOp attention) {
+    const Layout &q = layouts.at(attention.getQuery()), &k = layouts.at(attention.getKey()),
+                 &v = layouts.at(attention.getValue());
+    AttentionSizes sizes = attentionSizes(attention.getQuery(), attention.getValue());
+    int64_t heads = sizes.batch.back();
+    sizes.batch.pop_back();
+    auto [mask, maskView] = optionalView(attention.getMask(), sizes.scores);
+    auto [preMix, preMixView] = optionalView(attention.getPreMix(), {heads, heads});
+    auto [preBias, preBiasView] = optionalView(attention.getPreBias(), {heads});
+    auto [postMix, postMixView] = optionalView(attention.getPostMix(), {heads, heads});
+    auto [postBias, postBiasView] = optionalView(attention.getPostBias(), {heads});
+    Placement out = placeAttentionOutput(attention);
+    Value result = builder.create<ein::kern::TalkingHeadsAttentionOp>(
+        attention.getLoc(), out.bufferType, q.buffer, k.buffer, v.buffer, preMix, preBias, postMix, postBias,
+        mask, builder.getDenseI64ArrayAttr(sizes.batch), builder.getI64IntegerAttr(heads),
+        builder.getI64IntegerAttr(sizes.queries), builder.getI64IntegerAttr(sizes.keys),
+        builder.getI64IntegerAttr(sizes.headDim), builder.getI64IntegerAttr(sizes.valueDim),
+        builder.getF32FloatAttr(static_cast<float>(attention.getScale().convertToDouble())), viewOfLayout(q),
+        viewOfLayout(k), viewOfLayout(v), viewOf(context(), 0, out.strides), preMixView, preBiasView, postMixView, postBiasView, maskView,
+        ein::kern::MaskKindAttr::get(context(), toKernMask(attention.getMaskKind())),
+        builder.getF32FloatAttr(static_cast<float>(attention.getMaskFill().convertToDouble())));
+    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), out.strides};
+    return success();
   }
 
   LogicalResult lowerEmbedding(ein::ir::EmbeddingOp embedding) {

@@ -816,7 +816,7 @@ class Generator {
       mlir::Value weight = affine("weight"), bias = affine("bias");
       double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
       return EValue{Tensor{builder.create<ir::LayerNormOp>(
-          at, x.getType(), x, weight, bias, builder.getF64FloatAttr(eps),
+          at, x.getType(), x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
           ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
     }
     if (name == "linear") {

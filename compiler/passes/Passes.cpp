@@ -16,6 +16,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager) {
   function.addPass(mlir::createCSEPass());
   function.addPass(createFuseSoftmax());
   function.addPass(createFuseLayerNorm());
+  function.addPass(createFuseAttention());
   function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());

@@ -22,7 +22,28 @@ def FuseLayerNorm : Pass<"ein-fuse-layernorm", "mlir::func::FuncOp"> {
     `(x - mean(x)) / (std(x, unbiased) + eps)` with variant `unbiased_std`,
     so each computes what it says. A scale `w` (on the centred values or on
     the quotient) and then a shift `+ b`, both of the last axis' size, join
-    as weight and bias. Run CSE first so `x` and the mean are single values.
+    as weight and bias. A norm of a sum `x + r` (same shapes) that nothing
+    else reads takes `r` as its residual. Run CSE first so `x` and the mean
+    are single values.
+  }];
+}
+
+def FuseAttention : Pass<"ein-fuse-attention", "mlir::func::FuncOp"> {
+  let summary = "Recognise attention by the roles of its indices";
+  let description = [{
+    From each softmax, traces the scores back through an optional mask
+    (`masked_fill`/`where` with a constant fill, or an added float mask),
+    constant scales (on the scores, Q or K) to a contraction of Q and K, and
+    the probabilities forward to a contraction with V over the softmax axis.
+    The labels decide the roles (batch, query, key, feature), so any einsum
+    spelling, head layout or matmul works, with or without a query axis. A
+    contraction over a head axis with a square matrix (plus a bias indexed by
+    the head alone) before the mask and/or after the softmax makes it
+    talking-heads attention. The chain becomes `ein.attention` or
+    `ein.talking_heads_attention` with operands rearranged into the op's
+    layout (strides after lowering). Nothing fuses when an intermediate
+    (scores, probabilities) has another user, such as a model output, or
+    when the ops come in another order (a scale after the mask).
   }];
 }
 

@@ -686,6 +686,10 @@ Expected<Tensor> Evaluator::evaluate(ir::LinearOp op) {
 
 Expected<Tensor> Evaluator::evaluate(ir::LayerNormOp op) {
   Tensor result = valueOf(op.getInput());
+  if (op.getResidual()) {
+    const Tensor &residual = valueOf(op.getResidual());
+    for (size_t i = 0; i < result.values.size(); ++i) result.values[i] += residual.values[i];
+  }
   const Tensor *weight = op.getWeight() ? &valueOf(op.getWeight()) : nullptr;
   const Tensor *bias = op.getBias() ? &valueOf(op.getBias()) : nullptr;
   double eps = op.getEpsAttr().getValueAsDouble();

@@ -321,10 +321,76 @@ class Writer {
           kind = fb::Kernel::Copy;
           return success();
         })
+        .Case<kern::AttentionOp>([&](kern::AttentionOp attention) {
+          auto batch = vec(attention.getBatch());
+          auto q = view(attention.getQ(), attention.getQView());
+          auto k = view(attention.getK(), attention.getKView());
+          auto v = view(attention.getV(), attention.getVView());
+          auto out = view(result, attention.getOutView());
+          auto mask = optionalView(attention.getMask(), attention.getMaskView());
+          kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueries(), attention.getKeys(),
+                                             attention.getHeadDim(), attention.getValueDim(),
+                                             attention.getScale().convertToFloat(), q, k, v, out,
+                                             maskKind(attention.getMaskKind()), mask,
+                                             attention.getMaskFill().convertToFloat())
+                       .Union();
+          kind = fb::Kernel::Attention;
+          return success();
+        })
+        .Case<kern::TalkingHeadsAttentionOp>([&](kern::TalkingHeadsAttentionOp attention) {
+          auto batch = vec(attention.getBatch());
+          auto q = view(attention.getQ(), attention.getQView());
+          auto k = view(attention.getK(), attention.getKView());
+          auto v = view(attention.getV(), attention.getVView());
+          auto out = view(result, attention.getOutView());
+          auto preMix = optionalView(attention.getPreMix(), attention.getPreMixView());
+          auto preBias = optionalView(attention.getPreBias(), attention.getPreBiasView());
+          auto postMix = optionalView(attention.getPostMix(), attention.getPostMixView());
+          auto postBias = optionalView(attention.getPostBias(), attention.getPostBiasView());
+          auto mask = optionalView(attention.getMask(), attention.getMaskView());
+          kernel = fb::CreateTalkingHeadsAttentionDirect(
+                       builder, &batch, attention.getHeads(), attention.getQueries(), attention.getKeys(),
+                       attention.getHeadDim(), attention.getValueDim(), attention.getScale().convertToFloat(), q, k,
+                       v, out, preMix, preBias, postMix, postBias, maskKind(attention.getMaskKind()), mask,
+                       attention.getMaskFill().convertToFloat())
+                       .Union();
+          kind = fb::Kernel::TalkingHeadsAttention;
+          return success();
+        })
+        .Case<kern::LayerNormOp>([&](kern::LayerNormOp norm) {
+          auto shape = vec(norm.getShape());
+          auto x = view(norm.getX(), norm.getXView());
+          auto residual = optionalView(norm.getResidual(), norm.getResidualView());
+          auto gamma = optionalView(norm.getGamma(), norm.getGammaView());
+          auto beta = optionalView(norm.getBeta(), norm.getBetaView());
+          auto y = denseView(result, shape);
+          auto variant = norm.getVariant() == kern::LayerNormVariant::unbiased_std ? fb::LayerNormVariant::UnbiasedStd
+                                                                                  : fb::LayerNormVariant::Variance;
+          kernel = fb::CreateLayerNormDirect(builder, &shape, x, residual, /*sum=*/0, gamma, beta, y,
+                                             norm.getEpsilon().convertToFloat(), variant)
+                       .Union();
+          kind = fb::Kernel::LayerNorm;
+          return success();
+        })
         .Default([&](Operation *other) { return other->emitOpError() << "has no runtime kernel"; });
     if (failed(status)) return failure();
     steps.push_back(fb::CreateStep(builder, kind, kernel, builder.CreateString(describe(op.getLoc()))));
     return success();
+  }
+
+  // The view of an optional operand, or none.
+  flatbuffers::Offset<fb::View> optionalView(Value value, std::optional<kern::ViewAttr> attr) {
+    return value ? view(value, *attr) : flatbuffers::Offset<fb::View>();
+  }
+
+  static fb::MaskKind maskKind(kern::MaskKind kind) {
+    switch (kind) {
+      case kern::MaskKind::none: return fb::MaskKind::None;
+      case kern::MaskKind::add: return fb::MaskKind::Add;
+      case kern::MaskKind::keep: return fb::MaskKind::Keep;
+      case kern::MaskKind::drop: return fb::MaskKind::Drop;
+    }
+    return fb::MaskKind::None;
   }
 
   static fb::Activation activation(kern::Activation activation) {

@@ -2,6 +2,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "passes/Passes.h"
+#include "transforms/Matchers.h"
 
 namespace ein {
 #define GEN_PASS_DEF_FUSELAYERNORM
@@ -9,6 +10,9 @@ namespace ein {
 }  // namespace ein
 
 using namespace mlir;
+using ein::binaryOf;
+using ein::otherOperand;
+using ein::scalarConstant;
 using ein::ir::BinaryKind;
 using ein::ir::BinaryOp;
 using ein::ir::LayerNormVariant;
@@ -18,20 +22,6 @@ using ein::ir::UnaryKind;
 using ein::ir::UnaryOp;
 
 namespace {
-
-BinaryOp binary(Value value, BinaryKind kind) {
-  auto op = value.getDefiningOp<BinaryOp>();
-  return op && op.getKind() == kind ? op : BinaryOp();
-}
-
-// The value of a one-element float constant.
-std::optional<double> scalar(Value value) {
-  auto constant = value.getDefiningOp<ein::ir::ConstantOp>();
-  if (!constant || constant.getType().getNumElements() != 1) return std::nullopt;
-  auto elements = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!elements || !isa<FloatType>(elements.getElementType())) return std::nullopt;
-  return elements.getSplatValue<APFloat>().convertToDouble();
-}
 
 // `value` as kind(x, axes = [last], keepdim) with the given correction.
 bool isLastAxisReduce(Value value, ReduceKind kind, Value x, int64_t correction = 0) {
@@ -49,13 +39,6 @@ bool isFeatureVector(Value value, RankedTensorType normalized) {
          type.getElementType() == normalized.getElementType();
 }
 
-// The other operand of a commutative `op` whose one operand is `known`.
-Value otherOperand(BinaryOp op, Value known) {
-  if (op.getLhs() == known) return op.getRhs();
-  if (op.getRhs() == known) return op.getLhs();
-  return Value();
-}
-
 struct Match {
   Value x, weight, bias;
   double eps = 0;
@@ -65,7 +48,7 @@ struct Match {
 
 // centred = x - mean(x); returns x.
 Value matchCentred(Value centred) {
-  BinaryOp sub = binary(centred, BinaryKind::sub);
+  BinaryOp sub = binaryOf(centred, BinaryKind::sub);
   if (!sub || sub.getLhs().getType() != centred.getType()) return Value();
   return isLastAxisReduce(sub.getRhs(), ReduceKind::mean, sub.getLhs()) ? sub.getLhs() : Value();
 }
@@ -81,7 +64,7 @@ std::optional<Match> matchDivision(BinaryOp division) {
   Value numerator = division.getLhs();
   match.x = matchCentred(numerator);
   if (!match.x) {
-    BinaryOp scaled = binary(numerator, BinaryKind::mul);
+    BinaryOp scaled = binaryOf(numerator, BinaryKind::mul);
     if (!scaled) return std::nullopt;
     for (auto [centred, weight] : {std::pair{scaled.getLhs(), scaled.getRhs()}, {scaled.getRhs(), scaled.getLhs()}})
       if (Value x = matchCentred(centred); x && isFeatureVector(weight, type)) {
@@ -93,10 +76,10 @@ std::optional<Match> matchDivision(BinaryOp division) {
   // Denominator: sqrt(var + eps) or std_unbiased + eps.
   Value denominator = division.getRhs();
   auto sqrt = denominator.getDefiningOp<UnaryOp>();
-  BinaryOp plusEps = binary(sqrt && sqrt.getKind() == UnaryKind::sqrt ? sqrt.getInput() : denominator, BinaryKind::add);
+  BinaryOp plusEps = binaryOf(sqrt && sqrt.getKind() == UnaryKind::sqrt ? sqrt.getInput() : denominator, BinaryKind::add);
   if (!plusEps) return std::nullopt;
   for (auto [spread, eps] : {std::pair{plusEps.getLhs(), plusEps.getRhs()}, {plusEps.getRhs(), plusEps.getLhs()}}) {
-    auto value = scalar(eps);
+    auto value = scalarConstant(eps);
     if (!value) continue;
     if (sqrt && sqrt.getKind() == UnaryKind::sqrt && isLastAxisReduce(spread, ReduceKind::var, match.x, 0)) {
       match.variant = LayerNormVariant::variance;
@@ -148,13 +131,23 @@ struct FuseLayerNormPass : ein::impl::FuseLayerNormBase<FuseLayerNormPass> {
       OpBuilder builder(match->root);
       Value result = match->root->getResult(0);
       Value norm = builder.create<ein::ir::LayerNormOp>(
-          match->root->getLoc(), result.getType(), match->x, match->weight, match->bias,
+          match->root->getLoc(), result.getType(), match->x, /*residual=*/Value(), match->weight, match->bias,
           builder.getF64FloatAttr(match->eps),
           ein::ir::LayerNormVariantAttr::get(builder.getContext(), match->variant));
       result.replaceAllUsesWith(norm);
     }
-    // The ops left without users go.
+    // The replaced chains go first, so a sum they read has only the norm left.
     IRRewriter rewriter(&getContext());
+    (void)runRegionDCE(rewriter, getOperation()->getRegions());
+    // layernorm(x + r): the add joins the norm when nothing else reads the sum.
+    getOperation().walk([&](ein::ir::LayerNormOp norm) {
+      BinaryOp add = binaryOf(norm.getInput(), BinaryKind::add);
+      if (norm.getResidual() || !add || !add->hasOneUse() || add.getLhs().getType() != add.getType() ||
+          add.getRhs().getType() != add.getType())
+        return;
+      norm.getInputMutable().assign(add.getLhs());
+      norm.getResidualMutable().assign(add.getRhs());
+    });
     (void)runRegionDCE(rewriter, getOperation()->getRegions());
   }
 };

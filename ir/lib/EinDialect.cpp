@@ -212,6 +212,8 @@ LogicalResult LayerNormOp::verify() {
   ein::Shape input = shapeOf(getInput());
   if (input.empty()) return emitOpError() << "input must have at least one axis";
   ein::Shape normalized{input.back()};
+  if (getResidual() && getResidual().getType() != getInput().getType())
+    return emitOpError() << "residual must have the input's type";
   if (getWeight() && shapeOf(getWeight()) != normalized)
     return emitOpError() << "weight should be " << ein::formatShape(normalized);
   if (getBias() && shapeOf(getBias()) != normalized)
@@ -244,4 +246,73 @@ LogicalResult ConcatOp::verify() {
     expected[getAxisAttr().getInt()] += shape[getAxisAttr().getInt()];
   }
   return verifyResult(*this, expected, elementTypeOf(getInputs().front()));
+}
+
+namespace {
+
+// Checks the operands of an attention op: q [B.., I, D], k [B.., J, D],
+// v [B.., J, E], all f32; a mask broadcastable to [B.., I, J] whose element
+// type suits `kind`. Returns [B.., I, E], the result shape.
+FailureOr<ein::Shape> verifyAttentionOperands(Operation *op, Value query, Value key, Value value, Value mask,
+                                              MaskKind kind) {
+  ein::Shape q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size())
+    return op->emitOpError() << "query, key and value must have the same rank, at least 2";
+  for (Value operand : {query, key, value})
+    if (!elementTypeOf(operand).isF32()) return op->emitOpError() << "query, key and value must be f32";
+  size_t rank = q.size();
+  ein::Shape batch(q.begin(), q.end() - 2);
+  if (ein::Shape(k.begin(), k.end() - 2) != batch || ein::Shape(v.begin(), v.end() - 2) != batch)
+    return op->emitOpError() << "batch axes differ: query " << ein::formatShape(q) << ", key "
+                             << ein::formatShape(k) << ", value " << ein::formatShape(v);
+  if (q[rank - 1] != k[rank - 1])
+    return op->emitOpError() << "query and key feature sizes differ: " << q[rank - 1] << " and " << k[rank - 1];
+  if (k[rank - 2] != v[rank - 2])
+    return op->emitOpError() << "key and value lengths differ: " << k[rank - 2] << " and " << v[rank - 2];
+  if (static_cast<bool>(mask) != (kind != MaskKind::none))
+    return op->emitOpError() << "mask_kind " << stringifyMaskKind(kind) << (mask ? " with" : " without") << " a mask";
+  if (mask) {
+    ein::Shape scores = batch;
+    scores.push_back(q[rank - 2]);
+    scores.push_back(k[rank - 2]);
+    auto broadcast = ein::broadcastShapes(shapeOf(mask), scores);
+    if (ein::failed(broadcast) || std::get<ein::Shape>(broadcast) != scores)
+      return op->emitOpError() << "mask " << ein::formatShape(shapeOf(mask)) << " does not broadcast to the scores "
+                               << ein::formatShape(scores);
+    bool boolean = elementTypeOf(mask).isInteger(1);
+    if (boolean != (kind != MaskKind::add))
+      return op->emitOpError() << "a " << stringifyMaskKind(kind) << " mask must be "
+                               << (kind == MaskKind::add ? "f32" : "bool");
+    if (!boolean && !elementTypeOf(mask).isF32()) return op->emitOpError() << "an add mask must be f32";
+  }
+  ein::Shape result = batch;
+  result.push_back(q[rank - 2]);
+  result.push_back(v[rank - 1]);
+  return result;
+}
+
+}  // namespace
+
+LogicalResult AttentionOp::verify() {
+  auto result = verifyAttentionOperands(*this, getQuery(), getKey(), getValue(), getMask(), getMaskKind());
+  if (failed(result)) return failure();
+  return verifyResult(*this, *result, elementTypeOf(getQuery()));
+}
+
+LogicalResult TalkingHeadsAttentionOp::verify() {
+  auto result = verifyAttentionOperands(*this, getQuery(), getKey(), getValue(), getMask(), getMaskKind());
+  if (failed(result)) return failure();
+  ein::Shape q = shapeOf(getQuery());
+  if (q.size() < 3) return emitOpError() << "query must have a heads axis before [I, D]";
+  int64_t heads = q[q.size() - 3];
+  for (auto [name, mix, bias] : {std::tuple("pre", getPreMix(), getPreBias()),
+                                 std::tuple("post", getPostMix(), getPostBias())}) {
+    if (mix && shapeOf(mix) != ein::Shape{heads, heads})
+      return emitOpError() << name << "_mix should be [" << heads << ", " << heads << "], not "
+                           << ein::formatShape(shapeOf(mix));
+    if (bias && !mix) return emitOpError() << name << "_bias without " << name << "_mix";
+    if (bias && shapeOf(bias) != ein::Shape{heads})
+      return emitOpError() << name << "_bias should be [" << heads << "], not " << ein::formatShape(shapeOf(bias));
+  }
+  return verifyResult(*this, *result, elementTypeOf(getQuery()));
 }

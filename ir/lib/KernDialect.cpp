@@ -175,3 +175,82 @@ LogicalResult ConcatOp::verify() {
                          << shape[axis];
   return success();
 }
+
+namespace {
+
+// An optional operand and its view: both or neither, and the view in bounds.
+LogicalResult verifyOptionalView(Operation *op, StringRef name, Value operand, std::optional<ViewAttr> view,
+                                 ArrayRef<int64_t> sizes) {
+  if (static_cast<bool>(operand) != view.has_value())
+    return op->emitOpError() << name << (operand ? " has no view" : " view without an operand");
+  if (!operand) return success();
+  return verifyView(op, (name + "_view").str(), *view, sizes, operand);
+}
+
+// The parts kern.attention and kern.talking_heads_attention share. `batch`
+// includes the heads axis of the talking-heads op.
+LogicalResult verifyAttention(Operation *op, ArrayRef<int64_t> batch, int64_t queries, int64_t keys, int64_t headDim,
+                              int64_t valueDim, Value q, ViewAttr qView, Value k, ViewAttr kView, Value v,
+                              ViewAttr vView, ViewAttr outView, Value mask, std::optional<ViewAttr> maskView,
+                              MaskKind maskKind, Value result) {
+  for (int64_t size : batch)
+    if (size < 0) return op->emitOpError() << "batch sizes must be non-negative";
+  if (queries < 0 || keys < 0 || headDim < 0 || valueDim < 0) return op->emitOpError() << "sizes must be non-negative";
+  if (failed(verifyView(op, "q_view", qView, concat(batch, {queries, headDim}), q)) ||
+      failed(verifyView(op, "k_view", kView, concat(batch, {keys, headDim}), k)) ||
+      failed(verifyView(op, "v_view", vView, concat(batch, {keys, valueDim}), v)) ||
+      failed(verifyOptionalView(op, "mask", mask, maskView, concat(batch, {queries, keys}))))
+    return failure();
+  if (static_cast<bool>(mask) != (maskKind != MaskKind::none))
+    return op->emitOpError() << "mask_kind " << stringifyMaskKind(maskKind) << (mask ? " with" : " without")
+                             << " a mask";
+  if (mask) {
+    Type element = cast<RankedTensorType>(mask.getType()).getElementType();
+    if (maskKind == MaskKind::add ? !element.isF32() : !element.isInteger(1))
+      return op->emitOpError() << "a " << stringifyMaskKind(maskKind) << " mask must be "
+                               << (maskKind == MaskKind::add ? "f32" : "i1");
+  }
+  SmallVector<int64_t> out = concat(batch, {queries, valueDim});
+  if (product(out) != cast<RankedTensorType>(result.getType()).getNumElements())
+    return op->emitOpError() << "result does not hold [batch.., queries, value_dim]";
+  return verifyView(op, "out_view", outView, out, result);
+}
+
+}  // namespace
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getBatch(), getQueries(), getKeys(), getHeadDim(), getValueDim(), getQ(), getQView(),
+                         getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(), getMaskKind(),
+                         getResult());
+}
+
+LogicalResult TalkingHeadsAttentionOp::verify() {
+  SmallVector<int64_t> batch = concat(getBatch(), {getHeads()});
+  if (failed(verifyAttention(*this, batch, getQueries(), getKeys(), getHeadDim(), getValueDim(), getQ(), getQView(),
+                             getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(),
+                             getMaskKind(), getResult())))
+    return failure();
+  int64_t heads = getHeads();
+  if (failed(verifyOptionalView(*this, "pre_mix", getPreMix(), getPreMixView(), {heads, heads})) ||
+      failed(verifyOptionalView(*this, "pre_bias", getPreBias(), getPreBiasView(), {heads})) ||
+      failed(verifyOptionalView(*this, "post_mix", getPostMix(), getPostMixView(), {heads, heads})) ||
+      failed(verifyOptionalView(*this, "post_bias", getPostBias(), getPostBiasView(), {heads})))
+    return failure();
+  if (getPreBias() && !getPreMix()) return emitOpError() << "pre_bias without pre_mix";
+  if (getPostBias() && !getPostMix()) return emitOpError() << "post_bias without post_mix";
+  return success();
+}
+
+LogicalResult LayerNormOp::verify() {
+  ArrayRef<int64_t> shape = getShape();
+  if (shape.empty()) return emitOpError() << "shape must have at least one axis";
+  if (product(shape) != getType().getNumElements() || getType().getShape() != shape)
+    return emitOpError() << "result must be dense over shape";
+  SmallVector<int64_t> last{shape.back()};
+  if (failed(verifyView(*this, "x_view", getXView(), shape, getX())) ||
+      failed(verifyOptionalView(*this, "residual", getResidual(), getResidualView(), shape)) ||
+      failed(verifyOptionalView(*this, "gamma", getGamma(), getGammaView(), last)) ||
+      failed(verifyOptionalView(*this, "beta", getBeta(), getBetaView(), last)))
+    return failure();
+  return success();
+}

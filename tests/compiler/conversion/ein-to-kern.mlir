@@ -103,3 +103,34 @@ func.func @concat(%x: tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
   %y = ein.concat(%tokens, %u) axis = 1 : (tensor<2x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
   return %y : tensor<2x5x3xf32>
 }
+
+// -----
+
+// Fused attention on heads split out of one qkv buffer: q, k and v are
+// strided views of it, and the result is written straight into the merged
+// "b n (h d)" layout, so neither side needs a copy.
+// CHECK-LABEL: func.func @attention_views
+func.func @attention_views(%qkv: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -> tensor<2x10x32xf32> {
+  %split = ein.rearrange "b t (k h d) -> k b h t d" %qkv {sizes = {k = 3 : i64, h = 4 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
+  %q = ein.slice %split {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %k = ein.slice %split {offsets = array<i64: 1, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %v = ein.slice %split {offsets = array<i64: 2, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %m = ein.rearrange "a0 a1 -> 1 1 a0 a1" %mask {sizes = {}} : tensor<10x10xi1> -> tensor<1x1x10x10xi1>
+  // CHECK-NOT: kern.copy
+  // CHECK: %[[A:.*]] = kern.attention %arg0, %arg0, %arg0 mask %arg1 {batch = array<i64: 2, 4>, head_dim = 8 : i64, k_view = #kern.view<32, [960, 8, 96, 1]>, keys = 10 : i64, mask_fill = 0xFF800000 : f32, mask_kind = #kern<mask_kind drop>, mask_view = #kern.view<0, [0, 0, 10, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>, q_view = #kern.view<0, [960, 8, 96, 1]>, queries = 10 : i64, scale = 0.353553385 : f32, v_view = #kern.view<64, [960, 8, 96, 1]>, value_dim = 8 : i64} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<10x10xi1>) -> tensor<2x10x32xf32>
+  // CHECK-NEXT: return %[[A]]
+  %a = ein.attention %q, %k, %v mask %m scale = 0.35355338454246521 {mask_fill = 0xFFF0000000000000 : f64, mask_kind = #ein<mask_kind drop>} : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>, tensor<1x1x10x10xi1>) -> tensor<2x4x10x8xf32>
+  %o = ein.rearrange "b h t d -> b t (h d)" %a {sizes = {}} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
+  return %o : tensor<2x10x32xf32>
+}
+
+// -----
+
+// A layer norm is one kernel; its residual and affine vectors are views.
+// CHECK-LABEL: func.func @layernorm
+func.func @layernorm(%x: tensor<3x8xf32>, %r: tensor<8x3xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<3x8xf32> {
+  %rt = ein.rearrange "a b -> b a" %r {sizes = {}} : tensor<8x3xf32> -> tensor<3x8xf32>
+  // CHECK: kern.layernorm %arg0 residual %arg1 gamma %arg2 beta %arg3 {beta_view = #kern.view<0, [1]>, epsilon = 9.99999997E-7 : f32, gamma_view = #kern.view<0, [1]>, residual_view = #kern.view<0, [1, 3]>, shape = array<i64: 3, 8>, variant = #kern<layernorm_variant unbiased_std>, x_view = #kern.view<0, [8, 1]>}
+  %y = ein.layernorm %x residual %rt weight %g bias %b eps = 1.000000e-06 {variant = #ein<layernorm_variant unbiased_std>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}

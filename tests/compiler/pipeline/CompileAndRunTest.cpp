@@ -26,6 +26,9 @@ struct Case {
   std::string name;
   std::string source;
   double atol = 1e-4, rtol = 1e-4;
+  // Step ops the artifact must contain (a fusion that must happen) and must
+  // not contain (what a fusion replaces, or one that must not happen).
+  std::vector<std::string> present = {}, absent = {};
 };
 
 // Deterministic parameter values: N(0, 0.5) from the name, so the runtime
@@ -175,6 +178,10 @@ TEST_P(CompileAndRun, MatchesTheReference) {
   Outcome run;
   ASSERT_TRUE(compileAndRun(GetParam(), run));
   EXPECT_TRUE(outputsMatch(GetParam(), run)) << "steps: " << ::testing::PrintToString(run.stepOps);
+  for (const std::string &op : GetParam().present)
+    EXPECT_TRUE(llvm::is_contained(run.stepOps, op)) << "no " << op << " step in " << ::testing::PrintToString(run.stepOps);
+  for (const std::string &op : GetParam().absent)
+    EXPECT_FALSE(llvm::is_contained(run.stepOps, op)) << "a " << op << " step in " << ::testing::PrintToString(run.stepOps);
 }
 
 // Each case exercises one construct of the language (LANGUAGE.md) through
@@ -320,6 +327,109 @@ output ln2 = (s - mu) / (std(s, axis=-1, unbiased=true, keepdim=true) + 1e-6)
 };
 
 INSTANTIATE_TEST_SUITE_P(Language, CompileAndRun, ::testing::ValuesIn(kCases),
+                         [](const auto &info) { return info.param.name; });
+
+// Fusion: each case is written the way models write it, with odd sizes
+// (1, 7, 197), and must both fuse (or not) and keep the reference's result.
+const Case kFusionCases[] = {
+    {"attention_timm_layout", R"ein(
+dim b = 2, t = 7, c = 24, h = 3
+input x: f32[b, t, c]
+param qkv.weight: f32[3*c, c]
+q, k, v = rearrange(linear(x, qkv.weight), "b n (k h d) -> k b h n d", k=3, h=h)
+s = einsum("b h i d, b h j d -> b h i j", q, k) * (c / h) ** -0.5
+output y = rearrange(einsum("b h i j, b h j d -> b h i d", softmax(s, axis=-1), v), "b h n d -> b n (h d)")
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"attention_cross_dkh_layout_additive_mask", R"ein(
+dim b = 1, t = 7, s = 11, h = 2, d = 5
+input x: f32[b, t, h*d]
+input memory: f32[b, s, 2*h*d]
+input bias: f32[b, 1, t, s]
+param wq: f32[h*d, h*d]
+q = rearrange(x @ wq, "b t (d h) -> b h t d", h=h)
+k, v = rearrange(memory, "b s (d k h) -> k b h s d", k=2, h=h)
+scores = einsum("b h i d, b h j d -> b h i j", q, k) / sqrt(d)
+output y = einsum("b h i j, b h j d -> b i h d", softmax(scores + bias, axis=-1), v)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"attention_single_query", R"ein(
+dim b = 2, n = 197, h = 2, d = 16
+input cls: f32[b, h, d]
+input tokens: f32[b, h, n, d]
+s = einsum("b h d, b h j d -> b h j", cls, tokens) * d ** -0.5
+output y = einsum("b h j, b h j e -> b h e", softmax(s, axis=-1), tokens)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"attention_matmul_keep_mask_empty_rows", R"ein(
+dim t = 7, d = 4
+input q: f32[2, t, d]
+input k: f32[2, t, d]
+input v: f32[2, t, 3]
+input m: f32[t, t]
+input gate: f32[t, 1]
+# Rows whose gate is negative keep nothing: all -inf, NaN as in PyTorch.
+keep = where(gate > 0.0, m > -0.5, gate > 99.0)
+s = where(keep, q * 0.5 @ transpose(k, 1, 2), -inf)
+output y = softmax(s, axis=-1) @ v
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"attention_masked_fill_finite", R"ein(
+dim t = 5, d = 4
+input q: f32[3, t, d]
+input k: f32[3, t, d]
+input drop: bool[3, 1, t]
+s = masked_fill(einsum("b i d, b j d -> b i j", q, k), drop, -1e9)
+output y = einsum("b i j, b j d -> b i d", softmax(s, axis=2), k)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"talking_heads_both_mixes", R"ein(
+dim b = 2, n = 7, h = 3, d = 4
+input q: f32[b, h, n, d]
+input k: f32[b, h, n, d]
+input v: f32[b, h, n, d]
+input keep: bool[b, 1, 1, n]
+param l.weight: f32[h, h]
+param l.bias: f32[h]
+param w.weight: f32[h, h]
+s = einsum("b h i d, b h j d -> b h i j", q, k) * 0.5
+s = einsum("b h i j, g h -> b g i j", s, l.weight) + rearrange(l.bias, "g -> g 1 1")
+p = softmax(where(keep, s, -inf), axis=-1)
+p = einsum("b h i j, h g -> b g i j", p, w.weight)
+output y = einsum("b h i j, b h j d -> b h i d", p, v)
+)ein", 1e-4, 1e-4, {"talking_heads_attention"}, {"softmax"}},
+    {"talking_heads_post_mix_only", R"ein(
+dim b = 1, n = 6, h = 4, d = 3
+input q: f32[b, n, h, d]
+input k: f32[b, n, h, d]
+input v: f32[b, n, h, d]
+param w.weight: f32[h, h]
+param w.bias: f32[h]
+p = softmax(einsum("b i h d, b j h d -> b h i j", q, k), axis=-1)
+p = einsum("b h i j, g h -> b g i j", p, w.weight) + rearrange(w.bias, "g -> 1 g 1 1")
+output y = einsum("b h i j, b j h d -> b i h d", p, v)
+)ein", 1e-4, 1e-4, {"talking_heads_attention"}, {"softmax"}},
+    {"no_fusion_when_probabilities_are_an_output", R"ein(
+input q: f32[2, 5, 4]
+input k: f32[2, 5, 4]
+output attn = softmax(einsum("b i d, b j d -> b i j", q, k), axis=-1)
+output y = attn @ k
+)ein", 1e-4, 1e-4, {"softmax"}, {"attention"}},
+    {"no_fusion_when_scaled_after_the_mask", R"ein(
+input q: f32[2, 5, 4]
+input k: f32[2, 5, 4]
+input bias: f32[5, 5]
+s = (einsum("b i d, b j d -> b i j", q, k) + bias) * 0.5
+output y = softmax(s, axis=-1) @ k
+)ein", 1e-4, 1e-4, {"softmax"}, {"attention"}},
+    {"layernorm_with_residual", R"ein(
+dim n = 197, c = 24
+input x: f32[n, c]
+input r: f32[n, c]
+param g: f32[c]
+param beta: f32[c]
+output y = layernorm(x + r, g, beta, eps=1e-6)
+mu = mean(x, axis=-1, keepdim=true)
+output z = (x - mu) / (std(x, axis=-1, unbiased=true, keepdim=true) + 1e-6)
+)ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fusion, CompileAndRun, ::testing::ValuesIn(kFusionCases),
                          [](const auto &info) { return info.param.name; });
 
 }  // namespace

@@ -75,3 +75,20 @@ func.func @normalised_is_an_output(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> (t
   %y = ein.binary mul %n, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %n, %y : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A residual add that only the norm reads joins it; a sum that is also
+// returned (pre-norm blocks keep it) stays an add.
+// CHECK-LABEL: func.func @residual
+func.func @residual(%x: tensor<4x8xf32>, %r: tensor<4x8xf32>, %g: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK-NEXT: %[[N1:.*]] = ein.layernorm %arg0 residual %arg1 weight %arg2 eps
+  // CHECK-NEXT: %[[S:.*]] = ein.binary add %arg1, %arg0
+  // CHECK-NEXT: %[[N2:.*]] = ein.layernorm %[[S]] weight %arg2 eps
+  // CHECK-NEXT: return %[[N1]], %[[N2]], %[[S]]
+  %s1 = ein.binary add %x, %r : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n1 = ein.layernorm %s1 weight %g eps = 1.000000e-05 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %s2 = ein.binary add %r, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %n2 = ein.layernorm %s2 weight %g eps = 1.000000e-05 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %n1, %n2, %s2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}

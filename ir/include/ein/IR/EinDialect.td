@@ -64,4 +64,15 @@ def Ein_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "how a layer norm div
 }
 def Ein_LayerNormVariantAttr : EnumAttr<Ein_Dialect, Ein_LayerNormVariant, "layernorm_variant">;
 
+def Ein_MaskKind : I32EnumAttr<"MaskKind", "how attention scores are masked before the softmax", [
+  I32EnumAttrCase<"none", 0>,
+  I32EnumAttrCase<"add", 1>,   // s + mask (float mask)
+  I32EnumAttrCase<"keep", 2>,  // where(mask, s, fill)
+  I32EnumAttrCase<"drop", 3>   // masked_fill(s, mask, fill)
+]> {
+  let cppNamespace = "::ein::ir";
+  let genSpecializedAttr = 0;
+}
+def Ein_MaskKindAttr : EnumAttr<Ein_Dialect, Ein_MaskKind, "mask_kind">;
+
 #endif // EIN_DIALECT_TD

@@ -148,13 +148,56 @@ def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
     `variant` says how the centred values are scaled: `variance` is
     torch's (x - mean) / sqrt(var + eps) with the biased variance;
     `unbiased_std` is the hand-written (x - mean) / (std + eps) with std's
-    n - 1 divisor, which ein-fuse-layernorm recognises.
+    n - 1 divisor, which ein-fuse-layernorm recognises. A `residual` is
+    added to the input first: the norm is of `input + residual`.
   }];
-  let arguments = (ins Ein_Tensor:$input, Optional<Ein_Tensor>:$weight, Optional<Ein_Tensor>:$bias,
+  let arguments = (ins Ein_Tensor:$input, Optional<Ein_Tensor>:$residual, Optional<Ein_Tensor>:$weight, Optional<Ein_Tensor>:$bias,
                        F64Attr:$eps,
                        DefaultValuedAttr<Ein_LayerNormVariantAttr, "::ein::ir::LayerNormVariant::variance">:$variant);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
+  let assemblyFormat = "$input (`residual` $residual^)? (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Ein_AttentionOp : Ein_Op<"attention", [Pure]> {
+  let summary = "scaled dot-product attention, found by ein-fuse-attention";
+  let description = [{
+    `out[b.., i, e] = sum_j softmax_j(mask(scale * sum_d q[b.., i, d] k[b.., j, d])) v[b.., j, e]`
+    with q `[B.., I, D]`, k `[B.., J, D]`, v `[B.., J, E]` and the mask
+    broadcastable to `[B.., I, J]` (`mask_kind` says how it applies). A row
+    whose scores are all -inf gives NaN, as softmax does.
+  }];
+  let arguments = (ins Ein_Tensor:$query, Ein_Tensor:$key, Ein_Tensor:$value, Optional<Ein_Tensor>:$mask,
+                       F64Attr:$scale,
+                       DefaultValuedAttr<Ein_MaskKindAttr, "::ein::ir::MaskKind::none">:$mask_kind,
+                       DefaultValuedAttr<F64Attr, "0.0">:$mask_fill);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "attention with heads mixed before and after the softmax (Shazeer et al. 2020)";
+  let description = [{
+    q `[B.., H, I, D]`, k `[B.., H, J, D]`, v `[B.., H, J, E]`; the result is
+    `[B.., H, I, E]`. Scores `scale * q.k` are mixed over heads by `pre_mix`
+    `[H, H]` (`s'[g] = sum_h pre_mix[g, h] s[h] + pre_bias[g]`), masked as
+    `mask_kind` says (mask broadcastable to `[B.., H, I, J]`), put through the
+    softmax over J, mixed by `post_mix` and `post_bias` alike, and used to
+    weight v. Each mix and bias is optional.
+  }];
+  let arguments = (ins Ein_Tensor:$query, Ein_Tensor:$key, Ein_Tensor:$value, Optional<Ein_Tensor>:$pre_mix,
+                       Optional<Ein_Tensor>:$pre_bias, Optional<Ein_Tensor>:$post_mix,
+                       Optional<Ein_Tensor>:$post_bias, Optional<Ein_Tensor>:$mask, F64Attr:$scale,
+                       DefaultValuedAttr<Ein_MaskKindAttr, "::ein::ir::MaskKind::none">:$mask_kind,
+                       DefaultValuedAttr<F64Attr, "0.0">:$mask_fill);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`pre_mix` $pre_mix^)? (`pre_bias` $pre_bias^)? (`post_mix` $post_mix^)?
+    (`post_bias` $post_bias^)? (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -47,4 +47,20 @@ def Kern_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kernel", [
 }
 def Kern_ReduceKindAttr : EnumAttr<Kern_Dialect, Kern_ReduceKind, "reduce">;
 
+def Kern_MaskKind : I32EnumAttr<"MaskKind", "attention mask", [
+  I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"add", 1>, I32EnumAttrCase<"keep", 2>, I32EnumAttrCase<"drop", 3>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_MaskKindAttr : EnumAttr<Kern_Dialect, Kern_MaskKind, "mask_kind">;
+
+def Kern_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "layer norm divisor", [
+  I32EnumAttrCase<"variance", 0>, I32EnumAttrCase<"unbiased_std", 1>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_LayerNormVariantAttr : EnumAttr<Kern_Dialect, Kern_LayerNormVariant, "layernorm_variant">;
+
 #endif // KERN_DIALECT_TD

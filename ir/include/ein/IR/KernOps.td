@@ -116,4 +116,73 @@ def Kern_ConcatOp : Kern_Op<"concat", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
+  let summary = "fused scaled dot-product attention";
+  let description = [{
+    `out[b.., i, e] = sum_j softmax_j(mask(scale * q[b.., i, :] . k[b.., j, :])) v[b.., j, e]`.
+    Views index q `[batch.., queries, head_dim]`, k `[batch.., keys, head_dim]`,
+    v `[batch.., keys, value_dim]` and the mask `[batch.., queries, keys]`
+    (stride 0 broadcasts); `out_view` places `[batch.., queries, value_dim]`
+    in the result, so a head merge after the op costs nothing.
+  }];
+  let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$mask,
+                       DenseI64ArrayAttr:$batch, I64Attr:$queries, I64Attr:$keys, I64Attr:$head_dim,
+                       I64Attr:$value_dim, F32Attr:$scale,
+                       Kern_ViewAttr:$q_view, Kern_ViewAttr:$k_view, Kern_ViewAttr:$v_view,
+                       Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$mask_view,
+                       DefaultValuedAttr<Kern_MaskKindAttr, "::ein::kern::MaskKind::none">:$mask_kind,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$mask_fill);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
+def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "attention with heads mixed before the mask and after the softmax";
+  let description = [{
+    As `kern.attention` with a heads axis after the batch axes (q
+    `[batch.., heads, queries, head_dim]` and so on); `pre_mix`/`post_mix`
+    views index `[heads, heads]` (`[g, h]`), the biases `[heads]`. All heads of
+    a query are computed together, so the kernel mixes them in registers.
+  }];
+  let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$pre_mix,
+                       Optional<Kern_Tensor>:$pre_bias, Optional<Kern_Tensor>:$post_mix,
+                       Optional<Kern_Tensor>:$post_bias, Optional<Kern_Tensor>:$mask,
+                       DenseI64ArrayAttr:$batch, I64Attr:$heads, I64Attr:$queries, I64Attr:$keys,
+                       I64Attr:$head_dim, I64Attr:$value_dim, F32Attr:$scale,
+                       Kern_ViewAttr:$q_view, Kern_ViewAttr:$k_view, Kern_ViewAttr:$v_view,
+                       Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$pre_mix_view, OptionalAttr<Kern_ViewAttr>:$pre_bias_view,
+                       OptionalAttr<Kern_ViewAttr>:$post_mix_view, OptionalAttr<Kern_ViewAttr>:$post_bias_view,
+                       OptionalAttr<Kern_ViewAttr>:$mask_view,
+                       DefaultValuedAttr<Kern_MaskKindAttr, "::ein::kern::MaskKind::none">:$mask_kind,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$mask_fill);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`pre_mix` $pre_mix^)? (`pre_bias` $pre_bias^)? (`post_mix` $post_mix^)?
+    (`post_bias` $post_bias^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "layer norm over the last axis of `shape`, with an optional residual";
+  let description = [{
+    `x' = x + residual`, then `(x' - mean) / sqrt(var + epsilon)` (variant
+    `variance`, biased var) or `(x' - mean) / (std + epsilon)` (variant
+    `unbiased_std`, n - 1), times `gamma`, plus `beta`. Views index x and the
+    residual over `shape`, gamma and beta over its last axis; the result is
+    dense over `shape`.
+  }];
+  let arguments = (ins Kern_Tensor:$x, Optional<Kern_Tensor>:$residual, Optional<Kern_Tensor>:$gamma,
+                       Optional<Kern_Tensor>:$beta, DenseI64ArrayAttr:$shape, Kern_ViewAttr:$x_view,
+                       OptionalAttr<Kern_ViewAttr>:$residual_view, OptionalAttr<Kern_ViewAttr>:$gamma_view,
+                       OptionalAttr<Kern_ViewAttr>:$beta_view, F32Attr:$epsilon,
+                       DefaultValuedAttr<Kern_LayerNormVariantAttr, "::ein::kern::LayerNormVariant::variance">:$variant);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = [{
+    $x (`residual` $residual^)? (`gamma` $gamma^)? (`beta` $beta^)? attr-dict `:` functional-type(operands, $result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // KERN_OPS_TD

@@ -1,0 +1,498 @@
+// Finds attention by the roles of its indices and replaces it by
+// ein.attention or ein.talking_heads_attention.
+//
+// Starting from each softmax, the scores are traced back through an optional
+// mask, an optional head mix (with bias) and optional constant scales to a
+// contraction of Q and K; the probabilities are traced forward through an
+// optional head mix to a contraction with V. Labels give the roles: in Q, K
+// and the scores, a batch axis; in Q and the scores only, the query axis; in
+// K and the scores only, the key axis (the softmax's); in Q and K only, the
+// feature axis. Operands are brought into the fused op's canonical layout by
+// rearranges, which the lowering turns into strides, never copies.
+#include <map>
+#include <set>
+
+#include "ein/IR/Equations.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "passes/Passes.h"
+#include "transforms/Matchers.h"
+
+namespace ein {
+#define GEN_PASS_DEF_FUSEATTENTION
+#include "passes/Passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+using ein::binaryOf;
+using ein::scalarConstant;
+using ein::ir::BinaryKind;
+using ein::ir::MaskKind;
+
+namespace {
+
+using Labels = SmallVector<std::string>;
+
+// A contraction of two operands seen through labels: a two-operand einsum
+// without diagonals, or a matmul of equal-rank operands.
+struct Contraction {
+  Operation *op = nullptr;
+  Value operands[2];
+  Labels labels[2];
+  Labels out;
+};
+
+std::optional<Contraction> matchContraction(Value value) {
+  Operation *op = value.getDefiningOp();
+  if (!op) return std::nullopt;
+  Contraction contraction;
+  contraction.op = op;
+  if (auto einsum = dyn_cast<ein::ir::EinsumOp>(op)) {
+    if (einsum.getInputs().size() != 2) return std::nullopt;
+    std::vector<int64_t> ranks;
+    for (Value input : einsum.getInputs()) ranks.push_back(cast<RankedTensorType>(input.getType()).getRank());
+    auto parsed = ein::EinsumEquation::parse(einsum.getEquation(), ranks, /*canonical=*/true);
+    if (ein::failed(parsed)) return std::nullopt;
+    const auto &equation = std::get<ein::EinsumEquation>(parsed);
+    for (int i = 0; i < 2; ++i) {
+      contraction.operands[i] = einsum.getInputs()[i];
+      contraction.labels[i].assign(equation.inputs[i].begin(), equation.inputs[i].end());
+      if (std::set<std::string>(equation.inputs[i].begin(), equation.inputs[i].end()).size() !=
+          equation.inputs[i].size())
+        return std::nullopt;  // a diagonal
+    }
+    contraction.out.assign(equation.output.begin(), equation.output.end());
+    return contraction;
+  }
+  if (auto matmul = dyn_cast<ein::ir::MatmulOp>(op)) {
+    auto lhs = cast<RankedTensorType>(matmul.getLhs().getType()), rhs = cast<RankedTensorType>(matmul.getRhs().getType());
+    if (lhs.getRank() < 2 || lhs.getRank() != rhs.getRank() || lhs.getShape().drop_back(2) != rhs.getShape().drop_back(2))
+      return std::nullopt;
+    Labels batch;
+    for (int64_t i = 0; i + 2 < lhs.getRank(); ++i) batch.push_back("@" + std::to_string(i));
+    contraction.operands[0] = matmul.getLhs();
+    contraction.operands[1] = matmul.getRhs();
+    contraction.labels[0] = batch;
+    contraction.labels[0].append({"@m", "@k"});
+    contraction.labels[1] = batch;
+    contraction.labels[1].append({"@k", "@n"});
+    contraction.out = batch;
+    contraction.out.append({"@m", "@n"});
+    return contraction;
+  }
+  return std::nullopt;
+}
+
+// `contraction` with operand `index`'s labels renamed to `names`
+// (position by position) and its other labels renamed apart from them.
+Contraction renamed(const Contraction &contraction, int index, ArrayRef<std::string> names) {
+  std::map<std::string, std::string> rename;
+  for (auto [from, to] : llvm::zip(contraction.labels[index], names)) rename[from] = to;
+  auto map = [&](const std::string &label) {
+    auto found = rename.find(label);
+    return found != rename.end() ? found->second : "'" + label;  // ' keeps new names apart
+  };
+  Contraction result = contraction;
+  for (auto *labels : {&result.labels[0], &result.labels[1], &result.out})
+    for (std::string &label : *labels) label = map(label);
+  return result;
+}
+
+bool contains(ArrayRef<std::string> labels, const std::string &label) { return llvm::is_contained(labels, label); }
+
+// Labels of `contraction` in both operands but not in the output.
+Labels contracted(const Contraction &contraction) {
+  Labels result;
+  for (const std::string &label : contraction.labels[0])
+    if (contains(contraction.labels[1], label) && !contains(contraction.out, label)) result.push_back(label);
+  return result;
+}
+
+// Q . K: the roles of the score labels.
+struct ScoreRoles {
+  Value q, k;
+  Labels qLabels, kLabels;
+  Labels scores;  // the labels of the scores, in order
+  Labels batch;   // in score order
+  std::optional<std::string> query;
+  std::string key, feature;
+  double scale = 1.0;
+};
+
+// `value` with constant factors peeled off into `scale`: x * c, c * x, x / c.
+// Every peeled op must have no other user.
+Value peelScales(Value value, double &scale) {
+  while (value.hasOneUse()) {
+    auto op = value.getDefiningOp<ein::ir::BinaryOp>();
+    if (!op || op.getType() != op.getLhs().getType() && op.getType() != op.getRhs().getType()) break;
+    if (op.getKind() == BinaryKind::mul) {
+      if (auto c = scalarConstant(op.getRhs()); c && op.getLhs().getType() == op.getType()) {
+        scale *= *c;
+        value = op.getLhs();
+        continue;
+      }
+      if (auto c = scalarConstant(op.getLhs()); c && op.getRhs().getType() == op.getType()) {
+        scale *= *c;
+        value = op.getRhs();
+        continue;
+      }
+    }
+    if (op.getKind() == BinaryKind::div)
+      if (auto c = scalarConstant(op.getRhs()); c && *c != 0.0 && op.getLhs().getType() == op.getType()) {
+        scale /= *c;
+        value = op.getLhs();
+        continue;
+      }
+    break;
+  }
+  return value;
+}
+
+std::optional<ScoreRoles> matchScores(Value scores) {
+  ScoreRoles roles;
+  Value product = peelScales(scores, roles.scale);
+  if (!product.hasOneUse()) return std::nullopt;
+  auto qk = matchContraction(product);
+  if (!qk) return std::nullopt;
+  for (int side = 0; side < 2; ++side) {
+    double factor = 1.0;
+    Value operand = qk->operands[side];
+    Value peeled = peelScales(operand, factor);
+    roles.scale *= factor;
+    (side == 0 ? roles.q : roles.k) = peeled;
+  }
+  roles.qLabels = qk->labels[0];
+  roles.kLabels = qk->labels[1];
+  roles.scores = qk->out;
+  Labels features = contracted(*qk);
+  if (features.size() != 1) return std::nullopt;
+  roles.feature = features[0];
+  Labels queries, keys;
+  for (const std::string &label : qk->out) {
+    bool inQ = contains(roles.qLabels, label), inK = contains(roles.kLabels, label);
+    if (inQ && inK) roles.batch.push_back(label);
+    else if (inQ) queries.push_back(label);
+    else keys.push_back(label);
+  }
+  // Every operand label has a role: nothing is summed away on its own.
+  for (int side = 0; side < 2; ++side)
+    for (const std::string &label : qk->labels[side])
+      if (!contains(qk->out, label) && label != roles.feature) return std::nullopt;
+  if (queries.size() > 1 || keys.size() != 1) return std::nullopt;
+  if (!queries.empty()) roles.query = queries[0];
+  roles.key = keys[0];
+  auto type = cast<RankedTensorType>(scores.getType());
+  if (!type.getElementType().isF32()) return std::nullopt;
+  return roles;
+}
+
+// A contraction with a [heads, heads] matrix over one batch label of the
+// scores (talking heads): s'[.., g, ..] = sum_h w[g, h] s[.., h, ..].
+struct HeadMix {
+  Operation *op = nullptr;
+  Value weight;         // [g, h] or [h, g]
+  bool transposed = false;  // weight is [h, g]
+  Value bias;           // indexed by the mixed head only, or null
+  Operation *root = nullptr;  // the last op of the mix (the bias add, or the contraction)
+};
+
+// `value` as a head mix of `input` (labelled `labels`) over `head`, with an
+// optional following bias add; the result keeps `labels` position by
+// position, the mixed head in the place of the old.
+std::optional<HeadMix> matchHeadMix(Value value, Value input, ArrayRef<std::string> labels, const std::string &head) {
+  HeadMix mix;
+  auto tryContraction = [&](Value candidate) -> bool {
+    auto contraction = matchContraction(candidate);
+    if (!contraction) return false;
+    int side = contraction->operands[0] == input ? 0 : contraction->operands[1] == input ? 1 : -1;
+    if (side < 0 || contraction->operands[0] == contraction->operands[1]) return false;
+    Contraction c = renamed(*contraction, side, labels);
+    const Labels &weightLabels = c.labels[1 - side];
+    if (weightLabels.size() != 2 || contracted(c) != Labels{head}) return false;
+    std::string mixed = weightLabels[0] == head ? weightLabels[1] : weightLabels[0];
+    // The output is the input's labels with the head replaced by the mixed one.
+    Labels expected(labels.begin(), labels.end());
+    *llvm::find(expected, head) = mixed;
+    if (c.out != expected) return false;
+    auto weightType = cast<RankedTensorType>(contraction->operands[1 - side].getType());
+    if (!weightType.getElementType().isF32() || weightType.getDimSize(0) != weightType.getDimSize(1)) return false;
+    mix.op = contraction->op;
+    mix.weight = contraction->operands[1 - side];
+    mix.transposed = weightLabels[0] == head;
+    mix.root = contraction->op;
+    return true;
+  };
+  if (tryContraction(value)) return mix;
+  // (mix) + bias with the bias indexed by the head axis alone.
+  auto add = binaryOf(value, BinaryKind::add);
+  if (!add) return std::nullopt;
+  for (auto [mixed, bias] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+    if (mixed.getType() != add.getType() || !mixed.hasOneUse() || !tryContraction(mixed)) continue;
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    auto type = cast<RankedTensorType>(add.getType());
+    int64_t headPosition = llvm::find(labels, head) - labels.begin();
+    int64_t shift = type.getRank() - biasType.getRank();
+    bool headOnly = biasType.getElementType().isF32() && shift <= headPosition;
+    for (int64_t i = 0; i < biasType.getRank() && headOnly; ++i)
+      headOnly = biasType.getDimSize(i) == (i + shift == headPosition ? type.getDimSize(headPosition) : 1);
+    if (!headOnly) continue;
+    mix.bias = bias;
+    mix.root = add;
+    return mix;
+  }
+  return std::nullopt;
+}
+
+// Everything between the softmax and the two contractions.
+struct Attention {
+  ScoreRoles roles;
+  std::optional<HeadMix> preMix, postMix;
+  std::optional<std::string> head;  // the mixed batch label (talking heads)
+  MaskKind maskKind = MaskKind::none;
+  Value mask;
+  double maskFill = 0.0;
+  Operation *pv = nullptr;  // the contraction with V, which the fused op replaces
+  Value v;
+  Labels vLabels, outLabels;  // in score names
+  std::string value;          // v's own label
+};
+
+// The unmasked scores ending at `value`: Q . K with scales, then an optional
+// head mix (over some batch label). Fills roles, preMix and head.
+bool matchUnmaskedScores(Value value, Attention &attention) {
+  if (!value.hasOneUse()) return false;
+  if (auto roles = matchScores(value)) {
+    attention.roles = *roles;
+    return true;
+  }
+  SmallVector<Value> inputs;  // what a head mix may mix
+  auto collect = [&](Value candidate) {
+    if (auto contraction = matchContraction(candidate)) inputs.append({contraction->operands[0], contraction->operands[1]});
+  };
+  collect(value);
+  if (auto add = binaryOf(value, BinaryKind::add)) {
+    collect(add.getLhs());
+    collect(add.getRhs());
+  }
+  for (Value input : inputs) {
+    if (!input.hasOneUse()) continue;
+    auto roles = matchScores(input);
+    if (!roles) continue;
+    for (const std::string &head : roles->batch)
+      if (auto mix = matchHeadMix(value, input, roles->scores, head)) {
+        attention.roles = *roles;
+        attention.preMix = *mix;
+        attention.head = head;
+        return true;
+      }
+  }
+  return false;
+}
+
+// The masked scores ending at `value`, the softmax's input.
+bool matchMaskedScores(Value value, Attention &attention) {
+  if (matchUnmaskedScores(value, attention)) return true;
+  if (!value.hasOneUse()) return false;
+  if (auto where = value.getDefiningOp<ein::ir::WhereOp>()) {
+    Value condition = where.getCondition();
+    if (!cast<RankedTensorType>(condition.getType()).getElementType().isInteger(1)) return false;
+    for (auto [kind, fill, scores] : {std::tuple(MaskKind::drop, where.getOnTrue(), where.getOnFalse()),
+                                      std::tuple(MaskKind::keep, where.getOnFalse(), where.getOnTrue())}) {
+      auto fillValue = scalarConstant(fill);
+      if (!fillValue || scores.getType() != where.getType() || !matchUnmaskedScores(scores, attention)) continue;
+      attention.maskKind = kind;
+      attention.mask = condition;
+      attention.maskFill = *fillValue;
+      return true;
+    }
+    return false;
+  }
+  if (auto add = binaryOf(value, BinaryKind::add))
+    for (auto [scores, mask] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+      if (scores.getType() != add.getType() || !cast<RankedTensorType>(mask.getType()).getElementType().isF32() ||
+          !matchUnmaskedScores(scores, attention))
+        continue;
+      attention.maskKind = MaskKind::add;
+      attention.mask = mask;
+      return true;
+    }
+  return false;
+}
+
+// The only user of `value`, or null.
+Operation *singleUser(Value value) { return value.hasOneUse() ? *value.getUsers().begin() : nullptr; }
+
+// `op` as the contraction of the probabilities `probs` with V over the key
+// axis. Fills pv, v, vLabels, outLabels and value.
+bool matchValueContraction(Operation *op, Value probs, Attention &attention) {
+  if (!op || op->getNumResults() != 1) return false;
+  auto contraction = matchContraction(op->getResult(0));
+  if (!contraction || contraction->operands[0] == contraction->operands[1]) return false;
+  int side = contraction->operands[0] == probs ? 0 : contraction->operands[1] == probs ? 1 : -1;
+  if (side < 0) return false;
+  const ScoreRoles &roles = attention.roles;
+  Contraction c = renamed(*contraction, side, roles.scores);
+  if (contracted(c) != Labels{roles.key}) return false;
+  const Labels &vLabels = c.labels[1 - side];
+  Labels own;
+  for (const std::string &label : vLabels)
+    if (!contains(roles.batch, label) && label != roles.key) own.push_back(label);
+  if (own.size() != 1 || vLabels.size() != roles.batch.size() + 2) return false;
+  std::set<std::string> expected(roles.batch.begin(), roles.batch.end());
+  if (roles.query) expected.insert(*roles.query);
+  expected.insert(own[0]);
+  if (std::set<std::string>(c.out.begin(), c.out.end()) != expected || c.out.size() != expected.size()) return false;
+  if (!cast<RankedTensorType>(contraction->operands[1 - side].getType()).getElementType().isF32()) return false;
+  attention.pv = op;
+  attention.v = contraction->operands[1 - side];
+  attention.vLabels = vLabels;
+  attention.outLabels = c.out;
+  attention.value = own[0];
+  return true;
+}
+
+// The whole attention around `softmax`, if it is one.
+std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
+  Attention attention;
+  if (!matchMaskedScores(softmax.getInput(), attention)) return std::nullopt;
+  const ScoreRoles &roles = attention.roles;
+  if (softmax.getAxis() != llvm::find(roles.scores, roles.key) - roles.scores.begin()) return std::nullopt;
+  Value probs = softmax.getResult();
+  Operation *user = singleUser(probs);
+  if (!user) return std::nullopt;  // the probabilities are needed elsewhere (an output, say)
+  if (matchValueContraction(user, probs, attention)) return attention;
+  // A head mix after the softmax, then the contraction with V.
+  Labels heads = attention.head ? Labels{*attention.head} : roles.batch;
+  for (const std::string &head : heads) {
+    Value mixed = user->getResult(0);
+    SmallVector<Value> ends{mixed};
+    if (Operation *next = singleUser(mixed); next && isa<ein::ir::BinaryOp>(next)) ends.insert(ends.begin(), next->getResult(0));
+    for (Value end : ends) {
+      auto mix = matchHeadMix(end, probs, roles.scores, head);
+      if (!mix || !matchValueContraction(singleUser(end), end, attention)) continue;
+      attention.postMix = *mix;
+      attention.head = head;
+      return attention;
+    }
+  }
+  return std::nullopt;
+}
+
+// Builds the fused op and its layout changes.
+class Rewriter {
+ public:
+  Rewriter(Operation *at, const Attention &attention) : builder(at), loc(at->getLoc()), attention(attention) {}
+
+  void run() {
+    const ScoreRoles &roles = attention.roles;
+    // Canonical order: batch labels (the head last for talking heads), the
+    // query (a unit axis when there is none), then the feature axis.
+    Labels batch;
+    for (const std::string &label : roles.batch)
+      if (label != attention.head) batch.push_back(label);
+    if (attention.head) batch.push_back(*attention.head);
+    std::string query = roles.query.value_or("");
+    auto with = [&](std::initializer_list<std::string> tail) {
+      Labels labels = batch;
+      labels.append(tail.begin(), tail.end());
+      return labels;
+    };
+    Value q = arrange(roles.q, roles.qLabels, with({query, roles.feature}));
+    Value k = arrange(roles.k, roles.kLabels, with({roles.key, roles.feature}));
+    Value v = arrange(attention.v, attention.vLabels, with({roles.key, attention.value}));
+    Value mask;
+    if (attention.mask) {
+      auto maskType = cast<RankedTensorType>(attention.mask.getType());
+      Labels maskLabels(roles.scores.end() - maskType.getRank(), roles.scores.end());
+      mask = arrange(attention.mask, maskLabels, with({query, roles.key}));
+    }
+    Labels resultLabels = with({query, attention.value});
+    auto outType = cast<RankedTensorType>(attention.pv->getResult(0).getType());
+    SmallVector<int64_t> resultShape;
+    for (const std::string &label : resultLabels)
+      resultShape.push_back(label.empty() ? 1 : outType.getDimSize(llvm::find(attention.outLabels, label) -
+                                                                  attention.outLabels.begin()));
+    auto resultType = RankedTensorType::get(resultShape, outType.getElementType());
+    auto scale = builder.getF64FloatAttr(roles.scale);
+    auto maskKind = ein::ir::MaskKindAttr::get(builder.getContext(), attention.maskKind);
+    auto maskFill = builder.getF64FloatAttr(attention.maskFill);
+    Value fused;
+    if (attention.head) {
+      Value preMix, preBias, postMix, postBias;
+      if (attention.preMix) std::tie(preMix, preBias) = mixOperands(*attention.preMix);
+      if (attention.postMix) std::tie(postMix, postBias) = mixOperands(*attention.postMix);
+      fused = builder.create<ein::ir::TalkingHeadsAttentionOp>(loc, resultType, q, k, v, preMix, preBias, postMix,
+                                                               postBias, mask, scale, maskKind, maskFill);
+    } else {
+      fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill);
+    }
+    attention.pv->getResult(0).replaceAllUsesWith(arrange(fused, resultLabels, attention.outLabels));
+  }
+
+ private:
+  // The mix matrix as [g, h] and its bias as [g].
+  std::pair<Value, Value> mixOperands(const HeadMix &mix) {
+    Value weight = mix.weight;
+    if (mix.transposed) weight = arrange(weight, {"h", "g"}, {"g", "h"});
+    Value bias;
+    if (mix.bias) {
+      // The bias is [.., g, ..] with unit axes elsewhere (matchHeadMix).
+      auto type = cast<RankedTensorType>(mix.bias.getType());
+      Labels labels;
+      for (int64_t i = 0; i < type.getRank(); ++i) labels.push_back(type.getDimSize(i) == 1 ? "" : "g");
+      if (!llvm::is_contained(labels, "g")) labels.back() = "g";  // one head: any unit axis will do
+      bias = arrange(mix.bias, labels, {"g"});
+    }
+    return {weight, bias};
+  }
+
+  // `value`, whose axes are named `labels` ("" for a unit axis), rearranged
+  // to `order` ("" inserts a unit axis). Unit axes may appear or vanish; any
+  // other axis must be in both.
+  Value arrange(Value value, ArrayRef<std::string> labels, ArrayRef<std::string> order) {
+    auto type = cast<RankedTensorType>(value.getType());
+    std::string input, output;
+    SmallVector<int64_t> shape;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      bool kept = !labels[i].empty() && llvm::is_contained(order, labels[i]);
+      input += (i ? " " : "") + (kept ? "a" + std::to_string(i) : std::string("1"));
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+      auto *found = order[i].empty() ? labels.end() : llvm::find(labels, order[i]);
+      output += i ? " " : "";
+      if (found == labels.end()) {
+        output += "1";
+        shape.push_back(1);
+        continue;
+      }
+      size_t axis = found - labels.begin();
+      output += "a" + std::to_string(axis);
+      shape.push_back(type.getDimSize(axis));
+    }
+    if (input == output) return value;
+    auto resultType = RankedTensorType::get(shape, type.getElementType());
+    return builder.create<ein::ir::RearrangeOp>(loc, resultType, value, builder.getStringAttr(input + " -> " + output),
+                                                builder.getDictionaryAttr({}), ein::ir::ReduceKindAttr());
+  }
+
+  OpBuilder builder;
+  Location loc;
+  const Attention &attention;
+};
+
+struct FuseAttentionPass : ein::impl::FuseAttentionBase<FuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<ein::ir::SoftmaxOp> softmaxes;
+    getOperation().walk([&](ein::ir::SoftmaxOp op) { softmaxes.push_back(op); });
+    for (ein::ir::SoftmaxOp softmax : softmaxes) {
+      auto attention = matchAttention(softmax);
+      if (!attention) continue;
+      Rewriter(attention->pv, *attention).run();
+    }
+    // The replaced chains are left without users.
+    IRRewriter rewriter(&getContext());
+    (void)runRegionDCE(rewriter, getOperation()->getRegions());
+  }
+};
+
+}  // namespace

@@ -1,0 +1,177 @@
+// RUN: ein-opt %s --ein-fuse-attention --split-input-file | FileCheck %s
+
+// timm's layout: heads split out of one qkv projection, scaled scores,
+// softmax over the keys, values contracted over the keys.
+// CHECK-LABEL: func.func @self_attention
+func.func @self_attention(%q: tensor<2x4x17x16xf32>, %k: tensor<2x4x17x16xf32>, %v: tensor<2x4x17x16xf32>) -> tensor<2x17x64xf32> {
+  // CHECK-NEXT: %[[A:.*]] = ein.attention %arg0, %arg1, %arg2 scale = 2.500000e-01 : (tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  // CHECK-NEXT: %[[O:.*]] = ein.rearrange "b h n d -> b n (h d)" %[[A]]
+  // CHECK-NEXT: return %[[O]]
+  %s = ein.einsum "b h i d, b h j d -> b h i j"(%q, %k) : (tensor<2x4x17x16xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x17xf32>
+  %c = ein.constant dense<2.500000e-01> : tensor<f32>
+  %t = ein.binary mul %s, %c : (tensor<2x4x17x17xf32>, tensor<f32>) -> tensor<2x4x17x17xf32>
+  %p = ein.softmax %t, axis = 3 : tensor<2x4x17x17xf32>
+  %o = ein.einsum "b h i j, b h j d -> b h i d"(%p, %v) : (tensor<2x4x17x17xf32>, tensor<2x4x17x16xf32>) -> tensor<2x4x17x16xf32>
+  %r = ein.rearrange "b h n d -> b n (h d)" %o {sizes = {}} : tensor<2x4x17x16xf32> -> tensor<2x17x64xf32>
+  return %r : tensor<2x17x64xf32>
+}
+
+// -----
+
+// Cross-attention with the heads after the tokens, a division on the scores
+// and a scale on Q; the boolean mask [t, s] broadcasts over batch and heads
+// and masked_fill (-inf) drops. Operands are rearranged into [B.., I, D].
+// CHECK-LABEL: func.func @cross_attention_masked
+func.func @cross_attention_masked(%q: tensor<2x7x3x5xf32>, %k: tensor<2x11x3x5xf32>, %v: tensor<2x11x3x6xf32>, %mask: tensor<7x11xi1>) -> tensor<2x7x3x6xf32> {
+  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg0
+  // CHECK-DAG: %[[K:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg1
+  // CHECK-DAG: %[[V:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg2
+  // CHECK-DAG: %[[M:.*]] = ein.rearrange "a0 a1 -> 1 1 a0 a1" %arg3
+  // CHECK: %[[A:.*]] = ein.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale = 1.000000e-01 {mask_fill = 0xFFF0000000000000 : f64, mask_kind = #ein<mask_kind drop>} : (tensor<2x3x7x5xf32>, tensor<2x3x11x5xf32>, tensor<2x3x11x6xf32>, tensor<1x1x7x11xi1>) -> tensor<2x3x7x6xf32>
+  // CHECK-NEXT: %[[O:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %[[A]]
+  // CHECK-NEXT: return %[[O]]
+  %half = ein.constant dense<5.000000e-01> : tensor<f32>
+  %qs = ein.binary mul %q, %half : (tensor<2x7x3x5xf32>, tensor<f32>) -> tensor<2x7x3x5xf32>
+  %s = ein.einsum "b i h d, b j h d -> b h i j"(%qs, %k) : (tensor<2x7x3x5xf32>, tensor<2x11x3x5xf32>) -> tensor<2x3x7x11xf32>
+  %five = ein.constant dense<5.000000e+00> : tensor<f32>
+  %t = ein.binary div %s, %five : (tensor<2x3x7x11xf32>, tensor<f32>) -> tensor<2x3x7x11xf32>
+  %inf = ein.constant dense<0xFF800000> : tensor<f32>
+  %m = ein.where %mask, %inf, %t : (tensor<7x11xi1>, tensor<f32>, tensor<2x3x7x11xf32>) -> tensor<2x3x7x11xf32>
+  %p = ein.softmax %m, axis = 3 : tensor<2x3x7x11xf32>
+  %o = ein.einsum "b h i j, b j h e -> b i h e"(%p, %v) : (tensor<2x3x7x11xf32>, tensor<2x11x3x6xf32>) -> tensor<2x7x3x6xf32>
+  return %o : tensor<2x7x3x6xf32>
+}
+
+// -----
+
+// Class attention: one query without a query axis, an additive float mask,
+// and matmul spellings are not needed: the query gets a unit axis.
+// CHECK-LABEL: func.func @single_query_additive_mask
+func.func @single_query_additive_mask(%q: tensor<2x8xf32>, %k: tensor<2x9x8xf32>, %bias: tensor<2x9xf32>) -> tensor<2x8xf32> {
+  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "a0 a1 -> a0 1 a1" %arg0
+  // CHECK-DAG: %[[M:.*]] = ein.rearrange "a0 a1 -> a0 1 a1" %arg2
+  // CHECK: %[[A:.*]] = ein.attention %[[Q]], %arg1, %arg1 mask %[[M]] scale = 1.000000e+00 {mask_kind = #ein<mask_kind add>}
+  // CHECK-NEXT: ein.rearrange "a0 1 a2 -> a0 a2" %[[A]]
+  %s = ein.einsum "b d, b j d -> b j"(%q, %k) : (tensor<2x8xf32>, tensor<2x9x8xf32>) -> tensor<2x9xf32>
+  %m = ein.binary add %s, %bias : (tensor<2x9xf32>, tensor<2x9xf32>) -> tensor<2x9xf32>
+  %p = ein.softmax %m, axis = 1 : tensor<2x9xf32>
+  %o = ein.einsum "b j, b j d -> b d"(%p, %k) : (tensor<2x9xf32>, tensor<2x9x8xf32>) -> tensor<2x8xf32>
+  return %o : tensor<2x8xf32>
+}
+
+// -----
+
+// q @ k^T / c, softmax, @ v with matmuls; where(keep, s, fill) keeps.
+// CHECK-LABEL: func.func @matmul_spelling_keep_mask
+func.func @matmul_spelling_keep_mask(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf32>, %v: tensor<3x5x2xf32>, %keep: tensor<3x5x5xi1>) -> tensor<3x5x2xf32> {
+  // CHECK-DAG: %[[K:.*]] = ein.rearrange "a0 a1 a2 -> a0 a2 a1" %arg1
+  // CHECK: ein.attention %arg0, %[[K]], %arg2 mask %arg3 scale = 5.000000e-01 {mask_fill = -1.000000e+04 : f64, mask_kind = #ein<mask_kind keep>}
+  %s = ein.matmul %q, %kt : (tensor<3x5x4xf32>, tensor<3x4x5xf32>) -> tensor<3x5x5xf32>
+  %two = ein.constant dense<2.000000e+00> : tensor<f32>
+  %t = ein.binary div %s, %two : (tensor<3x5x5xf32>, tensor<f32>) -> tensor<3x5x5xf32>
+  %fill = ein.constant dense<-1.000000e+04> : tensor<f32>
+  %m = ein.where %keep, %t, %fill : (tensor<3x5x5xi1>, tensor<3x5x5xf32>, tensor<f32>) -> tensor<3x5x5xf32>
+  %p = ein.softmax %m, axis = 2 : tensor<3x5x5xf32>
+  %o = ein.matmul %p, %v : (tensor<3x5x5xf32>, tensor<3x5x2xf32>) -> tensor<3x5x2xf32>
+  return %o : tensor<3x5x2xf32>
+}
+
+// -----
+
+// Talking heads (timm's TalkingHeadAttn): head mixes with biases before and
+// after the softmax.
+// CHECK-LABEL: func.func @talking_heads
+func.func @talking_heads(%q: tensor<2x4x17x12xf32>, %k: tensor<2x4x17x12xf32>, %v: tensor<2x4x17x12xf32>, %wl: tensor<4x4xf32>, %bl: tensor<4x1x1xf32>, %ww: tensor<4x4xf32>, %bw: tensor<4x1x1xf32>) -> tensor<2x4x17x12xf32> {
+  // CHECK-DAG: %[[BL:.*]] = ein.rearrange "a0 1 1 -> a0" %arg4
+  // CHECK-DAG: %[[BW:.*]] = ein.rearrange "a0 1 1 -> a0" %arg6
+  // CHECK: %[[A:.*]] = ein.talking_heads_attention %arg0, %arg1, %arg2 pre_mix %arg3 pre_bias %[[BL]] post_mix %arg5 post_bias %[[BW]] scale = 2.500000e-01
+  // CHECK-NEXT: return %[[A]]
+  %s = ein.einsum "b h i d, b h j d -> b h i j"(%q, %k) : (tensor<2x4x17x12xf32>, tensor<2x4x17x12xf32>) -> tensor<2x4x17x17xf32>
+  %c = ein.constant dense<2.500000e-01> : tensor<f32>
+  %t = ein.binary mul %c, %s : (tensor<f32>, tensor<2x4x17x17xf32>) -> tensor<2x4x17x17xf32>
+  %l = ein.einsum "b h i j, g h -> b g i j"(%t, %wl) : (tensor<2x4x17x17xf32>, tensor<4x4xf32>) -> tensor<2x4x17x17xf32>
+  %lb = ein.binary add %l, %bl : (tensor<2x4x17x17xf32>, tensor<4x1x1xf32>) -> tensor<2x4x17x17xf32>
+  %p = ein.softmax %lb, axis = 3 : tensor<2x4x17x17xf32>
+  %w = ein.einsum "b h i j, g h -> b g i j"(%p, %ww) : (tensor<2x4x17x17xf32>, tensor<4x4xf32>) -> tensor<2x4x17x17xf32>
+  %wb = ein.binary add %w, %bw : (tensor<2x4x17x17xf32>, tensor<4x1x1xf32>) -> tensor<2x4x17x17xf32>
+  %o = ein.einsum "b h i j, b h j d -> b h i d"(%wb, %v) : (tensor<2x4x17x17xf32>, tensor<2x4x17x12xf32>) -> tensor<2x4x17x12xf32>
+  return %o : tensor<2x4x17x12xf32>
+}
+
+// -----
+
+// Negative: the probabilities are a model output (seed002 returns `attn`).
+// CHECK-LABEL: func.func @probabilities_are_an_output
+func.func @probabilities_are_an_output(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x5xf32>) {
+  // CHECK-NOT: ein.attention
+  // CHECK: ein.softmax
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %s, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o, %p : tensor<2x5x4xf32>, tensor<2x5x5xf32>
+}
+
+// -----
+
+// Negative: the scores are read elsewhere too.
+// CHECK-LABEL: func.func @scores_read_twice
+func.func @scores_read_twice(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x5xf32>) {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %s, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o, %s : tensor<2x5x4xf32>, tensor<2x5x5xf32>
+}
+
+// -----
+
+// Negative: softmax over the query axis is not attention over the keys.
+// CHECK-LABEL: func.func @softmax_over_queries
+func.func @softmax_over_queries(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %s, axis = 1 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
+
+// -----
+
+// Negative: V is contracted over the queries, not the keys.
+// CHECK-LABEL: func.func @values_over_the_wrong_axis
+func.func @values_over_the_wrong_axis(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %s, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b i d -> b j d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
+
+// -----
+
+// Negative: the scale comes after an additive mask, which the fused op would
+// not scale; left as written.
+// CHECK-LABEL: func.func @scale_after_mask
+func.func @scale_after_mask(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %bias: tensor<5x5xf32>) -> tensor<2x5x4xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %m = ein.binary add %s, %bias : (tensor<2x5x5xf32>, tensor<5x5xf32>) -> tensor<2x5x5xf32>
+  %c = ein.constant dense<5.000000e-01> : tensor<f32>
+  %t = ein.binary mul %m, %c : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %t, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
+
+// -----
+
+// Negative: two feature axes are contracted (a layout the kernel does not take).
+// CHECK-LABEL: func.func @two_feature_axes
+func.func @two_feature_axes(%q: tensor<5x2x3xf32>, %k: tensor<6x2x3xf32>) -> tensor<5x3xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "i a c, j a c -> i j"(%q, %k) : (tensor<5x2x3xf32>, tensor<6x2x3xf32>) -> tensor<5x6xf32>
+  %p = ein.softmax %s, axis = 1 : tensor<5x6xf32>
+  %v = ein.einsum "j a c -> j c"(%k) : (tensor<6x2x3xf32>) -> tensor<6x3xf32>
+  %o = ein.einsum "i j, j c -> i c"(%p, %v) : (tensor<5x6xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
+  return %o : tensor<5x3xf32>
+}
