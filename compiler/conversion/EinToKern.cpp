@@ -821,10 +821,11 @@ class Lowering {
       biasView = viewOf(context(), bias->offset, strides);
     }
     auto gemm = builder.create<ein::kern::GemmOp>(
-        loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, builder.getDenseI64ArrayAttr(batchSizes),
-        builder.getI64IntegerAttr(m), builder.getI64IntegerAttr(n), builder.getI64IntegerAttr(k),
-        viewOf(context(), a.layout.offset, aView), viewOf(context(), b.layout.offset, bView),
-        viewOf(context(), 0, cView), biasView, builder.getF32FloatAttr(1.0f),
+        loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, /*residual=*/Value(),
+        builder.getDenseI64ArrayAttr(batchSizes), builder.getI64IntegerAttr(m), builder.getI64IntegerAttr(n),
+        builder.getI64IntegerAttr(k), viewOf(context(), a.layout.offset, aView),
+        viewOf(context(), b.layout.offset, bView), viewOf(context(), 0, cView), biasView,
+        /*residual_view=*/ein::kern::ViewAttr(), builder.getF32FloatAttr(1.0f),
         ein::kern::ActivationAttr::get(context(), ein::kern::Activation::none));
     return gemm.getResult();
   }

@@ -20,6 +20,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager) {
   function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());
+  function.addPass(createFuseGemmEpilogue());
   function.addPass(createPlanMemory());
 }
 

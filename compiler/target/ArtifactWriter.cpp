@@ -254,11 +254,11 @@ class Writer {
           auto a = view(gemm.getA(), gemm.getAView());
           auto b = view(gemm.getB(), gemm.getBView());
           auto c = view(result, gemm.getCView());
-          flatbuffers::Offset<fb::View> bias;
-          if (gemm.getBias()) bias = view(gemm.getBias(), *gemm.getBiasView());
+          auto bias = optionalView(gemm.getBias(), gemm.getBiasView());
+          auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
           kernel = fb::CreateGemmDirect(builder, &batch, gemm.getMAttr().getInt(), gemm.getNAttr().getInt(),
                                         gemm.getKAttr().getInt(), a, b, c, bias,
-                                        gemm.getAlpha().convertToFloat(), activation(gemm.getActivation()))
+                                        gemm.getAlpha().convertToFloat(), activation(gemm.getActivation()), residual)
                        .Union();
           kind = fb::Kernel::Gemm;
           return success();

@@ -55,6 +55,15 @@ LogicalResult verifyView(Operation *op, StringRef name, ViewAttr view, ArrayRef<
   return success();
 }
 
+// An optional operand and its view: both or neither, and the view in bounds.
+LogicalResult verifyOptionalView(Operation *op, StringRef name, Value operand, std::optional<ViewAttr> view,
+                                 ArrayRef<int64_t> sizes) {
+  if (static_cast<bool>(operand) != view.has_value())
+    return op->emitOpError() << name << (operand ? " has no view" : " view without an operand");
+  if (!operand) return success();
+  return verifyView(op, (name + "_view").str(), *view, sizes, operand);
+}
+
 SmallVector<int64_t> concat(ArrayRef<int64_t> head, std::initializer_list<int64_t> tail) {
   SmallVector<int64_t> result(head.begin(), head.end());
   result.append(tail.begin(), tail.end());
@@ -75,11 +84,10 @@ LogicalResult GemmOp::verify() {
       failed(verifyView(*this, "b_view", getBView(), concat(getBatch(), {getKAttr().getInt(), getNAttr().getInt()}), getB())) ||
       failed(verifyView(*this, "c_view", getCView(), concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()}), getResult())))
     return failure();
-  if (getBias()) {
-    if (!getBiasView()) return emitOpError() << "has a bias but no bias_view";
-    if (failed(verifyView(*this, "bias_view", *getBiasView(), concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()}), getBias())))
-      return failure();
-  }
+  SmallVector<int64_t> output = concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()});
+  if (failed(verifyOptionalView(*this, "bias", getBias(), getBiasView(), output)) ||
+      failed(verifyOptionalView(*this, "residual", getResidual(), getResidualView(), output)))
+    return failure();
   if (product(getBatch()) * getMAttr().getInt() * getNAttr().getInt() != getType().getNumElements())
     return emitOpError() << "result has " << getType().getNumElements() << " elements but the product has "
                          << product(getBatch()) * getMAttr().getInt() * getNAttr().getInt();
@@ -177,15 +185,6 @@ LogicalResult ConcatOp::verify() {
 }
 
 namespace {
-
-// An optional operand and its view: both or neither, and the view in bounds.
-LogicalResult verifyOptionalView(Operation *op, StringRef name, Value operand, std::optional<ViewAttr> view,
-                                 ArrayRef<int64_t> sizes) {
-  if (static_cast<bool>(operand) != view.has_value())
-    return op->emitOpError() << name << (operand ? " has no view" : " view without an operand");
-  if (!operand) return success();
-  return verifyView(op, (name + "_view").str(), *view, sizes, operand);
-}
 
 // The parts kern.attention and kern.talking_heads_attention share. `batch`
 // includes the heads axis of the talking-heads op.

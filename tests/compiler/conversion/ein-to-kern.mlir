@@ -30,7 +30,7 @@ func.func @merge_heads(%o: tensor<2x4x10x8xf32>) -> tensor<2x10x32xf32> {
 func.func @linear(%x: tensor<2x10x32xf32>) -> tensor<2x10x64xf32> {
   %w = ein.param "fc.weight" : tensor<64x32xf32>
   %b = ein.param "fc.bias" : tensor<64xf32>
-  // CHECK: kern.gemm %arg0, %{{.*}}, %{{.*}} {a_view = #kern.view<0, [32, 1]>, b_view = #kern.view<0, [1, 32]>, batch = array<i64>, bias_view = #kern.view<0, [0, 1]>, c_view = #kern.view<0, [64, 1]>, k = 32 : i64, m = 20 : i64, n = 64 : i64}
+  // CHECK: kern.gemm %arg0, %{{.*}} bias %{{.*}} {a_view = #kern.view<0, [32, 1]>, b_view = #kern.view<0, [1, 32]>, batch = array<i64>, bias_view = #kern.view<0, [0, 1]>, c_view = #kern.view<0, [64, 1]>, k = 32 : i64, m = 20 : i64, n = 64 : i64}
   %y = ein.linear %x, %w, %b : (tensor<2x10x32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<2x10x64xf32>
   return %y : tensor<2x10x64xf32>
 }

@@ -417,6 +417,15 @@ input bias: f32[5, 5]
 s = (einsum("b i d, b j d -> b i j", q, k) + bias) * 0.5
 output y = softmax(s, axis=-1) @ k
 )ein", 1e-4, 1e-4, {"softmax"}, {"attention"}},
+    {"gemm_epilogue_permuted_output", R"ein(
+dim b = 2, m = 7, c = 5, e = 3
+input x: f32[b, m, c]
+input r: f32[b, e, m]
+param w: f32[e, c]
+param bias: f32[e, 1]
+output y = gelu(einsum("b m c, e c -> b e m", x, w) + bias) + r
+output z = silu(linear(x, w)) + x[:, :, 0:3]
+)ein", 1e-4, 1e-4, {"gemm"}, {"elementwise"}},
     {"layernorm_with_residual", R"ein(
 dim n = 197, c = 24
 input x: f32[n, c]

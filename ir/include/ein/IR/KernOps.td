@@ -9,22 +9,25 @@ include "mlir/IR/OpBase.td"
 
 defvar Kern_Tensor = AnyStaticShapeTensor;
 
-def Kern_GemmOp : Kern_Op<"gemm", [Pure]> {
+def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let summary = "batched strided GEMM with a fused epilogue";
   let description = [{
-    `C[b.., m, n] = alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n]`,
-    then `activation`. The views of `a`, `b` and `bias` are indexed
-    [batch..., m, k], [batch..., k, n] and [batch..., m, n]; `c` places the
-    product in the result buffer.
+    `C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n]) + residual[b.., m, n]`.
+    The views of `a`, `b`, `bias` and `residual` are indexed [batch..., m, k],
+    [batch..., k, n] and [batch..., m, n]; `c` places the product in the
+    result buffer.
   }];
   let arguments = (ins Kern_Tensor:$a, Kern_Tensor:$b, Optional<Kern_Tensor>:$bias,
+                       Optional<Kern_Tensor>:$residual,
                        DenseI64ArrayAttr:$batch, I64Attr:$m, I64Attr:$n, I64Attr:$k,
                        Kern_ViewAttr:$a_view, Kern_ViewAttr:$b_view, Kern_ViewAttr:$c_view,
-                       OptionalAttr<Kern_ViewAttr>:$bias_view,
+                       OptionalAttr<Kern_ViewAttr>:$bias_view, OptionalAttr<Kern_ViewAttr>:$residual_view,
                        DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
                        DefaultValuedAttr<Kern_ActivationAttr, "::ein::kern::Activation::none">:$activation);
   let results = (outs Kern_Tensor:$result);
-  let assemblyFormat = "$a `,` $b (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
+  let assemblyFormat = [{
+    $a `,` $b (`bias` $bias^)? (`residual` $residual^)? attr-dict `:` functional-type(operands, $result)
+  }];
   let hasVerifier = 1;
 }
 

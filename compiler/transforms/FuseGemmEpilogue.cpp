@@ -1,0 +1,163 @@
+// Moves element-wise epilogues into the GEMM that produces their input:
+// act(gemm + bias) + residual becomes one kern.gemm.
+#include "passes/Passes.h"
+
+namespace ein {
+#define GEN_PASS_DEF_FUSEGEMMEPILOGUE
+#include "passes/Passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+using ein::kern::Activation;
+
+namespace {
+
+SmallVector<int64_t> denseStrides(ArrayRef<int64_t> sizes) {
+  SmallVector<int64_t> strides(sizes.size(), 1);
+  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
+  return strides;
+}
+
+// The strides over the gemm's iteration space [batch.., m, n] of a view that
+// reads the gemm's result buffer (dense over `shape`) with `strides`, given
+// that the gemm writes iteration axis t at buffer stride cStrides[t]. Each
+// iteration axis must cover consecutive result axes whose view strides merge
+// like the buffer's; otherwise there is no such view.
+std::optional<SmallVector<int64_t>> iterationStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> iterationSizes,
+                                                     ArrayRef<int64_t> cStrides, ArrayRef<int64_t> strides) {
+  SmallVector<int64_t> dense = denseStrides(shape);
+  SmallVector<int64_t> result;
+  for (auto [size, cStride] : llvm::zip(iterationSizes, cStrides)) {
+    if (size == 1) {
+      result.push_back(0);
+      continue;
+    }
+    // The result axes this one spans: buffer strides in [cStride, cStride * size).
+    int64_t covered = 1, innermost = -1, merged = 0;
+    bool first = true;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1 || dense[d] < cStride || dense[d] >= cStride * size) continue;
+      if (!first && merged != strides[d] * shape[d]) return std::nullopt;
+      merged = strides[d];
+      covered *= shape[d];
+      innermost = static_cast<int64_t>(d);
+      first = false;
+    }
+    if (covered != size || innermost < 0 || dense[innermost] != cStride) return std::nullopt;
+    result.push_back(strides[innermost]);
+  }
+  return result;
+}
+
+std::optional<Activation> activationOf(Operation *op) {
+  if (isa<ein::kern::ReluOp>(op)) return Activation::relu;
+  if (isa<ein::kern::GeluOp>(op)) return Activation::gelu;
+  if (isa<ein::kern::GeluTanhOp>(op)) return Activation::gelu_tanh;
+  if (isa<ein::kern::SiluOp>(op)) return Activation::silu;
+  return std::nullopt;
+}
+
+// What an element-wise body computes from the gemm's element `product`:
+// activation(product + bias) + residual, each part optional; bias and residual
+// are block arguments (inputs of the element-wise op).
+struct Epilogue {
+  BlockArgument bias, residual;
+  Activation activation = Activation::none;
+};
+
+// The other operand of `add` when one is `known` and the other a block argument.
+BlockArgument addedArgument(arith::AddFOp add, Value known) {
+  Value other = add.getLhs() == known ? add.getRhs() : add.getRhs() == known ? add.getLhs() : Value();
+  return dyn_cast_or_null<BlockArgument>(other);
+}
+
+std::optional<Epilogue> matchEpilogue(Block &body, BlockArgument product, bool gemmHasBias) {
+  // Walk forward from the product: every op must be the next link of the chain.
+  Epilogue epilogue;
+  Value current = product;
+  enum { kBias, kActivation, kResidual, kDone } stage = kBias;
+  for (Operation &op : body.without_terminator()) {
+    if (op.getNumOperands() == 0) return std::nullopt;  // constants: not an epilogue
+    if (!llvm::is_contained(op.getOperands(), current) || !op.getResult(0).hasOneUse()) return std::nullopt;
+    if (auto add = dyn_cast<arith::AddFOp>(op)) {
+      BlockArgument argument = addedArgument(add, current);
+      if (!argument || argument == product) return std::nullopt;
+      if (stage == kBias && !gemmHasBias) {
+        epilogue.bias = argument;
+        stage = kActivation;
+      } else if (stage <= kResidual) {
+        epilogue.residual = argument;
+        stage = kDone;
+      } else {
+        return std::nullopt;
+      }
+    } else if (auto activation = activationOf(&op); activation && stage <= kActivation) {
+      epilogue.activation = *activation;
+      stage = kResidual;
+    } else {
+      return std::nullopt;
+    }
+    current = op.getResult(0);
+  }
+  auto yield = cast<ein::kern::YieldOp>(body.getTerminator());
+  if (yield.getValue() != current || current == product) return std::nullopt;
+  return epilogue;
+}
+
+struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePass> {
+  void runOnOperation() override {
+    SmallVector<ein::kern::ElementwiseOp> candidates;
+    getOperation().walk([&](ein::kern::ElementwiseOp op) { candidates.push_back(op); });
+    for (ein::kern::ElementwiseOp elementwise : candidates) tryFuse(elementwise);
+  }
+
+  void tryFuse(ein::kern::ElementwiseOp elementwise) {
+    auto type = elementwise.getType();
+    if (!type.getElementType().isF32()) return;
+    for (auto [index, input] : llvm::enumerate(elementwise.getInputs())) {
+      auto gemm = input.getDefiningOp<ein::kern::GemmOp>();
+      if (!gemm || !input.hasOneUse() || gemm.getType() != type || gemm.getActivation() != Activation::none ||
+          gemm.getResidual())
+        continue;
+      // The gemm's result must be read element for element.
+      auto view = cast<ein::kern::ViewAttr>(elementwise.getInputViews()[index]);
+      if (view.getOffset() != 0 || view.getStrides() != ArrayRef<int64_t>(denseStrides(type.getShape()))) continue;
+      Block &body = elementwise.getBody().front();
+      auto epilogue = matchEpilogue(body, body.getArgument(index), static_cast<bool>(gemm.getBias()));
+      if (!epilogue) continue;
+      // Bias and residual views over the gemm's iteration space.
+      SmallVector<int64_t> sizes(gemm.getBatch());
+      sizes.append({gemm.getM(), gemm.getN()});
+      auto iterationView = [&](BlockArgument argument) -> std::optional<ein::kern::ViewAttr> {
+        auto inputView = cast<ein::kern::ViewAttr>(elementwise.getInputViews()[argument.getArgNumber()]);
+        auto strides = iterationStrides(type.getShape(), sizes, gemm.getCView().getStrides(), inputView.getStrides());
+        if (!strides) return std::nullopt;
+        return ein::kern::ViewAttr::get(&getContext(), inputView.getOffset(), *strides);
+      };
+      Value bias = gemm.getBias(), residual;
+      std::optional<ein::kern::ViewAttr> biasView = gemm.getBiasView(), residualView;
+      if (epilogue->bias) {
+        bias = elementwise.getInputs()[epilogue->bias.getArgNumber()];
+        biasView = iterationView(epilogue->bias);
+        if (!biasView) continue;
+      }
+      if (epilogue->residual) {
+        residual = elementwise.getInputs()[epilogue->residual.getArgNumber()];
+        residualView = iterationView(epilogue->residual);
+        if (!residualView) continue;
+      }
+      OpBuilder builder(elementwise);
+      auto fused = builder.create<ein::kern::GemmOp>(
+          elementwise.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBatchAttr(), gemm.getMAttr(),
+          gemm.getNAttr(), gemm.getKAttr(), gemm.getAView(), gemm.getBView(), gemm.getCView(),
+          biasView.value_or(ein::kern::ViewAttr()), residualView.value_or(ein::kern::ViewAttr()), gemm.getAlphaAttr(),
+          ein::kern::ActivationAttr::get(&getContext(), epilogue->activation));
+      elementwise.replaceAllUsesWith(fused.getResult());
+      elementwise.erase();
+      gemm.erase();
+      return;
+    }
+  }
+};
+
+}  // namespace
