@@ -49,6 +49,16 @@ std::optional<SmallVector<int64_t>> iterationStrides(ArrayRef<int64_t> shape, Ar
   return result;
 }
 
+// Whether `view` reads a dense buffer of `shape` element for element (unit
+// axes may have any stride).
+bool readsDensely(ein::kern::ViewAttr view, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> dense = denseStrides(shape);
+  if (view.getOffset() != 0) return false;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1 && view.getStrides()[d] != dense[d]) return false;
+  return true;
+}
+
 std::optional<Activation> activationOf(Operation *op) {
   if (isa<ein::kern::ReluOp>(op)) return Activation::relu;
   if (isa<ein::kern::GeluOp>(op)) return Activation::gelu;
@@ -120,8 +130,7 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
           gemm.getResidual())
         continue;
       // The gemm's result must be read element for element.
-      auto view = cast<ein::kern::ViewAttr>(elementwise.getInputViews()[index]);
-      if (view.getOffset() != 0 || view.getStrides() != ArrayRef<int64_t>(denseStrides(type.getShape()))) continue;
+      if (!readsDensely(cast<ein::kern::ViewAttr>(elementwise.getInputViews()[index]), type.getShape())) continue;
       Block &body = elementwise.getBody().front();
       auto epilogue = matchEpilogue(body, body.getArgument(index), static_cast<bool>(gemm.getBias()));
       if (!epilogue) continue;

@@ -418,7 +418,7 @@ s = (einsum("b i d, b j d -> b i j", q, k) + bias) * 0.5
 output y = softmax(s, axis=-1) @ k
 )ein", 1e-4, 1e-4, {"softmax"}, {"attention"}},
     {"gemm_epilogue_permuted_output", R"ein(
-dim b = 2, m = 7, c = 5, e = 3
+dim b = 1, m = 7, c = 5, e = 3
 input x: f32[b, m, c]
 input r: f32[b, e, m]
 param w: f32[e, c]
