@@ -44,6 +44,9 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
   explicit DumpIrInstrumentation(std::string dir) : dir(std::move(dir)) {}
 
   void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
+    // The adaptor that runs the nested pipeline has no argument: its passes
+    // were dumped one by one already.
+    if (pass->getArgument().empty()) return;
     // Passes nested on func.func see the function; dump the whole module.
     mlir::Operation *top = op;
     while (top->getParentOp()) top = top->getParentOp();
