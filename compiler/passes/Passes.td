@@ -43,7 +43,8 @@ def FuseAttention : Pass<"ein-fuse-attention", "mlir::func::FuncOp"> {
     `ein.talking_heads_attention` with operands rearranged into the op's
     layout (strides after lowering). Nothing fuses when an intermediate
     (scores, probabilities) has another user, such as a model output, or
-    when the ops come in another order (a scale after the mask).
+    when the ops come in another order that would change the result (a
+    scale after an additive mask; after a boolean mask the fill is scaled).
   }];
 }
 

@@ -354,7 +354,17 @@ bool matchValueContraction(Operation *op, Value probs, Attention &attention) {
 // The whole attention around `softmax`, if it is one.
 std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
   Attention attention;
-  if (!matchMaskedScores(softmax.getInput(), attention)) return std::nullopt;
+  // A scale after a boolean mask: fill * c then stands where the scaled
+  // scores would, which the fused op computes with the fill scaled too. An
+  // additive mask would need scaling itself, so that order is left alone.
+  double outer = 1.0;
+  Value masked = softmax.getInput().hasOneUse() ? peelScales(softmax.getInput(), outer) : softmax.getInput();
+  if (!matchMaskedScores(masked, attention)) return std::nullopt;
+  if (outer != 1.0) {
+    if (attention.maskKind == MaskKind::add) return std::nullopt;
+    attention.roles.scale *= outer;
+    attention.maskFill *= outer;
+  }
   const ScoreRoles &roles = attention.roles;
   if (softmax.getAxis() != llvm::find(roles.scores, roles.key) - roles.scores.begin()) return std::nullopt;
   Value probs = softmax.getResult();

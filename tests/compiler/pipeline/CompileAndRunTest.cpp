@@ -378,6 +378,14 @@ input drop: bool[3, 1, t]
 s = masked_fill(einsum("b i d, b j d -> b i j", q, k), drop, -1e9)
 output y = einsum("b i j, b j d -> b i d", softmax(s, axis=2), k)
 )ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"attention_scaled_after_masked_fill", R"ein(
+input q: f32[2, 7, 4]
+input k: f32[2, 9, 4]
+input v: f32[2, 9, 3]
+input drop: bool[2, 1, 9]
+s = masked_fill(q @ transpose(k, 1, 2), drop, -inf) / 2.0
+output y = softmax(s, axis=-1) @ v
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
     {"talking_heads_both_mixes", R"ein(
 dim b = 2, n = 7, h = 3, d = 4
 input q: f32[b, h, n, d]

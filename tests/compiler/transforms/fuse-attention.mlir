@@ -175,3 +175,20 @@ func.func @two_feature_axes(%q: tensor<5x2x3xf32>, %k: tensor<6x2x3xf32>) -> ten
   %o = ein.einsum "i j, j c -> i c"(%p, %v) : (tensor<5x6xf32>, tensor<6x3xf32>) -> tensor<5x3xf32>
   return %o : tensor<5x3xf32>
 }
+
+// -----
+
+// A scale after masked_fill: masked entries are fill * scale, so the fused op
+// takes the scaled fill (-1e9 * 0.5).
+// CHECK-LABEL: func.func @scale_after_bool_mask
+func.func @scale_after_bool_mask(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %drop: tensor<5x5xi1>) -> tensor<2x5x4xf32> {
+  // CHECK: ein.attention %arg0, %arg1, %arg1 mask %{{.*}} scale = 5.000000e-01 {mask_fill = -5.000000e+08 : f64, mask_kind = #ein<mask_kind drop>}
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %fill = ein.constant dense<-1.000000e+09> : tensor<f32>
+  %m = ein.where %drop, %fill, %s : (tensor<5x5xi1>, tensor<f32>, tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %c = ein.constant dense<5.000000e-01> : tensor<f32>
+  %t = ein.binary mul %m, %c : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %t, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
