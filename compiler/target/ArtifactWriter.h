@@ -17,8 +17,13 @@ using ParamBytesProvider =
     std::function<mlir::FailureOr<std::vector<uint8_t>>(llvm::StringRef name, mlir::RankedTensorType type,
                                                         mlir::Location declaredAt)>;
 
+enum class ArtifactTarget { Cpu, Cuda };
+enum class Precision { Fp32, Bf16, Fp16 };
+
 struct ArtifactOptions {
   std::string source;  // the model file, recorded for messages and ein-inspect
+  ArtifactTarget target = ArtifactTarget::Cpu;
+  Precision precision = Precision::Fp32;
 };
 
 // Builds the artifact in memory. `function` must have been through the

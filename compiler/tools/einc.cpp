@@ -1,7 +1,8 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
 //   einc MODEL.ein -o MODEL.einb [--weights W.safetensors | --random-weights SEED]
-//        [--dim NAME=SIZE]... [--target cpu|cuda] [--print-ir-after-all] [--dump-ir DIR]
+//        [--dim NAME=SIZE]... [--target cpu|cuda] [--precision fp32|bf16|fp16]
+//        [--print-ir-after-all] [--dump-ir DIR]
 //   einc MODEL.ein --emit=mlir      prints the ein dialect from the front end
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -33,6 +34,7 @@ struct Options {
   std::optional<uint64_t> randomWeights;
   std::vector<std::string> dims;
   std::string target = "cpu";
+  std::string precision = "fp32";
   std::string emit = "artifact";
   bool printIrAfterAll = false;
   std::string dumpIrDir;
@@ -95,8 +97,9 @@ int compile(const Options &options) {
 
   auto overrides = parseDimOverrides(options.dims);
   if (mlir::failed(overrides)) return 1;
-  if (options.target != "cpu") {
-    llvm::errs() << "einc: target '" << options.target << "' is not available in this build (targets: cpu)\n";
+  if (options.precision != "fp32" && options.target != "cuda") {
+    llvm::errs() << "einc: --precision " << options.precision
+                 << " needs --target cuda: the cpu kernels compute in fp32\n";
     return 1;
   }
 
@@ -158,6 +161,10 @@ int compile(const Options &options) {
   }
   auto function = *module->getOps<mlir::func::FuncOp>().begin();
   ein::ArtifactOptions artifactOptions{std::filesystem::path(options.model).filename().string()};
+  artifactOptions.target = options.target == "cuda" ? ein::ArtifactTarget::Cuda : ein::ArtifactTarget::Cpu;
+  artifactOptions.precision = options.precision == "bf16"   ? ein::Precision::Bf16
+                              : options.precision == "fp16" ? ein::Precision::Fp16
+                                                            : ein::Precision::Fp32;
   auto artifact = ein::writeArtifact(function, params, artifactOptions);
   if (mlir::failed(artifact)) return 1;
   if (safetensors)
@@ -186,6 +193,9 @@ int main(int argc, char **argv) {
   weights->excludes(random);
   app.add_option("--dim", options.dims, "override a dim: NAME=SIZE (repeatable)");
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", options.precision,
+                 "fp32 (default), or bf16/fp16 tensor-core arithmetic with f32 accumulation (cuda only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_option("--emit", options.emit, "artifact (default) or mlir: print the ein dialect from the front end")
       ->check(CLI::IsMember({"artifact", "mlir"}));
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");
