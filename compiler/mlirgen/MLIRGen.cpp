@@ -92,6 +92,22 @@ class Generator {
  private:
   using Scope = std::map<std::string, EValue>;
 
+  // " (did you mean 'x'?)" for the closest of `known` when it is a likely typo
+  // of `name`: a few edits away, and `name` long enough for that to mean something.
+  static std::string didYouMean(const std::string &name, const std::vector<std::string> &known) {
+    if (name.size() < 3) return "";
+    unsigned limit = std::max<unsigned>(1, static_cast<unsigned>(name.size()) / 3), best = limit + 1;
+    std::string closest;
+    for (const std::string &candidate : known) {
+      unsigned distance = llvm::StringRef(name).edit_distance(candidate, /*AllowReplacements=*/true, limit);
+      if (distance < best) {
+        best = distance;
+        closest = candidate;
+      }
+    }
+    return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
+  }
+
   // ---- diagnostics ----------------------------------------------------------
 
   Location loc(const ast::SourceLoc &at) {
@@ -401,8 +417,18 @@ class Generator {
         const auto &name = static_cast<const ast::NameExpr &>(expr).name;
         if (auto value = resolveValue(name, scope)) return *value;
         std::string full = resolveName(name, scope);
-        if (name.segments.size() == 1) fail(expr.loc, "unknown name '" + full + "'");
-        fail(expr.loc, "unknown parameter \"" + full + "\" (declare it with `param " + full + ": f32[...]`)");
+        if (name.segments.size() == 1) {
+          std::vector<std::string> known;
+          for (const Scope *names : {&scope, &globals})
+            for (const auto &entry : *names) known.push_back(entry.first);
+          for (const auto &entry : dims) known.push_back(entry.first);
+          fail(expr.loc, "unknown name '" + full + "'" + didYouMean(full, known));
+        }
+        std::vector<std::string> known;
+        for (const auto &entry : params) known.push_back(entry.first);
+        std::string suggestion = didYouMean(full, known);
+        fail(expr.loc, "unknown parameter \"" + full + "\"" +
+                           (suggestion.empty() ? " (declare it with `param " + full + ": f32[...]`)" : suggestion));
       }
       case K::Unary: {
         const auto &unary = static_cast<const ast::UnaryExpr &>(expr);
@@ -915,7 +941,13 @@ class Generator {
       return EValue{Tensor{builder.create<ir::EinsumOp>(at, RankedTensorType::get(shape, elementType(x)),
                                                         builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
     }
-    fail(call.loc, "unknown function '" + name + "'");
+    std::vector<std::string> known = {"einsum", "rearrange", "reduce",    "repeat",    "softmax",     "sum",
+                                      "mean",   "max",       "min",       "var",       "std",         "layernorm",
+                                      "linear", "embedding", "masked_fill", "where",   "concat",      "transpose",
+                                      "maximum", "minimum"};
+    for (const auto &entry : unaryKinds) known.push_back(entry.first);
+    for (const auto &entry : defs) known.push_back(entry.first);
+    fail(call.loc, "unknown function '" + name + "'" + didYouMean(name, known));
   }
 
   double foldUnary(ir::UnaryKind kind, double x, const ast::Call &call) {
