@@ -276,7 +276,9 @@ class Lowering {
   FailureOr<Value> buildElementwise(Location loc, RankedTensorType resultType, ArrayRef<Value> operands,
                                     ArrayRef<Layout> operandLayouts, ScalarBody body) {
     Type element = resultType.getElementType();
-    if (!element.isF32() && !element.isSignlessInteger())
+    // Half floats only appear here as the stored result of a cast
+    // (ein-widen-half-floats computes everything else in f32).
+    if (!element.isF32() && !element.isF16() && !element.isBF16() && !element.isSignlessInteger())
       return emitError(loc) << "element-wise arithmetic on " << element << " has no kernel yet (f32, integers, bool)";
     SmallVector<Value> inputs;
     SmallVector<Attribute> views;

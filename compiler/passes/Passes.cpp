@@ -13,6 +13,7 @@ void registerEinDialects(mlir::DialectRegistry &registry) {
 
 void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
+  function.addPass(createWidenHalfFloats());
   function.addPass(mlir::createCSEPass());
   function.addPass(createFuseSoftmax());
   function.addPass(createFuseLayerNorm());

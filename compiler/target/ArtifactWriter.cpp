@@ -269,7 +269,7 @@ class Writer {
         })
         .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) -> LogicalResult {
           Type element = elementwise.getType().getElementType();
-          if (!element.isF32() && !element.isInteger(1))
+          if (!element.isF32() && !element.isF16() && !element.isBF16() && !element.isInteger(1))
             return emitError(elementwise.getLoc())
                    << "integer arithmetic stored as " << element
                    << " has no runtime kernel yet; it runs when its result feeds float arithmetic";

@@ -115,8 +115,8 @@ LogicalResult ElementwiseOp::verify() {
   Type resultElement = getType().getElementType();
   // Integer results are computed in f32: exact below 2^24, which covers the
   // masks and ids models compute with.
-  if (!resultElement.isF32() && !resultElement.isSignlessInteger())
-    return emitOpError() << "result must be f32 or a signless integer, got " << resultElement;
+  if (!resultElement.isF32() && !resultElement.isF16() && !resultElement.isBF16() && !resultElement.isSignlessInteger())
+    return emitOpError() << "result must be f32, f16, bf16 or a signless integer, got " << resultElement;
   return success();
 }
 
