@@ -99,8 +99,8 @@ def FuseElementwise : Pass<"kern-fuse-elementwise", "mlir::func::FuncOp"> {
 def FuseGemmEpilogue : Pass<"kern-fuse-gemm-epilogue", "mlir::func::FuncOp"> {
   let summary = "Fuse bias, activation and residual adds into the producing GEMM";
   let description = [{
-    An element-wise kernel that computes `activation(g + bias) + residual`
-    (each part optional; relu, gelu, gelu_tanh or silu) from the only use of
+    An element-wise kernel that computes `activation(c * g + bias) + residual`
+    (each part optional; c constant; relu, gelu, gelu_tanh or silu) from the only use of
     a GEMM's result `g`, read element for element, becomes that GEMM's
     epilogue: the bias and residual are read through views over the GEMM's
     [batch.., m, n] space, so the product is stored once. Run after

@@ -68,12 +68,32 @@ std::optional<Activation> activationOf(Operation *op) {
 }
 
 // What an element-wise body computes from the gemm's element `product`:
-// activation(product + bias) + residual, each part optional; bias and residual
-// are block arguments (inputs of the element-wise op).
+// activation(scale * product + bias) + residual, each part optional; bias and
+// residual are block arguments (inputs of the element-wise op), the scale a
+// product of constants.
 struct Epilogue {
+  double scale = 1.0;
   BlockArgument bias, residual;
   Activation activation = Activation::none;
 };
+
+// The value of an arith.constant f32.
+std::optional<double> constantValue(Value value) {
+  auto constant = value.getDefiningOp<arith::ConstantOp>();
+  auto attr = constant ? dyn_cast<FloatAttr>(constant.getValue()) : FloatAttr();
+  return attr ? std::optional<double>(attr.getValueAsDouble()) : std::nullopt;
+}
+
+// The factor `op` multiplies `current` by: current * c, c * current, current / c.
+std::optional<double> scaleFactor(Operation &op, Value current) {
+  if (auto mul = dyn_cast<arith::MulFOp>(op)) {
+    Value other = mul.getLhs() == current ? mul.getRhs() : mul.getLhs();
+    if (other != current) return constantValue(other);
+  }
+  if (auto div = dyn_cast<arith::DivFOp>(op); div && div.getLhs() == current)
+    if (auto c = constantValue(div.getRhs()); c && *c != 0.0) return 1.0 / *c;
+  return std::nullopt;
+}
 
 // The other operand of `add` when one is `known` and the other a block argument.
 BlockArgument addedArgument(arith::AddFOp add, Value known) {
@@ -87,9 +107,13 @@ std::optional<Epilogue> matchEpilogue(Block &body, BlockArgument product, bool g
   Value current = product;
   enum { kBias, kActivation, kResidual, kDone } stage = kBias;
   for (Operation &op : body.without_terminator()) {
-    if (op.getNumOperands() == 0) return std::nullopt;  // constants: not an epilogue
+    if (isa<arith::ConstantOp>(op)) continue;  // read by a scale, or the match fails below
     if (!llvm::is_contained(op.getOperands(), current) || !op.getResult(0).hasOneUse()) return std::nullopt;
-    if (auto add = dyn_cast<arith::AddFOp>(op)) {
+    if (auto factor = scaleFactor(op, current)) {
+      // alpha scales the product alone: only before any bias.
+      if (stage != kBias || gemmHasBias) return std::nullopt;
+      epilogue.scale *= *factor;
+    } else if (auto add = dyn_cast<arith::AddFOp>(op)) {
       BlockArgument argument = addedArgument(add, current);
       if (!argument || argument == product) return std::nullopt;
       if (stage == kBias && !gemmHasBias) {
@@ -159,7 +183,8 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
       auto fused = builder.create<ein::kern::GemmOp>(
           elementwise.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBatchAttr(), gemm.getMAttr(),
           gemm.getNAttr(), gemm.getKAttr(), gemm.getAView(), gemm.getBView(), gemm.getCView(),
-          biasView.value_or(ein::kern::ViewAttr()), residualView.value_or(ein::kern::ViewAttr()), gemm.getAlphaAttr(),
+          biasView.value_or(ein::kern::ViewAttr()), residualView.value_or(ein::kern::ViewAttr()),
+          builder.getF32FloatAttr(static_cast<float>(gemm.getAlpha().convertToDouble() * epilogue->scale)),
           ein::kern::ActivationAttr::get(&getContext(), epilogue->activation));
       elementwise.replaceAllUsesWith(fused.getResult());
       elementwise.erase();

@@ -33,6 +33,19 @@ func.func @bias_then_relu(%x: tensor<2x5x3xf32>, %w: tensor<4x3xf32>, %b: tensor
 
 // -----
 
+// Scores divided by a constant: the gemm's alpha (1 / 4).
+// CHECK-LABEL: func.func @scaled_scores
+func.func @scaled_scores(%q: tensor<5x8xf32>, %k: tensor<6x8xf32>) -> tensor<5x6xf32> {
+  // CHECK: kern.gemm %arg0, %arg1 {a_view = #kern.view<0, [8, 1]>, alpha = 2.500000e-01 : f32
+  // CHECK-NOT: kern.elementwise
+  %s = ein.einsum "i d, j d -> i j"(%q, %k) : (tensor<5x8xf32>, tensor<6x8xf32>) -> tensor<5x6xf32>
+  %c = ein.constant dense<4.000000e+00> : tensor<f32>
+  %t = ein.binary div %s, %c : (tensor<5x6xf32>, tensor<f32>) -> tensor<5x6xf32>
+  return %t : tensor<5x6xf32>
+}
+
+// -----
+
 // Negatives: a product used twice stays stored; an epilogue with other
 // arithmetic (a multiply) or a sigmoid (no gemm activation) stays separate.
 // CHECK-LABEL: func.func @negatives
