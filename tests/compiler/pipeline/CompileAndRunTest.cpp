@@ -4,6 +4,7 @@
 // end's (unoptimised) ein IR. Fusion and lowering must never change results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -177,9 +178,11 @@ class CompileAndRun : public ::testing::TestWithParam<Case> {};
 TEST_P(CompileAndRun, MatchesTheReference) {
   Outcome run;
   ASSERT_TRUE(compileAndRun(GetParam(), run));
-  EXPECT_TRUE(outputsMatch(GetParam(), run)) << "steps: " << ::testing::PrintToString(run.stepOps);
+  EXPECT_TRUE(outputsMatch(GetParam(), run)) << "steps: " << ::testing::PrintToString(run.stepOps) << "\nmodel:\n"
+                                             << GetParam().source;
   for (const std::string &op : GetParam().present)
-    EXPECT_TRUE(llvm::is_contained(run.stepOps, op)) << "no " << op << " step in " << ::testing::PrintToString(run.stepOps);
+    EXPECT_TRUE(llvm::is_contained(run.stepOps, op))
+        << "no " << op << " step in " << ::testing::PrintToString(run.stepOps) << "\nmodel:\n" << GetParam().source;
   for (const std::string &op : GetParam().absent)
     EXPECT_FALSE(llvm::is_contained(run.stepOps, op)) << "a " << op << " step in " << ::testing::PrintToString(run.stepOps);
 }
@@ -447,6 +450,81 @@ output z = (x - mu) / (std(x, axis=-1, unbiased=true, keepdim=true) + 1e-6)
 };
 
 INSTANTIATE_TEST_SUITE_P(Fusion, CompileAndRun, ::testing::ValuesIn(kFusionCases),
+                         [](const auto &info) { return info.param.name; });
+
+// Random attention spellings: every axis order of Q, K, V, the scores and the
+// output, einsum label names that differ between the two contractions, the
+// scale on Q, K or the scores (multiplied or divided), each mask form with a
+// random broadcast shape, a single query, sizes of 1. Each must fuse into one
+// attention step and match the reference.
+std::vector<Case> randomAttentionCases(int count) {
+  std::vector<Case> cases;
+  std::mt19937 random(2026);
+  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  auto shuffled = [&](std::vector<std::string> labels) {
+    std::shuffle(labels.begin(), labels.end(), random);
+    return labels;
+  };
+  auto join = [](const std::vector<std::string> &labels) {
+    std::string text;
+    for (const std::string &label : labels) text += (text.empty() ? "" : " ") + label;
+    return text;
+  };
+  for (int index = 0; index < count; ++index) {
+    bool singleQuery = pick(4) == 0;
+    std::map<std::string, int> sizes = {{"b", 1 + pick(2)}, {"h", 1 + pick(3)}, {"i", 1 + pick(7)},
+                                        {"j", 1 + pick(9)}, {"d", 1 + pick(6)}, {"e", 1 + pick(5)}};
+    auto shapeOf = [&](const std::vector<std::string> &labels) {
+      std::string text;
+      for (const std::string &label : labels) text += (text.empty() ? "" : ", ") + std::to_string(sizes[label]);
+      return "[" + text + "]";
+    };
+    std::vector<std::string> qAxes{"b", "h", "d"}, sAxes{"b", "h", "j"}, oAxes{"b", "h", "e"};
+    if (!singleQuery) {
+      qAxes.push_back("i");
+      sAxes.push_back("i");
+      oAxes.push_back("i");
+    }
+    std::vector<std::string> q = shuffled(qAxes), k = shuffled({"b", "h", "j", "d"}),
+                             v = shuffled({"b", "h", "j", "e"}), scores = shuffled(sAxes), out = shuffled(oAxes);
+    std::string source = "input q: f32" + shapeOf(q) + "\ninput k: f32" + shapeOf(k) + "\ninput v: f32" + shapeOf(v) + "\n";
+    std::string qExpr = "q", kExpr = "k", scale;
+    switch (pick(5)) {
+      case 0: qExpr = "q * 0.5"; break;
+      case 1: kExpr = "k / 3.0"; break;
+      case 2: scale = " * 0.25"; break;
+      case 3: scale = " / 2.0"; break;
+      default: break;
+    }
+    source += "s = einsum(\"" + join(q) + ", " + join(k) + " -> " + join(scores) + "\", " + qExpr + ", " + kExpr +
+              ")" + scale + "\n";
+    // A mask over a random trailing part of the scores' axes, some of them 1.
+    int maskKind = pick(4);
+    if (maskKind != 0) {
+      size_t rank = scores.size() - static_cast<size_t>(pick(static_cast<int>(scores.size())));
+      std::string shape;
+      for (size_t a = scores.size() - rank; a < scores.size(); ++a)
+        shape += (shape.empty() ? "" : ", ") + (pick(3) == 0 ? std::string("1") : std::to_string(sizes[scores[a]]));
+      source += std::string("input m: ") + (maskKind == 3 ? "f32" : "bool") + "[" + shape + "]\n";
+      if (maskKind == 1) source += "s = masked_fill(s, m, -inf)\n";
+      if (maskKind == 2) source += "s = where(m, s, -1e4)\n";
+      if (maskKind == 3) source += "s = s + m\n";
+    }
+    int axis = static_cast<int>(std::find(scores.begin(), scores.end(), "j") - scores.begin());
+    // The second contraction names its axes differently.
+    std::map<std::string, std::string> rename = {{"b", "n"}, {"h", "g"}, {"i", "x"}, {"j", "y"}, {"e", "f"}};
+    auto renamed = [&](std::vector<std::string> labels) {
+      for (std::string &label : labels) label = rename[label];
+      return labels;
+    };
+    source += "output o = einsum(\"" + join(renamed(scores)) + ", " + join(renamed(v)) + " -> " + join(renamed(out)) +
+              "\", softmax(s, axis=" + std::to_string(axis) + "), v)\n";
+    cases.push_back(Case{"random_attention_" + std::to_string(index), source, 1e-4, 1e-4, {"attention"}, {"softmax"}});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomAttention, CompileAndRun, ::testing::ValuesIn(randomAttentionCases(40)),
                          [](const auto &info) { return info.param.name; });
 
 }  // namespace
