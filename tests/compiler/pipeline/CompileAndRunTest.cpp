@@ -415,6 +415,17 @@ p = softmax(einsum("b i h d, b j h d -> b h i j", q, k), axis=-1)
 p = einsum("b h i j, g h -> b g i j", p, w.weight) + rearrange(w.bias, "g -> 1 g 1 1")
 output y = einsum("b h i j, b j h d -> b i h d", p, v)
 )ein", 1e-4, 1e-4, {"talking_heads_attention"}, {"softmax"}},
+    {"talking_heads_pre_mix_only_additive_mask", R"ein(
+dim b = 2, n = 5, m = 7, h = 2, d = 3
+input q: f32[b, n, h, d]
+input k: f32[b, h, m, d]
+input v: f32[b, m, h, d]
+input bias: f32[b, 1, 1, m]
+param l.weight: f32[h, h]
+s = einsum("b i h d, b h j d -> b h i j", q, k) / 4.0
+s = einsum("b h i j, h g -> b g i j", s, l.weight) + bias
+output y = einsum("b h i j, b j h d -> b i h d", softmax(s, axis=-1), v)
+)ein", 1e-4, 1e-4, {"talking_heads_attention"}, {"softmax"}},
     {"no_fusion_when_probabilities_are_an_output", R"ein(
 input q: f32[2, 5, 4]
 input k: f32[2, 5, 4]
