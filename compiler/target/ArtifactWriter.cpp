@@ -126,8 +126,8 @@ class Writer {
     auto arenaBytes = function->getAttrOfType<IntegerAttr>(kern::kArenaBytesAttr);
     if (!arenaBytes) return function.emitError() << "has no arena size: run the memory planner first";
     auto target = options.target == ArtifactTarget::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
-    auto precision = options.precision == Precision::Bf16   ? fb::Precision::Bf16
-                     : options.precision == Precision::Fp16 ? fb::Precision::Fp16
+    auto precision = options.precision == ArtifactPrecision::Bf16   ? fb::Precision::Bf16
+                     : options.precision == ArtifactPrecision::Fp16 ? fb::Precision::Fp16
                                                             : fb::Precision::Fp32;
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,

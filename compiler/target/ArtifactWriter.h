@@ -18,12 +18,12 @@ using ParamBytesProvider =
                                                         mlir::Location declaredAt)>;
 
 enum class ArtifactTarget { Cpu, Cuda };
-enum class Precision { Fp32, Bf16, Fp16 };
+enum class ArtifactPrecision { Fp32, Bf16, Fp16 };
 
 struct ArtifactOptions {
   std::string source;  // the model file, recorded for messages and ein-inspect
   ArtifactTarget target = ArtifactTarget::Cpu;
-  Precision precision = Precision::Fp32;
+  ArtifactPrecision precision = ArtifactPrecision::Fp32;
 };
 
 // Builds the artifact in memory. `function` must have been through the

@@ -162,9 +162,9 @@ int compile(const Options &options) {
   auto function = *module->getOps<mlir::func::FuncOp>().begin();
   ein::ArtifactOptions artifactOptions{std::filesystem::path(options.model).filename().string()};
   artifactOptions.target = options.target == "cuda" ? ein::ArtifactTarget::Cuda : ein::ArtifactTarget::Cpu;
-  artifactOptions.precision = options.precision == "bf16"   ? ein::Precision::Bf16
-                              : options.precision == "fp16" ? ein::Precision::Fp16
-                                                            : ein::Precision::Fp32;
+  artifactOptions.precision = options.precision == "bf16"   ? ein::ArtifactPrecision::Bf16
+                              : options.precision == "fp16" ? ein::ArtifactPrecision::Fp16
+                                                            : ein::ArtifactPrecision::Fp32;
   auto artifact = ein::writeArtifact(function, params, artifactOptions);
   if (mlir::failed(artifact)) return 1;
   if (safetensors)

@@ -114,7 +114,7 @@ struct ScoreRoles {
   Labels qLabels, kLabels;
   Labels scores;  // the labels of the scores, in order
   Labels batch;   // in score order
-  std::optional<std::string> query;
+  Labels queries;  // in Q and the scores only: none (a single query), one, or several (grouped heads)
   std::string key, feature;
   double scale = 1.0;
 };
@@ -148,7 +148,9 @@ Value peelScales(Value value, double &scale) {
   return value;
 }
 
-std::optional<ScoreRoles> matchScores(Value scores) {
+// Q . K ending at `scores`, whose key axis must be `keyAxis` (the softmax's:
+// every op between keeps the axis order).
+std::optional<ScoreRoles> matchScores(Value scores, int64_t keyAxis) {
   ScoreRoles roles;
   Value product = peelScales(scores, roles.scale);
   if (!product.hasOneUse()) return std::nullopt;
@@ -168,7 +170,7 @@ std::optional<ScoreRoles> matchScores(Value scores) {
   if (features.size() != 1) return std::nullopt;
   roles.feature = features[0];
   Labels queries, keys;
-  for (const std::string &label : qk->out) {
+  for (const std::string &label : qk->out) {  // (reused below as roles.queries)
     bool inQ = contains(roles.qLabels, label), inK = contains(roles.kLabels, label);
     if (inQ && inK) roles.batch.push_back(label);
     else if (inQ) queries.push_back(label);
@@ -178,8 +180,8 @@ std::optional<ScoreRoles> matchScores(Value scores) {
   for (int side = 0; side < 2; ++side)
     for (const std::string &label : qk->labels[side])
       if (!contains(qk->out, label) && label != roles.feature) return std::nullopt;
-  if (queries.size() > 1 || keys.size() != 1) return std::nullopt;
-  if (!queries.empty()) roles.query = queries[0];
+  if (keys.size() != 1 || llvm::find(roles.scores, keys[0]) - roles.scores.begin() != keyAxis) return std::nullopt;
+  roles.queries = queries;
   roles.key = keys[0];
   auto type = cast<RankedTensorType>(scores.getType());
   if (!type.getElementType().isF32()) return std::nullopt;
@@ -259,9 +261,9 @@ struct Attention {
 
 // The unmasked scores ending at `value`: Q . K with scales, then an optional
 // head mix (over some batch label). Fills roles, preMix and head.
-bool matchUnmaskedScores(Value value, Attention &attention) {
+bool matchUnmaskedScores(Value value, int64_t keyAxis, Attention &attention) {
   if (!value.hasOneUse()) return false;
-  if (auto roles = matchScores(value)) {
+  if (auto roles = matchScores(value, keyAxis)) {
     attention.roles = *roles;
     return true;
   }
@@ -276,7 +278,7 @@ bool matchUnmaskedScores(Value value, Attention &attention) {
   }
   for (Value input : inputs) {
     if (!input.hasOneUse()) continue;
-    auto roles = matchScores(input);
+    auto roles = matchScores(input, keyAxis);
     if (!roles) continue;
     for (const std::string &head : roles->batch)
       if (auto mix = matchHeadMix(value, input, roles->scores, head)) {
@@ -290,8 +292,8 @@ bool matchUnmaskedScores(Value value, Attention &attention) {
 }
 
 // The masked scores ending at `value`, the softmax's input.
-bool matchMaskedScores(Value value, Attention &attention) {
-  if (matchUnmaskedScores(value, attention)) return true;
+bool matchMaskedScores(Value value, int64_t keyAxis, Attention &attention) {
+  if (matchUnmaskedScores(value, keyAxis, attention)) return true;
   if (!value.hasOneUse()) return false;
   if (auto where = value.getDefiningOp<ein::ir::WhereOp>()) {
     Value condition = where.getCondition();
@@ -299,7 +301,7 @@ bool matchMaskedScores(Value value, Attention &attention) {
     for (auto [kind, fill, scores] : {std::tuple(MaskKind::drop, where.getOnTrue(), where.getOnFalse()),
                                       std::tuple(MaskKind::keep, where.getOnFalse(), where.getOnTrue())}) {
       auto fillValue = scalarConstant(fill);
-      if (!fillValue || scores.getType() != where.getType() || !matchUnmaskedScores(scores, attention)) continue;
+      if (!fillValue || scores.getType() != where.getType() || !matchUnmaskedScores(scores, keyAxis, attention)) continue;
       attention.maskKind = kind;
       attention.mask = condition;
       attention.maskFill = *fillValue;
@@ -310,7 +312,7 @@ bool matchMaskedScores(Value value, Attention &attention) {
   if (auto add = binaryOf(value, BinaryKind::add))
     for (auto [scores, mask] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
       if (scores.getType() != add.getType() || !cast<RankedTensorType>(mask.getType()).getElementType().isF32() ||
-          !matchUnmaskedScores(scores, attention))
+          !matchUnmaskedScores(scores, keyAxis, attention))
         continue;
       attention.maskKind = MaskKind::add;
       attention.mask = mask;
@@ -339,7 +341,7 @@ bool matchValueContraction(Operation *op, Value probs, Attention &attention) {
     if (!contains(roles.batch, label) && label != roles.key) own.push_back(label);
   if (own.size() != 1 || vLabels.size() != roles.batch.size() + 2) return false;
   std::set<std::string> expected(roles.batch.begin(), roles.batch.end());
-  if (roles.query) expected.insert(*roles.query);
+  expected.insert(roles.queries.begin(), roles.queries.end());
   expected.insert(own[0]);
   if (std::set<std::string>(c.out.begin(), c.out.end()) != expected || c.out.size() != expected.size()) return false;
   if (!cast<RankedTensorType>(contraction->operands[1 - side].getType()).getElementType().isF32()) return false;
@@ -359,14 +361,13 @@ std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
   // additive mask would need scaling itself, so that order is left alone.
   double outer = 1.0;
   Value masked = softmax.getInput().hasOneUse() ? peelScales(softmax.getInput(), outer) : softmax.getInput();
-  if (!matchMaskedScores(masked, attention)) return std::nullopt;
+  if (!matchMaskedScores(masked, softmax.getAxis(), attention)) return std::nullopt;
   if (outer != 1.0) {
     if (attention.maskKind == MaskKind::add) return std::nullopt;
     attention.roles.scale *= outer;
     attention.maskFill *= outer;
   }
   const ScoreRoles &roles = attention.roles;
-  if (softmax.getAxis() != llvm::find(roles.scores, roles.key) - roles.scores.begin()) return std::nullopt;
   Value probs = softmax.getResult();
   Operation *user = singleUser(probs);
   if (!user) return std::nullopt;  // the probabilities are needed elsewhere (an output, say)
@@ -391,37 +392,42 @@ std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
 // Builds the fused op and its layout changes.
 class Rewriter {
  public:
-  Rewriter(Operation *at, const Attention &attention) : builder(at), loc(at->getLoc()), attention(attention) {}
+  Rewriter(Operation *at, const Attention &attention) : builder(at), loc(at->getLoc()), attention(attention) {
+    const ScoreRoles &roles = attention.roles;
+    for (auto [value, labels] : {std::pair{roles.q, &roles.qLabels}, {roles.k, &roles.kLabels},
+                                 {attention.v, &attention.vLabels}})
+      for (auto [label, size] : llvm::zip(*labels, cast<RankedTensorType>(value.getType()).getShape()))
+        sizes[label] = size;
+  }
 
   void run() {
     const ScoreRoles &roles = attention.roles;
     // Canonical order: batch labels (the head last for talking heads), the
-    // query (a unit axis when there is none), then the feature axis.
+    // queries as one axis (a unit axis when there is none, a merged one for
+    // grouped heads), then the feature axis.
     Labels batch;
     for (const std::string &label : roles.batch)
       if (label != attention.head) batch.push_back(label);
     if (attention.head) batch.push_back(*attention.head);
-    std::string query = roles.query.value_or("");
-    auto with = [&](std::initializer_list<std::string> tail) {
-      Labels labels = batch;
-      labels.append(tail.begin(), tail.end());
-      return labels;
+    auto with = [&](std::initializer_list<Labels> tail) {
+      SmallVector<Labels> groups;
+      for (const std::string &label : batch) groups.push_back({label});
+      groups.append(tail.begin(), tail.end());
+      return groups;
     };
-    Value q = arrange(roles.q, roles.qLabels, with({query, roles.feature}));
-    Value k = arrange(roles.k, roles.kLabels, with({roles.key, roles.feature}));
-    Value v = arrange(attention.v, attention.vLabels, with({roles.key, attention.value}));
+    Value q = arrange(roles.q, singletons(roles.qLabels), with({roles.queries, {roles.feature}}));
+    Value k = arrange(roles.k, singletons(roles.kLabels), with({{roles.key}, {roles.feature}}));
+    Value v = arrange(attention.v, singletons(attention.vLabels), with({{roles.key}, {attention.value}}));
     Value mask;
     if (attention.mask) {
       auto maskType = cast<RankedTensorType>(attention.mask.getType());
       Labels maskLabels(roles.scores.end() - maskType.getRank(), roles.scores.end());
-      mask = arrange(attention.mask, maskLabels, with({query, roles.key}));
+      mask = arrange(attention.mask, singletons(maskLabels), with({roles.queries, {roles.key}}));
     }
-    Labels resultLabels = with({query, attention.value});
-    auto outType = cast<RankedTensorType>(attention.pv->getResult(0).getType());
+    SmallVector<Labels> resultGroups = with({roles.queries, {attention.value}});
     SmallVector<int64_t> resultShape;
-    for (const std::string &label : resultLabels)
-      resultShape.push_back(label.empty() ? 1 : outType.getDimSize(llvm::find(attention.outLabels, label) -
-                                                                  attention.outLabels.begin()));
+    for (const Labels &group : resultGroups) resultShape.push_back(groupSize(group));
+    auto outType = cast<RankedTensorType>(attention.pv->getResult(0).getType());
     auto resultType = RankedTensorType::get(resultShape, outType.getElementType());
     auto scale = builder.getF64FloatAttr(roles.scale);
     auto maskKind = ein::ir::MaskKindAttr::get(builder.getContext(), attention.maskKind);
@@ -436,58 +442,118 @@ class Rewriter {
     } else {
       fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill);
     }
-    attention.pv->getResult(0).replaceAllUsesWith(arrange(fused, resultLabels, attention.outLabels));
+    attention.pv->getResult(0).replaceAllUsesWith(arrange(fused, resultGroups, singletons(attention.outLabels)));
   }
 
  private:
+  static SmallVector<Labels> singletons(ArrayRef<std::string> labels) {
+    SmallVector<Labels> groups;
+    for (const std::string &label : labels) groups.push_back({label});
+    return groups;
+  }
+
+  int64_t groupSize(const Labels &group) {
+    int64_t size = 1;
+    for (const std::string &label : group) size *= sizes.at(label);
+    return size;
+  }
+
+  // A name for `label` in einops patterns.
+  std::string nameOf(const std::string &label) {
+    auto [found, inserted] = names.try_emplace(label, "a" + std::to_string(names.size()));
+    return found->second;
+  }
+
   // The mix matrix as [g, h] and its bias as [g].
   std::pair<Value, Value> mixOperands(const HeadMix &mix) {
     Value weight = mix.weight;
-    if (mix.transposed) weight = arrange(weight, {"h", "g"}, {"g", "h"});
+    if (mix.transposed) weight = arrange(weight, {{"h"}, {"g"}}, {{"g"}, {"h"}});
     Value bias;
     if (mix.bias) {
       // The bias is [.., g, ..] with unit axes elsewhere (matchHeadMix).
       auto type = cast<RankedTensorType>(mix.bias.getType());
-      Labels labels;
-      for (int64_t i = 0; i < type.getRank(); ++i) labels.push_back(type.getDimSize(i) == 1 ? "" : "g");
-      if (!llvm::is_contained(labels, "g")) labels.back() = "g";  // one head: any unit axis will do
-      bias = arrange(mix.bias, labels, {"g"});
+      SmallVector<Labels> groups;
+      for (int64_t i = 0; i < type.getRank(); ++i) groups.push_back(type.getDimSize(i) == 1 ? Labels{} : Labels{"g"});
+      if (!llvm::is_contained(groups, Labels{"g"})) groups.back() = {"g"};  // one head: any unit axis will do
+      bias = arrange(mix.bias, groups, {{"g"}});
     }
     return {weight, bias};
   }
 
-  // `value`, whose axes are named `labels` ("" for a unit axis), rearranged
-  // to `order` ("" inserts a unit axis). Unit axes may appear or vanish; any
-  // other axis must be in both.
-  Value arrange(Value value, ArrayRef<std::string> labels, ArrayRef<std::string> order) {
+  // `value`, whose axes are the groups `from` (an axis composed of labels; {}
+  // a unit axis), rearranged to the groups of `to`. A one-label axis missing
+  // in `from` becomes a unit axis (it broadcasts); a label missing from a
+  // composed axis of `to`, or present there only with size 1, is repeated
+  // (einops.repeat: a broadcast mask over grouped heads). Unit axes of `from`
+  // that `to` does not name vanish.
+  Value arrange(Value value, ArrayRef<Labels> from, ArrayRef<Labels> to) {
     auto type = cast<RankedTensorType>(value.getType());
+    auto named = [&](const std::string &label) {
+      return llvm::any_of(to, [&](const Labels &group) { return llvm::is_contained(group, label); });
+    };
+    std::map<std::string, int64_t> inputSize;  // labels the input has, with their size there
     std::string input, output;
-    SmallVector<int64_t> shape;
-    for (size_t i = 0; i < labels.size(); ++i) {
-      bool kept = !labels[i].empty() && llvm::is_contained(order, labels[i]);
-      input += (i ? " " : "") + (kept ? "a" + std::to_string(i) : std::string("1"));
+    for (auto [axis, group] : llvm::enumerate(from)) {
+      input += axis ? " " : "";
+      int64_t size = type.getDimSize(axis);
+      if (group.empty() || (group.size() == 1 && (!named(group[0]) || size == 1 && sizes.count(group[0]) &&
+                                                                         sizes.at(group[0]) != 1 &&
+                                                                         !llvm::is_contained(to, group)))) {
+        input += "1";  // a unit axis: dropped, or repeated in a composed axis below
+        continue;
+      }
+      if (group.size() == 1) {
+        input += nameOf(group[0]);
+        inputSize[group[0]] = size;
+        continue;
+      }
+      input += "(";
+      for (auto [i, label] : llvm::enumerate(group)) {
+        input += (i ? " " : "") + nameOf(label);
+        inputSize[label] = sizes.at(label);
+      }
+      input += ")";
     }
-    for (size_t i = 0; i < order.size(); ++i) {
-      auto *found = order[i].empty() ? labels.end() : llvm::find(labels, order[i]);
-      output += i ? " " : "";
-      if (found == labels.end()) {
+    SmallVector<int64_t> shape;
+    SmallVector<NamedAttribute> repeated;
+    for (auto [axis, group] : llvm::enumerate(to)) {
+      output += axis ? " " : "";
+      if (group.size() == 1) {
+        auto found = inputSize.find(group[0]);
+        output += found == inputSize.end() ? "1" : nameOf(group[0]);
+        shape.push_back(found == inputSize.end() ? 1 : found->second);
+        continue;
+      }
+      if (group.empty()) {
         output += "1";
         shape.push_back(1);
         continue;
       }
-      size_t axis = found - labels.begin();
-      output += "a" + std::to_string(axis);
-      shape.push_back(type.getDimSize(axis));
+      output += "(";
+      for (auto [i, label] : llvm::enumerate(group)) {
+        output += (i ? " " : "") + nameOf(label);
+        if (!inputSize.count(label))
+          repeated.push_back(builder.getNamedAttr(nameOf(label), builder.getI64IntegerAttr(sizes.at(label))));
+      }
+      output += ")";
+      shape.push_back(groupSize(group));
     }
     if (input == output) return value;
     auto resultType = RankedTensorType::get(shape, type.getElementType());
+    // Sizes of the labels a composed input axis splits into (all but one would do).
+    for (const Labels &group : from)
+      if (group.size() > 1)
+        for (const std::string &label : group)
+          repeated.push_back(builder.getNamedAttr(nameOf(label), builder.getI64IntegerAttr(sizes.at(label))));
     return builder.create<ein::ir::RearrangeOp>(loc, resultType, value, builder.getStringAttr(input + " -> " + output),
-                                                builder.getDictionaryAttr({}), ein::ir::ReduceKindAttr());
+                                                builder.getDictionaryAttr(repeated), ein::ir::ReduceKindAttr());
   }
 
   OpBuilder builder;
   Location loc;
   const Attention &attention;
+  std::map<std::string, int64_t> sizes;        // every label of Q, K and V
+  std::map<std::string, std::string> names;    // label -> einops name
 };
 
 struct FuseAttentionPass : ein::impl::FuseAttentionBase<FuseAttentionPass> {

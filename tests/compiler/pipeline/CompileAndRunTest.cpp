@@ -389,6 +389,26 @@ input drop: bool[2, 1, 9]
 s = masked_fill(q @ transpose(k, 1, 2), drop, -inf) / 2.0
 output y = softmax(s, axis=-1) @ v
 )ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"grouped_query_attention_with_mask", R"ein(
+dim b = 2, g = 2, r = 3, t = 7, d = 4
+input q: f32[b, g, r, t, d]
+input k: f32[b, g, t, d]
+input v: f32[b, g, t, d]
+input drop: bool[t, t]
+s = masked_fill(einsum("b g r i d, b g j d -> b g r i j", q, k) * 0.5, drop, -inf)
+output y = einsum("b g r i j, b g j e -> b i g r e", softmax(s, axis=-1), v)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"multi_query_attention_additive_mask", R"ein(
+dim b = 2, t = 6, c = 8, h = 4, d = 2
+input x: f32[b, t, c]
+input bias: f32[b, 1, 1, t]
+param wq: f32[c, h*d]
+param wk: f32[c, d]
+param wv: f32[c, d]
+q = rearrange(x @ wq, "b i (h d) -> b h i d", h=h)
+s = einsum("b h i d, b j d -> b h i j", q, x @ wk) * d ** -0.5 + bias
+output y = rearrange(einsum("b h i j, b j d -> b h i d", softmax(s, axis=-1), x @ wv), "b h i d -> b i (h d)")
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
     {"talking_heads_both_mixes", R"ein(
 dim b = 2, n = 7, h = 3, d = 4
 input q: f32[b, h, n, d]
