@@ -458,10 +458,23 @@ class Rewriter {
     return size;
   }
 
-  // A name for `label` in einops patterns.
+  // A name for `label` in einops patterns: the user's own where it is one
+  // (so the IR reads "b i h d -> b h i d"), else a fresh one.
   std::string nameOf(const std::string &label) {
-    auto [found, inserted] = names.try_emplace(label, "a" + std::to_string(names.size()));
-    return found->second;
+    if (auto found = names.find(label); found != names.end()) return found->second;
+    auto taken = [&](const std::string &name) {
+      return llvm::any_of(names, [&](const auto &entry) { return entry.second == name; });
+    };
+    // Labels renamed apart (') and a matmul's (@m) keep their letters.
+    std::string name = StringRef(label).ltrim("'@").str();
+    bool identifier = !name.empty() && std::isalpha(static_cast<unsigned char>(name[0])) &&
+                      llvm::all_of(name, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    for (int next = 0; !identifier || taken(name); ++next) {
+      name = "x" + std::to_string(next);
+      identifier = true;
+    }
+    names[label] = name;
+    return name;
   }
 
   // The mix matrix as [g, h] and its bias as [g].

@@ -23,12 +23,12 @@ func.func @self_attention(%q: tensor<2x4x17x16xf32>, %k: tensor<2x4x17x16xf32>, 
 // and masked_fill (-inf) drops. Operands are rearranged into [B.., I, D].
 // CHECK-LABEL: func.func @cross_attention_masked
 func.func @cross_attention_masked(%q: tensor<2x7x3x5xf32>, %k: tensor<2x11x3x5xf32>, %v: tensor<2x11x3x6xf32>, %mask: tensor<7x11xi1>) -> tensor<2x7x3x6xf32> {
-  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg0
-  // CHECK-DAG: %[[K:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg1
-  // CHECK-DAG: %[[V:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %arg2
-  // CHECK-DAG: %[[M:.*]] = ein.rearrange "a0 a1 -> 1 1 a0 a1" %arg3
+  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "b i h d -> b h i d" %arg0
+  // CHECK-DAG: %[[K:.*]] = ein.rearrange "b j h d -> b h j d" %arg1
+  // CHECK-DAG: %[[V:.*]] = ein.rearrange "b j h e -> b h j e" %arg2
+  // CHECK-DAG: %[[M:.*]] = ein.rearrange "i j -> 1 1 i j" %arg3
   // CHECK: %[[A:.*]] = ein.attention %[[Q]], %[[K]], %[[V]] mask %[[M]] scale = 1.000000e-01 {mask_fill = 0xFFF0000000000000 : f64, mask_kind = #ein<mask_kind drop>} : (tensor<2x3x7x5xf32>, tensor<2x3x11x5xf32>, tensor<2x3x11x6xf32>, tensor<1x1x7x11xi1>) -> tensor<2x3x7x6xf32>
-  // CHECK-NEXT: %[[O:.*]] = ein.rearrange "a0 a1 a2 a3 -> a0 a2 a1 a3" %[[A]]
+  // CHECK-NEXT: %[[O:.*]] = ein.rearrange "b h i e -> b i h e" %[[A]]
   // CHECK-NEXT: return %[[O]]
   %half = ein.constant dense<5.000000e-01> : tensor<f32>
   %qs = ein.binary mul %q, %half : (tensor<2x7x3x5xf32>, tensor<f32>) -> tensor<2x7x3x5xf32>
@@ -48,10 +48,10 @@ func.func @cross_attention_masked(%q: tensor<2x7x3x5xf32>, %k: tensor<2x11x3x5xf
 // and matmul spellings are not needed: the query gets a unit axis.
 // CHECK-LABEL: func.func @single_query_additive_mask
 func.func @single_query_additive_mask(%q: tensor<2x8xf32>, %k: tensor<2x9x8xf32>, %bias: tensor<2x9xf32>) -> tensor<2x8xf32> {
-  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "a0 a1 -> a0 1 a1" %arg0
-  // CHECK-DAG: %[[M:.*]] = ein.rearrange "a0 a1 -> a0 1 a1" %arg2
+  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "b d -> b 1 d" %arg0
+  // CHECK-DAG: %[[M:.*]] = ein.rearrange "b j -> b 1 j" %arg2
   // CHECK: %[[A:.*]] = ein.attention %[[Q]], %arg1, %arg1 mask %[[M]] scale = 1.000000e+00 {mask_kind = #ein<mask_kind add>}
-  // CHECK-NEXT: ein.rearrange "a0 1 a2 -> a0 a2" %[[A]]
+  // CHECK-NEXT: ein.rearrange "b 1 x0 -> b x0" %[[A]]
   %s = ein.einsum "b d, b j d -> b j"(%q, %k) : (tensor<2x8xf32>, tensor<2x9x8xf32>) -> tensor<2x9xf32>
   %m = ein.binary add %s, %bias : (tensor<2x9xf32>, tensor<2x9xf32>) -> tensor<2x9xf32>
   %p = ein.softmax %m, axis = 1 : tensor<2x9xf32>
@@ -64,7 +64,7 @@ func.func @single_query_additive_mask(%q: tensor<2x8xf32>, %k: tensor<2x9x8xf32>
 // q @ k^T / c, softmax, @ v with matmuls; where(keep, s, fill) keeps.
 // CHECK-LABEL: func.func @matmul_spelling_keep_mask
 func.func @matmul_spelling_keep_mask(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf32>, %v: tensor<3x5x2xf32>, %keep: tensor<3x5x5xi1>) -> tensor<3x5x2xf32> {
-  // CHECK-DAG: %[[K:.*]] = ein.rearrange "a0 a1 a2 -> a0 a2 a1" %arg1
+  // CHECK-DAG: %[[K:.*]] = ein.rearrange "x0 k n -> x0 n k" %arg1
   // CHECK: ein.attention %arg0, %[[K]], %arg2 mask %arg3 scale = 5.000000e-01 {mask_fill = -1.000000e+04 : f64, mask_kind = #ein<mask_kind keep>}
   %s = ein.matmul %q, %kt : (tensor<3x5x4xf32>, tensor<3x4x5xf32>) -> tensor<3x5x5xf32>
   %two = ein.constant dense<2.000000e+00> : tensor<f32>
@@ -82,8 +82,8 @@ func.func @matmul_spelling_keep_mask(%q: tensor<3x5x4xf32>, %kt: tensor<3x4x5xf3
 // after the softmax.
 // CHECK-LABEL: func.func @talking_heads
 func.func @talking_heads(%q: tensor<2x4x17x12xf32>, %k: tensor<2x4x17x12xf32>, %v: tensor<2x4x17x12xf32>, %wl: tensor<4x4xf32>, %bl: tensor<4x1x1xf32>, %ww: tensor<4x4xf32>, %bw: tensor<4x1x1xf32>) -> tensor<2x4x17x12xf32> {
-  // CHECK-DAG: %[[BL:.*]] = ein.rearrange "a0 1 1 -> a0" %arg4
-  // CHECK-DAG: %[[BW:.*]] = ein.rearrange "a0 1 1 -> a0" %arg6
+  // CHECK-DAG: %[[BL:.*]] = ein.rearrange "g 1 1 -> g" %arg4
+  // CHECK-DAG: %[[BW:.*]] = ein.rearrange "g 1 1 -> g" %arg6
   // CHECK: %[[A:.*]] = ein.talking_heads_attention %arg0, %arg1, %arg2 pre_mix %arg3 pre_bias %[[BL]] post_mix %arg5 post_bias %[[BW]] scale = 2.500000e-01
   // CHECK-NEXT: return %[[A]]
   %s = ein.einsum "b h i d, b h j d -> b h i j"(%q, %k) : (tensor<2x4x17x12xf32>, tensor<2x4x17x12xf32>) -> tensor<2x4x17x17xf32>
@@ -191,4 +191,23 @@ func.func @scale_after_bool_mask(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %
   %p = ein.softmax %t, axis = 2 : tensor<2x5x5xf32>
   %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
   return %o : tensor<2x5x4xf32>
+}
+
+// -----
+
+// Grouped-query attention: r queries per key/value group (a label in Q and
+// the scores only, beside i) merge into the op's query axis; the [i, j] mask
+// is repeated over r to index it.
+// CHECK-LABEL: func.func @grouped_query
+func.func @grouped_query(%q: tensor<2x2x3x7x4xf32>, %k: tensor<2x2x7x4xf32>, %drop: tensor<7x7xi1>) -> tensor<2x7x2x3x4xf32> {
+  // CHECK-DAG: %[[Q:.*]] = ein.rearrange "b g r i d -> b g (r i) d" %arg0
+  // CHECK-DAG: %[[M:.*]] = ein.rearrange "i j -> 1 1 (r i) j" %arg2 {sizes = {r = 3 : i64}} : tensor<7x7xi1> -> tensor<1x1x21x7xi1>
+  // CHECK: %[[A:.*]] = ein.attention %[[Q]], %arg1, %arg1 mask %[[M]] {{.*}} -> tensor<2x2x21x4xf32>
+  // CHECK-NEXT: ein.rearrange "b g (r i) e -> b i g r e" %[[A]] {sizes = {i = 7 : i64, r = 3 : i64}}
+  %s = ein.einsum "b g r i d, b g j d -> b g r i j"(%q, %k) : (tensor<2x2x3x7x4xf32>, tensor<2x2x7x4xf32>) -> tensor<2x2x3x7x7xf32>
+  %inf = ein.constant dense<0xFF800000> : tensor<f32>
+  %m = ein.where %drop, %inf, %s : (tensor<7x7xi1>, tensor<f32>, tensor<2x2x3x7x7xf32>) -> tensor<2x2x3x7x7xf32>
+  %p = ein.softmax %m, axis = 4 : tensor<2x2x3x7x7xf32>
+  %o = ein.einsum "b g r i j, b g j e -> b i g r e"(%p, %k) : (tensor<2x2x3x7x7xf32>, tensor<2x2x7x4xf32>) -> tensor<2x7x2x3x4xf32>
+  return %o : tensor<2x7x2x3x4xf32>
 }
