@@ -486,7 +486,8 @@ INSTANTIATE_TEST_SUITE_P(Fusion, CompileAndRun, ::testing::ValuesIn(kFusionCases
 // Random attention spellings: every axis order of Q, K, V, the scores and the
 // output, einsum label names that differ between the two contractions, the
 // scale on Q, K or the scores (multiplied or divided), each mask form with a
-// random broadcast shape, a single query, sizes of 1. Each must fuse into one
+// random broadcast shape, a single query, grouped and multi-query heads,
+// sizes of 1. Each must fuse into one
 // attention step and match the reference.
 std::vector<Case> randomAttentionCases(int count) {
   std::vector<Case> cases;
@@ -511,13 +512,21 @@ std::vector<Case> randomAttentionCases(int count) {
       return "[" + text + "]";
     };
     std::vector<std::string> qAxes{"b", "h", "d"}, sAxes{"b", "h", "j"}, oAxes{"b", "h", "e"};
-    if (!singleQuery) {
-      qAxes.push_back("i");
-      sAxes.push_back("i");
-      oAxes.push_back("i");
+    std::vector<std::string> kAxes{"b", "j", "d"}, vAxes{"b", "j", "e"};
+    auto addQueryLabel = [&](const std::string &label) {
+      qAxes.push_back(label);
+      sAxes.push_back(label);
+      oAxes.push_back(label);
+    };
+    if (!singleQuery) addQueryLabel("i");
+    if (pick(4) == 0) addQueryLabel("r");  // grouped queries: r per key/value head
+    if (pick(4) != 0) {  // else multi-query: one key/value head shared by all h
+      kAxes.push_back("h");
+      vAxes.push_back("h");
     }
-    std::vector<std::string> q = shuffled(qAxes), k = shuffled({"b", "h", "j", "d"}),
-                             v = shuffled({"b", "h", "j", "e"}), scores = shuffled(sAxes), out = shuffled(oAxes);
+    sizes["r"] = 1 + pick(3);
+    std::vector<std::string> q = shuffled(qAxes), k = shuffled(kAxes), v = shuffled(vAxes), scores = shuffled(sAxes),
+                             out = shuffled(oAxes);
     std::string source = "input q: f32" + shapeOf(q) + "\ninput k: f32" + shapeOf(k) + "\ninput v: f32" + shapeOf(v) + "\n";
     std::string qExpr = "q", kExpr = "k", scale;
     switch (pick(5)) {
@@ -543,7 +552,7 @@ std::vector<Case> randomAttentionCases(int count) {
     }
     int axis = static_cast<int>(std::find(scores.begin(), scores.end(), "j") - scores.begin());
     // The second contraction names its axes differently.
-    std::map<std::string, std::string> rename = {{"b", "n"}, {"h", "g"}, {"i", "x"}, {"j", "y"}, {"e", "f"}};
+    std::map<std::string, std::string> rename = {{"b", "n"}, {"h", "g"}, {"i", "x"}, {"j", "y"}, {"e", "f"}, {"r", "s"}};
     auto renamed = [&](std::vector<std::string> labels) {
       for (std::string &label : labels) label = rename[label];
       return labels;
@@ -555,7 +564,7 @@ std::vector<Case> randomAttentionCases(int count) {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(RandomAttention, CompileAndRun, ::testing::ValuesIn(randomAttentionCases(40)),
+INSTANTIATE_TEST_SUITE_P(RandomAttention, CompileAndRun, ::testing::ValuesIn(randomAttentionCases(60)),
                          [](const auto &info) { return info.param.name; });
 
 }  // namespace
