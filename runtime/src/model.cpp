@@ -51,6 +51,16 @@ StatusOr<std::shared_ptr<const Model>> Model::loadFromMemory(const void *data, s
 const std::string &Model::name() const { return program_->name; }
 uint32_t Model::formatVersion() const { return program_->formatVersion; }
 Device Model::target() const { return program_->target; }
+Precision Model::precision() const { return program_->precision; }
+
+const char *precisionName(Precision precision) {
+  switch (precision) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+  }
+  return "unknown";
+}
 const std::string &Model::producer() const { return program_->producer; }
 const std::string &Model::source() const { return program_->source; }
 const std::vector<TensorInfo> &Model::inputs() const { return program_->inputs; }

@@ -175,6 +175,7 @@ struct Program {
 
   uint32_t formatVersion = 0;
   Device target = Device::Cpu;
+  Precision precision = Precision::Fp32;
   std::string producer, source;
 
   std::vector<Tensor> tensors;

@@ -29,6 +29,7 @@ nlohmann::json modelJson(const ein::Model &model) {
   nlohmann::json out;
   out["format_version"] = model.formatVersion();
   out["target"] = ein::deviceName(model.target());
+  out["precision"] = ein::precisionName(model.precision());
   out["producer"] = model.producer();
   out["source"] = model.source();
   out["inputs"] = nlohmann::json::array();
@@ -56,8 +57,8 @@ nlohmann::json modelJson(const ein::Model &model) {
 }
 
 void printSummary(const ein::Model &model) {
-  std::printf("%s: ein artifact v%u for %s\n", model.name().c_str(), model.formatVersion(),
-              ein::deviceName(model.target()));
+  std::printf("%s: ein artifact v%u for %s (precision %s)\n", model.name().c_str(), model.formatVersion(),
+              ein::deviceName(model.target()), ein::precisionName(model.precision()));
   std::printf("  producer: %s\n  source:   %s\n", model.producer().c_str(), model.source().c_str());
   std::printf("inputs:\n");
   for (const ein::TensorInfo &input : model.inputs()) {

@@ -86,7 +86,9 @@ TEST(CApi, ErrorsCarryCodeAndMessage) {
   ein_session_options_t cuda = {1, EIN_DEVICE_CUDA};
   ein_session_t *session = nullptr;
   status = ein_session_create(model, &cuda, &session);
-  EXPECT_EQ(ein_status_code(status), EIN_STATUS_UNIMPLEMENTED);
+  // Unimplemented in a CPU-only runtime; with CUDA built in, the cpu artifact is refused.
+  EXPECT_TRUE(ein_status_code(status) == EIN_STATUS_UNIMPLEMENTED ||
+              ein_status_code(status) == EIN_STATUS_INVALID_ARGUMENT);
   ein_status_free(status);
 
   expectOk(ein_session_create(model, nullptr, &session));

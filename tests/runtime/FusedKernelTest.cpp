@@ -137,8 +137,9 @@ TEST_P(AttentionTest, MatchesNaiveLoop) {
           want[oL.at({b, h, i, e})] = sum;
         }
       }
-  if (c.maskedRows > 0 && c.fill == -INFINITY && J > 0)
+  if (c.maskedRows > 0 && c.fill == -INFINITY && J > 0) {
     ASSERT_TRUE(std::isnan(want[oL.at({0, 0, 0, 0})])) << "a fully masked row gives NaN";
+  }
   expectClose(got, want, 1e-5, c.name);
 }
 

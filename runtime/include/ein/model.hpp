@@ -47,6 +47,12 @@ struct StepInfo {
   std::map<std::string, std::string> attributes;
 };
 
+// The arithmetic an artifact allows its target (einc --precision): tensors stay
+// f32 in memory; with Bf16 or Fp16 the CUDA attention and gemm kernels feed the
+// tensor cores in that type and accumulate in f32. Matches ein.schema.Precision.
+enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16 };
+const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16"
+
 namespace detail {
 struct Program;
 }
@@ -68,6 +74,7 @@ class Model {
   const std::string &name() const;  // the path, or the name given to loadFromMemory
   uint32_t formatVersion() const;
   Device target() const;
+  Precision precision() const;
   const std::string &producer() const;
   const std::string &source() const;
 

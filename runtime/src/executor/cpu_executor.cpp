@@ -1,7 +1,12 @@
 #include "executor/cpu_executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -18,7 +23,8 @@ class CpuExecutor final : public Executor {
               std::vector<cpu::KernelFn> kernels, int threads)
       : program_(program), arena_(std::move(arena)), scratch_(std::move(scratch)), scratchStride_(scratchStride),
         kernels_(std::move(kernels)), bases_(program.tensors.size(), nullptr),
-        pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr) {
+        pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
+        profile_(std::getenv("EIN_PROFILE") != nullptr) {
     // Arena and weight tensors never move: resolve them once. Weights are
     // only read (the verifier allows writes to the arena and outputs only),
     // so the cast away from const never leads to a write.
@@ -27,6 +33,14 @@ class CpuExecutor final : public Executor {
       if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
       if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
     }
+  }
+
+  // EIN_PROFILE=1 in the environment: time per operation kind, printed to
+  // stderr when the session ends (a development aid; off it costs a branch).
+  ~CpuExecutor() override {
+    if (!profile_) return;
+    for (const auto &[op, time] : profileTimes_)
+      std::fprintf(stderr, "profile: %-24s %8.3f ms in %lld calls\n", op.c_str(), time.seconds * 1e3, time.calls);
   }
 
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override {
@@ -39,7 +53,13 @@ class CpuExecutor final : public Executor {
                                &program_.packed};
     for (size_t s = 0; s < program_.steps.size(); ++s) {
       const Step &step = program_.steps[s];
+      const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status status = kernels_[s](step.kernel, context);
+      if (profile_) {
+        StepTime &time = profileTimes_[program_.stepInfos[s].op];
+        time.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ++time.calls;
+      }
       if (!status.ok()) return Status(status.code(), step.label + ": " + status.message());
     }
     return Status();
@@ -53,6 +73,12 @@ class CpuExecutor final : public Executor {
   std::vector<cpu::KernelFn> kernels_;  // one per step
   std::vector<std::byte *> bases_;    // base address of each tensor
   std::unique_ptr<ThreadPool> pool_;  // null with one thread
+  struct StepTime {
+    double seconds = 0;
+    long long calls = 0;
+  };
+  bool profile_;
+  std::map<std::string, StepTime> profileTimes_;  // by StepInfo::op
 };
 
 }  // namespace

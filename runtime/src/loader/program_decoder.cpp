@@ -170,6 +170,12 @@ StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, Artifac
     case fb::Target::Cuda: program->target = Device::Cuda; break;
     default: return invalid(fmt::format("unknown target {}", static_cast<int>(model.target())));
   }
+  switch (model.precision()) {
+    case fb::Precision::Fp32: program->precision = Precision::Fp32; break;
+    case fb::Precision::Bf16: program->precision = Precision::Bf16; break;
+    case fb::Precision::Fp16: program->precision = Precision::Fp16; break;
+    default: return invalid(fmt::format("unknown precision {}", static_cast<int>(model.precision())));
+  }
   program->producer = model.producer() ? model.producer()->str() : "";
   program->source = model.source() ? model.source()->str() : "";
   program->arenaBytes = model.arena_bytes();

@@ -47,28 +47,39 @@ void ThreadPool::runErased(int64_t count, Trampoline trampoline, void *context) 
     trampoline_ = trampoline;
     context_ = context;
     next_.store(0);
-    busy_.store(static_cast<int>(workers_.size()));
+    open_.store(true);  // after the fields above: a worker that sees it open sees them
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   drain(0);
-  while (busy_.load(std::memory_order_acquire) != 0) pause();
+  // Every item is claimed. Close the run, then wait only for workers that
+  // joined it (they may still be running an item); one that arrives later
+  // sees it closed and touches nothing.
+  open_.store(false);
+  // Spin briefly, then yield: on a machine with more runnable threads than
+  // cores, the worker we wait for may need this very core.
+  for (int spins = 0; busy_.load() != 0; ++spins)
+    if (spins < 256) pause();
+    else std::this_thread::yield();
 }
 
 void ThreadPool::work(int thread) {
   uint64_t seen = 0;
   while (true) {
     auto spinUntil = std::chrono::steady_clock::now() + kSpin;
-    while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spinUntil)
-      for (int i = 0; i < 64; ++i) pause();
+    while (generation_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < spinUntil) {
+      for (int i = 0; i < 16; ++i) pause();
+      std::this_thread::yield();  // returns at once unless another thread wants this core
+    }
     if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    drain(thread);
-    busy_.fetch_sub(1, std::memory_order_release);
+    busy_.fetch_add(1);
+    if (open_.load()) drain(thread);
+    busy_.fetch_sub(1);
   }
 }
 

@@ -2,7 +2,10 @@
 // item in [0, count) on the caller plus threads - 1 workers, handing items out
 // through an atomic counter, and returns when all are done. Workers spin
 // briefly between runs (steps follow each other within microseconds), then
-// sleep. Nothing is allocated per run.
+// sleep. A worker that the OS has not scheduled in time simply misses the
+// run: the caller takes its items and does not wait for it (on a busy
+// machine, waiting for a descheduled worker costs milliseconds). Nothing is
+// allocated per run.
 #pragma once
 
 #include <atomic>
@@ -47,7 +50,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};  // bumped by each run; odd while the pool shuts down
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> next_{0};
-  std::atomic<int> busy_{0};  // workers still inside the current run
+  std::atomic<bool> open_{false};  // whether workers may still join the current run
+  std::atomic<int> busy_{0};       // workers inside a run
   int64_t count_ = 0;
   Trampoline trampoline_ = nullptr;
   void *context_ = nullptr;

@@ -14,7 +14,7 @@ namespace {
 
 // Block sizes: a kc x nr panel of b stays in L1 while an mc x kc block of a
 // and the mc x nc accumulator block stay in L2.
-constexpr int64_t kKc = 256, kMaxMc = 96, kMaxNc = 256, kMaxNr = 32;
+constexpr int64_t kKc = 256, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
@@ -77,8 +77,19 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const size_t r = op.batch.size();
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
-  const int64_t mc = blockSize(m, kMaxMc, mr), nc = blockSize(n, kMaxNc, nr), kc = k > 0 ? blockSize(k, kKc, 1) : 0;
-  const int64_t mBlocks = ceilDiv(m, mc), nBlocks = ceilDiv(n, nc);
+  const int64_t mc = blockSize(m, kMaxMc, mr), kc = k > 0 ? blockSize(k, kKc, 1) : 0;
+  const int64_t mBlocks = ceilDiv(m, mc);
+  // Column blocks: as wide as allowed, but as many as it takes to give every
+  // thread the same number of items (few items make a small gemm uneven).
+  const int64_t panels = ceilDiv(n, nr);
+  int64_t nBlocks = ceilDiv(n, kMaxNc);
+  for (int64_t more = nBlocks; more <= std::min(panels, 4 * nBlocks); ++more)
+    if (batchCount * mBlocks * more % context.threads() == 0) {
+      nBlocks = more;
+      break;
+    }
+  const int64_t nc = ceilDiv(panels, nBlocks) * nr;
+  nBlocks = ceilDiv(n, nc);
 
   context.parallelFor(batchCount * mBlocks * nBlocks, [&](int64_t item, int thread) {
     // Which batch element and block; then each operand's offset there.
@@ -103,9 +114,13 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
     if (k == 0) std::memset(acc, 0, sizeof(float) * static_cast<size_t>(roundUp(rows, mr) * ldc));
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t depth = std::min(kc, k - p0);
+      // Rows of a that are contiguous along k are read in place by the
+      // register tile; only the rest (and a last partial panel) is packed.
+      const bool aInPlace = aK == 1;
       for (int64_t ir = 0; ir < rows; ir += mr)
-        packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
-              aPack + ir * depth);
+        if (!aInPlace || ir + mr > rows)
+          packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
+                aPack + ir * depth);
       for (int64_t jr = 0; jr < cols; jr += nr) {
         const float *panel;
         if (packed) {
@@ -115,7 +130,10 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           panel = bPack;
         }
         for (int64_t ir = 0; ir < rows; ir += mr)
-          isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0);
+          if (aInPlace && ir + mr <= rows)
+            isa.gemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, panel, acc + ir * ldc + jr, ldc, p0 > 0);
+          else
+            isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0);
       }
     }
     for (int64_t i = 0; i < rows; ++i) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -18,15 +19,15 @@ KernelFn selectKernel(const detail::Kernel &kernel) {
       [](const auto &op) -> KernelFn {
         using Op = std::decay_t<decltype(op)>;
         if constexpr (std::is_same_v<Op, Gemm>) return &invoke<Gemm, gemmF32Packed>;
-        if constexpr (std::is_same_v<Op, Elementwise>) return &invoke<Elementwise, elementwiseF32Reference>;
-        if constexpr (std::is_same_v<Op, Softmax>) return &invoke<Softmax, softmaxF32Reference>;
-        if constexpr (std::is_same_v<Op, Reduce>) return &invoke<Reduce, reduceF32Reference>;
+        if constexpr (std::is_same_v<Op, Elementwise>) return &invoke<Elementwise, elementwiseF32Fast>;
+        if constexpr (std::is_same_v<Op, Softmax>) return &invoke<Softmax, softmaxF32Fast>;
+        if constexpr (std::is_same_v<Op, Reduce>) return &invoke<Reduce, reduceF32Fast>;
         if constexpr (std::is_same_v<Op, Gather>) return &invoke<Gather, gatherF32Reference>;
         if constexpr (std::is_same_v<Op, Copy>) return &invoke<Copy, copyReference>;
-        if constexpr (std::is_same_v<Op, Attention>) return &invoke<Attention, attentionF32Reference>;
+        if constexpr (std::is_same_v<Op, Attention>) return &invoke<Attention, attentionF32Flash>;
         if constexpr (std::is_same_v<Op, TalkingHeadsAttention>)
-          return &invoke<TalkingHeadsAttention, talkingHeadsAttentionF32Reference>;
-        if constexpr (std::is_same_v<Op, LayerNorm>) return &invoke<LayerNorm, layerNormF32Reference>;
+          return &invoke<TalkingHeadsAttention, talkingHeadsAttentionF32Fast>;
+        if constexpr (std::is_same_v<Op, LayerNorm>) return &invoke<LayerNorm, layerNormF32Fast>;
       },
       kernel);
 }
@@ -42,14 +43,24 @@ size_t doublesAsFloats(unsigned __int128 count) {
 
 }  // namespace
 
+// The most either kernel of a step needs (the fast one runs in sessions; the
+// reference is its oracle in the tests, with the same scratch).
 size_t scratchFloats(const detail::Kernel &kernel) {
   if (std::holds_alternative<Gemm>(kernel)) return gemmF32PackedScratchFloats();
   if (const auto *op = std::get_if<Elementwise>(&kernel)) return op->registerCount() * kElementwiseBlock;
-  if (const auto *op = std::get_if<Attention>(&kernel)) return doublesAsFloats(static_cast<uint64_t>(op->keys));
+  if (const auto *op = std::get_if<Softmax>(&kernel)) return static_cast<size_t>(op->shape.back());
+  if (const auto *op = std::get_if<Reduce>(&kernel))
+    return static_cast<size_t>(op->shape.dropFirst(op->shape.size() - op->reducedRank).product());
+  if (const auto *op = std::get_if<Attention>(&kernel))
+    return std::max(doublesAsFloats(static_cast<uint64_t>(op->keys)), attentionF32FlashScratchFloats(*op));
   if (const auto *op = std::get_if<TalkingHeadsAttention>(&kernel))
-    return doublesAsFloats(static_cast<unsigned __int128>(2) * static_cast<uint64_t>(op->heads) *
-                           static_cast<uint64_t>(op->keys));
-  if (const auto *op = std::get_if<LayerNorm>(&kernel)) return doublesAsFloats(static_cast<uint64_t>(op->shape.back()));
+    return std::max(doublesAsFloats(static_cast<unsigned __int128>(2) * static_cast<uint64_t>(op->heads) *
+                                    static_cast<uint64_t>(op->keys)),
+                    talkingHeadsAttentionF32FastScratchFloats(*op));
+  if (const auto *op = std::get_if<LayerNorm>(&kernel))
+    return std::max(doublesAsFloats(static_cast<uint64_t>(op->shape.back())),
+                    static_cast<size_t>(std::min<unsigned __int128>(
+                        static_cast<unsigned __int128>(3) * static_cast<uint64_t>(op->shape.back()), SIZE_MAX / 16)));
   return 0;
 }
 

@@ -34,6 +34,22 @@ struct KernelContext {
     for (int64_t item = 0; item < count; ++item) body(item, 0);
   }
 
+  // body(begin, end, thread) over [0, total) in contiguous chunks of at least
+  // `grain` items, about four per thread so uneven chunks still balance.
+  template <typename Body>
+  void parallelChunks(int64_t total, int64_t grain, Body &&body) const {
+    if (total <= 0) return;
+    grain = grain < 1 ? 1 : grain;
+    int64_t chunks = (total + grain - 1) / grain;
+    if (chunks > 4 * threads()) chunks = 4 * threads();
+    if (threads() == 1) chunks = 1;
+    const int64_t size = (total + chunks - 1) / chunks;
+    parallelFor((total + size - 1) / size, [&](int64_t chunk, int thread) {
+      const int64_t begin = chunk * size, end = begin + size < total ? begin + size : total;
+      body(begin, end, thread);
+    });
+  }
+
   template <typename T>
   T *data(const View &view) const {
     return reinterpret_cast<T *>(bases[view.tensor]);
@@ -55,6 +71,17 @@ size_t gemmF32PackedScratchFloats();
 // Packs, for the running CPU's kernels, the weight operand b of every gemm
 // that shares one dense weight matrix across its batch (Gemm::packedB).
 void prepackGemmWeights(Program &program);
+Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
+Status reduceF32Fast(const Reduce &op, const KernelContext &context);
+Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);
+Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context);
+// Flash attention: query tiles against key blocks with an online softmax;
+// memory is O(keys) per thread (the packed keys and values of one batch).
+Status attentionF32Flash(const Attention &op, const KernelContext &context);
+size_t attentionF32FlashScratchFloats(const Attention &op);
+// Talking heads: all heads of a query tile together, one key row at a time.
+Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context);
+size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op);
 Status attentionF32Reference(const Attention &op, const KernelContext &context);
 Status talkingHeadsAttentionF32Reference(const TalkingHeadsAttention &op, const KernelContext &context);
 Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context);
@@ -66,8 +93,5 @@ using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &c
 KernelFn selectKernel(const detail::Kernel &kernel);
 // Working memory the chosen kernel needs, in floats per thread.
 size_t scratchFloats(const detail::Kernel &kernel);
-
-// Elements per register in the element-wise interpreter.
-inline constexpr size_t kElementwiseBlock = 256;
 
 }  // namespace ein::detail::cpu

@@ -35,4 +35,15 @@ void forEachIndex(const Dims &shape, const std::array<int64_t, N> &start, const 
   }
 }
 
+// start + sum(ik * strides[k]) for the row-major index number `flat` of
+// `shape` (the rows of a chunk handed to a thread).
+inline int64_t offsetOfIndex(const Dims &shape, const Dims &strides, int64_t start, int64_t flat) {
+  int64_t offset = start;
+  for (size_t axis = shape.size(); axis-- > 0;) {
+    offset += flat % shape[axis] * strides[axis];
+    flat /= shape[axis];
+  }
+  return offset;
+}
+
 }  // namespace ein::detail::cpu

@@ -26,13 +26,38 @@ struct GemmEpilogueRow {
   int64_t outStride;
 };
 
+// Elements per register in the element-wise interpreter (a multiple of every
+// ISA's vector width).
+inline constexpr size_t kElementwiseBlock = 256;
+
 struct IsaKernels {
   const char *name;  // "avx512", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
   void (*gemmTile)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate);
+  // As gemmTile, but a is mr plain rows: a[r * lda + p] (attention's
+  // scores and queries, used in place).
+  void (*gemmTileRows)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate);
   void (*gemmEpilogue)(const GemmEpilogueRow &row);
+
+  // Contiguous rows (n >= 0), in f32 with several vector accumulators.
+  // sum, max, min or product of x[0..n); max and min propagate NaN, and
+  // max of nothing is -inf (min +inf). Mean is left to the caller.
+  float (*reduceRow)(const float *x, int64_t n, ReduceKind kind);
+  // x[i] = exp(x[i] - shift); returns the sum of the new x.
+  float (*expShiftSum)(float *x, int64_t n, float shift);
+  void (*scaleInPlace)(float *x, int64_t n, float factor);
+  // y[i] += a * x[i] (talking heads' mixing of one head's scores into another).
+  void (*addScaled)(float *y, const float *x, int64_t n, float a);
+  // sum (x[i] - mean)^2: the second pass of a variance.
+  float (*squaredDeviation)(const float *x, int64_t n, float mean);
+  // y[i] = (x[i] - mean) * scale * gamma[i] + beta[i]; gamma, beta may be null.
+  void (*normalizeRow)(const float *x, int64_t n, float mean, float scale, const float *gamma, const float *beta,
+                       float *y);
+  // Runs an element-wise register program over `count` <= kElementwiseBlock
+  // lanes: register r is registers[r * kElementwiseBlock ...] (see Elementwise).
+  void (*elementwiseBlock)(const Instruction *program, size_t size, size_t inputs, float *registers, int64_t count);
   // x[i] = exp(x[i]) and x[i] = activation(x[i]): the vector math, exposed for tests.
   void (*expInPlace)(float *x, int64_t n);
   void (*activateInPlace)(float *x, int64_t n, Activation activation);

@@ -6,7 +6,7 @@
 namespace ein::detail::cpu {
 
 const IsaKernels &avx512Kernels() {
-  static const IsaKernels kernels = isa::makeKernels<isa::Avx512, 8, 2>("avx512");
+  static const IsaKernels kernels = isa::makeKernels<isa::Avx512, 6, 4>("avx512");
   return kernels;
 }
 

@@ -4,6 +4,7 @@
 // inside their namespaces (no out-of-line code may leak to other ISAs).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -35,9 +36,7 @@ typename S::V vexp(typename S::V x) {
     p = S::fmadd(p, c, S::set1(1.6666665459e-1f));
     p = S::fmadd(p, c, S::set1(5.0000001201e-1f));
     p = S::fmadd(p, S::mul(c, c), S::add(c, S::set1(1.0f)));
-    // n is at most 128 here; 2^128 overflows the exponent, so scale in two steps.
-    const V half = S::round(S::mul(n, S::set1(0.5f)));
-    V result = S::mul(S::mul(p, S::pow2(half)), S::pow2(S::sub(n, half)));
+    V result = S::scaleByPow2(p, n);  // n is at most 128 here
     result = S::select(underflow, S::zero(), result);
     return S::select(overflow, S::set1(std::numeric_limits<float>::infinity()), result);
   }
@@ -122,10 +121,12 @@ void activateInPlace(float *x, int64_t n, Activation activation) {
 
 // --- gemm ------------------------------------------------------------------
 
-// The register tile: MR rows x NV vectors of accumulators, one packed
-// a-column broadcast per row and NV b-vector loads per step of k.
+// The register tile: MR rows x NV vectors of accumulators, one a element
+// broadcast per row and NV b-vector loads per step of k. a[r * aRow + p * aStep]
+// covers both packed panels (aRow 1, aStep MR) and plain rows (aRow lda, aStep 1).
 template <class S, int MR, int NV>
-void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate) {
+inline void gemmTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep, const float *b, float *c,
+                            int64_t ldc, bool accumulate) {
   using V = typename S::V;
   constexpr int W = S::W, NR = NV * W;
   V acc[MR][NV];
@@ -139,7 +140,7 @@ void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
     for (int v = 0; v < NV; ++v) bv[v] = S::load(b + p * NR + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const V ar = S::set1(a[p * MR + r]);
+      const V ar = S::set1(a[r * aRow + p * aStep]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(ar, bv[v], acc[r][v]);
     }
@@ -148,6 +149,16 @@ void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, acc[r][v]);
+}
+
+template <class S, int MR, int NV>
+void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate) {
+  gemmTileStrided<S, MR, NV>(kc, a, 1, MR, b, c, ldc, accumulate);
+}
+
+template <class S, int MR, int NV>
+void gemmTileRows(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate) {
+  gemmTileStrided<S, MR, NV>(kc, a, lda, 1, b, c, ldc, accumulate);
 }
 
 template <class S>
@@ -187,6 +198,203 @@ void gemmEpilogue(const GemmEpilogueRow &e) {
   }
 }
 
+// --- rows ----------------------------------------------------------------------
+
+// Four vector accumulators hide the add latency; the tail is scalar.
+template <class S>
+float reduceRow(const float *x, int64_t n, ReduceKind kind) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const bool isMax = kind == ReduceKind::Max, isMin = kind == ReduceKind::Min, isProd = kind == ReduceKind::Prod;
+  const float init = isMax ? -std::numeric_limits<float>::infinity()
+                     : isMin ? std::numeric_limits<float>::infinity()
+                     : isProd ? 1.0f
+                              : 0.0f;
+  auto combine = [&](V acc, V v) {
+    return isMax ? S::max(acc, v) : isMin ? S::min(acc, v) : isProd ? S::mul(acc, v) : S::add(acc, v);
+  };
+  V acc[4] = {S::set1(init), S::set1(init), S::set1(init), S::set1(init)};
+  V nan = S::zero();  // becomes NaN where a NaN was seen (x86 max/min drop it)
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const V v = S::load(x + i + u * W);
+      if (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
+      acc[u] = combine(acc[u], v);
+    }
+  for (; i + W <= n; i += W) {
+    const V v = S::load(x + i);
+    if (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
+    acc[0] = combine(acc[0], v);
+  }
+  const V all = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
+  float lanes[W];
+  S::store(lanes, all);
+  float result = lanes[0];
+  bool sawNan = std::isnan(S::reduceAdd(nan));
+  auto scalar = [&](float a, float b) {
+    return isMax ? std::max(a, b) : isMin ? std::min(a, b) : isProd ? a * b : a + b;
+  };
+  for (int lane = 1; lane < W; ++lane) result = scalar(result, lanes[lane]);
+  for (; i < n; ++i) {
+    sawNan |= std::isnan(x[i]);
+    result = scalar(result, x[i]);
+  }
+  if ((isMax || isMin) && sawNan) return std::numeric_limits<float>::quiet_NaN();
+  return result;
+}
+
+template <class S>
+float expShiftSum(float *x, int64_t n, float shift) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const V s = S::set1(shift);
+  V sum0 = S::zero(), sum1 = S::zero();
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    const V e0 = vexp<S>(S::sub(S::load(x + i), s)), e1 = vexp<S>(S::sub(S::load(x + i + W), s));
+    S::store(x + i, e0);
+    S::store(x + i + W, e1);
+    sum0 = S::add(sum0, e0);
+    sum1 = S::add(sum1, e1);
+  }
+  float sum = S::reduceAdd(S::add(sum0, sum1));
+  if (i < n) {
+    // The tail through a padded vector: the same exp as the body.
+    float tail[2 * W];
+    const int64_t rest = n - i;
+    for (int lane = 0; lane < 2 * W; ++lane) tail[lane] = lane < rest ? x[i + lane] : shift;
+    for (int half = 0; half < 2; ++half) S::store(tail + half * W, vexp<S>(S::sub(S::load(tail + half * W), s)));
+    for (int64_t lane = 0; lane < rest; ++lane) sum += x[i + lane] = tail[lane];
+  }
+  return sum;
+}
+
+template <class S>
+void scaleInPlace(float *x, int64_t n, float factor) {
+  const typename S::V f = S::set1(factor);
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) S::store(x + i, S::mul(S::load(x + i), f));
+  for (; i < n; ++i) x[i] *= factor;
+}
+
+template <class S>
+void addScaled(float *y, const float *x, int64_t n, float a) {
+  const typename S::V f = S::set1(a);
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) S::store(y + i, S::fmadd(f, S::load(x + i), S::load(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+template <class S>
+float squaredDeviation(const float *x, int64_t n, float mean) {
+  using V = typename S::V;
+  const V m = S::set1(mean);
+  V acc0 = S::zero(), acc1 = S::zero();
+  int64_t i = 0;
+  for (; i + 2 * S::W <= n; i += 2 * S::W) {
+    const V d0 = S::sub(S::load(x + i), m), d1 = S::sub(S::load(x + i + S::W), m);
+    acc0 = S::fmadd(d0, d0, acc0);
+    acc1 = S::fmadd(d1, d1, acc1);
+  }
+  float sum = S::reduceAdd(S::add(acc0, acc1));
+  for (; i < n; ++i) sum += (x[i] - mean) * (x[i] - mean);
+  return sum;
+}
+
+template <class S>
+void normalizeRow(const float *x, int64_t n, float mean, float scale, const float *gamma, const float *beta,
+                  float *y) {
+  using V = typename S::V;
+  const V m = S::set1(mean), sc = S::set1(scale);
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) {
+    V v = S::mul(S::sub(S::load(x + i), m), sc);
+    if (gamma) v = S::mul(v, S::load(gamma + i));
+    if (beta) v = S::add(v, S::load(beta + i));
+    S::store(y + i, v);
+  }
+  for (; i < n; ++i) {
+    float v = (x[i] - mean) * scale;
+    if (gamma) v *= gamma[i];
+    if (beta) v += beta[i];
+    y[i] = v;
+  }
+}
+
+// --- element-wise programs -------------------------------------------------------
+
+// One instruction over whole vectors of the block (registers are
+// kElementwiseBlock lanes, so rounding `count` up to a vector stays inside;
+// the extra lanes are never stored). Log and Pow call the C library per lane.
+template <class S>
+void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount, float *registers, int64_t count) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
+  const int64_t lanes = (count + W - 1) / W * W;
+  const V one = S::set1(1.0f), zero = S::zero(), nan = S::set1(std::numeric_limits<float>::quiet_NaN());
+  for (size_t i = 0; i < size; ++i) {
+    const Instruction &in = program[i];
+    float *out = registers + (inputCount + i) * kBlock;
+    const float *a = registers + in.a * kBlock, *b = registers + in.b * kBlock, *c = registers + in.c * kBlock;
+    auto map1 = [&](auto f) {
+      for (int64_t e = 0; e < lanes; e += W) S::store(out + e, f(S::load(a + e)));
+    };
+    auto map2 = [&](auto f) {
+      for (int64_t e = 0; e < lanes; e += W) S::store(out + e, f(S::load(a + e), S::load(b + e)));
+    };
+    auto flag = [&](auto mask) { return S::select(mask, one, zero); };
+    switch (in.opcode) {
+      case Opcode::Const: {
+        const V imm = S::set1(in.imm);
+        for (int64_t e = 0; e < lanes; e += W) S::store(out + e, imm);
+        break;
+      }
+      case Opcode::Neg: map1([&](V x) { return S::sub(zero, x); }); break;
+      case Opcode::Exp: map1([](V x) { return vexp<S>(x); }); break;
+      case Opcode::Log:
+        for (int64_t e = 0; e < count; ++e) out[e] = std::log(a[e]);
+        break;
+      case Opcode::Sqrt: map1([](V x) { return S::sqrt(x); }); break;
+      case Opcode::Rsqrt: map1([&](V x) { return S::div(one, S::sqrt(x)); }); break;
+      case Opcode::Abs: map1([](V x) { return S::abs(x); }); break;
+      case Opcode::Relu: map1([](V x) { return vactivate<S>(x, Activation::Relu); }); break;
+      case Opcode::Gelu: map1([](V x) { return vactivate<S>(x, Activation::Gelu); }); break;
+      case Opcode::GeluTanh: map1([](V x) { return vactivate<S>(x, Activation::GeluTanh); }); break;
+      case Opcode::Silu: map1([](V x) { return vactivate<S>(x, Activation::Silu); }); break;
+      case Opcode::Sigmoid: map1([&](V x) { return S::div(one, S::add(one, vexp<S>(S::sub(zero, x)))); }); break;
+      case Opcode::Tanh: map1([](V x) { return vtanh<S>(x); }); break;
+      case Opcode::Not: map1([&](V x) { return flag(S::equal(x, zero)); }); break;
+      case Opcode::Add: map2([](V x, V y) { return S::add(x, y); }); break;
+      case Opcode::Sub: map2([](V x, V y) { return S::sub(x, y); }); break;
+      case Opcode::Mul: map2([](V x, V y) { return S::mul(x, y); }); break;
+      case Opcode::Div: map2([](V x, V y) { return S::div(x, y); }); break;
+      case Opcode::Pow:
+        for (int64_t e = 0; e < count; ++e) out[e] = std::pow(a[e], b[e]);
+        break;
+      // NaN-propagating, as torch.maximum and torch.minimum.
+      case Opcode::Max:
+        map2([&](V x, V y) { return S::select(S::isNan(x), nan, S::select(S::isNan(y), nan, S::max(x, y))); });
+        break;
+      case Opcode::Min:
+        map2([&](V x, V y) { return S::select(S::isNan(x), nan, S::select(S::isNan(y), nan, S::min(x, y))); });
+        break;
+      case Opcode::Lt: map2([&](V x, V y) { return flag(S::less(x, y)); }); break;
+      case Opcode::Le: map2([&](V x, V y) { return flag(S::lessEqual(x, y)); }); break;
+      case Opcode::Gt: map2([&](V x, V y) { return flag(S::greater(x, y)); }); break;
+      case Opcode::Ge: map2([&](V x, V y) { return flag(S::lessEqual(y, x)); }); break;
+      case Opcode::Eq: map2([&](V x, V y) { return flag(S::equal(x, y)); }); break;
+      case Opcode::Ne: map2([&](V x, V y) { return flag(S::notEqual(x, y)); }); break;
+      case Opcode::Select:
+        for (int64_t e = 0; e < lanes; e += W)
+          S::store(out + e, S::select(S::notEqual(S::load(a + e), zero), S::load(b + e), S::load(c + e)));
+        break;
+    }
+  }
+}
+
 template <class S, int MR, int NV>
 IsaKernels makeKernels(const char *name) {
   IsaKernels kernels{};
@@ -194,7 +402,15 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmMr = MR;
   kernels.gemmNr = NV * S::W;
   kernels.gemmTile = &gemmTile<S, MR, NV>;
+  kernels.gemmTileRows = &gemmTileRows<S, MR, NV>;
   kernels.gemmEpilogue = &gemmEpilogue<S>;
+  kernels.reduceRow = &reduceRow<S>;
+  kernels.expShiftSum = &expShiftSum<S>;
+  kernels.scaleInPlace = &scaleInPlace<S>;
+  kernels.addScaled = &addScaled<S>;
+  kernels.squaredDeviation = &squaredDeviation<S>;
+  kernels.normalizeRow = &normalizeRow<S>;
+  kernels.elementwiseBlock = &elementwiseBlock<S>;
   kernels.expInPlace = &expInPlace<S>;
   kernels.activateInPlace = &activateInPlace<S>;
   return kernels;

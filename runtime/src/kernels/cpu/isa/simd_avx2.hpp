@@ -30,12 +30,21 @@ struct Avx2 {
   static Mask less(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static Mask greater(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static Mask isNan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static Mask lessEqual(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
+  static Mask equal(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  static Mask notEqual(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }  // true with NaN
+  static V sqrt(V a) { return _mm256_sqrt_ps(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return _mm256_blendv_ps(ifFalse, ifTrue, m); }
   static V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // 2^n for integral n in [-126, 127].
   static V pow2(V n) {
     __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_castsi256_ps(bits);
+  }
+  // p * 2^n for integral n in [-127, 128]: 2^128 overflows the exponent, so in two steps.
+  static V scaleByPow2(V p, V n) {
+    const V half = round(mul(n, set1(0.5f)));
+    return mul(mul(p, pow2(half)), pow2(sub(n, half)));
   }
   static float reduceAdd(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -31,12 +31,18 @@ struct Avx512 {
   static Mask less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
   static Mask greater(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
   static Mask isNan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+  static Mask lessEqual(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ); }
+  static Mask equal(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ); }
+  static Mask notEqual(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true with NaN
+  static V sqrt(V a) { return _mm512_sqrt_ps(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return _mm512_mask_blend_ps(m, ifFalse, ifTrue); }
   static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V pow2(V n) {
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     return _mm512_castsi512_ps(bits);
   }
+  // p * 2^n for integral n in [-127, 128] (one instruction, no overflow in between).
+  static V scaleByPow2(V p, V n) { return _mm512_scalef_ps(p, n); }
   static float reduceAdd(V v) { return _mm512_reduce_add_ps(v); }
   static float reduceMax(V v) { return _mm512_reduce_max_ps(v); }
 };

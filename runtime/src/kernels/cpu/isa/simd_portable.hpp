@@ -27,9 +27,18 @@ struct Portable {
   static Mask less(V a, V b) { return a < b; }
   static Mask greater(V a, V b) { return a > b; }
   static Mask isNan(V a) { return a != a; }
+  static Mask lessEqual(V a, V b) { return a <= b; }
+  static Mask equal(V a, V b) { return a == b; }
+  static Mask notEqual(V a, V b) { return a != b; }
+  static V sqrt(V a) { return std::sqrt(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return m ? ifTrue : ifFalse; }
   static V round(V a) { return std::nearbyint(a); }
   static V pow2(V n) { return std::ldexp(1.0f, static_cast<int>(n)); }
+  // p * 2^n for integral n in [-127, 128]: 2^128 overflows the exponent, so in two steps.
+  static V scaleByPow2(V p, V n) {
+    const V half = round(mul(n, set1(0.5f)));
+    return mul(mul(p, pow2(half)), pow2(sub(n, half)));
+  }
   static float reduceAdd(V v) { return v; }
   static float reduceMax(V v) { return v; }
 };

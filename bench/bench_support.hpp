@@ -1,0 +1,99 @@
+// Runs single kernels outside a session for the microbenchmarks: a hand-made
+// Program holding one step, a buffer per tensor, and a KernelContext with a
+// thread pool and the running CPU's ISA. Links only the runtime.
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/kernels.hpp"
+#include "program.hpp"
+#include "util/thread_pool.hpp"
+
+namespace ein::bench {
+
+namespace detail = ein::detail;
+
+class KernelRig {
+ public:
+  // A tensor of `elements` random floats in [-1, 1) (or bytes for Bool).
+  // At most one tensor may be Weights storage (the gemm's b, packed at load).
+  uint32_t tensor(int64_t elements, ein::DType dtype = ein::DType::F32,
+                  detail::Storage storage = detail::Storage::Arena) {
+    detail::Tensor t;
+    t.dtype = dtype;
+    t.shape = {elements};
+    t.numElements = elements;
+    t.byteSize = static_cast<uint64_t>(elements) * 4;
+    t.storage = storage;
+    program_.tensors.push_back(t);
+    std::vector<float> values(static_cast<size_t>(elements));
+    std::mt19937 generator(static_cast<uint32_t>(buffers_.size() + 1));
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (float &value : values) value = uniform(generator);
+    if (dtype == ein::DType::Bool) {
+      auto *bytes = reinterpret_cast<uint8_t *>(values.data());
+      for (int64_t i = 0; i < elements; ++i) bytes[i] = generator() % 8 != 0;
+    }
+    buffers_.push_back(std::move(values));
+    return static_cast<uint32_t>(program_.tensors.size() - 1);
+  }
+
+  // Adds the step, packs weights as the loader does, sizes scratch, starts the pool.
+  void finish(detail::Kernel kernel, int threads) {
+    program_.steps.push_back({std::move(kernel), "bench"});
+    for (size_t id = 0; id < buffers_.size(); ++id)
+      if (program_.tensors[id].storage == detail::Storage::Weights)
+        program_.weights = reinterpret_cast<const std::byte *>(buffers_[id].data());
+    detail::cpu::prepackGemmWeights(program_);
+    for (auto &buffer : buffers_) bases_.push_back(reinterpret_cast<std::byte *>(buffer.data()));
+    stride_ = (detail::cpu::scratchFloats(program_.steps[0].kernel) + 15) / 16 * 16;
+    scratch_.assign(stride_ * static_cast<size_t>(threads), 0.0f);
+    if (threads > 1) pool_ = std::make_unique<detail::ThreadPool>(threads);
+    fn_ = detail::cpu::selectKernel(program_.steps[0].kernel);
+  }
+
+  // Runs the session's kernel for the step (the fast one where there is one).
+  void run() {
+    detail::cpu::KernelContext context{program_.tensors, bases_.data(), scratch_.data(), stride_, pool_.get(),
+                                       &detail::cpu::bestKernels(), &program_.packed};
+    (void)fn_(program_.steps[0].kernel, context);
+  }
+  size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
+
+ private:
+  detail::Program program_;
+  std::vector<std::vector<float>> buffers_;
+  std::vector<std::byte *> bases_;
+  std::vector<float> scratch_;
+  size_t stride_ = 0;
+  std::unique_ptr<detail::ThreadPool> pool_;
+  detail::cpu::KernelFn fn_ = nullptr;
+};
+
+// Row-major view of a whole tensor of `shape`.
+inline detail::View denseView(uint32_t tensor, std::initializer_list<int64_t> shape) {
+  detail::View view;
+  view.tensor = tensor;
+  std::vector<int64_t> dims(shape);
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t axis = dims.size(); axis-- > 1;) strides[axis - 1] = strides[axis] * dims[axis];
+  for (int64_t stride : strides) view.strides.push_back(stride);
+  return view;
+}
+
+// A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed).
+inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n) {
+  detail::Gemm gemm;
+  gemm.m = m;
+  gemm.n = n;
+  gemm.k = k;
+  gemm.a = denseView(rig.tensor(m * k), {m, k});
+  gemm.b = denseView(rig.tensor(k * n, ein::DType::F32, detail::Storage::Weights), {k, n});
+  gemm.c = denseView(rig.tensor(m * n), {m, n});
+  return gemm;
+}
+
+}  // namespace ein::bench

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One command for the CUDA benchmarks on a GPU machine (see bench/cuda/README.md):
+#   bench/cuda/run_all.sh [BUILD_DIR]      (default build-cuda; needs nvcc, python3 with torch)
+# Builds the runtime with the CUDA backend, the attention harness, then runs
+# ein's attention (bf16, fp16) against torch SDPA (flash) and, when einc is
+# available (EINC=path, default build/bin/einc), ViT-B/16 batch 64 against
+# PyTorch eager and torch.compile. Results: JSON lines on stdout and in
+# $OUT (or bench/cuda/results) as attention.jsonl and vit.jsonl.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${1:-$ROOT/build-cuda}"
+RESULTS="${OUT:-$ROOT/bench/cuda/results}"
+mkdir -p "$RESULTS"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF -DEIN_BUILD_BENCHMARKS=OFF \
+  -DEIN_BUILD_TESTS=OFF -DEIN_ENABLE_CUDA=ON >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target ein_runtime_cuda ein-run
+nvcc -O2 -std=c++17 -arch=native -I"$ROOT/runtime/src" "$ROOT/bench/cuda/attention_bench.cu" \
+  "$BUILD/lib/libein_runtime_cuda.a" -o "$BUILD/attention_bench"
+{
+  "$BUILD/attention_bench" --precision bf16
+  "$BUILD/attention_bench" --precision fp16
+  python3 "$ROOT/bench/cuda/attention_torch.py" --dtype bf16
+  python3 "$ROOT/bench/cuda/attention_torch.py" --dtype fp16
+} | tee "$RESULTS/attention.jsonl"
+EINC="${EINC:-$ROOT/build/bin/einc}"
+if [ -x "$EINC" ]; then
+  for precision in bf16 fp32; do
+    python3 "$ROOT/bench/cuda/vit_cuda_vs_pytorch.py" --einc "$EINC" --ein-run "$BUILD/bin/ein-run" \
+      --batch 64 --precision "$precision"
+  done | tee "$RESULTS/vit.jsonl"
+else
+  echo "no einc at $EINC: ViT benchmark skipped (compile the artifact elsewhere or set EINC)" >&2
+fi

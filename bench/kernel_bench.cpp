@@ -1,0 +1,199 @@
+// Google Benchmark microbenchmarks of the CPU kernels the runtime selects
+// (ein-run's kernels), one rig per shape and thread count. Counters:
+// GFLOPS for the gemms and attention, bytes_per_second (read + written) for
+// the memory-bound row kernels.
+//   build-kernels/bin/ein_kernel_bench --benchmark_filter=Gemm
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+
+#include "bench_support.hpp"
+
+namespace ein::bench {
+namespace {
+
+void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std::to_string(threads) + " threads"); }
+
+// c[m, n] = a[m, k] . b[k, n], b pre-packed: args m, k, n, threads.
+void BM_GemmWeights(benchmark::State &state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  KernelRig rig;
+  detail::Gemm gemm = weightGemm(rig, m, k, n);
+  rig.finish(gemm, threads);
+  for (auto _ : state) rig.run();
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_GemmWeights)
+    ->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
+    ->ArgsProduct({{197}, {384}, {1536}, {1, 2}})
+    ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
+    ->ArgsProduct({{1576}, {384}, {1152}, {1, 2}})
+    ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+    ->UseRealTime();
+
+// Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
+// with k read transposed (packed per call): args heads, tokens, threads.
+void BM_GemmBatchedScores(benchmark::State &state) {
+  const int64_t h = state.range(0), n = state.range(1), d = 64;
+  const int threads = static_cast<int>(state.range(2));
+  KernelRig rig;
+  detail::Gemm gemm;
+  gemm.batch = {h};
+  gemm.m = n;
+  gemm.n = n;
+  gemm.k = d;
+  gemm.a = denseView(rig.tensor(h * n * d), {h, n, d});
+  gemm.b = detail::View{rig.tensor(h * n * d), 0, {n * d, 1, d}};
+  gemm.c = denseView(rig.tensor(h * n * n), {h, n, n});
+  rig.finish(gemm, threads);
+  for (auto _ : state) rig.run();
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * h * n * n * d * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime();
+
+// Flash attention, q, k, v, out [b=1, h, n, 64]: args heads, tokens, mask (0
+// none, 1 additive [n, n] broadcast over heads), threads.
+void BM_FlashAttention(benchmark::State &state) {
+  const int64_t h = state.range(0), n = state.range(1), d = 64;
+  const bool masked = state.range(2) != 0;
+  const int threads = static_cast<int>(state.range(3));
+  KernelRig rig;
+  detail::Attention op;
+  op.batch = {1, h};
+  op.queries = op.keys = n;
+  op.headDim = op.valueDim = d;
+  op.scale = 0.125f;
+  op.q = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.k = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.v = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.out = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  if (masked) {
+    op.maskKind = detail::MaskKind::Add;
+    op.mask = detail::View{rig.tensor(n * n), 0, {0, 0, n, 1}};
+  }
+  rig.finish(op, threads);
+  for (auto _ : state) rig.run();
+  state.counters["GFLOPS"] =
+      benchmark::Counter(4.0 * h * n * n * d * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["scratch_MiB"] = static_cast<double>(rig.scratchBytes()) / (1 << 20);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_FlashAttention)
+    ->ArgsProduct({{6}, {197}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{8}, {1024}, {0}, {1, 2}})
+    ->Args({8, 8192, 0, 2})
+    ->Args({8, 8192, 1, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Talking heads with both mixes, [1, 6, 197, 64]: arg threads.
+void BM_TalkingHeads(benchmark::State &state) {
+  const int64_t h = 6, n = 197, d = 64;
+  const int threads = static_cast<int>(state.range(0));
+  KernelRig rig;
+  detail::TalkingHeadsAttention op;
+  op.batch = {1};
+  op.heads = h;
+  op.queries = op.keys = n;
+  op.headDim = op.valueDim = d;
+  op.scale = 0.125f;
+  op.q = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.k = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.v = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.out = denseView(rig.tensor(h * n * d), {1, h, n, d});
+  op.preMix = denseView(rig.tensor(h * h), {h, h});
+  op.postMix = denseView(rig.tensor(h * h), {h, h});
+  rig.finish(op, threads);
+  for (auto _ : state) rig.run();
+  state.counters["GFLOPS"] =
+      benchmark::Counter(4.0 * h * n * n * d * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_TalkingHeads)->Arg(1)->Arg(2)->UseRealTime();
+
+// Row kernels over [rows, width] f32, large enough (64 MiB in) to stream
+// from DRAM: args rows, width, threads.
+void rowBench(benchmark::State &state, detail::Kernel kernel, KernelRig &rig, double bytesPerIteration) {
+  const int threads = static_cast<int>(state.range(2));
+  rig.finish(std::move(kernel), threads);
+  for (auto _ : state) rig.run();
+  state.SetBytesProcessed(static_cast<int64_t>(bytesPerIteration * state.iterations()));
+  setThreadsLabel(state, threads);
+}
+
+void BM_LayerNorm(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  KernelRig rig;
+  detail::LayerNorm op;
+  op.shape = {rows, width};
+  op.x = denseView(rig.tensor(rows * width), {rows, width});
+  op.y = denseView(rig.tensor(rows * width), {rows, width});
+  op.gamma = denseView(rig.tensor(width), {width});
+  op.beta = denseView(rig.tensor(width), {width});
+  op.epsilon = 1e-6f;
+  rowBench(state, op, rig, 8.0 * rows * width);
+}
+
+void BM_LayerNormResidualSum(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  KernelRig rig;
+  detail::LayerNorm op;
+  op.shape = {rows, width};
+  op.x = denseView(rig.tensor(rows * width), {rows, width});
+  op.residual = denseView(rig.tensor(rows * width), {rows, width});
+  op.sum = denseView(rig.tensor(rows * width), {rows, width});
+  op.y = denseView(rig.tensor(rows * width), {rows, width});
+  op.gamma = denseView(rig.tensor(width), {width});
+  op.beta = denseView(rig.tensor(width), {width});
+  op.epsilon = 1e-6f;
+  rowBench(state, op, rig, 16.0 * rows * width);
+}
+
+void BM_Softmax(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  KernelRig rig;
+  detail::Softmax op;
+  op.shape = {rows, width};
+  op.x = denseView(rig.tensor(rows * width), {rows, width});
+  op.y = denseView(rig.tensor(rows * width), {rows, width});
+  rowBench(state, op, rig, 8.0 * rows * width);
+}
+
+void BM_ReduceMean(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  KernelRig rig;
+  detail::Reduce op;
+  op.shape = {rows, width};
+  op.reducedRank = 1;
+  op.kind = detail::ReduceKind::Mean;
+  op.x = denseView(rig.tensor(rows * width), {rows, width});
+  op.y = denseView(rig.tensor(rows), {rows});
+  rowBench(state, op, rig, 4.0 * rows * width);
+}
+
+// y = gelu(x + b), b broadcast over rows.
+void BM_ElementwiseBiasGelu(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1);
+  KernelRig rig;
+  detail::Elementwise op;
+  op.shape = {rows, width};
+  op.inputs = {denseView(rig.tensor(rows * width), {rows, width}), detail::View{rig.tensor(width), 0, {0, 1}}};
+  op.output = denseView(rig.tensor(rows * width), {rows, width});
+  op.program = {{detail::Opcode::Add, 0, 1, 0, 0.0f}, {detail::Opcode::Gelu, 2, 0, 0, 0.0f}};
+  rowBench(state, op, rig, 8.0 * rows * width);
+}
+
+#define EIN_ROW_SHAPES ArgsProduct({{16384}, {1024}, {1, 2}})->Args({197, 384, 1})->Args({197, 384, 2})->UseRealTime()
+BENCHMARK(BM_LayerNorm)->EIN_ROW_SHAPES;
+BENCHMARK(BM_LayerNormResidualSum)->EIN_ROW_SHAPES;
+BENCHMARK(BM_Softmax)->EIN_ROW_SHAPES;
+BENCHMARK(BM_ReduceMean)->EIN_ROW_SHAPES;
+BENCHMARK(BM_ElementwiseBiasGelu)->EIN_ROW_SHAPES;
+
+}  // namespace
+}  // namespace ein::bench
+
+BENCHMARK_MAIN();

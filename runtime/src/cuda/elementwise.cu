@@ -1,0 +1,117 @@
+// Element-wise steps: each thread runs the step's register program for its
+// elements (grid-stride), with the same opcodes and f32 arithmetic as the CPU
+// interpreter (kernels/cpu/elementwise_f32_reference.cpp). The executor has
+// renumbered the registers onto at most kMaxSlots live slots; the inputs and
+// the program are staged in shared memory once per block.
+#include "cuda/device_math.cuh"
+#include "cuda/kernels.hpp"
+
+namespace ein::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ float loadAsFloat(const ElementwiseInput &input, int64_t at) {
+  switch (input.type) {
+    case ElementType::F32: return static_cast<const float *>(input.view.data)[at];
+    case ElementType::I32: return static_cast<float>(static_cast<const int32_t *>(input.view.data)[at]);
+    case ElementType::I64: return static_cast<float>(static_cast<const int64_t *>(input.view.data)[at]);
+    case ElementType::Bool: return static_cast<const uint8_t *>(input.view.data)[at] != 0 ? 1.0f : 0.0f;
+    case ElementType::F16:
+    case ElementType::BF16: break;  // rejected by the verifier
+  }
+  return 0.0f;
+}
+
+__device__ float evaluate(const Instruction &in, const float *slots) {
+  const float a = slots[in.a], b = slots[in.b], c = slots[in.c];
+  switch (in.op) {
+    case Op::Const: return in.imm;
+    case Op::Neg: return -a;
+    case Op::Exp: return expf(a);
+    case Op::Log: return logf(a);
+    case Op::Sqrt: return sqrtf(a);
+    case Op::Rsqrt: return 1.0f / sqrtf(a);
+    case Op::Abs: return fabsf(a);
+    case Op::Relu: return reluF(a);
+    case Op::Gelu: return geluF(a);
+    case Op::GeluTanh: return geluTanhF(a);
+    case Op::Silu: return siluF(a);
+    case Op::Sigmoid: return sigmoidF(a);
+    case Op::Tanh: return tanhf(a);
+    case Op::Not: return a == 0.0f ? 1.0f : 0.0f;
+    case Op::Add: return a + b;
+    case Op::Sub: return a - b;
+    case Op::Mul: return a * b;
+    case Op::Div: return a / b;
+    case Op::Pow: return powf(a, b);
+    case Op::Max: return maximumF(a, b);
+    case Op::Min: return minimumF(a, b);
+    case Op::Lt: return a < b ? 1.0f : 0.0f;
+    case Op::Le: return a <= b ? 1.0f : 0.0f;
+    case Op::Gt: return a > b ? 1.0f : 0.0f;
+    case Op::Ge: return a >= b ? 1.0f : 0.0f;
+    case Op::Eq: return a == b ? 1.0f : 0.0f;
+    case Op::Ne: return a != b ? 1.0f : 0.0f;
+    case Op::Select: return a != 0.0f ? b : c;
+  }
+  return 0.0f;
+}
+
+__global__ void elementwiseKernel(ElementwiseLaunch launch, int64_t count) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  auto *inputs = reinterpret_cast<ElementwiseInput *>(shared);
+  auto *program = reinterpret_cast<Instruction *>(shared + sizeof(ElementwiseInput) * launch.inputCount);
+  {
+    const auto *words = static_cast<const uint32_t *>(launch.table);
+    auto *to = reinterpret_cast<uint32_t *>(shared);
+    const int total = static_cast<int>(
+        (sizeof(ElementwiseInput) * launch.inputCount + sizeof(Instruction) * launch.instructionCount) / 4);
+    for (int w = threadIdx.x; w < total; w += blockDim.x) to[w] = words[w];
+  }
+  __syncthreads();
+
+  float slots[kMaxSlots];
+  const Shape &shape = launch.shape;
+  for (int64_t flat = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; flat < count;
+       flat += int64_t(gridDim.x) * blockDim.x) {
+    int64_t index[kMaxRank];
+    int64_t rest = flat;
+    for (int axis = shape.rank - 1; axis >= 0; --axis) {
+      index[axis] = rest % shape.size[axis];
+      rest /= shape.size[axis];
+    }
+    for (int v = 0; v < launch.inputCount; ++v) {
+      const ElementwiseInput &input = inputs[v];
+      int64_t at = input.view.offset;
+      for (int axis = 0; axis < shape.rank; ++axis) at += index[axis] * input.view.stride[axis];
+      slots[input.slot] = loadAsFloat(input, at);
+    }
+    for (int i = 0; i < launch.instructionCount; ++i) slots[program[i].out] = evaluate(program[i], slots);
+    int64_t at = launch.output.offset;
+    for (int axis = 0; axis < shape.rank; ++axis) at += index[axis] * launch.output.stride[axis];
+    const float result = slots[launch.resultSlot];
+    if (launch.outputIsBool)
+      static_cast<uint8_t *>(launch.output.data)[at] = result != 0.0f;
+    else
+      static_cast<float *>(launch.output.data)[at] = result;
+  }
+}
+
+}  // namespace
+
+size_t elementwiseTableBytes(int inputCount, int instructionCount) {
+  static_assert(sizeof(ElementwiseInput) % 8 == 0 && sizeof(Instruction) % 4 == 0, "table words");
+  return sizeof(ElementwiseInput) * inputCount + sizeof(Instruction) * instructionCount;
+}
+
+cudaError_t launchElementwise(const ElementwiseLaunch &launch, cudaStream_t stream) {
+  const int64_t count = launch.shape.count();
+  if (count == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((count + kThreads - 1) / kThreads, 65536);
+  const size_t shared = elementwiseTableBytes(launch.inputCount, launch.instructionCount);
+  elementwiseKernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(launch, count);
+  return cudaGetLastError();
+}
+
+}  // namespace ein::cuda

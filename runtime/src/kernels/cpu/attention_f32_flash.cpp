@@ -1,0 +1,198 @@
+// Flash attention (Dao et al. 2022) on the CPU. A work item is one batch
+// index and a tile of queries; it walks the keys in blocks, computing the
+// block's scores as a small gemm (queries x keys, through the ISA's register
+// tile), masking them, and folding them into each query's running max m,
+// running sum l and output accumulator O with the online softmax:
+//   m' = max(m, max_j s_j),  O = O * exp(m - m') + sum_j exp(s_j - m') v_j,
+//   l = l * exp(m - m') + sum_j exp(s_j - m')
+// and finally out = O / l. Memory is O(keys) per thread: the keys (transposed
+// into the gemm's column panels) and values of the batch index being worked
+// on, packed once per thread and reused by its next items of that index.
+//
+// IEEE corner cases follow the reference: a row whose scores are all -inf
+// has l == 0 and gives NaN; a NaN score makes the max NaN, +inf makes
+// exp(inf - inf) NaN, and either way the row is NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/strided_loop.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+constexpr int64_t kQueryTile = 64;    // queries per work item
+constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
+constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
+constexpr int64_t kTag = 16;          // floats at the start of scratch: which batch index is packed
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+// Per-thread scratch, in floats, for a register tile of mr x nr.
+struct FlashScratch {
+  int64_t keysPad, valuesPad, rowsPad;
+  int64_t kt, v, q, s, o, m, l, total;
+  FlashScratch(const Attention &op, int64_t mr, int64_t nr) {
+    keysPad = roundUp(op.keys, nr);
+    valuesPad = roundUp(op.valueDim, nr);
+    rowsPad = roundUp(kQueryTile, mr);
+    kt = kTag;
+    v = kt + keysPad * op.headDim;
+    q = v + op.keys * valuesPad;
+    s = q + rowsPad * op.headDim;
+    o = s + rowsPad * kKeyBlock;
+    m = o + rowsPad * valuesPad;
+    l = m + rowsPad;
+    total = l + rowsPad;
+  }
+};
+
+int64_t loadTag(const float *scratch) {
+  int64_t tag;
+  std::memcpy(&tag, scratch, sizeof tag);
+  return tag;
+}
+void storeTag(float *scratch, int64_t tag) { std::memcpy(scratch, &tag, sizeof tag); }
+
+// The masked score, as the schema defines each mask kind.
+float maskScore(MaskKind kind, float score, const void *mask, int64_t at, float fill) {
+  switch (kind) {
+    case MaskKind::None: return score;
+    case MaskKind::Add: return score + static_cast<const float *>(mask)[at];
+    case MaskKind::Keep: return static_cast<const uint8_t *>(mask)[at] != 0 ? score : fill;
+    case MaskKind::Drop: return static_cast<const uint8_t *>(mask)[at] != 0 ? fill : score;
+  }
+  return score;
+}
+
+}  // namespace
+
+size_t attentionF32FlashScratchFloats(const Attention &op) {
+  // Saturating: a hostile size makes the allocation fail instead of wrapping.
+  const unsigned __int128 keysPad = static_cast<unsigned __int128>(op.keys) + kMaxNr;
+  const unsigned __int128 valuesPad = static_cast<unsigned __int128>(op.valueDim) + kMaxNr;
+  const unsigned __int128 rowsPad = kQueryTile + kMaxMr;
+  const unsigned __int128 total = kTag + keysPad * static_cast<uint64_t>(op.headDim) +
+                                  static_cast<uint64_t>(op.keys) * valuesPad + rowsPad * static_cast<uint64_t>(op.headDim) +
+                                  rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad;
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return total > kLimit ? kLimit : static_cast<size_t>(total);
+}
+
+Status attentionF32Flash(const Attention &op, const KernelContext &context) {
+  const IsaKernels &isa = *context.isa;
+  const int64_t I = op.queries, J = op.keys, D = op.headDim, E = op.valueDim;
+  const int64_t batchCount = op.batch.product();
+  if (batchCount * I * E == 0) return Status();
+  const float *q = context.data<const float>(op.q);
+  const float *k = context.data<const float>(op.k);
+  const float *v = context.data<const float>(op.v);
+  float *out = context.data<float>(op.out);
+  const void *mask = op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr;
+  const size_t r = op.batch.size();
+  const int64_t qI = op.q.strides[r], qD = op.q.strides[r + 1], kJ = op.k.strides[r], kD = op.k.strides[r + 1],
+                vJ = op.v.strides[r], vE = op.v.strides[r + 1], oI = op.out.strides[r], oE = op.out.strides[r + 1];
+  const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
+  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  const FlashScratch layout(op, mr, nr);
+  const int64_t tiles = ceilDiv(I, kQueryTile);
+  for (int thread = 0; thread < context.threads(); ++thread) storeTag(context.threadScratch(thread), -1);
+
+  context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+    const int64_t b = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, I - i0);
+    const int64_t rowsPad = roundUp(rows, mr);
+    float *scratch = context.threadScratch(thread);
+    float *kt = scratch + layout.kt, *vp = scratch + layout.v, *qs = scratch + layout.q, *s = scratch + layout.s,
+          *o = scratch + layout.o, *m = scratch + layout.m, *l = scratch + layout.l;
+    const int64_t qOff = offsetOfIndex(op.batch, op.q.strides, op.q.offset, b);
+    const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
+    const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
+    const int64_t ldo = layout.valuesPad;
+
+    if (J == 0) {  // softmax over nothing: the weighted sum is empty
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t e = 0; e < E; ++e) out[oOff + (i0 + t) * oI + e * oE] = 0.0f;
+      return;
+    }
+    if (loadTag(scratch) != b) {
+      // kt: panels of nr keys, each [d][nr]; vp: panels of nr value columns,
+      // each [j][nr]. Loops run along each source row (contiguous d or e).
+      const int64_t kOff = offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+      const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+      std::fill(kt + J / nr * nr * D, kt + layout.keysPad * D, 0.0f);  // the last panel's missing keys
+      for (int64_t j = 0; j < J; ++j) {
+        float *column = kt + j / nr * nr * D + j % nr;
+        const float *key = k + kOff + j * kJ;
+        for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+      }
+      for (int64_t e0 = 0; e0 < E; e0 += nr) {
+        float *panel = vp + e0 * J;
+        const int64_t cols = std::min<int64_t>(nr, E - e0);
+        for (int64_t j = 0; j < J; ++j) {
+          const float *value = v + vOff + j * vJ + e0 * vE;
+          float *row = panel + j * nr;
+          if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
+          else
+            for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+          std::fill(row + cols, row + nr, 0.0f);
+        }
+      }
+      storeTag(scratch, b);
+    }
+    // The query tile, pre-scaled, as plain rows (rows past the tile are 0).
+    for (int64_t t = 0; t < rows; ++t) {
+      const float *query = q + qOff + (i0 + t) * qI;
+      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
+    }
+    std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
+    std::fill(o, o + rowsPad * ldo, 0.0f);
+    std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
+    std::fill(l, l + rowsPad, 0.0f);
+
+    for (int64_t j0 = 0; j0 < J; j0 += kKeyBlock) {
+      const int64_t keys = std::min(kKeyBlock, J - j0), keysPad = roundUp(keys, nr);
+      // s[t, j] = q_t . k_j for the block.
+      for (int64_t jr = 0; jr < keysPad; jr += nr)
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.gemmTileRows(D, qs + ir * D, D, kt + (j0 + jr) * D, s + ir * kKeyBlock + jr, kKeyBlock, false);
+      for (int64_t t = 0; t < rows; ++t) {
+        float *row = s + t * kKeyBlock;
+        if (op.maskKind == MaskKind::Add && mJ == 1) {
+          isa.addScaled(row, static_cast<const float *>(mask) + mOff + (i0 + t) * mI + j0, keys, 1.0f);
+        } else if (op.maskKind != MaskKind::None) {
+          const int64_t at = mOff + (i0 + t) * mI + j0 * mJ;
+          for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
+        }
+        const float blockMax = isa.reduceRow(row, keys, ReduceKind::Max);
+        const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
+        if (newMax == -std::numeric_limits<float>::infinity()) {
+          // Every score so far is -inf: nothing to add yet.
+          std::fill(row, row + keys, 0.0f);
+          continue;
+        }
+        const float correction = std::exp(m[t] - newMax);  // 0 when m was -inf
+        l[t] = l[t] * correction + isa.expShiftSum(row, keys, newMax);
+        if (correction != 1.0f) isa.scaleInPlace(o + t * ldo, ldo, correction);
+        m[t] = newMax;
+      }
+      // O += p . v for the block (rows past the tile hold finite junk).
+      for (int64_t e0 = 0; e0 < E; e0 += nr)
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true);
+    }
+    for (int64_t t = 0; t < rows; ++t) {
+      const float inverse = l[t] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l[t];
+      isa.scaleInPlace(o + t * ldo, E, inverse);
+      float *dst = out + oOff + (i0 + t) * oI;
+      if (oE == 1) std::memcpy(dst, o + t * ldo, sizeof(float) * static_cast<size_t>(E));
+      else
+        for (int64_t e = 0; e < E; ++e) dst[e * oE] = o[t * ldo + e];
+    }
+  });
+  return Status();
+}
+
+}  // namespace ein::detail::cpu

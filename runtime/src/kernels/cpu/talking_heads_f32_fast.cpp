@@ -1,0 +1,193 @@
+// Talking-heads attention, fast path. The softmax of one head depends on
+// the scores of every head (pre-mix) and each output head on the
+// probabilities of every head (post-mix), so a work item is one batch index
+// and a small tile of queries with all heads together: it computes the
+// scores of every head against all keys (per head a gemm through the ISA's
+// register tile), mixes them across heads, masks, takes exact softmaxes,
+// mixes again and multiplies by the values. Memory per thread is
+// O(heads x tile x keys): linear in the sequence length.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/strided_loop.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+constexpr int64_t kQueryTile = 16;  // queries per work item (padded to the ISA's mr)
+constexpr int64_t kMaxMr = 8, kMaxNr = 64;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+float maskScore(MaskKind kind, float score, const void *mask, int64_t at, float fill) {
+  switch (kind) {
+    case MaskKind::None: return score;
+    case MaskKind::Add: return score + static_cast<const float *>(mask)[at];
+    case MaskKind::Keep: return static_cast<const uint8_t *>(mask)[at] != 0 ? score : fill;
+    case MaskKind::Drop: return static_cast<const uint8_t *>(mask)[at] != 0 ? fill : score;
+  }
+  return score;
+}
+
+// Per-thread scratch, in floats: which batch index is packed, every head's
+// packed keys and values (packed once per thread and batch index, as in
+// flash attention), the query tile, two [heads][rowsPad][keysPad] score
+// tables and an output tile.
+constexpr int64_t kTag = 16;
+
+struct TalkingScratch {
+  int64_t keysPad, valuesPad, rowsPad, table, headKeys, headValues;
+  int64_t kt, v, q, a, b, o, total;
+  TalkingScratch(const TalkingHeadsAttention &op, int64_t mr, int64_t nr) {
+    keysPad = roundUp(op.keys, nr);
+    valuesPad = roundUp(op.valueDim, nr);
+    rowsPad = roundUp(kQueryTile, mr);
+    table = op.heads * rowsPad * keysPad;
+    headKeys = keysPad * op.headDim;
+    headValues = op.keys * valuesPad;
+    kt = kTag;
+    v = kt + op.heads * headKeys;
+    q = v + op.heads * headValues;
+    a = q + rowsPad * op.headDim;
+    b = a + table;
+    o = b + table;
+    total = o + rowsPad * valuesPad;
+  }
+};
+
+}  // namespace
+
+size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op) {
+  using U = unsigned __int128;
+  const U keysPad = U(static_cast<uint64_t>(op.keys)) + kMaxNr, valuesPad = U(static_cast<uint64_t>(op.valueDim)) + kMaxNr;
+  const U rowsPad = kQueryTile + kMaxMr, heads = static_cast<uint64_t>(op.heads), d = static_cast<uint64_t>(op.headDim);
+  const U total = kTag + heads * (keysPad * d + U(static_cast<uint64_t>(op.keys)) * valuesPad) + rowsPad * d +
+                  2 * heads * rowsPad * keysPad + rowsPad * valuesPad;
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return total > kLimit ? kLimit : static_cast<size_t>(total);
+}
+
+Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context) {
+  const IsaKernels &isa = *context.isa;
+  const int64_t H = op.heads, I = op.queries, J = op.keys, D = op.headDim, E = op.valueDim;
+  const int64_t batchCount = op.batch.product();
+  if (batchCount * H * I * E == 0) return Status();
+  const float *q = context.data<const float>(op.q);
+  const float *k = context.data<const float>(op.k);
+  const float *v = context.data<const float>(op.v);
+  float *out = context.data<float>(op.out);
+  const void *mask = op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr;
+  const size_t r = op.batch.size();
+  const int64_t qH = op.q.strides[r], qI = op.q.strides[r + 1], qD = op.q.strides[r + 2];
+  const int64_t kH = op.k.strides[r], kJ = op.k.strides[r + 1], kD = op.k.strides[r + 2];
+  const int64_t vH = op.v.strides[r], vJ = op.v.strides[r + 1], vE = op.v.strides[r + 2];
+  const int64_t oH = op.out.strides[r], oI = op.out.strides[r + 1], oE = op.out.strides[r + 2];
+  const int64_t mH = op.mask ? op.mask->strides[r] : 0, mI = op.mask ? op.mask->strides[r + 1] : 0,
+                mJ = op.mask ? op.mask->strides[r + 2] : 0;
+  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  const TalkingScratch layout(op, mr, nr);
+  const int64_t ldS = layout.keysPad, headTable = layout.rowsPad * ldS, ldo = layout.valuesPad;
+  const int64_t tiles = ceilDiv(I, kQueryTile);
+
+  // to[g] = bias[g] + sum_h matrix[g, h] * from[h], whole [rowsPad][keysPad] tables at a time.
+  auto mix = [&](const View &matrix, const std::optional<View> &bias, const float *from, float *to) {
+    const float *w = context.data<const float>(matrix) + matrix.offset;
+    const float *bv = bias ? context.data<const float>(*bias) + bias->offset : nullptr;
+    for (int64_t g = 0; g < H; ++g) {
+      float *target = to + g * headTable;
+      std::fill(target, target + headTable, bv ? bv[g * bias->strides[0]] : 0.0f);
+      for (int64_t h = 0; h < H; ++h)
+        isa.addScaled(target, from + h * headTable, headTable, w[g * matrix.strides[0] + h * matrix.strides[1]]);
+    }
+  };
+
+  for (int thread = 0; thread < context.threads(); ++thread) {
+    const int64_t none = -1;
+    std::memcpy(context.threadScratch(thread), &none, sizeof none);
+  }
+
+  context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+    const int64_t b = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, I - i0);
+    const int64_t rowsPad = layout.rowsPad;
+    float *scratch = context.threadScratch(thread);
+    float *kt = scratch + layout.kt, *vp = scratch + layout.v, *qs = scratch + layout.q, *tableA = scratch + layout.a,
+          *tableB = scratch + layout.b, *o = scratch + layout.o;
+    const int64_t qOff = offsetOfIndex(op.batch, op.q.strides, op.q.offset, b);
+    const int64_t kOff = offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+    const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+    const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
+    const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
+
+    int64_t packed;
+    std::memcpy(&packed, scratch, sizeof packed);
+    if (packed != b) {
+      // Per head: keys in panels of nr, each [d][nr]; values in panels of nr columns, each [j][nr].
+      for (int64_t h = 0; h < H; ++h) {
+        float *keys = kt + h * layout.headKeys, *values = vp + h * layout.headValues;
+        std::fill(keys + J / nr * nr * D, keys + layout.headKeys, 0.0f);
+        for (int64_t j = 0; j < J; ++j) {
+          const float *key = k + kOff + h * kH + j * kJ;
+          float *column = keys + j / nr * nr * D + j % nr;
+          for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+        }
+        for (int64_t e0 = 0; e0 < E; e0 += nr) {
+          const int64_t cols = std::min<int64_t>(nr, E - e0);
+          for (int64_t j = 0; j < J; ++j) {
+            const float *value = v + vOff + h * vH + j * vJ + e0 * vE;
+            float *row = values + e0 * J + j * nr;
+            for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+            std::fill(row + cols, row + nr, 0.0f);
+          }
+        }
+      }
+      std::memcpy(scratch, &b, sizeof b);
+    }
+    // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the keys and rows).
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < rowsPad; ++t)
+        for (int64_t d = 0; d < D; ++d)
+          qs[t * D + d] = t < rows ? op.scale * q[qOff + h * qH + (i0 + t) * qI + d * qD] : 0.0f;
+      for (int64_t jr = 0; jr < layout.keysPad; jr += nr)
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.gemmTileRows(D, qs + ir * D, D, kt + h * layout.headKeys + jr * D, tableA + h * headTable + ir * ldS + jr,
+                           ldS, false);
+    }
+    float *logits = tableA;
+    if (op.preMix) {
+      mix(*op.preMix, op.preBias, tableA, tableB);
+      logits = tableB;
+    }
+    // Mask and exact softmax over the keys of each head and query.
+    for (int64_t g = 0; g < H; ++g)
+      for (int64_t t = 0; t < rows; ++t) {
+        float *row = logits + g * headTable + t * ldS;
+        if (op.maskKind != MaskKind::None) {
+          const int64_t at = mOff + g * mH + (i0 + t) * mI;
+          for (int64_t j = 0; j < J; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
+        }
+        const float max = isa.reduceRow(row, J, ReduceKind::Max);
+        const float sum = isa.expShiftSum(row, J, max);
+        isa.scaleInPlace(row, J, 1.0f / sum);
+      }
+    float *probs = logits;
+    if (op.postMix) {
+      probs = logits == tableA ? tableB : tableA;
+      mix(*op.postMix, op.postBias, logits, probs);
+    }
+    // out[g] = probs[g] . v[g].
+    for (int64_t g = 0; g < H; ++g) {
+      for (int64_t e0 = 0; e0 < E; e0 += nr)
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.gemmTileRows(J, probs + g * headTable + ir * ldS, ldS, vp + g * layout.headValues + e0 * J, o + ir * ldo + e0,
+                           ldo, false);
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t e = 0; e < E; ++e) out[oOff + g * oH + (i0 + t) * oI + e * oE] = o[t * ldo + e];
+    }
+  });
+  return Status();
+}
+
+}  // namespace ein::detail::cpu

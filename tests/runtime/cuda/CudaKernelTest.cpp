@@ -1,0 +1,333 @@
+// The CUDA kernels against the CPU kernels, step by step: each test builds one
+// artifact twice (target cpu and target cuda) with the same random data, runs
+// it on both devices and compares. Without a usable GPU every test here skips
+// with the CUDA runtime's reason, except the ones that check that reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "cuda_test_support.hpp"
+
+namespace ein::testing {
+namespace {
+
+using Build = std::function<void(ArtifactBuilder &)>;
+using Inputs = std::map<std::string, std::vector<uint8_t>>;
+
+std::vector<uint8_t> artifactFor(fb::Target target, const Build &build) {
+  ArtifactBuilder builder;
+  builder.target = target;
+  build(builder);
+  return builder.build();
+}
+
+// Runs the step(s) of `build` on the CPU and on the GPU; every output must agree
+// within `tolerance` (relative to max(1, |cpu|); NaN where the CPU has NaN).
+void expectSameOnBoth(const Build &build, const Inputs &inputs, double tolerance = 1e-4) {
+  StatusOr<Outputs> cpu = runOn(Device::Cpu, artifactFor(fb::Target::Cpu, build), inputs);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().toString();
+  StatusOr<Outputs> gpu = runOn(Device::Cuda, artifactFor(fb::Target::Cuda, build), inputs);
+  ASSERT_TRUE(gpu.ok()) << gpu.status().toString();
+  for (const auto &[name, want] : cpu.value())
+    expectClose(gpu.value().at(name), std::vector<double>(want.begin(), want.end()), tolerance, "output " + name);
+}
+
+std::vector<uint8_t> randomBytes(size_t count, uint32_t seed, float low = -2.0f, float high = 2.0f) {
+  return bytesOf(randomFloats(count, seed, low, high));
+}
+std::vector<uint8_t> randomFlags(size_t count, uint32_t seed) {
+  std::vector<float> values = randomFloats(count, seed, 0.0f, 1.0f);
+  std::vector<uint8_t> flags;
+  for (float value : values) flags.push_back(value < 0.7f);
+  return flags;
+}
+
+TEST(CudaDevice, MissingDeviceIsAClearStatus) {
+  StatusOr<int> count = detail::cudaDeviceCount();
+  if (count.ok()) {
+    EXPECT_GE(count.value(), 1);
+    return;
+  }
+  EXPECT_EQ(count.status().code(), StatusCode::Unimplemented);
+  EXPECT_EQ(count.status().message().rfind("no CUDA device: cudaGetDeviceCount", 0), 0u) << count.status().message();
+  // A session on the missing device fails with that reason, never a crash.
+  std::vector<uint8_t> artifact = artifactFor(fb::Target::Cuda, [](ArtifactBuilder &b) {
+    uint32_t x = b.input("x", fb::DType::F32, {4});
+    uint32_t y = b.output("y", fb::DType::F32, {4});
+    b.copy({{4}, dense(x, {4}), dense(y, {4})});
+  });
+  auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  auto session = Session::create(model.value(), {1, Device::Cuda});
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find("no CUDA device"), std::string::npos) << session.status().message();
+}
+
+TEST(CudaKernels, GemmBiasActivationsAndResidual) {
+  EIN_REQUIRE_CUDA();
+  const fb::Activation activations[] = {fb::Activation::None, fb::Activation::Relu, fb::Activation::Gelu,
+                                        fb::Activation::GeluTanh, fb::Activation::Silu};
+  for (fb::Activation activation : activations)
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "activation " << int(activation) << " residual " << residual);
+      const int64_t m = 37, n = 29, k = 53;
+      expectSameOnBoth(
+          [&](ArtifactBuilder &b) {
+            uint32_t a = b.input("a", fb::DType::F32, {m, k});
+            uint32_t w = b.weightsF32({k, n}, randomFloats(k * n, 2));
+            uint32_t bias = b.weightsF32({n}, randomFloats(n, 3));
+            uint32_t r = b.input("r", fb::DType::F32, {m, n});
+            uint32_t c = b.output("c", fb::DType::F32, {m, n});
+            GemmSpec spec{{}, m, n, k, dense(a, {m, k}), dense(w, {k, n}), dense(c, {m, n})};
+            spec.bias = ViewSpec{bias, 0, {0, 1}};
+            spec.alpha = 0.5f;
+            spec.activation = activation;
+            if (residual) spec.residual = dense(r, {m, n});
+            b.gemm(spec);
+          },
+          {{"a", randomBytes(m * k, 1)}, {"r", randomBytes(m * n, 4)}});
+    }
+}
+
+TEST(CudaKernels, GemmBatchedTransposedAndStrided) {
+  EIN_REQUIRE_CUDA();
+  const int64_t batch = 3, heads = 2, m = 17, n = 19, k = 24;
+  // a [batch, heads, m, k] dense; b read transposed from [batch, heads, n, k]; c [batch, m, heads, n].
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        uint32_t a = b.input("a", fb::DType::F32, {batch, heads, m, k});
+        uint32_t bt = b.input("b", fb::DType::F32, {batch, heads, n, k});
+        uint32_t c = b.output("c", fb::DType::F32, {batch, m, heads, n});
+        b.gemm({{batch, heads}, m, n, k, dense(a, {batch, heads, m, k}),
+                ViewSpec{bt, 0, {heads * n * k, n * k, 1, k}},
+                ViewSpec{c, 0, {m * heads * n, n, heads * n, 1}}});
+      },
+      {{"a", randomBytes(batch * heads * m * k, 5)}, {"b", randomBytes(batch * heads * n * k, 6)}});
+  // No unit stride anywhere (every other column): the tiled fallback, with a broadcast bias over m and n.
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        uint32_t a = b.input("a", fb::DType::F32, {m, 2 * k});
+        uint32_t w = b.input("w", fb::DType::F32, {k, 2 * n});
+        uint32_t bias = b.input("bias", fb::DType::F32, {m});
+        uint32_t c = b.output("c", fb::DType::F32, {m, n});
+        GemmSpec spec{{}, m, n, k, ViewSpec{a, 1, {2 * k, 2}}, ViewSpec{w, 0, {2 * n, 2}}, dense(c, {m, n})};
+        spec.bias = ViewSpec{bias, 0, {1, 0}};
+        spec.activation = fb::Activation::Gelu;
+        b.gemm(spec);
+      },
+      {{"a", randomBytes(m * 2 * k, 7)}, {"w", randomBytes(k * 2 * n, 8)}, {"bias", randomBytes(m, 9)}});
+}
+
+TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {
+  EIN_REQUIRE_CUDA();
+  const int64_t rows = 7, columns = 33;
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        uint32_t x = b.input("x", fb::DType::F32, {rows, columns});
+        uint32_t y = b.input("y", fb::DType::F32, {columns});
+        uint32_t flags = b.input("flags", fb::DType::Bool, {rows, columns});
+        uint32_t ids = b.input("ids", fb::DType::I32, {rows});
+        uint32_t out = b.output("out", fb::DType::F32, {rows, columns});
+        uint32_t less = b.output("less", fb::DType::Bool, {rows, columns});
+        using O = fb::Opcode;
+        // r0 x, r1 y (broadcast over rows), r2 flags, r3 ids (broadcast over columns)
+        std::vector<fb::Instruction> program = {
+            instruction(O::Abs, 0),          // 4
+            instruction(O::Const, 0, 0, 0, 0.5f),  // 5
+            instruction(O::Add, 4, 5),       // 6 = |x| + 0.5
+            instruction(O::Log, 6),          // 7
+            instruction(O::Sqrt, 6),         // 8
+            instruction(O::Rsqrt, 6),        // 9
+            instruction(O::Exp, 1),          // 10
+            instruction(O::Neg, 10),         // 11
+            instruction(O::Relu, 0),         // 12
+            instruction(O::Gelu, 1),         // 13
+            instruction(O::GeluTanh, 0),     // 14
+            instruction(O::Silu, 1),         // 15
+            instruction(O::Sigmoid, 0),      // 16
+            instruction(O::Tanh, 1),         // 17
+            instruction(O::Not, 2),          // 18
+            instruction(O::Sub, 7, 8),       // 19
+            instruction(O::Mul, 9, 11),      // 20
+            instruction(O::Div, 12, 6),      // 21
+            instruction(O::Pow, 6, 1),       // 22
+            instruction(O::Max, 13, 14),     // 23
+            instruction(O::Min, 15, 16),     // 24
+            instruction(O::Lt, 0, 1),        // 25
+            instruction(O::Le, 0, 1),        // 26
+            instruction(O::Gt, 17, 3),       // 27
+            instruction(O::Ge, 3, 5),        // 28
+            instruction(O::Eq, 2, 18),       // 29
+            instruction(O::Ne, 25, 26),      // 30
+            instruction(O::Select, 2, 19, 20),  // 31
+            instruction(O::Add, 31, 21), instruction(O::Add, 32, 22), instruction(O::Add, 33, 23),
+            instruction(O::Add, 34, 24), instruction(O::Add, 35, 27), instruction(O::Add, 36, 28),
+            instruction(O::Add, 37, 29), instruction(O::Add, 38, 30), instruction(O::Mul, 39, 3),
+        };
+        ElementwiseSpec spec{{rows, columns},
+                             {dense(x, {rows, columns}), ViewSpec{y, 0, {0, 1}}, dense(flags, {rows, columns}),
+                              ViewSpec{ids, 0, {1, 0}}},
+                             dense(out, {rows, columns}),
+                             program};
+        b.elementwise(spec);
+        // A bool output, written transposed-in-place (column-major view of `less`).
+        b.elementwise({{columns, rows},
+                       {ViewSpec{x, 0, {1, columns}}, ViewSpec{y, 0, {1, 0}}},
+                       ViewSpec{less, 0, {1, columns}},
+                       {instruction(O::Lt, 0, 1)}});
+      },
+      {{"x", randomBytes(rows * columns, 10)},
+       {"y", randomBytes(columns, 11)},
+       {"flags", randomFlags(rows * columns, 12)},
+       {"ids", bytesOf(std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6})}},
+      2e-5);
+}
+
+TEST(CudaKernels, SoftmaxLayerNormReduce) {
+  EIN_REQUIRE_CUDA();
+  const int64_t rows = 6, n = 300;
+  std::vector<float> x = randomFloats(rows * n, 13, -5.0f, 5.0f);
+  for (int64_t c = 0; c < n; ++c) x[2 * n + c] = -INFINITY;  // an all -inf row: NaN
+  x[4 * n + 7] = NAN;
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        uint32_t in = b.input("x", fb::DType::F32, {rows, n});
+        uint32_t res = b.input("res", fb::DType::F32, {rows, n});
+        uint32_t p = b.output("p", fb::DType::F32, {rows, n});
+        uint32_t pt = b.output("pt", fb::DType::F32, {n, rows});
+        uint32_t y1 = b.output("y1", fb::DType::F32, {rows, n});
+        uint32_t y2 = b.output("y2", fb::DType::F32, {rows, n});
+        uint32_t sum = b.output("sum", fb::DType::F32, {rows, n});
+        uint32_t gamma = b.weightsF32({n}, randomFloats(n, 14));
+        uint32_t beta = b.weightsF32({n}, randomFloats(n, 15));
+        b.softmax({{rows, n}, dense(in, {rows, n}), dense(p, {rows, n})});
+        // Over the other axis: a transposed read.
+        b.softmax({{n, rows}, ViewSpec{in, 0, {1, n}}, dense(pt, {n, rows})});
+        LayerNormSpec norm{{rows, n}, dense(res, {rows, n})};
+        norm.y = dense(y1, {rows, n});
+        norm.gamma = dense(gamma, {n});
+        norm.beta = dense(beta, {n});
+        b.layerNorm(norm);
+        LayerNormSpec unbiased{{rows, n}, dense(res, {rows, n})};
+        unbiased.residual = ViewSpec{res, 0, {n, 1}};
+        unbiased.sum = dense(sum, {rows, n});
+        unbiased.y = dense(y2, {rows, n});
+        unbiased.epsilon = 1e-6f;
+        unbiased.variant = fb::LayerNormVariant::UnbiasedStd;
+        b.layerNorm(unbiased);
+        const fb::ReduceKind kinds[] = {fb::ReduceKind::Sum, fb::ReduceKind::Mean, fb::ReduceKind::Max,
+                                        fb::ReduceKind::Min, fb::ReduceKind::Prod};
+        for (fb::ReduceKind kind : kinds) {
+          uint32_t r = b.output("reduce" + std::to_string(int(kind)), fb::DType::F32, {rows});
+          ViewSpec source = kind == fb::ReduceKind::Prod ? dense(res, {rows, n}) : dense(in, {rows, n});
+          b.reduce({{rows, n}, 1, kind, source, dense(r, {rows})});
+        }
+        uint32_t columns = b.output("columns", fb::DType::F32, {n});
+        b.reduce({{n, rows}, 1, fb::ReduceKind::Mean, ViewSpec{res, 0, {1, n}}, dense(columns, {n})});
+      },
+      {{"x", bytesOf(x)}, {"res", randomBytes(rows * n, 16, 0.9f, 1.1f)}}, 1e-4);
+}
+
+TEST(CudaKernels, GatherCopyAndBadIds) {
+  EIN_REQUIRE_CUDA();
+  const int64_t rows = 11, width = 9;
+  Build build = [&](ArtifactBuilder &b) {
+    uint32_t ids = b.input("ids", fb::DType::I64, {2, 3}, rows);
+    uint32_t table = b.weightsF32({rows, width}, randomFloats(rows * width, 17));
+    uint32_t y = b.output("y", fb::DType::F32, {2, 3, width});
+    uint32_t copied = b.output("copied", fb::DType::F32, {width, 2, 3});
+    b.gather({{2, 3}, rows, width, dense(ids, {2, 3}), dense(table, {rows, width}), dense(y, {2, 3, width})});
+    b.copy({{width, 2, 3}, ViewSpec{y, 0, {1, 3 * width, width}}, dense(copied, {width, 2, 3})});
+  };
+  expectSameOnBoth(build, {{"ids", bytesOf(std::vector<int64_t>{0, 10, 3, 3, 7, 1})}});
+  StatusOr<Outputs> bad =
+      runOn(Device::Cuda, artifactFor(fb::Target::Cuda, build), {{"ids", bytesOf(std::vector<int64_t>{0, 1, 2, 11, 4, -1})}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::OutOfRange);
+  EXPECT_NE(bad.status().message().find("id 11 (ids element 3) is outside [0, 11)"), std::string::npos)
+      << bad.status().message();
+}
+
+struct AttentionCase {
+  int64_t batch, queries, keys, headDim, valueDim;
+  fb::MaskKind mask;
+};
+
+TEST(CudaKernels, AttentionF32) {
+  EIN_REQUIRE_CUDA();
+  const AttentionCase cases[] = {
+      {3, 20, 20, 24, 24, fb::MaskKind::None},  {2, 33, 47, 64, 64, fb::MaskKind::Add},
+      {2, 1, 70, 128, 128, fb::MaskKind::Keep}, {1, 19, 5, 100, 36, fb::MaskKind::Drop},
+      {2, 9, 17, 256, 256, fb::MaskKind::Keep},
+  };
+  for (const AttentionCase &c : cases) {
+    SCOPED_TRACE(::testing::Message() << "queries " << c.queries << " keys " << c.keys << " d " << c.headDim);
+    const int64_t b = c.batch, i = c.queries, j = c.keys, d = c.headDim, e = c.valueDim;
+    std::vector<uint8_t> keep = randomFlags(b * i * j, 21);
+    for (int64_t key = 0; key < j; ++key) keep[key] = 0;  // query 0 of batch 0 fully masked
+    std::vector<float> additive = randomFloats(b * i * j, 22);
+    for (int64_t key = 0; key < j; ++key) additive[key] = -INFINITY;
+    expectSameOnBoth(
+        [&](ArtifactBuilder &builder) {
+          uint32_t q = builder.input("q", fb::DType::F32, {b, i, d});
+          // k stored [j, b, d]: a strided batch; v dense.
+          uint32_t k = builder.input("k", fb::DType::F32, {j, b, d});
+          uint32_t v = builder.input("v", fb::DType::F32, {b, j, e});
+          uint32_t out = builder.output("out", fb::DType::F32, {b, i, e});
+          AttentionSpec spec{{b}, i, j, d, e, 1.0f / std::sqrt(float(d)), dense(q, {b, i, d}),
+                             ViewSpec{k, 0, {d, b * d, 1}}, dense(v, {b, j, e}), dense(out, {b, i, e})};
+          spec.maskKind = c.mask;
+          if (c.mask == fb::MaskKind::Add) {
+            uint32_t mask = builder.input("mask", fb::DType::F32, {b, i, j});
+            spec.mask = dense(mask, {b, i, j});
+          } else if (c.mask != fb::MaskKind::None) {
+            uint32_t mask = builder.input("mask", fb::DType::Bool, {b, i, j});
+            spec.mask = dense(mask, {b, i, j});
+            spec.maskFill = c.mask == fb::MaskKind::Drop ? -1e4f : -INFINITY;
+          }
+          builder.attention(spec);
+        },
+        {{"q", randomBytes(b * i * d, 18)},
+         {"k", randomBytes(j * b * d, 19)},
+         {"v", randomBytes(b * j * e, 20)},
+         {"mask", c.mask == fb::MaskKind::Add ? bytesOf(additive) : keep}},
+        1e-4);
+  }
+}
+
+TEST(CudaKernels, TalkingHeads) {
+  EIN_REQUIRE_CUDA();
+  const int64_t b = 2, h = 4, i = 9, j = 37, d = 16, e = 12;
+  std::vector<uint8_t> keep = randomFlags(b * h * i * j, 30);
+  expectSameOnBoth(
+      [&](ArtifactBuilder &builder) {
+        uint32_t q = builder.input("q", fb::DType::F32, {b, h, i, d});
+        uint32_t k = builder.input("k", fb::DType::F32, {b, h, j, d});
+        uint32_t v = builder.input("v", fb::DType::F32, {b, h, j, e});
+        uint32_t mask = builder.input("mask", fb::DType::Bool, {b, h, i, j});
+        uint32_t out = builder.output("out", fb::DType::F32, {b, h, i, e});
+        uint32_t pre = builder.weightsF32({h, h}, randomFloats(h * h, 31));
+        uint32_t preBias = builder.weightsF32({h}, randomFloats(h, 32));
+        uint32_t post = builder.weightsF32({h, h}, randomFloats(h * h, 33));
+        uint32_t postBias = builder.weightsF32({h}, randomFloats(h, 34));
+        TalkingHeadsSpec spec{{b}, h, i, j, d, e, 0.25f, dense(q, {b, h, i, d}), dense(k, {b, h, j, d}),
+                              dense(v, {b, h, j, e}), dense(out, {b, h, i, e})};
+        spec.preMix = dense(pre, {h, h});
+        spec.preBias = dense(preBias, {h});
+        spec.postMix = dense(post, {h, h});
+        spec.postBias = dense(postBias, {h});
+        spec.maskKind = fb::MaskKind::Keep;
+        spec.mask = dense(mask, {b, h, i, j});
+        builder.talkingHeads(spec);
+      },
+      {{"q", randomBytes(b * h * i * d, 35)},
+       {"k", randomBytes(b * h * j * d, 36)},
+       {"v", randomBytes(b * h * j * e, 37)},
+       {"mask", keep}},
+      1e-4);
+}
+
+}  // namespace
+}  // namespace ein::testing
