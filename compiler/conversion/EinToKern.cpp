@@ -475,11 +475,26 @@ class Lowering {
   }
 
   LogicalResult lowerReduce(ein::ir::ReduceOp reduce) {
-    const Layout &input = layouts.at(reduce.getInput());
+    Layout input = layouts.at(reduce.getInput());
     Location loc = reduce.getLoc();
     Type element = reduce.getType().getElementType();
-    if (!element.isF32()) return reduce.emitOpError() << "reductions of " << element << " have no kernel yet";
     SmallVector<int64_t> axes(reduce.getAxes());
+    if (element.isSignlessInteger() && toKernReduce(reduce.getKind())) {
+      // Integers reduce in f32 (exact below 2^24) and are stored back as integers.
+      auto copy = [](OpBuilder &, Location, ArrayRef<Value> x) { return x[0]; };
+      Type f32 = builder.getF32Type();
+      auto widened = buildElementwise(loc, RankedTensorType::get(input.sizes, f32), {Value()}, {input}, copy);
+      if (failed(widened)) return failure();
+      Value reduced = reduceAxes(loc, denseLayout(*widened), axes, *toKernReduce(reduce.getKind()), f32);
+      auto keptType = cast<RankedTensorType>(reduced.getType());
+      auto narrowed = buildElementwise(loc, RankedTensorType::get(keptType.getShape(), element), {Value()},
+                                       {denseLayout(reduced)}, copy);
+      if (failed(narrowed)) return failure();
+      layouts[reduce] = Layout{*narrowed, 0, SmallVector<int64_t>(reduce.getType().getShape()),
+                               denseStrides(reduce.getType().getShape())};
+      return success();
+    }
+    if (!element.isF32()) return reduce.emitOpError() << "reductions of " << element << " have no kernel yet";
     if (auto kind = toKernReduce(reduce.getKind())) {
       Value result = reduceAxes(loc, input, axes, *kind, element);
       layouts[reduce] = Layout{result, 0, SmallVector<int64_t>(reduce.getType().getShape()),

@@ -6,9 +6,10 @@ include "mlir/Pass/PassBase.td"
 def WidenHalfFloats : Pass<"ein-widen-half-floats", "mlir::func::FuncOp"> {
   let summary = "Compute f16 and bf16 values in f32";
   let description = [{
-    The kernels compute in f32, so half floats are a storage type: inputs and
-    params declared f16/bf16 are cast to f32 where the function reads them,
-    half constants become f32, every other half result is computed as f32,
+    The kernels compute in f32, so half floats are a storage type: inputs
+    declared f16/bf16 are cast to f32 where the function reads them, half
+    params and constants become f32 (einc converts the weights once, when it
+    writes the artifact), every other half result is computed as f32,
     and outputs declared half are cast back just before they are returned.
     Results then differ from an all-half computation only by that
     computation's own rounding.

@@ -268,11 +268,7 @@ class Writer {
           return success();
         })
         .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) -> LogicalResult {
-          Type element = elementwise.getType().getElementType();
-          if (!element.isF32() && !element.isF16() && !element.isBF16() && !element.isInteger(1))
-            return emitError(elementwise.getLoc())
-                   << "integer arithmetic stored as " << element
-                   << " has no runtime kernel yet; it runs when its result feeds float arithmetic";
+          // Any result type: the kernel computes in f32 and stores the result's dtype.
           auto program = compileProgram(elementwise);
           if (failed(program)) return failure();
           std::vector<flatbuffers::Offset<fb::View>> views;

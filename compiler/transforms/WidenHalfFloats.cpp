@@ -1,8 +1,8 @@
 // Computes f16 and bf16 values in f32: the kernels work in f32, so half
-// floats are a storage type. Inputs and params are widened where the
-// function reads them, constants are rewritten as f32, every other result
-// becomes f32, and outputs declared half are narrowed just before they are
-// returned.
+// floats are a storage type. Inputs are widened where the function reads
+// them, params and constants become f32 (einc converts the weights when it
+// writes them), every other result becomes f32, and outputs declared half
+// are narrowed just before they are returned.
 #include "passes/Passes.h"
 
 namespace ein {
@@ -42,10 +42,9 @@ struct WidenHalfFloatsPass : ein::impl::WidenHalfFloatsBase<WidenHalfFloatsPass>
     for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
       if (!isa<ein::ir::EinDialect>(op.getDialect())) continue;
       if (isa<ein::ir::ParamOp>(op)) {
-        if (isHalf(op.getResult(0).getType())) {
-          builder.setInsertionPointAfter(&op);
-          widenUses(builder, op.getResult(0));
-        }
+        // Weights are converted once, when einc writes them (safetensors
+        // f16/bf16 to f32), instead of at every run.
+        if (isHalf(op.getResult(0).getType())) op.getResult(0).setType(widened(op.getResult(0).getType()));
         continue;
       }
       if (auto constant = dyn_cast<ein::ir::ConstantOp>(op)) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 
+#include "ein/half_float.hpp"
 #include "ein/npy.hpp"
 #include "ein/runtime.hpp"
 #include "tool_support.hpp"
@@ -54,10 +55,12 @@ ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, st
       }
       case ein::DType::Bool: bytes[i] = static_cast<uint8_t>(generator() & 1); break;
       case ein::DType::F16:
-      case ein::DType::BF16:
-        return ein::Status(ein::StatusCode::Unimplemented, std::string("cannot generate random ") +
-                                                               ein::dtypeName(info.dtype) + " values for input \"" +
-                                                               info.name + "\"; pass it with --input");
+      case ein::DType::BF16: {
+        float value = normal(generator);
+        uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+        std::memcpy(&bytes[i * 2], &bits, 2);
+        break;
+      }
     }
   }
   return bytes;
@@ -70,6 +73,20 @@ ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const s
   if (!array.ok()) return array.status();
   ein::npy::Array values = std::move(array).value();
   if (info.dtype == ein::DType::F32) values = ein::npy::narrowF64ToF32(std::move(values));
+  if ((info.dtype == ein::DType::BF16 || info.dtype == ein::DType::F16) &&
+      (values.type == ein::npy::ElementType::F32 || values.type == ein::npy::ElementType::F64)) {
+    // bf16 has no .npy type, and f16 inputs are often saved as float32:
+    // round each value to the model's type.
+    values = ein::npy::narrowF64ToF32(std::move(values));
+    std::vector<uint8_t> narrowed(values.data.size() / 2);
+    for (size_t i = 0; i < narrowed.size() / 2; ++i) {
+      float value;
+      std::memcpy(&value, &values.data[4 * i], 4);
+      uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+      std::memcpy(&narrowed[2 * i], &bits, 2);
+    }
+    return session.setInput(info.name, info.dtype, values.shape, narrowed.data(), narrowed.size());
+  }
   if (info.dtype == ein::DType::I32) {
     auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
     if (!narrowed.ok()) return ein::Status(narrowed.status().code(), path + ": " + narrowed.status().message());
@@ -110,7 +127,7 @@ std::string valueText(ein::DType dtype, const uint8_t *data, size_t index) {
     case ein::DType::BF16: {
       uint16_t bits;
       std::memcpy(&bits, data + index * 2, 2);
-      std::snprintf(text, sizeof text, "0x%04x", bits);
+      std::snprintf(text, sizeof text, "%.4g", dtype == ein::DType::F16 ? ein::halfToFloat(bits) : ein::bfloatToFloat(bits));
       return text;
     }
   }
@@ -138,11 +155,23 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
   // Names come from the artifact: keep every file inside the directory.
   if (info.name.empty() || info.name == "." || info.name == ".." || info.name.find('/') != std::string::npos)
     return ein::Status(ein::StatusCode::InvalidArgument, "output \"" + info.name + "\" is not a usable file name");
+  const auto *data = static_cast<const uint8_t *>(tensor.data);
+  if (info.dtype == ein::DType::BF16) {
+    // .npy has no bfloat16: written as float32, which holds every value exactly.
+    std::vector<uint8_t> widened(tensor.bytes * 2);
+    for (size_t i = 0; i < tensor.bytes / 2; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, data + 2 * i, 2);
+      float value = ein::bfloatToFloat(bits);
+      std::memcpy(&widened[4 * i], &value, 4);
+    }
+    return ein::npy::write((directory / (info.name + ".npy")).string(),
+                           ein::npy::Array{ein::npy::ElementType::F32, info.shape, std::move(widened)});
+  }
   std::optional<ein::npy::ElementType> type = ein::npy::fromDType(info.dtype);
   if (!type)
     return ein::Status(ein::StatusCode::Unimplemented, "output \"" + info.name + "\" is " + ein::dtypeName(info.dtype) +
                                                            ", which .npy cannot hold");
-  const auto *data = static_cast<const uint8_t *>(tensor.data);
   ein::npy::Array array{*type, info.shape, std::vector<uint8_t>(data, data + tensor.bytes)};
   return ein::npy::write((directory / (info.name + ".npy")).string(), array);
 }

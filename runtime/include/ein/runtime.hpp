@@ -2,6 +2,7 @@
 // (Session), read the results. See ein/ein.h for the C API.
 #pragma once
 
+#include "ein/half_float.hpp"
 #include "ein/model.hpp"
 #include "ein/session.hpp"
 #include "ein/status.hpp"

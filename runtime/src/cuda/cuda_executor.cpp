@@ -362,7 +362,7 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
   launch.resultSlot = static_cast<uint8_t>(slotOf[registers - 1]);
   launch.table = memory.get();
   launch.output = view(op.output, space.strides.back());
-  launch.outputIsBool = program_.tensors[op.output.tensor].dtype == DType::Bool;
+  launch.outputType = static_cast<ec::ElementType>(program_.tensors[op.output.tensor].dtype);
   tables_.push_back(std::move(memory));
   steps_.push_back(
       [launch](cudaStream_t stream) { return launched("element-wise", ec::launchElementwise(launch, stream)); });

@@ -3,6 +3,11 @@
 // interpreter (kernels/cpu/elementwise_f32_reference.cpp). The executor has
 // renumbered the registers onto at most kMaxSlots live slots; the inputs and
 // the program are staged in shared memory once per block.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cuda/std/limits>
+
 #include "cuda/device_math.cuh"
 #include "cuda/kernels.hpp"
 
@@ -17,10 +22,32 @@ __device__ float loadAsFloat(const ElementwiseInput &input, int64_t at) {
     case ElementType::I32: return static_cast<float>(static_cast<const int32_t *>(input.view.data)[at]);
     case ElementType::I64: return static_cast<float>(static_cast<const int64_t *>(input.view.data)[at]);
     case ElementType::Bool: return static_cast<const uint8_t *>(input.view.data)[at] != 0 ? 1.0f : 0.0f;
-    case ElementType::F16:
-    case ElementType::BF16: break;  // rejected by the verifier
+    case ElementType::F16: return __half2float(static_cast<const __half *>(input.view.data)[at]);
+    case ElementType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16 *>(input.view.data)[at]);
   }
   return 0.0f;
+}
+
+// An integer result computed in f32, as the CPU stores it: rounded to the
+// nearest, NaN gives 0, values beyond the type saturate.
+template <typename Int>
+__device__ Int floatToInt(float value) {
+  if (isnan(value)) return 0;
+  const double rounded = rint(static_cast<double>(value));
+  if (rounded <= static_cast<double>(::cuda::std::numeric_limits<Int>::min())) return ::cuda::std::numeric_limits<Int>::min();
+  if (rounded >= static_cast<double>(::cuda::std::numeric_limits<Int>::max())) return ::cuda::std::numeric_limits<Int>::max();
+  return static_cast<Int>(rounded);
+}
+
+__device__ void storeFromFloat(const DeviceView &output, ElementType type, int64_t at, float value) {
+  switch (type) {
+    case ElementType::F32: static_cast<float *>(output.data)[at] = value; return;
+    case ElementType::F16: static_cast<__half *>(output.data)[at] = __float2half_rn(value); return;
+    case ElementType::BF16: static_cast<__nv_bfloat16 *>(output.data)[at] = __float2bfloat16_rn(value); return;
+    case ElementType::I32: static_cast<int32_t *>(output.data)[at] = floatToInt<int32_t>(value); return;
+    case ElementType::I64: static_cast<int64_t *>(output.data)[at] = floatToInt<int64_t>(value); return;
+    case ElementType::Bool: static_cast<uint8_t *>(output.data)[at] = value != 0.0f; return;
+  }
 }
 
 __device__ float evaluate(const Instruction &in, const float *slots) {
@@ -90,11 +117,7 @@ __global__ void elementwiseKernel(ElementwiseLaunch launch, int64_t count) {
     for (int i = 0; i < launch.instructionCount; ++i) slots[program[i].out] = evaluate(program[i], slots);
     int64_t at = launch.output.offset;
     for (int axis = 0; axis < shape.rank; ++axis) at += index[axis] * launch.output.stride[axis];
-    const float result = slots[launch.resultSlot];
-    if (launch.outputIsBool)
-      static_cast<uint8_t *>(launch.output.data)[at] = result != 0.0f;
-    else
-      static_cast<float *>(launch.output.data)[at] = result;
+    storeFromFloat(launch.output, launch.outputType, at, slots[launch.resultSlot]);
   }
 }
 

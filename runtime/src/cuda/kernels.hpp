@@ -37,7 +37,7 @@ struct ElementwiseLaunch {
   // Device memory: inputCount ElementwiseInput, then instructionCount Instruction.
   const void *table = nullptr;
   DeviceView output;
-  bool outputIsBool = false;
+  ElementType outputType = ElementType::F32;  // the result is computed in f32, stored as this
 };
 size_t elementwiseTableBytes(int inputCount, int instructionCount);
 cudaError_t launchElementwise(const ElementwiseLaunch &launch, cudaStream_t stream);

@@ -368,11 +368,14 @@ StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check
     std::string name = fmt::format("input {}", i);
     EIN_ASSIGN_OR_RETURN(View view, check.view(in.inputs()->Get(static_cast<flatbuffers::uoffset_t>(i)), op.shape,
                                                name.c_str()));
-    EIN_RETURN_IF_ERROR(check.dtypeIn(view, name.c_str(), {DType::F32, DType::I32, DType::I64, DType::Bool}));
+    EIN_RETURN_IF_ERROR(check.dtypeIn(view, name.c_str(),
+                                      {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool}));
     op.inputs.push_back(std::move(view));
   }
   EIN_ASSIGN_OR_RETURN(op.output, check.view(in.output(), op.shape, "output"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.output, "output", {DType::F32, DType::Bool}));
+  // Computed in f32 and stored as the output's type (integers exact below 2^24).
+  EIN_RETURN_IF_ERROR(
+      check.dtypeIn(op.output, "output", {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool}));
   EIN_RETURN_IF_ERROR(check.writable(op.output, op.shape, "output"));
   for (size_t i = 0; i < length; ++i) {
     const fb::Instruction *encoded = in.program()->Get(static_cast<flatbuffers::uoffset_t>(i));

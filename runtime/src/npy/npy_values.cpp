@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "ein/half_float.hpp"
 #include "ein/npy.hpp"
 
 namespace ein::npy {
@@ -14,16 +15,6 @@ T load(const uint8_t *bytes) {
   T value;
   std::memcpy(&value, bytes, sizeof value);
   return value;
-}
-
-// IEEE half to double, subnormals, infinities and NaN included.
-double halfToDouble(uint16_t half) {
-  int sign = half >> 15, exponent = (half >> 10) & 0x1f, mantissa = half & 0x3ff;
-  double magnitude;
-  if (exponent == 0) magnitude = std::ldexp(mantissa, -24);
-  else if (exponent == 31) magnitude = mantissa ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-  else magnitude = std::ldexp(mantissa + 1024, exponent - 25);
-  return sign ? -magnitude : magnitude;
 }
 
 std::string positionText(const std::vector<int64_t> &position) {
@@ -40,7 +31,7 @@ std::vector<double> toDouble(const Array &array) {
   const uint8_t *data = array.data.data();
   for (size_t i = 0; i < count; ++i) {
     switch (array.type) {
-      case ElementType::F16: values[i] = halfToDouble(load<uint16_t>(data + 2 * i)); break;
+      case ElementType::F16: values[i] = ein::halfToFloat(load<uint16_t>(data + 2 * i)); break;
       case ElementType::F32: values[i] = load<float>(data + 4 * i); break;
       case ElementType::F64: values[i] = load<double>(data + 8 * i); break;
       case ElementType::I32: values[i] = load<int32_t>(data + 4 * i); break;

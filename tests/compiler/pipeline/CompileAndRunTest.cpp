@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 
+#include "ein/half_float.hpp"
 #include "ein/runtime.hpp"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -110,6 +111,12 @@ struct Outcome {
         std::memcpy(bytes.data() + 4 * i, &value, 4);
         tensor.values.push_back(value);
         tensor.kind = ElementKind::Int;
+      } else if (info.dtype == ein::DType::F16 || info.dtype == ein::DType::BF16) {
+        // The reference sees exactly the value the model receives.
+        auto value = static_cast<float>(std::normal_distribution<double>(0.0, 1.0)(generator));
+        uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+        std::memcpy(bytes.data() + 2 * i, &bits, 2);
+        tensor.values.push_back(info.dtype == ein::DType::F16 ? ein::halfToFloat(bits) : ein::bfloatToFloat(bits));
       } else {
         return ::testing::AssertionFailure() << "no random values for input " << info.name;
       }
@@ -133,6 +140,21 @@ struct Outcome {
       } else if (info.dtype == ein::DType::Bool) {
         tensor.values.push_back(data[i] ? 1.0 : 0.0);
         tensor.kind = ElementKind::Bool;
+      } else if (info.dtype == ein::DType::I32 || info.dtype == ein::DType::I64) {
+        int64_t value = 0;
+        if (info.dtype == ein::DType::I32) {
+          int32_t narrow;
+          std::memcpy(&narrow, data + 4 * i, 4);
+          value = narrow;
+        } else {
+          std::memcpy(&value, data + 8 * i, 8);
+        }
+        tensor.values.push_back(static_cast<double>(value));
+        tensor.kind = ElementKind::Int;
+      } else if (info.dtype == ein::DType::F16 || info.dtype == ein::DType::BF16) {
+        uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, 2);
+        tensor.values.push_back(info.dtype == ein::DType::F16 ? ein::halfToFloat(bits) : ein::bfloatToFloat(bits));
       } else {
         return ::testing::AssertionFailure() << "cannot read output " << info.name;
       }
@@ -319,6 +341,23 @@ for i in 0..3 {
 a, b = rearrange(x, "t (k d) -> k t d", k=2)
 output x
 output ab = a * b
+)ein"},
+    {"half_float_storage", R"ein(
+input x: f16[3, 8]
+input y: bf16[8]
+param w: bf16[8, 5]
+h = x @ w + 1.5
+output z = softmax(h, axis=-1)
+output hb = y * 2.0
+output mixed = x + y
+)ein", 4e-3, 1e-2},
+    {"integer_arithmetic_and_reductions", R"ein(
+input ids: i32[4, 6]
+input keep: bool[4, 6]
+output shifted = ids * 3 - 1
+output biggest = max(ids, axis=-1)
+output kept = where(keep, ids, 0)
+output smallest = min(ids, axis=0, keepdim=true)
 )ein"},
     {"hand_written_softmax_and_norms", R"ein(
 input s: f32[2, 3, 9]

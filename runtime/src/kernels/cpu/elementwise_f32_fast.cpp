@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -12,37 +13,6 @@ namespace ein::detail::cpu {
 namespace {
 
 constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
-
-// Loads `count` elements of a strided input into a register, as f32.
-void loadBlock(const std::byte *base, DType dtype, int64_t offset, int64_t step, int64_t count, float *out) {
-  switch (dtype) {
-    case DType::F32: {
-      const auto *in = reinterpret_cast<const float *>(base) + offset;
-      if (step == 1) std::memcpy(out, in, sizeof(float) * static_cast<size_t>(count));
-      else if (step == 0) std::fill(out, out + count, *in);
-      else
-        for (int64_t e = 0; e < count; ++e) out[e] = in[e * step];
-      return;
-    }
-    case DType::I32: {
-      const auto *in = reinterpret_cast<const int32_t *>(base) + offset;
-      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[e * step]);
-      return;
-    }
-    case DType::I64: {
-      const auto *in = reinterpret_cast<const int64_t *>(base) + offset;
-      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[e * step]);
-      return;
-    }
-    case DType::Bool: {
-      const auto *in = reinterpret_cast<const uint8_t *>(base) + offset;
-      for (int64_t e = 0; e < count; ++e) out[e] = in[e * step] != 0 ? 1.0f : 0.0f;
-      return;
-    }
-    case DType::F16:
-    case DType::BF16: break;  // rejected by the verifier
-  }
-}
 
 }  // namespace
 
@@ -53,7 +23,7 @@ Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context) {
   const Dims outer = op.shape.first(outerRank);
   const int64_t inner = op.shape.empty() ? 1 : op.shape.back();
   if (inner == 0 || outer.product() == 0) return Status();
-  const bool boolOutput = context.dtype(op.output) == DType::Bool;
+  const DType outputType = context.dtype(op.output);
   const int64_t outStep = op.shape.empty() ? 0 : op.output.strides.back();
   const int64_t blocksPerRow = (inner + kBlock - 1) / kBlock;
   // About 4096 lane-instructions per chunk at least, so tiny steps stay on one thread.
@@ -68,19 +38,11 @@ Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context) {
         const View &view = op.inputs[v];
         const int64_t step = op.shape.empty() ? 0 : view.strides.back();
         const int64_t offset = offsetOfIndex(outer, view.strides, view.offset, row) + start * step;
-        loadBlock(context.bases[view.tensor], context.dtype(view), offset, step, count, registers + v * kBlock);
+        loadAsF32(context.bases[view.tensor], context.dtype(view), offset, step, count, registers + v * kBlock);
       }
       isa.elementwiseBlock(op.program.data(), op.program.size(), inputCount, registers, count);
       const int64_t first = offsetOfIndex(outer, op.output.strides, op.output.offset, row) + start * outStep;
-      if (boolOutput) {
-        uint8_t *out = context.data<uint8_t>(op.output) + first;
-        for (int64_t e = 0; e < count; ++e) out[e * outStep] = result[e] != 0.0f;
-      } else if (outStep == 1) {
-        std::memcpy(context.data<float>(op.output) + first, result, sizeof(float) * static_cast<size_t>(count));
-      } else {
-        float *out = context.data<float>(op.output) + first;
-        for (int64_t e = 0; e < count; ++e) out[e * outStep] = result[e];
-      }
+      storeFromF32(context.bases[op.output.tensor], outputType, first, outStep, count, result);
     }
   });
   return Status();

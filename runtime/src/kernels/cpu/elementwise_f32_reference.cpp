@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -10,34 +11,6 @@ namespace ein::detail::cpu {
 namespace {
 
 constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
-
-// Loads `count` elements of a strided input into a register, as f32.
-void loadBlock(const std::byte *base, DType dtype, int64_t offset, int64_t step, int64_t count, float *out) {
-  switch (dtype) {
-    case DType::F32: {
-      const auto *in = reinterpret_cast<const float *>(base);
-      for (int64_t e = 0; e < count; ++e) out[e] = in[offset + e * step];
-      return;
-    }
-    case DType::I32: {
-      const auto *in = reinterpret_cast<const int32_t *>(base);
-      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[offset + e * step]);
-      return;
-    }
-    case DType::I64: {
-      const auto *in = reinterpret_cast<const int64_t *>(base);
-      for (int64_t e = 0; e < count; ++e) out[e] = static_cast<float>(in[offset + e * step]);
-      return;
-    }
-    case DType::Bool: {
-      const auto *in = reinterpret_cast<const uint8_t *>(base);
-      for (int64_t e = 0; e < count; ++e) out[e] = in[offset + e * step] != 0 ? 1.0f : 0.0f;
-      return;
-    }
-    case DType::F16:
-    case DType::BF16: break;  // rejected by the verifier
-  }
-}
 
 // NaN-propagating, as torch.maximum and torch.minimum.
 float maximum(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b); }
@@ -99,7 +72,7 @@ Status elementwiseF32Reference(const Elementwise &op, const KernelContext &conte
   const Dims outer = op.shape.first(outerRank);
   const int64_t inner = op.shape.empty() ? 1 : op.shape.back();
   if (inner == 0) return Status();
-  const bool boolOutput = context.dtype(op.output) == DType::Bool;
+  const DType outputType = context.dtype(op.output);
   const int64_t outStep = op.shape.empty() ? 0 : op.output.strides.back();
   const Dims outOuter = op.output.strides.first(outerRank);
   // The output's walk drives the loop; each input's outer offset is
@@ -115,18 +88,12 @@ Status elementwiseF32Reference(const Elementwise &op, const KernelContext &conte
         int64_t offset = view.offset;
         for (size_t axis = 0; axis < outerRank; ++axis) offset += index[axis] * view.strides[axis];
         const int64_t step = op.shape.empty() ? 0 : view.strides.back();
-        loadBlock(context.bases[view.tensor], context.dtype(view), offset + start * step, step, count,
+        loadAsF32(context.bases[view.tensor], context.dtype(view), offset + start * step, step, count,
                   registers + v * kBlock);
       }
       execute(op.program, inputCount, registers, count);
       const int64_t first = outBase[0] + start * outStep;
-      if (boolOutput) {
-        auto *out = context.data<uint8_t>(op.output);
-        for (int64_t e = 0; e < count; ++e) out[first + e * outStep] = result[e] != 0.0f;
-      } else {
-        float *out = context.data<float>(op.output);
-        for (int64_t e = 0; e < count; ++e) out[first + e * outStep] = result[e];
-      }
+      storeFromF32(context.bases[op.output.tensor], outputType, first, outStep, count, result);
     }
     // Advance the row-major index in step with forEachIndex's walk.
     for (size_t axis = outerRank; axis-- > 0;) {
