@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/cpu/attention_mask.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -56,17 +57,6 @@ int64_t loadTag(const float *scratch) {
   return tag;
 }
 void storeTag(float *scratch, int64_t tag) { std::memcpy(scratch, &tag, sizeof tag); }
-
-// The masked score, as the schema defines each mask kind.
-float maskScore(MaskKind kind, float score, const void *mask, int64_t at, float fill) {
-  switch (kind) {
-    case MaskKind::None: return score;
-    case MaskKind::Add: return score + static_cast<const float *>(mask)[at];
-    case MaskKind::Keep: return static_cast<const uint8_t *>(mask)[at] != 0 ? score : fill;
-    case MaskKind::Drop: return static_cast<const uint8_t *>(mask)[at] != 0 ? fill : score;
-  }
-  return score;
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/attention_mask.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -21,16 +22,6 @@ constexpr int64_t kMaxMr = 8, kMaxNr = 64;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
-
-float maskScore(MaskKind kind, float score, const void *mask, int64_t at, float fill) {
-  switch (kind) {
-    case MaskKind::None: return score;
-    case MaskKind::Add: return score + static_cast<const float *>(mask)[at];
-    case MaskKind::Keep: return static_cast<const uint8_t *>(mask)[at] != 0 ? score : fill;
-    case MaskKind::Drop: return static_cast<const uint8_t *>(mask)[at] != 0 ? fill : score;
-  }
-  return score;
-}
 
 // Per-thread scratch, in floats: which batch index is packed, every head's
 // packed keys and values (packed once per thread and batch index, as in
