@@ -42,7 +42,7 @@ struct StepInfo {
   // Its iteration spaces: gemm and attention batch; elementwise, softmax, reduce,
   // copy, layernorm shape; gather ids_shape.
   std::map<std::string, std::vector<int64_t>> shapes;
-  // Its options: gemm activation, bias, residual; attention mask, scale; layernorm
+  // Its options: gemm activation, bias, residual, alpha (when not 1); attention mask, scale; layernorm
   // variant, epsilon and optional operands; reduce kind; copy dtype.
   std::map<std::string, std::string> attributes;
 };

@@ -204,6 +204,7 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   info.attributes["activation"] = fb::EnumNameActivation(in.activation());
   info.attributes["bias"] = gemm.bias ? "yes" : "no";
   info.attributes["residual"] = gemm.residual ? "yes" : "no";
+  if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
   return Kernel(std::move(gemm));
 }
 
