@@ -159,6 +159,8 @@ class CudaExecutor final : public Executor {
   Status plan(size_t step, const Reduce &op);
   Status plan(size_t step, const Gather &op);
   Status plan(size_t step, const Copy &op);
+  template <typename Launch, typename Op>
+  Status planAttentionOperands(size_t step, const Op &op, size_t inner, Launch &launch);
   Status plan(size_t step, const Attention &op);
   Status plan(size_t step, const TalkingHeadsAttention &op);
   Status plan(size_t step, const LayerNorm &op);
@@ -459,14 +461,17 @@ Status CudaExecutor::plan(size_t step, const Copy &op) {
   return Status();
 }
 
-Status CudaExecutor::plan(size_t step, const Attention &op) {
+// The fields both attention launches share: the batch axes merged where every
+// view allows, the sizes, and q, k, v, out and the mask with their `inner`
+// trailing axes (I/J and D/E; with the heads axis first for talking heads).
+template <typename Launch, typename Op>
+Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inner, Launch &launch) {
   const size_t r = op.batch.size();
   std::vector<Dims> strides{op.q.strides.first(r), op.k.strides.first(r), op.v.strides.first(r),
                             op.out.strides.first(r)};
   if (op.mask) strides.push_back(op.mask->strides.first(r));
   const Space space = merge(op.batch, strides);
-  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 2));
-  ec::AttentionLaunch launch;
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), inner));
   launch.batch = shapeOf(space.sizes);
   launch.queries = op.queries;
   launch.keys = op.keys;
@@ -474,7 +479,9 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   launch.valueDim = op.valueDim;
   launch.scale = op.scale;
   auto operand = [&](const View &v, size_t index) {
-    return view(v, space.strides[index], {v.strides[r], v.strides[r + 1]});
+    std::vector<int64_t> strides = space.strides[index];  // the merged batch axes, then the trailing ones
+    for (size_t axis = r; axis < r + inner; ++axis) strides.push_back(v.strides[axis]);
+    return view(v, strides);
   };
   launch.q = operand(op.q, 0);
   launch.k = operand(op.k, 1);
@@ -483,6 +490,12 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   if (op.mask) launch.mask = operand(*op.mask, 4);
   launch.maskKind = static_cast<ec::MaskKind>(op.maskKind);
   launch.maskFill = op.maskFill;
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Attention &op) {
+  ec::AttentionLaunch launch;
+  EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
   const auto precision = static_cast<ec::Precision>(program_.precision);
   const bool tensorCores = precision != ec::Precision::Fp32 && ec::attentionMmaSupports(launch);
   if (!tensorCores && !ec::attentionF32FlashSupports(launch))
@@ -504,28 +517,9 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
 }
 
 Status CudaExecutor::plan(size_t step, const TalkingHeadsAttention &op) {
-  const size_t r = op.batch.size();
-  std::vector<Dims> strides{op.q.strides.first(r), op.k.strides.first(r), op.v.strides.first(r),
-                            op.out.strides.first(r)};
-  if (op.mask) strides.push_back(op.mask->strides.first(r));
-  const Space space = merge(op.batch, strides);
-  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 3));
   ec::TalkingHeadsLaunch launch;
-  launch.batch = shapeOf(space.sizes);
+  EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 3, launch));
   launch.heads = op.heads;
-  launch.queries = op.queries;
-  launch.keys = op.keys;
-  launch.headDim = op.headDim;
-  launch.valueDim = op.valueDim;
-  launch.scale = op.scale;
-  auto operand = [&](const View &v, size_t index) {
-    return view(v, space.strides[index], {v.strides[r], v.strides[r + 1], v.strides[r + 2]});
-  };
-  launch.q = operand(op.q, 0);
-  launch.k = operand(op.k, 1);
-  launch.v = operand(op.v, 2);
-  launch.out = operand(op.out, 3);
-  if (op.mask) launch.mask = operand(*op.mask, 4);
   auto matrix = [&](const std::optional<View> &v) {
     ec::MatrixView out;
     if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0], v->strides[1]};
@@ -540,8 +534,6 @@ Status CudaExecutor::plan(size_t step, const TalkingHeadsAttention &op) {
   launch.postMix = matrix(op.postMix);
   launch.preBias = vector(op.preBias);
   launch.postBias = vector(op.postBias);
-  launch.maskKind = static_cast<ec::MaskKind>(op.maskKind);
-  launch.maskFill = op.maskFill;
   const size_t shared = ec::talkingHeadsSharedBytes(launch);
   if (shared > properties_.sharedMemPerBlockOptin)
     return fail(step, StatusCode::Unimplemented,
