@@ -191,11 +191,9 @@ std::optional<ScoreRoles> matchScores(Value scores, int64_t keyAxis) {
 // A contraction with a [heads, heads] matrix over one batch label of the
 // scores (talking heads): s'[.., g, ..] = sum_h w[g, h] s[.., h, ..].
 struct HeadMix {
-  Operation *op = nullptr;
-  Value weight;         // [g, h] or [h, g]
+  Value weight;             // [g, h] or [h, g]
   bool transposed = false;  // weight is [h, g]
-  Value bias;           // indexed by the mixed head only, or null
-  Operation *root = nullptr;  // the last op of the mix (the bias add, or the contraction)
+  Value bias;               // indexed by the mixed head only, or null
 };
 
 // `value` as a head mix of `input` (labelled `labels`) over `head`, with an
@@ -218,10 +216,8 @@ std::optional<HeadMix> matchHeadMix(Value value, Value input, ArrayRef<std::stri
     if (c.out != expected) return false;
     auto weightType = cast<RankedTensorType>(contraction->operands[1 - side].getType());
     if (!weightType.getElementType().isF32() || weightType.getDimSize(0) != weightType.getDimSize(1)) return false;
-    mix.op = contraction->op;
     mix.weight = contraction->operands[1 - side];
     mix.transposed = weightLabels[0] == head;
-    mix.root = contraction->op;
     return true;
   };
   if (tryContraction(value)) return mix;
@@ -239,7 +235,6 @@ std::optional<HeadMix> matchHeadMix(Value value, Value input, ArrayRef<std::stri
       headOnly = biasType.getDimSize(i) == (i + shift == headPosition ? type.getDimSize(headPosition) : 1);
     if (!headOnly) continue;
     mix.bias = bias;
-    mix.root = add;
     return mix;
   }
   return std::nullopt;
