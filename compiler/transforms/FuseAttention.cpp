@@ -124,7 +124,7 @@ struct ScoreRoles {
 Value peelScales(Value value, double &scale) {
   while (value.hasOneUse()) {
     auto op = value.getDefiningOp<ein::ir::BinaryOp>();
-    if (!op || op.getType() != op.getLhs().getType() && op.getType() != op.getRhs().getType()) break;
+    if (!op || (op.getType() != op.getLhs().getType() && op.getType() != op.getRhs().getType())) break;
     if (op.getKind() == BinaryKind::mul) {
       if (auto c = scalarConstant(op.getRhs()); c && op.getLhs().getType() == op.getType()) {
         scale *= *c;
@@ -504,10 +504,16 @@ class Rewriter {
     for (auto [axis, group] : llvm::enumerate(from)) {
       input += axis ? " " : "";
       int64_t size = type.getDimSize(axis);
-      if (group.empty() || (group.size() == 1 && (!named(group[0]) || size == 1 && sizes.count(group[0]) &&
-                                                                         sizes.at(group[0]) != 1 &&
-                                                                         !llvm::is_contained(to, group)))) {
-        input += "1";  // a unit axis: dropped, or repeated in a composed axis below
+      // A unit axis: none, one `to` does not name, or a size-1 stand-in for
+      // a larger label that `to` composes with others (repeated there).
+      bool unit = group.empty();
+      if (group.size() == 1) {
+        const std::string &label = group[0];
+        bool broadcast = size == 1 && sizes.count(label) && sizes.at(label) != 1;
+        unit = !named(label) || (broadcast && !llvm::is_contained(to, group));
+      }
+      if (unit) {
+        input += "1";
         continue;
       }
       if (group.size() == 1) {
