@@ -868,7 +868,6 @@ class Lowering {
     };
     SmallVector<std::string> outLabels(equation.output.begin(), equation.output.end());
     Location loc = einsum.getLoc();
-    Type element = einsum.getType().getElementType();
 
     if (equation.inputs.size() == 1) {
       // Transpose, diagonal and sums: a view, reduced where labels vanish.

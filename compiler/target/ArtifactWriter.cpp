@@ -328,8 +328,8 @@ class Writer {
           auto v = view(attention.getV(), attention.getVView());
           auto out = view(result, attention.getOutView());
           auto mask = optionalView(attention.getMask(), attention.getMaskView());
-          kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueries(), attention.getKeys(),
-                                             attention.getHeadDim(), attention.getValueDim(),
+          kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
+                                             attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(),
                                              attention.getScale().convertToFloat(), q, k, v, out,
                                              maskKind(attention.getMaskKind()), mask,
                                              attention.getMaskFill().convertToFloat())
@@ -349,8 +349,8 @@ class Writer {
           auto postBias = optionalView(attention.getPostBias(), attention.getPostBiasView());
           auto mask = optionalView(attention.getMask(), attention.getMaskView());
           kernel = fb::CreateTalkingHeadsAttentionDirect(
-                       builder, &batch, attention.getHeads(), attention.getQueries(), attention.getKeys(),
-                       attention.getHeadDim(), attention.getValueDim(), attention.getScale().convertToFloat(), q, k,
+                       builder, &batch, attention.getHeadsAttr().getInt(), attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
+                       attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(), attention.getScale().convertToFloat(), q, k,
                        v, out, preMix, preBias, postMix, postBias, maskKind(attention.getMaskKind()), mask,
                        attention.getMaskFill().convertToFloat())
                        .Union();

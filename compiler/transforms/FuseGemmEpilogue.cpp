@@ -160,7 +160,7 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
       if (!epilogue) continue;
       // Bias and residual views over the gemm's iteration space.
       SmallVector<int64_t> sizes(gemm.getBatch());
-      sizes.append({gemm.getM(), gemm.getN()});
+      sizes.append({gemm.getMAttr().getInt(), gemm.getNAttr().getInt()});
       auto iterationView = [&](BlockArgument argument) -> std::optional<ein::kern::ViewAttr> {
         auto inputView = cast<ein::kern::ViewAttr>(elementwise.getInputViews()[argument.getArgNumber()]);
         auto strides = iterationStrides(type.getShape(), sizes, gemm.getCView().getStrides(), inputView.getStrides());

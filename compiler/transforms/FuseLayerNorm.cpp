@@ -29,7 +29,7 @@ bool isLastAxisReduce(Value value, ReduceKind kind, Value x, int64_t correction 
   auto type = cast<RankedTensorType>(x.getType());
   return reduce && reduce.getInput() == x && reduce.getKind() == kind && reduce.getKeepdim() &&
          reduce.getAxes().size() == 1 && reduce.getAxes()[0] == type.getRank() - 1 &&
-         (kind != ReduceKind::var && kind != ReduceKind::std || reduce.getCorrection() == correction);
+         ((kind != ReduceKind::var && kind != ReduceKind::std) || reduce.getCorrectionAttr().getInt() == correction);
 }
 
 // A vector of the last axis' size: a weight or bias of the norm.

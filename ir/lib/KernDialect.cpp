@@ -218,18 +218,18 @@ LogicalResult verifyAttention(Operation *op, ArrayRef<int64_t> batch, int64_t qu
 }  // namespace
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getBatch(), getQueries(), getKeys(), getHeadDim(), getValueDim(), getQ(), getQView(),
+  return verifyAttention(*this, getBatch(), getQueriesAttr().getInt(), getKeysAttr().getInt(), getHeadDimAttr().getInt(), getValueDimAttr().getInt(), getQ(), getQView(),
                          getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(), getMaskKind(),
                          getResult());
 }
 
 LogicalResult TalkingHeadsAttentionOp::verify() {
-  SmallVector<int64_t> batch = concat(getBatch(), {getHeads()});
-  if (failed(verifyAttention(*this, batch, getQueries(), getKeys(), getHeadDim(), getValueDim(), getQ(), getQView(),
+  SmallVector<int64_t> batch = concat(getBatch(), {getHeadsAttr().getInt()});
+  if (failed(verifyAttention(*this, batch, getQueriesAttr().getInt(), getKeysAttr().getInt(), getHeadDimAttr().getInt(), getValueDimAttr().getInt(), getQ(), getQView(),
                              getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(),
                              getMaskKind(), getResult())))
     return failure();
-  int64_t heads = getHeads();
+  int64_t heads = getHeadsAttr().getInt();
   if (failed(verifyOptionalView(*this, "pre_mix", getPreMix(), getPreMixView(), {heads, heads})) ||
       failed(verifyOptionalView(*this, "pre_bias", getPreBias(), getPreBiasView(), {heads})) ||
       failed(verifyOptionalView(*this, "post_mix", getPostMix(), getPostMixView(), {heads, heads})) ||
