@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "ein/half_float.hpp"
 #include "ein/npy.hpp"
@@ -188,12 +189,13 @@ int main(int argc, char **argv) {
   std::string modelPath, outputDir, deviceName = "cpu";
   std::vector<std::string> inputArgs;
   std::optional<uint64_t> randomSeed;
-  int threads = 1, bench = 0;
+  // All cores by default, as other inference runtimes do; --threads 1 for one.
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), bench = 0;
   app.add_option("model", modelPath, "the artifact (.einb)")->required();
   app.add_option("--input", inputArgs, "an input as NAME=FILE.npy (repeat for each input)");
   app.add_option("--random-inputs", randomSeed, "fill the inputs not given with --input with random values from SEED");
   app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
-  app.add_option("--threads", threads, "worker threads")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
   app.add_option("--device", deviceName, "cpu or cuda");
   app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
       ->check(CLI::NonNegativeNumber);
