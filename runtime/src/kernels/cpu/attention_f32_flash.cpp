@@ -91,7 +91,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t tiles = ceilDiv(I, kQueryTile);
   for (int thread = 0; thread < context.threads(); ++thread) storeTag(context.threadScratch(thread), -1);
 
-  context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+  auto tile = [&](int64_t item, int thread) {
     const int64_t b = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, I - i0);
     const int64_t rowsPad = roundUp(rows, mr);
     float *scratch = context.threadScratch(thread);
@@ -181,7 +181,16 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       else
         for (int64_t e = 0; e < E; ++e) dst[e * oE] = o[t * ldo + e];
     }
-  });
+  };
+  // With enough batch indices (heads) to go round, each thread takes whole
+  // indices, so their keys and values are packed once; otherwise the query
+  // tiles are spread too.
+  if (batchCount >= 2 * context.threads() || tiles == 1)
+    context.parallelFor(batchCount, [&](int64_t b, int thread) {
+      for (int64_t t = 0; t < tiles; ++t) tile(b * tiles + t, thread);
+    });
+  else
+    context.parallelFor(batchCount * tiles, tile);
   return Status();
 }
 
