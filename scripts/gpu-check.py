@@ -5,7 +5,7 @@ Runs the CUDA kernel tests, then every conformance case at fp32, bf16 and fp16
 with `ein-run --device cuda`, comparing each output with the PyTorch float64
 results (the case's tolerances; bf16 and fp16 widen them to 2e-2 and 5e-3, as
 runtime/src/cuda/README.md documents), then the attention benchmark against
-torch SDPA. Prints a summary; logs and JSON lines go to $OUT when set.
+torch SDPA and ViT-B/16 at batch 64 against PyTorch eager and torch.compile. Prints a summary; logs and JSON lines go to $OUT when set.
 Needs python3 with numpy (and torch for the SDPA comparison)."""
 import json
 import os
@@ -78,6 +78,52 @@ def check_case(name, precision):
     return ok, ", ".join(worst)
 
 
+def vit_benchmark(batch=64, runs=20):
+    """ViT-B/16 images/s: ein (artifact refilled with random weights) against
+    PyTorch eager and torch.compile on a timm-named model of the same shape."""
+    import torch
+    sys.path.insert(0, KIT)
+    from vit_vs_pytorch import IMAGE, timm_weights, torch_vit
+    work = tempfile.mkdtemp()
+    np.save(os.path.join(work, "img.npy"), np.random.default_rng(1).standard_normal((batch, 3, IMAGE, IMAGE),
+                                                                                    dtype=np.float32))
+    for precision in ("fp32", "bf16"):
+        stripped = os.path.join(KIT, "vit", f"vit_b16_batch64_{precision}.einb")
+        size = int(open(stripped + ".weights_bytes").read())
+        artifact = os.path.join(work, os.path.basename(stripped))
+        with open(artifact, "wb") as out:
+            out.write(open(stripped, "rb").read())
+            out.write((np.random.default_rng(2).standard_normal(size // 4, dtype=np.float32) * 0.02).tobytes())
+        result = run([os.path.join(KIT, "bin", "ein-run"), artifact, "--device", "cuda", "--input",
+                      f"img={work}/img.npy", "--bench", str(runs)], "vit.log")
+        found = re.search(r"median ([\d.]+) ms", result.stdout)
+        median = float(found.group(1)) if found else float("nan")
+        print(json.dumps({"impl": f"ein_cuda_{precision}", "batch": batch, "median_ms": median,
+                          "images_per_s": round(batch / median * 1e3, 1)}))
+        model = torch_vit(768, 12).cuda().eval()
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in timm_weights(768, seed=0).items()})
+        dtype = None if precision == "fp32" else torch.bfloat16
+        torch.backends.cuda.matmul.allow_tf32 = False
+        x = torch.from_numpy(np.load(os.path.join(work, "img.npy"))).cuda()
+        for name, module in (("eager", model), ("compile", torch.compile(model))):
+            with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
+                for _ in range(5):
+                    module(x)
+                torch.cuda.synchronize()
+                times = []
+                for _ in range(runs):
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    module(x)
+                    end.record()
+                    torch.cuda.synchronize()
+                    times.append(start.elapsed_time(end))
+            median = sorted(times)[len(times) // 2]
+            print(json.dumps({"impl": f"torch_{name}_{precision}", "batch": batch, "median_ms": round(median, 3),
+                              "images_per_s": round(batch / median * 1e3, 1)}))
+
+
 def main():
     print("device:", run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], "nvidia-smi.log").stdout.strip())
     tests = run([os.path.join(KIT, "bin", "cuda_runtime_tests")], "cuda_runtime_tests.log")
@@ -95,6 +141,8 @@ def main():
             torch_bench = run([sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype", precision],
                               "attention.log")
             print(torch_bench.stdout.strip() or torch_bench.stderr.strip()[-300:])
+    if "--no-bench" not in sys.argv:
+        vit_benchmark()
     print(f"{failures} conformance failures; logs in {OUT}")
     return 1 if failures or tests.returncode else 0
 

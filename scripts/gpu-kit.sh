@@ -6,7 +6,8 @@
 #     EIN_ENABLE_CUDA=ON, and the attention benchmark (sm_80, sm_90);
 #   - cases/: every conformance case compiled with einc --target cuda at fp32,
 #     bf16 and fp16, with its inputs, expected outputs and case.json;
-#   - check.py, attention_torch.py: what runs there.
+#   - vit/: ViT-B/16 at batch 64 for cuda (fp32, bf16) without its weights;
+#   - check.py, attention_torch.py, vit_vs_pytorch.py: what runs there.
 # Usage, here (after a full build, for einc):
 #   scripts/gpu-kit.sh                 # writes gpu-kit/ (git-ignored)
 # then with the device tool: command "python3 gpu-kit/check.py", carry ["gpu-kit"].
@@ -29,7 +30,21 @@ nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90
   -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" "$build/lib/libein_runtime_cuda.a" \
   -lcublasLt -o "$kit/bin/attention_bench"
 cp "$root/scripts/gpu-check.py" "$kit/check.py"
-cp "$root/bench/cuda/attention_torch.py" "$kit/"
+cp "$root/bench/cuda/attention_torch.py" "$root/bench/vit_vs_pytorch.py" "$kit/"
+
+# ViT-B/16 at batch 64 for the images/s benchmark. Its weights (~350 MB) are
+# too large to carry: the artifact travels without its weight segment, which
+# check.py refills with random values there (only the speed is measured; the
+# conformance cases check the numbers).
+mkdir -p "$kit/vit"
+for precision in fp32 bf16; do
+  artifact="$kit/vit/vit_b16_batch64_$precision.einb"
+  "$einc" "$root/examples/models/vit_small_patch16_224.ein" --random-weights 1 --dim embed=768 --dim heads=12 \
+    --dim batch=64 --target cuda --precision "$precision" -o "$artifact"
+  weights=$("$build/bin/ein-inspect" "$artifact" --json | python3 -c "import json, sys; print(json.load(sys.stdin)['weights_bytes'])")
+  truncate -s "-$weights" "$artifact"
+  echo "$weights" > "$artifact.weights_bytes"
+done
 
 for dir in "$conformance"/*/; do
   name=$(basename "$dir")
