@@ -19,16 +19,17 @@ einc=${EINC:-$root/build/bin/einc}
 conformance=${EIN_CONFORMANCE_DIR:-$root/../shared/conformance}
 [[ -x "$einc" ]] || { echo "gpu-kit: no einc at $einc (build the compiler first, or set EINC)" >&2; exit 1; }
 
+# libstdc++ and libgcc linked in: the device image need only have glibc >= 2.34.
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF \
-  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON >/dev/null
+  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 cmake --build "$build" --target ein-run ein-inspect cuda_runtime_tests
 
 rm -rf "$kit"
 mkdir -p "$kit/bin" "$kit/cases"
 cp "$build/bin/ein-run" "$build/bin/ein-inspect" "$build/bin/cuda_runtime_tests" "$kit/bin/"
 nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-  -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" "$build/lib/libein_runtime_cuda.a" \
-  -lcublasLt -o "$kit/bin/attention_bench"
+  -Xcompiler -static-libstdc++,-static-libgcc -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" \
+  "$build/lib/libein_runtime_cuda.a" -lcublasLt -o "$kit/bin/attention_bench"
 cp "$root/scripts/gpu-check.py" "$kit/check.py"
 cp "$root/bench/cuda/attention_torch.py" "$root/bench/vit_vs_pytorch.py" "$kit/"
 
