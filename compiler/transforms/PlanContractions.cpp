@@ -148,18 +148,44 @@ LogicalResult planEinsum(EinsumOp einsum) {
 
   OpBuilder builder(einsum);
   Type element = einsum.getType().getElementType();
-  // Emits the tree under `subset`, children first.
-  std::function<Value(unsigned)> emit = [&](unsigned subset) -> Value {
-    if ((subset & (subset - 1)) == 0) return einsum.getInputs()[__builtin_ctz(subset)];
-    const Node node = nodes.lookup(subset);
-    Value left = emit(node.left), right = emit(node.right);
-    SmallVector<int64_t> shape;
-    for (const std::string &label : node.labels) shape.push_back(sizes.at(label));
-    return builder.create<EinsumOp>(einsum.getLoc(), RankedTensorType::get(shape, element),
-                                    equationText(nodes.lookup(node.left).labels, nodes.lookup(node.right).labels, node.labels),
-                                    ValueRange{left, right});
+  auto isLeaf = [](unsigned subset) { return (subset & (subset - 1)) == 0; };
+  // The layout of an intermediate is ours to choose. The lowering makes a
+  // pairwise contraction one GEMM without copies when the summed labels lie
+  // together, in the same order, in both operands, and packs its operands
+  // fastest when the summed labels are innermost in the left one (rows of A)
+  // and outermost in the right one (rows of B). So a child's labels are: the
+  // ones shared with its sibling and kept (batch), then its own kept ones and
+  // the summed ones (left child), or the summed ones and then its own (right
+  // child); summed labels in the order a fixed (input) sibling has them.
+  auto childOrder = [&](unsigned child, unsigned sibling, const Labels &parentOrder, bool right) {
+    const Labels &labels = nodes.lookup(child).labels;
+    if (isLeaf(child)) return labels;
+    const Labels &siblingLabels = nodes.lookup(sibling).labels;
+    auto inChild = [&](const std::string &label) { return llvm::is_contained(labels, label); };
+    auto inSibling = [&](const std::string &label) { return llvm::is_contained(siblingLabels, label); };
+    Labels batch, own, summed;
+    for (const std::string &label : parentOrder)
+      if (inChild(label)) (inSibling(label) ? batch : own).push_back(label);
+    for (const std::string &label : isLeaf(sibling) ? siblingLabels : labels)
+      if (inChild(label) && inSibling(label) && !llvm::is_contained(parentOrder, label)) summed.push_back(label);
+    Labels order = batch;
+    for (const Labels *part : {right ? &summed : &own, right ? &own : &summed})
+      order.insert(order.end(), part->begin(), part->end());
+    return order;
   };
-  Value result = emit((1u << count) - 1);
+  // Emits the tree under `subset` with its result's labels in `order`, children first.
+  std::function<Value(unsigned, const Labels &)> emit = [&](unsigned subset, const Labels &order) -> Value {
+    if (isLeaf(subset)) return einsum.getInputs()[__builtin_ctz(subset)];
+    const Node node = nodes.lookup(subset);
+    Labels leftOrder = childOrder(node.left, node.right, order, /*right=*/false);
+    Labels rightOrder = childOrder(node.right, node.left, order, /*right=*/true);
+    Value left = emit(node.left, leftOrder), right = emit(node.right, rightOrder);
+    SmallVector<int64_t> shape;
+    for (const std::string &label : order) shape.push_back(sizes.at(label));
+    return builder.create<EinsumOp>(einsum.getLoc(), RankedTensorType::get(shape, element),
+                                    equationText(leftOrder, rightOrder, order), ValueRange{left, right});
+  };
+  Value result = emit((1u << count) - 1, equation.output);
   einsum.replaceAllUsesWith(result);
   einsum.erase();
   return success();

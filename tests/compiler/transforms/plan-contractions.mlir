@@ -45,3 +45,17 @@ func.func @pair(%a: tensor<3x4xf32>, %b: tensor<4x5xf32>) -> tensor<3x5xf32> {
   %y = ein.einsum "i j, j k -> i k" (%a, %b) : (tensor<3x4xf32>, tensor<4x5xf32>) -> tensor<3x5xf32>
   return %y : tensor<3x5xf32>
 }
+
+// -----
+
+// Intermediates are laid out for the contraction that reads them: B C is
+// contracted first, and its result keeps a and b in A's order, so A . (B C)
+// sums (a b) as one axis of both operands (convert-ein-to-kern then needs no
+// copy; see plan-contractions-layout.mlir).
+// CHECK-LABEL: func.func @intermediate_layout
+func.func @intermediate_layout(%a: tensor<2x8x8xf32>, %b: tensor<8x64xf32>, %c: tensor<8x64xf32>) -> tensor<2xf32> {
+  // CHECK: %[[BC:.*]] = ein.einsum "b x, a x -> a b"(%arg1, %arg2)
+  // CHECK: ein.einsum "i a b, a b -> i"(%arg0, %[[BC]])
+  %y = ein.einsum "i a b, b x, a x -> i" (%a, %b, %c) : (tensor<2x8x8xf32>, tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
