@@ -70,7 +70,10 @@ def PlanContractions : Pass<"ein-plan-contractions", "mlir::func::FuncOp"> {
     contractions plus the elements of the intermediates it stores, so among
     equal-FLOP orders the one with smaller temporaries wins. Each intermediate
     keeps only the labels still needed by the remaining operands or the
-    output, summing the rest as early as possible.
+    output, summing the rest as early as possible, and is laid out for the
+    contraction that reads it (batch labels first, the labels summed there
+    innermost in a left operand and outermost in a right one, in the order a
+    fixed sibling has them), so the lowered GEMMs read it without copies.
   }];
 }
 
