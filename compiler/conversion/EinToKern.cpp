@@ -21,6 +21,7 @@ namespace ein {
 using namespace mlir;
 using ein::ir::BinaryKind;
 using ein::ir::UnaryKind;
+using ein::kern::denseStrides;
 
 namespace {
 
@@ -32,12 +33,6 @@ struct Layout {
   SmallVector<int64_t> sizes;
   SmallVector<int64_t> strides;
 };
-
-SmallVector<int64_t> denseStrides(ArrayRef<int64_t> sizes) {
-  SmallVector<int64_t> strides(sizes.size(), 1);
-  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
-  return strides;
-}
 
 int64_t product(ArrayRef<int64_t> sizes) {
   int64_t result = 1;
@@ -475,7 +470,7 @@ class Lowering {
   }
 
   LogicalResult lowerReduce(ein::ir::ReduceOp reduce) {
-    Layout input = layouts.at(reduce.getInput());
+    const Layout &input = layouts.at(reduce.getInput());
     Location loc = reduce.getLoc();
     Type element = reduce.getType().getElementType();
     SmallVector<int64_t> axes(reduce.getAxes());
@@ -563,22 +558,6 @@ class Lowering {
     return static_cast<ein::kern::MaskKind>(static_cast<int>(kind));
   }
 
-  // The sizes shared by both attention ops: q is [batch.., I, D], v [batch.., J, E].
-  struct AttentionSizes {
-    SmallVector<int64_t> batch;
-    int64_t queries, keys, headDim, valueDim;
-    SmallVector<int64_t> scores;  // [batch.., I, J]
-  };
-  static AttentionSizes attentionSizes(Value q, Value v) {
-    ArrayRef<int64_t> qShape = cast<RankedTensorType>(q.getType()).getShape();
-    ArrayRef<int64_t> vShape = cast<RankedTensorType>(v.getType()).getShape();
-    AttentionSizes sizes{SmallVector<int64_t>(qShape.drop_back(2)), qShape[qShape.size() - 2],
-                         vShape[vShape.size() - 2], qShape.back(), vShape.back(), {}};
-    sizes.scores = sizes.batch;
-    sizes.scores.append({sizes.queries, sizes.keys});
-    return sizes;
-  }
-
   // Where an attention op writes its result [batch.., I, E]: straight into
   // the layout of a following rearrange that only permutes and merges its
   // axes (the head merge "b h n d -> b n (h d)"), so that rearrange is a dense
@@ -608,46 +587,71 @@ class Lowering {
     return placement;
   }
 
+  // What both attention ops lower to alike: q [batch.., I, D], k, v
+  // [batch.., J, E] and the mask [batch.., I, J] as views, the sizes, the
+  // result's placement and the scale and mask attributes. For talking heads
+  // the heads axis is the last of `batch`.
+  struct AttentionParts {
+    SmallVector<int64_t> batch;
+    IntegerAttr queries, keys, headDim, valueDim;
+    Value q, k, v, mask;
+    ein::kern::ViewAttr qView, kView, vView, maskView, outView;
+    RankedTensorType resultType;
+    SmallVector<int64_t> outStrides;
+    FloatAttr scale, maskFill;
+    ein::kern::MaskKindAttr maskKind;
+  };
+  template <typename Op>
+  AttentionParts attentionParts(Op op) {
+    ArrayRef<int64_t> qShape = op.getQuery().getType().getShape(), vShape = op.getValue().getType().getShape();
+    AttentionParts parts;
+    parts.batch.assign(qShape.begin(), qShape.end() - 2);
+    SmallVector<int64_t> scores = parts.batch;
+    scores.append({qShape[qShape.size() - 2], vShape[vShape.size() - 2]});
+    parts.queries = builder.getI64IntegerAttr(scores[scores.size() - 2]);
+    parts.keys = builder.getI64IntegerAttr(scores.back());
+    parts.headDim = builder.getI64IntegerAttr(qShape.back());
+    parts.valueDim = builder.getI64IntegerAttr(vShape.back());
+    for (auto [value, buffer, view] : {std::tuple(op.getQuery(), &parts.q, &parts.qView),
+                                       std::tuple(op.getKey(), &parts.k, &parts.kView),
+                                       std::tuple(op.getValue(), &parts.v, &parts.vView)}) {
+      *buffer = layouts.at(value).buffer;
+      *view = viewOfLayout(layouts.at(value));
+    }
+    std::tie(parts.mask, parts.maskView) = optionalView(op.getMask(), scores);
+    Placement placement = placeAttentionOutput(op);
+    parts.resultType = placement.bufferType;
+    parts.outStrides = placement.strides;
+    parts.outView = viewOf(context(), 0, placement.strides);
+    parts.scale = builder.getF32FloatAttr(static_cast<float>(op.getScale().convertToDouble()));
+    parts.maskFill = builder.getF32FloatAttr(static_cast<float>(op.getMaskFill().convertToDouble()));
+    parts.maskKind = ein::kern::MaskKindAttr::get(context(), toKernMask(op.getMaskKind()));
+    return parts;
+  }
+
   LogicalResult lowerAttention(ein::ir::AttentionOp attention) {
-    const Layout &q = layouts.at(attention.getQuery()), &k = layouts.at(attention.getKey()),
-                 &v = layouts.at(attention.getValue());
-    AttentionSizes sizes = attentionSizes(attention.getQuery(), attention.getValue());
-    auto [mask, maskView] = optionalView(attention.getMask(), sizes.scores);
-    Placement out = placeAttentionOutput(attention);
+    AttentionParts p = attentionParts(attention);
     Value result = builder.create<ein::kern::AttentionOp>(
-        attention.getLoc(), out.bufferType, q.buffer, k.buffer, v.buffer, mask,
-        builder.getDenseI64ArrayAttr(sizes.batch), builder.getI64IntegerAttr(sizes.queries),
-        builder.getI64IntegerAttr(sizes.keys), builder.getI64IntegerAttr(sizes.headDim),
-        builder.getI64IntegerAttr(sizes.valueDim),
-        builder.getF32FloatAttr(static_cast<float>(attention.getScale().convertToDouble())), viewOfLayout(q),
-        viewOfLayout(k), viewOfLayout(v), viewOf(context(), 0, out.strides), maskView, ein::kern::MaskKindAttr::get(context(), toKernMask(attention.getMaskKind())),
-        builder.getF32FloatAttr(static_cast<float>(attention.getMaskFill().convertToDouble())));
-    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), out.strides};
+        attention.getLoc(), p.resultType, p.q, p.k, p.v, p.mask, builder.getDenseI64ArrayAttr(p.batch), p.queries,
+        p.keys, p.headDim, p.valueDim, p.scale, p.qView, p.kView, p.vView, p.outView, p.maskView, p.maskKind,
+        p.maskFill);
+    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), p.outStrides};
     return success();
   }
 
   LogicalResult lowerTalkingHeadsAttention(ein::ir::TalkingHeadsAttentionOp attention) {
-    const Layout &q = layouts.at(attention.getQuery()), &k = layouts.at(attention.getKey()),
-                 &v = layouts.at(attention.getValue());
-    AttentionSizes sizes = attentionSizes(attention.getQuery(), attention.getValue());
-    int64_t heads = sizes.batch.back();
-    sizes.batch.pop_back();
-    auto [mask, maskView] = optionalView(attention.getMask(), sizes.scores);
+    AttentionParts p = attentionParts(attention);
+    int64_t heads = p.batch.pop_back_val();
     auto [preMix, preMixView] = optionalView(attention.getPreMix(), {heads, heads});
     auto [preBias, preBiasView] = optionalView(attention.getPreBias(), {heads});
     auto [postMix, postMixView] = optionalView(attention.getPostMix(), {heads, heads});
     auto [postBias, postBiasView] = optionalView(attention.getPostBias(), {heads});
-    Placement out = placeAttentionOutput(attention);
     Value result = builder.create<ein::kern::TalkingHeadsAttentionOp>(
-        attention.getLoc(), out.bufferType, q.buffer, k.buffer, v.buffer, preMix, preBias, postMix, postBias,
-        mask, builder.getDenseI64ArrayAttr(sizes.batch), builder.getI64IntegerAttr(heads),
-        builder.getI64IntegerAttr(sizes.queries), builder.getI64IntegerAttr(sizes.keys),
-        builder.getI64IntegerAttr(sizes.headDim), builder.getI64IntegerAttr(sizes.valueDim),
-        builder.getF32FloatAttr(static_cast<float>(attention.getScale().convertToDouble())), viewOfLayout(q),
-        viewOfLayout(k), viewOfLayout(v), viewOf(context(), 0, out.strides), preMixView, preBiasView, postMixView, postBiasView, maskView,
-        ein::kern::MaskKindAttr::get(context(), toKernMask(attention.getMaskKind())),
-        builder.getF32FloatAttr(static_cast<float>(attention.getMaskFill().convertToDouble())));
-    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), out.strides};
+        attention.getLoc(), p.resultType, p.q, p.k, p.v, preMix, preBias, postMix, postBias, p.mask,
+        builder.getDenseI64ArrayAttr(p.batch), builder.getI64IntegerAttr(heads), p.queries, p.keys, p.headDim,
+        p.valueDim, p.scale, p.qView, p.kView, p.vView, p.outView, preMixView, preBiasView, postMixView,
+        postBiasView, p.maskView, p.maskKind, p.maskFill);
+    layouts[attention] = Layout{result, 0, SmallVector<int64_t>(attention.getType().getShape()), p.outStrides};
     return success();
   }
 

@@ -214,15 +214,9 @@ class Writer {
     return fb::CreateViewDirect(builder, tensorIndex.at(value), attr.getOffset(), &strides);
   }
 
-  static std::vector<int64_t> denseStrides(ArrayRef<int64_t> sizes) {
-    std::vector<int64_t> strides(sizes.size(), 1);
-    for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
-    return strides;
-  }
-
   // The dense row-major view of an op's own result over `sizes`.
   flatbuffers::Offset<fb::View> denseView(Value value, ArrayRef<int64_t> sizes) {
-    std::vector<int64_t> strides = denseStrides(sizes);
+    std::vector<int64_t> strides = vec(kern::denseStrides(sizes));
     return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
   }
 
@@ -232,7 +226,7 @@ class Writer {
   LogicalResult addConcatSteps(kern::ConcatOp concat) {
     Value result = concat.getResult();
     auto shape = vec(concat.getType().getShape());
-    std::vector<int64_t> strides = denseStrides(shape);
+    std::vector<int64_t> strides = vec(kern::denseStrides(shape));
     int64_t axis = concat.getAxis(), start = 0;
     for (auto [input, attr, size] : llvm::zip(concat.getInputs(), concat.getInputViews(), concat.getSizes())) {
       auto partShape = shape;

@@ -9,14 +9,9 @@ namespace ein {
 
 using namespace mlir;
 using ein::kern::Activation;
+using ein::kern::denseStrides;
 
 namespace {
-
-SmallVector<int64_t> denseStrides(ArrayRef<int64_t> sizes) {
-  SmallVector<int64_t> strides(sizes.size(), 1);
-  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
-  return strides;
-}
 
 // The strides over the gemm's iteration space [batch.., m, n] of a view that
 // reads the gemm's result buffer (dense over `shape`) with `strides`, given

@@ -27,6 +27,12 @@ void KernDialect::initialize() {
       >();
 }
 
+SmallVector<int64_t> ein::kern::denseStrides(ArrayRef<int64_t> sizes) {
+  SmallVector<int64_t> strides(sizes.size(), 1);
+  for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
+  return strides;
+}
+
 std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, ArrayRef<int64_t> sizes) {
   ViewExtent extent{view.getOffset(), view.getOffset()};
   for (auto [size, stride] : llvm::zip(sizes, view.getStrides())) {

@@ -31,4 +31,7 @@ struct ViewExtent {
 };
 std::optional<ViewExtent> viewExtent(ViewAttr view, llvm::ArrayRef<int64_t> sizes);
 
+// The strides of a dense row-major buffer of `sizes`, in elements.
+llvm::SmallVector<int64_t> denseStrides(llvm::ArrayRef<int64_t> sizes);
+
 }  // namespace ein::kern
