@@ -30,6 +30,11 @@ using ein::tools::describeTensor;
 
 int fail(const std::string &message) { return ein::tools::fail("ein-run", message); }
 
+// `value` rounded to an f16 or bf16 input's bits.
+uint16_t toHalfBits(ein::DType dtype, float value) {
+  return dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+}
+
 // Normal floats; bools with p = 0.5; integers uniform in [0, upper bound), or
 // [0, 2) when the model gives none.
 ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, std::mt19937_64 &generator) {
@@ -57,8 +62,7 @@ ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, st
       case ein::DType::Bool: bytes[i] = static_cast<uint8_t>(generator() & 1); break;
       case ein::DType::F16:
       case ein::DType::BF16: {
-        float value = normal(generator);
-        uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+        uint16_t bits = toHalfBits(info.dtype, normal(generator));
         std::memcpy(&bytes[i * 2], &bits, 2);
         break;
       }
@@ -83,10 +87,12 @@ ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const s
     for (size_t i = 0; i < narrowed.size() / 2; ++i) {
       float value;
       std::memcpy(&value, &values.data[4 * i], 4);
-      uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+      uint16_t bits = toHalfBits(info.dtype, value);
       std::memcpy(&narrowed[2 * i], &bits, 2);
     }
-    return session.setInput(info.name, info.dtype, values.shape, narrowed.data(), narrowed.size());
+    ein::Status status = session.setInput(info.name, info.dtype, values.shape, narrowed.data(), narrowed.size());
+    if (!status.ok()) return ein::Status(status.code(), path + ": " + status.message());
+    return status;
   }
   if (info.dtype == ein::DType::I32) {
     auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
@@ -128,7 +134,8 @@ std::string valueText(ein::DType dtype, const uint8_t *data, size_t index) {
     case ein::DType::BF16: {
       uint16_t bits;
       std::memcpy(&bits, data + index * 2, 2);
-      std::snprintf(text, sizeof text, "%.4g", dtype == ein::DType::F16 ? ein::halfToFloat(bits) : ein::bfloatToFloat(bits));
+      const float value = dtype == ein::DType::F16 ? ein::halfToFloat(bits) : ein::bfloatToFloat(bits);
+      std::snprintf(text, sizeof text, "%.4g", value);
       return text;
     }
   }
