@@ -89,17 +89,8 @@ ParamBytesProvider randomParams(uint64_t seed) {
     };
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::uniform_int_distribution<int> bit(0, 1);
-    // f16 and bf16 values are rounded from f32 ones, to the nearest.
-    auto half = [&](const llvm::fltSemantics &semantics) {
-      llvm::APFloat value(normal(generator));
-      bool lossy = false;
-      value.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &lossy);
-      append(static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue()));
-    };
     for (int64_t i = 0; i < count; ++i) {
       if (element.isF32()) append(normal(generator));
-      else if (element.isF16()) half(llvm::APFloat::IEEEhalf());
-      else if (element.isBF16()) half(llvm::APFloat::BFloat());
       else if (element.isInteger(1)) bytes.push_back(static_cast<uint8_t>(bit(generator)));
       else if (element.isSignlessInteger(32)) append(static_cast<int32_t>(bit(generator)));
       else if (element.isSignlessInteger(64)) append(static_cast<int64_t>(bit(generator)));
