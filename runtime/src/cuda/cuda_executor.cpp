@@ -147,6 +147,17 @@ class CudaExecutor final : public Executor {
     for (int64_t stride : trailing) out.stride[axis++] = stride;
     return out;
   }
+  // An optional [n] or [n, m] f32 operand (gamma, beta, head mixes and biases), or none.
+  ec::VectorView vectorView(const std::optional<View> &v) const {
+    ec::VectorView out;
+    if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0]};
+    return out;
+  }
+  ec::MatrixView matrixView(const std::optional<View> &v) const {
+    ec::MatrixView out;
+    if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0], v->strides[1]};
+    return out;
+  }
   Status checkRank(size_t step, size_t rank, size_t trailing) const {
     if (rank + trailing <= size_t(ec::kMaxRank)) return Status();
     return fail(step, StatusCode::Unimplemented,
@@ -399,13 +410,8 @@ Status CudaExecutor::plan(size_t step, const LayerNorm &op) {
   size_t next = 2;
   if (op.residual) launch.residual = {view(*op.residual, space.strides[next++]), op.residual->strides[r]};
   if (op.sum) launch.sum = {view(*op.sum, space.strides[next++]), op.sum->strides[r]};
-  auto vector = [&](const std::optional<View> &v) {
-    ec::VectorView out;
-    if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0]};
-    return out;
-  };
-  launch.gamma = vector(op.gamma);
-  launch.beta = vector(op.beta);
+  launch.gamma = vectorView(op.gamma);
+  launch.beta = vectorView(op.beta);
   launch.epsilon = op.epsilon;
   launch.variant = static_cast<ec::LayerNormVariant>(op.variant);
   steps_.push_back([launch](cudaStream_t stream) { return launched("layernorm", ec::launchLayerNorm(launch, stream)); });
@@ -520,20 +526,10 @@ Status CudaExecutor::plan(size_t step, const TalkingHeadsAttention &op) {
   ec::TalkingHeadsLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 3, launch));
   launch.heads = op.heads;
-  auto matrix = [&](const std::optional<View> &v) {
-    ec::MatrixView out;
-    if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0], v->strides[1]};
-    return out;
-  };
-  auto vector = [&](const std::optional<View> &v) {
-    ec::VectorView out;
-    if (v) out = {static_cast<const float *>(base(v->tensor)), v->offset, v->strides[0]};
-    return out;
-  };
-  launch.preMix = matrix(op.preMix);
-  launch.postMix = matrix(op.postMix);
-  launch.preBias = vector(op.preBias);
-  launch.postBias = vector(op.postBias);
+  launch.preMix = matrixView(op.preMix);
+  launch.postMix = matrixView(op.postMix);
+  launch.preBias = vectorView(op.preBias);
+  launch.postBias = vectorView(op.postBias);
   const size_t shared = ec::talkingHeadsSharedBytes(launch);
   if (shared > properties_.sharedMemPerBlockOptin)
     return fail(step, StatusCode::Unimplemented,
