@@ -8,7 +8,10 @@ that ein's logits match PyTorch's, then times both: ein with
 `ein-run --bench RUNS --threads T`, PyTorch with a hand-written timm-named ViT
 (F.scaled_dot_product_attention, as timm uses) under inference_mode with
 torch.set_num_threads(T) and its best allocator/ISA settings. Prints both
-medians and ein's time over PyTorch's (< 1: ein is faster).
+medians and ein's time over PyTorch's (< 1: ein is faster). ein and PyTorch
+alternate for --rounds rounds (shared machines drift over minutes); each
+figure is the median of the rounds' medians. Accuracy: both sets of logits
+against the same PyTorch model run in float64.
 
 Needs numpy, safetensors and torch, e.g. in a venv (the build and the tests
 never need them):
@@ -129,6 +132,9 @@ def torch_worker(args):
             model(img)
             times.append((time.perf_counter() - start) * 1e3)
     np.save(args.output, logits.numpy())
+    if args.reference_output:
+        with torch.inference_mode():
+            np.save(args.reference_output, model.double()(img.double()).numpy())
     times.sort()
     print(json.dumps({"median_ms": times[len(times) // 2], "min_ms": times[0]}))
 
@@ -147,7 +153,8 @@ def main():
     parser.add_argument("--models", default="vit_s16,vit_b16")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--threads", default="1,2")
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=20, help="timed runs per round")
+    parser.add_argument("--rounds", type=int, default=3, help="ein and PyTorch alternate this many times")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--embed", type=int, help=argparse.SUPPRESS)
@@ -155,6 +162,7 @@ def main():
     parser.add_argument("--weights", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
+    parser.add_argument("--reference-output", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
         return torch_worker(args)
@@ -177,24 +185,35 @@ def main():
             for threads in map(int, args.threads.split(",")):
                 out_dir = os.path.join(work, f"out_{name}_b{batch}_t{threads}")
                 os.makedirs(out_dir, exist_ok=True)
-                ein_median, ein_min = run_ein(args.ein_run, artifact, img, threads, args.runs, out_dir)
                 torch_out = os.path.join(out_dir, "torch_logits.npy")
+                reference_out = os.path.join(out_dir, "float64_logits.npy")
                 env = dict(os.environ, **TORCH_ENV, OMP_NUM_THREADS=str(threads))
-                worker = subprocess.run([sys.executable, os.path.abspath(__file__), "--torch-worker", "--embed",
-                                         str(cfg["embed"]), "--heads", str(cfg["heads"]), "--weights", weights,
-                                         "--input", img, "--output", torch_out, "--threads", str(threads), "--runs",
-                                         str(args.runs)], env=env, check=True, capture_output=True, text=True)
-                torch_times = json.loads(worker.stdout.strip().splitlines()[-1])
-                diff = float(np.max(np.abs(np.load(os.path.join(out_dir, "logits.npy")) - np.load(torch_out))))
-                rows.append((name, batch, threads, ein_median, torch_times["median_ms"], diff))
-                print(f"{name} batch {batch} threads {threads}: ein median {ein_median:.2f} ms (min {ein_min:.2f}), "
-                      f"PyTorch median {torch_times['median_ms']:.2f} ms (min {torch_times['min_ms']:.2f}), "
-                      f"ein/PyTorch {ein_median / torch_times['median_ms']:.2f}, max |logit diff| {diff:.2e}",
-                      flush=True)
+                ein_medians, torch_medians = [], []
+                for round_index in range(args.rounds):
+                    ein_medians.append(run_ein(args.ein_run, artifact, img, threads, args.runs, out_dir)[0])
+                    command = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--embed",
+                               str(cfg["embed"]), "--heads", str(cfg["heads"]), "--weights", weights, "--input", img,
+                               "--output", torch_out, "--threads", str(threads), "--runs", str(args.runs)]
+                    if round_index == 0:
+                        command += ["--reference-output", reference_out]
+                    worker = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+                    torch_medians.append(json.loads(worker.stdout.strip().splitlines()[-1])["median_ms"])
+                ein_ms, torch_ms = float(np.median(ein_medians)), float(np.median(torch_medians))
+                reference = np.load(reference_out).astype(np.float64)
+                ein_error = float(np.max(np.abs(np.load(os.path.join(out_dir, "logits.npy")) - reference)))
+                torch_error = float(np.max(np.abs(np.load(torch_out) - reference)))
+                rows.append((name, batch, threads, ein_ms, torch_ms, ein_error, torch_error))
+                rounds = " ".join(f"{e:.1f}/{t:.1f}" for e, t in zip(ein_medians, torch_medians))
+                print(f"{name} batch {batch} threads {threads}: ein median {ein_ms:.2f} ms, PyTorch median "
+                      f"{torch_ms:.2f} ms, ein/PyTorch {ein_ms / torch_ms:.2f} (rounds ein/torch ms: {rounds}); "
+                      f"max |logits - float64|: ein {ein_error:.1e}, PyTorch {torch_error:.1e}", flush=True)
     print()
-    print(f"{'model':8} {'batch':>5} {'threads':>7} {'ein ms':>9} {'torch ms':>9} {'ein/torch':>9} {'max diff':>9}")
-    for name, batch, threads, ein_ms, torch_ms, diff in rows:
-        print(f"{name:8} {batch:5d} {threads:7d} {ein_ms:9.2f} {torch_ms:9.2f} {ein_ms / torch_ms:9.2f} {diff:9.1e}")
+    print(f"{'model':8} {'batch':>5} {'threads':>7} {'ein ms':>9} {'torch ms':>9} {'ein/torch':>9} "
+          f"{'ein err':>9} {'torch err':>9}")
+    for name, batch, threads, ein_ms, torch_ms, ein_error, torch_error in rows:
+        print(f"{name:8} {batch:5d} {threads:7d} {ein_ms:9.2f} {torch_ms:9.2f} {ein_ms / torch_ms:9.2f} "
+              f"{ein_error:9.1e} {torch_error:9.1e}")
+    print("(err: max |logits - float64 PyTorch logits|)")
 
 
 if __name__ == "__main__":

@@ -88,11 +88,14 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
   const int mr = isa.gemmMr, nr = isa.gemmNr;
   const FlashScratch layout(op, mr, nr);
-  const int64_t tiles = ceilDiv(I, kQueryTile);
+  // Query tiles of equal size, each a whole number of register tiles (197
+  // queries: 3 x 66 rows with mr 6, not 3 x 66 + 6).
+  const int64_t queryTile = roundUp(ceilDiv(I, ceilDiv(I, kQueryTile)), mr);
+  const int64_t tiles = ceilDiv(I, queryTile);
   for (int thread = 0; thread < context.threads(); ++thread) storeTag(context.threadScratch(thread), -1);
 
   auto tile = [&](int64_t item, int thread) {
-    const int64_t b = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, I - i0);
+    const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
     const int64_t rowsPad = roundUp(rows, mr);
     float *scratch = context.threadScratch(thread);
     float *kt = scratch + layout.kt, *vp = scratch + layout.v, *qs = scratch + layout.q, *s = scratch + layout.s,
@@ -144,19 +147,32 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
 
     for (int64_t j0 = 0; j0 < J; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, J - j0), keysPad = roundUp(keys, nr);
-      // s[t, j] = q_t . k_j for the block.
-      for (int64_t jr = 0; jr < keysPad; jr += nr)
-        for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.gemmTileRows(D, qs + ir * D, D, kt + (j0 + jr) * D, s + ir * kKeyBlock + jr, kKeyBlock, false);
+      // s[t, j] = q_t . k_j for the block; a last, partly filled panel of
+      // keys one vector at a time (197 keys: 208 columns, not 256).
+      for (int64_t jr = 0; jr < keysPad; jr += nr) {
+        const float *panel = kt + (j0 + jr) * D;
+        for (int64_t ir = 0; ir < rowsPad; ir += mr) {
+          float *scores = s + ir * kKeyBlock + jr;
+          if (jr + nr <= keys)
+            isa.gemmTileRows(D, qs + ir * D, D, panel, scores, kKeyBlock, false, nullptr, 0);
+          else
+            for (int64_t jv = 0; jr + jv < keys; jv += isa.vectorFloats)
+              isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, kKeyBlock, false);
+        }
+      }
+      // The row's softmax runs over whole vectors: the columns past the last
+      // key (scores of zero-padded keys) become -inf, adding nothing.
+      const int64_t width = std::min(roundUp(keys, isa.vectorFloats), kKeyBlock);
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kKeyBlock;
+        std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
         if (op.maskKind == MaskKind::Add && mJ == 1) {
           isa.addScaled(row, static_cast<const float *>(mask) + mOff + (i0 + t) * mI + j0, keys, 1.0f);
         } else if (op.maskKind != MaskKind::None) {
           const int64_t at = mOff + (i0 + t) * mI + j0 * mJ;
           for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
         }
-        const float blockMax = isa.reduceRow(row, keys, ReduceKind::Max);
+        const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
         const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
         if (newMax == -std::numeric_limits<float>::infinity()) {
           // Every score so far is -inf: nothing to add yet.
@@ -164,14 +180,15 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
           continue;
         }
         const float correction = std::exp(m[t] - newMax);  // 0 when m was -inf
-        l[t] = l[t] * correction + isa.expShiftSum(row, keys, newMax);
+        l[t] = l[t] * correction + isa.expShiftSum(row, width, newMax);
         if (correction != 1.0f) isa.scaleInPlace(o + t * ldo, ldo, correction);
         m[t] = newMax;
       }
       // O += p . v for the block (rows past the tile hold finite junk).
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true);
+          isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
+                           nullptr, 0);
     }
     for (int64_t t = 0; t < rows; ++t) {
       const float inverse = l[t] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l[t];

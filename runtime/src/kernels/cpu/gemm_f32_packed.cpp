@@ -12,9 +12,12 @@
 namespace ein::detail::cpu {
 namespace {
 
-// Block sizes: a kc x nr panel of b stays in L1 while an mc x kc block of a
-// and the mc x nc accumulator block stay in L2.
-constexpr int64_t kKc = 256, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
+// Block sizes: an mc x kc block of a, the mc x nc accumulator block and the
+// kc x nr panel of b being used stay in L2 (and the register tile's rows of a
+// in L1). kc 384 takes a transformer's K = 384 in one pass, so c is written
+// once; measured faster on Zen 5 than 128 or 256 (where the panel fits L1
+// but c is reloaded).
+constexpr int64_t kKc = 384, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
@@ -129,11 +132,22 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           packB(b + bOff + p0 * bK + (j0 + jr) * bN, bK, bN, depth, std::min<int64_t>(nr, cols - jr), nr, bPack);
           panel = bPack;
         }
-        for (int64_t ir = 0; ir < rows; ir += mr)
+        // While this panel is used, each row tile pulls a slice of the next
+        // weight panel into L2.
+        const char *next = nullptr;
+        int64_t slice = 0;
+        if (packed && jr + nr < cols) {
+          next = reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
+          slice = roundUp(ceilDiv(depth * nr * static_cast<int64_t>(sizeof(float)), ceilDiv(rows, mr)), 64);
+        }
+        for (int64_t ir = 0; ir < rows; ir += mr) {
+          const char *prefetch = next ? next + ir / mr * slice : nullptr;
           if (aInPlace && ir + mr <= rows)
-            isa.gemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, panel, acc + ir * ldc + jr, ldc, p0 > 0);
+            isa.gemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+                             prefetch, slice);
           else
-            isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0);
+            isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0, prefetch, slice);
+        }
       }
     }
     for (int64_t i = 0; i < rows; ++i) {

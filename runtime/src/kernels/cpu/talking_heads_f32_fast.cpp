@@ -144,7 +144,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       for (int64_t jr = 0; jr < layout.keysPad; jr += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
           isa.gemmTileRows(D, qs + ir * D, D, kt + h * layout.headKeys + jr * D, tableA + h * headTable + ir * ldS + jr,
-                           ldS, false);
+                           ldS, false, nullptr, 0);
     }
     float *logits = tableA;
     if (op.preMix) {
@@ -173,7 +173,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
           isa.gemmTileRows(J, probs + g * headTable + ir * ldS, ldS, vp + g * layout.headValues + e0 * J, o + ir * ldo + e0,
-                           ldo, false);
+                           ldo, false, nullptr, 0);
       for (int64_t t = 0; t < rows; ++t)
         for (int64_t e = 0; e < E; ++e) out[oOff + g * oH + (i0 + t) * oI + e * oE] = o[t * ldo + e];
     }

@@ -35,10 +35,21 @@ struct IsaKernels {
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
-  void (*gemmTile)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate);
+  // Meanwhile the bytes [prefetch, prefetch + prefetchBytes) are pulled into
+  // L2, a line every few steps (a gemm's next weight panel, which comes from
+  // DRAM once per run); prefetch may be null.
+  void (*gemmTile)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate,
+                   const char *prefetch, int64_t prefetchBytes);
   // As gemmTile, but a is mr plain rows: a[r * lda + p] (attention's
   // scores and queries, used in place).
-  void (*gemmTileRows)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate);
+  void (*gemmTileRows)(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate,
+                       const char *prefetch, int64_t prefetchBytes);
+  // As gemmTileRows, but only the panel's first vectorFloats columns, with b's
+  // rows ldb floats apart: the narrow last columns of a panel (attention's
+  // last keys) without computing the panel's zero padding.
+  void (*gemmTileRowsVector)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
+                             int64_t ldc, bool accumulate);
+  int vectorFloats;  // floats per SIMD register
   void (*gemmEpilogue)(const GemmEpilogueRow &row);
 
   // Contiguous rows (n >= 0), in f32 with several vector accumulators.

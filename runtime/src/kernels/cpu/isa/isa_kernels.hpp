@@ -18,7 +18,7 @@ namespace ein::detail::cpu::isa {
 // -87.33 it is 0 (subnormal results are flushed), above 88.72 +inf, and NaN
 // stays NaN: softmax relies on exp(-inf) == 0 exactly.
 template <class S>
-typename S::V vexp(typename S::V x) {
+[[gnu::always_inline]] inline typename S::V vexp(typename S::V x) {
   if constexpr (S::W == 1) {
     return std::exp(x);
   } else {
@@ -44,7 +44,7 @@ typename S::V vexp(typename S::V x) {
 
 // erf(x) with absolute error below 2e-7 (Abramowitz & Stegun 7.1.26).
 template <class S>
-typename S::V verf(typename S::V x) {
+[[gnu::always_inline]] inline typename S::V verf(typename S::V x) {
   if constexpr (S::W == 1) {
     return std::erf(x);
   } else {
@@ -65,7 +65,7 @@ typename S::V verf(typename S::V x) {
 
 // tanh(x) = sign(x) (1 - 2 / (exp(2|x|) + 1)); exact to a few 1e-7.
 template <class S>
-typename S::V vtanh(typename S::V x) {
+[[gnu::always_inline]] inline typename S::V vtanh(typename S::V x) {
   if constexpr (S::W == 1) {
     return std::tanh(x);
   } else {
@@ -78,7 +78,7 @@ typename S::V vtanh(typename S::V x) {
 
 // The activations of activations.hpp, for whole vectors.
 template <class S>
-typename S::V vactivate(typename S::V x, Activation activation) {
+[[gnu::always_inline]] inline typename S::V vactivate(typename S::V x, Activation activation) {
   using V = typename S::V;
   const V half = S::set1(0.5f), one = S::set1(1.0f);
   switch (activation) {
@@ -123,21 +123,32 @@ void activateInPlace(float *x, int64_t n, Activation activation) {
 
 // The register tile: MR rows x NV vectors of accumulators, one a element
 // broadcast per row and NV b-vector loads per step of k. a[r * aRow + p * aStep]
-// covers both packed panels (aRow 1, aStep MR) and plain rows (aRow lda, aStep 1).
+// covers both packed panels (aRow 1, aStep MR) and plain rows (aRow lda, aStep 1);
+// b's rows are bStep floats apart. Always inlined, so each caller's constant
+// strides become immediate offsets (a few percent of the tile's speed).
 template <class S, int MR, int NV>
-inline void gemmTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep, const float *b, float *c,
-                            int64_t ldc, bool accumulate) {
+[[gnu::always_inline]] inline void gemmTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep,
+                                                   const float *b, int64_t bStep, float *c, int64_t ldc,
+                                                   bool accumulate, const char *prefetch, int64_t prefetchBytes) {
   using V = typename S::V;
-  constexpr int W = S::W, NR = NV * W;
+  constexpr int W = S::W;
   V acc[MR][NV];
+  // One line of the bytes to prefetch every few steps, spread over the tile.
+  const int64_t lines = prefetchBytes / 64;
+  const int64_t every = lines > 0 ? std::max<int64_t>(1, kc / lines) : kc + 1;
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? S::load(c + r * ldc + v * W) : S::zero();
+  int64_t line = 0, countdown = every;
   for (int64_t p = 0; p < kc; ++p) {
+    if (--countdown == 0) {
+      countdown = every;
+      if (line < lines) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
+    }
     V bv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) bv[v] = S::load(b + p * NR + v * W);
+    for (int v = 0; v < NV; ++v) bv[v] = S::load(b + p * bStep + v * W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const V ar = S::set1(a[r * aRow + p * aStep]);
@@ -152,13 +163,21 @@ inline void gemmTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aS
 }
 
 template <class S, int MR, int NV>
-void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate) {
-  gemmTileStrided<S, MR, NV>(kc, a, 1, MR, b, c, ldc, accumulate);
+void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate,
+              const char *prefetch, int64_t prefetchBytes) {
+  gemmTileStrided<S, MR, NV>(kc, a, 1, MR, b, NV * S::W, c, ldc, accumulate, prefetch, prefetchBytes);
 }
 
 template <class S, int MR, int NV>
-void gemmTileRows(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate) {
-  gemmTileStrided<S, MR, NV>(kc, a, lda, 1, b, c, ldc, accumulate);
+void gemmTileRows(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate,
+                  const char *prefetch, int64_t prefetchBytes) {
+  gemmTileStrided<S, MR, NV>(kc, a, lda, 1, b, NV * S::W, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+template <class S, int MR>
+void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                        bool accumulate) {
+  gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
 }
 
 template <class S>
@@ -259,13 +278,19 @@ float expShiftSum(float *x, int64_t n, float shift) {
     sum0 = S::add(sum0, e0);
     sum1 = S::add(sum1, e1);
   }
+  if (i + W <= n) {
+    const V e = vexp<S>(S::sub(S::load(x + i), s));
+    S::store(x + i, e);
+    sum0 = S::add(sum0, e);
+    i += W;
+  }
   float sum = S::reduceAdd(S::add(sum0, sum1));
   if (i < n) {
     // The tail through a padded vector: the same exp as the body.
-    float tail[2 * W];
+    float tail[W];
     const int64_t rest = n - i;
-    for (int lane = 0; lane < 2 * W; ++lane) tail[lane] = lane < rest ? x[i + lane] : shift;
-    for (int half = 0; half < 2; ++half) S::store(tail + half * W, vexp<S>(S::sub(S::load(tail + half * W), s)));
+    for (int lane = 0; lane < W; ++lane) tail[lane] = lane < rest ? x[i + lane] : shift;
+    S::store(tail, vexp<S>(S::sub(S::load(tail), s)));
     for (int64_t lane = 0; lane < rest; ++lane) sum += x[i + lane] = tail[lane];
   }
   return sum;
@@ -403,6 +428,8 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmNr = NV * S::W;
   kernels.gemmTile = &gemmTile<S, MR, NV>;
   kernels.gemmTileRows = &gemmTileRows<S, MR, NV>;
+  kernels.gemmTileRowsVector = &gemmTileRowsVector<S, MR>;
+  kernels.vectorFloats = S::W;
   kernels.gemmEpilogue = &gemmEpilogue<S>;
   kernels.reduceRow = &reduceRow<S>;
   kernels.expShiftSum = &expShiftSum<S>;
