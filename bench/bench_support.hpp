@@ -8,6 +8,10 @@
 #include <random>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "kernels/cpu/kernels.hpp"
 #include "program.hpp"
 #include "util/thread_pool.hpp"
@@ -15,6 +19,16 @@
 namespace ein::bench {
 
 namespace detail = ein::detail;
+
+// Evicts the cache line holding `address` from every level (x86; elsewhere
+// nothing, and the "cold" benchmarks measure warm caches).
+inline void flushLine(const void *address) {
+#if defined(__x86_64__)
+  _mm_clflush(address);
+#else
+  (void)address;
+#endif
+}
 
 class KernelRig {
  public:
@@ -62,6 +76,15 @@ class KernelRig {
     (void)fn_(program_.steps[0].kernel, context);
   }
   size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
+
+  // Flushes the packed weights out of every cache level, as a model's
+  // weights are when they are read once per run (a ViT-S has 85 MB of them).
+  void evictPackedWeights() const {
+    for (const detail::PackedMatrix &matrix : program_.packed) {
+      const auto *bytes = reinterpret_cast<const char *>(matrix.data.data());
+      for (size_t at = 0; at < matrix.data.size(); at += 64) flushLine(bytes + at);
+    }
+  }
 
  private:
   detail::Program program_;

@@ -33,6 +33,29 @@ BENCHMARK(BM_GemmWeights)
     ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
     ->UseRealTime();
 
+// As BM_GemmWeights, but the packed weights are flushed from the caches
+// before each run, as in a whole model: args m, k, n, threads.
+void BM_GemmColdWeights(benchmark::State &state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  KernelRig rig;
+  detail::Gemm gemm = weightGemm(rig, m, k, n);
+  rig.finish(gemm, threads);
+  for (auto _ : state) {
+    state.PauseTiming();
+    rig.evictPackedWeights();
+    state.ResumeTiming();
+    rig.run();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_GemmColdWeights)
+    ->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
+    ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
+    ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+    ->UseRealTime();
+
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.
 void BM_GemmBatchedScores(benchmark::State &state) {

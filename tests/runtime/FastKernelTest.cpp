@@ -99,6 +99,26 @@ TEST(ThreadPool, RunsEveryItemOnceAcrossManyRuns) {
   EXPECT_LT(maxThread.load(), 3);
 }
 
+TEST(ParallelChunks, CoverEveryItemOnceInChunksTheThreadsShareEvenly) {
+  detail::ThreadPool pool(2);
+  const std::vector<detail::Tensor> tensors;
+  const KernelContext context{tensors, nullptr, nullptr, 0, &pool, &detail::cpu::portableKernels(), nullptr};
+  struct Case {
+    int64_t total, grain, wantChunks;
+  };
+  // 197 rows of 384 at the layernorm's grain: 4 chunks, two per thread.
+  for (const Case &c : {Case{197, 85, 4}, Case{1, 1, 1}, Case{5, 100, 1}, Case{1000, 1, 8}, Case{3, 1, 3}}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(c.total));
+    std::atomic<int> chunks{0};
+    context.parallelChunks(c.total, c.grain, [&](int64_t begin, int64_t end, int) {
+      chunks.fetch_add(1);
+      for (int64_t item = begin; item < end; ++item) hits[static_cast<size_t>(item)].fetch_add(1);
+    });
+    for (const auto &hit : hits) ASSERT_EQ(hit.load(), 1) << "total " << c.total;
+    EXPECT_EQ(chunks.load(), c.wantChunks) << "total " << c.total << " grain " << c.grain;
+  }
+}
+
 // --- gemm ----------------------------------------------------------------------
 
 struct GemmShape {

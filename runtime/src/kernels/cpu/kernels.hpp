@@ -3,6 +3,7 @@
 // baseline that faster kernels are tested against.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -35,13 +36,16 @@ struct KernelContext {
   }
 
   // body(begin, end, thread) over [0, total) in contiguous chunks of at least
-  // `grain` items, about four per thread so uneven chunks still balance.
+  // `grain` items, about four per thread so uneven chunks still balance, and
+  // a multiple of the threads where there are more chunks than threads (197
+  // rows at grain 85: 4 chunks of 50, not 3 of 66, two of them on one thread).
   template <typename Body>
   void parallelChunks(int64_t total, int64_t grain, Body &&body) const {
     if (total <= 0) return;
     grain = grain < 1 ? 1 : grain;
     int64_t chunks = (total + grain - 1) / grain;
     if (chunks > 4 * threads()) chunks = 4 * threads();
+    if (chunks > threads()) chunks = std::min(total, (chunks + threads() - 1) / threads() * threads());
     if (threads() == 1) chunks = 1;
     const int64_t size = (total + chunks - 1) / chunks;
     parallelFor((total + size - 1) / size, [&](int64_t chunk, int thread) {
