@@ -138,7 +138,10 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
     // The query tile, pre-scaled, as plain rows (rows past the tile are 0).
     for (int64_t t = 0; t < rows; ++t) {
       const float *query = q + qOff + (i0 + t) * qI;
-      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
+      if (qD == 1)  // the usual layout, as a loop the compiler vectorises
+        for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d];
+      else
+        for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
     }
     std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
     std::fill(o, o + rowsPad * ldo, 0.0f);
@@ -181,7 +184,9 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         }
         const float correction = std::exp(m[t] - newMax);  // 0 when m was -inf
         l[t] = l[t] * correction + isa.expShiftSum(row, width, newMax);
-        if (correction != 1.0f) isa.scaleInPlace(o + t * ldo, ldo, correction);
+        // (o is still zero while m is -inf.)
+        if (correction != 1.0f && m[t] != -std::numeric_limits<float>::infinity())
+          isa.scaleInPlace(o + t * ldo, ldo, correction);
         m[t] = newMax;
       }
       // O += p . v for the block (rows past the tile hold finite junk).
