@@ -1,4 +1,5 @@
-// RUN: ein-opt %s | ein-opt | FileCheck %s
+// RUN: ein-opt %s | ein-opt | FileCheck %s --strict-whitespace
+// (--strict-whitespace: an enum operand follows its op after one space, `ein.binary mul`.)
 
 // CHECK-LABEL: func.func @attention
 func.func @attention(%x: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -> tensor<2x4x10x8xf32> {

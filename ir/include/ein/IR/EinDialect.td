@@ -21,6 +21,8 @@ def Ein_Dialect : Dialect {
 class Ein_Op<string mnemonic, list<Trait> traits = []> :
     Op<Ein_Dialect, mnemonic, traits>;
 
+// These enum attributes print a space of their own before the case, so op
+// formats begin with "`` $kind" (`ein.binary mul`, not `ein.binary  mul`).
 def Ein_UnaryKind : I32EnumAttr<"UnaryKind", "element-wise function of one tensor", [
   I32EnumAttrCase<"neg", 0>, I32EnumAttrCase<"exp", 1>, I32EnumAttrCase<"log", 2>,
   I32EnumAttrCase<"sqrt", 3>, I32EnumAttrCase<"rsqrt", 4>, I32EnumAttrCase<"abs", 5>,

@@ -72,7 +72,7 @@ def Ein_UnaryOp : Ein_Op<"unary", [Pure, SameOperandsAndResultType]> {
   let summary = "element-wise function of one tensor";
   let arguments = (ins Ein_UnaryKindAttr:$kind, Ein_Tensor:$input);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$kind $input attr-dict `:` type($result)";
+  let assemblyFormat = "`` $kind $input attr-dict `:` type($result)";
 }
 
 def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
@@ -83,7 +83,7 @@ def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
   }];
   let arguments = (ins Ein_BinaryKindAttr:$kind, Ein_Tensor:$lhs, Ein_Tensor:$rhs);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$kind $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
+  let assemblyFormat = "`` $kind $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
@@ -122,7 +122,7 @@ def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
   let arguments = (ins Ein_Tensor:$input, Ein_ReduceKindAttr:$kind, DenseI64ArrayAttr:$axes,
                        BoolAttr:$keepdim, DefaultValuedAttr<I64Attr, "0">:$correction);
   let results = (outs Ein_Tensor:$result);
-  let assemblyFormat = "$kind $input `,` `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
+  let assemblyFormat = "`` $kind $input `,` `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
 

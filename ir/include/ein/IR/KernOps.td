@@ -81,7 +81,7 @@ def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
   let arguments = (ins Kern_Tensor:$x, DenseI64ArrayAttr:$shape, I64Attr:$reduced_rank,
                        Kern_ReduceKindAttr:$kind, Kern_ViewAttr:$x_view);
   let results = (outs Kern_Tensor:$result);
-  let assemblyFormat = "$kind $x attr-dict `:` type($x) `->` type($result)";
+  let assemblyFormat = "`` $kind $x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
 }
 
