@@ -71,6 +71,19 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
   }
 }
 
+TEST_P(VectorMathTest, WeightedSumOfRowsWithATail) {
+  // y[i] = bias + sum_h w[h * 2] * x[h * 40 + i] for 3 rows and 37 columns
+  // (whole vectors and a scalar tail).
+  const std::vector<float> x = randomFloats(3 * 40, 11), w = randomFloats(6, 12);
+  std::vector<float> y(37);
+  GetParam()->weightedSum(y.data(), x.data(), 40, 3, w.data(), 2, 0.25f, 37);
+  for (int64_t i = 0; i < 37; ++i) {
+    double want = 0.25;
+    for (int64_t h = 0; h < 3; ++h) want += double(w[h * 2]) * x[h * 40 + i];
+    EXPECT_NEAR(y[i], want, 1e-6) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, VectorMathTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
                          [](const auto &info) { return isaName(info.param); });
 

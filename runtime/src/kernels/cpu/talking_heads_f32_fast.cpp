@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "kernels/cpu/attention_mask.hpp"
 #include "kernels/cpu/kernels.hpp"
@@ -80,19 +81,21 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
                 mJ = op.mask ? op.mask->strides[r + 2] : 0;
   const int mr = isa.gemmMr, nr = isa.gemmNr;
   const TalkingScratch layout(op, mr, nr);
-  const int64_t ldS = layout.keysPad, headTable = layout.rowsPad * ldS, ldo = layout.valuesPad;
-  const int64_t tiles = ceilDiv(I, kQueryTile);
+  // Score tables hold whole vectors of keys (197 keys: 208 columns, not the
+  // 256 of whole register tiles), so mixing and softmax skip the padding.
+  const int64_t ldS = roundUp(J, isa.vectorFloats), headTable = layout.rowsPad * ldS, ldo = layout.valuesPad;
+  // Query tiles of equal size, each a whole number of register tiles.
+  const int64_t queryTile = roundUp(ceilDiv(I, ceilDiv(I, kQueryTile)), mr);
+  const int64_t tiles = ceilDiv(I, queryTile);
 
-  // to[g] = bias[g] + sum_h matrix[g, h] * from[h], whole [rowsPad][keysPad] tables at a time.
-  auto mix = [&](const View &matrix, const std::optional<View> &bias, const float *from, float *to) {
+  // to[g] = bias[g] + sum_h matrix[g, h] * from[h] over the first `count`
+  // floats ([rowsPad][ldS]) of each head's table.
+  auto mix = [&](const View &matrix, const std::optional<View> &bias, const float *from, float *to, int64_t count) {
     const float *w = context.data<const float>(matrix) + matrix.offset;
     const float *bv = bias ? context.data<const float>(*bias) + bias->offset : nullptr;
-    for (int64_t g = 0; g < H; ++g) {
-      float *target = to + g * headTable;
-      std::fill(target, target + headTable, bv ? bv[g * bias->strides[0]] : 0.0f);
-      for (int64_t h = 0; h < H; ++h)
-        isa.addScaled(target, from + h * headTable, headTable, w[g * matrix.strides[0] + h * matrix.strides[1]]);
-    }
+    for (int64_t g = 0; g < H; ++g)
+      isa.weightedSum(to + g * headTable, from, headTable, H, w + g * matrix.strides[0], matrix.strides[1],
+                      bv ? bv[g * bias->strides[0]] : 0.0f, count);
   };
 
   for (int thread = 0; thread < context.threads(); ++thread) {
@@ -101,8 +104,8 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
   }
 
   context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
-    const int64_t b = item / tiles, i0 = item % tiles * kQueryTile, rows = std::min(kQueryTile, I - i0);
-    const int64_t rowsPad = layout.rowsPad;
+    const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
+    const int64_t rowsPad = roundUp(rows, mr);
     float *scratch = context.threadScratch(thread);
     float *kt = scratch + layout.kt, *vp = scratch + layout.v, *qs = scratch + layout.q, *tableA = scratch + layout.a,
           *tableB = scratch + layout.b, *o = scratch + layout.o;
@@ -136,37 +139,52 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       }
       std::memcpy(scratch, &b, sizeof b);
     }
-    // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the keys and rows).
+    // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the
+    // keys and rows); a last, partly filled panel of keys one vector at a time.
+    std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t t = 0; t < rowsPad; ++t)
-        for (int64_t d = 0; d < D; ++d)
-          qs[t * D + d] = t < rows ? op.scale * q[qOff + h * qH + (i0 + t) * qI + d * qD] : 0.0f;
-      for (int64_t jr = 0; jr < layout.keysPad; jr += nr)
-        for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.gemmTileRows(D, qs + ir * D, D, kt + h * layout.headKeys + jr * D, tableA + h * headTable + ir * ldS + jr,
-                           ldS, false, nullptr, 0);
+      for (int64_t t = 0; t < rows; ++t) {
+        const float *query = q + qOff + h * qH + (i0 + t) * qI;
+        if (qD == 1)
+          for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d];
+        else
+          for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
+      }
+      for (int64_t jr = 0; jr < J; jr += nr) {
+        const float *panel = kt + h * layout.headKeys + jr * D;
+        for (int64_t ir = 0; ir < rowsPad; ir += mr) {
+          float *scores = tableA + h * headTable + ir * ldS + jr;
+          if (jr + nr <= J)
+            isa.gemmTileRows(D, qs + ir * D, D, panel, scores, ldS, false, nullptr, 0);
+          else
+            for (int64_t jv = 0; jr + jv < J; jv += isa.vectorFloats)
+              isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, ldS, false);
+        }
+      }
     }
     float *logits = tableA;
     if (op.preMix) {
-      mix(*op.preMix, op.preBias, tableA, tableB);
+      mix(*op.preMix, op.preBias, tableA, tableB, rowsPad * ldS);
       logits = tableB;
     }
-    // Mask and exact softmax over the keys of each head and query.
+    // Mask and exact softmax over the keys of each head and query, over
+    // whole vectors: the columns past the last key become -inf, adding nothing.
     for (int64_t g = 0; g < H; ++g)
       for (int64_t t = 0; t < rows; ++t) {
         float *row = logits + g * headTable + t * ldS;
+        std::fill(row + J, row + ldS, -std::numeric_limits<float>::infinity());
         if (op.maskKind != MaskKind::None) {
           const int64_t at = mOff + g * mH + (i0 + t) * mI;
           for (int64_t j = 0; j < J; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
         }
-        const float max = isa.reduceRow(row, J, ReduceKind::Max);
-        const float sum = isa.expShiftSum(row, J, max);
-        isa.scaleInPlace(row, J, 1.0f / sum);
+        const float max = isa.reduceRow(row, ldS, ReduceKind::Max);
+        const float sum = isa.expShiftSum(row, ldS, max);
+        isa.scaleInPlace(row, ldS, 1.0f / sum);
       }
     float *probs = logits;
     if (op.postMix) {
       probs = logits == tableA ? tableB : tableA;
-      mix(*op.postMix, op.postBias, logits, probs);
+      mix(*op.postMix, op.postBias, logits, probs, rowsPad * ldS);
     }
     // out[g] = probs[g] . v[g].
     for (int64_t g = 0; g < H; ++g) {

@@ -59,8 +59,12 @@ struct IsaKernels {
   // x[i] = exp(x[i] - shift); returns the sum of the new x.
   float (*expShiftSum)(float *x, int64_t n, float shift);
   void (*scaleInPlace)(float *x, int64_t n, float factor);
-  // y[i] += a * x[i] (talking heads' mixing of one head's scores into another).
+  // y[i] += a * x[i] (attention's additive mask).
   void (*addScaled)(float *y, const float *x, int64_t n, float a);
+  // y[i] = bias + sum_h w[h * wStride] * x[h * xStride + i] over `rows` rows
+  // of x, for i < n (talking heads' mixing of every head into one).
+  void (*weightedSum)(float *y, const float *x, int64_t xStride, int64_t rows, const float *w, int64_t wStride,
+                      float bias, int64_t n);
   // sum (x[i] - mean)^2: the second pass of a variance.
   float (*squaredDeviation)(const float *x, int64_t n, float mean);
   // y[i] = (x[i] - mean) * scale * gamma[i] + beta[i]; gamma, beta may be null.

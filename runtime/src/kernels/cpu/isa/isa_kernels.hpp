@@ -313,6 +313,23 @@ void addScaled(float *y, const float *x, int64_t n, float a) {
 }
 
 template <class S>
+void weightedSum(float *y, const float *x, int64_t xStride, int64_t rows, const float *w, int64_t wStride, float bias,
+                 int64_t n) {
+  using V = typename S::V;
+  int64_t i = 0;
+  for (; i + S::W <= n; i += S::W) {
+    V acc = S::set1(bias);
+    for (int64_t h = 0; h < rows; ++h) acc = S::fmadd(S::set1(w[h * wStride]), S::load(x + h * xStride + i), acc);
+    S::store(y + i, acc);
+  }
+  for (; i < n; ++i) {
+    float acc = bias;
+    for (int64_t h = 0; h < rows; ++h) acc += w[h * wStride] * x[h * xStride + i];
+    y[i] = acc;
+  }
+}
+
+template <class S>
 float squaredDeviation(const float *x, int64_t n, float mean) {
   using V = typename S::V;
   const V m = S::set1(mean);
@@ -435,6 +452,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.expShiftSum = &expShiftSum<S>;
   kernels.scaleInPlace = &scaleInPlace<S>;
   kernels.addScaled = &addScaled<S>;
+  kernels.weightedSum = &weightedSum<S>;
   kernels.squaredDeviation = &squaredDeviation<S>;
   kernels.normalizeRow = &normalizeRow<S>;
   kernels.elementwiseBlock = &elementwiseBlock<S>;
