@@ -14,47 +14,37 @@ namespace {
 
 void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std::to_string(threads) + " threads"); }
 
-// c[m, n] = a[m, k] . b[k, n], b pre-packed: args m, k, n, threads.
-void BM_GemmWeights(benchmark::State &state) {
-  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const int threads = static_cast<int>(state.range(3));
-  KernelRig rig;
-  detail::Gemm gemm = weightGemm(rig, m, k, n);
-  rig.finish(gemm, threads);
-  for (auto _ : state) rig.run();
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  setThreadsLabel(state, threads);
-}
-BENCHMARK(BM_GemmWeights)
-    ->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
-    ->ArgsProduct({{197}, {384}, {1536}, {1, 2}})
-    ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
-    ->ArgsProduct({{1576}, {384}, {1152}, {1, 2}})
-    ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
-    ->UseRealTime();
-
-// As BM_GemmWeights, but the packed weights are flushed from the caches
-// before each run, as in a whole model: args m, k, n, threads.
-void BM_GemmColdWeights(benchmark::State &state) {
+// c[m, n] = a[m, k] . b[k, n], b pre-packed: args m, k, n, threads. Cold:
+// the packed weights are flushed from the caches before each run, as in a
+// whole model (whose weights are read once per run).
+void BM_GemmWeights(benchmark::State &state, bool coldWeights) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
   detail::Gemm gemm = weightGemm(rig, m, k, n);
   rig.finish(gemm, threads);
   for (auto _ : state) {
-    state.PauseTiming();
-    rig.evictPackedWeights();
-    state.ResumeTiming();
+    if (coldWeights) {
+      state.PauseTiming();
+      rig.evictPackedWeights();
+      state.ResumeTiming();
+    }
     rig.run();
   }
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
-BENCHMARK(BM_GemmColdWeights)
-    ->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
-    ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
-    ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
-    ->UseRealTime();
+// ViT-S/16's and ViT-B/16's gemm shapes (batch 1 and 8), 1 and 2 threads.
+void vitGemmShapes(benchmark::internal::Benchmark *bench) {
+  bench->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
+      ->ArgsProduct({{197}, {384}, {1536}, {1, 2}})
+      ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
+      ->ArgsProduct({{1576}, {384}, {1152}, {1, 2}})
+      ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+      ->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, cold, true)->Apply(vitGemmShapes);
 
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.
