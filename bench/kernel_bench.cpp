@@ -68,10 +68,11 @@ void BM_GemmBatchedScores(benchmark::State &state) {
 BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime();
 
 // Flash attention, q, k, v, out [b=1, h, n, 64]: args heads, tokens, mask (0
-// none, 1 additive [n, n] broadcast over heads), threads.
+// none, 1 additive [n, n] f32, 2 boolean keep [n, n]; broadcast over heads),
+// threads.
 void BM_FlashAttention(benchmark::State &state) {
   const int64_t h = state.range(0), n = state.range(1), d = 64;
-  const bool masked = state.range(2) != 0;
+  const int64_t mask = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
   detail::Attention op;
@@ -83,9 +84,9 @@ void BM_FlashAttention(benchmark::State &state) {
   op.k = denseView(rig.tensor(h * n * d), {1, h, n, d});
   op.v = denseView(rig.tensor(h * n * d), {1, h, n, d});
   op.out = denseView(rig.tensor(h * n * d), {1, h, n, d});
-  if (masked) {
-    op.maskKind = detail::MaskKind::Add;
-    op.mask = detail::View{rig.tensor(n * n), 0, {0, 0, n, 1}};
+  if (mask != 0) {
+    op.maskKind = mask == 1 ? detail::MaskKind::Add : detail::MaskKind::Keep;
+    op.mask = detail::View{rig.tensor(n * n, mask == 1 ? ein::DType::F32 : ein::DType::Bool), 0, {0, 0, n, 1}};
   }
   rig.finish(op, threads);
   for (auto _ : state) rig.run();
@@ -95,7 +96,7 @@ void BM_FlashAttention(benchmark::State &state) {
   setThreadsLabel(state, threads);
 }
 BENCHMARK(BM_FlashAttention)
-    ->ArgsProduct({{6}, {197}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{6}, {197}, {0, 1, 2}, {1, 2}})
     ->ArgsProduct({{8}, {1024}, {0}, {1, 2}})
     ->Args({8, 8192, 0, 2})
     ->Args({8, 8192, 1, 2})

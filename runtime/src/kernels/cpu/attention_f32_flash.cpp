@@ -169,12 +169,13 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kKeyBlock;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
-        if (op.maskKind == MaskKind::Add && mJ == 1) {
-          isa.addScaled(row, static_cast<const float *>(mask) + mOff + (i0 + t) * mI + j0, keys, 1.0f);
-        } else if (op.maskKind != MaskKind::None) {
-          const int64_t at = mOff + (i0 + t) * mI + j0 * mJ;
+        const int64_t at = mOff + (i0 + t) * mI + j0 * mJ;
+        if (op.maskKind == MaskKind::Add && mJ == 1)
+          isa.addScaled(row, static_cast<const float *>(mask) + at, keys, 1.0f);
+        else if (op.maskKind != MaskKind::None && mJ == 1)
+          isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, keys, op.maskKind == MaskKind::Keep, op.maskFill);
+        else if (op.maskKind != MaskKind::None)
           for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
-        }
         const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
         const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
         if (newMax == -std::numeric_limits<float>::infinity()) {

@@ -173,10 +173,13 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       for (int64_t t = 0; t < rows; ++t) {
         float *row = logits + g * headTable + t * ldS;
         std::fill(row + J, row + ldS, -std::numeric_limits<float>::infinity());
-        if (op.maskKind != MaskKind::None) {
-          const int64_t at = mOff + g * mH + (i0 + t) * mI;
+        const int64_t at = mOff + g * mH + (i0 + t) * mI;
+        if (op.maskKind == MaskKind::Add && mJ == 1)
+          isa.addScaled(row, static_cast<const float *>(mask) + at, J, 1.0f);
+        else if (op.maskKind != MaskKind::None && mJ == 1)
+          isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, J, op.maskKind == MaskKind::Keep, op.maskFill);
+        else if (op.maskKind != MaskKind::None)
           for (int64_t j = 0; j < J; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
-        }
         const float max = isa.reduceRow(row, ldS, ReduceKind::Max);
         const float sum = isa.expShiftSum(row, ldS, max);
         isa.scaleInPlace(row, ldS, 1.0f / sum);

@@ -61,6 +61,9 @@ struct IsaKernels {
   void (*scaleInPlace)(float *x, int64_t n, float factor);
   // y[i] += a * x[i] (attention's additive mask).
   void (*addScaled)(float *y, const float *x, int64_t n, float a);
+  // row[j] = fill where flags[j] (a bool tensor's bytes) is clear, with
+  // keepWhereSet, or set, without: attention's boolean masks.
+  void (*maskRow)(float *row, const uint8_t *flags, int64_t n, bool keepWhereSet, float fill);
   // y[i] = bias + sum_h w[h * wStride] * x[h * xStride + i] over `rows` rows
   // of x, for i < n (talking heads' mixing of every head into one).
   void (*weightedSum)(float *y, const float *x, int64_t xStride, int64_t rows, const float *w, int64_t wStride,

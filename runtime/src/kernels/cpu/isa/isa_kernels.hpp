@@ -313,6 +313,20 @@ void addScaled(float *y, const float *x, int64_t n, float a) {
 }
 
 template <class S>
+void maskRow(float *row, const uint8_t *flags, int64_t n, bool keepWhereSet, float fill) {
+  using V = typename S::V;
+  const V f = S::set1(fill);
+  int64_t j = 0;
+  for (; j + S::W <= n; j += S::W) {
+    const auto set = S::flagsSet(flags + j);
+    const V x = S::load(row + j);
+    S::store(row + j, keepWhereSet ? S::select(set, x, f) : S::select(set, f, x));
+  }
+  for (; j < n; ++j)
+    if ((flags[j] != 0) != keepWhereSet) row[j] = fill;
+}
+
+template <class S>
 void weightedSum(float *y, const float *x, int64_t xStride, int64_t rows, const float *w, int64_t wStride, float bias,
                  int64_t n) {
   using V = typename S::V;
@@ -453,6 +467,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.scaleInPlace = &scaleInPlace<S>;
   kernels.addScaled = &addScaled<S>;
   kernels.weightedSum = &weightedSum<S>;
+  kernels.maskRow = &maskRow<S>;
   kernels.squaredDeviation = &squaredDeviation<S>;
   kernels.normalizeRow = &normalizeRow<S>;
   kernels.elementwiseBlock = &elementwiseBlock<S>;

@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace ein::detail::cpu::isa {
 
 struct Avx2 {
@@ -35,6 +37,12 @@ struct Avx2 {
   static Mask notEqual(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_NEQ_UQ); }  // true with NaN
   static V sqrt(V a) { return _mm256_sqrt_ps(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return _mm256_blendv_ps(ifFalse, ifTrue, m); }
+  // Lanes whose byte in p[0..W) is not zero (bool tensors).
+  static Mask flagsSet(const uint8_t *p) {
+    const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+    const __m256i clear = _mm256_cmpeq_epi32(wide, _mm256_setzero_si256());
+    return _mm256_castsi256_ps(_mm256_xor_si256(clear, _mm256_set1_epi32(-1)));
+  }
   static V round(V a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // 2^n for integral n in [-126, 127].
   static V pow2(V n) {

@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace ein::detail::cpu::isa {
 
 struct Avx512 {
@@ -36,6 +38,11 @@ struct Avx512 {
   static Mask notEqual(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_NEQ_UQ); }  // true with NaN
   static V sqrt(V a) { return _mm512_sqrt_ps(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return _mm512_mask_blend_ps(m, ifFalse, ifTrue); }
+  // Lanes whose byte in p[0..W) is not zero (bool tensors).
+  static Mask flagsSet(const uint8_t *p) {
+    const __m512i wide = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm512_test_epi32_mask(wide, wide);
+  }
   static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static V pow2(V n) {
     __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 namespace ein::detail::cpu::isa {
 
@@ -32,6 +33,7 @@ struct Portable {
   static Mask notEqual(V a, V b) { return a != b; }
   static V sqrt(V a) { return std::sqrt(a); }
   static V select(Mask m, V ifTrue, V ifFalse) { return m ? ifTrue : ifFalse; }
+  static Mask flagsSet(const uint8_t *p) { return *p != 0; }
   static V round(V a) { return std::nearbyint(a); }
   static V pow2(V n) { return std::ldexp(1.0f, static_cast<int>(n)); }
   // p * 2^n for integral n in [-127, 128]: 2^128 overflows the exponent, so in two steps.
