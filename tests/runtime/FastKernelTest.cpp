@@ -63,7 +63,7 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
         case Activation::Silu: want = v / (1 + std::exp(-v)); break;
         case Activation::None: break;
       }
-      ASSERT_NEAR(y[i], want, 1e-6 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
+      ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
     }
     // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
     if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
