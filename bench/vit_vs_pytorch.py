@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""ViT-S/16 and ViT-B/16 in ein and in PyTorch eager, same weights, one run.
+"""ViT-S/16 and ViT-B/16 in ein, in PyTorch eager and (with --onnxruntime) in
+ONNX Runtime, same weights, one run.
 
 Writes random weights under timm's state_dict names to a .safetensors file,
 compiles examples/models/vit_small_patch16_224.ein with them (einc --weights;
-ViT-B via --dim embed=768 --dim heads=12, batch via --dim batch=N), checks
-that ein's logits match PyTorch's, then times both: ein with
-`ein-run --bench RUNS --threads T`, PyTorch with a hand-written timm-named ViT
-(F.scaled_dot_product_attention, as timm uses) under inference_mode with
-torch.set_num_threads(T) and its best allocator/ISA settings. Prints both
-medians and ein's time over PyTorch's (< 1: ein is faster). ein and PyTorch
-alternate for --rounds rounds (shared machines drift over minutes); each
-figure is the median of the rounds' medians. Accuracy: both sets of logits
-against the same PyTorch model run in float64.
+ViT-B via --dim embed=768 --dim heads=12, batch via --dim batch=N) and times:
+ein with `ein-run --bench RUNS --threads T`; PyTorch with a hand-written
+timm-named ViT (F.scaled_dot_product_attention, as timm uses) under
+inference_mode with torch.set_num_threads(T) and its best allocator/ISA
+settings; ONNX Runtime with that model exported to ONNX (opset 17), all graph
+optimisations, intra_op_num_threads=T, sequential execution (measured faster
+here than after its transformer optimizer, which finds no attention to fuse in
+this export). Prints the medians and ein's time over each (< 1: ein is faster).
+The runtimes alternate for --rounds rounds (shared machines drift over
+minutes); each figure is the median of the rounds' medians. Accuracy: every
+set of logits against the same PyTorch model run in float64.
 
-Needs numpy, safetensors and torch, e.g. in a venv (the build and the tests
-never need them):
+Needs numpy, safetensors and torch (and onnxruntime, onnx for --onnxruntime),
+e.g. in a venv (the build and the tests never need them):
   python3 -m venv .venv-bench
-  .venv-bench/bin/pip install numpy safetensors torch   # or torch from the CPU index
-  .venv-bench/bin/python bench/vit_vs_pytorch.py --einc build/bin/einc --ein-run build-kernels/bin/ein-run
+  .venv-bench/bin/pip install numpy safetensors torch onnxruntime onnx
+  .venv-bench/bin/python bench/vit_vs_pytorch.py --einc build/bin/einc --ein-run build/bin/ein-run --onnxruntime
 """
 import argparse
 import json
@@ -112,31 +115,56 @@ def torch_vit(embed, heads):
     return ViT()
 
 
-def torch_worker(args):
-    """Times PyTorch in this (fresh) process: prints one JSON line."""
-    import time
+def load_torch_model(args):
     import numpy as np
     import torch
     from safetensors.torch import load_file
-    torch.set_num_threads(int(args.threads))
     model = torch_vit(args.embed, args.heads).eval()
     model.load_state_dict(load_file(args.weights))
-    img = torch.from_numpy(np.load(args.input))
+    return model, torch.from_numpy(np.load(args.input))
+
+
+def time_runs(run, runs):
+    """Five warm-up calls, then `runs` timed ones: (median ms, min ms)."""
+    import time
+    for _ in range(5):
+        run()
     times = []
-    with torch.inference_mode():
-        logits = model(img)
-        for _ in range(5):
-            model(img)
-        for _ in range(args.runs):
-            start = time.perf_counter()
-            model(img)
-            times.append((time.perf_counter() - start) * 1e3)
-    np.save(args.output, logits.numpy())
-    if args.reference_output:
-        with torch.inference_mode():
-            np.save(args.reference_output, model.double()(img.double()).numpy())
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) * 1e3)
     times.sort()
-    print(json.dumps({"median_ms": times[len(times) // 2], "min_ms": times[0]}))
+    return times[len(times) // 2], times[0]
+
+
+def worker(args):
+    """Times one runtime in this (fresh) process: prints one JSON line."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(int(args.threads))
+    model, img = load_torch_model(args)
+    if args.worker == "torch":
+        with torch.inference_mode():
+            logits = model(img).numpy()
+            median, fastest = time_runs(lambda: model(img), args.runs)
+            if args.reference_output:
+                np.save(args.reference_output, model.double()(img.double()).numpy())
+    else:
+        import onnxruntime
+        if not os.path.exists(args.onnx):
+            torch.onnx.export(model, (img,), args.onnx, input_names=["img"], output_names=["logits"],
+                              opset_version=17, dynamo=False)
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = int(args.threads), 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = onnxruntime.InferenceSession(args.onnx, options, providers=["CPUExecutionProvider"])
+        feed = {"img": img.numpy()}
+        logits = session.run(None, feed)[0]
+        median, fastest = time_runs(lambda: session.run(None, feed), args.runs)
+    np.save(args.output, logits)
+    print(json.dumps({"median_ms": median, "min_ms": fastest}))
 
 
 def run_ein(ein_run, artifact, inputs, threads, runs, out_dir):
@@ -154,9 +182,11 @@ def main():
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--runs", type=int, default=20, help="timed runs per round")
-    parser.add_argument("--rounds", type=int, default=3, help="ein and PyTorch alternate this many times")
+    parser.add_argument("--rounds", type=int, default=3, help="the runtimes alternate this many times")
+    parser.add_argument("--onnxruntime", action="store_true", help="also time ONNX Runtime")
     parser.add_argument("--workdir", default=None)
-    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["torch", "onnxruntime"], help=argparse.SUPPRESS)
+    parser.add_argument("--onnx", help=argparse.SUPPRESS)
     parser.add_argument("--embed", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--heads", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--weights", help=argparse.SUPPRESS)
@@ -164,8 +194,10 @@ def main():
     parser.add_argument("--output", help=argparse.SUPPRESS)
     parser.add_argument("--reference-output", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.torch_worker:
-        return torch_worker(args)
+    if args.worker:
+        return worker(args)
+    others = ["torch"] + (["onnxruntime"] if args.onnxruntime else [])
+    label = {"ein": "ein", "torch": "PyTorch", "onnxruntime": "ONNX Runtime"}
 
     import numpy as np
     from safetensors.numpy import save_file
@@ -185,36 +217,45 @@ def main():
             for threads in map(int, args.threads.split(",")):
                 out_dir = os.path.join(work, f"out_{name}_b{batch}_t{threads}")
                 os.makedirs(out_dir, exist_ok=True)
-                torch_out = os.path.join(out_dir, "torch_logits.npy")
                 reference_out = os.path.join(out_dir, "float64_logits.npy")
+                logits = {"ein": os.path.join(out_dir, "logits.npy")}
+                logits.update({other: os.path.join(out_dir, f"{other}_logits.npy") for other in others})
                 env = dict(os.environ, **TORCH_ENV, OMP_NUM_THREADS=str(threads))
-                ein_medians, torch_medians = [], []
+                medians = {runtime: [] for runtime in ["ein"] + others}
                 for round_index in range(args.rounds):
-                    ein_medians.append(run_ein(args.ein_run, artifact, img, threads, args.runs, out_dir)[0])
-                    command = [sys.executable, os.path.abspath(__file__), "--torch-worker", "--embed",
-                               str(cfg["embed"]), "--heads", str(cfg["heads"]), "--weights", weights, "--input", img,
-                               "--output", torch_out, "--threads", str(threads), "--runs", str(args.runs)]
-                    if round_index == 0:
-                        command += ["--reference-output", reference_out]
-                    worker = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
-                    torch_medians.append(json.loads(worker.stdout.strip().splitlines()[-1])["median_ms"])
-                ein_ms, torch_ms = float(np.median(ein_medians)), float(np.median(torch_medians))
+                    medians["ein"].append(run_ein(args.ein_run, artifact, img, threads, args.runs, out_dir)[0])
+                    for other in others:
+                        command = [sys.executable, os.path.abspath(__file__), "--worker", other, "--embed",
+                                   str(cfg["embed"]), "--heads", str(cfg["heads"]), "--weights", weights, "--input",
+                                   img, "--output", logits[other], "--threads", str(threads), "--runs",
+                                   str(args.runs), "--onnx", os.path.join(work, f"{name}_b{batch}.onnx")]
+                        if round_index == 0 and other == "torch":
+                            command += ["--reference-output", reference_out]
+                        result = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+                        medians[other].append(json.loads(result.stdout.strip().splitlines()[-1])["median_ms"])
                 reference = np.load(reference_out).astype(np.float64)
-                ein_error = float(np.max(np.abs(np.load(os.path.join(out_dir, "logits.npy")) - reference)))
-                torch_error = float(np.max(np.abs(np.load(torch_out) - reference)))
-                rows.append((name, batch, threads, ein_ms, torch_ms, ein_error, torch_error))
-                rounds = " ".join(f"{e:.1f}/{t:.1f}" for e, t in zip(ein_medians, torch_medians))
-                print(f"{name} batch {batch} threads {threads}: ein median {ein_ms:.2f} ms, PyTorch median "
-                      f"{torch_ms:.2f} ms, ein/PyTorch {ein_ms / torch_ms:.2f} (rounds ein/torch ms: {rounds}); "
-                      f"max |logits - float64|: ein {ein_error:.1e}, PyTorch {torch_error:.1e}", flush=True)
+                ms = {runtime: float(np.median(values)) for runtime, values in medians.items()}
+                error = {runtime: float(np.max(np.abs(np.load(path) - reference))) for runtime, path in logits.items()}
+                rows.append((name, batch, threads, ms, error))
+                parts = [f"ein {ms['ein']:.2f} ms"] + [
+                    f"{label[other]} {ms[other]:.2f} ms (ein/{label[other]} {ms['ein'] / ms[other]:.2f})"
+                    for other in others]
+                rounds = "; ".join(label[runtime] + " " + " ".join(f"{value:.1f}" for value in values)
+                                   for runtime, values in medians.items())
+                errors = ", ".join(f"{label[runtime]} {value:.1e}" for runtime, value in error.items())
+                print(f"{name} batch {batch} threads {threads}: {', '.join(parts)}; rounds (ms): {rounds}; "
+                      f"max |logits - float64|: {errors}", flush=True)
     print()
-    print(f"{'model':8} {'batch':>5} {'threads':>7} {'ein ms':>9} {'torch ms':>9} {'ein/torch':>9} "
-          f"{'ein err':>9} {'torch err':>9}")
-    for name, batch, threads, ein_ms, torch_ms, ein_error, torch_error in rows:
-        print(f"{name:8} {batch:5d} {threads:7d} {ein_ms:9.2f} {torch_ms:9.2f} {ein_ms / torch_ms:9.2f} "
-              f"{ein_error:9.1e} {torch_error:9.1e}")
+    header = f"{'model':8} {'batch':>5} {'threads':>7} {'ein ms':>9}"
+    for other in others:
+        header += f" {other[:5] + ' ms':>9} {'ein/' + other[:5]:>10}"
+    print(header + f" {'ein err':>9}" + "".join(f" {other[:5] + ' err':>9}" for other in others))
+    for name, batch, threads, ms, error in rows:
+        line = f"{name:8} {batch:5d} {threads:7d} {ms['ein']:9.2f}"
+        for other in others:
+            line += f" {ms[other]:9.2f} {ms['ein'] / ms[other]:10.2f}"
+        print(line + f" {error['ein']:9.1e}" + "".join(f" {error[other]:9.1e}" for other in others))
     print("(err: max |logits - float64 PyTorch logits|)")
-
 
 if __name__ == "__main__":
     sys.exit(main())
