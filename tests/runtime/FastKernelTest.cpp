@@ -190,7 +190,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{2, 33, 65, 257, true, true, true, true, 2, true, Activation::Silu, -1.25f},
                       GemmShape{1, 100, 300, 1, false, false, false, true, 0, true, Activation::None, 1.0f},
                       GemmShape{1, 5, 3, 0, false, false, false, true, 1, true, Activation::Gelu, 1.0f},
-                      GemmShape{4, 97, 129, 64, true, false, true, true, 0, false, Activation::None, 0.125f}),
+                      GemmShape{4, 97, 129, 64, true, false, true, true, 0, false, Activation::None, 0.125f},
+                      // Depths past one k block (kc 768): c accumulated over blocks, then the epilogue.
+                      GemmShape{1, 13, 70, 1600, true, false, true, true, 1, true, Activation::Gelu, 1.0f},
+                      GemmShape{2, 20, 129, 1700, false, true, false, false, 2, false, Activation::None, 0.5f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
