@@ -765,189 +765,245 @@ class Generator {
 
   EValue callExpr(const ast::Call &call, Scope &scope) {
     if (auto def = defs.find(call.callee); def != defs.end()) return callBlock(*def->second, call, scope);
-    Location at = loc(call.loc);
-    const std::string &name = call.callee;
-    auto tensorArg = [&](const Arguments &args, const std::string &param) {
-      const ast::Expr *expr = args.get(param);
-      return tensor(evaluate(*expr, scope), expr->loc, name + "() argument '" + param + "'");
-    };
+    if (auto builtin = builtins().find(call.callee); builtin != builtins().end())
+      return (this->*builtin->second)(call, scope);
+    std::vector<std::string> known;
+    for (const auto &entry : builtins()) known.push_back(entry.first);
+    for (const auto &entry : defs) known.push_back(entry.first);
+    fail(call.loc, "unknown function '" + call.callee + "'" + didYouMean(call.callee, known));
+  }
 
-    static const std::map<std::string, ir::UnaryKind> unaryKinds = {
+  // ---- built-in functions ------------------------------------------------------
+
+  // Builds a built-in function's value from a call to it (named call.callee).
+  using Builtin = EValue (Generator::*)(const ast::Call &call, Scope &scope);
+
+  static const std::map<std::string, ir::UnaryKind> &unaryKinds() {
+    static const std::map<std::string, ir::UnaryKind> kinds = {
         {"relu", ir::UnaryKind::relu},   {"gelu", ir::UnaryKind::gelu},       {"gelu_tanh", ir::UnaryKind::gelu_tanh},
         {"silu", ir::UnaryKind::silu},   {"sigmoid", ir::UnaryKind::sigmoid}, {"tanh", ir::UnaryKind::tanh},
         {"exp", ir::UnaryKind::exp},     {"log", ir::UnaryKind::log},         {"sqrt", ir::UnaryKind::sqrt},
         {"rsqrt", ir::UnaryKind::rsqrt}, {"abs", ir::UnaryKind::abs}};
-    if (auto unary = unaryKinds.find(name); unary != unaryKinds.end()) {
-      Arguments args = bindArguments(call, {"x"}, 1, false);
-      EValue x = evaluate(*args.get("x"), scope);
-      if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{foldUnary(unary->second, n->value, call), false}};
-      return EValue{Tensor{unaryOp(at, unary->second, floatTensor(x, args.get("x")->loc, name + "() argument"))}};
+    return kinds;
+  }
+
+  // Every built-in function by name: what calls dispatch on and what "did you
+  // mean" suggests from.
+  static const std::map<std::string, Builtin> &builtins() {
+    static const std::map<std::string, Builtin> table = [] {
+      std::map<std::string, Builtin> entries;
+      for (const auto &entry : unaryKinds()) entries[entry.first] = &Generator::callUnary;
+      for (const char *name : {"maximum", "minimum"}) entries[name] = &Generator::callMaximumOrMinimum;
+      entries["einsum"] = &Generator::callEinsum;
+      for (const char *name : {"rearrange", "reduce", "repeat"}) entries[name] = &Generator::callEinops;
+      entries["softmax"] = &Generator::callSoftmax;
+      for (const char *name : {"sum", "mean", "max", "min", "var", "std"}) entries[name] = &Generator::callReduction;
+      entries["layernorm"] = &Generator::callLayerNorm;
+      entries["linear"] = &Generator::callLinear;
+      entries["embedding"] = &Generator::callEmbedding;
+      entries["masked_fill"] = &Generator::callMaskedFill;
+      entries["where"] = &Generator::callWhere;
+      entries["concat"] = &Generator::callConcat;
+      entries["transpose"] = &Generator::callTranspose;
+      return entries;
+    }();
+    return table;
+  }
+
+  // The value of a call's tensor argument `param`.
+  mlir::Value tensorArgument(const ast::Call &call, Scope &scope, const Arguments &args, const std::string &param) {
+    const ast::Expr *expr = args.get(param);
+    return tensor(evaluate(*expr, scope), expr->loc, call.callee + "() argument '" + param + "'");
+  }
+
+  EValue callUnary(const ast::Call &call, Scope &scope) {
+    const ir::UnaryKind kind = unaryKinds().at(call.callee);
+    Arguments args = bindArguments(call, {"x"}, 1, false);
+    EValue x = evaluate(*args.get("x"), scope);
+    if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{foldUnary(kind, n->value, call), false}};
+    return EValue{Tensor{unaryOp(loc(call.loc), kind, floatTensor(x, args.get("x")->loc, call.callee + "() argument"))}};
+  }
+
+  EValue callMaximumOrMinimum(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    const std::string &name = call.callee;
+    Arguments args = bindArguments(call, {"a", "b"}, 2, false);
+    auto [x, y] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
+                          args.get("b")->loc);
+    return EValue{Tensor{binaryOp(at, name == "maximum" ? ir::BinaryKind::maximum : ir::BinaryKind::minimum, x, y)}};
+  }
+
+  EValue callEinsum(const ast::Call &call, Scope &scope) { return EValue{Tensor{einsum(call, scope)}}; }
+
+  EValue callEinops(const ast::Call &call, Scope &scope) { return EValue{Tensor{einops(call, scope)}}; }
+
+  EValue callSoftmax(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "axis"}, 1, false);
+    mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "softmax() argument 'x'");
+    int64_t rank = typeOf(x).getRank();
+    if (rank == 0) fail(args.get("x")->loc, "softmax() needs a tensor with at least one axis");
+    int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : rank - 1;
+    return EValue{Tensor{builder.create<ir::SoftmaxOp>(at, x.getType(), x, builder.getI64IntegerAttr(axis))}};
+  }
+
+  EValue callReduction(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    const std::string &name = call.callee;
+    bool moment = name == "var" || name == "std";
+    Arguments args = moment ? bindArguments(call, {"x", "axis", "unbiased", "keepdim"}, 1, false)
+                            : bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
+    mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
+    if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
+    int64_t rank = typeOf(x).getRank();
+    llvm::SmallVector<int64_t> axes;
+    if (args.get("axis")) axes = axesArgument(*args.get("axis"), scope, rank);
+    else if (rank > 0) axes.push_back(rank - 1);
+    bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
+    bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
+    static const std::map<std::string, ir::ReduceKind> kinds = {
+        {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
+        {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std}};
+    llvm::SmallVector<int64_t> shape;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (!llvm::is_contained(axes, i)) shape.push_back(typeOf(x).getDimSize(i));
+      else if (keepdim) shape.push_back(1);
     }
-    if (name == "maximum" || name == "minimum") {
-      Arguments args = bindArguments(call, {"a", "b"}, 2, false);
-      auto [x, y] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
-                            args.get("b")->loc);
-      return EValue{Tensor{binaryOp(at, name == "maximum" ? ir::BinaryKind::maximum : ir::BinaryKind::minimum, x, y)}};
+    std::sort(axes.begin(), axes.end());
+    auto op = builder.create<ir::ReduceOp>(at, RankedTensorType::get(shape, elementType(x)), x,
+                                           ir::ReduceKindAttr::get(&context, kinds.at(name)),
+                                           builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
+                                           builder.getI64IntegerAttr(unbiased ? 1 : 0));
+    return EValue{Tensor{op}};
+  }
+
+  EValue callLayerNorm(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "weight", "bias", "eps"}, 1, false);
+    mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "layernorm() argument 'x'");
+    if (typeOf(x).getRank() == 0) fail(args.get("x")->loc, "layernorm() needs a tensor with at least one axis");
+    int64_t features = typeOf(x).getShape().back();
+    auto affine = [&](const std::string &param) -> mlir::Value {
+      if (!args.get(param)) return nullptr;
+      mlir::Value v = tensorArgument(call, scope, args, param);
+      if (shapeOf(v) != ein::Shape{features})
+        fail(args.get(param)->loc, "layernorm() " + param + " has shape " + shapeString(typeOf(v)) +
+                                       " but the input's last axis is " + std::to_string(features));
+      return cast(at, v, elementType(x));
+    };
+    mlir::Value weight = affine("weight"), bias = affine("bias");
+    double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
+    return EValue{Tensor{builder.create<ir::LayerNormOp>(
+        at, x.getType(), x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
+        ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
+  }
+
+  EValue callLinear(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "weight", "bias"}, 2, false);
+    mlir::Value x = tensorArgument(call, scope, args, "x"), w = tensorArgument(call, scope, args, "weight");
+    ein::Shape xs = shapeOf(x), ws = shapeOf(w);
+    if (ws.size() != 2) fail(args.get("weight")->loc, "linear() weight must be [out, in], got " + ein::formatShape(ws));
+    if (xs.empty() || xs.back() != ws[1])
+      fail(at, "linear() weight " + ein::formatShape(ws) + " takes " + std::to_string(ws[1]) +
+                   " input features but x " + ein::formatShape(xs) + " has " +
+                   (xs.empty() ? std::string("none") : std::to_string(xs.back())));
+    mlir::Value b;
+    if (args.get("bias")) {
+      b = tensorArgument(call, scope, args, "bias");
+      if (shapeOf(b) != ein::Shape{ws[0]})
+        fail(args.get("bias")->loc, "linear() bias has shape " + shapeString(typeOf(b)) + " but should be [" +
+                                        std::to_string(ws[0]) + "]");
     }
-    if (name == "einsum") return EValue{Tensor{einsum(call, scope)}};
-    if (name == "rearrange" || name == "reduce" || name == "repeat") return EValue{Tensor{einops(call, scope)}};
-    if (name == "softmax") {
-      Arguments args = bindArguments(call, {"x", "axis"}, 1, false);
-      mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "softmax() argument 'x'");
-      int64_t rank = typeOf(x).getRank();
-      if (rank == 0) fail(args.get("x")->loc, "softmax() needs a tensor with at least one axis");
-      int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : rank - 1;
-      return EValue{Tensor{builder.create<ir::SoftmaxOp>(at, x.getType(), x, builder.getI64IntegerAttr(axis))}};
+    ein::Shape shape = xs;
+    shape.back() = ws[0];
+    return EValue{Tensor{builder.create<ir::LinearOp>(at, RankedTensorType::get(shape, elementType(x)), x, w, b)}};
+  }
+
+  EValue callEmbedding(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"ids", "table"}, 2, false);
+    mlir::Value ids = tensorArgument(call, scope, args, "ids"), table = tensorArgument(call, scope, args, "table");
+    if (!elementType(ids).isSignlessInteger(32) && !elementType(ids).isSignlessInteger(64))
+      fail(args.get("ids")->loc, "embedding() ids must be i32 or i64, not " + typeString(elementType(ids)));
+    if (typeOf(table).getRank() != 2)
+      fail(args.get("table")->loc, "embedding() table must be [rows, width], got " + shapeString(typeOf(table)));
+    ein::Shape shape = shapeOf(ids);
+    shape.push_back(typeOf(table).getDimSize(1));
+    return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, RankedTensorType::get(shape, elementType(table)), ids, table)}};
+  }
+
+  EValue callMaskedFill(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "mask", "value"}, 3, false);
+    mlir::Value x = tensorArgument(call, scope, args, "x"), mask = tensorArgument(call, scope, args, "mask");
+    if (!elementType(mask).isInteger(1))
+      fail(args.get("mask")->loc, "masked_fill() mask must be bool, not " + typeString(elementType(mask)));
+    auto shape = ein::broadcastShapes(shapeOf(mask), shapeOf(x));
+    if (ein::failed(shape) || std::get<ein::Shape>(shape) != shapeOf(x))
+      fail(args.get("mask")->loc, "masked_fill() mask of shape " + shapeString(typeOf(mask)) +
+                                      " does not broadcast to x of shape " + shapeString(typeOf(x)));
+    double fill = numberArgument(args.get("value"), scope, 0, "masked_fill() value");
+    mlir::Value constant = scalarConstant(at, fill, elementType(x));
+    return EValue{Tensor{builder.create<ir::WhereOp>(at, x.getType(), mask, constant, x)}};
+  }
+
+  EValue callWhere(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"condition", "a", "b"}, 3, false);
+    mlir::Value condition = tensorArgument(call, scope, args, "condition");
+    if (!elementType(condition).isInteger(1))
+      fail(args.get("condition")->loc, "where() condition must be bool, not " + typeString(elementType(condition)));
+    auto [a, b] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
+                          args.get("b")->loc);
+    auto shape = ein::broadcastShapes(shapeOf(condition), shapeOf(a));
+    if (!ein::failed(shape)) shape = ein::broadcastShapes(std::get<ein::Shape>(shape), shapeOf(b));
+    if (ein::failed(shape)) fail(at, "where(): " + std::get<ein::EquationError>(shape).message);
+    auto type = RankedTensorType::get(std::get<ein::Shape>(shape), elementType(a));
+    return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, a, b)}};
+  }
+
+  EValue callConcat(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"tensors", "axis"}, 1, false);
+    EValue list = evaluate(*args.get("tensors"), scope);
+    auto *items = std::get_if<List>(&list.value);
+    if (!items || items->items.empty()) fail(args.get("tensors")->loc, "concat() takes a non-empty list of tensors");
+    llvm::SmallVector<mlir::Value> tensors;
+    for (const EValue &item : items->items) tensors.push_back(tensor(item, args.get("tensors")->loc, "concat() item"));
+    int64_t rank = typeOf(tensors[0]).getRank();
+    int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : 0;
+    ein::Shape shape = shapeOf(tensors[0]);
+    for (size_t i = 1; i < tensors.size(); ++i) {
+      ein::Shape other = shapeOf(tensors[i]);
+      bool fits = other.size() == shape.size() && elementType(tensors[i]) == elementType(tensors[0]);
+      for (int64_t d = 0; fits && d < rank; ++d) fits = d == axis || other[d] == shape[d];
+      if (!fits)
+        fail(args.get("tensors")->loc, "concat() item " + std::to_string(i + 1) + " has shape " +
+                                           ein::formatShape(other) + ", which does not match " +
+                                           ein::formatShape(shapeOf(tensors[0])) + " outside axis " +
+                                           std::to_string(axis));
+      shape[axis] += other[axis];
     }
-    if (name == "sum" || name == "mean" || name == "max" || name == "min" || name == "var" || name == "std") {
-      bool moment = name == "var" || name == "std";
-      Arguments args = moment ? bindArguments(call, {"x", "axis", "unbiased", "keepdim"}, 1, false)
-                              : bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
-      mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
-      if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
-      int64_t rank = typeOf(x).getRank();
-      llvm::SmallVector<int64_t> axes;
-      if (args.get("axis")) axes = axesArgument(*args.get("axis"), scope, rank);
-      else if (rank > 0) axes.push_back(rank - 1);
-      bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
-      bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
-      static const std::map<std::string, ir::ReduceKind> kinds = {
-          {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
-          {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std}};
-      llvm::SmallVector<int64_t> shape;
-      for (int64_t i = 0; i < rank; ++i) {
-        if (!llvm::is_contained(axes, i)) shape.push_back(typeOf(x).getDimSize(i));
-        else if (keepdim) shape.push_back(1);
-      }
-      std::sort(axes.begin(), axes.end());
-      auto op = builder.create<ir::ReduceOp>(at, RankedTensorType::get(shape, elementType(x)), x,
-                                             ir::ReduceKindAttr::get(&context, kinds.at(name)),
-                                             builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
-                                             builder.getI64IntegerAttr(unbiased ? 1 : 0));
-      return EValue{Tensor{op}};
-    }
-    if (name == "layernorm") {
-      Arguments args = bindArguments(call, {"x", "weight", "bias", "eps"}, 1, false);
-      mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "layernorm() argument 'x'");
-      if (typeOf(x).getRank() == 0) fail(args.get("x")->loc, "layernorm() needs a tensor with at least one axis");
-      int64_t features = typeOf(x).getShape().back();
-      auto affine = [&](const std::string &param) -> mlir::Value {
-        if (!args.get(param)) return nullptr;
-        mlir::Value v = tensorArg(args, param);
-        if (shapeOf(v) != ein::Shape{features})
-          fail(args.get(param)->loc, "layernorm() " + param + " has shape " + shapeString(typeOf(v)) +
-                                         " but the input's last axis is " + std::to_string(features));
-        return cast(at, v, elementType(x));
-      };
-      mlir::Value weight = affine("weight"), bias = affine("bias");
-      double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
-      return EValue{Tensor{builder.create<ir::LayerNormOp>(
-          at, x.getType(), x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
-          ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
-    }
-    if (name == "linear") {
-      Arguments args = bindArguments(call, {"x", "weight", "bias"}, 2, false);
-      mlir::Value x = tensorArg(args, "x"), w = tensorArg(args, "weight");
-      ein::Shape xs = shapeOf(x), ws = shapeOf(w);
-      if (ws.size() != 2) fail(args.get("weight")->loc, "linear() weight must be [out, in], got " + ein::formatShape(ws));
-      if (xs.empty() || xs.back() != ws[1])
-        fail(at, "linear() weight " + ein::formatShape(ws) + " takes " + std::to_string(ws[1]) +
-                     " input features but x " + ein::formatShape(xs) + " has " +
-                     (xs.empty() ? std::string("none") : std::to_string(xs.back())));
-      mlir::Value b;
-      if (args.get("bias")) {
-        b = tensorArg(args, "bias");
-        if (shapeOf(b) != ein::Shape{ws[0]})
-          fail(args.get("bias")->loc, "linear() bias has shape " + shapeString(typeOf(b)) + " but should be [" +
-                                          std::to_string(ws[0]) + "]");
-      }
-      ein::Shape shape = xs;
-      shape.back() = ws[0];
-      return EValue{Tensor{builder.create<ir::LinearOp>(at, RankedTensorType::get(shape, elementType(x)), x, w, b)}};
-    }
-    if (name == "embedding") {
-      Arguments args = bindArguments(call, {"ids", "table"}, 2, false);
-      mlir::Value ids = tensorArg(args, "ids"), table = tensorArg(args, "table");
-      if (!elementType(ids).isSignlessInteger(32) && !elementType(ids).isSignlessInteger(64))
-        fail(args.get("ids")->loc, "embedding() ids must be i32 or i64, not " + typeString(elementType(ids)));
-      if (typeOf(table).getRank() != 2)
-        fail(args.get("table")->loc, "embedding() table must be [rows, width], got " + shapeString(typeOf(table)));
-      ein::Shape shape = shapeOf(ids);
-      shape.push_back(typeOf(table).getDimSize(1));
-      return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, RankedTensorType::get(shape, elementType(table)), ids, table)}};
-    }
-    if (name == "masked_fill") {
-      Arguments args = bindArguments(call, {"x", "mask", "value"}, 3, false);
-      mlir::Value x = tensorArg(args, "x"), mask = tensorArg(args, "mask");
-      if (!elementType(mask).isInteger(1))
-        fail(args.get("mask")->loc, "masked_fill() mask must be bool, not " + typeString(elementType(mask)));
-      auto shape = ein::broadcastShapes(shapeOf(mask), shapeOf(x));
-      if (ein::failed(shape) || std::get<ein::Shape>(shape) != shapeOf(x))
-        fail(args.get("mask")->loc, "masked_fill() mask of shape " + shapeString(typeOf(mask)) +
-                                        " does not broadcast to x of shape " + shapeString(typeOf(x)));
-      double fill = numberArgument(args.get("value"), scope, 0, "masked_fill() value");
-      mlir::Value constant = scalarConstant(at, fill, elementType(x));
-      return EValue{Tensor{builder.create<ir::WhereOp>(at, x.getType(), mask, constant, x)}};
-    }
-    if (name == "where") {
-      Arguments args = bindArguments(call, {"condition", "a", "b"}, 3, false);
-      mlir::Value condition = tensorArg(args, "condition");
-      if (!elementType(condition).isInteger(1))
-        fail(args.get("condition")->loc, "where() condition must be bool, not " + typeString(elementType(condition)));
-      auto [a, b] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
-                            args.get("b")->loc);
-      auto shape = ein::broadcastShapes(shapeOf(condition), shapeOf(a));
-      if (!ein::failed(shape)) shape = ein::broadcastShapes(std::get<ein::Shape>(shape), shapeOf(b));
-      if (ein::failed(shape)) fail(at, "where(): " + std::get<ein::EquationError>(shape).message);
-      auto type = RankedTensorType::get(std::get<ein::Shape>(shape), elementType(a));
-      return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, a, b)}};
-    }
-    if (name == "concat") {
-      Arguments args = bindArguments(call, {"tensors", "axis"}, 1, false);
-      EValue list = evaluate(*args.get("tensors"), scope);
-      auto *items = std::get_if<List>(&list.value);
-      if (!items || items->items.empty()) fail(args.get("tensors")->loc, "concat() takes a non-empty list of tensors");
-      llvm::SmallVector<mlir::Value> tensors;
-      for (const EValue &item : items->items) tensors.push_back(tensor(item, args.get("tensors")->loc, "concat() item"));
-      int64_t rank = typeOf(tensors[0]).getRank();
-      int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : 0;
-      ein::Shape shape = shapeOf(tensors[0]);
-      for (size_t i = 1; i < tensors.size(); ++i) {
-        ein::Shape other = shapeOf(tensors[i]);
-        bool fits = other.size() == shape.size() && elementType(tensors[i]) == elementType(tensors[0]);
-        for (int64_t d = 0; fits && d < rank; ++d) fits = d == axis || other[d] == shape[d];
-        if (!fits)
-          fail(args.get("tensors")->loc, "concat() item " + std::to_string(i + 1) + " has shape " +
-                                             ein::formatShape(other) + ", which does not match " +
-                                             ein::formatShape(shapeOf(tensors[0])) + " outside axis " +
-                                             std::to_string(axis));
-        shape[axis] += other[axis];
-      }
-      auto type = RankedTensorType::get(shape, elementType(tensors[0]));
-      return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
-    }
-    if (name == "transpose") {
-      Arguments args = bindArguments(call, {"x", "dim0", "dim1"}, 3, false);
-      mlir::Value x = tensorArg(args, "x");
-      int64_t rank = typeOf(x).getRank();
-      int64_t i = axesArgument(*args.get("dim0"), scope, rank)[0];
-      int64_t j = axesArgument(*args.get("dim1"), scope, rank)[0];
-      std::vector<std::string> labels;
-      for (int64_t d = 0; d < rank; ++d) labels.push_back("d" + std::to_string(d));
-      ein::EinsumEquation equation{{labels}, labels};
-      std::swap(equation.output[i], equation.output[j]);
-      ein::Shape shape = shapeOf(x);
-      std::swap(shape[i], shape[j]);
-      return EValue{Tensor{builder.create<ir::EinsumOp>(at, RankedTensorType::get(shape, elementType(x)),
-                                                        builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
-    }
-    std::vector<std::string> known = {"einsum", "rearrange", "reduce",    "repeat",    "softmax",     "sum",
-                                      "mean",   "max",       "min",       "var",       "std",         "layernorm",
-                                      "linear", "embedding", "masked_fill", "where",   "concat",      "transpose",
-                                      "maximum", "minimum"};
-    for (const auto &entry : unaryKinds) known.push_back(entry.first);
-    for (const auto &entry : defs) known.push_back(entry.first);
-    fail(call.loc, "unknown function '" + name + "'" + didYouMean(name, known));
+    auto type = RankedTensorType::get(shape, elementType(tensors[0]));
+    return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
+  }
+
+  EValue callTranspose(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "dim0", "dim1"}, 3, false);
+    mlir::Value x = tensorArgument(call, scope, args, "x");
+    int64_t rank = typeOf(x).getRank();
+    int64_t i = axesArgument(*args.get("dim0"), scope, rank)[0];
+    int64_t j = axesArgument(*args.get("dim1"), scope, rank)[0];
+    std::vector<std::string> labels;
+    for (int64_t d = 0; d < rank; ++d) labels.push_back(std::string("d").append(std::to_string(d)));
+    ein::EinsumEquation equation{{labels}, labels};
+    std::swap(equation.output[i], equation.output[j]);
+    ein::Shape shape = shapeOf(x);
+    std::swap(shape[i], shape[j]);
+    return EValue{Tensor{builder.create<ir::EinsumOp>(at, RankedTensorType::get(shape, elementType(x)),
+                                                      builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
   }
 
   double foldUnary(ir::UnaryKind kind, double x, const ast::Call &call) {
