@@ -17,7 +17,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/attention_mask.hpp"
+#include "kernels/cpu/attention_tiles.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -27,10 +27,6 @@ namespace {
 constexpr int64_t kQueryTile = 64;    // queries per work item
 constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
 constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
-constexpr int64_t kTag = 16;          // floats at the start of scratch: which batch index is packed
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
 // Per-thread scratch, in floats, for a register tile of mr x nr.
 struct FlashScratch {
@@ -40,7 +36,7 @@ struct FlashScratch {
     keysPad = roundUp(op.keys, nr);
     valuesPad = roundUp(op.valueDim, nr);
     rowsPad = roundUp(kQueryTile, mr);
-    kt = kTag;
+    kt = kPackedTagFloats;
     v = kt + keysPad * op.headDim;
     q = v + op.keys * valuesPad;
     s = q + rowsPad * op.headDim;
@@ -51,13 +47,6 @@ struct FlashScratch {
   }
 };
 
-int64_t loadTag(const float *scratch) {
-  int64_t tag;
-  std::memcpy(&tag, scratch, sizeof tag);
-  return tag;
-}
-void storeTag(float *scratch, int64_t tag) { std::memcpy(scratch, &tag, sizeof tag); }
-
 }  // namespace
 
 size_t attentionF32FlashScratchFloats(const Attention &op) {
@@ -65,7 +54,7 @@ size_t attentionF32FlashScratchFloats(const Attention &op) {
   const unsigned __int128 keysPad = static_cast<unsigned __int128>(op.keys) + kMaxNr;
   const unsigned __int128 valuesPad = static_cast<unsigned __int128>(op.valueDim) + kMaxNr;
   const unsigned __int128 rowsPad = kQueryTile + kMaxMr;
-  const unsigned __int128 total = kTag + keysPad * static_cast<uint64_t>(op.headDim) +
+  const unsigned __int128 total = kPackedTagFloats + keysPad * static_cast<uint64_t>(op.headDim) +
                                   static_cast<uint64_t>(op.keys) * valuesPad + rowsPad * static_cast<uint64_t>(op.headDim) +
                                   rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad;
   constexpr size_t kLimit = SIZE_MAX / 16;
@@ -88,11 +77,10 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
   const int mr = isa.gemmMr, nr = isa.gemmNr;
   const FlashScratch layout(op, mr, nr);
-  // Query tiles of equal size, each a whole number of register tiles (197
-  // queries: 3 x 66 rows with mr 6, not 3 x 66 + 6).
-  const int64_t queryTile = roundUp(ceilDiv(I, ceilDiv(I, kQueryTile)), mr);
+  // Query tiles of equal size, each a whole number of register tiles.
+  const int64_t queryTile = blockSize(I, kQueryTile, mr);
   const int64_t tiles = ceilDiv(I, queryTile);
-  for (int thread = 0; thread < context.threads(); ++thread) storeTag(context.threadScratch(thread), -1);
+  for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
   auto tile = [&](int64_t item, int thread) {
     const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
@@ -110,72 +98,28 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         for (int64_t e = 0; e < E; ++e) out[oOff + (i0 + t) * oI + e * oE] = 0.0f;
       return;
     }
-    if (loadTag(scratch) != b) {
-      // kt: panels of nr keys, each [d][nr]; vp: panels of nr value columns,
-      // each [j][nr]. Loops run along each source row (contiguous d or e).
-      const int64_t kOff = offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
-      const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
-      std::fill(kt + J / nr * nr * D, kt + layout.keysPad * D, 0.0f);  // the last panel's missing keys
-      for (int64_t j = 0; j < J; ++j) {
-        float *column = kt + j / nr * nr * D + j % nr;
-        const float *key = k + kOff + j * kJ;
-        for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
-      }
-      for (int64_t e0 = 0; e0 < E; e0 += nr) {
-        float *panel = vp + e0 * J;
-        const int64_t cols = std::min<int64_t>(nr, E - e0);
-        for (int64_t j = 0; j < J; ++j) {
-          const float *value = v + vOff + j * vJ + e0 * vE;
-          float *row = panel + j * nr;
-          if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
-          else
-            for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
-          std::fill(row + cols, row + nr, 0.0f);
-        }
-      }
-      storeTag(scratch, b);
+    if (packedIndex(scratch) != b) {
+      packKeys(k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b), kJ, kD, J, D, nr, kt);
+      packValues(v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b), vJ, vE, J, E, nr, vp);
+      setPackedIndex(scratch, b);
     }
     // The query tile, pre-scaled, as plain rows (rows past the tile are 0).
-    for (int64_t t = 0; t < rows; ++t) {
-      const float *query = q + qOff + (i0 + t) * qI;
-      if (qD == 1)  // the usual layout, as a loop the compiler vectorises
-        for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d];
-      else
-        for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
-    }
-    std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
+    scaleQueries(q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
     std::fill(o, o + rowsPad * ldo, 0.0f);
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
 
     for (int64_t j0 = 0; j0 < J; j0 += kKeyBlock) {
-      const int64_t keys = std::min(kKeyBlock, J - j0), keysPad = roundUp(keys, nr);
-      // s[t, j] = q_t . k_j for the block; a last, partly filled panel of
-      // keys one vector at a time (197 keys: 208 columns, not 256).
-      for (int64_t jr = 0; jr < keysPad; jr += nr) {
-        const float *panel = kt + (j0 + jr) * D;
-        for (int64_t ir = 0; ir < rowsPad; ir += mr) {
-          float *scores = s + ir * kKeyBlock + jr;
-          if (jr + nr <= keys)
-            isa.gemmTileRows(D, qs + ir * D, D, panel, scores, kKeyBlock, false, nullptr, 0);
-          else
-            for (int64_t jv = 0; jr + jv < keys; jv += isa.vectorFloats)
-              isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, kKeyBlock, false);
-        }
-      }
+      const int64_t keys = std::min(kKeyBlock, J - j0);
+      // s[t, j] = q_t . k_j for the block.
+      keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
       // The row's softmax runs over whole vectors: the columns past the last
       // key (scores of zero-padded keys) become -inf, adding nothing.
       const int64_t width = std::min(roundUp(keys, isa.vectorFloats), kKeyBlock);
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kKeyBlock;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
-        const int64_t at = mOff + (i0 + t) * mI + j0 * mJ;
-        if (op.maskKind == MaskKind::Add && mJ == 1)
-          isa.addScaled(row, static_cast<const float *>(mask) + at, keys, 1.0f);
-        else if (op.maskKind != MaskKind::None && mJ == 1)
-          isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, keys, op.maskKind == MaskKind::Keep, op.maskFill);
-        else if (op.maskKind != MaskKind::None)
-          for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
+        maskKeys(isa, op.maskKind, row, keys, mask, mOff + (i0 + t) * mI + j0 * mJ, mJ, op.maskFill);
         const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
         const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
         if (newMax == -std::numeric_limits<float>::infinity()) {

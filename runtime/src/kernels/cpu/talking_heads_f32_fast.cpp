@@ -11,7 +11,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/cpu/attention_mask.hpp"
+#include "kernels/cpu/attention_tiles.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -21,14 +21,10 @@ namespace {
 constexpr int64_t kQueryTile = 16;  // queries per work item (padded to the ISA's mr)
 constexpr int64_t kMaxMr = 8, kMaxNr = 64;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t roundUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
-
 // Per-thread scratch, in floats: which batch index is packed, every head's
 // packed keys and values (packed once per thread and batch index, as in
 // flash attention), the query tile, two [heads][rowsPad][keysPad] score
 // tables and an output tile.
-constexpr int64_t kTag = 16;
 
 struct TalkingScratch {
   int64_t keysPad, valuesPad, rowsPad, table, headKeys, headValues;
@@ -40,7 +36,7 @@ struct TalkingScratch {
     table = op.heads * rowsPad * keysPad;
     headKeys = keysPad * op.headDim;
     headValues = op.keys * valuesPad;
-    kt = kTag;
+    kt = kPackedTagFloats;
     v = kt + op.heads * headKeys;
     q = v + op.heads * headValues;
     a = q + rowsPad * op.headDim;
@@ -56,7 +52,7 @@ size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op
   using U = unsigned __int128;
   const U keysPad = U(static_cast<uint64_t>(op.keys)) + kMaxNr, valuesPad = U(static_cast<uint64_t>(op.valueDim)) + kMaxNr;
   const U rowsPad = kQueryTile + kMaxMr, heads = static_cast<uint64_t>(op.heads), d = static_cast<uint64_t>(op.headDim);
-  const U total = kTag + heads * (keysPad * d + U(static_cast<uint64_t>(op.keys)) * valuesPad) + rowsPad * d +
+  const U total = kPackedTagFloats + heads * (keysPad * d + U(static_cast<uint64_t>(op.keys)) * valuesPad) + rowsPad * d +
                   2 * heads * rowsPad * keysPad + rowsPad * valuesPad;
   constexpr size_t kLimit = SIZE_MAX / 16;
   return total > kLimit ? kLimit : static_cast<size_t>(total);
@@ -85,7 +81,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
   // 256 of whole register tiles), so mixing and softmax skip the padding.
   const int64_t ldS = roundUp(J, isa.vectorFloats), headTable = layout.rowsPad * ldS, ldo = layout.valuesPad;
   // Query tiles of equal size, each a whole number of register tiles.
-  const int64_t queryTile = roundUp(ceilDiv(I, ceilDiv(I, kQueryTile)), mr);
+  const int64_t queryTile = blockSize(I, kQueryTile, mr);
   const int64_t tiles = ceilDiv(I, queryTile);
 
   // to[g] = bias[g] + sum_h matrix[g, h] * from[h] over the first `count`
@@ -98,10 +94,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
                       bv ? bv[g * bias->strides[0]] : 0.0f, count);
   };
 
-  for (int thread = 0; thread < context.threads(); ++thread) {
-    const int64_t none = -1;
-    std::memcpy(context.threadScratch(thread), &none, sizeof none);
-  }
+  for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
   context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
     const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
@@ -115,52 +108,17 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
     const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
     const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
 
-    int64_t packed;
-    std::memcpy(&packed, scratch, sizeof packed);
-    if (packed != b) {
-      // Per head: keys in panels of nr, each [d][nr]; values in panels of nr columns, each [j][nr].
+    if (packedIndex(scratch) != b) {
       for (int64_t h = 0; h < H; ++h) {
-        float *keys = kt + h * layout.headKeys, *values = vp + h * layout.headValues;
-        std::fill(keys + J / nr * nr * D, keys + layout.headKeys, 0.0f);
-        for (int64_t j = 0; j < J; ++j) {
-          const float *key = k + kOff + h * kH + j * kJ;
-          float *column = keys + j / nr * nr * D + j % nr;
-          for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
-        }
-        for (int64_t e0 = 0; e0 < E; e0 += nr) {
-          const int64_t cols = std::min<int64_t>(nr, E - e0);
-          for (int64_t j = 0; j < J; ++j) {
-            const float *value = v + vOff + h * vH + j * vJ + e0 * vE;
-            float *row = values + e0 * J + j * nr;
-            for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
-            std::fill(row + cols, row + nr, 0.0f);
-          }
-        }
+        packKeys(k + kOff + h * kH, kJ, kD, J, D, nr, kt + h * layout.headKeys);
+        packValues(v + vOff + h * vH, vJ, vE, J, E, nr, vp + h * layout.headValues);
       }
-      std::memcpy(scratch, &b, sizeof b);
+      setPackedIndex(scratch, b);
     }
-    // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the
-    // keys and rows); a last, partly filled panel of keys one vector at a time.
-    std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
+    // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the keys and rows).
     for (int64_t h = 0; h < H; ++h) {
-      for (int64_t t = 0; t < rows; ++t) {
-        const float *query = q + qOff + h * qH + (i0 + t) * qI;
-        if (qD == 1)
-          for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d];
-        else
-          for (int64_t d = 0; d < D; ++d) qs[t * D + d] = op.scale * query[d * qD];
-      }
-      for (int64_t jr = 0; jr < J; jr += nr) {
-        const float *panel = kt + h * layout.headKeys + jr * D;
-        for (int64_t ir = 0; ir < rowsPad; ir += mr) {
-          float *scores = tableA + h * headTable + ir * ldS + jr;
-          if (jr + nr <= J)
-            isa.gemmTileRows(D, qs + ir * D, D, panel, scores, ldS, false, nullptr, 0);
-          else
-            for (int64_t jv = 0; jr + jv < J; jv += isa.vectorFloats)
-              isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, ldS, false);
-        }
-      }
+      scaleQueries(q + qOff + h * qH + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
+      keyScores(isa, qs, rowsPad, D, kt + h * layout.headKeys, J, tableA + h * headTable, ldS);
     }
     float *logits = tableA;
     if (op.preMix) {
@@ -173,13 +131,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       for (int64_t t = 0; t < rows; ++t) {
         float *row = logits + g * headTable + t * ldS;
         std::fill(row + J, row + ldS, -std::numeric_limits<float>::infinity());
-        const int64_t at = mOff + g * mH + (i0 + t) * mI;
-        if (op.maskKind == MaskKind::Add && mJ == 1)
-          isa.addScaled(row, static_cast<const float *>(mask) + at, J, 1.0f);
-        else if (op.maskKind != MaskKind::None && mJ == 1)
-          isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, J, op.maskKind == MaskKind::Keep, op.maskFill);
-        else if (op.maskKind != MaskKind::None)
-          for (int64_t j = 0; j < J; ++j) row[j] = maskScore(op.maskKind, row[j], mask, at + j * mJ, op.maskFill);
+        maskKeys(isa, op.maskKind, row, J, mask, mOff + g * mH + (i0 + t) * mI, mJ, op.maskFill);
         const float max = isa.reduceRow(row, ldS, ReduceKind::Max);
         const float sum = isa.expShiftSum(row, ldS, max);
         isa.scaleInPlace(row, ldS, 1.0f / sum);

@@ -1,0 +1,100 @@
+// The pieces both fast attention kernels (flash and talking heads) are built
+// from: the per-thread scratch tag, packing keys and values
+// into the register tile's panels, scaling a query tile, a tile's scores
+// against a run of keys, and masking a row of scores.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/attention_mask.hpp"
+#include "kernels/cpu/blocking.hpp"
+#include "kernels/cpu/kernels.hpp"
+
+namespace ein::detail::cpu {
+
+// A thread's scratch starts with a tag: the batch index whose keys and values
+// are packed there (-1: none), so its next tile of that index reuses them.
+inline constexpr int64_t kPackedTagFloats = 16;
+inline int64_t packedIndex(const float *scratch) {
+  int64_t index;
+  std::memcpy(&index, scratch, sizeof index);
+  return index;
+}
+inline void setPackedIndex(float *scratch, int64_t index) { std::memcpy(scratch, &index, sizeof index); }
+
+// kt: keys j < J (element d at k[j * kJ + d * kD]) in panels of nr, each
+// [d][nr], the last panel's missing keys zero. Loops run along each key.
+inline void packKeys(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
+  std::fill(kt + J / nr * nr * D, kt + roundUp(J, nr) * D, 0.0f);
+  for (int64_t j = 0; j < J; ++j) {
+    float *column = kt + j / nr * nr * D + j % nr;
+    const float *key = k + j * kJ;
+    for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+  }
+}
+
+// vp: value columns e < E (element at v[j * vJ + e * vE]) in panels of nr
+// columns, each [j][nr], columns past E zero.
+inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
+  for (int64_t e0 = 0; e0 < E; e0 += nr) {
+    float *panel = vp + e0 * J;
+    const int64_t cols = std::min<int64_t>(nr, E - e0);
+    for (int64_t j = 0; j < J; ++j) {
+      const float *value = v + j * vJ + e0 * vE;
+      float *row = panel + j * nr;
+      if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
+      else
+        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+      std::fill(row + cols, row + nr, 0.0f);
+    }
+  }
+}
+
+// qs[t * D + d] = scale * q[t * qI + d * qD] for t < rows, zero up to rowsPad.
+inline void scaleQueries(const float *q, int64_t qI, int64_t qD, int64_t rows, int64_t rowsPad, int64_t D, float scale,
+                         float *qs) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *query = q + t * qI;
+    if (qD == 1)  // the usual layout, as a loop the compiler vectorises
+      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d];
+    else
+      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d * qD];
+  }
+  std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
+}
+
+// s[t * ldS + j] = qs_t . k_j for t < rowsPad and j up to `keys` rounded to a
+// vector, with kt packed by packKeys: whole register tiles, then a last,
+// partly filled panel one vector at a time (197 keys: 208 columns, not 256).
+inline void keyScores(const IsaKernels &isa, const float *qs, int64_t rowsPad, int64_t D, const float *kt, int64_t keys,
+                      float *s, int64_t ldS) {
+  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  for (int64_t jr = 0; jr < keys; jr += nr) {
+    const float *panel = kt + jr * D;
+    for (int64_t ir = 0; ir < rowsPad; ir += mr) {
+      float *scores = s + ir * ldS + jr;
+      if (jr + nr <= keys)
+        isa.gemmTileRows(D, qs + ir * D, D, panel, scores, ldS, false, nullptr, 0);
+      else
+        for (int64_t jv = 0; jr + jv < keys; jv += isa.vectorFloats)
+          isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, ldS, false);
+    }
+  }
+}
+
+// Masks a row of `keys` scores whose mask elements are at mask[at + j * mJ]:
+// a vector at a time where the keys are contiguous in the mask.
+inline void maskKeys(const IsaKernels &isa, MaskKind kind, float *row, int64_t keys, const void *mask, int64_t at,
+                     int64_t mJ, float fill) {
+  if (kind == MaskKind::None) return;
+  if (kind == MaskKind::Add && mJ == 1)
+    isa.addScaled(row, static_cast<const float *>(mask) + at, keys, 1.0f);
+  else if (mJ == 1)
+    isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, keys, kind == MaskKind::Keep, fill);
+  else
+    for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(kind, row[j], mask, at + j * mJ, fill);
+}
+
+}  // namespace ein::detail::cpu
