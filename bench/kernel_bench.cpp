@@ -138,32 +138,22 @@ void rowBench(benchmark::State &state, detail::Kernel kernel, KernelRig &rig, do
   setThreadsLabel(state, threads);
 }
 
-void BM_LayerNorm(benchmark::State &state) {
+// With residualSum, y = layernorm(x + residual) and the sum is written too.
+void BM_LayerNorm(benchmark::State &state, bool residualSum) {
   const int64_t rows = state.range(0), width = state.range(1);
   KernelRig rig;
   detail::LayerNorm op;
   op.shape = {rows, width};
   op.x = denseView(rig.tensor(rows * width), {rows, width});
+  if (residualSum) {
+    op.residual = denseView(rig.tensor(rows * width), {rows, width});
+    op.sum = denseView(rig.tensor(rows * width), {rows, width});
+  }
   op.y = denseView(rig.tensor(rows * width), {rows, width});
   op.gamma = denseView(rig.tensor(width), {width});
   op.beta = denseView(rig.tensor(width), {width});
   op.epsilon = 1e-6f;
-  rowBench(state, op, rig, 8.0 * rows * width);
-}
-
-void BM_LayerNormResidualSum(benchmark::State &state) {
-  const int64_t rows = state.range(0), width = state.range(1);
-  KernelRig rig;
-  detail::LayerNorm op;
-  op.shape = {rows, width};
-  op.x = denseView(rig.tensor(rows * width), {rows, width});
-  op.residual = denseView(rig.tensor(rows * width), {rows, width});
-  op.sum = denseView(rig.tensor(rows * width), {rows, width});
-  op.y = denseView(rig.tensor(rows * width), {rows, width});
-  op.gamma = denseView(rig.tensor(width), {width});
-  op.beta = denseView(rig.tensor(width), {width});
-  op.epsilon = 1e-6f;
-  rowBench(state, op, rig, 16.0 * rows * width);
+  rowBench(state, op, rig, (residualSum ? 16.0 : 8.0) * rows * width);
 }
 
 void BM_Softmax(benchmark::State &state) {
@@ -201,8 +191,8 @@ void BM_ElementwiseBiasGelu(benchmark::State &state) {
 }
 
 #define EIN_ROW_SHAPES ArgsProduct({{16384}, {1024}, {1, 2}})->Args({197, 384, 1})->Args({197, 384, 2})->UseRealTime()
-BENCHMARK(BM_LayerNorm)->EIN_ROW_SHAPES;
-BENCHMARK(BM_LayerNormResidualSum)->EIN_ROW_SHAPES;
+BENCHMARK_CAPTURE(BM_LayerNorm, plain, false)->EIN_ROW_SHAPES;
+BENCHMARK_CAPTURE(BM_LayerNorm, residual_sum, true)->EIN_ROW_SHAPES;
 BENCHMARK(BM_Softmax)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ReduceMean)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ElementwiseBiasGelu)->EIN_ROW_SHAPES;
