@@ -116,12 +116,10 @@ def torch_vit(embed, heads):
 
 
 def load_torch_model(args):
-    import numpy as np
-    import torch
     from safetensors.torch import load_file
     model = torch_vit(args.embed, args.heads).eval()
     model.load_state_dict(load_file(args.weights))
-    return model, torch.from_numpy(np.load(args.input))
+    return model
 
 
 def time_runs(run, runs):
@@ -139,28 +137,31 @@ def time_runs(run, runs):
 
 
 def worker(args):
-    """Times one runtime in this (fresh) process: prints one JSON line."""
+    """Times one runtime in this (fresh) process: prints one JSON line. The
+    ONNX Runtime worker imports torch only to export the model, once."""
     import numpy as np
-    import torch
-    torch.set_num_threads(int(args.threads))
-    model, img = load_torch_model(args)
+    img = np.load(args.input)
     if args.worker == "torch":
+        import torch
+        torch.set_num_threads(int(args.threads))
+        model, x = load_torch_model(args), torch.from_numpy(img)
         with torch.inference_mode():
-            logits = model(img).numpy()
-            median, fastest = time_runs(lambda: model(img), args.runs)
+            logits = model(x).numpy()
+            median, fastest = time_runs(lambda: model(x), args.runs)
             if args.reference_output:
-                np.save(args.reference_output, model.double()(img.double()).numpy())
+                np.save(args.reference_output, model.double()(x.double()).numpy())
     else:
         import onnxruntime
         if not os.path.exists(args.onnx):
-            torch.onnx.export(model, (img,), args.onnx, input_names=["img"], output_names=["logits"],
-                              opset_version=17, dynamo=False)
+            import torch
+            torch.onnx.export(load_torch_model(args), (torch.from_numpy(img),), args.onnx, input_names=["img"],
+                              output_names=["logits"], opset_version=17, dynamo=False)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = int(args.threads), 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = onnxruntime.InferenceSession(args.onnx, options, providers=["CPUExecutionProvider"])
-        feed = {"img": img.numpy()}
+        feed = {"img": img}
         logits = session.run(None, feed)[0]
         median, fastest = time_runs(lambda: session.run(None, feed), args.runs)
     np.save(args.output, logits)
