@@ -16,7 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 kit=${1:-$root/gpu-kit}
 build=${EIN_GPU_BUILD_DIR:-$root/build-gpu}
 einc=${EINC:-$root/build/bin/einc}
-conformance=${EIN_CONFORMANCE_DIR:-$root/../shared/conformance}
+# The repository's conformance cases, and those of $EIN_CONFORMANCE_DIR if set (same-named ones replace ours).
+conformance_dirs=("$root/tests/conformance/cases" ${EIN_CONFORMANCE_DIR:+"$EIN_CONFORMANCE_DIR"})
 [[ -x "$einc" ]] || { echo "gpu-kit: no einc at $einc (build the compiler first, or set EINC)" >&2; exit 1; }
 
 # libstdc++ and libgcc linked in: the device image need only have glibc >= 2.34.
@@ -47,15 +48,18 @@ for precision in fp32 bf16; do
   echo "$weights" > "$artifact.weights_bytes"
 done
 
-for dir in "$conformance"/*/; do
-  name=$(basename "$dir")
-  [[ -f "$dir/case.json" ]] || continue
-  mkdir -p "$kit/cases/$name"
-  cp "$dir"/case.json "$dir"/*.npy "$kit/cases/$name/"
-  cp -r "$dir/expected" "$kit/cases/$name/"
-  for precision in fp32 bf16 fp16; do
-    "$einc" "$dir/model.ein" --weights "$dir/weights.safetensors" --target cuda --precision "$precision" \
-      -o "$kit/cases/$name/model_$precision.einb"
+for folder in "${conformance_dirs[@]}"; do
+  for dir in "$folder"/*/; do
+    name=$(basename "$dir")
+    [[ -f "$dir/case.json" ]] || continue
+    rm -rf "$kit/cases/$name"
+    mkdir -p "$kit/cases/$name"
+    cp "$dir"/case.json "$dir"/*.npy "$kit/cases/$name/"
+    cp -r "$dir/expected" "$kit/cases/$name/"
+    for precision in fp32 bf16 fp16; do
+      "$einc" "$dir/model.ein" --weights "$dir/weights.safetensors" --target cuda --precision "$precision" \
+        -o "$kit/cases/$name/model_$precision.einb"
+    done
   done
 done
 du -sh "$kit"

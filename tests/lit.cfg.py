@@ -8,7 +8,8 @@ config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".ein"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ein_binary_dir, "tests")
-config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs", "CMakeLists.txt"]
+# conformance/cases holds models with data, run by the conformance tests, not lit.
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs", "CMakeLists.txt", "cases"]
 
 config.environment["PATH"] = os.pathsep.join(
     [config.ein_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])

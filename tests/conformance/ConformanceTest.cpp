@@ -1,5 +1,6 @@
-// End to end: each conformance case is compiled with einc, run with ein-run,
-// and every output compared with the PyTorch float64 results in place. On
+// End to end: each conformance case (tests/conformance/cases, plus those of the
+// folder EIN_CONFORMANCE_DIR names, if any) is compiled with einc, run with
+// ein-run, and every output compared with the PyTorch float64 results in place. On
 // the CPU at fp32; with the CUDA backend built, also with --target cuda at
 // fp32, bf16 and fp16, where fp32 keeps the case's tolerances and bf16/fp16
 // widen them as runtime/src/cuda/README.md documents. The CUDA cases skip with
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +35,33 @@ std::string slurp(const fs::path &path) {
   return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
+// Every case by name: a folder holding case.json, from the repository's cases
+// and then the extra folder, whose cases replace same-named ones.
+std::map<std::string, fs::path> conformanceCases() {
+  std::map<std::string, fs::path> cases;
+  for (const fs::path folder : {fs::path(EIN_CONFORMANCE_CASES_DIR), fs::path(EIN_CONFORMANCE_DIR)}) {
+    std::error_code error;
+    if (folder.empty() || !fs::is_directory(folder, error)) continue;
+    for (const fs::directory_entry &entry : fs::directory_iterator(folder))
+      if (fs::exists(entry.path() / "case.json")) cases[entry.path().filename().string()] = entry.path();
+  }
+  return cases;
+}
+
+std::vector<std::string> caseNames() {
+  std::vector<std::string> names;
+  for (const auto &[name, _] : conformanceCases()) names.push_back(name);
+  return names;
+}
+
+// The repository carries its cases: a clone in any folder runs them all.
+TEST(ConformanceCases, TheRepositoryHoldsTheSixSeedCases) {
+  std::map<std::string, fs::path> cases = conformanceCases();
+  for (const char *name : {"seed001_attention", "seed001_mhsa", "seed002_vit_block", "seed003_encoder",
+                           "seed004_talking_heads", "vit_timm_tiny"})
+    EXPECT_TRUE(cases.count(name)) << "no conformance case " << name << " in " << EIN_CONFORMANCE_CASES_DIR;
+}
+
 // (case, device, precision)
 class Conformance : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
 
@@ -43,8 +72,7 @@ TEST_P(Conformance, MatchesPyTorch) {
     if (ein::StatusOr<int> devices = ein::detail::cudaDeviceCount(); !devices.ok())
       GTEST_SKIP() << devices.status().message();
 #endif
-  fs::path caseDir = fs::path(EIN_CONFORMANCE_DIR) / name;
-  if (!fs::exists(caseDir)) GTEST_SKIP() << "no conformance case at " << caseDir;
+  const fs::path caseDir = conformanceCases().at(name);
   fs::path work = fs::path(::testing::TempDir()) / ("conformance_" + name + "_" + device + "_" + precision);
   fs::remove_all(work);
   fs::create_directories(work);
@@ -78,8 +106,7 @@ TEST_P(Conformance, MatchesPyTorch) {
   }
 }
 
-const auto kCases = ::testing::Values("seed001_attention", "seed001_mhsa", "seed002_vit_block", "seed003_encoder",
-                                      "seed004_talking_heads", "vit_timm_tiny");
+const auto kCases = ::testing::ValuesIn(caseNames());
 
 std::string testName(const ::testing::TestParamInfo<Conformance::ParamType> &info) {
   return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);

@@ -23,7 +23,7 @@ using ein::reference::Tensor;
 
 namespace {
 
-const fs::path kConformanceDir = EIN_CONFORMANCE_DIR;
+const fs::path kConformanceDir = EIN_CONFORMANCE_CASES_DIR;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 Tensor floats(std::vector<int64_t> shape, std::vector<double> values) {

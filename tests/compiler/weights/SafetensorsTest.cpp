@@ -26,7 +26,7 @@ using ein::weights::TensorEntry;
 
 namespace {
 
-const fs::path kConformanceDir = EIN_CONFORMANCE_DIR;
+const fs::path kConformanceDir = EIN_CONFORMANCE_CASES_DIR;
 
 std::string errorMessage(llvm::Error error) { return llvm::toString(std::move(error)); }
 
