@@ -184,7 +184,7 @@ int compile(const Options &options) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"einc: compiles a .ein model into an ein artifact (.einb)"};
+  CLI::App app{"einc: compiles a .ein model into an ein artifact (.einb)", "einc"};
   Options options;
   app.add_option("model", options.model, "the model (.ein)")->required();
   app.add_option("-o,--output", options.output, "the artifact to write (.einb)");

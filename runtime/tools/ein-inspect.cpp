@@ -90,7 +90,7 @@ void printSummary(const ein::Model &model) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"ein-inspect: shows what an ein artifact (.einb) holds"};
+  CLI::App app{"ein-inspect: shows what an ein artifact (.einb) holds", "ein-inspect"};
   std::string path;
   bool json = false;
   app.add_option("model", path, "the artifact (.einb)")->required();

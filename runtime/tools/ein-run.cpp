@@ -192,7 +192,7 @@ double percentile(const std::vector<double> &sorted, double p) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"ein-run: runs an ein artifact (.einb) on .npy inputs"};
+  CLI::App app{"ein-run: runs an ein artifact (.einb) on .npy inputs", "ein-run"};
   std::string modelPath, outputDir, deviceName = "cpu";
   std::vector<std::string> inputArgs;
   std::optional<uint64_t> randomSeed;
