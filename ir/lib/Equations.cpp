@@ -37,6 +37,21 @@ bool isWordLabel(std::string_view label) {
   return std::all_of(label.begin(), label.end(), isLabelChar);
 }
 
+// The character at `text[i]` as the user wrote it: a whole UTF-8 sequence for a
+// non-ASCII byte, so that messages stay valid UTF-8.
+std::string characterAt(std::string_view text, size_t i) {
+  unsigned char lead = static_cast<unsigned char>(text[i]);
+  size_t length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+  length = std::min(length, text.size() - i);
+  for (size_t k = 1; k < length; ++k)
+    if ((static_cast<unsigned char>(text[i + k]) & 0xC0) != 0x80) length = 1;
+  if (length == 1 && lead >= 0x80) {  // not UTF-8: show the byte
+    static const char *hex = "0123456789ABCDEF";
+    return std::string("\\x") + hex[lead >> 4] + hex[lead & 15];
+  }
+  return std::string(text.substr(i, length));
+}
+
 constexpr std::string_view kEllipsis = "...";
 
 // Splits one einsum term into labels, keeping "..." as one token.
@@ -60,13 +75,13 @@ EquationResult<std::vector<std::string>> splitTerm(std::string_view term, bool w
       while (end < term.size() && isLabelChar(term[end])) ++end;
       std::string_view word = term.substr(i, end - i);
       if (!isWordLabel(word))
-        return EquationError{"invalid label '" + std::string(term.substr(i, std::max<size_t>(end - i, 1))) +
-                             "' in \"" + std::string(trim(term)) + "\""};
+        return EquationError{"invalid label '" + (end > i ? std::string(word) : characterAt(term, i)) + "' in \"" +
+                             std::string(trim(term)) + "\""};
       labels.emplace_back(word);
       i = end;
     } else {
       if (!std::isalpha(static_cast<unsigned char>(c)))
-        return EquationError{"invalid label '" + std::string(1, c) + "' in \"" + std::string(trim(term)) +
+        return EquationError{"invalid label '" + characterAt(term, i) + "' in \"" + std::string(trim(term)) +
                              "\" (labels are letters, or words separated by spaces)"};
       labels.emplace_back(1, c);
       ++i;
@@ -232,53 +247,84 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
 
 namespace {
 
-EquationResult<EinopsSide> parseEinopsSide(std::string_view text) {
-  EinopsSide side;
-  size_t i = 0;
+// One side of an einops pattern, tokenised as einops does: tokens are runs of
+// letters, digits, '_' and '.', separated by spaces and parentheses.
+EquationResult<EinopsSide> parseEinopsSide(std::string_view text, char side) {
+  const std::string quoted = "\"" + std::string(trim(text)) + "\"";
+  EinopsSide result;
   bool inGroup = false;
   EinopsSide::Group group;
-  bool sawEllipsis = false;
+  auto addToken = [&](std::string_view token) -> std::optional<EquationError> {
+    if (token.find('.') != std::string_view::npos) {
+      if (token != kEllipsis)
+        return EquationError{"'" + std::string(token) + "' in einops pattern " + quoted +
+                             ": dots may only form an ellipsis '...', written apart from axis names"};
+      if (result.hasEllipsis) return EquationError{"einops pattern side " + quoted + " has more than one '...'"};
+      result.hasEllipsis = true;
+      if (!inGroup) {
+        result.groups.push_back({{}, true});
+      } else if (side == 'l') {
+        return EquationError{"'...' inside parentheses is not allowed on the left of an einops pattern (" + quoted + ")"};
+      } else {
+        group.axes.emplace_back(kEllipsis);
+      }
+      return std::nullopt;
+    }
+    if (std::all_of(token.begin(), token.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      if (token.size() > 18) return EquationError{"anonymous axis " + std::string(token) + " is too large"};
+      int64_t size = std::stoll(std::string(token));
+      if (size == 0) return EquationError{"anonymous axis 0 in einops pattern " + quoted + ": an axis has a positive size"};
+      if (size == 1) {  // a unit axis: an empty group alone, nothing inside a group
+        if (!inGroup) result.groups.push_back({});
+        return std::nullopt;
+      }
+      std::string name = std::string("#") + side + std::to_string(result.anonymousSizes.size());
+      result.anonymousSizes[name] = size;
+      if (inGroup)
+        group.axes.push_back(name);
+      else
+        result.groups.push_back({{name}, false});
+      return std::nullopt;
+    }
+    if (!isWordLabel(token))
+      return EquationError{"invalid axis name '" + std::string(token) + "' in einops pattern " + quoted};
+    if (token.front() == '_' || token.back() == '_')
+      return EquationError{"axis name '" + std::string(token) + "' in einops pattern " + quoted +
+                           " starts or ends with '_', which einops does not allow"};
+    if (inGroup)
+      group.axes.emplace_back(token);
+    else
+      result.groups.push_back({{std::string(token)}, false});
+    return std::nullopt;
+  };
+
+  size_t i = 0;
   while (i < text.size()) {
     char c = text[i];
     if (std::isspace(static_cast<unsigned char>(c))) {
       ++i;
     } else if (c == '(') {
-      if (inGroup) return EquationError{"nested parentheses in einops pattern \"" + std::string(trim(text)) + "\""};
+      if (inGroup) return EquationError{"nested parentheses in einops pattern " + quoted};
       inGroup = true;
       group = {};
       ++i;
     } else if (c == ')') {
-      if (!inGroup) return EquationError{"unbalanced ')' in einops pattern \"" + std::string(trim(text)) + "\""};
+      if (!inGroup) return EquationError{"unbalanced ')' in einops pattern " + quoted};
       inGroup = false;
-      side.groups.push_back(group);
+      result.groups.push_back(group);
       ++i;
-    } else if (text.substr(i, 3) == kEllipsis) {
-      if (inGroup) return EquationError{"'...' inside parentheses is not supported"};
-      if (sawEllipsis) return EquationError{"einops pattern side \"" + std::string(trim(text)) + "\" has more than one '...'"};
-      sawEllipsis = true;
-      side.groups.push_back({{}, true});
-      i += 3;
-    } else if (isLabelChar(c)) {
+    } else if (isLabelChar(c) || c == '.') {
       size_t end = i;
-      while (end < text.size() && isLabelChar(text[end])) ++end;
-      std::string_view word = text.substr(i, end - i);
+      while (end < text.size() && (isLabelChar(text[end]) || text[end] == '.')) ++end;
+      if (auto error = addToken(text.substr(i, end - i))) return *error;
       i = end;
-      if (word == "1") {
-        if (!inGroup) side.groups.push_back({});
-        continue;  // a unit axis inside a group contributes nothing
-      }
-      if (!isWordLabel(word))
-        return EquationError{"invalid axis name '" + std::string(word) + "' in einops pattern"};
-      if (inGroup)
-        group.axes.emplace_back(word);
-      else
-        side.groups.push_back({{std::string(word)}, false});
     } else {
-      return EquationError{"unexpected '" + std::string(1, c) + "' in einops pattern \"" + std::string(trim(text)) + "\""};
+      return EquationError{"unexpected '" + characterAt(text, i) + "' in einops pattern " + quoted +
+                           " (axis names are ASCII letters, digits and '_')"};
     }
   }
-  if (inGroup) return EquationError{"unclosed '(' in einops pattern \"" + std::string(trim(text)) + "\""};
-  return side;
+  if (inGroup) return EquationError{"unclosed '(' in einops pattern " + quoted};
+  return result;
 }
 
 int64_t product(const Shape &sizes) {
@@ -293,16 +339,32 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
                                       const std::map<std::string, int64_t> &sizes) {
   size_t arrow = pattern.find("->");
   if (arrow == std::string_view::npos) return EquationError{"einops pattern \"" + std::string(pattern) + "\" has no '->'"};
-  auto left = parseEinopsSide(pattern.substr(0, arrow));
+  if (pattern.find("->", arrow + 2) != std::string_view::npos)
+    return EquationError{"einops pattern \"" + std::string(pattern) + "\" has more than one '->'"};
+  auto left = parseEinopsSide(pattern.substr(0, arrow), 'l');
   if (failed(left)) return std::get<EquationError>(left);
-  auto right = parseEinopsSide(pattern.substr(arrow + 2));
+  auto right = parseEinopsSide(pattern.substr(arrow + 2), 'r');
   if (failed(right)) return std::get<EquationError>(right);
   const EinopsSide &in = std::get<EinopsSide>(left);
   const EinopsSide &out = std::get<EinopsSide>(right);
 
-  bool inEllipsis = std::any_of(in.groups.begin(), in.groups.end(), [](auto &g) { return g.isEllipsis; });
-  bool outEllipsis = std::any_of(out.groups.begin(), out.groups.end(), [](auto &g) { return g.isEllipsis; });
-  if (inEllipsis != outEllipsis) return EquationError{"'...' must appear on both sides of the einops pattern or neither"};
+  // einops' rules: "..." on the right needs one on the left; on the left alone
+  // it is reduced, so only reduce allows it; anonymous axes other than 1 exist
+  // in reduce (on the left) and repeat (on the right) only.
+  const bool inEllipsis = in.hasEllipsis;
+  if (out.hasEllipsis && !inEllipsis)
+    return EquationError{"'...' is on the right of the einops pattern but not on the left"};
+  if (inEllipsis && !out.hasEllipsis && kind != EinopsKind::Reduce)
+    return EquationError{"'...' is on the left of the einops pattern but not on the right (only reduce removes axes)"};
+  if (kind == EinopsKind::Rearrange && (!in.anonymousSizes.empty() || !out.anonymousSizes.empty()))
+    return EquationError{"rearrange takes no anonymous axes other than 1 (reduce and repeat do)"};
+  // How messages name an axis: anonymous ones by their size.
+  auto axisName = [&](const std::string &axis) {
+    for (const EinopsSide *side : {&in, &out})
+      if (auto it = side->anonymousSizes.find(axis); it != side->anonymousSizes.end())
+        return "anonymous axis " + std::to_string(it->second);
+    return "axis '" + axis + "'";
+  };
 
   size_t namedGroups = in.groups.size() - (inEllipsis ? 1 : 0);
   if (inEllipsis ? inputShape.size() < namedGroups : inputShape.size() != namedGroups)
@@ -316,6 +378,8 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
     if (size <= 0) return EquationError{"axis '" + name + "' is given size " + std::to_string(size)};
     known[name] = size;
   }
+  known.insert(in.anonymousSizes.begin(), in.anonymousSizes.end());
+  known.insert(out.anonymousSizes.begin(), out.anonymousSizes.end());
   std::set<std::string> seen;
   size_t dim = 0;
   size_t ellipsisRank = inputShape.size() - namedGroups;
@@ -351,23 +415,28 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
         unknown = static_cast<int>(i);
       }
     }
+    // The group as written (anonymous axes as their sizes) and the sizes given for it.
     std::string groupText, givenText;
     for (const std::string &axis : group.axes) {
-      groupText += (groupText.empty() ? "" : " ") + axis;
-      if (known.count(axis)) givenText += (givenText.empty() ? "" : ", ") + axis + "=" + std::to_string(known[axis]);
+      bool anonymous = axis.front() == '#';
+      groupText += (groupText.empty() ? "" : " ") + (anonymous ? std::to_string(known[axis]) : axis);
+      if (known.count(axis) && !anonymous)
+        givenText += (givenText.empty() ? "" : ", ") + axis + "=" + std::to_string(known[axis]);
     }
+    const std::string with = givenText.empty() ? "" : " with " + givenText;
     if (unknown >= 0) {
       if (dimSize % knownProduct != 0)
         return EquationError{"input axis " + std::to_string(dim) + " (size " + std::to_string(dimSize) +
-                             ") does not split into (" + groupText + ") with " + givenText + ": " +
-                             std::to_string(dimSize) + " is not divisible by " + std::to_string(knownProduct)};
+                             ") does not split into (" + groupText + ")" + with + ": " + std::to_string(dimSize) +
+                             " is not divisible by " + std::to_string(knownProduct)};
       known[group.axes[unknown]] = dimSize / knownProduct;
     } else if (knownProduct != dimSize) {
       if (group.axes.size() == 1)
-        return EquationError{"axis '" + groupText + "' is " + std::to_string(dimSize) + " in the input (axis " +
-                             std::to_string(dim) + ") but " + givenText + " was given"};
+        return EquationError{axisName(group.axes[0]) + " is " + std::to_string(dimSize) + " in the input (axis " +
+                             std::to_string(dim) + ") but " +
+                             (givenText.empty() ? "the pattern says " + groupText : givenText + " was given")};
       return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) + " but (" +
-                           groupText + ") with " + givenText + " is " + std::to_string(knownProduct)};
+                           groupText + ")" + with + " is " + std::to_string(knownProduct)};
     }
     for (const std::string &axis : group.axes) {
       plan.inputAxes.push_back(axis);
@@ -382,6 +451,7 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
     std::vector<int> members;
     if (group.isEllipsis) {
       for (size_t i = 0; i < ellipsisRank; ++i) {
+        outSeen.insert(ellipsisLabel(i));
         members.push_back(static_cast<int>(plan.outputAxes.size()));
         plan.outputAxes.push_back(ellipsisLabel(i));
       }
@@ -390,6 +460,14 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
       continue;
     }
     for (const std::string &axis : group.axes) {
+      if (axis == kEllipsis) {  // "(...)" on the right: the ellipsis axes merge into this group
+        for (size_t i = 0; i < ellipsisRank; ++i) {
+          outSeen.insert(ellipsisLabel(i));
+          members.push_back(static_cast<int>(plan.outputAxes.size()));
+          plan.outputAxes.push_back(ellipsisLabel(i));
+        }
+        continue;
+      }
       if (!outSeen.insert(axis).second) return EquationError{"axis '" + axis + "' appears twice on the right of the einops pattern"};
       members.push_back(static_cast<int>(plan.outputAxes.size()));
       plan.outputAxes.push_back(axis);
@@ -405,16 +483,16 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
       continue;
     }
     if (kind != EinopsKind::Repeat)
-      return EquationError{"axis '" + axis + "' is on the right of the einops pattern but not on the left"};
+      return EquationError{axisName(axis) + " is on the right of the einops pattern but not on the left"};
     auto size = known.find(axis);
     if (size == known.end()) return EquationError{"new axis '" + axis + "' needs a size, e.g. " + axis + "=..."};
     plan.outputSource.push_back(-1);
     plan.outputAxisSizes.push_back(size->second);
   }
   for (size_t i = 0; i < plan.inputAxes.size(); ++i) {
-    if (outSeen.count(plan.inputAxes[i]) || plan.inputAxes[i].front() == '.') continue;
+    if (outSeen.count(plan.inputAxes[i])) continue;
     if (kind != EinopsKind::Reduce)
-      return EquationError{"axis '" + plan.inputAxes[i] + "' is on the left of the einops pattern but not on the right" +
+      return EquationError{axisName(plan.inputAxes[i]) + " is on the left of the einops pattern but not on the right" +
                            (kind == EinopsKind::Rearrange ? " (use reduce to remove an axis)" : "")};
     plan.reducedAxes.push_back(static_cast<int>(i));
   }

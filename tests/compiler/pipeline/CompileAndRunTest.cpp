@@ -359,6 +359,17 @@ output biggest = max(ids, axis=-1)
 output kept = where(keep, ids, 0)
 output smallest = min(ids, axis=0, keepdim=true)
 )ein"},
+    {"einops_ellipsis_groups_and_anonymous_axes", R"ein(
+input x: f32[2, 3, 4, 5]
+input g: f32[6, 4]
+output left_only = reduce(x, "b ... c -> b c", "mean")
+output flat = rearrange(x, "b ... -> b (...)")
+output flat_first = rearrange(x, "b ... c -> (... c) b")
+output pool = reduce(g, "(h 2) w -> h w", "max")
+output pool2 = reduce(g, "(h 2) (w 2) -> h w", "sum")
+output tiled = repeat(g, "h w -> h w 3")
+output widened = repeat(g, "h w -> h (w 2)")
+)ein"},
     {"hand_written_softmax_and_norms", R"ein(
 input s: f32[2, 3, 9]
 output p = exp(s - max(s, axis=-1, keepdim=true)) / sum(exp(s - max(s, axis=-1, keepdim=true)), axis=-1, keepdim=true)

@@ -53,13 +53,19 @@ struct EinsumEquation {
 };
 
 // One side of an einops pattern: a list of groups; a group is one axis name or
-// a parenthesised composition "(h d)"; "1" and "()" are empty groups.
+// a parenthesised composition "(h d)"; "1" and "()" are empty groups. An
+// anonymous axis ("2" in "(h 2)") gets a name of its own ("#l0" on the left,
+// "#r0" on the right: no identifier clashes with them) and its size in
+// `anonymousSizes`. "..." alone is a group with isEllipsis; inside a group
+// (only on the right, as in einops) it is the member "...".
 struct EinopsSide {
   struct Group {
     std::vector<std::string> axes;
     bool isEllipsis = false;
   };
   std::vector<Group> groups;
+  std::map<std::string, int64_t> anonymousSizes;
+  bool hasEllipsis = false;
 };
 
 // How an einops rearrange/reduce/repeat maps input to output, in terms of
