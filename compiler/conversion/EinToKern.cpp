@@ -150,7 +150,7 @@ class Lowering {
       result.offset += slice.getOffsets()[i] * input.strides[i];
       if (llvm::is_contained(slice.getDropped(), static_cast<int64_t>(i))) continue;
       result.sizes.push_back(slice.getSizes()[i]);
-      result.strides.push_back(input.strides[i]);
+      result.strides.push_back(input.strides[i] * slice.stepOf(i));
     }
     layouts[slice] = result;
     return success();

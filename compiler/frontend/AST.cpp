@@ -66,7 +66,8 @@ std::string dump(const Expr &expr) {
         text += i ? ", " : "";
         if (item.kind == IndexItem::Kind::Ellipsis) text += "...";
         else if (item.kind == IndexItem::Kind::Index) text += dump(*item.index);
-        else text += (item.start ? dump(*item.start) : "") + ":" + (item.stop ? dump(*item.stop) : "");
+        else text += (item.start ? dump(*item.start) : "") + ":" + (item.stop ? dump(*item.stop) : "") +
+                     (item.step ? ":" + dump(*item.step) : "");
       }
       return text + "]";
     }

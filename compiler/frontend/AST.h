@@ -96,7 +96,7 @@ struct IndexItem {
   Kind kind;
   SourceLoc loc;
   ExprPtr index;        // Kind::Index
-  ExprPtr start, stop;  // Kind::Slice, each optional
+  ExprPtr start, stop, step;  // Kind::Slice, each optional
 };
 
 struct IndexExpr : Expr {

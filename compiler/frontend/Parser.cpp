@@ -377,7 +377,10 @@ class Parser {
           item.kind = IndexItem::Kind::Slice;
           item.start = std::move(first);
           if (!at(K::Comma) && !at(K::RBracket) && !at(K::Colon)) item.stop = expression();
-          if (at(K::Colon)) error(peek().loc, "slices with a step are not supported (step 1 only)");
+          if (at(K::Colon)) {
+            advance();
+            if (!at(K::Comma) && !at(K::RBracket)) item.step = expression();
+          }
         } else {
           item.kind = IndexItem::Kind::Index;
           item.index = std::move(first);

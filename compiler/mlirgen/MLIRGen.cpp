@@ -631,14 +631,17 @@ class Generator {
     return builder.create<ir::MatmulOp>(at, RankedTensorType::get(shape, elementType(xx)), xx, yy);
   }
 
+  // `steps` empty: every step is 1.
   mlir::Value slice(Location at, mlir::Value value, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
-                    llvm::ArrayRef<int64_t> dropped) {
+                    llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps = {}) {
     llvm::SmallVector<int64_t> shape;
     for (size_t i = 0; i < sizes.size(); ++i)
       if (!llvm::is_contained(dropped, static_cast<int64_t>(i))) shape.push_back(sizes[i]);
     auto type = RankedTensorType::get(shape, elementType(value));
+    bool unitSteps = llvm::all_of(steps, [](int64_t step) { return step == 1; });
     return builder.create<ir::SliceOp>(at, type, value, builder.getDenseI64ArrayAttr(offsets),
-                                       builder.getDenseI64ArrayAttr(sizes), builder.getDenseI64ArrayAttr(dropped));
+                                       builder.getDenseI64ArrayAttr(sizes), builder.getDenseI64ArrayAttr(dropped),
+                                       builder.getDenseI64ArrayAttr(unitSteps ? llvm::ArrayRef<int64_t>() : steps));
   }
 
   EValue index(const ast::IndexExpr &expr, Scope &scope) {
@@ -651,7 +654,7 @@ class Generator {
     int64_t named = static_cast<int64_t>(expr.items.size() - ellipses);
     if (named > rank)
       fail(expr.loc, "too many indices: " + std::to_string(named) + " for a tensor of rank " + std::to_string(rank));
-    llvm::SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape()), dropped;
+    llvm::SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape()), dropped, steps(rank, 1);
     int64_t axis = 0;
     for (const auto &item : expr.items) {
       if (item.kind == ast::IndexItem::Kind::Ellipsis) {
@@ -675,14 +678,18 @@ class Generator {
           if (v < 0) v += size;
           return std::clamp<int64_t>(v, 0, size);
         };
+        int64_t step = item.step ? integer(*item.step, scope, "a slice step") : 1;
+        if (step < 1)
+          fail(item.step->loc, "slice step " + std::to_string(step) + " is not positive (as in PyTorch, steps are >= 1)");
         int64_t start = bound(item.start, 0), stop = bound(item.stop, size);
         offsets[axis] = start;
-        sizes[axis] = std::max<int64_t>(stop - start, 0);
+        steps[axis] = step;
+        sizes[axis] = stop > start ? (stop - start + step - 1) / step : 0;
         if (sizes[axis] == 0) fail(item.loc, "slice of axis " + std::to_string(axis) + " is empty");
       }
       ++axis;
     }
-    return EValue{Tensor{slice(loc(expr.loc), value, offsets, sizes, dropped)}};
+    return EValue{Tensor{slice(loc(expr.loc), value, offsets, sizes, dropped, steps)}};
   }
 
   // ---- calls --------------------------------------------------------------------------

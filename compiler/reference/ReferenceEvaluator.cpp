@@ -521,7 +521,8 @@ Expected<Tensor> Evaluator::evaluate(ir::SliceOp op) {
   std::vector<int64_t> index(sizes.size(), 0);
   for (double &out : result.values) {
     int64_t offset = 0;
-    for (size_t axis = 0; axis < index.size(); ++axis) offset += (offsets[axis] + index[axis]) * strides[axis];
+    for (size_t axis = 0; axis < index.size(); ++axis)
+      offset += (offsets[axis] + index[axis] * op.stepOf(axis)) * strides[axis];
     out = input.values[offset];
     nextIndex(index, sizes);
   }

@@ -112,10 +112,16 @@ LogicalResult SliceOp::verify() {
   size_t rank = input.size();
   if (getOffsets().size() != rank || getSizes().size() != rank)
     return emitOpError() << "needs an offset and a size for each of the " << rank << " axes";
-  for (size_t i = 0; i < rank; ++i)
-    if (getOffsets()[i] < 0 || getSizes()[i] < 0 || getOffsets()[i] + getSizes()[i] > input[i])
-      return emitOpError() << "axis " << i << " takes [" << getOffsets()[i] << ", "
-                           << getOffsets()[i] + getSizes()[i] << ") of " << input[i] << " elements";
+  if (!getSteps().empty() && getSteps().size() != rank)
+    return emitOpError() << "needs a step for each of the " << rank << " axes, or none";
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t offset = getOffsets()[i], size = getSizes()[i], step = stepOf(i);
+    if (step < 1) return emitOpError() << "axis " << i << " has step " << step << "; steps are positive";
+    // The last element taken, offset + (size - 1) * step, must lie inside the axis.
+    if (offset < 0 || size < 0 || (size > 0 && (offset >= input[i] || (size - 1) > (input[i] - 1 - offset) / step)))
+      return emitOpError() << "axis " << i << " takes " << size << " elements from " << offset << " in steps of "
+                           << step << " out of " << input[i];
+  }
   ein::Shape expected;
   for (size_t i = 0; i < rank; ++i) {
     bool dropped = llvm::is_contained(getDropped(), static_cast<int64_t>(i));

@@ -39,3 +39,10 @@ func.func @layers(%x: tensor<3x5xf32>, %w: tensor<7x5xf32>, %b: tensor<7xf32>, %
   %n = ein.layernorm %x eps = 1.0e-6 : (tensor<3x5xf32>) -> tensor<3x5xf32>
   return %y, %e, %s, %n : tensor<3x7xf32>, tensor<4x5xf32>, tensor<3x1xf32>, tensor<3x5xf32>
 }
+
+// CHECK-LABEL: func.func @strided_slice
+func.func @strided_slice(%x: tensor<7x6xf32>) -> tensor<4x3xf32> {
+  // CHECK: ein.slice %{{.*}} {dropped = array<i64>, offsets = array<i64: 0, 1>, sizes = array<i64: 4, 3>, steps = array<i64: 2, 2>}
+  %y = ein.slice %x {offsets = array<i64: 0, 1>, sizes = array<i64: 4, 3>, dropped = array<i64>, steps = array<i64: 2, 2>} : tensor<7x6xf32> -> tensor<4x3xf32>
+  return %y : tensor<4x3xf32>
+}

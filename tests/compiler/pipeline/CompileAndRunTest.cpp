@@ -370,6 +370,13 @@ output pool2 = reduce(g, "(h 2) (w 2) -> h w", "sum")
 output tiled = repeat(g, "h w -> h w 3")
 output widened = repeat(g, "h w -> h (w 2)")
 )ein"},
+    {"step_slicing", R"ein(
+input x: f32[7, 6, 5]
+output every_other = x[::2]
+output strided = x[1:6:2, ::3, -3:]
+output picked = x[..., ::2][:, 0] * 2
+output summed = sum(x[::3, 1::2], axis=0)
+)ein"},
     {"hand_written_softmax_and_norms", R"ein(
 input s: f32[2, 3, 9]
 output p = exp(s - max(s, axis=-1, keepdim=true)) / sum(exp(s - max(s, axis=-1, keepdim=true)), axis=-1, keepdim=true)

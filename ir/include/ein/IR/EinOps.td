@@ -56,16 +56,21 @@ def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
 }
 
 def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
-  let summary = "basic indexing: x[:, 1:], x[:, 0] (step 1)";
+  let summary = "basic indexing: x[:, 1:], x[:, 0], x[::2]";
   let description = [{
-    Takes `sizes[i]` elements from `offsets[i]` along every axis, then drops the
-    axes listed in `dropped` (each of size 1): an integer index.
+    Takes `sizes[i]` elements along every axis, starting at `offsets[i]` and
+    `steps[i]` apart (1 where `steps` is empty or left out), then drops the axes
+    listed in `dropped` (each of size 1): an integer index.
   }];
   let arguments = (ins Ein_Tensor:$input, DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$sizes,
-                       DenseI64ArrayAttr:$dropped);
+                       DenseI64ArrayAttr:$dropped, DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$steps);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The step along `axis`: 1 unless `steps` gives one.
+    int64_t stepOf(size_t axis) { return getSteps().empty() ? 1 : getSteps()[axis]; }
+  }];
 }
 
 def Ein_UnaryOp : Ein_Op<"unary", [Pure, SameOperandsAndResultType]> {
