@@ -1047,7 +1047,17 @@ class Generator {
                                               typeString(elementType(operands[0])));
     auto parsed = ein::EinsumEquation::parse(text, ranks);
     if (ein::failed(parsed)) fail(equationExpr.loc, std::get<ein::EquationError>(parsed).message);
-    const auto &equation = std::get<ein::EinsumEquation>(parsed);
+    // Size-1 axes that broadcast become index 0 of that axis, their label left
+    // out of that operand's term.
+    std::vector<std::vector<size_t>> broadcast = std::get<ein::EinsumEquation>(parsed).broadcastAxes(shapes);
+    const ein::EinsumEquation equation = std::get<ein::EinsumEquation>(parsed).withoutAxes(broadcast);
+    for (size_t i = 0; i < operands.size(); ++i) {
+      if (broadcast[i].empty()) continue;
+      llvm::SmallVector<int64_t> offsets(ranks[i], 0), sizes(shapes[i].begin(), shapes[i].end()), dropped;
+      for (size_t axis : broadcast[i]) dropped.push_back(static_cast<int64_t>(axis));
+      operands[i] = slice(loc(call.positional[i + 1]->loc), operands[i], offsets, sizes, dropped);
+      shapes[i] = shapeOf(operands[i]);
+    }
     auto shape = equation.inferShape(shapes);
     if (ein::failed(shape)) fail(call.loc, std::get<ein::EquationError>(shape).message);
     auto type = RankedTensorType::get(std::get<ein::Shape>(shape), elementType(operands[0]));

@@ -166,8 +166,11 @@ LogicalResult planEinsum(EinsumOp einsum) {
     Labels batch, own, summed;
     for (const std::string &label : parentOrder)
       if (inChild(label)) (inSibling(label) ? batch : own).push_back(label);
+    // (A leaf sibling may repeat a label: a diagonal. The child keeps it once.)
     for (const std::string &label : isLeaf(sibling) ? siblingLabels : labels)
-      if (inChild(label) && inSibling(label) && !llvm::is_contained(parentOrder, label)) summed.push_back(label);
+      if (inChild(label) && inSibling(label) && !llvm::is_contained(parentOrder, label) &&
+          !llvm::is_contained(summed, label))
+        summed.push_back(label);
     Labels order = batch;
     for (const Labels *part : {right ? &summed : &own, right ? &own : &summed})
       order.insert(order.end(), part->begin(), part->end());

@@ -245,6 +245,33 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
   return result;
 }
 
+std::vector<std::vector<size_t>> EinsumEquation::broadcastAxes(const std::vector<Shape> &operandShapes) const {
+  std::map<std::string, int64_t> largest;
+  for (size_t operand = 0; operand < inputs.size() && operand < operandShapes.size(); ++operand)
+    for (size_t axis = 0; axis < inputs[operand].size() && axis < operandShapes[operand].size(); ++axis)
+      largest[inputs[operand][axis]] = std::max(largest[inputs[operand][axis]], operandShapes[operand][axis]);
+  std::vector<std::vector<size_t>> axes(inputs.size());
+  for (size_t operand = 0; operand < inputs.size() && operand < operandShapes.size(); ++operand) {
+    const std::vector<std::string> &term = inputs[operand];
+    for (size_t axis = 0; axis < term.size() && axis < operandShapes[operand].size(); ++axis)
+      if (term[axis].front() != '.' && operandShapes[operand][axis] == 1 && largest[term[axis]] > 1 &&
+          std::count(term.begin(), term.end(), term[axis]) == 1)
+        axes[operand].push_back(axis);
+  }
+  return axes;
+}
+
+EinsumEquation EinsumEquation::withoutAxes(const std::vector<std::vector<size_t>> &axes) const {
+  EinsumEquation result = *this;
+  for (size_t operand = 0; operand < axes.size() && operand < inputs.size(); ++operand) {
+    result.inputs[operand].clear();
+    for (size_t axis = 0; axis < inputs[operand].size(); ++axis)
+      if (std::find(axes[operand].begin(), axes[operand].end(), axis) == axes[operand].end())
+        result.inputs[operand].push_back(inputs[operand][axis]);
+  }
+  return result;
+}
+
 namespace {
 
 // One side of an einops pattern, tokenised as einops does: tokens are runs of

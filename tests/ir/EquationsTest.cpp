@@ -91,4 +91,27 @@ TEST(Einops, NonAsciiNamesAreReportedAsValidUtf8) {
   EXPECT_NE(std::get<ein::EquationError>(einsum).message.find("'\xC3\xA9'"), std::string::npos);
 }
 
+// NumPy and torch broadcast a size-1 axis against its label's size elsewhere;
+// the front end takes index 0 there and drops the label from that term.
+TEST(Einsum, SizeOneAxesBroadcastByLeavingTheirLabelOut) {
+  auto parsed = ein::EinsumEquation::parse("ik,kj->ij", {2, 2});
+  ASSERT_FALSE(ein::failed(parsed));
+  const auto &equation = std::get<ein::EinsumEquation>(parsed);
+  std::vector<Shape> shapes = {{3, 1}, {4, 5}};
+  EXPECT_TRUE(ein::failed(equation.inferShape(shapes)));  // as written, 'k' is 1 and 4
+  auto axes = equation.broadcastAxes(shapes);
+  EXPECT_EQ(axes, (std::vector<std::vector<size_t>>{{1}, {}}));
+  ein::EinsumEquation broadcast = equation.withoutAxes(axes);
+  EXPECT_EQ(broadcast.str(), "i, k j -> i j");  // sum_k a[i,0] * b[k,j] = a[i,0] * sum_k b[k,j]
+  auto shape = broadcast.inferShape({{3}, {4, 5}});
+  ASSERT_FALSE(ein::failed(shape));
+  EXPECT_EQ(std::get<Shape>(shape), (Shape{3, 5}));
+
+  // Sizes that agree, or are 1 everywhere, and repeated labels (diagonals) stay.
+  auto same = std::get<ein::EinsumEquation>(ein::EinsumEquation::parse("ii,ij->ij", {2, 2}));
+  EXPECT_EQ(same.broadcastAxes({{1, 1}, {1, 4}}), (std::vector<std::vector<size_t>>{{}, {}}));
+  auto diagonal = std::get<ein::EinsumEquation>(ein::EinsumEquation::parse("ii,i->i", {2, 1}));
+  EXPECT_EQ(diagonal.broadcastAxes({{1, 1}, {3}}), (std::vector<std::vector<size_t>>{{}, {}}));
+}
+
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include "ein/half_float.hpp"
 #include "ein/runtime.hpp"
@@ -622,6 +623,65 @@ std::vector<Case> randomAttentionCases(int count) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RandomAttention, CompileAndRun, ::testing::ValuesIn(randomAttentionCases(60)),
+                         [](const auto &info) { return info.param.name; });
+
+// Random einsums of one to four operands: labels repeated inside an operand
+// (diagonals), labels summed, kept or broadcast (size 1 in some operands, as
+// NumPy and torch allow), letters or words, an explicit or implicit output.
+// The reference evaluates the front end's equation directly, so contraction
+// planning and lowering are checked against it.
+std::vector<Case> randomEinsumCases(int count) {
+  std::vector<Case> cases;
+  std::mt19937 random(1729);
+  auto pick = [&](int n) { return static_cast<int>(random() % static_cast<unsigned>(n)); };
+  const std::string letters = "abcde";
+  for (int n = 0; n < count; ++n) {
+    std::map<char, int> sizes;
+    for (char label : letters) sizes[label] = 1 + pick(4);
+    int operands = 1 + pick(4);
+    std::vector<std::string> terms(operands);
+    std::string source;
+    std::set<char> used;
+    for (int i = 0; i < operands; ++i) {
+      int rank = 1 + pick(3);
+      for (int axis = 0; axis < rank; ++axis) terms[i] += letters[pick(static_cast<int>(letters.size()))];
+      std::string shape;
+      for (char label : terms[i]) {
+        used.insert(label);
+        // A label once in its term may be 1 there while larger elsewhere: it broadcasts.
+        // (A repeated label takes the diagonal, whose sizes must agree.)
+        bool once = std::count(terms[i].begin(), terms[i].end(), label) == 1;
+        int size = once && pick(4) == 0 ? 1 : sizes[label];
+        shape += (shape.empty() ? "" : ", ") + std::to_string(size);
+      }
+      source += "input x" + std::to_string(i) + ": f32[" + shape + "]\n";
+    }
+    // Word labels are told from letters by a space inside a term.
+    bool words = pick(2) == 0 && std::any_of(terms.begin(), terms.end(), [](auto &term) { return term.size() > 1; });
+    auto spell = [&](const std::string &term) {
+      if (!words) return term;
+      std::string text;
+      for (char label : term) text += (text.empty() ? "" : " ") + std::string("ax_") + label;
+      return text;
+    };
+    std::string equation;
+    for (int i = 0; i < operands; ++i) equation += (i ? (words ? ", " : ",") : "") + spell(terms[i]);
+    if (pick(3) != 0) {
+      std::string output;
+      for (char label : used)
+        if (pick(2) == 0) output += label;
+      std::shuffle(output.begin(), output.end(), random);
+      equation += (words ? " -> " : "->") + spell(output);
+    }
+    std::string call = "einsum(\"" + equation + "\"";
+    for (int i = 0; i < operands; ++i) call += ", x" + std::to_string(i);
+    source += "output y = " + call + ") * 1.0\n";
+    cases.push_back(Case{"random_einsum_" + std::to_string(n), source});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomEinsum, CompileAndRun, ::testing::ValuesIn(randomEinsumCases(60)),
                          [](const auto &info) { return info.param.name; });
 
 }  // namespace

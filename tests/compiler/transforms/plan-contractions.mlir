@@ -59,3 +59,15 @@ func.func @intermediate_layout(%a: tensor<2x8x8xf32>, %b: tensor<8x64xf32>, %c: 
   %y = ein.einsum "i a b, b x, a x -> i" (%a, %b, %c) : (tensor<2x8x8xf32>, tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<2xf32>
   return %y : tensor<2xf32>
 }
+
+// -----
+
+// A diagonal operand beside an intermediate: the intermediate keeps the
+// repeated label once (it had it twice, which no einsum output may).
+// CHECK-LABEL: func.func @diagonal_beside_an_intermediate
+func.func @diagonal_beside_an_intermediate(%a: tensor<3x4x4xf32>, %b: tensor<4x2xf32>, %c: tensor<2xf32>) -> tensor<3xf32> {
+  // CHECK: %[[BC:.*]] = ein.einsum "i j, j -> i"(%arg1, %arg2) : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4xf32>
+  // CHECK: ein.einsum "b i i, i -> b"(%arg0, %[[BC]]) : (tensor<3x4x4xf32>, tensor<4xf32>) -> tensor<3xf32>
+  %y = ein.einsum "b i i, i j, j -> b" (%a, %b, %c) : (tensor<3x4x4xf32>, tensor<4x2xf32>, tensor<2xf32>) -> tensor<3xf32>
+  return %y : tensor<3xf32>
+}
