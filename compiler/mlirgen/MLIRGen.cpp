@@ -804,7 +804,8 @@ class Generator {
       entries["einsum"] = &Generator::callEinsum;
       for (const char *name : {"rearrange", "reduce", "repeat"}) entries[name] = &Generator::callEinops;
       entries["softmax"] = &Generator::callSoftmax;
-      for (const char *name : {"sum", "mean", "max", "min", "var", "std"}) entries[name] = &Generator::callReduction;
+      for (const char *name : {"sum", "mean", "max", "min", "var", "std", "any", "all"})
+        entries[name] = &Generator::callReduction;
       entries["layernorm"] = &Generator::callLayerNorm;
       entries["linear"] = &Generator::callLinear;
       entries["embedding"] = &Generator::callEmbedding;
@@ -854,14 +855,27 @@ class Generator {
     return EValue{Tensor{builder.create<ir::SoftmaxOp>(at, x.getType(), x, builder.getI64IntegerAttr(axis))}};
   }
 
+  // any/all reduce x != 0 as 1.0/0.0 with max/min (the kernels compute in f32), then
+  // compare with 0.5 for a bool result.
+  mlir::Value truthAsFloat(Location at, mlir::Value x) {
+    if (!elementType(x).isInteger(1))
+      x = binaryOp(at, ir::BinaryKind::ne, x, scalarConstant(at, 0.0, elementType(x)));
+    return cast(at, x, builder.getF32Type());
+  }
+  mlir::Value truthOf(Location at, mlir::Value reduced) {
+    return binaryOp(at, ir::BinaryKind::gt, reduced, scalarConstant(at, 0.5, builder.getF32Type()));
+  }
+
   EValue callReduction(const ast::Call &call, Scope &scope) {
     Location at = loc(call.loc);
     const std::string &name = call.callee;
     bool moment = name == "var" || name == "std";
+    bool logical = name == "any" || name == "all";
     Arguments args = moment ? bindArguments(call, {"x", "axis", "unbiased", "keepdim"}, 1, false)
                             : bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
     mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
-    if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
+    if (logical) x = truthAsFloat(at, x);
+    else if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
     int64_t rank = typeOf(x).getRank();
     llvm::SmallVector<int64_t> axes;
     if (args.get("axis")) axes = axesArgument(*args.get("axis"), scope, rank);
@@ -870,7 +884,8 @@ class Generator {
     bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
     static const std::map<std::string, ir::ReduceKind> kinds = {
         {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
-        {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std}};
+        {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std},
+        {"any", ir::ReduceKind::max}, {"all", ir::ReduceKind::min}};
     llvm::SmallVector<int64_t> shape;
     for (int64_t i = 0; i < rank; ++i) {
       if (!llvm::is_contained(axes, i)) shape.push_back(typeOf(x).getDimSize(i));
@@ -881,7 +896,7 @@ class Generator {
                                            ir::ReduceKindAttr::get(&context, kinds.at(name)),
                                            builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
                                            builder.getI64IntegerAttr(unbiased ? 1 : 0));
-    return EValue{Tensor{op}};
+    return EValue{Tensor{logical ? truthOf(at, op) : mlir::Value(op)}};
   }
 
   EValue callLayerNorm(const ast::Call &call, Scope &scope) {
@@ -1082,18 +1097,24 @@ class Generator {
     auto plan = ein::planEinops(kind, pattern, shapeOf(x), sizes);
     if (ein::failed(plan)) fail(args.get("pattern")->loc, std::get<ein::EquationError>(plan).message);
     std::optional<ir::ReduceKind> reduction;
+    bool logical = false;
     if (isReduce) {
       std::string name = stringArgument(*args.get("reduction"), scope, "reduce() reduction");
-      auto parsed = ir::symbolizeReduceKind(name);
+      logical = name == "any" || name == "all";
+      auto parsed = logical ? std::optional(name == "any" ? ir::ReduceKind::max : ir::ReduceKind::min)
+                            : ir::symbolizeReduceKind(name);
       if (!parsed || *parsed == ir::ReduceKind::var || *parsed == ir::ReduceKind::std)
-        fail(args.get("reduction")->loc, "unknown reduction '" + name + "' (expected sum, mean, max, min or prod)");
+        fail(args.get("reduction")->loc,
+             "unknown reduction '" + name + "' (expected sum, mean, max, min, prod, any or all)");
       reduction = *parsed;
-      if (!mlir::isa<mlir::FloatType>(elementType(x))) x = cast(loc(call.loc), x, builder.getF32Type());
+      if (logical) x = truthAsFloat(loc(call.loc), x);
+      else if (!mlir::isa<mlir::FloatType>(elementType(x))) x = cast(loc(call.loc), x, builder.getF32Type());
     }
     auto type = RankedTensorType::get(std::get<ein::EinopsPlan>(plan).resultShape, elementType(x));
     ir::ReduceKindAttr reductionAttr = reduction ? ir::ReduceKindAttr::get(&context, *reduction) : nullptr;
-    return builder.create<ir::RearrangeOp>(loc(call.loc), type, x, builder.getStringAttr(pattern),
-                                           builder.getDictionaryAttr(sizeAttrs), reductionAttr);
+    mlir::Value result = builder.create<ir::RearrangeOp>(loc(call.loc), type, x, builder.getStringAttr(pattern),
+                                                         builder.getDictionaryAttr(sizeAttrs), reductionAttr);
+    return logical ? truthOf(loc(call.loc), result) : result;
   }
 
   mlir::MLIRContext &context;

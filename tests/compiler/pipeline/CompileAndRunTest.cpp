@@ -371,6 +371,16 @@ output pool2 = reduce(g, "(h 2) (w 2) -> h w", "sum")
 output tiled = repeat(g, "h w -> h w 3")
 output widened = repeat(g, "h w -> h (w 2)")
 )ein"},
+    {"any_all_reductions", R"ein(
+input m: bool[3, 4]
+input x: f32[3, 4]
+output a = any(m, axis=-1)
+output b = all(x > 0, axis=0, keepdim=true)
+output c = reduce(m, "h w -> h", "any")
+output d = reduce(x > -0.5, "h (w 2) -> h w", "all")
+output e = any(m, axis=[0, 1])
+output f = all(x)
+)ein"},
     {"step_slicing", R"ein(
 input x: f32[7, 6, 5]
 output every_other = x[::2]
