@@ -15,6 +15,8 @@ void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
   function.addPass(createWidenHalfFloats());
   function.addPass(mlir::createCSEPass());
+  function.addPass(createCanonicalizeFormulas());
+  function.addPass(mlir::createCSEPass());
   function.addPass(createFuseSoftmax());
   function.addPass(createFuseLayerNorm());
   function.addPass(createFuseAttention());

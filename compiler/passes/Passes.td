@@ -16,6 +16,18 @@ def WidenHalfFloats : Pass<"ein-widen-half-floats", "mlir::func::FuncOp"> {
   }];
 }
 
+def CanonicalizeFormulas : Pass<"ein-canonicalize-formulas", "mlir::func::FuncOp"> {
+  let summary = "Rewrite the spellings of a formula into the one the fusions match";
+  let description = [{
+    `x ** 2` becomes `x * x`, `x ** 0.5` `sqrt(x)`, `x ** -0.5` `rsqrt(x)` and
+    `x ** -1` `1 / x`; `a * rsqrt(b)` becomes `a / sqrt(b)` and `a * (1 / b)`
+    becomes `a / b`; `mean(d * d, axes)` with `d = x - mean(x, axes, keepdim)`
+    becomes the biased `var(x, axes)`. So every spelling of a layer norm or a
+    softmax reaches the fusion passes in the form they match. Each rewrite
+    computes the same function (up to f32 rounding). Run CSE before and after.
+  }];
+}
+
 def FuseSoftmax : Pass<"ein-fuse-softmax", "mlir::func::FuncOp"> {
   let summary = "Recognise a softmax written out by hand";
   let description = [{

@@ -546,6 +546,41 @@ output y = layernorm(x + r, g, beta, eps=1e-6)
 mu = mean(x, axis=-1, keepdim=true)
 output z = (x - mu) / (std(x, axis=-1, unbiased=true, keepdim=true) + 1e-6)
 )ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"}},
+    // Every spelling of the variance and of the reciprocal square root is one layer norm.
+    {"layernorm_spellings", R"ein(
+input x: f32[5, 5, 24]
+param w: f32[24]
+param b: f32[24]
+def squared(x) {
+  mu = mean(x, axis=-1, keepdim=true)
+  return (x - mu) / sqrt(mean((x - mu) * (x - mu), axis=-1, keepdim=true) + 1e-5) * w + b
+}
+def power(x) {
+  mu = mean(x, axis=-1, keepdim=true)
+  return (x - mu) / sqrt(mean((x - mu) ** 2, axis=-1, keepdim=true) + 1e-5) * w + b
+}
+def rsqrt_form(x) {
+  return (x - mean(x, axis=-1, keepdim=true)) * rsqrt(var(x, axis=-1, keepdim=true) + 1e-5) * w + b
+}
+def power_form(x) {
+  return (x - mean(x, axis=-1, keepdim=true)) * (var(x, axis=-1, keepdim=true) + 1e-5) ** -0.5 * w + b
+}
+def root_form(x) {
+  return w * ((x - mean(x, axis=-1, keepdim=true)) / (var(x, axis=-1, keepdim=true) + 1e-5) ** 0.5) + b
+}
+# One norm per spelling, each of its own input row, so that none shares a value with another.
+output a = squared(x[0])
+output c = power(x[1])
+output d = rsqrt_form(x[2])
+output e = power_form(x[3])
+output f = root_form(x[4])
+)ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"}},
+    {"softmax_spellings", R"ein(
+input s: f32[3, 7, 11]
+e = exp(s - max(s, axis=-1, keepdim=true))
+output reciprocal = e * (1 / sum(e, axis=-1, keepdim=true))
+output power = e * sum(e, axis=-1, keepdim=true) ** -1
+)ein", 1e-5, 1e-4, {"softmax"}, {"elementwise", "reduce"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fusion, CompileAndRun, ::testing::ValuesIn(kFusionCases),
