@@ -813,6 +813,8 @@ class Generator {
       entries["where"] = &Generator::callWhere;
       entries["concat"] = &Generator::callConcat;
       entries["transpose"] = &Generator::callTranspose;
+      entries["reshape"] = &Generator::callReshape;
+      entries["conv2d"] = &Generator::callConv2d;
       return entries;
     }();
     return table;
@@ -1026,6 +1028,142 @@ class Generator {
     std::swap(shape[i], shape[j]);
     return EValue{Tensor{builder.create<ir::EinsumOp>(at, RankedTensorType::get(shape, elementType(x)),
                                                       builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
+  }
+
+  // An einops rearrange of `x` by `pattern` with the given axis sizes.
+  mlir::Value rearrange(Location at, mlir::Value x, const std::string &pattern,
+                        const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where) {
+    auto plan = ein::planEinops(ein::EinopsKind::Rearrange, pattern, shapeOf(x), sizes);
+    if (ein::failed(plan)) fail(where, std::get<ein::EquationError>(plan).message);
+    llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
+    for (const auto &[axis, size] : sizes) sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(size)));
+    auto type = RankedTensorType::get(std::get<ein::EinopsPlan>(plan).resultShape, elementType(x));
+    return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern),
+                                           builder.getDictionaryAttr(sizeAttrs), nullptr);
+  }
+
+  // The integers of a list argument (`[b, -1, d]`), or of one integer.
+  std::vector<std::pair<int64_t, ast::SourceLoc>> integerList(const ast::Expr &expr, Scope &scope,
+                                                              const std::string &what) {
+    std::vector<std::pair<int64_t, ast::SourceLoc>> values;
+    if (expr.kind == ast::Expr::Kind::List)
+      for (const ast::ExprPtr &item : static_cast<const ast::ListExpr &>(expr).items)
+        values.emplace_back(integer(*item, scope, what), item->loc);
+    else
+      values.emplace_back(integer(expr, scope, what), expr.loc);
+    return values;
+  }
+
+  // torch.reshape: the row-major reshape; one size may be -1. Written as a
+  // merge of every axis into one and a split of that axis, so the lowering
+  // makes it a view wherever the input is laid out contiguously.
+  EValue callReshape(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "shape"}, 2, false);
+    mlir::Value x = tensorArgument(call, scope, args, "x");
+    const ast::Expr &shapeExpr = *args.get("shape");
+    if (shapeExpr.kind != ast::Expr::Kind::List) fail(shapeExpr.loc, "reshape() shape must be a list, e.g. [b, -1, d]");
+    ein::Shape from = shapeOf(x), to;
+    int64_t total = 1, known = 1;
+    for (int64_t size : from) total *= size;  // the input's count, bounded when its type was made
+    std::optional<size_t> inferred;
+    for (const auto &[size, where] : integerList(shapeExpr, scope, "a reshape() size")) {
+      if (size == -1) {
+        if (inferred) fail(where, "only one reshape() size may be -1");
+        inferred = to.size();
+      } else if (size < 0 || (size > 0 && known > total / size && total > 0)) {
+        fail(where, size < 0 ? "reshape() size " + std::to_string(size) + " is negative (only -1 may be)"
+                             : "reshape() sizes multiply to more than the input's " + std::to_string(total) +
+                                   " elements");
+      } else {
+        known *= size;
+      }
+      to.push_back(size);
+    }
+    if (inferred) {
+      if (known == 0 || total % known != 0)
+        fail(shapeExpr.loc, "reshape() cannot infer the -1 in " + ein::formatShape(to) + ": " + std::to_string(total) +
+                                " elements do not divide into " + std::to_string(known));
+      to[*inferred] = total / known;
+    } else if (known != total) {
+      fail(shapeExpr.loc, "reshape() cannot make " + ein::formatShape(from) + " (" + std::to_string(total) +
+                              " elements) into " + ein::formatShape(to) + " (" + std::to_string(known) + ")");
+    }
+    if (to == from) return EValue{Tensor{x}};
+    std::string inAxes, outAxes;
+    std::map<std::string, int64_t> sizes;
+    for (size_t i = 0; i < from.size(); ++i) inAxes += " i" + std::to_string(i);
+    for (size_t i = 0; i < to.size(); ++i) {
+      outAxes += " o" + std::to_string(i);
+      sizes["o" + std::to_string(i)] = to[i];
+    }
+    mlir::Value flat = from.size() == 1 ? x : rearrange(at, x, inAxes + " -> (" + inAxes + ")", {}, call.loc);
+    if (to.size() == 1) return EValue{Tensor{flat}};
+    return EValue{Tensor{rearrange(at, flat, "(" + outAxes + ") ->" + outAxes, sizes, call.loc)}};
+  }
+
+  // torch.nn.functional.conv2d for windows that do not overlap (stride >= kernel
+  // size, no padding): a patch embedding. The windows become axes of a view
+  // and the convolution one contraction with the weight, a GEMM.
+  EValue callConv2d(const ast::Call &call, Scope &scope) {
+    Location at = loc(call.loc);
+    Arguments args = bindArguments(call, {"x", "weight", "bias", "stride", "padding"}, 2, false);
+    mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "conv2d() input");
+    mlir::Value weight = floatTensor(evaluate(*args.get("weight"), scope), args.get("weight")->loc, "conv2d() weight");
+    ein::Shape in = shapeOf(x), kernel = shapeOf(weight);
+    if (in.size() != 4) fail(args.get("x")->loc, "conv2d() input must be [batch, channels, height, width], not " +
+                                                     ein::formatShape(in));
+    if (kernel.size() != 4 || kernel[1] != in[1])
+      fail(args.get("weight")->loc, "conv2d() weight must be [out, " + std::to_string(in[1]) + ", kh, kw], not " +
+                                        ein::formatShape(kernel));
+    if (elementType(weight) != elementType(x)) weight = cast(at, weight, elementType(x));
+    auto pair = [&](const char *name, int64_t fallback) {
+      std::array<int64_t, 2> values = {fallback, fallback};
+      if (const ast::Expr *expr = args.get(name)) {
+        auto list = integerList(*expr, scope, std::string("conv2d() ") + name);
+        if (list.size() != 1 && list.size() != 2)
+          fail(expr->loc, std::string("conv2d() ") + name + " is one integer or two");
+        values = {list[0].first, list.back().first};
+      }
+      return values;
+    };
+    std::array<int64_t, 2> stride = pair("stride", 1), padding = pair("padding", 0);
+    const ast::SourceLoc &strideLoc = args.get("stride") ? args.get("stride")->loc : call.loc;
+    if (padding[0] != 0 || padding[1] != 0)
+      fail(args.get("padding")->loc, "conv2d() padding is not supported; pad the input before the call");
+    std::array<int64_t, 2> out{};
+    for (int d = 0; d < 2; ++d) {
+      int64_t size = in[2 + d], window = kernel[2 + d];
+      if (stride[d] < 1) fail(strideLoc, "conv2d() stride must be positive");
+      if (stride[d] < window)
+        fail(strideLoc, "conv2d() with stride " + std::to_string(stride[d]) + " below the kernel size " +
+                            std::to_string(window) + " (overlapping windows) is not supported: stride >= kernel "
+                            "size, as in a patch embedding");
+      if (size < window)
+        fail(args.get("x")->loc, "conv2d() input is " + std::to_string(size) + " wide, smaller than the kernel's " +
+                                     std::to_string(window));
+      out[d] = (size - window) / stride[d] + 1;
+    }
+    // Rows and columns past the last window are never read; then each window
+    // is a (stride x stride) block, of which the kernel reads the first (kh x kw).
+    if (out[0] * stride[0] != in[2] || out[1] * stride[1] != in[3])
+      x = slice(at, x, {0, 0, 0, 0}, {in[0], in[1], out[0] * stride[0], out[1] * stride[1]}, {});
+    mlir::Value windows = rearrange(at, x, "b c (h s1) (w s2) -> b h w c s1 s2", {{"s1", stride[0]}, {"s2", stride[1]}},
+                                    call.loc);
+    if (stride[0] != kernel[2] || stride[1] != kernel[3])
+      windows = slice(at, windows, {0, 0, 0, 0, 0, 0}, {in[0], out[0], out[1], in[1], kernel[2], kernel[3]}, {});
+    auto type = RankedTensorType::get({in[0], kernel[0], out[0], out[1]}, elementType(x));
+    mlir::Value y = builder.create<ir::EinsumOp>(at, type, builder.getStringAttr("b h w c p q, o c p q -> b o h w"),
+                                                 mlir::ValueRange{windows, weight});
+    if (const ast::Expr *biasExpr = args.get("bias")) {
+      mlir::Value bias = floatTensor(evaluate(*biasExpr, scope), biasExpr->loc, "conv2d() bias");
+      if (shapeOf(bias) != ein::Shape{kernel[0]})
+        fail(biasExpr->loc, "conv2d() bias must be [" + std::to_string(kernel[0]) + "], not " +
+                                ein::formatShape(shapeOf(bias)));
+      bias = rearrange(at, cast(at, bias, elementType(x)), "o -> o 1 1", {}, biasExpr->loc);
+      y = binaryOp(at, ir::BinaryKind::add, y, bias);
+    }
+    return EValue{Tensor{y}};
   }
 
   double foldUnary(ir::UnaryKind kind, double x, const ast::Call &call) {

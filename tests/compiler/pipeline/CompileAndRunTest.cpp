@@ -32,6 +32,9 @@ struct Case {
   // Step ops the artifact must contain (a fusion that must happen) and must
   // not contain (what a fusion replaces, or one that must not happen).
   std::vector<std::string> present = {}, absent = {};
+  // Pairs of outputs that two spellings of one function compute: equal within
+  // atol + rtol * |value| in the reference's results (and so in the runtime's).
+  std::vector<std::pair<std::string, std::string>> same = {};
 };
 
 // Deterministic parameter values: N(0, 0.5) from the name, so the runtime
@@ -208,6 +211,13 @@ TEST_P(CompileAndRun, MatchesTheReference) {
         << "no " << op << " step in " << ::testing::PrintToString(run.stepOps) << "\nmodel:\n" << GetParam().source;
   for (const std::string &op : GetParam().absent)
     EXPECT_FALSE(llvm::is_contained(run.stepOps, op)) << "a " << op << " step in " << ::testing::PrintToString(run.stepOps);
+  for (const auto &[a, b] : GetParam().same) {
+    const ein::reference::Tensor &x = run.expected.at(a), &y = run.expected.at(b);
+    ASSERT_EQ(x.shape, y.shape) << a << " and " << b;
+    for (size_t i = 0; i < x.values.size(); ++i)
+      ASSERT_LE(std::abs(x.values[i] - y.values[i]), GetParam().atol + GetParam().rtol * std::abs(y.values[i]))
+          << a << " and " << b << " differ at element " << i;
+  }
 }
 
 // Each case exercises one construct of the language (LANGUAGE.md) through
@@ -388,6 +398,23 @@ output strided = x[1:6:2, ::3, -3:]
 output picked = x[..., ::2][:, 0] * 2
 output summed = sum(x[::3, 1::2], axis=0)
 )ein"},
+    // reshape is torch.reshape; conv2d is F.conv2d, here against the same sums written with step slices.
+    {"reshape_and_patch_convolution", R"ein(
+input x: f32[2, 3, 6, 7]
+input img: f32[2, 3, 8, 9]
+param w: f32[5, 3, 2, 2]
+param bias: f32[5]
+param w3: f32[4, 3, 2, 3]
+output flat = reshape(x, [2, -1])
+output heads = reshape(x, [6, 3, 14])
+output heads_by_rearrange = rearrange(x, "b c (h two) w -> (b c) h (two w)", two=2)
+output back = reshape(reshape(x, [-1]), [2, 3, 6, 7]) * 1.0
+output x_again = x * 1.0
+output patches = conv2d(img, w, bias, stride=2)
+output by_slices = einsum("b c i j, o c -> b o i j", img[:, :, 0:8:2, 0:8:2], w[:, :, 0, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 0:8:2, 1:8:2], w[:, :, 0, 1]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 0:8:2], w[:, :, 1, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 1:8:2], w[:, :, 1, 1]) + rearrange(bias, "o -> o 1 1")
+output strided = conv2d(img, w3, stride=[2, 4])
+output strided_by_slices = einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 0:5:4], w3[:, :, 0, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 1:6:4], w3[:, :, 0, 1]) + einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 2:7:4], w3[:, :, 0, 2]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 0:5:4], w3[:, :, 1, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 1:6:4], w3[:, :, 1, 1]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 2:7:4], w3[:, :, 1, 2])
+)ein", 1e-4, 1e-4, {}, {}, {{"heads", "heads_by_rearrange"}, {"back", "x_again"}, {"patches", "by_slices"}, {"strided", "strided_by_slices"}}},
     {"hand_written_softmax_and_norms", R"ein(
 input s: f32[2, 3, 9]
 output p = exp(s - max(s, axis=-1, keepdim=true)) / sum(exp(s - max(s, axis=-1, keepdim=true)), axis=-1, keepdim=true)
