@@ -30,6 +30,9 @@ inline constexpr int kMaxNesting = 256;
 // Block calls nested inside each other (blocks are inlined), and iterations
 // of one `for` loop (loops are unrolled).
 inline constexpr int kMaxCallDepth = 64;
+// Expressions evaluated inside each other, counting those of inlined blocks
+// (each call evaluates the block's body inside the calling expression).
+inline constexpr int kMaxEvaluationDepth = 1024;
 inline constexpr int64_t kMaxLoopIterations = 100000;
 
 // The number of elements of `shape`, or nullopt when a size is negative or

@@ -432,7 +432,19 @@ class Generator {
     return std::nullopt;
   }
 
+  // The parser bounds the nesting of one expression, but blocks are inlined:
+  // an expression that calls a block evaluates the block's expressions inside
+  // it, so the depth is also bounded across calls (the C++ stack is finite).
   EValue evaluate(const ast::Expr &expr, Scope &scope) {
+    if (++evaluationDepth > limits::kMaxEvaluationDepth)
+      fail(expr.loc, "expressions nest deeper than " + std::to_string(limits::kMaxEvaluationDepth) +
+                         " levels, counting those of the blocks they call");
+    EValue value = evaluateUnbounded(expr, scope);
+    --evaluationDepth;
+    return value;
+  }
+
+  EValue evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
     using K = ast::Expr::Kind;
     switch (expr.kind) {
       case K::Number: {
@@ -1145,6 +1157,7 @@ class Generator {
   std::vector<std::string> inputNames;
   std::vector<std::pair<std::string, mlir::Value>> outputs;
   int callDepth = 0;
+  int evaluationDepth = 0;
 };
 
 }  // namespace
