@@ -135,5 +135,25 @@ TEST(Limits, ScratchBeyondTheLimitIsRefused) {
       << session.status().message();
 }
 
+// Regression (fuzz_artifact_fields): a view over an empty space reaches no
+// element and went unchecked, but kernels still walk its nonempty axes: a
+// gather of width 0 stepped through the rows of y from offset 2^63 - 1 and
+// overflowed. Such a view is bounded like a real tensor's.
+TEST(Limits, ViewsOverEmptySpacesAreBounded) {
+  auto gatherArtifact = [](int64_t yOffset) {
+    ArtifactBuilder builder;
+    uint32_t ids = builder.input("ids", fb::DType::I32, {2, 3}, 4);
+    uint32_t table = builder.weightsF32({4, 0}, {});
+    uint32_t y = builder.output("y", fb::DType::F32, {2, 3, 0});
+    builder.gather({{2, 3}, 4, 0, dense(ids, {2, 3}), dense(table, {4, 0}), ViewSpec{y, yOffset, {3, 1, 1}}});
+    return builder.build();
+  };
+  EXPECT_TRUE(loadStatus(gatherArtifact(0)).ok()) << loadStatus(gatherArtifact(0)).toString();
+  expectRejected(gatherArtifact(INT64_MAX), "view y over the empty space [2, 3, 0] reaches offset beyond 2^63, beyond the "
+                                            "runtime's limit of 2^40");
+  expectRejected(gatherArtifact((int64_t{1} << 40) - 4),
+                 "view y over the empty space [2, 3, 0] reaches offset 1099511627777, beyond the runtime's limit");
+}
+
 }  // namespace
 }  // namespace ein::testing
