@@ -21,6 +21,9 @@ inline constexpr int64_t kMaxRank = 16;
 inline constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 // Bytes of any tensor (8-byte elements at the element limit: 8 TiB).
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 43;
+// The weight segment of an artifact (parameters and constants), checked
+// before each parameter's values are read or generated.
+inline constexpr uint64_t kMaxWeightBytes = uint64_t{1} << 36;
 // Integers the model computes with (dims, axes, loop bounds, integer
 // constants) are doubles while folded; beyond 2^53 they are no longer exact.
 inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;
