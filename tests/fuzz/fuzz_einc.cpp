@@ -8,6 +8,7 @@
 // or an artifact from einc that the runtime refuses.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ein/runtime.hpp"
@@ -43,15 +44,19 @@ bool isVerifierMessage(const std::string &message) {
   return false;
 }
 
+// One context for many inputs (creating one costs more than compiling a small
+// model), renewed now and then: types and attributes it uniques are never
+// freed, and would grow past the fuzzer's memory limit.
 mlir::MLIRContext &context() {
-  static mlir::MLIRContext *context = [] {
+  static std::unique_ptr<mlir::MLIRContext> context;
+  static int uses = 0;
+  if (!context || ++uses % 5000 == 0) {
     mlir::DialectRegistry registry;
     ein::registerEinDialects(registry);
-    auto *created = new mlir::MLIRContext(registry, mlir::MLIRContext::Threading::DISABLED);
-    created->loadAllAvailableDialects();
-    created->printOpOnDiagnostic(false);
-    return created;
-  }();
+    context = std::make_unique<mlir::MLIRContext>(registry, mlir::MLIRContext::Threading::DISABLED);
+    context->loadAllAvailableDialects();
+    context->printOpOnDiagnostic(false);
+  }
   return *context;
 }
 
