@@ -12,6 +12,9 @@ runtime_packages=(
 )
 # MLIR and LLVM are pinned to 19: only one libmlir-N can be installed at a time.
 compiler_packages=(libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools)
+# clang 19 with its sanitizer and libFuzzer runtimes: the ASan+UBSan test
+# configuration and the fuzz targets (scripts/test.sh, scripts/fuzz.sh).
+compiler_packages+=(clang-19 libclang-rt-19-dev)
 
 packages=("${runtime_packages[@]}")
 if [[ "${1:-}" != "--runtime" ]]; then

@@ -20,3 +20,21 @@ echo "== tests: runtime-only build"
 ctest --test-dir "$root/build-runtime" --output-on-failure -j "$jobs"
 echo "== tests: full build"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+
+# ---- ASan+UBSan and fuzzing (issue 17) ----------------------------------------
+# One clang-19 build with ASan+UBSan and libFuzzer's coverage instrumentation
+# (build-fuzz/, as scripts/fuzz.sh makes it) serves both: every unit and lit
+# test runs in it (the install test excepted: it builds a consumer with the
+# host compiler, which cannot link sanitized libraries), then each fuzz target
+# runs for EIN_CI_FUZZ_SECONDS (default 30) from its seed corpus.
+echo "== ASan+UBSan build (clang-19, with the fuzz targets)"
+sanitize_start=$SECONDS
+"$root/scripts/fuzz.sh" --build-only
+cmake --build "$root/build-fuzz" -- -j"$jobs"
+echo "== tests: ASan+UBSan"
+ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:abort_on_error=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir "$root/build-fuzz" --output-on-failure -j "$jobs" -E '^runtime_install_consumer$'
+echo "== fuzz targets: ${EIN_CI_FUZZ_SECONDS:-30} s each"
+"$root/scripts/fuzz.sh" "${EIN_CI_FUZZ_SECONDS:-30}"
+echo "== ASan+UBSan and fuzzing took $((SECONDS - sanitize_start)) s"

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "Limits.h"
 #include "frontend/Lexer.h"
 
 namespace ein::frontend {
@@ -14,7 +15,7 @@ using K = Token::Kind;
 // Unwinds one statement after its first error.
 struct StatementError {};
 
-constexpr int kMaxDepth = 256;
+constexpr int kMaxDepth = ein::limits::kMaxNesting;
 
 class Parser {
  public:

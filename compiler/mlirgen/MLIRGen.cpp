@@ -12,6 +12,7 @@
 #include <set>
 #include <variant>
 
+#include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/Equations.h"
 #include "frontend/Parser.h"
@@ -62,7 +63,7 @@ struct Param {
   Location declaredAt;
 };
 
-constexpr int kMaxCallDepth = 64;
+using limits::kMaxCallDepth;
 
 class Generator {
  public:
@@ -82,6 +83,12 @@ class Generator {
         if (!usedOverrides.count(name)) fail(fileLoc, "--dim " + name + ": the model declares no dim '" + name + "'");
       if (outputs.empty()) fail(fileLoc, "the model declares no output (write `output NAME = expression`)");
       finish(fileLoc);
+      // Values computed from declared ones (an einsum's outer product, say)
+      // can outgrow the limits too.
+      function.walk([&](mlir::Operation *op) {
+        for (mlir::Type type : op->getResultTypes())
+          if (auto tensor = mlir::dyn_cast<RankedTensorType>(type)) checkLimits(tensor, op->getLoc(), "this value of type");
+      });
     } catch (const GenerationFailed &) {
       return nullptr;
     }
@@ -180,6 +187,8 @@ class Generator {
         size = integer(*entry.value, globals, "dim '" + entry.name + "'");
       }
       if (size <= 0) fail(entry.loc, "dim '" + entry.name + "' must be positive, got " + std::to_string(size));
+      if (size > limits::kMaxTensorElements)
+        fail(entry.loc, "dim '" + entry.name + "' is " + std::to_string(size) + ", beyond the limit of 2^40");
       dims[entry.name] = size;
     }
   }
@@ -199,7 +208,24 @@ class Generator {
       if (size <= 0) fail(dim->loc, "shape entries must be positive, got " + std::to_string(size));
       shape.push_back(size);
     }
-    return RankedTensorType::get(shape, element);
+    RankedTensorType result = RankedTensorType::get(shape, element);
+    checkLimits(result, loc(type.loc), "the type");
+    return result;
+  }
+
+  // Fails at `at` when `type` is beyond the tensor limits (Limits.h): rank,
+  // elements, bytes. Declared types are checked where they are written, every
+  // other value once generated, at the expression that computes it.
+  void checkLimits(RankedTensorType type, Location at, const std::string &what) {
+    if (type.getRank() > limits::kMaxRank)
+      fail(at, what + " " + typeString(type) + " has " + std::to_string(type.getRank()) +
+                   " axes, beyond the limit of " + std::to_string(limits::kMaxRank));
+    std::optional<int64_t> elements = limits::checkedElementCount(type.getShape());
+    if (!elements)
+      fail(at, what + " " + typeString(type) + " has more elements than the limit of 2^40");
+    uint64_t elementBytes = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+    if (static_cast<uint64_t>(*elements) * elementBytes > limits::kMaxTensorBytes)
+      fail(at, what + " " + typeString(type) + " has more bytes than the limit of 2^43");
   }
 
   void declareInput(const ast::InputDecl &decl, Scope &scope) {
@@ -231,7 +257,7 @@ class Generator {
           auto *number = value ? std::get_if<Number>(&value->value) : nullptr;
           if (!number || !number->isInteger)
             fail(segment.loc, "'{" + segment.text + "}' needs an integer loop variable named '" + segment.text + "'");
-          part = std::to_string(static_cast<int64_t>(number->value));
+          part = std::to_string(exactInteger(*number, segment.loc, "'{" + segment.text + "}'"));
           break;
         }
       }
@@ -317,7 +343,9 @@ class Generator {
   void runLoop(const ast::For &loop, Scope &scope) {
     int64_t start = integer(*loop.start, scope, "a loop bound");
     int64_t end = integer(*loop.end, scope, "a loop bound");
-    if (end - start > 100000) fail(loop.loc, "loop of " + std::to_string(end - start) + " iterations is too long");
+    if (end - start > limits::kMaxLoopIterations)
+      fail(loop.loc, "loop of " + std::to_string(end - start) + " iterations is too long (the limit is " +
+                         std::to_string(limits::kMaxLoopIterations) + ")");
     std::optional<EValue> shadowed;
     if (auto it = scope.find(loop.variable); it != scope.end()) shadowed = it->second;
     for (int64_t i = start; i < end; ++i) {
@@ -404,7 +432,19 @@ class Generator {
     return std::nullopt;
   }
 
+  // The parser bounds the nesting of one expression, but blocks are inlined:
+  // an expression that calls a block evaluates the block's expressions inside
+  // it, so the depth is also bounded across calls (the C++ stack is finite).
   EValue evaluate(const ast::Expr &expr, Scope &scope) {
+    if (++evaluationDepth > limits::kMaxEvaluationDepth)
+      fail(expr.loc, "expressions nest deeper than " + std::to_string(limits::kMaxEvaluationDepth) +
+                         " levels, counting those of the blocks they call");
+    EValue value = evaluateUnbounded(expr, scope);
+    --evaluationDepth;
+    return value;
+  }
+
+  EValue evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
     using K = ast::Expr::Kind;
     switch (expr.kind) {
       case K::Number: {
@@ -454,9 +494,19 @@ class Generator {
     EValue value = evaluate(expr, scope);
     auto *number = std::get_if<Number>(&value.value);
     if (!number) fail(expr.loc, what + " must be an integer, not " + kindName(value));
-    if (!number->isInteger && number->value != std::floor(number->value))
-      fail(expr.loc, what + " must be an integer, got " + formatNumber(number->value));
-    return static_cast<int64_t>(number->value);
+    return exactInteger(*number, expr.loc, what);
+  }
+
+  // `number` as an int64, for every number the compiler uses as an integer
+  // (dims, shape entries, axes, loop bounds, integer constants): whole, and
+  // within +-2^53, where doubles stop being exact (and long before the
+  // conversion to int64 would overflow).
+  int64_t exactInteger(const Number &number, const ast::SourceLoc &at, const std::string &what) {
+    if (!std::isfinite(number.value) || std::fabs(number.value) > static_cast<double>(limits::kMaxExactInteger))
+      fail(at, what + " is too large: " + formatNumber(number.value) + " (integers are limited to +-2^53)");
+    if (!number.isInteger && number.value != std::floor(number.value))
+      fail(at, what + " must be an integer, got " + formatNumber(number.value));
+    return static_cast<int64_t>(number.value);
   }
 
   static std::string formatNumber(double value) {
@@ -493,12 +543,24 @@ class Generator {
   mlir::Value scalarConstant(Location at, double value, Type element) {
     auto type = RankedTensorType::get({}, element);
     mlir::DenseElementsAttr attr;
-    if (mlir::isa<mlir::FloatType>(element))
-      attr = mlir::DenseElementsAttr::get(type, llvm::APFloat(static_cast<float>(value)));
-    else if (element.isInteger(1))
+    if (auto floatType = mlir::dyn_cast<mlir::FloatType>(element)) {
+      // In the element type's own format (f16, bf16, f32): an attribute's
+      // values must have its element type's semantics.
+      llvm::APFloat converted(value);
+      bool losesInfo = false;
+      converted.convert(floatType.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven, &losesInfo);
+      attr = mlir::DenseElementsAttr::get(type, converted);
+    } else if (element.isInteger(1)) {
       attr = mlir::DenseElementsAttr::get(type, value != 0);
-    else
-      attr = mlir::DenseElementsAttr::get(type, llvm::APInt(element.getIntOrFloatBitWidth(), static_cast<int64_t>(value), true));
+    } else {
+      // Integer constants meet integer tensors only as whole numbers (a
+      // float number promotes the tensor to f32); they must fit its type.
+      unsigned width = element.getIntOrFloatBitWidth();
+      double limit = std::ldexp(1.0, static_cast<int>(width) - 1);
+      if (!(value >= -limit && value < limit) || std::fabs(value) > static_cast<double>(limits::kMaxExactInteger))
+        fail(at, "the integer " + formatNumber(value) + " does not fit the " + typeString(element) + " tensor it meets");
+      attr = mlir::DenseElementsAttr::get(type, llvm::APInt(width, static_cast<int64_t>(value), true));
+    }
     return builder.create<ir::ConstantOp>(at, attr);
   }
 
@@ -760,7 +822,7 @@ class Generator {
     for (const EValue &item : items) {
       auto *n = std::get_if<Number>(&item.value);
       if (!n || !n->isInteger) fail(expr.loc, "axis must be an integer or a list of integers");
-      int64_t axis = static_cast<int64_t>(n->value);
+      int64_t axis = exactInteger(*n, expr.loc, "an axis");
       if (axis < -rank || axis >= rank)
         fail(expr.loc, "axis " + std::to_string(axis) + " is out of range for a tensor of rank " + std::to_string(rank));
       axis = axis < 0 ? axis + rank : axis;
@@ -1271,6 +1333,7 @@ class Generator {
   std::vector<std::string> inputNames;
   std::vector<std::pair<std::string, mlir::Value>> outputs;
   int callDepth = 0;
+  int evaluationDepth = 0;
 };
 
 }  // namespace

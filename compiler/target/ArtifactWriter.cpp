@@ -1,5 +1,6 @@
 #include "target/ArtifactWriter.h"
 
+#include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/KernDialect.h"
 #include "ein/schema/ein_artifact_generated.h"
@@ -94,6 +95,7 @@ class Writer {
 
     for (Operation &op : body.without_terminator()) {
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
+        if (failed(checkWeightLimit(param, param.getType()))) return failure();
         if (failed(addWeights(param, param.getType(), paramBytes(param)))) return failure();
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
                                                  tensorIndex.at(param)));
@@ -195,6 +197,17 @@ class Writer {
       return constant.emitOpError() << "constants of " << element << " cannot be stored yet";
     }
     return bytes;
+  }
+
+  // Refuses, before its bytes are read or generated, a parameter that would
+  // take the weight segment past its limit (a model declaring terabytes of
+  // random weights would otherwise exhaust memory).
+  LogicalResult checkWeightLimit(Value value, RankedTensorType type) {
+    uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
+    if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(weights.size(), limits::kMaxWeightBytes))
+      return emitError(value.getLoc()) << "the weights reach " << weights.size() + bytes
+                                       << " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
+    return success();
   }
 
   LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes) {

@@ -367,7 +367,11 @@ std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
   Operation *user = singleUser(probs);
   if (!user) return std::nullopt;  // the probabilities are needed elsewhere (an output, say)
   if (matchValueContraction(user, probs, attention)) return attention;
-  // A head mix after the softmax, then the contraction with V.
+  // A head mix after the softmax, then the contraction with V. The one user
+  // may be anything, e.g. the function's return (the probabilities are the
+  // model's output and nothing contracts them with V): only an ein op with
+  // one result can be the mix.
+  if (!isa<ein::ir::EinDialect>(user->getDialect()) || user->getNumResults() != 1) return std::nullopt;
   Labels heads = attention.head ? Labels{*attention.head} : roles.batch;
   for (const std::string &head : heads) {
     Value mixed = user->getResult(0);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "Limits.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -152,12 +153,14 @@ public:
     entry.end = *asUnsigned((*offsetsField)[1]);
     std::string offsets = llvm::formatv("data_offsets [{0}, {1}]", entry.begin, entry.end).str();
 
-    // numel * itemsize, refusing a product that wraps around: a shape such as
-    // [2^62, 8] must not pass as a small tensor.
-    uint64_t byteSize = dtypeSize(*dtype);
-    for (int64_t size : entry.shape)
-      if (__builtin_mul_overflow(byteSize, static_cast<uint64_t>(size), &byteSize))
-        return error(quoted + " has shape " + formatShape(entry.shape) + " whose size in bytes overflows 64 bits");
+    // The element count within the compiler's limit, zeros aside: neither
+    // [2^62, 8] nor the empty [0, 2^40, 2^40] may pass as a small tensor
+    // (whose element count would overflow wherever it is computed).
+    std::optional<int64_t> elements = limits::checkedElementCount(entry.shape);
+    if (!elements)
+      return error(quoted + " has shape " + formatShape(entry.shape) + " with more than 2^40 elements" +
+                   " (the product of its nonzero sizes)");
+    uint64_t byteSize = dtypeSize(*dtype) * static_cast<uint64_t>(*elements);
 
     if (entry.begin > entry.end) return error(quoted + " has " + offsets + " whose begin is past its end");
     if (entry.end > dataSize)
@@ -211,9 +214,8 @@ bool isFloatingPoint(DType dtype) {
 }
 
 int64_t TensorEntry::numElements() const {
-  int64_t count = 1;
-  for (int64_t size : shape) count *= size;  // validated not to overflow
-  return count;
+  // Entries are validated against the limit (parseEntry).
+  return limits::checkedElementCount(shape).value();
 }
 
 std::string TensorEntry::typeString() const { return dtypeModelName(dtype) + formatShape(shape); }

@@ -174,7 +174,9 @@ TEST(Verifier, RejectsWeightsOffsetInsideTheFlatBuffer) {
 TEST(Verifier, RejectsOverflowingShape) {
   SmallModel small;
   small.builder.tensor({fb::DType::F32, {int64_t{1} << 40, int64_t{1} << 40}, fb::Storage::Arena, 0, 0});
-  expectRejected(small.build(), "tensor 5: its byte size overflows");
+  expectRejected(small.build(),
+                 "tensor 5: its shape [1099511627776, 1099511627776] has more than 2^40 elements (the product of its "
+                 "nonzero sizes)");
 }
 
 TEST(Verifier, RejectsNegativeSizeUnknownDtypeAndExcessRank) {

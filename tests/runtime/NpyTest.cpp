@@ -98,7 +98,14 @@ TEST(Npy, RejectsMalformedFiles) {
   expectMalformed(npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1 2), }", four),
                   "expected ',' or ')' in the shape");
   expectMalformed(npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999, 99999999999), }", four),
-                  "the shape is too large");
+                  "the shape has more than 2^40 elements");
+  // Regression (issue 17): an empty array whose other sizes multiply beyond
+  // 64 bits needs no data, so the byte check passed it, and its element
+  // count overflowed. Zeros aside, the element limit holds.
+  expectMalformed(npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 999999999999999999, 999999999999999999), }", {}),
+                  "the shape has more than 2^40 elements");
+  expectMalformed(npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048577, 0), }", {}),
+                  "the shape has more than 2^40 elements");
   expectMalformed(npyFile("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", four),
                   "structured dtypes are not supported");
   expectMalformed(npyFile("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", four),

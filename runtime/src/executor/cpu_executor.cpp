@@ -10,8 +10,11 @@
 #include <memory>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kernels/cpu/kernels.hpp"
 #include "util/aligned_buffer.hpp"
+#include "util/limits.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::detail {
@@ -90,7 +93,16 @@ StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, co
   std::vector<cpu::KernelFn> kernels;
   for (const Step &step : program.steps) {
     kernels.push_back(cpu::selectKernel(step.kernel));
-    scratchFloats = std::max(scratchFloats, cpu::scratchFloats(step.kernel));
+    size_t stepFloats = cpu::scratchFloats(step.kernel);
+    // Steps that compute something need scratch in proportion to tensors
+    // they read, so only a model beyond the limits gets here; it is refused
+    // before anything is allocated.
+    if (stepFloats > kMaxScratchBytesPerThread / sizeof(float))
+      return Status(StatusCode::InvalidArtifact,
+                    fmt::format("{} needs {} bytes of scratch memory per thread, beyond the runtime's limit of {}",
+                                step.label, std::min<uint64_t>(stepFloats, UINT64_MAX / sizeof(float)) * sizeof(float),
+                                kMaxScratchBytesPerThread));
+    scratchFloats = std::max(scratchFloats, stepFloats);
   }
   // Each thread's share starts on a cache line; the product is checked so a
   // hostile size fails the allocation instead of wrapping.

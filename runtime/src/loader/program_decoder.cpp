@@ -2,20 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/step_decoder.hpp"
+#include "util/limits.hpp"
 #include "util/status_macros.hpp"
 
 namespace ein::detail {
 namespace {
 
 namespace fb = ein::schema;
-
-// Byte sizes beyond 2^62 are rejected, so sums and products of checked sizes
-// stay far from overflow.
-constexpr uint64_t kMaxBytes = uint64_t{1} << 62;
 
 Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact, std::move(message)); }
 
@@ -58,16 +57,20 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
   std::vector<int64_t> shape = readInt64Vector(in.shape());
   if (shape.size() > kMaxRank)
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
-  unsigned __int128 bytes = dtypeSize(tensor.dtype);
   for (size_t axis = 0; axis < shape.size(); ++axis) {
-    int64_t size = shape[axis];
-    if (size < 0) return invalid(fmt::format("axis {} has negative size {}", axis, size));
-    bytes *= static_cast<uint64_t>(size);
-    if (bytes > kMaxBytes) return invalid("its byte size overflows (more than 2^62 bytes)");
-    tensor.shape.push_back(size);
+    if (shape[axis] < 0) return invalid(fmt::format("axis {} has negative size {}", axis, shape[axis]));
+    tensor.shape.push_back(shape[axis]);
   }
-  tensor.numElements = tensor.shape.product();
-  tensor.byteSize = static_cast<uint64_t>(bytes);
+  // Zeros aside, so that no product of its sizes (an empty tensor's too) can
+  // overflow wherever it is computed.
+  std::optional<int64_t> elements = checkedElementCount(shape);
+  if (!elements)
+    return invalid(fmt::format("its shape [{}] has more than 2^40 elements (the product of its nonzero sizes)",
+                               fmt::join(shape, ", ")));
+  tensor.numElements = *elements;
+  tensor.byteSize = static_cast<uint64_t>(*elements) * dtypeSize(tensor.dtype);
+  if (tensor.byteSize > kMaxTensorBytes)
+    return invalid(fmt::format("its {} bytes exceed the runtime's limit of 2^43", tensor.byteSize));
   tensor.index = in.index();
   tensor.offset = in.offset();
   // Kernels access elements as their C++ type, so each tensor starts on a
@@ -179,7 +182,8 @@ StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, Artifac
   program->producer = model.producer() ? model.producer()->str() : "";
   program->source = model.source() ? model.source()->str() : "";
   program->arenaBytes = model.arena_bytes();
-  if (program->arenaBytes > kMaxBytes) return invalid(fmt::format("the arena of {} bytes is too large", program->arenaBytes));
+  if (program->arenaBytes > kMaxArenaBytes)
+    return invalid(fmt::format("the arena of {} bytes exceeds the runtime's limit of 2^43 bytes", program->arenaBytes));
 
   size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
   size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
@@ -191,6 +195,15 @@ StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, Artifac
     if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
     program->tensors.push_back(std::move(tensor).value());
   }
+  // The arena is allocated as claimed, so a claim its tensors do not justify
+  // (terabytes for a few floats) is refused, not attempted.
+  uint64_t arenaEnd = 0;
+  for (const Tensor &tensor : program->tensors)
+    if (tensor.storage == Storage::Arena) arenaEnd = std::max(arenaEnd, tensor.offset + tensor.byteSize);
+  uint64_t justified = (arenaEnd + kArenaRounding - 1) / kArenaRounding * kArenaRounding;
+  if (program->arenaBytes > justified)
+    return invalid(fmt::format("the arena of {} bytes is larger than its tensors need ({} bytes, rounded up to {})",
+                               program->arenaBytes, arenaEnd, kArenaRounding));
   EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, *program, program->inputs, program->inputTensors));
   EIN_RETURN_IF_ERROR(
       decodeBindings(model.outputs(), Storage::Output, *program, program->outputs, program->outputTensors));

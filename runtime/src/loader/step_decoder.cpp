@@ -98,13 +98,25 @@ class StepChecker {
     }
     out.offset = in->offset();
     if (out.offset < 0) return invalid(fmt::format("view {} has negative offset {}", name, out.offset));
-    for (int64_t size : sizes)
-      if (size == 0) return out;  // reaches nothing
     // Each term is below 2^126 and the sum stops growing past 2^63, so the
     // 128-bit sum cannot overflow.
     __int128 last = out.offset;
+    bool empty = false;
+    for (int64_t size : sizes) empty = empty || size == 0;
     for (size_t axis = 0; axis < sizes.size() && last <= INT64_MAX; ++axis)
-      last += static_cast<__int128>(sizes[axis] - 1) * out.strides[axis];
+      if (sizes[axis] > 0) last += static_cast<__int128>(sizes[axis] - 1) * out.strides[axis];
+    if (empty) {
+      // It reaches no element, but kernels still walk its nonempty axes (a
+      // gather of width 0 steps through the rows of y), so the offsets they
+      // compute are bounded like those of a real tensor's view.
+      if (last > kMaxTensorElements)
+        return invalid(fmt::format("view {} over the empty space {} reaches offset {}, beyond the runtime's limit "
+                                   "of 2^40",
+                                   name, dimsText(sizes),
+                                   last > INT64_MAX ? std::string("beyond 2^63")
+                                                    : std::to_string(static_cast<int64_t>(last))));
+      return out;
+    }
     int64_t elements = program_.tensors[out.tensor].numElements;
     if (last >= elements) {
       std::string reach = last > INT64_MAX ? std::string("beyond 2^63") : std::to_string(static_cast<int64_t>(last));

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ein/npy.hpp"
+#include "util/limits.hpp"
 
 namespace ein::npy {
 namespace {
@@ -176,6 +177,9 @@ StatusOr<Array> parse(std::span<const uint8_t> bytes, const std::string &name) {
     return fail(Status(StatusCode::Unimplemented,
                        "Fortran-order arrays are not supported; save a C-order array (np.ascontiguousarray)"));
 
+  // The runtime's element limit, zeros aside: an empty array may not carry
+  // sizes whose product overflows wherever its element count is computed.
+  if (!detail::checkedElementCount(array.shape)) return malformed("the shape has more than 2^40 elements");
   unsigned __int128 dataBytes = elementSize(array.type);
   for (int64_t size : array.shape) {
     dataBytes *= static_cast<uint64_t>(size);

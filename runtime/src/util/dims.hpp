@@ -9,11 +9,9 @@
 #include <initializer_list>
 #include <vector>
 
-namespace ein::detail {
+#include "util/limits.hpp"
 
-// Tensors and iteration spaces have at most this many axes; the verifier
-// rejects more.
-inline constexpr size_t kMaxRank = 16;
+namespace ein::detail {
 
 class Dims {
  public:

@@ -113,6 +113,25 @@ func.func @probabilities_are_an_output(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf
 
 // -----
 
+// Negative: the probabilities' one user is the return (nothing contracts them
+// with V), here beside an attention that does fuse. Regression: the search
+// for a head mix after the softmax took the return's result 0, which it
+// does not have, and crashed.
+// CHECK-LABEL: func.func @probabilities_only_returned
+func.func @probabilities_only_returned(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x5x4xf32>, %v: tensor<2x3x5x4xf32>) -> (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) {
+  // CHECK: %[[P:.*]] = ein.softmax
+  // CHECK: ein.attention
+  // CHECK: return %[[P]],
+  %s = ein.einsum "b h i d, b h j d -> b h i j"(%q, %k) : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %p = ein.softmax %s, axis = 3 : tensor<2x3x5x5xf32>
+  %s2 = ein.einsum "b h i d, b h j d -> b h i j"(%k, %q) : (tensor<2x3x5x4xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x5xf32>
+  %p2 = ein.softmax %s2, axis = 3 : tensor<2x3x5x5xf32>
+  %o = ein.einsum "b h i j, b h j d -> b h i d"(%p2, %v) : (tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>) -> tensor<2x3x5x4xf32>
+  return %p, %o : tensor<2x3x5x5xf32>, tensor<2x3x5x4xf32>
+}
+
+// -----
+
 // Negative: the scores are read elsewhere too.
 // CHECK-LABEL: func.func @scores_read_twice
 func.func @scores_read_twice(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x5x5xf32>) {

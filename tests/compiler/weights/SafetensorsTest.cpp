@@ -453,7 +453,35 @@ TEST_F(MalformedSafetensorsTest, OverflowingShape) {
   // 2^62 * 8 elements * 4 bytes wraps to 0, which the offsets [0, 0] would match.
   EXPECT_EQ(openError(safetensorsBytes(
                 oneTensor(R"("dtype": "F32", "shape": [4611686018427387904, 8], "data_offsets": [0, 0])"))),
-            "tensor \"w\" has shape [4611686018427387904, 8] whose size in bytes overflows 64 bits");
+            "tensor \"w\" has shape [4611686018427387904, 8] with more than 2^40 elements (the product of its "
+            "nonzero sizes)");
+}
+
+// Regression (issue 17): an empty tensor whose other sizes multiply beyond 64
+// bits needs 0 bytes, so the byte check passed it, and its element count
+// overflowed (undefined behaviour) wherever it was computed.
+TEST_F(MalformedSafetensorsTest, EmptyShapeWhoseProductOverflows) {
+  EXPECT_EQ(openError(safetensorsBytes(oneTensor(
+                R"("dtype": "F32", "shape": [0, 4294967296, 4294967296], "data_offsets": [0, 0])"))),
+            "tensor \"w\" has shape [0, 4294967296, 4294967296] with more than 2^40 elements (the product of its "
+            "nonzero sizes)");
+  EXPECT_EQ(openError(safetensorsBytes(oneTensor(
+                R"("dtype": "BOOL", "shape": [4294967296, 4294967296, 0], "data_offsets": [0, 0])"))),
+            "tensor \"w\" has shape [4294967296, 4294967296, 0] with more than 2^40 elements (the product of its "
+            "nonzero sizes)");
+}
+
+// The limit itself: 2^40 elements pass the count (and fail only on the
+// bytes, which this file lacks), one more does not.
+TEST_F(MalformedSafetensorsTest, ElementLimit) {
+  EXPECT_EQ(openError(safetensorsBytes(oneTensor(R"("dtype": "U8", "shape": [1048576, 1048576], "data_offsets": [0, 0])"))),
+            "tensor \"w\" has data_offsets [0, 0] but u8[1048576, 1048576] needs 1099511627776 bytes");
+  EXPECT_EQ(openError(safetensorsBytes(oneTensor(R"("dtype": "U8", "shape": [1048576, 1048577], "data_offsets": [0, 0])"))),
+            "tensor \"w\" has shape [1048576, 1048577] with more than 2^40 elements (the product of its nonzero "
+            "sizes)");
+  // An empty tensor within the limit is fine.
+  EXPECT_EQ(openError(safetensorsBytes(oneTensor(R"("dtype": "F32", "shape": [0, 1048576], "data_offsets": [0, 0])"))),
+            "<opened without error>");
 }
 
 TEST_F(MalformedSafetensorsTest, BadMetadata) {

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <variant>
 
 #include "kernels/cpu/kernels.hpp"
 
@@ -43,9 +44,30 @@ size_t doublesAsFloats(unsigned __int128 count) {
 
 }  // namespace
 
+// Whether a step's iteration space is empty (for a reduction: no kept item
+// or nothing to reduce): its kernels then never touch scratch, so it needs
+// none, however large its other sizes (an empty attention's keys) are.
+bool needsNoScratch(const detail::Kernel &kernel) {
+  return std::visit(
+      [](const auto &op) -> bool {
+        using Op = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<Op, Gemm>) return op.batch.product() * op.m * op.n == 0;
+        if constexpr (std::is_same_v<Op, Attention>) return op.batch.product() * op.queries * op.valueDim == 0;
+        if constexpr (std::is_same_v<Op, TalkingHeadsAttention>)
+          return op.batch.product() * op.heads * op.queries * op.valueDim == 0;
+        if constexpr (std::is_same_v<Op, Reduce>) return op.shape.product() == 0;
+        if constexpr (std::is_same_v<Op, Gather>) return op.idsShape.product() * op.width == 0;
+        if constexpr (std::is_same_v<Op, Elementwise> || std::is_same_v<Op, Softmax> || std::is_same_v<Op, Copy> ||
+                      std::is_same_v<Op, LayerNorm>)
+          return op.shape.product() == 0;
+      },
+      kernel);
+}
+
 // The most either kernel of a step needs (the fast one runs in sessions; the
 // reference is its oracle in the tests, with the same scratch).
 size_t scratchFloats(const detail::Kernel &kernel) {
+  if (needsNoScratch(kernel)) return 0;
   if (std::holds_alternative<Gemm>(kernel)) return gemmF32PackedScratchFloats();
   if (const auto *op = std::get_if<Elementwise>(&kernel)) return op->registerCount() * kElementwiseBlock;
   if (const auto *op = std::get_if<Softmax>(&kernel)) return static_cast<size_t>(op->shape.back());

@@ -1,0 +1,30 @@
+// Writes the runtime tests' artifacts (every basic kernel; attention, talking
+// heads, layernorm and a residual gemm) into DIR, as seeds for the artifact
+// fuzzers: valid models whose every field the mutators can then damage.
+//   ein_fuzz_seed_artifacts DIR
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "artifact_builder.hpp"
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  const std::pair<const char *, std::vector<uint8_t>> artifacts[] = {
+      {"every_kernel.einb", ein::testing::everyKernelArtifact()},
+      {"fused_kernels.einb", ein::testing::fusedKernelArtifact()},
+  };
+  for (const auto &[name, bytes] : artifacts) {
+    std::string path = std::string(argv[1]) + "/" + name;
+    std::ofstream file(path, std::ios::binary);
+    file.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!file) {
+      std::fprintf(stderr, "cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
