@@ -28,6 +28,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -240,8 +241,9 @@ def step_tests():
 def step_sanitize():
     step = Step("sanitize")
     folder = binaries(step)
-    sanitizer = next((p for p in ["compute-sanitizer", "/usr/local/cuda/bin/compute-sanitizer"]
-                      if subprocess.run(["which", p], capture_output=True).returncode == 0 or os.path.exists(p)), None)
+    sanitizer = shutil.which("compute-sanitizer") or next(
+        (p for p in ["/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"]
+         if os.path.exists(p)), None)
     if not sanitizer:
         step.record(False, "compute-sanitizer", output="not found")
         return step.finish()
@@ -256,7 +258,9 @@ def step_sanitize():
                                          os.path.join(folder, "cuda_runtime_tests"), f"--gtest_filter={gtest_filter}"],
                                         timeout, env=device_env())
             summary = re.findall(r"=+ (?:ERROR SUMMARY|RACECHECK SUMMARY): .*", out + err)
-            step.record(status == 0, f"{tool} {what}", summary=summary[-1] if summary else "-", **gtest_counts(out),
+            counts = gtest_counts(out)
+            ran = counts["passed"] > 0 and counts["skipped"] == 0 and counts["failed"] == 0
+            step.record(status == 0 and ran, f"{tool} {what}", summary=summary[-1] if summary else "-", **counts,
                         **({} if status == 0 else {"output": (out + err)[-1500:]}))
     return step.finish()
 
