@@ -151,7 +151,8 @@ def binaries(step):
     built = os.path.join(SOURCE_BUILD, "bin")
     if not os.path.exists(os.path.join(built, "attention_bench")):
         print("   the prebuilt binaries do not run here: building gpu-kit/src (a few minutes)", flush=True)
-        status, _, err = step.run(["bash", os.path.join(KIT, "build-from-source.sh"), SOURCE_BUILD], timeout=480)
+        status, _, err = step.run(["bash", os.path.join(KIT, "build-from-source.sh"), SOURCE_BUILD], timeout=480,
+                                  env={"EIN_KIT_LIBRARY_DIRS": ":".join(library_folders())})
         if status != 0:
             raise RuntimeError("the source build failed: " + err.strip()[-500:])
     return built
