@@ -127,17 +127,21 @@ def glibc_version():
     return tuple(int(p) for p in text.split()[-1].split(".")[:2])
 
 
-def prebuilt_fits(step):
-    """Whether the prebuilt binaries' GLIBC_ needs are met and each of them starts."""
-    needs = json.load(open(os.path.join(KIT, "bin", "requirements.json")))
+PREBUILT = ["bin", "bin-dynamic"]  # libstdc++ linked in (glibc >= 2.36), or the system's (glibc >= 2.34)
+
+
+def prebuilt_fits(step, folder):
+    """Whether the binaries in KIT/folder have their GLIBC_ needs met and each of
+    them starts (a missing GLIBCXX_ version or library shows there)."""
+    needs = json.load(open(os.path.join(KIT, folder, "requirements.json")))
     have = glibc_version()
     for name, need in needs.items():
         version = tuple(int(p) for p in need.get("GLIBC", "0").split("."))
         if version > have:
-            step.log(f"{name} needs GLIBC_{need['GLIBC']}, this machine has glibc {'.'.join(map(str, have))}")
+            step.log(f"{folder}/{name} needs GLIBC_{need['GLIBC']}, this machine has glibc {'.'.join(map(str, have))}")
             return False
     for name, probe in (("ein-run", "--help"), ("ein-inspect", "--help"), ("cuda_runtime_tests", "--gtest_list_tests")):
-        status, _, _ = step.run([os.path.join(KIT, "bin", name), probe], 30, quiet=True)
+        status, _, _ = step.run([os.path.join(KIT, folder, name), probe], 30, quiet=True)
         if status != 0:
             return False
     return True
@@ -145,9 +149,11 @@ def prebuilt_fits(step):
 
 def binaries(step):
     """The folder of ein-run, ein-inspect, cuda_runtime_tests and attention_bench
-    that run here: the prebuilt bin/, or the source build (made now if missing)."""
-    if os.environ.get("EIN_KIT_FORCE_SOURCE") != "1" and prebuilt_fits(step):
-        return os.path.join(KIT, "bin")
+    that run here: bin/, else bin-dynamic/, else the source build (made now if missing)."""
+    if os.environ.get("EIN_KIT_FORCE_SOURCE") != "1":
+        for folder in PREBUILT:
+            if prebuilt_fits(step, folder):
+                return os.path.join(KIT, folder)
     built = os.path.join(SOURCE_BUILD, "bin")
     if not os.path.exists(os.path.join(built, "attention_bench")):
         print("   the prebuilt binaries do not run here: building gpu-kit/src (a few minutes)", flush=True)
@@ -182,9 +188,9 @@ def step_env():
                                  "torch.version.cuda, torch.cuda.get_device_name(0), numpy.__version__)"], 120)
     step.record(status == 0, "torch", output=(out or err).strip()[-200:])
     step.record(bool(library_folders()), "libcublasLt folders", output=":".join(library_folders()) or "none found")
-    needs = json.load(open(os.path.join(KIT, "bin", "requirements.json")))
-    fits = prebuilt_fits(step)
-    step.record(True, "prebuilt binaries", needs=needs, run_here=fits)
+    for folder in PREBUILT:
+        needs = json.load(open(os.path.join(KIT, folder, "requirements.json")))
+        step.record(True, f"prebuilt {folder}", needs=needs, run_here=prebuilt_fits(step, folder))
     try:
         folder = binaries(step)
         step.record(True, "binaries used", folder=folder)

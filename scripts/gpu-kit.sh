@@ -4,8 +4,11 @@
 # dependencies (and no network), so everything is built or gathered here:
 #   - bin/: ein-run, ein-inspect, cuda_runtime_tests (EIN_ENABLE_CUDA=ON,
 #     libstdc++/libgcc linked in, RUNPATH to the usual CUDA library folders)
-#     and the attention benchmark, for sm_80 and sm_90; bin/requirements.json
-#     lists the glibc and libstdc++ symbol versions each binary needs;
+#     and the attention benchmark, for sm_80 and sm_90; bin-dynamic/: the same
+#     linked against the system's libstdc++ (glibc 2.34 and GCC 12's libstdc++
+#     instead of glibc 2.36: Ubuntu 22.04 runs these, not bin/);
+#     requirements.json in each lists the glibc and libstdc++ symbol versions
+#     each binary needs;
 #   - src/: the source fallback for a machine whose glibc is older than those
 #     binaries need: the runtime, the CUDA tests and the benchmark's sources,
 #     the header-only libraries and GoogleTest's sources the build would find
@@ -28,26 +31,33 @@ jobs=${EIN_GPU_KIT_JOBS:-2}
 conformance_dirs=("$root/tests/conformance/cases" ${EIN_CONFORMANCE_DIR:+"$EIN_CONFORMANCE_DIR"})
 [[ -x "$einc" ]] || { echo "gpu-kit: no einc at $einc (build the compiler first, or set EINC)" >&2; exit 1; }
 
-# libstdc++ and libgcc linked in (the device's libstdc++ may be older than
-# Debian 12's); libcublasLt found through RUNPATH in the toolkit's usual
-# folders, or through LD_LIBRARY_PATH, which check.py points at PyTorch's
-# nvidia wheels as well (LD_LIBRARY_PATH is searched before RUNPATH).
+# Two sets: libstdc++ and libgcc linked in (bin/: any libstdc++, glibc >= 2.36)
+# or not (bin-dynamic/: glibc >= 2.34 and libstdc++ >= GCC 12's). Both find
+# libcublasLt through RUNPATH in the toolkit's usual folders, or through
+# LD_LIBRARY_PATH, which check.py points at PyTorch's nvidia wheels as well
+# (LD_LIBRARY_PATH is searched before RUNPATH).
 cuda_runpath='/usr/local/cuda/lib64:/usr/local/cuda/targets/x86_64-linux/lib:/usr/local/cuda-13/lib64'
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF \
-  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON \
-  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc -Wl,--enable-new-dtags,-rpath,$cuda_runpath" >/dev/null
-cmake --build "$build" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests
-
 rm -rf "$kit"
-mkdir -p "$kit/bin" "$kit/cases"
-cp "$build/bin/ein-run" "$build/bin/ein-inspect" "$build/bin/cuda_runtime_tests" "$kit/bin/"
-nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-  -Xcompiler -static-libstdc++,-static-libgcc -Xlinker --enable-new-dtags,-rpath,"$cuda_runpath" \
-  -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" "$build/lib/libein_runtime_cuda.a" -lcublasLt \
-  -o "$kit/bin/attention_bench"
-# The newest GLIBC_ / GLIBCXX_ symbol version each binary needs: check.py
-# compares them with the device's glibc before choosing these or the source build.
-python3 - "$kit/bin" <<'EOF'
+mkdir -p "$kit/cases"
+# One build folder per link: the objects are the same (ccache serves the second).
+for variant in static dynamic; do
+  folder=$build; out=$kit/bin; link_flags="-static-libstdc++ -static-libgcc "
+  if [[ $variant == dynamic ]]; then folder=$build-dynamic; out=$kit/bin-dynamic; link_flags=""; fi
+  link_flags+="-Wl,--enable-new-dtags,-rpath,$cuda_runpath"
+  cmake -S "$root" -B "$folder" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF \
+    -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="$link_flags" >/dev/null
+  cmake --build "$folder" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests
+  mkdir -p "$out"
+  cp "$folder/bin/ein-run" "$folder/bin/ein-inspect" "$folder/bin/cuda_runtime_tests" "$out/"
+  static_flags=()
+  if [[ $variant == static ]]; then static_flags=(-Xcompiler -static-libstdc++,-static-libgcc); fi
+  nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+    "${static_flags[@]}" -Xlinker --enable-new-dtags,-rpath,"$cuda_runpath" \
+    -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" "$folder/lib/libein_runtime_cuda.a" -lcublasLt \
+    -o "$out/attention_bench"
+  # The newest GLIBC_ / GLIBCXX_ symbol version each binary needs: check.py compares
+  # them with the device's before choosing this set, the other or the source build.
+  python3 - "$out" <<'EOF'
 import json, os, re, subprocess, sys
 folder = sys.argv[1]
 needs = {}
@@ -60,8 +70,10 @@ for name in sorted(os.listdir(folder)):
             entry[library] = ".".join(map(str, max(versions)))
     needs[name] = entry
 json.dump(needs, open(os.path.join(folder, "requirements.json"), "w"), indent=1)
-print("gpu-kit: binaries need", needs)
+print("gpu-kit:", os.path.basename(folder), "needs", needs)
 EOF
+done
+build_schema=$build/schemas/include/ein/schema/ein_artifact_generated.h
 
 # The source fallback: what the runtime's CMake files need, and nothing of /usr/include beyond the toolchains.
 src="$kit/src"
@@ -72,7 +84,7 @@ cp -r "$root/runtime/CMakeLists.txt" "$root/runtime/include" "$root/runtime/src"
 cp "$root/tests/runtime/artifact_builder.hpp" "$root/tests/runtime/artifact_builder.cpp" "$src/tests/runtime/"
 cp "$root"/tests/runtime/cuda/* "$src/tests/runtime/cuda/"
 cp "$root/bench/cuda/attention_bench.cu" "$src/bench/cuda/"
-cp "$build/schemas/include/ein/schema/ein_artifact_generated.h" "$src/deps/include/ein/schema/"
+cp "$build_schema" "$src/deps/include/ein/schema/"
 for header_dir in fmt CLI nlohmann flatbuffers; do cp -r "/usr/include/$header_dir" "$src/deps/include/"; done
 cp -r /usr/src/googletest/googletest/include /usr/src/googletest/googletest/src "$src/deps/googletest/"
 cp "$root/scripts/gpu-kit/build-from-source.sh" "$kit/"
