@@ -1,151 +1,494 @@
 #!/usr/bin/env python3
 """Checks the CUDA backend on a GPU machine with the kit scripts/gpu-kit.sh made.
 
-Runs the CUDA kernel tests, then every conformance case at fp32, bf16 and fp16
-with `ein-run --device cuda`, comparing each output with the PyTorch float64
-results (the case's tolerances; bf16 and fp16 widen them to 2e-2 and 5e-3, as
-runtime/src/cuda/README.md documents), then the attention benchmark against
-torch SDPA and ViT-B/16 at batch 64 against PyTorch eager and torch.compile. Prints a summary; logs and JSON lines go to $OUT when set.
-Needs python3 with numpy (and torch for the SDPA comparison)."""
+    python3 -u gpu-kit/check.py STEP [STEP ...] [--device cuda:N] [--no-bench] [--budget SECONDS]
+
+Steps, each well inside the device tool's 10 minutes a call, each writing
+$OUT/STEP.json (its results) and $OUT/STEP.log (every command and its output):
+  env              versions, glibc against what the prebuilt binaries need, ldd of
+                   each binary; builds the source fallback when they cannot run
+  tests            each cuda_runtime_tests test alone with EIN_CUDA_SYNC=1, then
+                   the whole binary without it
+  sanitize         compute-sanitizer memcheck and racecheck on the attention,
+                   layernorm and gemm tests
+  conformance      every conformance case at fp32, bf16 and fp16 through
+                   ein-run --device cuda, against the expected outputs
+  vit-accuracy     ViT-B/16 batch 64: ein fp32 against ein bf16 logits (same weights)
+  bench-attention  attention TFLOP/s (bf16, fp16; causal and not) against torch SDPA
+  bench-vit        ViT-B/16 batch 64 images/s: ein fp32/bf16, PyTorch eager, torch.compile
+  correctness      env, tests and conformance (what --no-bench runs with no step named)
+  all              every step in the order above
+With no step named: correctness, then (unless --no-bench) the benchmarks.
+A failing command or engine is recorded and the next one runs; every step
+prints its summary; the exit status is 1 when anything failed. No command
+runs past --budget seconds from the start (default 560, under the device
+tool's 600): one that would is cut short and recorded as timed out.
+Needs python3 with numpy (conformance, vit-*) and torch (bench-*, bench-vit)."""
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
-
-import numpy as np
+import time
 
 KIT = os.path.dirname(os.path.abspath(__file__))
-OUT = os.environ.get("OUT") or tempfile.mkdtemp()
+OUT = os.environ.get("OUT") or tempfile.mkdtemp(prefix="ein-check-")
 os.makedirs(OUT, exist_ok=True)
+SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR", "/tmp/ein-kit-build")
+# bf16/fp16 widen the cases' tolerances to these (runtime/src/cuda/README.md).
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
+STARTED = time.time()
+BUDGET = 560.0  # seconds for the whole invocation (--budget)
+STEPS = ["env", "tests", "sanitize", "conformance", "vit-accuracy", "bench-attention", "bench-vit"]
 
 
-def library_path():
-    """Where libcublasLt may live there: the toolkit, or PyTorch's nvidia wheels."""
-    places = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
+def library_folders():
+    """Folders that may hold libcublasLt.so.13: the toolkit, and PyTorch's
+    nvidia wheels (nvidia/cu13/lib, nvidia/cublas/lib) on any sys.path entry."""
+    places = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda-13/lib64"]
+    for entry in sys.path + glob.glob("/opt/*/.venv/lib/python3*/site-packages"):
+        places += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(entry, "nvidia", "**", "libcublasLt.so*"),
+                                                                   recursive=True)})
+    found = [p for p in dict.fromkeys(places) if glob.glob(os.path.join(p, "libcublasLt.so*"))]
+    return found
+
+
+# LD_LIBRARY_PATH is searched before the binaries' RUNPATH (the toolkit's folders).
+os.environ["LD_LIBRARY_PATH"] = ":".join(library_folders() + [p for p in [os.environ.get("LD_LIBRARY_PATH")] if p])
+
+
+class Step:
+    """One step's log and results; its JSON is rewritten after every record, so
+    what ran is under $OUT even if the call is cut off."""
+
+    def __init__(self, name):
+        self.name, self.results, self.failures = name, [], 0
+        self.log_path = os.path.join(OUT, name + ".log")
+        self.started = time.time()
+        open(self.log_path, "w").close()
+        print(f"== {name}", flush=True)
+
+    def log(self, text):
+        with open(self.log_path, "a") as log:
+            log.write(text if text.endswith("\n") else text + "\n")
+
+    def run(self, command, timeout=300, env=None, quiet=False):
+        """Runs `command`; returns (exit status, stdout, stderr). A timeout is status 124."""
+        started = time.time()
+        full_env = dict(os.environ, **(env or {}))
+        left = STARTED + BUDGET - started - 5
+        if left < 5:
+            self.log(f"$ {' '.join(command)}   # not run: the {BUDGET:.0f} s budget is spent")
+            print(f"   not run (budget spent): {os.path.basename(command[0])}", flush=True)
+            return 124, "", "not run: the time budget is spent"
+        timeout = min(timeout, left)
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=full_env)
+            status, out, err = result.returncode, result.stdout, result.stderr
+        except subprocess.TimeoutExpired as expired:
+            status = 124
+            out = expired.stdout.decode(errors="replace") if isinstance(expired.stdout, bytes) else expired.stdout or ""
+            err = f"timed out after {timeout:.0f} s"
+        except OSError as error:
+            status, out, err = 127, "", str(error)
+        prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        self.log(f"$ {prefix + ' ' if prefix else ''}{' '.join(command)}   # exit {status}, "
+                 f"{time.time() - started:.1f} s\n{out}{err}")
+        if not quiet and status != 0:
+            print(f"   exit {status}: {' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(command))}",
+                  flush=True)
+        return status, out, err
+
+    def record(self, ok, what, **fields):
+        entry = dict(what=what, ok=ok, **fields)
+        self.results.append(entry)
+        self.failures += not ok
+        detail = ", ".join(f"{k} {v}" for k, v in fields.items() if k not in ("output",))
+        print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + detail if detail else ''}", flush=True)
+        self.save()
+
+    def save(self):
+        with open(os.path.join(OUT, self.name + ".json"), "w") as out:
+            json.dump({"step": self.name, "failures": self.failures, "seconds": round(time.time() - self.started, 1),
+                       "results": self.results}, out, indent=1)
+
+    def finish(self):
+        self.save()
+        print(f"== {self.name}: {len(self.results) - self.failures} ok, {self.failures} failed, "
+              f"{time.time() - self.started:.0f} s (results in {OUT}/{self.name}.json)", flush=True)
+        return self.failures
+
+
+def glibc_version():
+    text = os.confstr("CS_GNU_LIBC_VERSION") or "glibc 0"  # "glibc 2.39"
+    return tuple(int(p) for p in text.split()[-1].split(".")[:2])
+
+
+PREBUILT = ["bin", "bin-dynamic"]  # libstdc++ linked in (glibc >= 2.36), or the system's (glibc >= 2.34)
+
+
+def prebuilt_fits(step, folder):
+    """Whether the binaries in KIT/folder have their GLIBC_ needs met and each of
+    them starts (a missing GLIBCXX_ version or library shows there)."""
+    needs = json.load(open(os.path.join(KIT, folder, "requirements.json")))
+    have = glibc_version()
+    for name, need in needs.items():
+        version = tuple(int(p) for p in need.get("GLIBC", "0").split("."))
+        if version > have:
+            step.log(f"{folder}/{name} needs GLIBC_{need['GLIBC']}, this machine has glibc {'.'.join(map(str, have))}")
+            return False
+    for name, probe in (("ein-run", "--help"), ("ein-inspect", "--help"), ("cuda_runtime_tests", "--gtest_list_tests")):
+        status, _, _ = step.run([os.path.join(KIT, folder, name), probe], 30, quiet=True)
+        if status != 0:
+            return False
+    return True
+
+
+def binaries(step):
+    """The folder of ein-run, ein-inspect, cuda_runtime_tests and attention_bench
+    that run here: bin/, else bin-dynamic/, else the source build (made now if missing)."""
+    if os.environ.get("EIN_KIT_FORCE_SOURCE") != "1":
+        for folder in PREBUILT:
+            if prebuilt_fits(step, folder):
+                return os.path.join(KIT, folder)
+    built = os.path.join(SOURCE_BUILD, "bin")
+    if not os.path.exists(os.path.join(built, "attention_bench")):
+        print("   the prebuilt binaries do not run here: building gpu-kit/src (a few minutes)", flush=True)
+        status, _, err = step.run(["bash", os.path.join(KIT, "build-from-source.sh"), SOURCE_BUILD], timeout=480,
+                                  env={"EIN_KIT_LIBRARY_DIRS": ":".join(library_folders())})
+        if status != 0:
+            raise RuntimeError("the source build failed: " + err.strip()[-500:])
+    return built
+
+
+def device_args():
+    return ["--device", DEVICE] if DEVICE else ["--device", "cuda"]
+
+
+def device_env():
+    index = DEVICE.split(":")[1] if DEVICE and ":" in DEVICE else None
+    return {"EIN_CUDA_DEVICE": index} if index is not None else {}
+
+
+# ---- steps ------------------------------------------------------------------------------------
+
+def step_env():
+    step = Step("env")
+    have = glibc_version()
+    step.record(True, "glibc", version=".".join(map(str, have)))
+    for command in (["nvidia-smi", "--query-gpu=name,driver_version,memory.total,compute_cap", "--format=csv,noheader"],
+                    ["nvcc", "--version"], ["cmake", "--version"], ["c++", "--version"], ["uname", "-a"]):
+        status, out, err = step.run(command, 60)
+        line = (out.strip().splitlines() or [err.strip()])[-1 if command[0] == "nvcc" else 0]
+        step.record(status == 0, command[0], output=line)
+    status, out, err = step.run([sys.executable, "-c", "import torch, numpy; print(torch.__version__, "
+                                 "torch.version.cuda, torch.cuda.get_device_name(0), numpy.__version__)"], 120)
+    step.record(status == 0, "torch", output=(out or err).strip()[-200:])
+    step.record(bool(library_folders()), "libcublasLt folders", output=":".join(library_folders()) or "none found")
+    for folder in PREBUILT:
+        needs = json.load(open(os.path.join(KIT, folder, "requirements.json")))
+        step.record(True, f"prebuilt {folder}", needs=needs, run_here=prebuilt_fits(step, folder))
     try:
-        import nvidia.cublas
-        places += [os.path.join(path, "lib") for path in nvidia.cublas.__path__]
-    except ImportError:
-        pass
-    return ":".join([p for p in places if os.path.isdir(p)] + [os.environ.get("LD_LIBRARY_PATH", "")])
+        folder = binaries(step)
+        step.record(True, "binaries used", folder=folder)
+        for name in ("ein-run", "ein-inspect", "cuda_runtime_tests", "attention_bench"):
+            status, out, err = step.run(["ldd", os.path.join(folder, name)], 30)
+            missing = [line.strip() for line in out.splitlines() if "not found" in line]
+            cublas = [line.strip() for line in out.splitlines() if "cublasLt" in line]
+            step.record(status == 0 and not missing, f"ldd {name}", cublasLt=cublas[0] if cublas else "-",
+                        missing=missing)
+        status, out, err = step.run([os.path.join(folder, "cuda_runtime_tests"), "--gtest_list_tests"], 60)
+        step.record(status == 0, "cuda_runtime_tests --gtest_list_tests",
+                    tests=sum(1 for line in out.splitlines() if line.startswith("  ")))
+    except RuntimeError as error:
+        step.record(False, "binaries", output=str(error))
+    return step.finish()
 
 
-os.environ["LD_LIBRARY_PATH"] = library_path()
+def test_names(folder, step):
+    status, out, _ = step.run([os.path.join(folder, "cuda_runtime_tests"), "--gtest_list_tests"], 60, quiet=True)
+    names, suite = [], ""
+    for line in out.splitlines():
+        if not line.startswith(" "):
+            suite = line.split("#")[0].strip()
+        elif line.strip():
+            names.append(suite + line.split("#")[0].strip())
+    return names
 
 
-def gtest_summary(output):
-    """The '[  PASSED  ] N tests.' style lines of a GoogleTest run."""
-    return "; ".join(line.strip() for line in output.splitlines()
-                     if re.match(r"\[ +(PASSED|SKIPPED|FAILED) +\] \d+ tests?", line))
+def gtest_counts(output):
+    counts = {}
+    for kind in ("PASSED", "SKIPPED", "FAILED"):
+        found = re.search(rf"\[\s+{kind}\s+\] (\d+) tests?", output)
+        counts[kind.lower()] = int(found.group(1)) if found else 0
+    return counts
 
 
-def run(command, log_name):
-    try:
-        result = subprocess.run(command, capture_output=True, text=True)
-    except OSError as error:  # e.g. no nvidia-smi
-        result = subprocess.CompletedProcess(command, 127, "", str(error))
-    with open(os.path.join(OUT, log_name), "a") as log:
-        log.write("$ " + " ".join(command) + "\n" + result.stdout + result.stderr + "\n")
-    return result
+def step_tests():
+    step = Step("tests")
+    folder = binaries(step)
+    tests = os.path.join(folder, "cuda_runtime_tests")
+    for name in test_names(folder, step):
+        started = time.time()
+        status, out, err = step.run([tests, f"--gtest_filter={name}"], 240, env=dict(device_env(), EIN_CUDA_SYNC="1"))
+        counts = gtest_counts(out)
+        ok = status == 0 and counts["passed"] == 1
+        step.record(ok, f"{name} (EIN_CUDA_SYNC=1)", seconds=round(time.time() - started, 1),
+                    **({"skipped": True} if counts["skipped"] else {}),
+                    **({} if ok else {"output": (out + err)[-1500:]}))
+    status, out, err = step.run([tests], 480, env=device_env())
+    step.record(status == 0 and gtest_counts(out)["failed"] == 0 and gtest_counts(out)["skipped"] == 0,
+                "cuda_runtime_tests, all, asynchronous", **gtest_counts(out))
+    return step.finish()
 
 
-def check_case(name, precision):
-    case_dir = os.path.join(KIT, "cases", name)
-    spec = json.load(open(os.path.join(case_dir, "case.json")))
-    atol = max(spec["tolerance"]["atol"], WIDENED[precision])
-    rtol = max(spec["tolerance"]["rtol"], WIDENED[precision])
-    out_dir = tempfile.mkdtemp()
-    command = [os.path.join(KIT, "bin", "ein-run"), os.path.join(case_dir, f"model_{precision}.einb"),
-               "--device", "cuda", "--output-dir", out_dir]
-    for input_name in spec["inputs"]:
-        command += ["--input", f"{input_name}={os.path.join(case_dir, input_name + '.npy')}"]
-    result = run(command, "conformance.log")
-    if result.returncode != 0:
-        return False, "ein-run failed: " + result.stderr.strip()[-300:]
-    worst = []
-    ok = True
-    for output in spec["outputs"]:
-        got = np.load(os.path.join(out_dir, output + ".npy")).astype(np.float64)
-        want = np.load(os.path.join(case_dir, "expected", output + ".npy")).astype(np.float64)
-        if got.shape != want.shape:
-            return False, f"{output}: shape {got.shape} != {want.shape}"
-        close = np.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
-        ok &= bool(close.all())
-        worst.append(f"{output} max|diff| {np.nanmax(np.abs(got - want)) if got.size else 0:.3g}")
-    return ok, ", ".join(worst)
+def step_sanitize():
+    step = Step("sanitize")
+    folder = binaries(step)
+    sanitizer = shutil.which("compute-sanitizer") or next(
+        (p for p in ["/usr/local/cuda/bin/compute-sanitizer", "/usr/local/cuda/compute-sanitizer/compute-sanitizer"]
+         if os.path.exists(p)), None)
+    if not sanitizer:
+        step.record(False, "compute-sanitizer", output="not found")
+        return step.finish()
+    # The large-m gemm is left out: 3 million outputs under the sanitizer take too long, and
+    # the same kernel runs in the other gemm tests.
+    filters = {"attention": "CudaAttention*:CudaKernels.Attention*:CudaKernels.TalkingHeads",
+               "layernorm": "CudaKernels.SoftmaxLayerNormReduce",
+               "gemm": "CudaKernels.Gemm*:-CudaKernels.GemmTiledWithLargeM"}
+    for tool, timeout in (("memcheck", 150), ("racecheck", 180)):
+        for what, gtest_filter in filters.items():
+            status, out, err = step.run([sanitizer, "--tool", tool, "--error-exitcode", "3",
+                                         os.path.join(folder, "cuda_runtime_tests"), f"--gtest_filter={gtest_filter}"],
+                                        timeout, env=device_env())
+            summary = re.findall(r"=+ (?:ERROR SUMMARY|RACECHECK SUMMARY): .*", out + err)
+            counts = gtest_counts(out)
+            ran = counts["passed"] > 0 and counts["skipped"] == 0 and counts["failed"] == 0
+            step.record(status == 0 and ran, f"{tool} {what}", summary=summary[-1] if summary else "-", **counts,
+                        **({} if status == 0 else {"output": (out + err)[-1500:]}))
+    return step.finish()
 
 
-def vit_benchmark(batch=64, runs=20):
-    """ViT-B/16 images/s: ein (artifact refilled with random weights) against
-    PyTorch eager and torch.compile on a timm-named model of the same shape."""
+def step_conformance():
+    import numpy as np
+    step = Step("conformance")
+    folder = binaries(step)
+    for name in sorted(os.listdir(os.path.join(KIT, "cases"))):
+        case_dir = os.path.join(KIT, "cases", name)
+        spec = json.load(open(os.path.join(case_dir, "case.json")))
+        for precision in ("fp32", "bf16", "fp16"):
+            atol = max(spec["tolerance"]["atol"], WIDENED[precision])
+            rtol = max(spec["tolerance"]["rtol"], WIDENED[precision])
+            out_dir = tempfile.mkdtemp()
+            command = [os.path.join(folder, "ein-run"), os.path.join(case_dir, f"model_{precision}.einb"),
+                       *device_args(), "--output-dir", out_dir]
+            for input_name in spec["inputs"]:
+                command += ["--input", f"{input_name}={os.path.join(case_dir, input_name + '.npy')}"]
+            status, out, err = step.run(command, 120, env={"EIN_CUDA_SYNC": "1"})
+            if status != 0:
+                step.record(False, f"{name} {precision}", output="ein-run failed: " + err.strip()[-400:])
+                continue
+            ok, errors = True, {}
+            for output in spec["outputs"]:
+                got = np.load(os.path.join(out_dir, output + ".npy")).astype(np.float64)
+                want = np.load(os.path.join(case_dir, "expected", output + ".npy")).astype(np.float64)
+                if got.shape != want.shape:
+                    ok = False
+                    errors[output] = f"shape {got.shape} != {want.shape}"
+                    continue
+                ok &= bool(np.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True).all())
+                finite = np.isfinite(want) & np.isfinite(got)
+                errors[output] = float(np.max(np.abs(got - want)[finite])) if finite.any() else 0.0
+            step.record(ok, f"{name} {precision}", max_abs_error=errors, atol=atol, rtol=rtol)
+    return step.finish()
+
+
+def vit_artifact(precision, work):
+    """The ViT-B/16 batch-64 artifact with its weight segment refilled: the same
+    values for fp32 and bf16 (N(0, 0.02), the scale of timm's initialisation)."""
+    import numpy as np
+    stripped = os.path.join(KIT, "vit", f"vit_b16_batch64_{precision}.einb")
+    size = int(open(stripped + ".weights_bytes").read())
+    artifact = os.path.join(work, os.path.basename(stripped))
+    with open(artifact, "wb") as out:
+        out.write(open(stripped, "rb").read())
+        out.write((np.random.default_rng(2).standard_normal(size // 4, dtype=np.float32) * 0.02).tobytes())
+    return artifact
+
+
+def vit_images(work, batch=64):
+    import numpy as np
+    path = os.path.join(work, "img.npy")
+    if not os.path.exists(path):
+        np.save(path, np.random.default_rng(1).standard_normal((batch, 3, 224, 224), dtype=np.float32))
+    return path
+
+
+def step_vit_accuracy():
+    import numpy as np
+    step = Step("vit-accuracy")
+    folder = binaries(step)
+    work = tempfile.mkdtemp()
+    images = vit_images(work)
+    logits = {}
+    for precision in ("fp32", "bf16"):
+        out_dir = os.path.join(work, precision)
+        status, out, err = step.run([os.path.join(folder, "ein-run"), vit_artifact(precision, work), *device_args(),
+                                     "--input", f"img={images}", "--output-dir", out_dir], 300)
+        if status != 0:
+            step.record(False, f"ein-run ViT-B/16 {precision}", output=err.strip()[-400:])
+            continue
+        logits[precision] = np.load(glob.glob(os.path.join(out_dir, "*.npy"))[0]).astype(np.float64)
+        step.record(bool(np.isfinite(logits[precision]).all()), f"ein-run ViT-B/16 {precision}",
+                    shape=list(logits[precision].shape), max_abs_logit=float(np.abs(logits[precision]).max()))
+    if len(logits) == 2:
+        reference, got = logits["fp32"], logits["bf16"]
+        scale = float(np.abs(reference).max())
+        error = float(np.abs(got - reference).max())
+        agreement = float((got.argmax(-1) == reference.argmax(-1)).mean())
+        # bf16 GEMMs and attention through 12 blocks: a few 1e-2 of the logits' scale at most.
+        step.record(error <= 5e-2 * scale, "ViT-B/16 bf16 against fp32 logits", max_abs_error=error,
+                    relative_to_max_logit=error / scale if scale else float("nan"), top1_agreement=agreement,
+                    images=int(reference.shape[0]))
+    return step.finish()
+
+
+def step_bench_attention():
+    step = Step("bench-attention")
+    folder = binaries(step)
+    lines = []
+    for precision in ("bf16", "fp16"):
+        for causal in ("0", "1"):
+            status, out, err = step.run([os.path.join(folder, "attention_bench"), "--precision", precision, "--causal",
+                                         causal], 240, env=device_env())
+            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+            lines += rows
+            step.record(status == 0, f"ein attention {precision} causal={causal}",
+                        tflops={f"n{r['n']} d{r['head_dim']}": r["tflops"] for r in rows},
+                        **({} if status == 0 else {"output": err.strip()[-400:]}))
+            status, out, err = step.run([sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype", precision,
+                                         "--causal", causal], 240)
+            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+            lines += rows
+            step.record(status == 0, f"torch SDPA {precision} causal={causal}",
+                        tflops={f"n{r['n']} d{r['head_dim']}": r["tflops"] for r in rows},
+                        **({} if status == 0 else {"output": err.strip()[-400:]}))
+    with open(os.path.join(OUT, "bench-attention.jsonl"), "w") as out:
+        out.writelines(json.dumps(line) + "\n" for line in lines)
+    return step.finish()
+
+
+def torch_vit_worker(mode, precision, runs):
+    """One PyTorch engine in its own process (so a torch.compile failure or hang
+    costs only itself): prints one JSON line."""
+    import numpy as np
     import torch
     sys.path.insert(0, KIT)
-    from vit_vs_pytorch import IMAGE, timm_weights, torch_vit
+    from vit_vs_pytorch import timm_weights, torch_vit
+    model = torch_vit(768, 12).cuda().eval()
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in timm_weights(768, seed=0).items()})
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((64, 3, 224, 224), dtype=np.float32)).cuda()
+    module = torch.compile(model) if mode == "compile" else model
+    dtype = torch.bfloat16 if precision == "bf16" else None
+    with torch.inference_mode(), torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
+        for _ in range(5):
+            module(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(runs):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            module(x)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+    median = sorted(times)[len(times) // 2]
+    print(json.dumps({"impl": f"torch_{mode}_{precision}", "batch": 64, "median_ms": round(median, 3),
+                      "images_per_s": round(64 / median * 1e3, 1), "device": torch.cuda.get_device_name(0)}))
+
+
+def step_bench_vit(runs=20):
+    step = Step("bench-vit")
+    folder = binaries(step)
     work = tempfile.mkdtemp()
-    np.save(os.path.join(work, "img.npy"), np.random.default_rng(1).standard_normal((batch, 3, IMAGE, IMAGE),
-                                                                                    dtype=np.float32))
+    images = vit_images(work)
+    lines = []
     for precision in ("fp32", "bf16"):
-        stripped = os.path.join(KIT, "vit", f"vit_b16_batch64_{precision}.einb")
-        size = int(open(stripped + ".weights_bytes").read())
-        artifact = os.path.join(work, os.path.basename(stripped))
-        with open(artifact, "wb") as out:
-            out.write(open(stripped, "rb").read())
-            out.write((np.random.default_rng(2).standard_normal(size // 4, dtype=np.float32) * 0.02).tobytes())
-        result = run([os.path.join(KIT, "bin", "ein-run"), artifact, "--device", "cuda", "--input",
-                      f"img={work}/img.npy", "--bench", str(runs)], "vit.log")
-        found = re.search(r"median ([\d.]+) ms", result.stdout)
-        median = float(found.group(1)) if found else float("nan")
-        print(json.dumps({"impl": f"ein_cuda_{precision}", "batch": batch, "median_ms": median,
-                          "images_per_s": round(batch / median * 1e3, 1)}))
-        model = torch_vit(768, 12).cuda().eval()
-        model.load_state_dict({k: torch.from_numpy(v) for k, v in timm_weights(768, seed=0).items()})
-        dtype = None if precision == "fp32" else torch.bfloat16
-        torch.backends.cuda.matmul.allow_tf32 = False
-        x = torch.from_numpy(np.load(os.path.join(work, "img.npy"))).cuda()
-        for name, module in (("eager", model), ("compile", torch.compile(model))):
-            with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=dtype is not None):
-                for _ in range(5):
-                    module(x)
-                torch.cuda.synchronize()
-                times = []
-                for _ in range(runs):
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    module(x)
-                    end.record()
-                    torch.cuda.synchronize()
-                    times.append(start.elapsed_time(end))
-            median = sorted(times)[len(times) // 2]
-            print(json.dumps({"impl": f"torch_{name}_{precision}", "batch": batch, "median_ms": round(median, 3),
-                              "images_per_s": round(batch / median * 1e3, 1)}))
+        status, out, err = step.run([os.path.join(folder, "ein-run"), vit_artifact(precision, work), *device_args(),
+                                     "--input", f"img={images}", "--bench", str(runs), "--output-dir", work], 240)
+        found = re.search(r"median ([\d.]+) ms", out + err)
+        if status == 0 and found:
+            median = float(found.group(1))
+            lines.append({"impl": f"ein_cuda_{precision}", "batch": 64, "median_ms": median,
+                          "images_per_s": round(64 / median * 1e3, 1)})
+            step.record(True, f"ein ViT-B/16 {precision}", **lines[-1])
+        else:
+            step.record(False, f"ein ViT-B/16 {precision}", output=(out + err).strip()[-400:])
+        for mode in ("eager", "compile"):
+            status, out, err = step.run([sys.executable, os.path.abspath(__file__), "torch-vit-worker", mode, precision,
+                                         str(runs)], 300 if mode == "compile" else 120)
+            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+            if status == 0 and rows:
+                lines.append(rows[-1])
+                step.record(True, f"torch {mode} ViT-B/16 {precision}", **rows[-1])
+            else:
+                step.record(False, f"torch {mode} ViT-B/16 {precision}", output=err.strip()[-400:])
+    with open(os.path.join(OUT, "bench-vit.jsonl"), "w") as out:
+        out.writelines(json.dumps(line) + "\n" for line in lines)
+    return step.finish()
 
 
-def main():
-    print("device:", run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], "nvidia-smi.log").stdout.strip())
-    tests = run([os.path.join(KIT, "bin", "cuda_runtime_tests")], "cuda_runtime_tests.log")
-    print("cuda_runtime_tests:", "exit", tests.returncode, "-", gtest_summary(tests.stdout))
-    failures = 0
-    for name in sorted(os.listdir(os.path.join(KIT, "cases"))):
-        for precision in ("fp32", "bf16", "fp16"):
-            ok, detail = check_case(name, precision)
-            failures += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {name} {precision}: {detail}")
-    if "--no-bench" not in sys.argv:
-        for precision in ("bf16", "fp16"):
-            bench = run([os.path.join(KIT, "bin", "attention_bench"), "--precision", precision], "attention.log")
-            print(bench.stdout.strip() or bench.stderr.strip()[-300:])
-            torch_bench = run([sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype", precision],
-                              "attention.log")
-            print(torch_bench.stdout.strip() or torch_bench.stderr.strip()[-300:])
-    if "--no-bench" not in sys.argv:
-        vit_benchmark()
-    print(f"{failures} conformance failures; logs in {OUT}")
-    return 1 if failures or tests.returncode else 0
+RUNNERS = {"env": step_env, "tests": step_tests, "sanitize": step_sanitize, "conformance": step_conformance,
+           "vit-accuracy": step_vit_accuracy, "bench-attention": step_bench_attention, "bench-vit": step_bench_vit}
+DEVICE = None
+
+
+def main(argv):
+    global DEVICE, BUDGET
+    if argv[:1] == ["torch-vit-worker"]:
+        torch_vit_worker(argv[1], argv[2], int(argv[3]))
+        return 0
+    for option in ("--device", "--budget"):
+        if option in argv:
+            value = argv[argv.index(option) + 1]
+            del argv[argv.index(option):argv.index(option) + 2]
+            if option == "--device":
+                DEVICE = value
+            else:
+                BUDGET = float(value)
+    no_bench = "--no-bench" in argv
+    names = [a for a in argv if not a.startswith("--")]
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
+    steps = []
+    for name in names or ["correctness"] + ([] if no_bench else ["bench-attention", "bench-vit"]):
+        if name == "correctness":
+            steps += ["env", "tests", "conformance"]
+        elif name == "all":
+            steps += STEPS
+        elif name in RUNNERS:
+            steps.append(name)
+        else:
+            print(f"check.py: unknown step {name!r} (steps: {', '.join(STEPS)}, correctness, all)")
+            return 2
+    failures, summary = 0, []
+    for name in steps:
+        try:
+            failed = RUNNERS[name]()
+        except Exception as error:  # one broken step must not hide the others' summaries
+            print(f"FAIL {name}: {type(error).__name__}: {error}", flush=True)
+            failed = 1
+        failures += failed
+        summary.append(f"{name}: {'ok' if not failed else f'{failed} failed'}")
+    print("summary: " + "; ".join(summary) + f" (logs and JSON in {OUT})", flush=True)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

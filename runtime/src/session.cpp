@@ -33,6 +33,9 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   if (options.threads < 1)
     return Status(StatusCode::InvalidArgument, fmt::format("threads must be at least 1, got {}", options.threads));
   if (!detail::deviceAvailable(options.device)) return detail::deviceUnavailable(options.device);
+  if (options.deviceIndex < -1 || (options.device == Device::Cpu && options.deviceIndex > 0))
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("no device {}:{}", deviceName(options.device), options.deviceIndex));
   if (options.device != model->target())
     return Status(StatusCode::InvalidArgument,
                   fmt::format("{} was compiled for {}; it cannot run on {} (recompile with --target {})", model->name(),

@@ -40,4 +40,19 @@ std::optional<Device> parseDevice(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<DeviceSpec> parseDeviceSpec(std::string_view text) {
+  const size_t colon = text.find(':');
+  std::optional<Device> device = parseDevice(text.substr(0, colon));
+  if (!device) return std::nullopt;
+  if (colon == std::string_view::npos) return DeviceSpec{*device, -1};
+  const std::string_view digits = text.substr(colon + 1);
+  if (digits.empty() || digits.size() > 4) return std::nullopt;
+  int index = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    index = index * 10 + (c - '0');
+  }
+  return DeviceSpec{*device, index};
+}
+
 }  // namespace ein

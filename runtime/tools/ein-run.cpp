@@ -2,7 +2,7 @@
 // prints its outputs.
 //
 //   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED]
-//           [--output-dir DIR] [--threads N] [--device cpu|cuda] [--bench N]
+//           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //
 // Prints "time: X.XXX ms" for the first run; with --bench N, then runs N more
 // (the first one was the warm-up) and prints
@@ -203,16 +203,16 @@ int main(int argc, char **argv) {
   app.add_option("--random-inputs", randomSeed, "fill the inputs not given with --input with random values from SEED");
   app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
   app.add_option("--threads", threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
-  app.add_option("--device", deviceName, "cpu or cuda");
+  app.add_option("--device", deviceName, "cpu, cuda or cuda:N (the N-th CUDA device; cuda is $EIN_CUDA_DEVICE or 0)");
   app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
-  std::optional<ein::Device> device = ein::parseDevice(deviceName);
-  if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda)");
+  std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
+  if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");
   auto model = ein::Model::load(modelPath);
   if (!model.ok()) return fail(model.status().message());
-  auto session = ein::Session::create(model.value(), {threads, *device});
+  auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
   const std::vector<ein::TensorInfo> &inputs = model.value()->inputs();
 

@@ -104,6 +104,26 @@ TEST(Session, ValidatesOptionsAndDevice) {
       << cuda.status().message();
   auto none = Session::create(nullptr);
   EXPECT_EQ(none.status().code(), StatusCode::InvalidArgument);
+  auto secondCpu = Session::create(model, {1, Device::Cpu, 1});
+  EXPECT_EQ(secondCpu.status().code(), StatusCode::InvalidArgument);
+  EXPECT_EQ(secondCpu.status().message(), "no device cpu:1");
+  EXPECT_TRUE(Session::create(model, {1, Device::Cpu, 0}).ok());
+}
+
+TEST(Session, ParsesDeviceSpecs) {
+  auto expectSpec = [](std::string_view text, Device device, int index) {
+    std::optional<DeviceSpec> spec = parseDeviceSpec(text);
+    ASSERT_TRUE(spec) << text;
+    EXPECT_EQ(spec->device, device) << text;
+    EXPECT_EQ(spec->index, index) << text;
+  };
+  expectSpec("cpu", Device::Cpu, -1);
+  expectSpec("cuda", Device::Cuda, -1);
+  expectSpec("cuda:0", Device::Cuda, 0);
+  expectSpec("cuda:1", Device::Cuda, 1);
+  expectSpec("cuda:12", Device::Cuda, 12);
+  for (std::string_view bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1:2", "cuda:99999", ":1", "CUDA"})
+    EXPECT_FALSE(parseDeviceSpec(bad)) << bad;
 }
 
 TEST(Session, CudaArtifactDoesNotRunOnCpu) {

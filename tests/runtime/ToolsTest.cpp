@@ -118,6 +118,14 @@ TEST_F(ToolsTest, RunErrorsExitNonZeroWithAMessage) {
   EXPECT_TRUE(cuda.err.find("device cuda is not available") != std::string::npos ||
               cuda.err.find("cannot run on cuda") != std::string::npos)
       << cuda.err;
+  Result badDevice = einRun(model + " --random-inputs 1 --device cuda:x");
+  EXPECT_NE(badDevice.exitCode, 0);
+  EXPECT_NE(badDevice.err.find("unknown device \"cuda:x\" (devices: cpu, cuda, cuda:N)"), std::string::npos)
+      << badDevice.err;
+  Result secondCpu = einRun(model + " --random-inputs 1 --device cpu:1");
+  EXPECT_NE(secondCpu.exitCode, 0);
+  EXPECT_NE(secondCpu.err.find("no device cpu:1"), std::string::npos) << secondCpu.err;
+  EXPECT_EQ(einRun(model + " --random-inputs 1 --device cpu:0").exitCode, 0);
 
   writeFile(dir + "/junk.einb", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   Result junk = einRun(dir + "/junk.einb --random-inputs 1");

@@ -184,7 +184,7 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   for (const StepFn &build : steps_) stepTable.push_back(build(b));
   auto model = fb::CreateModelDirect(b, formatVersion, target, "ein tests", "test.ein", &inputTable, &outputTable,
                                      &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),
-                                     weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()));
+                                     weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()), precision);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

@@ -138,6 +138,7 @@ class ArtifactBuilder {
   // Fields a test may corrupt. By default they are computed consistently.
   uint32_t formatVersion = static_cast<uint32_t>(fb::FormatVersion::Current);
   fb::Target target = fb::Target::Cpu;
+  fb::Precision precision = fb::Precision::Fp32;  // the CUDA gemm/attention arithmetic
   std::optional<uint64_t> arenaBytes, weightsOffset, weightsBytes;
   std::vector<TensorSpec> tensors;
   struct BindingSpec {

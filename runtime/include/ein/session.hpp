@@ -31,6 +31,9 @@ class Executor;
 struct SessionOptions {
   int threads = 1;  // worker threads; the reference CPU kernels use one
   Device device = Device::Cpu;
+  // Which device of its kind (parseDeviceSpec's "cuda:1" is 1). -1, the
+  // default: CUDA device $EIN_CUDA_DEVICE, else 0. The CPU has only 0.
+  int deviceIndex = -1;
 };
 
 // A read-only look at an output; valid until the next run() or the session's end.

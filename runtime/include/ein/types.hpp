@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace ein {
@@ -18,5 +19,13 @@ size_t dtypeSize(DType dtype);         // bytes per element
 const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "bool"
 const char *deviceName(Device device); // "cpu", "cuda"
 std::optional<Device> parseDevice(std::string_view name);
+
+// A device and which one of its kind: "cpu", "cuda" (index -1: the default
+// device) or "cuda:N" (the N-th CUDA device, from 0).
+struct DeviceSpec {
+  Device device = Device::Cpu;
+  int index = -1;
+};
+std::optional<DeviceSpec> parseDeviceSpec(std::string_view text);
 
 }  // namespace ein

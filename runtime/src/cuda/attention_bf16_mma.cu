@@ -4,8 +4,9 @@
 // f32 views and converted while they are staged in shared memory.
 //
 // A block takes 64 queries of one batch index; each of its 4 warps owns 16 of
-// them. For each tile of 64 keys:
-//   S[16 x 64]  = Q K^T          (WMMA 16x16x16, f32 accumulators -> shared)
+// them. For each tile of 64 keys (32 where the device's shared memory is too
+// small for 64 at head_dim 128: launch_plan.hpp's mmaKeyTile):
+//   S[16 x keys] = Q K^T         (WMMA 16x16x16, f32 accumulators -> shared)
 //   softmax     scale, mask, running max m / sum l per row, P = exp(S - m) in
 //               bf16/fp16, the output rows rescaled by exp(m_old - m_new)
 //   O[16 x E]  += P V            (WMMA, O kept in shared memory as f32)
@@ -17,15 +18,14 @@
 
 #include "cuda/device_math.cuh"
 #include "cuda/kernels.hpp"
+#include "cuda/launch_plan.hpp"
 
 namespace ein::cuda {
 namespace {
 
 namespace wmma = nvcuda::wmma;
 
-constexpr int kWarps = 4, kRows = 16, kQueries = kWarps * kRows, kKeys = 64;
-constexpr int kPad16 = 8;  // elements of padding per 16-bit row (keeps WMMA's ld a multiple of 8)
-constexpr int kPad32 = 4;  // per f32 row
+constexpr int kWarps = kMmaWarps, kRows = kMmaRows, kQueries = kMmaQueries;
 
 template <typename T>
 __device__ __forceinline__ T fromFloat(float x);
@@ -34,30 +34,19 @@ __device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { ret
 template <>
 __device__ __forceinline__ __half fromFloat<__half>(float x) { return __float2half(x); }
 
-template <int D>
-struct Layout {
-  static constexpr int ld16 = D + kPad16, ldS = kKeys + kPad32, ldP = kKeys + kPad16, ldO = D + kPad32;
-  static constexpr size_t q = 0;
-  static constexpr size_t k = q + sizeof(uint16_t) * kQueries * ld16;
-  static constexpr size_t v = k + sizeof(uint16_t) * kKeys * ld16;
-  static constexpr size_t s = v + sizeof(uint16_t) * kKeys * ld16;
-  static constexpr size_t p = s + sizeof(float) * kQueries * ldS;
-  static constexpr size_t o = p + sizeof(uint16_t) * kQueries * ldP;
-  static constexpr size_t stats = o + sizeof(float) * kQueries * ldO;  // max, sum, nan flag per row
-  static constexpr size_t bytes = stats + sizeof(float) * 3 * kQueries;
-};
-
-template <typename T, int D>
+template <typename T, int D, int kKeys>
 __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunch launch) {
-  using L = Layout<D>;
+  static_assert(kKeys % 32 == 0, "each lane takes keys lane, lane + 32, ...");
+  constexpr MmaLayout L = mmaLayout(D, kKeys);
+  constexpr int kKeysPerLane = kKeys / 32;
   extern __shared__ __align__(128) unsigned char shared[];
-  T *qTile = reinterpret_cast<T *>(shared + L::q);
-  T *kTile = reinterpret_cast<T *>(shared + L::k);
-  T *vTile = reinterpret_cast<T *>(shared + L::v);
-  float *sTile = reinterpret_cast<float *>(shared + L::s);
-  T *pTile = reinterpret_cast<T *>(shared + L::p);
-  float *oTile = reinterpret_cast<float *>(shared + L::o);
-  float *rowMax = reinterpret_cast<float *>(shared + L::stats), *rowSum = rowMax + kQueries,
+  T *qTile = reinterpret_cast<T *>(shared + L.q);
+  T *kTile = reinterpret_cast<T *>(shared + L.k);
+  T *vTile = reinterpret_cast<T *>(shared + L.v);
+  float *sTile = reinterpret_cast<float *>(shared + L.s);
+  T *pTile = reinterpret_cast<T *>(shared + L.p);
+  float *oTile = reinterpret_cast<float *>(shared + L.o);
+  float *rowMax = reinterpret_cast<float *>(shared + L.stats), *rowSum = rowMax + kQueries,
         *rowNan = rowSum + kQueries;
 
   const int r = launch.batch.rank;
@@ -77,9 +66,9 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
   for (int at = threadIdx.x; at < kQueries * D; at += blockDim.x) {
     const int row = at / D, d = at % D;
     const int64_t i = firstQuery + row;
-    qTile[row * L::ld16 + d] = fromFloat<T>(i < launch.queries ? q[qBase + i * qI + d * qD] : 0.0f);
+    qTile[row * L.ld16 + d] = fromFloat<T>(i < launch.queries ? q[qBase + i * qI + d * qD] : 0.0f);
   }
-  for (int at = threadIdx.x; at < kQueries * L::ldO; at += blockDim.x) oTile[at] = 0.0f;
+  for (int at = threadIdx.x; at < kQueries * L.ldO; at += blockDim.x) oTile[at] = 0.0f;
   for (int at = threadIdx.x; at < kQueries; at += blockDim.x) {
     rowMax[at] = -INFINITY;
     rowSum[at] = 0.0f;
@@ -92,8 +81,8 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
     for (int at = threadIdx.x; at < kKeys * D; at += blockDim.x) {
       const int key = at / D, d = at % D;
       const int64_t j = firstKey + key;
-      kTile[key * L::ld16 + d] = fromFloat<T>(j < keys ? k[kBase + j * kJ + d * kD] : 0.0f);
-      vTile[key * L::ld16 + d] = fromFloat<T>(j < keys ? v[vBase + j * vJ + d * vE] : 0.0f);
+      kTile[key * L.ld16 + d] = fromFloat<T>(j < keys ? k[kBase + j * kJ + d * kD] : 0.0f);
+      vTile[key * L.ld16 + d] = fromFloat<T>(j < keys ? v[vBase + j * vJ + d * vE] : 0.0f);
     }
     __syncthreads();
 
@@ -105,45 +94,48 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
       for (int step = 0; step < D / 16; ++step) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> qFragment;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> kFragment;
-        wmma::load_matrix_sync(qFragment, qTile + warpRow * L::ld16 + step * 16, L::ld16);
-        wmma::load_matrix_sync(kFragment, kTile + block * 16 * L::ld16 + step * 16, L::ld16);
+        wmma::load_matrix_sync(qFragment, qTile + warpRow * L.ld16 + step * 16, L.ld16);
+        wmma::load_matrix_sync(kFragment, kTile + block * 16 * L.ld16 + step * 16, L.ld16);
         wmma::mma_sync(scores, qFragment, kFragment, scores);
       }
-      wmma::store_matrix_sync(sTile + warpRow * L::ldS + block * 16, scores, L::ldS, wmma::mem_row_major);
+      wmma::store_matrix_sync(sTile + warpRow * L.ldS + block * 16, scores, L.ldS, wmma::mem_row_major);
     }
     __syncwarp();
 
-    // The online softmax, one row at a time: each lane takes keys lane and lane + 32.
+    // The online softmax, one row at a time: each lane takes keys lane, lane + 32, ...
     for (int row = warpRow; row < warpRow + kRows; ++row) {
       const int64_t i = firstQuery + row;
-      float score[2], p[2];
+      float score[kKeysPerLane], p[kKeysPerLane];
       bool nan = false;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kKeysPerLane; ++h) {
         const int key = lane + 32 * h;
         const int64_t j = firstKey + key;
         score[h] = -INFINITY;
         if (j < keys && i < launch.queries) {
-          score[h] = launch.scale * sTile[row * L::ldS + key];
+          score[h] = launch.scale * sTile[row * L.ldS + key];
           if (launch.maskKind != MaskKind::None)
             score[h] = maskScore(launch.maskKind, score[h], launch.mask.data, mBase + i * mI + j * mJ, launch.maskFill);
           nan |= isnan(score[h]);
         }
       }
       const float oldMax = rowMax[row];
-      const float newMax = fmaxf(oldMax, warpMax(fmaxf(score[0], score[1])));
+      float laneMax = score[0];
+#pragma unroll
+      for (int h = 1; h < kKeysPerLane; ++h) laneMax = fmaxf(laneMax, score[h]);
+      const float newMax = fmaxf(oldMax, warpMax(laneMax));
       const float correction = expShifted(oldMax, newMax);
       float tileSum = 0.0f;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kKeysPerLane; ++h) {
         const int64_t j = firstKey + lane + 32 * h;
         p[h] = j < keys ? expShifted(score[h], newMax) : 0.0f;
         tileSum += p[h];
-        pTile[row * L::ldP + lane + 32 * h] = fromFloat<T>(p[h]);
+        pTile[row * L.ldP + lane + 32 * h] = fromFloat<T>(p[h]);
       }
       tileSum = warpSum(tileSum);
       nan = warpAny(nan);
-      for (int e = lane; e < D; e += 32) oTile[row * L::ldO + e] *= correction;
+      for (int e = lane; e < D; e += 32) oTile[row * L.ldO + e] *= correction;
       __syncwarp();
       if (lane == 0) {
         rowMax[row] = newMax;
@@ -156,17 +148,17 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
     // O += P V for this warp's rows.
     for (int block = 0; block < D / 16; ++block) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> values;
-      float *oBlock = oTile + warpRow * L::ldO + block * 16;
-      wmma::load_matrix_sync(values, oBlock, L::ldO, wmma::mem_row_major);
+      float *oBlock = oTile + warpRow * L.ldO + block * 16;
+      wmma::load_matrix_sync(values, oBlock, L.ldO, wmma::mem_row_major);
 #pragma unroll
       for (int step = 0; step < kKeys / 16; ++step) {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> pFragment;
         wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> vFragment;
-        wmma::load_matrix_sync(pFragment, pTile + warpRow * L::ldP + step * 16, L::ldP);
-        wmma::load_matrix_sync(vFragment, vTile + step * 16 * L::ld16 + block * 16, L::ld16);
+        wmma::load_matrix_sync(pFragment, pTile + warpRow * L.ldP + step * 16, L.ldP);
+        wmma::load_matrix_sync(vFragment, vTile + step * 16 * L.ld16 + block * 16, L.ld16);
         wmma::mma_sync(values, pFragment, vFragment, values);
       }
-      wmma::store_matrix_sync(oBlock, values, L::ldO, wmma::mem_row_major);
+      wmma::store_matrix_sync(oBlock, values, L.ldO, wmma::mem_row_major);
     }
   }
   __syncthreads();
@@ -176,37 +168,46 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
     const int64_t i = firstQuery + row;
     if (i >= launch.queries) continue;
     // keys == 0: an empty sum of values is 0; all -inf: 0 / 0 is NaN.
-    const float value = keys == 0 ? 0.0f : rowNan[row] != 0.0f ? NAN : oTile[row * L::ldO + e] / rowSum[row];
+    const float value = keys == 0 ? 0.0f : rowNan[row] != 0.0f ? NAN : oTile[row * L.ldO + e] / rowSum[row];
     out[oBase + i * launch.out.stride[r] + e * launch.out.stride[r + 1]] = value;
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, int kKeys>
 cudaError_t launchTyped(const AttentionLaunch &launch, cudaStream_t stream) {
   const int64_t batches = launch.batch.count(), tiles = (launch.queries + kQueries - 1) / kQueries;
   if (batches == 0 || tiles == 0) return cudaSuccess;
-  constexpr size_t shared = Layout<D>::bytes;
+  constexpr size_t shared = mmaLayout(D, kKeys).bytes;
   const cudaError_t error =
-      cudaFuncSetAttribute(attentionMmaKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
+      cudaFuncSetAttribute(attentionMmaKernel<T, D, kKeys>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(shared));
   if (error != cudaSuccess) return error;
-  attentionMmaKernel<T, D><<<dim3(static_cast<unsigned>(batches), static_cast<unsigned>(tiles)), kWarps * 32, shared,
-                             stream>>>(launch);
+  attentionMmaKernel<T, D, kKeys><<<dim3(static_cast<unsigned>(batches), static_cast<unsigned>(tiles)), kWarps * 32,
+                                    shared, stream>>>(launch);
   return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t launchWithKeyTile(const AttentionLaunch &launch, int keyTile, cudaStream_t stream) {
+  if (keyTile == 64) return launchTyped<T, D, 64>(launch, stream);
+  if (keyTile == 32) return launchTyped<T, D, 32>(launch, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 bool attentionMmaSupports(const AttentionLaunch &launch) {
   return (launch.headDim == 64 || launch.headDim == 128) && launch.valueDim == launch.headDim &&
-         (launch.queries + kQueries - 1) / kQueries <= 65535 && launch.batch.count() <= 0x7fffffff;
+         (launch.queries + kQueries - 1) / kQueries <= kMaxGridYZ && launch.batch.count() <= kMaxGridX;
 }
 
-cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, cudaStream_t stream) {
+cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, int keyTile, cudaStream_t stream) {
   if (!attentionMmaSupports(launch) || precision == Precision::Fp32) return cudaErrorInvalidValue;
   const bool bf16 = precision == Precision::Bf16;
   if (launch.headDim == 64)
-    return bf16 ? launchTyped<__nv_bfloat16, 64>(launch, stream) : launchTyped<__half, 64>(launch, stream);
-  return bf16 ? launchTyped<__nv_bfloat16, 128>(launch, stream) : launchTyped<__half, 128>(launch, stream);
+    return bf16 ? launchWithKeyTile<__nv_bfloat16, 64>(launch, keyTile, stream)
+                : launchWithKeyTile<__half, 64>(launch, keyTile, stream);
+  return bf16 ? launchWithKeyTile<__nv_bfloat16, 128>(launch, keyTile, stream)
+              : launchWithKeyTile<__half, 128>(launch, keyTile, stream);
 }
 
 }  // namespace ein::cuda

@@ -14,6 +14,7 @@
 
 #include "cuda/gemm_cublaslt.hpp"
 #include "cuda/kernels.hpp"
+#include "cuda/launch_plan.hpp"
 #include "program.hpp"
 #include "util/status_macros.hpp"
 
@@ -122,6 +123,7 @@ class CudaExecutor final : public Executor {
   explicit CudaExecutor(const Program &program) : program_(program) {}
 
   ~CudaExecutor() override {
+    if (device_ >= 0) cudaSetDevice(device_);  // the stream, handle and memory belong to it
     steps_.clear();
     gemms_.clear();
     if (stream_) cudaStreamSynchronize(stream_);
@@ -177,6 +179,7 @@ class CudaExecutor final : public Executor {
   Status plan(size_t step, const LayerNorm &op);
 
   const Program &program_;
+  int device_ = -1;
   cudaDeviceProp properties_{};
   bool verbose_ = std::getenv("EIN_CUDA_VERBOSE") != nullptr;
   bool syncEachStep_ = std::getenv("EIN_CUDA_SYNC") != nullptr;
@@ -201,7 +204,10 @@ StatusOr<DeviceMemory> allocate(size_t bytes, const std::string &what) {
 }
 
 Status CudaExecutor::initialise(int device) {
+  // Before any other call: every allocation, stream and handle below belongs
+  // to the current device of this thread.
   cudaError_t error = cudaSetDevice(device);
+  if (error == cudaSuccess) device_ = device;
   if (error == cudaSuccess) error = cudaGetDeviceProperties(&properties_, device);
   if (error != cudaSuccess)
     return Status(StatusCode::Unimplemented, fmt::format("CUDA device {}: {}", device, cudaMessage(error)));
@@ -503,17 +509,21 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   ec::AttentionLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
   const auto precision = static_cast<ec::Precision>(program_.precision);
-  const bool tensorCores = precision != ec::Precision::Fp32 && ec::attentionMmaSupports(launch);
+  // The widest key tile whose shared memory the device allows (head dim 128
+  // with 64 keys needs more than sm_86/sm_89's 99 KB); none: the fp32 kernel.
+  const int keyTile = ec::mmaKeyTile(int(op.headDim), properties_.sharedMemPerBlockOptin);
+  const bool tensorCores = precision != ec::Precision::Fp32 && ec::attentionMmaSupports(launch) && keyTile > 0;
   if (!tensorCores && !ec::attentionF32FlashSupports(launch))
     return fail(step, StatusCode::Unimplemented,
                 fmt::format("attention with head_dim {} and value_dim {}: the CUDA kernels take up to {}", op.headDim,
                             op.valueDim, ec::kFlashF32MaxDim));
   if (verbose_)
     std::fprintf(stderr, "ein cuda: %s: %s\n", program_.steps[step].label.c_str(),
-                 tensorCores ? "flash attention on tensor cores" : "flash attention in fp32");
+                 tensorCores ? fmt::format("flash attention on tensor cores, {} keys a tile", keyTile).c_str()
+                            : "flash attention in fp32");
   if (tensorCores)
-    steps_.push_back([launch, precision](cudaStream_t stream) {
-      return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, stream));
+    steps_.push_back([launch, precision, keyTile](cudaStream_t stream) {
+      return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, keyTile, stream));
     });
   else
     steps_.push_back([launch](cudaStream_t stream) {
@@ -544,7 +554,10 @@ Status CudaExecutor::plan(size_t step, const TalkingHeadsAttention &op) {
 Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
   if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
     return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
-  cudaError_t error = cudaSuccess;
+  // The calling thread may have another current device (another session, or none set yet).
+  cudaError_t error = cudaSetDevice(device_);
+  if (error != cudaSuccess)
+    return Status(StatusCode::Internal, fmt::format("selecting CUDA device {}: {}", device_, cudaMessage(error)));
   for (size_t i = 0; i < inputs.size() && error == cudaSuccess; ++i)
     if (const size_t bytes = bytesOf(program_.inputs[i]))
       error = cudaMemcpyAsync(inputAddresses_[i], inputs[i], bytes, cudaMemcpyHostToDevice, stream_);
@@ -600,14 +613,17 @@ StatusOr<int> cudaDeviceCount() {
   return count;
 }
 
-StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &) {
+StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<int> count = cudaDeviceCount();
   if (!count.ok()) return count.status();
-  int device = 0;
-  if (const char *chosen = std::getenv("EIN_CUDA_DEVICE")) device = std::atoi(chosen);
+  int device = options.deviceIndex;
+  const char *chosen = std::getenv("EIN_CUDA_DEVICE");
+  if (device < 0) device = chosen ? std::atoi(chosen) : 0;
   if (device < 0 || device >= count.value())
     return Status(StatusCode::InvalidArgument,
-                  fmt::format("EIN_CUDA_DEVICE={} but there are {} CUDA devices", device, count.value()));
+                  fmt::format("CUDA device {} ({}) but there {} {} CUDA device{}", device,
+                              options.deviceIndex >= 0 ? "asked for" : chosen ? "EIN_CUDA_DEVICE" : "the default",
+                              count.value() == 1 ? "is" : "are", count.value(), count.value() == 1 ? "" : "s"));
   auto executor = std::make_unique<CudaExecutor>(program);
   EIN_RETURN_IF_ERROR(executor->initialise(device));
   return std::unique_ptr<Executor>(std::move(executor));

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <numeric>
 
+#include "cuda/launch_plan.hpp"
+
 namespace ein::cuda {
 namespace {
 
@@ -85,7 +87,9 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
     const int64_t alongRows = swapped ? launch.bias.stride[r + 1] : launch.bias.stride[r];
     const int64_t alongColumns = swapped ? launch.bias.stride[r] : launch.bias.stride[r + 1];
     const int64_t rows = swapped ? n : m, columns = swapped ? m : n;
-    biasFused = vector && (alongRows == 1 || rows == 1) && (alongColumns == 0 || columns == 1);
+    const auto *address = static_cast<const float *>(launch.bias.data) + launch.bias.offset;
+    biasFused = vector && (alongRows == 1 || rows == 1) && (alongColumns == 0 || columns == 1) &&
+                biasEpilogueAligned(reinterpret_cast<uintptr_t>(address));
   }
   const bool activationFused = launch.activation == Activation::None || launch.activation == Activation::Relu;
   const bool residualAsC = launch.residual.data && launch.activation == Activation::None &&
@@ -96,6 +100,7 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
   std::unique_ptr<LtGemm> plan(new LtGemm());
   plan->resources_ = resources;
   plan->epilogueKernel_ = epilogueKernel;
+  plan->biasFused_ = biasFused && !epilogueKernel;
   plan->epilogue_ = launch;
   plan->alpha_ = launch.alpha;
   plan->firstData_ = static_cast<const float *>(firstView.data);

@@ -3,7 +3,8 @@
 // merged by the executor) are walked as one strided batch plus, for any
 // outer axes, a loop of calls. Bias and ReLU are cuBLASLt epilogues, a
 // residual with no activation is its C operand (beta = 1); anything else
-// (GELU (erf and tanh), SiLU, a bias that is not a vector along n, ...) runs
+// (GELU (erf and tanh), SiLU, a bias that is not a vector along n or not
+// 16-byte aligned, ...) runs
 // as launchGemmEpilogue after a plain gemm. Precision: Fp32 computes in
 // CUBLAS_COMPUTE_32F (no TF32), Bf16 / Fp16 in 32F_FAST_16BF / 32F_FAST_16F.
 #pragma once
@@ -37,6 +38,9 @@ class LtGemm {
   // Enqueues the gemm (and its epilogue kernel if needed) on `stream`;
   // a message on failure, empty on success.
   std::string run(cudaStream_t stream) const;
+  // Whether cuBLASLt's epilogue adds the bias (else the epilogue kernel does, or there is none).
+  bool fusesBias() const { return biasFused_; }
+  bool needsEpilogueKernel() const { return epilogueKernel_; }
 
  private:
   LtGemm() = default;
@@ -50,7 +54,7 @@ class LtGemm {
   float alpha_ = 1.0f, beta_ = 0.0f;
   // Element offsets of each call (outer batch axes), for first, second, c, d.
   std::vector<int64_t> firstOffsets_, secondOffsets_, cOffsets_, dOffsets_;
-  bool epilogueKernel_ = false;
+  bool epilogueKernel_ = false, biasFused_ = false;
   GemmLaunch epilogue_;  // c = act(c + bias) + residual, when epilogueKernel_
 };
 

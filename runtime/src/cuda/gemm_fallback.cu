@@ -4,17 +4,21 @@
 // panels of a and b, the epilogue fused.
 #include "cuda/device_math.cuh"
 #include "cuda/kernels.hpp"
+#include "cuda/launch_plan.hpp"
 
 namespace ein::cuda {
 namespace {
 
-constexpr int kTile = 16;
+constexpr int kTile = kGemmTile;
 
 __device__ __forceinline__ int64_t batchOffset(const Shape &batch, const DeviceView &view, int64_t flat) {
   return offsetOf(batch, view, flat);
 }
 
-__global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches) {
+// Row tiles blockIdx.y, blockIdx.y + gridDim.y, ... and batches likewise on z
+// (tiledGemmGrid clamps both to 65535). The loops are uniform across the
+// block, so the __syncthreads inside are reached by every thread.
+__global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches, int64_t rowTiles) {
   __shared__ float aTile[kTile][kTile + 1];
   __shared__ float bTile[kTile][kTile + 1];
   const int r = launch.batch.rank;
@@ -24,12 +28,14 @@ __global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches) {
   const auto *bias = static_cast<const float *>(launch.bias.data);
   const auto *residual = static_cast<const float *>(launch.residual.data);
   const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t row = blockIdx.y * int64_t(kTile) + ty, column = blockIdx.x * int64_t(kTile) + tx;
-  for (int64_t batch = blockIdx.z; batch < batches; batch += gridDim.z) {
+  const int64_t column = blockIdx.x * int64_t(kTile) + tx;
+  for (int64_t batch = blockIdx.z; batch < batches; batch += gridDim.z)
+  for (int64_t rowTile = blockIdx.y; rowTile < rowTiles; rowTile += gridDim.y) {
+    const int64_t row = rowTile * kTile + ty;
     const int64_t aBase = batchOffset(launch.batch, launch.a, batch), bBase = batchOffset(launch.batch, launch.b, batch);
     float sum = 0.0f;
     for (int64_t k0 = 0; k0 < launch.k; k0 += kTile) {
-      const int64_t aRow = blockIdx.y * int64_t(kTile) + ty, aK = k0 + tx;
+      const int64_t aRow = row, aK = k0 + tx;
       aTile[ty][tx] = aRow < launch.m && aK < launch.k
                           ? a[aBase + aRow * launch.a.stride[r] + aK * launch.a.stride[r + 1]] : 0.0f;
       const int64_t bK = k0 + ty, bColumn = blockIdx.x * int64_t(kTile) + tx;
@@ -80,12 +86,10 @@ __global__ void gemmEpilogueKernel(GemmLaunch launch, int64_t total) {
 cudaError_t launchGemmTiled(const GemmLaunch &launch, cudaStream_t stream) {
   const int64_t batches = launch.batch.count();
   if (batches == 0 || launch.m == 0 || launch.n == 0) return cudaSuccess;
-  const dim3 block(kTile, kTile);
-  const int64_t gridX = (launch.n + kTile - 1) / kTile, gridY = (launch.m + kTile - 1) / kTile;
-  if (gridY > 65535) return cudaErrorInvalidConfiguration;
-  const dim3 grid(static_cast<unsigned>(gridX), static_cast<unsigned>(gridY),
-                  static_cast<unsigned>(batches < 65535 ? batches : 65535));
-  gemmTiledKernel<<<grid, block, 0, stream>>>(launch, batches);
+  const TiledGemmGrid plan = tiledGemmGrid(launch.m, launch.n, batches);
+  if (!plan.ok) return cudaErrorInvalidConfiguration;
+  const dim3 grid(static_cast<unsigned>(plan.x), static_cast<unsigned>(plan.y), static_cast<unsigned>(plan.z));
+  gemmTiledKernel<<<grid, dim3(kTile, kTile), 0, stream>>>(launch, batches, plan.rowTiles);
   return cudaGetLastError();
 }
 

@@ -133,9 +133,10 @@ inline constexpr int64_t kFlashF32MaxDim = 256;
 bool attentionF32FlashSupports(const AttentionLaunch &launch);
 cudaError_t launchAttentionF32Flash(const AttentionLaunch &launch, cudaStream_t stream);
 // Tensor cores (bf16 or fp16 operands, f32 accumulation and softmax):
-// head_dim == value_dim in {64, 128}.
+// head_dim == value_dim in {64, 128}. `keyTile` is one of kMmaKeyTiles,
+// chosen with mmaKeyTile (launch_plan.hpp) for the device's shared memory.
 bool attentionMmaSupports(const AttentionLaunch &launch);
-cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, cudaStream_t stream);
+cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, int keyTile, cudaStream_t stream);
 
 // Views carry the batch strides, then three: [h, i, d] and so on.
 struct MatrixView {  // [heads, heads]

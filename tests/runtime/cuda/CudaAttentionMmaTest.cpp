@@ -1,7 +1,10 @@
-// The tensor-core attention kernel (bf16 and fp16, head_dim 64 and 128)
-// called directly, against attention in double on the host, with the
-// per-precision tolerances of runtime/src/cuda/README.md. Also the fp32
-// flash kernel on the same data, at the fp32 tolerance.
+// The tensor-core attention kernel (bf16 and fp16, head_dim 64 and 128,
+// with each key tile the device's shared memory allows) called directly,
+// against attention in double on the host from the same bf16/fp16-rounded
+// q, k and v, so the tolerance measures the kernel (P rounded before P V,
+// f32 accumulation) rather than the inputs' rounding: 5e-3 (bf16) and 1e-3
+// (fp16) relative, as runtime/src/cuda/README.md explains. Also the fp32
+// flash kernel on the unrounded data, at the fp32 tolerance.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +12,9 @@
 #include <vector>
 
 #include "cuda/kernels.hpp"
+#include "cuda/launch_plan.hpp"
 #include "cuda_test_support.hpp"
+#include "ein/half_float.hpp"
 
 namespace ein::testing {
 namespace {
@@ -53,7 +58,24 @@ std::vector<double> reference(const Case &c, const std::vector<float> &q, const 
   return out;
 }
 
-void runCase(const Case &c, int kernel /* 0 fp32, 1 bf16, 2 fp16 */, double tolerance) {
+// `values` as the tensor cores see them: rounded to bf16 (kernel 1) or fp16 (kernel 2).
+std::vector<float> roundedFor(int kernel, std::vector<float> values) {
+  for (float &value : values)
+    if (kernel == 1) value = bfloatToFloat(floatToBfloat(value));
+    else if (kernel == 2) value = halfToFloat(floatToHalf(value));
+  return values;
+}
+
+int sharedMemoryLimit() {
+  int device = 0, limit = 0;
+  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
+  return limit;
+}
+
+void runCase(const Case &c, int kernel /* 0 fp32, 1 bf16, 2 fp16 */, double tolerance, int keyTile = 64) {
+  SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " queries " << c.queries << " keys " << c.keys << " d "
+                                    << c.dim << (c.causalMask ? " causal" : "") << " key tile " << keyTile);
   const int64_t d = c.dim;
   std::vector<float> q = randomFloats(c.batch * c.queries * d, 40), k = randomFloats(c.batch * c.keys * d, 41),
                      v = randomFloats(c.batch * c.keys * d, 42);
@@ -93,26 +115,56 @@ void runCase(const Case &c, int kernel /* 0 fp32, 1 bf16, 2 fp16 */, double tole
   }
   const cudaError_t launched =
       kernel == 0 ? ec::launchAttentionF32Flash(launch, nullptr)
-                  : ec::launchAttentionMma(launch, kernel == 1 ? ec::Precision::Bf16 : ec::Precision::Fp16, nullptr);
+                  : ec::launchAttentionMma(launch, kernel == 1 ? ec::Precision::Bf16 : ec::Precision::Fp16, keyTile,
+                                           nullptr);
   ASSERT_EQ(launched, cudaSuccess) << cudaGetErrorString(launched);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> got(q.size());
   ASSERT_EQ(cudaMemcpy(got.data(), dout.data, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  expectClose(got, reference(c, q, k, v, launch.scale), tolerance, "attention");
+  expectClose(got, reference(c, roundedFor(kernel, q), roundedFor(kernel, k), roundedFor(kernel, v), launch.scale),
+              tolerance, "attention");
 }
 
 const Case kCases[] = {
     {2, 64, 64, 64, false}, {3, 100, 130, 64, true}, {1, 1, 257, 128, false}, {2, 77, 50, 128, true},
 };
 
+// Every key tile the kernel has that fits this device (both on sm_80/sm_90;
+// 32 only at head_dim 128 on sm_86/sm_89).
+void runTensorCoreCases(int kernel, double tolerance) {
+  const int limit = sharedMemoryLimit();
+  for (const Case &c : kCases)
+    for (int keyTile : ec::kMmaKeyTiles)
+      if (ec::mmaLayout(int(c.dim), keyTile).bytes <= size_t(limit)) runCase(c, kernel, tolerance, keyTile);
+}
+
 TEST(CudaAttention, TensorCoresBf16) {
   EIN_REQUIRE_CUDA();
-  for (const Case &c : kCases) runCase(c, 1, 2e-2);
+  runTensorCoreCases(1, 5e-3);
 }
 
 TEST(CudaAttention, TensorCoresFp16) {
   EIN_REQUIRE_CUDA();
-  for (const Case &c : kCases) runCase(c, 2, 5e-3);
+  runTensorCoreCases(2, 1e-3);
+}
+
+// The device takes a tensor-core kernel at both head dims (every sm_80+ part
+// allows at least 99 KB a block), and the tile mmaKeyTile picks launches.
+TEST(CudaAttention, KeyTileForThisDevice) {
+  EIN_REQUIRE_CUDA();
+  const int limit = sharedMemoryLimit();
+  for (int d : {64, 128}) {
+    const int keyTile = ec::mmaKeyTile(d, size_t(limit));
+    EXPECT_GT(keyTile, 0) << "head dim " << d << ", " << limit << " bytes of shared memory a block";
+    if (keyTile > 0) runCase({2, 70, 90, d, true}, 1, 5e-3, keyTile);
+  }
+  // A tile the kernel is not built for is refused, not launched.
+  ec::AttentionLaunch launch;
+  launch.batch.rank = 1;
+  launch.batch.size[0] = 1;
+  launch.queries = launch.keys = 4;
+  launch.headDim = launch.valueDim = 64;
+  EXPECT_EQ(ec::launchAttentionMma(launch, ec::Precision::Bf16, 48, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(CudaAttention, FlashF32) {

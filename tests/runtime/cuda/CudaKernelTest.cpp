@@ -6,12 +6,17 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <numeric>
+#include <string>
 
+#include "cuda/gemm_cublaslt.hpp"
 #include "cuda_test_support.hpp"
 
 namespace ein::testing {
 namespace {
+
+namespace ec = ein::cuda;
 
 using Build = std::function<void(ArtifactBuilder &)>;
 using Inputs = std::map<std::string, std::vector<uint8_t>>;
@@ -63,6 +68,34 @@ TEST(CudaDevice, MissingDeviceIsAClearStatus) {
   auto session = Session::create(model.value(), {1, Device::Cuda});
   ASSERT_FALSE(session.ok());
   EXPECT_NE(session.status().message().find("no CUDA device"), std::string::npos) << session.status().message();
+}
+
+// The device is chosen per session and made current before its work; one
+// that does not exist is an InvalidArgument Status naming the count.
+TEST(CudaDevice, ChoosesTheSessionsDevice) {
+  EIN_REQUIRE_CUDA();
+  const int count = detail::cudaDeviceCount().value();
+  std::vector<uint8_t> artifact = artifactFor(fb::Target::Cuda, [](ArtifactBuilder &b) {
+    uint32_t x = b.input("x", fb::DType::F32, {4});
+    uint32_t y = b.output("y", fb::DType::F32, {4});
+    b.copy({{4}, dense(x, {4}), dense(y, {4})});
+  });
+  auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  auto missing = Session::create(model.value(), {1, Device::Cuda, count});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::InvalidArgument);
+  EXPECT_NE(missing.status().message().find("CUDA device " + std::to_string(count) + " (asked for)"), std::string::npos)
+      << missing.status().message();
+  auto last = Session::create(model.value(), {1, Device::Cuda, count - 1});
+  ASSERT_TRUE(last.ok()) << last.status().toString();
+  int current = -1;
+  ASSERT_EQ(cudaGetDevice(&current), cudaSuccess);
+  EXPECT_EQ(current, count - 1);
+  const std::vector<float> x = {1, 2, 3, 4};
+  ASSERT_TRUE(last.value()->setInput("x", DType::F32, {4}, x.data(), 16).ok());
+  ASSERT_TRUE(last.value()->run().ok());
+  EXPECT_EQ(valuesOf<float>(last.value()->output("y").value()), x);
 }
 
 TEST(CudaKernels, GemmBiasActivationsAndResidual) {
@@ -118,6 +151,64 @@ TEST(CudaKernels, GemmBatchedTransposedAndStrided) {
         b.gemm(spec);
       },
       {{"a", randomBytes(m * 2 * k, 7)}, {"w", randomBytes(k * 2 * n, 8)}, {"bias", randomBytes(m, 9)}});
+}
+
+// More than 65535 row tiles of 16 (m > 1,048,560), which grid.y alone
+// cannot hold: the tiled kernel (no unit stride in a) walks the rest.
+TEST(CudaKernels, GemmTiledWithLargeM) {
+  EIN_REQUIRE_CUDA();
+  const int64_t m = 1048560 + 40, n = 3, k = 5;
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        uint32_t a = b.input("a", fb::DType::F32, {m, 2 * k});
+        uint32_t w = b.weightsF32({k, n}, randomFloats(k * n, 60));
+        uint32_t c = b.output("c", fb::DType::F32, {m, n});
+        b.gemm({{}, m, n, k, ViewSpec{a, 0, {2 * k, 2}}, dense(w, {k, n}), dense(c, {m, n})});
+      },
+      {{"a", randomBytes(m * 2 * k, 61)}});
+}
+
+// cuBLASLt's bias epilogue reads 16-byte aligned vectors: a bias one, two
+// or three floats past that is added by the epilogue kernel instead.
+TEST(CudaKernels, GemmBiasAlignment) {
+  EIN_REQUIRE_CUDA();
+  const int64_t m = 24, n = 40, k = 16;
+  for (int64_t offset : {0, 1, 2, 3, 4}) {
+    SCOPED_TRACE(::testing::Message() << "bias offset " << offset);
+    expectSameOnBoth(
+        [&](ArtifactBuilder &b) {
+          uint32_t a = b.input("a", fb::DType::F32, {m, k});
+          uint32_t w = b.weightsF32({k, n}, randomFloats(k * n, 62));
+          uint32_t bias = b.weightsF32({n + 4}, randomFloats(n + 4, 63));
+          uint32_t c = b.output("c", fb::DType::F32, {m, n});
+          GemmSpec spec{{}, m, n, k, dense(a, {m, k}), dense(w, {k, n}), dense(c, {m, n})};
+          spec.bias = ViewSpec{bias, offset, {0, 1}};
+          b.gemm(spec);
+        },
+        {{"a", randomBytes(m * k, 64)}});
+  }
+  // The planner's decision itself, on buffers from cudaMalloc (256-aligned).
+  ec::LtResources resources;
+  ASSERT_EQ(cublasLtCreate(&resources.handle), CUBLAS_STATUS_SUCCESS);
+  void *buffer = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, sizeof(float) * (m * k + k * n + m * n + n + 8)), cudaSuccess);
+  ec::GemmLaunch launch;
+  launch.m = m;
+  launch.n = n;
+  launch.k = k;
+  launch.a = {buffer, 0, {k, 1}};
+  launch.b = {buffer, m * k, {n, 1}};
+  launch.c = {buffer, m * k + k * n, {n, 1}};
+  for (int64_t offset : {0, 1, 2, 3, 4}) {
+    launch.bias = {buffer, m * k + k * n + m * n + offset, {0, 1}};
+    std::string why;
+    std::unique_ptr<ec::LtGemm> plan = ec::LtGemm::plan(resources, launch, ec::Precision::Fp32, &why);
+    ASSERT_TRUE(plan) << why;
+    EXPECT_EQ(plan->fusesBias(), offset % 4 == 0) << "bias offset " << offset;
+    EXPECT_EQ(plan->needsEpilogueKernel(), offset % 4 != 0) << "bias offset " << offset;
+  }
+  cudaFree(buffer);
+  cublasLtDestroy(resources.handle);
 }
 
 TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {

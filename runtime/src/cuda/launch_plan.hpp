@@ -1,0 +1,94 @@
+// Launch decisions of the CUDA backend that are plain arithmetic: grid sizes
+// within CUDA's limits, the tensor-core attention's tile for a device's
+// shared memory, whether cuBLASLt may read a bias directly. Kept free of CUDA
+// headers so the CPU-only build unit-tests them (tests/runtime/CudaLaunchPlanTest.cpp)
+// and nvcc, the executor and cuBLASLt planning share one answer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ein::cuda {
+
+// CUDA's limits on grid.y and grid.z (grid.x goes to 2^31 - 1).
+inline constexpr int64_t kMaxGridYZ = 65535;
+inline constexpr int64_t kMaxGridX = 0x7fffffff;
+
+// ---- the tiled gemm (gemm_fallback.cu) -----------------------------------------
+inline constexpr int kGemmTile = 16;
+
+// Column tiles on x, row tiles on y and batches on z, each clamped to its
+// limit; the kernel walks row tiles with a stride of y and batches with a
+// stride of z, so any m and batch count is covered (row tiles beyond 65535,
+// m > 1,048,560, used to be refused).
+struct TiledGemmGrid {
+  int64_t x = 0, y = 0, z = 0;
+  int64_t rowTiles = 0;  // the row tiles the kernel walks, y at a time
+  bool ok = false;       // false only when the column tiles exceed grid.x
+};
+
+inline TiledGemmGrid tiledGemmGrid(int64_t m, int64_t n, int64_t batches) {
+  TiledGemmGrid grid;
+  const int64_t columnTiles = (n + kGemmTile - 1) / kGemmTile;
+  grid.rowTiles = (m + kGemmTile - 1) / kGemmTile;
+  grid.x = columnTiles;
+  grid.y = grid.rowTiles < kMaxGridYZ ? grid.rowTiles : kMaxGridYZ;
+  grid.z = batches < kMaxGridYZ ? batches : kMaxGridYZ;
+  grid.ok = columnTiles <= kMaxGridX;
+  return grid;
+}
+
+// ---- cuBLASLt's bias epilogue (gemm_cublaslt.cpp) -----------------------------------
+// cuBLASLt reads the epilogue's bias vector with 16-byte loads: a bias at an
+// address that is not a multiple of 16 (a view into the middle of a packed
+// weight) faults or is rejected, so such a bias is added by the epilogue
+// kernel after the gemm instead.
+inline constexpr uintptr_t kBiasEpilogueAlignment = 16;
+inline bool biasEpilogueAligned(uintptr_t address) { return address % kBiasEpilogueAlignment == 0; }
+
+// ---- tensor-core attention (attention_bf16_mma.cu) --------------------------------
+// A block takes kMmaQueries queries (4 warps of 16 rows) and walks the keys
+// in tiles of `keys` (64, or 32 where 64 does not fit), staging q, k, v
+// (16-bit), the scores (f32), P (16-bit) and the output rows (f32) in shared
+// memory. The byte layout lives here so the host can check it against the
+// device's limit before launching.
+inline constexpr int kMmaWarps = 4, kMmaRows = 16, kMmaQueries = kMmaWarps * kMmaRows;
+inline constexpr int kMmaPad16 = 8;  // elements of padding per 16-bit row (keeps WMMA's ld a multiple of 8)
+inline constexpr int kMmaPad32 = 4;  // per f32 row
+
+struct MmaLayout {
+  int ld16 = 0, ldS = 0, ldP = 0, ldO = 0;
+  size_t q = 0, k = 0, v = 0, s = 0, p = 0, o = 0, stats = 0, bytes = 0;
+};
+
+constexpr MmaLayout mmaLayout(int headDim, int keys) {
+  MmaLayout l;
+  l.ld16 = headDim + kMmaPad16;
+  l.ldS = keys + kMmaPad32;
+  l.ldP = keys + kMmaPad16;
+  l.ldO = headDim + kMmaPad32;
+  l.q = 0;
+  l.k = l.q + 2 * size_t(kMmaQueries) * l.ld16;
+  l.v = l.k + 2 * size_t(keys) * l.ld16;
+  l.s = l.v + 2 * size_t(keys) * l.ld16;
+  l.p = l.s + 4 * size_t(kMmaQueries) * l.ldS;
+  l.o = l.p + 2 * size_t(kMmaQueries) * l.ldP;
+  l.stats = l.o + 4 * size_t(kMmaQueries) * l.ldO;  // max, sum, nan flag per row
+  l.bytes = l.stats + 4 * 3 * size_t(kMmaQueries);
+  return l;
+}
+
+// The key tiles the kernel is built for, widest (fastest) first.
+inline constexpr int kMmaKeyTiles[] = {64, 32};
+
+// The widest key tile whose shared memory fits `sharedLimit` bytes (the
+// device's cudaDevAttrMaxSharedMemoryPerBlockOptin), or 0 when none does.
+// Head dim 128 needs ~111 KB with 64 keys, more than sm_86/sm_89 allow
+// (99 KB), and ~82 KB with 32.
+inline int mmaKeyTile(int headDim, size_t sharedLimit) {
+  for (int keys : kMmaKeyTiles)
+    if (mmaLayout(headDim, keys).bytes <= sharedLimit) return keys;
+  return 0;
+}
+
+}  // namespace ein::cuda

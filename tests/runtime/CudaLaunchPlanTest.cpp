@@ -1,0 +1,96 @@
+// The CUDA backend's launch arithmetic (runtime/src/cuda/launch_plan.hpp),
+// which needs no GPU and no CUDA headers, so it is tested in every build:
+// the tiled gemm's grid for any m, cuBLASLt's bias alignment rule, and the
+// tensor-core attention's key tile for a device's shared-memory limit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "cuda/launch_plan.hpp"
+
+namespace ein::cuda {
+namespace {
+
+// Which (batch, row tile) pairs the kernel's loops visit for `grid`, counted.
+std::vector<int> visits(const TiledGemmGrid &grid, int64_t batches) {
+  std::vector<int> seen(size_t(batches * grid.rowTiles), 0);
+  for (int64_t z = 0; z < grid.z; ++z)
+    for (int64_t y = 0; y < grid.y; ++y)
+      for (int64_t batch = z; batch < batches; batch += grid.z)
+        for (int64_t tile = y; tile < grid.rowTiles; tile += grid.y) ++seen[size_t(batch * grid.rowTiles + tile)];
+  return seen;
+}
+
+TEST(CudaLaunchPlan, TiledGemmGridStaysWithinLimitsForAnyM) {
+  // m = 1,048,560 is 65535 row tiles, the most grid.y holds; one more row used to be refused.
+  for (int64_t m : {int64_t(1), int64_t(1048560), int64_t(1048561), int64_t(3000000), int64_t(1) << 32}) {
+    SCOPED_TRACE(m);
+    const TiledGemmGrid grid = tiledGemmGrid(m, 40, 1);
+    EXPECT_TRUE(grid.ok);
+    EXPECT_EQ(grid.x, 3);
+    EXPECT_EQ(grid.rowTiles, (m + 15) / 16);
+    EXPECT_GE(grid.y, 1);
+    EXPECT_LE(grid.y, kMaxGridYZ);
+    EXPECT_EQ(grid.y, std::min<int64_t>(grid.rowTiles, kMaxGridYZ));
+    EXPECT_EQ(grid.z, 1);
+  }
+  const TiledGemmGrid many = tiledGemmGrid(17, 16, 100000);
+  EXPECT_EQ(many.y, 2);
+  EXPECT_EQ(many.z, kMaxGridYZ);
+}
+
+TEST(CudaLaunchPlan, TiledGemmLoopsVisitEveryTileOnce) {
+  for (const auto &[m, batches] : {std::pair<int64_t, int64_t>{1048561, 1}, {3000000, 2}, {33, 70000}}) {
+    SCOPED_TRACE(::testing::Message() << "m " << m << " batches " << batches);
+    const TiledGemmGrid grid = tiledGemmGrid(m, 5, batches);
+    const std::vector<int> seen = visits(grid, batches);
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(seen.size()));
+  }
+}
+
+TEST(CudaLaunchPlan, BiasEpilogueNeedsSixteenByteAlignment) {
+  EXPECT_TRUE(biasEpilogueAligned(0x10000));
+  EXPECT_TRUE(biasEpilogueAligned(0x10010));
+  EXPECT_FALSE(biasEpilogueAligned(0x10004));  // a bias one float into a packed weight
+  EXPECT_FALSE(biasEpilogueAligned(0x10008));
+  EXPECT_FALSE(biasEpilogueAligned(0x1000c));
+}
+
+TEST(CudaLaunchPlan, MmaLayoutBytes) {
+  // q, k, v (16-bit, rows padded by 8), scores (f32, +4), P (16-bit, +8), O (f32, +4), 3 f32 per row.
+  EXPECT_EQ(mmaLayout(64, 64).bytes, 2u * 64 * 72 * 3 + 4u * 64 * 68 + 2u * 64 * 72 + 4u * 64 * 68 + 4u * 3 * 64);
+  EXPECT_EQ(mmaLayout(128, 64).bytes, 113408u);  // ~111 KB: more than sm_86/sm_89's 99 KB
+  EXPECT_EQ(mmaLayout(128, 32).bytes, 83712u);
+  // WMMA loads need 32-byte aligned tiles.
+  for (int d : {64, 128})
+    for (int keys : kMmaKeyTiles) {
+      const MmaLayout l = mmaLayout(d, keys);
+      for (size_t offset : {l.k, l.v, l.s, l.p, l.o, l.stats}) EXPECT_EQ(offset % 32, 0u) << d << " " << keys;
+    }
+}
+
+TEST(CudaLaunchPlan, MmaKeyTileFitsTheDeviceSharedMemory) {
+  const size_t h100 = 232448, a100 = 166912, rtx = 101376 /* sm_86, sm_89 */, small = 49152;
+  for (size_t limit : {h100, a100}) {
+    EXPECT_EQ(mmaKeyTile(64, limit), 64);
+    EXPECT_EQ(mmaKeyTile(128, limit), 64);
+  }
+  EXPECT_EQ(mmaKeyTile(64, rtx), 64);
+  EXPECT_EQ(mmaKeyTile(128, rtx), 32);
+  EXPECT_EQ(mmaKeyTile(128, small), 0);  // the executor then runs the fp32 kernel
+  for (int d : {64, 128})
+    for (size_t limit : {h100, a100, rtx, small}) {
+      const int keys = mmaKeyTile(d, limit);
+      if (keys > 0) {
+        EXPECT_LE(mmaLayout(d, keys).bytes, limit);
+      }
+    }
+  // The boundary itself.
+  EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes), 64);
+  EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes - 1), 32);
+}
+
+}  // namespace
+}  // namespace ein::cuda
