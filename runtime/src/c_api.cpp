@@ -25,6 +25,7 @@ namespace {
 
 // The codes are declared in the same order in both APIs.
 static_assert(static_cast<int>(ein::StatusCode::ResourceExhausted) == EIN_STATUS_RESOURCE_EXHAUSTED);
+static_assert(static_cast<int>(ein::StatusCode::Busy) == EIN_STATUS_BUSY);
 static_assert(static_cast<int>(ein::DType::Bool) == EIN_DTYPE_BOOL);
 static_assert(static_cast<int>(ein::Device::Cuda) == EIN_DEVICE_CUDA);
 

@@ -34,6 +34,7 @@ typedef enum ein_status_code {
   EIN_STATUS_INTERNAL,
   EIN_STATUS_IO_ERROR,
   EIN_STATUS_RESOURCE_EXHAUSTED,
+  EIN_STATUS_BUSY, /* a session was called from two threads at once; see ein_runner_t */
 } ein_status_code_t;
 
 typedef enum ein_dtype {
