@@ -20,3 +20,11 @@ echo "== tests: runtime-only build"
 ctest --test-dir "$root/build-runtime" --output-on-failure -j "$jobs"
 echo "== tests: full build"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+
+# ThreadSanitizer: one model run from many threads (Runner, C API, Session
+# misuse), in a runtime-only build of just those tests.
+echo "== tests: ThreadSanitizer, concurrency (runtime only)"
+cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEIN_BUILD_COMPILER=OFF \
+  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=OFF -DEIN_SANITIZE=thread >/dev/null
+cmake --build "$root/build-tsan" --target runtime_concurrency_tests
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$root/build-tsan" -L concurrency --output-on-failure -j "$jobs"
