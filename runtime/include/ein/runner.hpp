@@ -5,8 +5,10 @@
 // grows only when more calls are in flight than it has contexts (optionally
 // capped): a server with W worker threads ends up with at most W contexts,
 // and a run allocates nothing once the pool has grown (except the outputs
-// the returning overload of run() makes for the caller). The prepacked
-// weights live in the Model and are shared by every context.
+// the returning overload of run() makes for the caller). On the CPU the
+// weights (and their prepacked copies) live in the Model and are shared by
+// every context; on CUDA each context holds its own device arena and copy of
+// the weights, so cap the pool there (maxConcurrentRuns).
 //
 //   auto runner = ein::Runner::create(model.value(), {.threads = 1});
 //   // from any thread:
