@@ -45,7 +45,7 @@ namespace ein {
 namespace detail {
 class AlignedBuffer;
 class Executor;
-struct SessionTestPeer;  // lets the tests hold a session's claim (SessionTest.cpp)
+struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTest.cpp)
 }  // namespace detail
 
 struct SessionOptions {
