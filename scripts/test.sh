@@ -38,3 +38,11 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 echo "== fuzz targets: ${EIN_CI_FUZZ_SECONDS:-30} s each"
 "$root/scripts/fuzz.sh" "${EIN_CI_FUZZ_SECONDS:-30}"
 echo "== ASan+UBSan and fuzzing took $((SECONDS - sanitize_start)) s"
+
+# ThreadSanitizer: one model run from many threads (Runner, C API, Session
+# misuse), in a runtime-only build of just those tests.
+echo "== tests: ThreadSanitizer, concurrency (runtime only)"
+cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEIN_BUILD_COMPILER=OFF \
+  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=OFF -DEIN_SANITIZE=thread >/dev/null
+cmake --build "$root/build-tsan" --target runtime_concurrency_tests
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$root/build-tsan" -L concurrency --output-on-failure -j "$jobs"

@@ -1,5 +1,7 @@
 // Embedding the ein runtime from C++: load an artifact, fill its inputs with
-// zeros or seeded random values, run it, print every output.
+// zeros or seeded random values, run it, print every output. It runs through
+// an ein::Runner, whose run() any number of threads may call at once (a
+// server would share this one runner among its worker threads).
 //
 //   ein-embed-cpp MODEL.einb [SEED]
 #include <cstdint>
@@ -58,25 +60,26 @@ int main(int argc, char **argv) {
   }
   auto model = ein::Model::load(argv[1]);
   if (!model.ok()) return fail(model.status());
-  auto session = ein::Session::create(model.value());
-  if (!session.ok()) return fail(session.status());
+  auto runner = ein::Runner::create(model.value());
+  if (!runner.ok()) return fail(runner.status());
 
   std::mt19937 generator(argc == 3 ? static_cast<uint32_t>(std::stoul(argv[2])) : 0);
+  std::vector<std::vector<std::byte>> values;
+  std::vector<ein::InputTensor> inputs;
   for (const ein::TensorInfo &input : model.value()->inputs()) {
-    std::vector<std::byte> values = inputValues(input, argc == 3 ? &generator : nullptr);
-    ein::Status status = session.value()->setInput(input.name, input.dtype, input.shape, values.data(), values.size());
-    if (!status.ok()) return fail(status);
+    values.push_back(inputValues(input, argc == 3 ? &generator : nullptr));
+    inputs.push_back({input.name, input.dtype, input.shape, values.back().data(), values.back().size()});
   }
-  if (ein::Status status = session.value()->run(); !status.ok()) return fail(status);
+  // The outputs come back in memory this program owns.
+  ein::StatusOr<std::vector<ein::OutputTensor>> outputs = runner.value()->run(inputs);
+  if (!outputs.ok()) return fail(outputs.status());
 
-  for (size_t i = 0; i < session.value()->outputCount(); ++i) {
-    ein::TensorRef output = session.value()->output(i).value();
-    const ein::TensorInfo &info = model.value()->outputs()[i];
-    std::printf("%s: %s%s", info.name.c_str(), ein::dtypeName(output.dtype), shapeText(output.shape).c_str());
+  for (const ein::OutputTensor &output : outputs.value()) {
+    std::printf("%s: %s%s", output.name.c_str(), ein::dtypeName(output.dtype), shapeText(output.shape).c_str());
     if (output.dtype == ein::DType::F32) {
-      const auto *values = static_cast<const float *>(output.data);
-      size_t count = output.bytes / sizeof(float);
-      for (size_t j = 0; j < count && j < 4; ++j) std::printf("%s%g", j ? ", " : " = ", values[j]);
+      const auto *floats = reinterpret_cast<const float *>(output.data.data());
+      size_t count = output.data.size() / sizeof(float);
+      for (size_t j = 0; j < count && j < 4; ++j) std::printf("%s%g", j ? ", " : " = ", floats[j]);
       if (count > 4) std::printf(", ...");
     }
     std::printf("\n");

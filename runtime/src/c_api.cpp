@@ -3,6 +3,7 @@
 #include "ein/ein.h"
 
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,15 @@ struct ein_session {
   std::unique_ptr<ein::Session> session;
 };
 
+struct ein_runner {
+  std::unique_ptr<ein::Runner> runner;
+};
+
 namespace {
 
 // The codes are declared in the same order in both APIs.
 static_assert(static_cast<int>(ein::StatusCode::ResourceExhausted) == EIN_STATUS_RESOURCE_EXHAUSTED);
+static_assert(static_cast<int>(ein::StatusCode::Busy) == EIN_STATUS_BUSY);
 static_assert(static_cast<int>(ein::DType::Bool) == EIN_DTYPE_BOOL);
 static_assert(static_cast<int>(ein::Device::Cuda) == EIN_DEVICE_CUDA);
 
@@ -69,6 +75,25 @@ ein_status_t *outputToC(const ein::StatusOr<ein::TensorRef> &output, ein_tensor_
           output->bytes};
   return nullptr;
 }
+
+// Up to this many inputs and outputs convert on the stack, so a runner call
+// allocates nothing; more take the heap.
+constexpr size_t kInlineTensors = 16;
+
+template <typename T>
+class SmallArray {
+ public:
+  explicit SmallArray(size_t size) : size_(size) {
+    if (size > kInlineTensors) heap_.resize(size);
+  }
+  T *data() { return size_ > kInlineTensors ? heap_.data() : inline_; }
+  std::span<const T> span() { return {data(), size_}; }
+
+ private:
+  size_t size_;
+  T inline_[kInlineTensors];
+  std::vector<T> heap_;
+};
 
 }  // namespace
 
@@ -184,5 +209,55 @@ ein_status_t *ein_session_output_by_name(const ein_session_t *session, const cha
     return invalidArgument("ein_session_output_by_name: session, name and out_tensor must not be NULL");
   return guarded([&] { return outputToC(session->session->output(std::string_view(name)), out_tensor); });
 }
+
+void ein_runner_options_init(ein_runner_options_t *options) {
+  if (options) *options = {1, EIN_DEVICE_CPU, 0};
+}
+
+ein_status_t *ein_runner_create(const ein_model_t *model, const ein_runner_options_t *options,
+                                ein_runner_t **out_runner) {
+  if (!model || !out_runner) return invalidArgument("ein_runner_create: model and out_runner must not be NULL");
+  *out_runner = nullptr;
+  ein_runner_options_t c{};
+  ein_runner_options_init(&c);
+  if (options) c = *options;
+  if (c.device != EIN_DEVICE_CPU && c.device != EIN_DEVICE_CUDA) return invalidArgument("unknown device");
+  return guarded([&]() -> ein_status_t * {
+    auto runner =
+        ein::Runner::create(model->model, {.threads = c.threads,
+                                           .device = static_cast<ein::Device>(c.device),
+                                           .maxConcurrentRuns = c.max_concurrent_runs});
+    if (!runner.ok()) return toC(runner.status());
+    *out_runner = new ein_runner_t{std::move(runner).value()};
+    return nullptr;
+  });
+}
+
+void ein_runner_free(ein_runner_t *runner) { delete runner; }
+
+ein_status_t *ein_runner_run(ein_runner_t *runner, const ein_input_t *inputs, size_t input_count,
+                             const ein_output_buffer_t *outputs, size_t output_count) {
+  if (!runner || (input_count && !inputs) || (output_count && !outputs))
+    return invalidArgument("ein_runner_run: runner, inputs and outputs must not be NULL");
+  return guarded([&]() -> ein_status_t * {
+    SmallArray<ein::InputTensor> cppInputs(input_count);
+    for (size_t i = 0; i < input_count; ++i) {
+      const ein_input_t &input = inputs[i];
+      if (!input.name || (input.rank && !input.shape))
+        return invalidArgument("ein_runner_run: an input's name and shape must not be NULL");
+      if (!validDType(input.dtype)) return invalidArgument("ein_runner_run: unknown dtype");
+      cppInputs.data()[i] = {input.name, static_cast<ein::DType>(input.dtype),
+                             std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
+    }
+    SmallArray<ein::OutputBuffer> cppOutputs(output_count);
+    for (size_t i = 0; i < output_count; ++i) {
+      if (!outputs[i].name) return invalidArgument("ein_runner_run: an output's name must not be NULL");
+      cppOutputs.data()[i] = {outputs[i].name, outputs[i].data, outputs[i].bytes};
+    }
+    return toC(runner->runner->run(cppInputs.span(), cppOutputs.span()));
+  });
+}
+
+size_t ein_runner_context_count(const ein_runner_t *runner) { return runner ? runner->runner->contextCount() : 0; }
 
 }  // extern "C"

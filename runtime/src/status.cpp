@@ -13,6 +13,7 @@ const char *statusCodeName(StatusCode code) {
     case StatusCode::Internal: return "internal error";
     case StatusCode::IoError: return "I/O error";
     case StatusCode::ResourceExhausted: return "resource exhausted";
+    case StatusCode::Busy: return "busy";
   }
   return "unknown";
 }

@@ -3,12 +3,17 @@
 //
 //   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED]
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
+//           [--concurrency C [--rounds R]]
 //
 // Prints "time: X.XXX ms" for the first run; with --bench N, then runs N more
 // (the first one was the warm-up) and prints
 // "bench: N runs, min X ms, median Y ms, p90 Z ms" (nearest-rank percentiles).
+// With --concurrency C as well, then compares the throughput (runs/s) of C
+// threads sharing one ein::Runner with C threads with a Session each, N runs
+// per thread in each of R rounds, and prints both medians and their ratio.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -71,9 +76,16 @@ ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, st
   return bytes;
 }
 
-// Reads NAME's .npy file into the session. NumPy's default float64 and
-// PyTorch's int64 token ids are narrowed when the model takes f32 / i32.
-ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const std::string &path) {
+// An input as it will be given to the model.
+struct InputValue {
+  ein::DType dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+// Reads NAME's .npy file. NumPy's default float64 and PyTorch's int64 token
+// ids are narrowed when the model takes f32 / i32.
+ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::string &path) {
   auto array = ein::npy::read(path);
   if (!array.ok()) return array.status();
   ein::npy::Array values = std::move(array).value();
@@ -90,9 +102,7 @@ ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const s
       uint16_t bits = toHalfBits(info.dtype, value);
       std::memcpy(&narrowed[2 * i], &bits, 2);
     }
-    ein::Status status = session.setInput(info.name, info.dtype, values.shape, narrowed.data(), narrowed.size());
-    if (!status.ok()) return ein::Status(status.code(), path + ": " + status.message());
-    return status;
+    return InputValue{info.dtype, values.shape, std::move(narrowed)};
   }
   if (info.dtype == ein::DType::I32) {
     auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
@@ -104,9 +114,7 @@ ein::Status feedFile(ein::Session &session, const ein::TensorInfo &info, const s
     return ein::Status(ein::StatusCode::InvalidArgument, path + ": input \"" + info.name + "\" expects " +
                                                              describeTensor(info.dtype, info.shape) + ", got " +
                                                              ein::npy::elementTypeName(values.type) + " data");
-  ein::Status status = session.setInput(info.name, *dtype, values.shape, values.data.data(), values.data.size());
-  if (!status.ok()) return ein::Status(status.code(), path + ": " + status.message());
-  return status;
+  return InputValue{*dtype, values.shape, std::move(values.data)};
 }
 
 // One value, as NumPy prints it.
@@ -184,6 +192,107 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
   return ein::npy::write((directory / (info.name + ".npy")).string(), array);
 }
 
+// Calls per second of `concurrency` threads each making `runs` calls of
+// `call(thread)`, from all starting together to the last one finishing.
+template <typename Call>
+ein::StatusOr<double> throughput(int concurrency, int runs, Call call) {
+  std::atomic<bool> go{false};
+  std::atomic<int> ready{0};
+  std::vector<ein::Status> failures(static_cast<size_t>(concurrency));
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < concurrency; ++thread)
+    threads.emplace_back([&, thread] {
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      for (int run = 0; run < runs && failures[thread].ok(); ++run) failures[thread] = call(thread);
+    });
+  while (ready.load() < concurrency) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true);
+  for (std::thread &thread : threads) thread.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (const ein::Status &failure : failures)
+    if (!failure.ok()) return failure;
+  return concurrency * runs / seconds;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+std::string joined(const std::vector<double> &values) {
+  std::string text;
+  for (double value : values) text += (text.empty() ? "" : ", ") + std::to_string(static_cast<int64_t>(std::lround(value)));
+  return text;
+}
+
+// --concurrency C: C threads sharing one Runner against C threads with a
+// Session each, the same inputs and the same per-call work (inputs in,
+// outputs copied out), rounds of the two alternating so that a change in
+// the machine's load hits both.
+int benchConcurrency(const std::shared_ptr<const ein::Model> &model, const std::vector<InputValue> &inputValues,
+                     int concurrency, int runs, int rounds, int threads, ein::DeviceSpec device) {
+  const std::vector<ein::TensorInfo> &inputs = model->inputs(), &outputs = model->outputs();
+  auto runner = ein::Runner::create(model, {threads, device.device, device.index, 0});
+  if (!runner.ok()) return fail(runner.status().message());
+  std::vector<std::unique_ptr<ein::Session>> sessions;
+  for (int i = 0; i < concurrency; ++i) {
+    auto session = ein::Session::create(model, {threads, device.device, device.index});
+    if (!session.ok()) return fail(session.status().message());
+    sessions.push_back(std::move(session).value());
+  }
+  std::vector<ein::InputTensor> given;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    given.push_back({inputs[i].name, inputValues[i].dtype, inputValues[i].shape, inputValues[i].bytes.data(),
+                     inputValues[i].bytes.size()});
+  // Each thread's output memory, as a server's response buffers.
+  std::vector<std::vector<std::vector<std::byte>>> results(static_cast<size_t>(concurrency));
+  std::vector<std::vector<ein::OutputBuffer>> buffers(static_cast<size_t>(concurrency));
+  for (int thread = 0; thread < concurrency; ++thread)
+    for (const ein::TensorInfo &output : outputs) {
+      results[thread].emplace_back(output.byteSize());
+      buffers[thread].push_back({output.name, results[thread].back().data(), output.byteSize()});
+    }
+  auto shared = [&](int thread) { return runner.value()->run(given, buffers[thread]); };
+  auto separate = [&](int thread) -> ein::Status {
+    ein::Session &session = *sessions[thread];
+    for (const ein::InputTensor &input : given)
+      if (ein::Status status = session.setInput(input.name, input.dtype, input.shape, input.data, input.bytes);
+          !status.ok())
+        return status;
+    if (ein::Status status = session.run(); !status.ok()) return status;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      auto output = session.output(i);
+      if (!output.ok()) return output.status();
+      std::memcpy(results[thread][i].data(), output->data, output->bytes);
+    }
+    return ein::Status();
+  };
+  // One warm-up round each (the runner's pool grows to C contexts here).
+  for (auto status : {throughput(concurrency, 1, shared), throughput(concurrency, 1, separate)})
+    if (!status.ok()) return fail(status.status().message());
+  std::vector<double> sharedRates, separateRates;
+  for (int round = 0; round < rounds; ++round) {
+    auto sharedRate = throughput(concurrency, runs, shared);
+    if (!sharedRate.ok()) return fail(sharedRate.status().message());
+    sharedRates.push_back(sharedRate.value());
+    auto separateRate = throughput(concurrency, runs, separate);
+    if (!separateRate.ok()) return fail(separateRate.status().message());
+    separateRates.push_back(separateRate.value());
+  }
+  const double sharedMedian = median(sharedRates), separateMedian = median(separateRates);
+  std::printf("concurrency %d (threads %d per call), %d runs per thread, %d rounds:\n", concurrency, threads, runs,
+              rounds);
+  std::printf("  one shared Runner (%zu contexts): median %.2f runs/s [%s]\n", runner.value()->contextCount(),
+              sharedMedian, joined(sharedRates).c_str());
+  std::printf("  %d separate Sessions:             median %.2f runs/s [%s]\n", concurrency, separateMedian,
+              joined(separateRates).c_str());
+  std::printf("  shared / separate: %.3f\n", sharedMedian / separateMedian);
+  return 0;
+}
+
 double percentile(const std::vector<double> &sorted, double p) {
   auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
@@ -197,7 +306,8 @@ int main(int argc, char **argv) {
   std::vector<std::string> inputArgs;
   std::optional<uint64_t> randomSeed;
   // All cores by default, as other inference runtimes do; --threads 1 for one.
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), bench = 0;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), bench = 0, concurrency = 0,
+      rounds = 5;
   app.add_option("model", modelPath, "the artifact (.einb)")->required();
   app.add_option("--input", inputArgs, "an input as NAME=FILE.npy (repeat for each input)");
   app.add_option("--random-inputs", randomSeed, "fill the inputs not given with --input with random values from SEED");
@@ -206,7 +316,14 @@ int main(int argc, char **argv) {
   app.add_option("--device", deviceName, "cpu, cuda or cuda:N (the N-th CUDA device; cuda is $EIN_CUDA_DEVICE or 0)");
   app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--concurrency", concurrency,
+                 "with --bench N: throughput of C threads sharing one Runner against C threads with a Session each, "
+                 "N runs per thread and round")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", rounds, "rounds of --concurrency (default 5); the medians are printed")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
   if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");
@@ -231,15 +348,21 @@ int main(int argc, char **argv) {
     if (!files.emplace(name, arg.substr(equals + 1)).second) return fail("input \"" + name + "\" is given twice");
   }
   std::mt19937_64 generator(randomSeed.value_or(0));
+  std::vector<InputValue> inputValues;
   for (const ein::TensorInfo &info : inputs) {
     if (auto file = files.find(info.name); file != files.end()) {
-      ein::Status status = feedFile(*session.value(), info, file->second);
-      if (!status.ok()) return fail(status.message());
+      auto value = readInputFile(info, file->second);
+      if (!value.ok()) return fail(value.status().message());
+      inputValues.push_back(std::move(value).value());
+      ein::Status status = session.value()->setInput(info.name, inputValues.back().dtype, inputValues.back().shape,
+                                                     inputValues.back().bytes.data(), inputValues.back().bytes.size());
+      if (!status.ok()) return fail(file->second + ": " + status.message());
     } else if (randomSeed) {
       auto values = randomValues(info, generator);
       if (!values.ok()) return fail(values.status().message());
-      ein::Status status =
-          session.value()->setInput(info.name, info.dtype, info.shape, values.value().data(), values.value().size());
+      inputValues.push_back({info.dtype, info.shape, std::move(values).value()});
+      ein::Status status = session.value()->setInput(info.name, info.dtype, info.shape, inputValues.back().bytes.data(),
+                                                     inputValues.back().bytes.size());
       if (!status.ok()) return fail(status.message());
     } else {
       return fail("input \"" + info.name + "\" (" + describeTensor(info.dtype, info.shape) +
@@ -283,5 +406,6 @@ int main(int argc, char **argv) {
     std::printf("bench: %d runs, min %.3f ms, median %.3f ms, p90 %.3f ms\n", bench, times.front(),
                 percentile(times, 0.5), percentile(times, 0.9));
   }
+  if (concurrency) return benchConcurrency(model.value(), inputValues, concurrency, bench, rounds, threads, *device);
   return 0;
 }

@@ -98,6 +98,24 @@ TEST_F(ToolsTest, BenchPrintsPercentileLine) {
   EXPECT_LE(std::stod(match[2]), std::stod(match[3]));
 }
 
+TEST_F(ToolsTest, BenchComparesASharedRunnerWithSeparateSessions) {
+  Result result = einRun(model + " --random-inputs 1 --threads 1 --bench 3 --concurrency 2 --rounds 3");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  const std::regex shared(R"(one shared Runner \((\d+) contexts\): median (\d+\.\d{2}) runs/s \[\d+, \d+, \d+\])");
+  const std::regex separate(R"(2 separate Sessions: +median (\d+\.\d{2}) runs/s)");
+  const std::regex ratio(R"(shared / separate: (\d+\.\d{3})\n$)");
+  std::smatch sharedMatch, separateMatch, ratioMatch;
+  ASSERT_TRUE(std::regex_search(result.out, sharedMatch, shared)) << result.out;
+  ASSERT_TRUE(std::regex_search(result.out, separateMatch, separate)) << result.out;
+  ASSERT_TRUE(std::regex_search(result.out, ratioMatch, ratio)) << result.out;
+  EXPECT_GE(std::stoi(sharedMatch[1]), 1);
+  EXPECT_LE(std::stoi(sharedMatch[1]), 2) << "one context per thread at most";
+  EXPECT_NEAR(std::stod(ratioMatch[1]), std::stod(sharedMatch[2]) / std::stod(separateMatch[1]), 0.01);
+  Result noBench = einRun(model + " --random-inputs 1 --concurrency 2");
+  EXPECT_NE(noBench.exitCode, 0);
+  EXPECT_NE(noBench.err.find("--concurrency needs --bench N"), std::string::npos) << noBench.err;
+}
+
 TEST_F(ToolsTest, RunErrorsExitNonZeroWithAMessage) {
   Result missing = einRun(model);
   EXPECT_NE(missing.exitCode, 0);

@@ -7,9 +7,16 @@
  *   ein_status_t *status = ein_model_load("vit.einb", &model);
  *   if (status) { fprintf(stderr, "%s\n", ein_status_message(status)); ein_status_free(status); return 1; }
  *
- * A session keeps its model alive: the model may be freed before its sessions.
- * Strings and shapes returned by the query functions live as long as the model;
- * output data lives until the session's next run or its end. */
+ * A session or runner keeps its model alive: the model may be freed before
+ * them. Strings and shapes returned by the query functions live as long as
+ * the model; a session's output data lives until its next run or its end.
+ *
+ * Threads: ein_runner_run may be called from any number of threads at once on
+ * one runner (each call computes in its own pooled context and writes into
+ * the caller's buffers). A session is single-threaded: set its inputs, run it
+ * and read its outputs on one thread; a call from a second thread while one
+ * is inside a call, a run on inputs set by another thread, or reading outputs
+ * of another thread's run fails with EIN_STATUS_BUSY. */
 #ifndef EIN_EIN_H_
 #define EIN_EIN_H_
 
@@ -23,6 +30,7 @@ extern "C" {
 typedef struct ein_status ein_status_t;
 typedef struct ein_model ein_model_t;
 typedef struct ein_session ein_session_t;
+typedef struct ein_runner ein_runner_t;
 
 typedef enum ein_status_code {
   EIN_STATUS_OK = 0,
@@ -34,6 +42,7 @@ typedef enum ein_status_code {
   EIN_STATUS_INTERNAL,
   EIN_STATUS_IO_ERROR,
   EIN_STATUS_RESOURCE_EXHAUSTED,
+  EIN_STATUS_BUSY, /* a session was called from two threads at once; see ein_runner_t */
 } ein_status_code_t;
 
 typedef enum ein_dtype {
@@ -70,6 +79,35 @@ typedef struct ein_session_options {
   ein_device_t device;
 } ein_session_options_t;
 
+/* Options of a runner: kernel threads per call (the caller plus threads - 1
+ * workers; C concurrent calls keep up to C x threads threads busy), device,
+ * and the most calls that compute at once (0: no cap; beyond it, calls wait
+ * for a free context). */
+typedef struct ein_runner_options {
+  int threads;
+  ein_device_t device;
+  int max_concurrent_runs;
+} ein_runner_options_t;
+
+/* One input of a runner call: dtype, shape and byte size must equal the
+ * model's. Read during the call only. */
+typedef struct ein_input {
+  const char *name;
+  ein_dtype_t dtype;
+  const int64_t *shape;
+  size_t rank;
+  const void *data;
+  size_t bytes;
+} ein_input_t;
+
+/* Where a runner call writes output `name`: `bytes` must be the output's byte
+ * size (ein_model_output_info). Must not overlap an input or another output. */
+typedef struct ein_output_buffer {
+  const char *name;
+  void *data;
+  size_t bytes;
+} ein_output_buffer_t;
+
 /* Status */
 ein_status_code_t ein_status_code(const ein_status_t *status); /* EIN_STATUS_OK for NULL */
 const char *ein_status_message(const ein_status_t *status);    /* "" for NULL */
@@ -99,6 +137,19 @@ ein_status_t *ein_session_set_input(ein_session_t *session, const char *name, ei
 ein_status_t *ein_session_run(ein_session_t *session);
 ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor);
 ein_status_t *ein_session_output_by_name(const ein_session_t *session, const char *name, ein_tensor_t *out_tensor);
+
+/* Runners: thread-safe; see the top of this file. */
+void ein_runner_options_init(ein_runner_options_t *options); /* one thread, CPU, no cap */
+/* `options` may be NULL for the defaults. Creates the first context at once. */
+ein_status_t *ein_runner_create(const ein_model_t *model, const ein_runner_options_t *options,
+                                ein_runner_t **out_runner);
+void ein_runner_free(ein_runner_t *runner); /* no call may still be running */
+/* Runs the model on every input (each once) and writes the outputs named in
+ * `outputs` into the caller's buffers; outputs not named are dropped. */
+ein_status_t *ein_runner_run(ein_runner_t *runner, const ein_input_t *inputs, size_t input_count,
+                             const ein_output_buffer_t *outputs, size_t output_count);
+/* How many contexts the runner's pool holds. */
+size_t ein_runner_context_count(const ein_runner_t *runner);
 
 #ifdef __cplusplus
 }

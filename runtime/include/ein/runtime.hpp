@@ -1,9 +1,11 @@
 // The ein runtime's C++ API in one include: load an artifact (Model), run it
-// (Session), read the results. See ein/ein.h for the C API.
+// from any number of threads (Runner) or own one execution context (Session),
+// read the results. See ein/ein.h for the C API.
 #pragma once
 
 #include "ein/half_float.hpp"
 #include "ein/model.hpp"
+#include "ein/runner.hpp"
 #include "ein/session.hpp"
 #include "ein/status.hpp"
 #include "ein/types.hpp"

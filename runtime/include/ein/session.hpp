@@ -1,20 +1,39 @@
 // One execution context of a model: it owns the arena (allocated once, when
 // the session is created), a copy of each input and the output buffers.
-// Runs reuse them, so running allocates nothing. A session is not
-// thread-safe; create one per thread (they share the model and its weights).
+// Runs reuse them, so running allocates nothing. Sessions share the model and
+// its weights.
 //
 //   auto session = ein::Session::create(model.value(), {.threads = 1, .device = ein::Device::Cpu});
 //   session.value()->setInput("img", ein::DType::F32, {1, 3, 224, 224}, pixels, sizeof pixels);
 //   session.value()->run();
 //   ein::StatusOr<ein::TensorRef> logits = session.value()->output("logits");
+//
+// A session is single-threaded: set its inputs, run it and read its outputs
+// on one thread. To run one model from many threads, use ein::Runner
+// (runner.hpp), which gives each concurrent call its own context; or give
+// each thread its own session. A session may move between threads (e.g. a
+// pool of sessions that workers check out), one whole set/run/read sequence
+// at a time. It guards against being shared, and fails with StatusCode::Busy
+// instead of computing with another thread's inputs or scratch:
+//   - a call (setInput, run, output) made while another thread is inside a
+//     call on the same session fails at once;
+//   - run() fails if an input was last set by another thread (the inputs of
+//     one run are those its own thread set: two threads that interleave
+//     their setInput calls would otherwise each run on a mix);
+//   - output() fails if the last run was made by another thread.
+// What it cannot see: a TensorRef that output() returned is a view, valid
+// until the next run on any thread; reading it while another thread runs the
+// session is a data race. Copy outputs out before handing the session on.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ein/model.hpp"
@@ -26,6 +45,7 @@ namespace ein {
 namespace detail {
 class AlignedBuffer;
 class Executor;
+struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTest.cpp)
 }  // namespace detail
 
 struct SessionOptions {
@@ -36,7 +56,8 @@ struct SessionOptions {
   int deviceIndex = -1;
 };
 
-// A read-only look at an output; valid until the next run() or the session's end.
+// A read-only look at an output; valid until the next run() (from any
+// thread) or the session's end.
 struct TensorRef {
   DType dtype = DType::F32;
   std::span<const int64_t> shape;
@@ -66,7 +87,8 @@ class Session {
     return setInput(name, dtype, std::span<const int64_t>(shape.begin(), shape.size()), data, bytes);
   }
 
-  // Runs every step; every input must have been set (they stay set across runs).
+  // Runs every step; every input must have been set, by this thread (they
+  // stay set across runs).
   Status run();
 
   size_t outputCount() const;
@@ -74,7 +96,11 @@ class Session {
   StatusOr<TensorRef> output(std::string_view name) const;
 
  private:
+  friend struct detail::SessionTestPeer;
+  class Claim;  // holds inUse_ for the length of one call
+
   Session(std::shared_ptr<const Model> model, SessionOptions options);
+  Status busy(const std::string &what) const;
 
   std::shared_ptr<const Model> model_;
   SessionOptions options_;
@@ -85,6 +111,12 @@ class Session {
   // Base pointers handed to the executor, one per input and output.
   std::vector<const std::byte *> inputPointers_;
   std::vector<std::byte *> outputPointers_;
+
+  // Whether a thread is inside setInput, run or output. The fields below are
+  // only touched while holding it, which orders them between threads.
+  mutable std::atomic<bool> inUse_{false};
+  std::vector<std::thread::id> inputSetBy_;  // per input: the thread that last set it
+  std::thread::id lastRunBy_;                // none before the first run
 };
 
 }  // namespace ein

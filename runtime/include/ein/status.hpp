@@ -19,6 +19,7 @@ enum class StatusCode {
   Internal,         // a bug in the runtime
   IoError,          // the file system failed
   ResourceExhausted,  // memory could not be allocated
+  Busy,               // a single-threaded object (a Session) was called from two threads at once
 };
 
 // "invalid argument", "invalid artifact", ...
