@@ -1,7 +1,7 @@
 // End to end: each conformance case (tests/conformance/cases, plus those of the
 // folder EIN_CONFORMANCE_DIR names, if any) is compiled with einc, run with
 // ein-run, and every output compared with the PyTorch float64 results in place. On
-// the CPU at fp32; with the CUDA backend built, also with --target cuda at
+// the CPU at fp32 and bf16; with the CUDA backend built, also with --target cuda at
 // fp32, bf16 and fp16, where fp32 keeps the case's tolerances and bf16/fp16
 // widen them as runtime/src/cuda/README.md documents. The CUDA cases skip with
 // the CUDA runtime's reason where no GPU can be used.
@@ -112,8 +112,11 @@ std::string testName(const ::testing::TestParamInfo<Conformance::ParamType> &inf
   return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);
 }
 
+// bf16 on the CPU (bf16 gemm weights; bf16 gemm arithmetic where the CPU has
+// AVX512_BF16) is held to the same widened tolerance as CUDA's bf16.
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
-                         ::testing::Combine(kCases, ::testing::Values("cpu"), ::testing::Values("fp32")), testName);
+                         ::testing::Combine(kCases, ::testing::Values("cpu"), ::testing::Values("fp32", "bf16")),
+                         testName);
 #if defined(EIN_HAVE_CUDA)
 INSTANTIATE_TEST_SUITE_P(Cuda, Conformance,
                          ::testing::Combine(kCases, ::testing::Values("cuda"), ::testing::Values("fp32", "bf16", "fp16")),

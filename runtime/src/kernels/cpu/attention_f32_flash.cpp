@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "kernels/cpu/attention_tiles.hpp"
+#include "kernels/cpu/flush_subnormals.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -152,12 +153,17 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // With enough batch indices (heads) to go round, each thread takes whole
   // indices, so their keys and values are packed once; otherwise the query
   // tiles are spread too.
+  // Each work item flushes subnormals (masked keys' tiny weights) to 0.
   if (batchCount >= 2 * context.threads() || tiles == 1)
     context.parallelFor(batchCount, [&](int64_t b, int thread) {
+      const FlushSubnormalsScope flush;
       for (int64_t t = 0; t < tiles; ++t) tile(b * tiles + t, thread);
     });
   else
-    context.parallelFor(batchCount * tiles, tile);
+    context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+      const FlushSubnormalsScope flush;
+      tile(item, thread);
+    });
   return Status();
 }
 
