@@ -118,6 +118,9 @@ struct Attention {
   MaskKind maskKind = MaskKind::None;
   std::optional<View> mask;  // present exactly when maskKind != None
   float maskFill = 0.0f;
+  // A bf16 artifact's attention on the CPU: q . k and p . v in bf16 with f32
+  // accumulation where the CPU has the bf16 gemm (set by the loader).
+  bool bf16 = false;
 };
 
 // Attention whose heads are mixed by [heads, heads] matrices before the mask
