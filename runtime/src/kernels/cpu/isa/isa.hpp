@@ -100,7 +100,7 @@ const IsaKernels &avx512Kernels();
 // avx512 plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
 const IsaKernels &avx512Bf16Kernels();
 
-// The fastest table this CPU runs. EIN_CPU_ISA=avx2|portable in the
+// The fastest table this CPU runs. EIN_CPU_ISA=avx512|avx2|portable in the
 // environment picks a lower one (to compare, or to test a path).
 const IsaKernels &bestKernels();
 // Every table this CPU can run, best first.
