@@ -124,7 +124,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
     // for bf16, then as pairs in register-tile panels.
     scaleQueries(q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
     if (bf16)
-      for (int64_t ir = 0; ir < rowsPad; ir += mr) isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairs);
+      for (int64_t ir = 0; ir < rowsPad; ir += mr)
+        isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairs, dPairs);
     std::fill(o, o + rowsPad * ldo, 0.0f);
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
@@ -137,8 +138,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairs;
         for (int64_t jr = 0; jr < keys; jr += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            isa.bf16GemmTile(dPairs, qp + ir * dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock, false,
-                             nullptr, 0);
+            isa.bf16GemmTile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock,
+                             false, nullptr, 0);
       } else {
         keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
       }
@@ -167,11 +168,12 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       if (bf16) {
         const int64_t pairs = (keys + 1) / 2;
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, keys, mr, pp + ir * pairs);
+          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, keys, mr, pp + ir * pairs, pairs);
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            isa.bf16GemmTile(pairs, pp + ir * pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr, 0);
+            isa.bf16GemmTile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr,
+                             0);
         continue;
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)

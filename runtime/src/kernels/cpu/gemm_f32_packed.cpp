@@ -143,13 +143,13 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t depth = std::min(kc, k - p0);
       if (bf16) {
-        // Every row panel of a as bf16 pairs (in aPack's room), then the
-        // tile over each weight panel's pairs from row p0 on.
+        // The block's rows of a as rows of bf16 pairs (in aPack's room), then
+        // the tile over each weight panel's pairs from row p0 on.
         const int64_t pairs = (depth + 1) / 2;
         auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
         for (int64_t ir = 0; ir < rows; ir += mr)
           isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
-                           aPairs + ir * pairs);
+                           aPairs + ir * pairs, pairs);
         for (int64_t jr = 0; jr < cols; jr += nr) {
           const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
           const char *next = nullptr;
@@ -159,7 +159,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
             slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, mr)), 64);
           }
           for (int64_t ir = 0; ir < rows; ir += mr)
-            isa.bf16GemmTile(pairs, aPairs + ir * pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+            isa.bf16GemmTile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
                              next ? next + ir / mr * slice : nullptr, slice);
         }
         continue;

@@ -82,16 +82,18 @@ struct IsaKernels {
 
   // bf16 arithmetic with f32 accumulation: only the avx512bf16 table has it
   // (null elsewhere, where bf16 weights are widened to f32 while packing).
-  // c[r * ldc + j] (+)= sum_q a[q * mr + r] . b[q * nr + j] over the mr x nr
+  // c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * nr + j] over the mr x nr
   // tile, where each uint32 holds a pair of bf16 (element 2q in the low half,
   // 2q + 1 in the high half) and . is the pair's dot product (vdpbf16ps: the
   // bf16 products are exact in f32, then added in f32).
-  void (*bf16GemmTile)(int64_t pairs, const uint32_t *a, const uint32_t *b, float *c, int64_t ldc, bool accumulate,
-                       const char *prefetch, int64_t prefetchBytes) = nullptr;
-  // dst[q * mr + r] = the bf16 pair (a[r * sM + 2q * sK], a[r * sM + (2q + 1) * sK]),
-  // rounded to nearest even, for q < ceil(kc / 2): rows past `rows` and the
-  // odd last column's partner are zero.
-  void (*bf16PackRows)(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst) = nullptr;
+  void (*bf16GemmTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                       bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
+  // dst[r * ldd + q] = the bf16 pair (a[r * sM + 2q * sK], a[r * sM + (2q + 1) * sK]),
+  // rounded to nearest even, for r < mr and q < ceil(kc / 2): rows past
+  // `rows` and the odd last column's partner are zero. Rows of pairs, so
+  // contiguous rows convert and store a vector at a time.
+  void (*bf16PackRows)(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
+                       int64_t ldd) = nullptr;
 };
 
 const IsaKernels &portableKernels();
