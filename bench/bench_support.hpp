@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ein/half_float.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "program.hpp"
 #include "util/thread_pool.hpp"
@@ -51,6 +52,10 @@ class KernelRig {
       auto *bytes = reinterpret_cast<uint8_t *>(values.data());
       for (int64_t i = 0; i < elements; ++i) bytes[i] = generator() % 8 != 0;
     }
+    if (dtype == ein::DType::BF16) {  // the same values, rounded, packed 2 a float
+      auto *halves = reinterpret_cast<uint16_t *>(values.data());
+      for (int64_t i = 0; i < elements; ++i) halves[i] = floatToBfloat(values[static_cast<size_t>(i)]);
+    }
     buffers_.push_back(std::move(values));
     return static_cast<uint32_t>(program_.tensors.size() - 1);
   }
@@ -76,6 +81,8 @@ class KernelRig {
     (void)fn_(program_.steps[0].kernel, context);
   }
   size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
+  // A tensor's values, to set before finish() (masks).
+  float *values(uint32_t tensor) { return buffers_[tensor].data(); }
 
   // Flushes the packed weights out of every cache level, as a model's
   // weights are when they are read once per run (a ViT-S has 85 MB of them).
@@ -107,14 +114,16 @@ inline detail::View denseView(uint32_t tensor, std::initializer_list<int64_t> sh
   return view;
 }
 
-// A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed).
-inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n) {
+// A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed),
+// f32 or bf16 (a bf16 artifact's weights: the bf16 gemm where the CPU has it).
+inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
+                               ein::DType weights = ein::DType::F32) {
   detail::Gemm gemm;
   gemm.m = m;
   gemm.n = n;
   gemm.k = k;
   gemm.a = denseView(rig.tensor(m * k), {m, k});
-  gemm.b = denseView(rig.tensor(k * n, ein::DType::F32, detail::Storage::Weights), {k, n});
+  gemm.b = denseView(rig.tensor(k * n, weights, detail::Storage::Weights), {k, n});
   gemm.c = denseView(rig.tensor(m * n), {m, n});
   return gemm;
 }

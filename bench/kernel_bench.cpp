@@ -17,11 +17,14 @@ void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std:
 // c[m, n] = a[m, k] . b[k, n], b pre-packed: args m, k, n, threads. Cold:
 // the packed weights are flushed from the caches before each run, as in a
 // whole model (whose weights are read once per run).
-void BM_GemmWeights(benchmark::State &state, bool coldWeights) {
+// bf16: bf16 weights (einc --precision bf16), so the bf16 gemm
+// (bf16_gemm_..._avx512bf16) where the CPU has AVX512_BF16, else the f32 gemm
+// on weights widened while packing.
+void BM_GemmWeights(benchmark::State &state, bool coldWeights, bool bf16 = false) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
-  detail::Gemm gemm = weightGemm(rig, m, k, n);
+  detail::Gemm gemm = weightGemm(rig, m, k, n, bf16 ? ein::DType::BF16 : ein::DType::F32);
   rig.finish(gemm, threads);
   for (auto _ : state) {
     if (coldWeights) {
@@ -45,6 +48,8 @@ void vitGemmShapes(benchmark::internal::Benchmark *bench) {
 }
 BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, cold, true)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, true)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, true)->Apply(vitGemmShapes);
 
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.
@@ -68,8 +73,8 @@ void BM_GemmBatchedScores(benchmark::State &state) {
 BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime();
 
 // Flash attention, q, k, v, out [b=1, h, n, 64]: args heads, tokens, mask (0
-// none, 1 additive [n, n] f32, 2 boolean keep [n, n]; broadcast over heads),
-// threads.
+// none, 1 additive [n, n] f32, 2 boolean keep [n, n], 3 additive -inf on the
+// last half of the keys (padding); broadcast over heads), threads.
 void BM_FlashAttention(benchmark::State &state) {
   const int64_t h = state.range(0), n = state.range(1), d = 64;
   const int64_t mask = state.range(2);
@@ -88,6 +93,14 @@ void BM_FlashAttention(benchmark::State &state) {
     op.maskKind = mask == 1 ? detail::MaskKind::Add : detail::MaskKind::Keep;
     op.mask = detail::View{rig.tensor(n * n, mask == 1 ? ein::DType::F32 : ein::DType::Bool), 0, {0, 0, n, 1}};
   }
+  if (mask == 3) {  // padding: the last half of the keys masked with -inf (additive)
+    op.maskKind = detail::MaskKind::Add;
+    uint32_t id = rig.tensor(n * n);
+    float *values = rig.values(id);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j) values[i * n + j] = j < n / 2 ? 0.0f : -INFINITY;
+    op.mask = detail::View{id, 0, {0, 0, n, 1}};
+  }
   rig.finish(op, threads);
   for (auto _ : state) rig.run();
   state.counters["GFLOPS"] =
@@ -97,7 +110,7 @@ void BM_FlashAttention(benchmark::State &state) {
 }
 BENCHMARK(BM_FlashAttention)
     ->ArgsProduct({{6}, {197}, {0, 1, 2}, {1, 2}})
-    ->ArgsProduct({{8}, {1024}, {0}, {1, 2}})
+    ->ArgsProduct({{8}, {1024}, {0, 1, 3}, {1, 2}})
     ->Args({8, 8192, 0, 2})
     ->Args({8, 8192, 1, 2})
     ->UseRealTime()
@@ -165,6 +178,30 @@ void BM_Softmax(benchmark::State &state) {
   op.y = denseView(rig.tensor(rows * width), {rows, width});
   rowBench(state, op, rig, 8.0 * rows * width);
 }
+
+// Softmax of [rows, width] with the last half of each row masked (padding):
+// arg mask 0 none, 1 -inf, 2 finfo.min (-3.4e38, PyTorch's usual fill), for
+// the underflow check: masked should cost what unmasked does. args rows,
+// width, mask, threads.
+void BM_SoftmaxMasked(benchmark::State &state) {
+  const int64_t rows = state.range(0), width = state.range(1), mask = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  KernelRig rig;
+  detail::Softmax op;
+  op.shape = {rows, width};
+  const uint32_t x = rig.tensor(rows * width);
+  float *values = rig.values(x);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = width / 2; j < width && mask != 0; ++j)
+      values[i * width + j] = mask == 1 ? -INFINITY : -3.4028235e38f;
+  op.x = denseView(x, {rows, width});
+  op.y = denseView(rig.tensor(rows * width), {rows, width});
+  rig.finish(op, threads);
+  for (auto _ : state) rig.run();
+  state.SetBytesProcessed(static_cast<int64_t>(8.0 * rows * width * state.iterations()));
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_SoftmaxMasked)->ArgsProduct({{256}, {1024}, {0, 1, 2}, {1, 2}})->UseRealTime();
 
 void BM_ReduceMean(benchmark::State &state) {
   const int64_t rows = state.range(0), width = state.range(1);

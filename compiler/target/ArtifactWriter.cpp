@@ -1,5 +1,8 @@
 #include "target/ArtifactWriter.h"
 
+#include <cstring>
+#include <optional>
+
 #include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/KernDialect.h"
@@ -96,7 +99,7 @@ class Writer {
     for (Operation &op : body.without_terminator()) {
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
         if (failed(checkWeightLimit(param, param.getType()))) return failure();
-        if (failed(addWeights(param, param.getType(), paramBytes(param)))) return failure();
+        if (failed(addWeights(param, param.getType(), paramBytes(param), storedAsBf16(param)))) return failure();
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
                                                  tensorIndex.at(param)));
         continue;
@@ -160,9 +163,10 @@ class Writer {
     return bound;
   }
 
-  FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset) {
+  FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset,
+                                std::optional<fb::DType> storedAs = std::nullopt) {
     auto type = cast<RankedTensorType>(value.getType());
-    auto dtype = dtypeOf(value.getLoc(), type.getElementType());
+    auto dtype = storedAs ? FailureOr<fb::DType>(*storedAs) : dtypeOf(value.getLoc(), type.getElementType());
     if (failed(dtype)) return failure();
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     auto id = static_cast<uint32_t>(tensors.size());
@@ -210,16 +214,52 @@ class Writer {
     return success();
   }
 
-  LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes) {
+  // --precision bf16 on the CPU: a f32 parameter that only ever is a gemm's
+  // weight operand b is stored as bf16, half the bytes to map and stream. The
+  // runtime packs it for its bf16 gemm, or widens it to f32 while packing, so
+  // every path computes with exactly these bf16-rounded weights. A parameter
+  // with any other use (a bias, a norm's gamma, a gather table) stays f32.
+  bool storedAsBf16(ir::ParamOp param) {
+    if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Bf16) return false;
+    if (!param.getType().getElementType().isF32() || param->use_empty()) return false;
+    for (OpOperand &use : param->getUses()) {
+      auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
+      if (!gemm || gemm.getB() != param.getResult()) return false;
+      if (gemm.getA() == param.getResult() || gemm.getBias() == param.getResult() ||
+          gemm.getResidual() == param.getResult())
+        return false;
+    }
+    return true;
+  }
+
+  // f32 bytes to bf16, rounded to nearest even (NaN stays NaN).
+  static std::vector<uint8_t> toBf16(const std::vector<uint8_t> &f32) {
+    std::vector<uint8_t> out(f32.size() / 2);
+    for (size_t i = 0; i < f32.size() / 4; ++i) {
+      float value;
+      std::memcpy(&value, f32.data() + 4 * i, 4);
+      APFloat wide(value);
+      bool lost = false;
+      wide.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+      auto bits = static_cast<uint16_t>(wide.bitcastToAPInt().getZExtValue());
+      std::memcpy(out.data() + 2 * i, &bits, 2);
+    }
+    return out;
+  }
+
+  LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes,
+                           bool asBf16 = false) {
     if (failed(bytes)) return failure();
     uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
     if (bytes->size() != expected)
       return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type << " (expected "
                                        << expected << ")";
+    if (asBf16) *bytes = toBf16(*bytes);
     weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
     uint64_t offset = weights.size();
     weights.insert(weights.end(), bytes->begin(), bytes->end());
-    return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset)));
+    return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
+                                       asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
   }
 
   flatbuffers::Offset<fb::View> view(Value value, kern::ViewAttr attr) {

@@ -118,6 +118,9 @@ struct Attention {
   MaskKind maskKind = MaskKind::None;
   std::optional<View> mask;  // present exactly when maskKind != None
   float maskFill = 0.0f;
+  // A bf16 artifact's attention on the CPU: q . k and p . v in bf16 with f32
+  // accumulation where the CPU has the bf16 gemm (set by the loader).
+  bool bf16 = false;
 };
 
 // Attention whose heads are mixed by [heads, heads] matrices before the mask
@@ -150,13 +153,20 @@ using Kernel = std::variant<Gemm, Elementwise, Softmax, Reduce, Gather, Copy, At
                             LayerNorm>;
 
 // A weight matrix [k, n] re-laid out once at load for the gemm kernels:
-// column panels of `nr` (the last zero-padded), each k x nr, row-major.
+// column panels of `nr` (the last zero-padded), each k x nr, row-major in f32;
+// or, with bf16Pairs (bf16 weights for the bf16 gemm), each ceil(k / 2) x nr
+// uint32 holding the bf16 pair (row 2q, row 2q + 1), an odd k's last row
+// paired with zero.
 struct PackedMatrix {
   AlignedBuffer data;
   int nr = 0;
   int64_t k = 0, n = 0;
+  bool bf16Pairs = false;
   const float *panel(int64_t column) const {
     return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;
+  }
+  const uint32_t *pairPanel(int64_t column) const {
+    return reinterpret_cast<const uint32_t *>(data.data()) + column / nr * ((k + 1) / 2) * nr;
   }
 };
 

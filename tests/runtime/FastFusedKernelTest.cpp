@@ -47,10 +47,11 @@ void PrintTo(const FlashCase &c, std::ostream *out) { *out << c.name; }
 
 class FlashAttentionTest : public ::testing::TestWithParam<FlashCase> {};
 
-TEST_P(FlashAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
-  const FlashCase c = GetParam();
+// The case's attention step; bf16: in a bf16 artifact (einc --precision bf16).
+std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16) {
   const int64_t B = c.batch, H = c.heads, I = c.queries, J = c.keys, D = c.headDim, E = c.valueDim;
   ArtifactBuilder builder;
+  if (bf16) builder.precision = fb::Precision::Bf16;
   // [b, h, x, d] logically; permuted storage [x, b, h, d].
   auto operand = [&](const std::string &name, int64_t rows, int64_t width, bool output) {
     std::vector<int64_t> shape = c.permuted ? std::vector<int64_t>{rows, B, H, width} : std::vector<int64_t>{B, H, rows, width};
@@ -82,8 +83,40 @@ TEST_P(FlashAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
   }
   builder.attention({{B, H}, I, J, D, E, 1.0f / std::sqrt(float(std::max<int64_t>(D, 1))), q, k, v, out, c.mask,
                      maskView, c.fill});
-  expectFastMatchesReference(builder.build(), detail::cpu::attentionF32Flash, detail::cpu::attentionF32Reference,
-                             2e-5);
+  return builder.build();
+}
+
+TEST_P(FlashAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
+  expectFastMatchesReference(flashArtifact(GetParam(), false), detail::cpu::attentionF32Flash,
+                             detail::cpu::attentionF32Reference, 2e-5);
+}
+
+// A bf16 artifact: on the avx512bf16 table q . k and p . v run in bf16 (q
+// scaled, then rounded; k, v and the probabilities rounded), so the oracle
+// is the reference on the bf16-rounded q, k, v, within what rounding the
+// scaled queries and the probabilities (relative 2^-9 each) can move a
+// softmax-weighted average of values in [-1, 1]. Every other ISA computes
+// in f32 exactly as for an f32 artifact.
+TEST_P(FlashAttentionTest, Bf16MatchesReferenceOnBf16RoundedOperands) {
+  StepHarness harness(flashArtifact(GetParam(), true));
+  const auto &op = std::get<detail::Attention>(harness.program().steps[0].kernel);
+  EXPECT_TRUE(op.bf16);
+  std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  std::vector<std::pair<std::string, std::vector<float>>> bf16Runs;
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2}) {
+      std::vector<float> got = harness.run(detail::cpu::attentionF32Flash, *isa, threads);
+      std::string what = std::string(isa->name) + " threads " + std::to_string(threads);
+      if (isa->bf16GemmTile) {
+        bf16Runs.emplace_back(what, std::move(got));
+      } else {
+        expectNear(got, want, 2e-5, what + " (f32)");
+      }
+    }
+  if (bf16Runs.empty()) return;
+  for (uint32_t tensor : {op.q.tensor, op.k.tensor, op.v.tensor}) harness.roundToBf16(tensor);
+  std::vector<float> wantRounded = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  for (const auto &[what, got] : bf16Runs) expectNear(got, wantRounded, 1e-2, what + " (bf16)");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -301,6 +301,42 @@ TEST(Verifier, RejectsDtypesTheKernelDoesNotAccept) {
   expectRejected(small.build(), "view b is over a i32 tensor (tensor 2); the kernel accepts f32");
 }
 
+// bf16 GEMM weights are accepted only where einc --precision bf16 puts them:
+// a bf16 CPU artifact's gemm operand b, with Weights storage.
+TEST(Verifier, AcceptsBf16GemmWeightsOnlyInABf16CpuArtifact) {
+  {
+    SmallModel small;
+    small.builder.tensors[small.w].dtype = fb::DType::BF16;
+    expectRejected(small.build(), "view b is over a bf16 tensor (tensor 2); the kernel accepts f32");
+  }
+  {
+    SmallModel small;
+    small.builder.precision = fb::Precision::Bf16;
+    small.builder.tensors[small.w].dtype = fb::DType::BF16;
+    EXPECT_TRUE(loadStatus(small.build()).ok()) << loadStatus(small.build()).toString();
+  }
+  {
+    SmallModel small;
+    small.builder.precision = fb::Precision::Bf16;
+    small.builder.target = fb::Target::Cuda;
+    small.builder.tensors[small.w].dtype = fb::DType::BF16;
+    expectRejected(small.build(), "view b is over a bf16 tensor (tensor 2); the kernel accepts f32");
+  }
+  {
+    SmallModel small;  // a bf16 bias (not a gemm's b)
+    small.builder.precision = fb::Precision::Bf16;
+    small.builder.tensors[small.b].dtype = fb::DType::BF16;
+    expectRejected(small.build(), "view bias is over a bf16 tensor (tensor 3); the kernel accepts f32");
+  }
+  {
+    SmallModel small;  // b an input, not weights
+    small.builder.precision = fb::Precision::Bf16;
+    uint32_t input = small.builder.input("w16", fb::DType::BF16, {3, 4});
+    small.gemm.b = dense(input, {3, 4});
+    expectRejected(small.build(), "the kernel accepts f32");
+  }
+}
+
 TEST(Verifier, RejectsWritesIntoWeightsOrInputs) {
   {
     SmallModel small;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "artifact_builder.hpp"
+#include "ein/half_float.hpp"
 #include "kernels/cpu/kernels.hpp"
 
 namespace ein::testing {
@@ -39,6 +40,12 @@ class StepHarness {
   }
 
   const detail::Program &program() const { return model_->program(); }
+
+  // Rounds tensor `id`'s starting values to bf16 (nearest even): the operand
+  // a bf16 kernel computes with, for a reference to run on.
+  void roundToBf16(uint32_t id) {
+    for (float &value : initial_[id]) value = bfloatToFloat(floatToBfloat(value));
+  }
 
   // The output tensor's values after running `step` with `kernel`.
   template <typename Op>

@@ -134,6 +134,7 @@ class StepChecker {
   }
 
   const Tensor &tensorOf(const View &view) const { return program_.tensors[view.tensor]; }
+  const Program &program() const { return program_; }
 
   Status dtypeIn(const View &view, const char *name, std::initializer_list<DType> allowed) const {
     DType dtype = tensorOf(view).dtype;
@@ -193,7 +194,13 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   EIN_ASSIGN_OR_RETURN(gemm.bias, check.optionalView(in.bias(), cSpace, "bias"));
   EIN_ASSIGN_OR_RETURN(gemm.residual, check.optionalView(in.residual(), cSpace, "residual"));
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.a, "a", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
+  // A bf16 artifact for the CPU (einc --precision bf16) stores gemm weights,
+  // and only those, as bf16: b may then be a bf16 weight tensor.
+  if (check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu &&
+      check.tensorOf(gemm.b).storage == Storage::Weights)
+    EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::BF16}));
+  else
+    EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.c, "c", {DType::F32}));
   if (gemm.bias) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.bias, "bias", {DType::F32}));
   if (gemm.residual) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.residual, "residual", {DType::F32}));
@@ -266,6 +273,7 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
   EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
   op.scale = in.scale();
   op.maskFill = in.mask_fill();
+  op.bf16 = check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
                                  op.maskKind, op.mask, info));
   // Each output row reads keys x (head_dim + value_dim) elements of k and v.

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "kernels/cpu/attention_tiles.hpp"
+#include "kernels/cpu/flush_subnormals.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -31,7 +32,7 @@ constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any 
 // Per-thread scratch, in floats, for a register tile of mr x nr.
 struct FlashScratch {
   int64_t keysPad, valuesPad, rowsPad;
-  int64_t kt, v, q, s, o, m, l, total;
+  int64_t kt, v, q, s, o, m, l, bp, total;
   FlashScratch(const Attention &op, int64_t mr, int64_t nr) {
     keysPad = roundUp(op.keys, nr);
     valuesPad = roundUp(op.valueDim, nr);
@@ -43,7 +44,8 @@ struct FlashScratch {
     o = s + rowsPad * kKeyBlock;
     m = o + rowsPad * valuesPad;
     l = m + rowsPad;
-    total = l + rowsPad;
+    bp = l + rowsPad;  // the bf16 path's pairs: p [rowsPad][128], then q [rowsPad][ceil(D / 2)]
+    total = bp + rowsPad * (kKeyBlock / 2 + op.headDim);
   }
 };
 
@@ -56,7 +58,8 @@ size_t attentionF32FlashScratchFloats(const Attention &op) {
   const unsigned __int128 rowsPad = kQueryTile + kMaxMr;
   const unsigned __int128 total = kPackedTagFloats + keysPad * static_cast<uint64_t>(op.headDim) +
                                   static_cast<uint64_t>(op.keys) * valuesPad + rowsPad * static_cast<uint64_t>(op.headDim) +
-                                  rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad;
+                                  rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad +
+                                  rowsPad * (kKeyBlock / 2 + static_cast<uint64_t>(op.headDim));
   constexpr size_t kLimit = SIZE_MAX / 16;
   return total > kLimit ? kLimit : static_cast<size_t>(total);
 }
@@ -80,6 +83,12 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // Query tiles of equal size, each a whole number of register tiles.
   const int64_t queryTile = blockSize(I, kQueryTile, mr);
   const int64_t tiles = ceilDiv(I, queryTile);
+  // A bf16 artifact on a CPU with the bf16 gemm: keys, values, the scaled
+  // queries and the probabilities are rounded to bf16 as they are packed,
+  // q . k and p . v run on bf16GemmTile (f32 accumulation); the softmax, its
+  // running max and sum, and the output stay f32.
+  const bool bf16 = op.bf16 && isa.bf16GemmTile;
+  const int64_t dPairs = (D + 1) / 2, jPairs = (J + 1) / 2;
   for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
   auto tile = [&](int64_t item, int thread) {
@@ -98,21 +107,42 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         for (int64_t e = 0; e < E; ++e) out[oOff + (i0 + t) * oI + e * oE] = 0.0f;
       return;
     }
+    auto *pp = reinterpret_cast<uint32_t *>(scratch + layout.bp), *qp = pp + layout.rowsPad * (kKeyBlock / 2);
     if (packedIndex(scratch) != b) {
-      packKeys(k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b), kJ, kD, J, D, nr, kt);
-      packValues(v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b), vJ, vE, J, E, nr, vp);
+      const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+      const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+      if (bf16) {
+        packKeyPairs(keys, kJ, kD, J, D, nr, reinterpret_cast<uint32_t *>(kt));
+        packValuePairs(values, vJ, vE, J, E, nr, reinterpret_cast<uint32_t *>(vp));
+      } else {
+        packKeys(keys, kJ, kD, J, D, nr, kt);
+        packValues(values, vJ, vE, J, E, nr, vp);
+      }
       setPackedIndex(scratch, b);
     }
-    // The query tile, pre-scaled, as plain rows (rows past the tile are 0).
+    // The query tile, pre-scaled, as plain rows (rows past the tile are 0);
+    // for bf16, then as pairs in register-tile panels.
     scaleQueries(q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
+    if (bf16)
+      for (int64_t ir = 0; ir < rowsPad; ir += mr)
+        isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairs, dPairs);
     std::fill(o, o + rowsPad * ldo, 0.0f);
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
 
     for (int64_t j0 = 0; j0 < J; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, J - j0);
-      // s[t, j] = q_t . k_j for the block.
-      keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
+      // s[t, j] = q_t . k_j for the block (bf16: whole panels, the last one's
+      // padded keys scoring 0 past `keys`, which the row ignores).
+      if (bf16) {
+        const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairs;
+        for (int64_t jr = 0; jr < keys; jr += nr)
+          for (int64_t ir = 0; ir < rowsPad; ir += mr)
+            isa.bf16GemmTile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock,
+                             false, nullptr, 0);
+      } else {
+        keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
+      }
       // The row's softmax runs over whole vectors: the columns past the last
       // key (scores of zero-padded keys) become -inf, adding nothing.
       const int64_t width = std::min(roundUp(keys, isa.vectorFloats), kKeyBlock);
@@ -135,6 +165,17 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         m[t] = newMax;
       }
       // O += p . v for the block (rows past the tile hold finite junk).
+      if (bf16) {
+        const int64_t pairs = (keys + 1) / 2;
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, keys, mr, pp + ir * pairs, pairs);
+        const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
+        for (int64_t e0 = 0; e0 < E; e0 += nr)
+          for (int64_t ir = 0; ir < rowsPad; ir += mr)
+            isa.bf16GemmTile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr,
+                             0);
+        continue;
+      }
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
           isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
@@ -152,12 +193,17 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // With enough batch indices (heads) to go round, each thread takes whole
   // indices, so their keys and values are packed once; otherwise the query
   // tiles are spread too.
+  // Each work item flushes subnormals (masked keys' tiny weights) to 0.
   if (batchCount >= 2 * context.threads() || tiles == 1)
     context.parallelFor(batchCount, [&](int64_t b, int thread) {
+      const FlushSubnormalsScope flush;
       for (int64_t t = 0; t < tiles; ++t) tile(b * tiles + t, thread);
     });
   else
-    context.parallelFor(batchCount * tiles, tile);
+    context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+      const FlushSubnormalsScope flush;
+      tile(item, thread);
+    });
   return Status();
 }
 

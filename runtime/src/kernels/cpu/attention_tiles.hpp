@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ein/half_float.hpp"
 #include "kernels/cpu/attention_mask.hpp"
 #include "kernels/cpu/blocking.hpp"
 #include "kernels/cpu/kernels.hpp"
@@ -48,6 +49,41 @@ inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_
       else
         for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
       std::fill(row + cols, row + nr, 0.0f);
+    }
+  }
+}
+
+// The bf16 attention's operands (IsaKernels::bf16GemmTile's layout), each
+// element rounded to nearest even. kp: keys in panels of nr, each
+// [ceil(D / 2)][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys and an odd
+// D's last partner zero.
+inline void packKeyPairs(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, uint32_t *kp) {
+  const int64_t pairs = (D + 1) / 2;
+  std::fill(kp + J / nr * nr * pairs, kp + roundUp(J, nr) * pairs, 0u);
+  for (int64_t j = 0; j < J; ++j) {
+    uint32_t *column = kp + j / nr * nr * pairs + j % nr;
+    const float *key = k + j * kJ;
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint32_t high = 2 * q + 1 < D ? floatToBfloat(key[(2 * q + 1) * kD]) : 0u;
+      column[q * nr] = floatToBfloat(key[2 * q * kD]) | high << 16;
+    }
+  }
+}
+
+// vp: value columns in panels of nr, each [ceil(J / 2)][nr] pairs
+// (v[2q][e], v[2q + 1][e]), columns past E and an odd J's last partner zero.
+inline void packValuePairs(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, uint32_t *vp) {
+  const int64_t pairs = (J + 1) / 2;
+  for (int64_t e0 = 0; e0 < E; e0 += nr) {
+    uint32_t *panel = vp + e0 * pairs;
+    const int64_t cols = std::min<int64_t>(nr, E - e0);
+    for (int64_t q = 0; q < pairs; ++q) {
+      const float *even = v + 2 * q * vJ + e0 * vE, *odd = even + vJ;
+      const bool hasOdd = 2 * q + 1 < J;
+      uint32_t *row = panel + q * nr;
+      for (int64_t e = 0; e < nr; ++e)
+        row[e] = e < cols ? floatToBfloat(even[e * vE]) | (hasOdd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u)
+                          : 0u;
     }
   }
 }

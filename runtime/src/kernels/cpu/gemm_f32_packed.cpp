@@ -6,6 +6,9 @@
 // load (weights) or packed per panel here (any strides).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+
+#include "ein/half_float.hpp"
 
 #include "kernels/cpu/blocking.hpp"
 #include "kernels/cpu/kernels.hpp"
@@ -36,17 +39,37 @@ void packA(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int
   }
 }
 
+inline float widen(float x) { return x; }
+inline float widen(uint16_t bf16) { return bfloatToFloat(bf16); }
+
 // dst[p * nr + j] = b[p * sK + j * sN] for kc rows and nr columns (columns
-// past `cols` are zero).
-void packB(const float *b, int64_t sK, int64_t sN, int64_t kc, int64_t cols, int nr, float *dst) {
+// past `cols` are zero); bf16 weights (a bf16 artifact on a CPU without the
+// bf16 gemm) are widened to f32 here, so the f32 tile computes with exactly
+// the bf16-rounded weights.
+template <typename T>
+void packB(const T *b, int64_t sK, int64_t sN, int64_t kc, int64_t cols, int nr, float *dst) {
   for (int64_t p = 0; p < kc; ++p) {
     float *row = dst + p * nr;
-    const float *src = b + p * sK;
-    if (sN == 1 && cols == nr) {
-      std::memcpy(row, src, sizeof(float) * nr);
-      continue;
-    }
-    for (int64_t j = 0; j < nr; ++j) row[j] = j < cols ? src[j * sN] : 0.0f;
+    const T *src = b + p * sK;
+    if constexpr (std::is_same_v<T, float>)
+      if (sN == 1 && cols == nr) {
+        std::memcpy(row, src, sizeof(float) * nr);
+        continue;
+      }
+    for (int64_t j = 0; j < nr; ++j) row[j] = j < cols ? widen(src[j * sN]) : 0.0f;
+  }
+}
+
+// The bf16 gemm's weight panel: dst[q * nr + j] = the pair (b[2q][j],
+// b[2q + 1][j]) for q < ceil(k / 2) (an odd k's last row paired with zero;
+// columns past `cols` zero), the layout vdpbf16ps reads.
+void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t cols, int nr, uint32_t *dst) {
+  for (int64_t q = 0; q < (k + 1) / 2; ++q) {
+    uint32_t *row = dst + q * nr;
+    const uint16_t *even = b + 2 * q * sK, *odd = even + sK;
+    const bool hasOdd = 2 * q + 1 < k;
+    for (int64_t j = 0; j < nr; ++j)
+      row[j] = j < cols ? uint32_t(even[j * sN]) | (hasOdd ? uint32_t(odd[j * sN]) << 16 : 0u) : 0u;
   }
 }
 
@@ -63,17 +86,26 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const IsaKernels &isa = *context.isa;
   const int mr = isa.gemmMr, nr = isa.gemmNr;
   const float *a = context.data<const float>(op.a);
-  const float *b = context.data<const float>(op.b);
+  // b is f32, or bf16 weights of a bf16 artifact (the loader allows no other).
+  const bool bIsBf16 = context.dtype(op.b) == DType::BF16;
+  const float *b = bIsBf16 ? nullptr : context.data<const float>(op.b);
+  const uint16_t *b16 = bIsBf16 ? context.data<const uint16_t>(op.b) : nullptr;
   float *c = context.data<float>(op.c);
   const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
   const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
-  if (packed && packed->nr != nr) packed = nullptr;  // packed for another ISA (a test forcing one)
+  // Packed for another ISA (a test forcing one): pack as we go instead.
+  if (packed && (packed->nr != nr || (packed->bf16Pairs && !isa.bf16GemmTile))) packed = nullptr;
+  // bf16 arithmetic exactly where the weights were packed as bf16 pairs (a
+  // bf16 artifact on a CPU with the bf16 gemm): activations are rounded to
+  // bf16 while packed, products and sums are f32.
+  const bool bf16 = packed && packed->bf16Pairs;
 
   const size_t r = op.batch.size();
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
-  const int64_t mc = blockSize(m, kMaxMc, mr), kc = k > 0 ? blockSize(k, kKc, 1) : 0;
+  // bf16 blocks of k start at even rows, where the weights' pairs start.
+  const int64_t mc = blockSize(m, kMaxMc, mr), kc = k > 0 ? blockSize(k, kKc, bf16 ? 2 : 1) : 0;
   const int64_t mBlocks = ceilDiv(m, mc);
   // Column blocks: as wide as allowed, but as many as it takes to give every
   // thread the same number of items (few items make a small gemm uneven).
@@ -110,6 +142,28 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
     if (k == 0) std::memset(acc, 0, sizeof(float) * static_cast<size_t>(roundUp(rows, mr) * ldc));
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t depth = std::min(kc, k - p0);
+      if (bf16) {
+        // The block's rows of a as rows of bf16 pairs (in aPack's room), then
+        // the tile over each weight panel's pairs from row p0 on.
+        const int64_t pairs = (depth + 1) / 2;
+        auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
+        for (int64_t ir = 0; ir < rows; ir += mr)
+          isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
+                           aPairs + ir * pairs, pairs);
+        for (int64_t jr = 0; jr < cols; jr += nr) {
+          const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
+          const char *next = nullptr;
+          int64_t slice = 0;
+          if (jr + nr < cols) {
+            next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
+            slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, mr)), 64);
+          }
+          for (int64_t ir = 0; ir < rows; ir += mr)
+            isa.bf16GemmTile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+                             next ? next + ir / mr * slice : nullptr, slice);
+        }
+        continue;
+      }
       // Rows of a that are contiguous along k are read in place by the
       // register tile; only the rest (and a last partial panel) is packed.
       const bool aInPlace = aK == 1;
@@ -122,7 +176,11 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         if (packed) {
           panel = packed->panel(j0 + jr) + p0 * nr;
         } else {
-          packB(b + bOff + p0 * bK + (j0 + jr) * bN, bK, bN, depth, std::min<int64_t>(nr, cols - jr), nr, bPack);
+          const int64_t from = bOff + p0 * bK + (j0 + jr) * bN, width = std::min<int64_t>(nr, cols - jr);
+          if (bIsBf16)
+            packB(b16 + from, bK, bN, depth, width, nr, bPack);
+          else
+            packB(b + from, bK, bN, depth, width, nr, bPack);
           panel = bPack;
         }
         // While this panel is used, each row tile pulls a slice of the next
@@ -162,29 +220,41 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
 }
 
 void prepackGemmWeights(Program &program) {
-  const int nr = bestKernels().gemmNr;
+  const IsaKernels &isa = bestKernels();
+  const int nr = isa.gemmNr;
   for (Step &step : program.steps) {
     auto *op = std::get_if<Gemm>(&step.kernel);
     if (!op || op->batch.product() * op->m * op->n * op->k == 0) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
-    if (tensor.storage != Storage::Weights || tensor.dtype != DType::F32) continue;
+    if (tensor.storage != Storage::Weights || (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16)) continue;
     const size_t r = op->batch.size();
     bool shared = true;
     for (size_t axis = 0; axis < r; ++axis) shared &= op->b.strides[axis] == 0 || op->batch[axis] == 1;
     // Only matrices that do not repeat elements: packing then costs no more
     // than the weights' own size.
     if (!shared || op->k * op->n > tensor.numElements) continue;
-    const int64_t panels = ceilDiv(op->n, nr);
+    // bf16 weights stay bf16 (as pairs) where the CPU has the bf16 gemm, and
+    // are widened to f32 panels elsewhere.
+    const bool pairs = tensor.dtype == DType::BF16 && isa.bf16GemmTile;
+    const int64_t panels = ceilDiv(op->n, nr), rowsPerPanel = pairs ? (op->k + 1) / 2 : op->k;
     StatusOr<AlignedBuffer> buffer =
-        AlignedBuffer::allocate(static_cast<size_t>(panels * op->k * nr) * sizeof(float), "packed weights");
+        AlignedBuffer::allocate(static_cast<size_t>(panels * rowsPerPanel * nr) * sizeof(float), "packed weights");
     if (!buffer.ok()) continue;  // the kernel packs as it goes instead
-    PackedMatrix matrix{std::move(buffer).value(), nr, op->k, op->n};
-    const float *b = reinterpret_cast<const float *>(program.weights + tensor.offset) + op->b.offset;
+    PackedMatrix matrix{std::move(buffer).value(), nr, op->k, op->n, pairs};
     const int64_t bK = op->b.strides[r], bN = op->b.strides[r + 1];
-    auto *out = reinterpret_cast<float *>(matrix.data.data());
-    for (int64_t panel = 0; panel < panels; ++panel)
-      packB(b + panel * nr * bN, bK, bN, op->k, std::min<int64_t>(nr, op->n - panel * nr), nr,
-            out + panel * op->k * nr);
+    const std::byte *base = program.weights + tensor.offset;
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int64_t cols = std::min<int64_t>(nr, op->n - panel * nr), first = op->b.offset + panel * nr * bN;
+      if (pairs)
+        packBPairs(reinterpret_cast<const uint16_t *>(base) + first, bK, bN, op->k, cols, nr,
+                   reinterpret_cast<uint32_t *>(matrix.data.data()) + panel * rowsPerPanel * nr);
+      else if (tensor.dtype == DType::BF16)
+        packB(reinterpret_cast<const uint16_t *>(base) + first, bK, bN, op->k, cols, nr,
+              reinterpret_cast<float *>(matrix.data.data()) + panel * op->k * nr);
+      else
+        packB(reinterpret_cast<const float *>(base) + first, bK, bN, op->k, cols, nr,
+              reinterpret_cast<float *>(matrix.data.data()) + panel * op->k * nr);
+    }
     op->packedB = static_cast<int32_t>(program.packed.size());
     program.packed.push_back(std::move(matrix));
   }

@@ -1,3 +1,4 @@
+#include "ein/half_float.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
@@ -24,7 +25,11 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
   // Nothing to write; the verifier bounds the batch loop only when c is non-empty.
   if (op.m == 0 || op.n == 0) return Status();
   const float *a = context.data<const float>(op.a);
-  const float *b = context.data<const float>(op.b);
+  // b may hold bf16 weights (a bf16 artifact): read as the f32 they widen to.
+  const bool bIsBf16 = context.dtype(op.b) == DType::BF16;
+  const float *b = bIsBf16 ? nullptr : context.data<const float>(op.b);
+  const uint16_t *b16 = bIsBf16 ? context.data<const uint16_t>(op.b) : nullptr;
+  auto bAt = [&](int64_t index) { return double(b16 ? bfloatToFloat(b16[index]) : b[index]); };
   float *c = context.data<float>(op.c);
   const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
   const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
@@ -44,7 +49,7 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
                       for (int64_t j = 0; j < op.n; ++j) {
                         double sum = 0.0;
                         for (int64_t p = 0; p < op.k; ++p)
-                          sum += double(a[base[0] + i * aM + p * aK]) * double(b[base[1] + p * bK + j * bN]);
+                          sum += double(a[base[0] + i * aM + p * aK]) * bAt(base[1] + p * bK + j * bN);
                         double value = double(op.alpha) * sum;
                         if (bias) value += bias[base[3] + i * biasM + j * biasN];
                         value = activate(op.activation, value);

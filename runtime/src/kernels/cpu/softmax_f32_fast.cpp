@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/flush_subnormals.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -21,6 +22,7 @@ Status softmaxF32Fast(const Softmax &op, const KernelContext &context) {
   if (length == 0) return Status();
   context.parallelChunks(rows.product(), std::max<int64_t>(1, 32768 / length), [&](int64_t begin, int64_t end,
                                                                                     int thread) {
+    const FlushSubnormalsScope flush;  // tiny probabilities become 0, not slow subnormals
     float *scratch = context.threadScratch(thread);
     for (int64_t r = begin; r < end; ++r) {
       const float *src = x + offsetOfIndex(rows, xRows, op.x.offset, r);

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kernels/cpu/attention_tiles.hpp"
+#include "kernels/cpu/flush_subnormals.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
 
@@ -97,6 +98,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
   for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
   context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+    const FlushSubnormalsScope flush;  // masked keys' tiny weights become 0, not slow subnormals
     const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
     const int64_t rowsPad = roundUp(rows, mr);
     float *scratch = context.threadScratch(thread);

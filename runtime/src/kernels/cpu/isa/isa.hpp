@@ -31,7 +31,7 @@ struct GemmEpilogueRow {
 inline constexpr size_t kElementwiseBlock = 256;
 
 struct IsaKernels {
-  const char *name;  // "avx512", "avx2", "portable"
+  const char *name;  // "avx512bf16", "avx512", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
@@ -79,13 +79,30 @@ struct IsaKernels {
   // x[i] = exp(x[i]) and x[i] = activation(x[i]): the vector math, exposed for tests.
   void (*expInPlace)(float *x, int64_t n);
   void (*activateInPlace)(float *x, int64_t n, Activation activation);
+
+  // bf16 arithmetic with f32 accumulation: only the avx512bf16 table has it
+  // (null elsewhere, where bf16 weights are widened to f32 while packing).
+  // c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * nr + j] over the mr x nr
+  // tile, where each uint32 holds a pair of bf16 (element 2q in the low half,
+  // 2q + 1 in the high half) and . is the pair's dot product (vdpbf16ps: the
+  // bf16 products are exact in f32, then added in f32).
+  void (*bf16GemmTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                       bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
+  // dst[r * ldd + q] = the bf16 pair (a[r * sM + 2q * sK], a[r * sM + (2q + 1) * sK]),
+  // rounded to nearest even, for r < mr and q < ceil(kc / 2): rows past
+  // `rows` and the odd last column's partner are zero. Rows of pairs, so
+  // contiguous rows convert and store a vector at a time.
+  void (*bf16PackRows)(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
+                       int64_t ldd) = nullptr;
 };
 
 const IsaKernels &portableKernels();
 const IsaKernels &avx2Kernels();
 const IsaKernels &avx512Kernels();
+// avx512 plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
+const IsaKernels &avx512Bf16Kernels();
 
-// The fastest table this CPU runs. EIN_CPU_ISA=avx2|portable in the
+// The fastest table this CPU runs. EIN_CPU_ISA=avx512|avx2|portable in the
 // environment picks a lower one (to compare, or to test a path).
 const IsaKernels &bestKernels();
 // Every table this CPU can run, best first.

@@ -14,16 +14,24 @@
 
 namespace ein::detail::cpu::isa {
 
+// Below this, exp(x) < 1.183e-38 (FLT_MIN is 1.1755e-38) and vexp gives 0.
+inline constexpr float kExpUnderflow = -87.33f;
+
 // exp(x) to ~1 ulp (Cephes' range reduction and polynomial). Below
-// -87.33 it is 0 (subnormal results are flushed), above 88.72 +inf, and NaN
-// stays NaN: softmax relies on exp(-inf) == 0 exactly.
+// kExpUnderflow it is exactly 0, above 88.72 +inf, and NaN stays NaN:
+// softmax relies on exp(-inf) == 0 exactly. No lane ever computes a
+// subnormal, not even one it then discards: the clamp keeps 2^n p normal
+// (at -87.33, n = -126 and p = e^0.0065 > 1). A clamp at ln(FLT_MIN) =
+// -87.3365 made every masked lane (-inf, or a finfo.min mask) compute
+// p * 2^-126 with p just below 1, a subnormal, and Intel cores take a
+// microcode assist for each such result even in lanes later selected away.
 template <class S>
 [[gnu::always_inline]] inline typename S::V vexp(typename S::V x) {
   if constexpr (S::W == 1) {
-    return std::exp(x);
+    return x < kExpUnderflow ? 0.0f : std::exp(x);  // NaN compares false and stays NaN
   } else {
     using V = typename S::V;
-    const V hi = S::set1(88.7228317f), lo = S::set1(-87.3365479f);
+    const V hi = S::set1(88.7228317f), lo = S::set1(kExpUnderflow);
     const auto overflow = S::greater(x, hi), underflow = S::less(x, lo);
     V c = S::max(lo, S::min(hi, x));  // NaN passes through (second operand)
     const V n = S::round(S::mul(c, S::set1(1.44269504088896341f)));
