@@ -3,9 +3,9 @@
 // The generator evaluates the model like an interpreter that emits ops
 // instead of computing: dims and numbers fold at compile time, `def` blocks
 // are inlined at each call and `for` loops unrolled, and each tensor
-// expression becomes one ein op whose result type is derived (and checked)
-// with the same rules the dialect's verifiers use. Every error is reported at
-// the source location of the construct that caused it.
+// expression becomes one ein op whose result type is the op's own shape rule
+// (`inferResultType`, which its verifier checks too). Every error is reported
+// at the source location of the construct that caused it.
 #include "mlirgen/MLIRGen.h"
 
 #include <cmath>
@@ -126,6 +126,16 @@ class Generator {
     throw GenerationFailed{};
   }
   [[noreturn]] void fail(const ast::SourceLoc &at, const std::string &message) { fail(loc(at), message); }
+
+  // The result type an op's shape rule (ir::*Op::inferResultType, which its
+  // verifier checks too) gives, or the rule's message, prefixed with
+  // `context`, as an error at `at`. Asked before the op is built, so no
+  // builder meets operands that admit no result.
+  RankedTensorType inferred(const ein::EquationResult<RankedTensorType> &rule, Location at,
+                            const std::string &context = "") {
+    if (ein::failed(rule)) fail(at, context + std::get<ein::EquationError>(rule).message);
+    return std::get<RankedTensorType>(rule);
+  }
 
   static std::string typeString(Type type) {
     if (type.isF32()) return "f32";
@@ -661,10 +671,7 @@ class Generator {
   }
 
   mlir::Value binaryOp(Location at, ir::BinaryKind kind, mlir::Value x, mlir::Value y) {
-    auto shape = ein::broadcastShapes(shapeOf(x), shapeOf(y));
-    if (ein::failed(shape)) fail(at, std::get<ein::EquationError>(shape).message);
-    Type element = ir::BinaryOp::isComparison(kind) ? builder.getI1Type() : elementType(x);
-    auto type = RankedTensorType::get(std::get<ein::Shape>(shape), element);
+    auto type = inferred(ir::BinaryOp::inferResultType(kind, x.getType(), y.getType()), at);
     return builder.create<ir::BinaryOp>(at, type, ir::BinaryKindAttr::get(&context, kind), x, y);
   }
 
@@ -678,32 +685,19 @@ class Generator {
     if (a.empty()) fail(xLoc, "'@' needs tensors with at least one axis");
     if (b.empty()) fail(yLoc, "'@' needs tensors with at least one axis");
     auto [xx, yy] = promote(at, EValue{Tensor{x}}, xLoc, EValue{Tensor{y}}, yLoc);
-    bool aVector = a.size() == 1, bVector = b.size() == 1;
-    ein::Shape am = a, bm = b;
-    if (aVector) am.insert(am.begin(), 1);
-    if (bVector) bm.push_back(1);
-    if (am.back() != bm[bm.size() - 2])
-      fail(at, "'@' inner sizes differ: " + ein::formatShape(a) + " @ " + ein::formatShape(b) + " (" +
-                   std::to_string(am.back()) + " vs " + std::to_string(bm[bm.size() - 2]) + ")");
-    auto batch = ein::broadcastShapes(ein::Shape(am.begin(), am.end() - 2), ein::Shape(bm.begin(), bm.end() - 2));
-    if (ein::failed(batch)) fail(at, "'@' batch axes: " + std::get<ein::EquationError>(batch).message);
-    ein::Shape shape = std::get<ein::Shape>(batch);
-    if (!aVector) shape.push_back(am[am.size() - 2]);
-    if (!bVector) shape.push_back(bm.back());
-    return builder.create<ir::MatmulOp>(at, RankedTensorType::get(shape, elementType(xx)), xx, yy);
+    auto type = inferred(ir::MatmulOp::inferResultType(xx.getType(), yy.getType()), at, "'@' ");
+    return builder.create<ir::MatmulOp>(at, type, xx, yy);
   }
 
   // `steps` empty: every step is 1.
   mlir::Value slice(Location at, mlir::Value value, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
                     llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps = {}) {
-    llvm::SmallVector<int64_t> shape;
-    for (size_t i = 0; i < sizes.size(); ++i)
-      if (!llvm::is_contained(dropped, static_cast<int64_t>(i))) shape.push_back(sizes[i]);
-    auto type = RankedTensorType::get(shape, elementType(value));
     bool unitSteps = llvm::all_of(steps, [](int64_t step) { return step == 1; });
+    if (unitSteps) steps = {};
+    auto type = inferred(ir::SliceOp::inferResultType(value.getType(), offsets, sizes, dropped, steps), at);
     return builder.create<ir::SliceOp>(at, type, value, builder.getDenseI64ArrayAttr(offsets),
                                        builder.getDenseI64ArrayAttr(sizes), builder.getDenseI64ArrayAttr(dropped),
-                                       builder.getDenseI64ArrayAttr(unitSteps ? llvm::ArrayRef<int64_t>() : steps));
+                                       builder.getDenseI64ArrayAttr(steps));
   }
 
   EValue index(const ast::IndexExpr &expr, Scope &scope) {
@@ -950,16 +944,13 @@ class Generator {
         {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
         {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std},
         {"any", ir::ReduceKind::max}, {"all", ir::ReduceKind::min}};
-    llvm::SmallVector<int64_t> shape;
-    for (int64_t i = 0; i < rank; ++i) {
-      if (!llvm::is_contained(axes, i)) shape.push_back(typeOf(x).getDimSize(i));
-      else if (keepdim) shape.push_back(1);
-    }
     std::sort(axes.begin(), axes.end());
-    auto op = builder.create<ir::ReduceOp>(at, RankedTensorType::get(shape, elementType(x)), x,
+    int64_t correction = unbiased ? 1 : 0;
+    auto type = inferred(ir::ReduceOp::inferResultType(x.getType(), axes, keepdim, correction), at);
+    auto op = builder.create<ir::ReduceOp>(at, type, x,
                                            ir::ReduceKindAttr::get(&context, kinds.at(name)),
                                            builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
-                                           builder.getI64IntegerAttr(unbiased ? 1 : 0));
+                                           builder.getI64IntegerAttr(correction));
     return EValue{Tensor{logical ? truthOf(at, op) : mlir::Value(op)}};
   }
 
@@ -1001,9 +992,8 @@ class Generator {
         fail(args.get("bias")->loc, "linear() bias has shape " + shapeString(typeOf(b)) + " but should be [" +
                                         std::to_string(ws[0]) + "]");
     }
-    ein::Shape shape = xs;
-    shape.back() = ws[0];
-    return EValue{Tensor{builder.create<ir::LinearOp>(at, RankedTensorType::get(shape, elementType(x)), x, w, b)}};
+    auto type = inferred(ir::LinearOp::inferResultType(x.getType(), w.getType(), b ? b.getType() : Type()), at);
+    return EValue{Tensor{builder.create<ir::LinearOp>(at, type, x, w, b)}};
   }
 
   EValue callEmbedding(const ast::Call &call, Scope &scope) {
@@ -1014,9 +1004,8 @@ class Generator {
       fail(args.get("ids")->loc, "embedding() ids must be i32 or i64, not " + typeString(elementType(ids)));
     if (typeOf(table).getRank() != 2)
       fail(args.get("table")->loc, "embedding() table must be [rows, width], got " + shapeString(typeOf(table)));
-    ein::Shape shape = shapeOf(ids);
-    shape.push_back(typeOf(table).getDimSize(1));
-    return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, RankedTensorType::get(shape, elementType(table)), ids, table)}};
+    auto type = inferred(ir::EmbeddingOp::inferResultType(ids.getType(), table.getType()), at);
+    return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, type, ids, table)}};
   }
 
   EValue callMaskedFill(const ast::Call &call, Scope &scope) {
@@ -1031,7 +1020,8 @@ class Generator {
                                       " does not broadcast to x of shape " + shapeString(typeOf(x)));
     double fill = numberArgument(args.get("value"), scope, 0, "masked_fill() value");
     mlir::Value constant = scalarConstant(at, fill, elementType(x));
-    return EValue{Tensor{builder.create<ir::WhereOp>(at, x.getType(), mask, constant, x)}};
+    auto type = inferred(ir::WhereOp::inferResultType(mask.getType(), constant.getType(), x.getType()), at);
+    return EValue{Tensor{builder.create<ir::WhereOp>(at, type, mask, constant, x)}};
   }
 
   EValue callWhere(const ast::Call &call, Scope &scope) {
@@ -1042,10 +1032,7 @@ class Generator {
       fail(args.get("condition")->loc, "where() condition must be bool, not " + typeString(elementType(condition)));
     auto [a, b] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
                           args.get("b")->loc);
-    auto shape = ein::broadcastShapes(shapeOf(condition), shapeOf(a));
-    if (!ein::failed(shape)) shape = ein::broadcastShapes(std::get<ein::Shape>(shape), shapeOf(b));
-    if (ein::failed(shape)) fail(at, "where(): " + std::get<ein::EquationError>(shape).message);
-    auto type = RankedTensorType::get(std::get<ein::Shape>(shape), elementType(a));
+    auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), a.getType(), b.getType()), at, "where(): ");
     return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, a, b)}};
   }
 
@@ -1069,9 +1056,8 @@ class Generator {
                                            ein::formatShape(other) + ", which does not match " +
                                            ein::formatShape(shapeOf(tensors[0])) + " outside axis " +
                                            std::to_string(axis));
-      shape[axis] += other[axis];
     }
-    auto type = RankedTensorType::get(shape, elementType(tensors[0]));
+    auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(tensors).getTypes(), axis), at);
     return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
   }
 
@@ -1086,22 +1072,19 @@ class Generator {
     for (int64_t d = 0; d < rank; ++d) labels.push_back(std::string("d").append(std::to_string(d)));
     ein::EinsumEquation equation{{labels}, labels};
     std::swap(equation.output[i], equation.output[j]);
-    ein::Shape shape = shapeOf(x);
-    std::swap(shape[i], shape[j]);
-    return EValue{Tensor{builder.create<ir::EinsumOp>(at, RankedTensorType::get(shape, elementType(x)),
-                                                      builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
+    auto type = inferred(ir::EinsumOp::inferResultType(equation.str(), x.getType()), at);
+    return EValue{Tensor{
+        builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
   }
 
   // An einops rearrange of `x` by `pattern` with the given axis sizes.
   mlir::Value rearrange(Location at, mlir::Value x, const std::string &pattern,
                         const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where) {
-    auto plan = ein::planEinops(ein::EinopsKind::Rearrange, pattern, shapeOf(x), sizes);
-    if (ein::failed(plan)) fail(where, std::get<ein::EquationError>(plan).message);
     llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
     for (const auto &[axis, size] : sizes) sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(size)));
-    auto type = RankedTensorType::get(std::get<ein::EinopsPlan>(plan).resultShape, elementType(x));
-    return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern),
-                                           builder.getDictionaryAttr(sizeAttrs), nullptr);
+    mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
+    auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, /*reduction=*/false), loc(where));
+    return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern), sizeDict, nullptr);
   }
 
   // The integers of a list argument (`[b, -1, d]`), or of one integer.
@@ -1214,8 +1197,9 @@ class Generator {
                                     call.loc);
     if (stride[0] != kernel[2] || stride[1] != kernel[3])
       windows = slice(at, windows, {0, 0, 0, 0, 0, 0}, {in[0], out[0], out[1], in[1], kernel[2], kernel[3]}, {});
-    auto type = RankedTensorType::get({in[0], kernel[0], out[0], out[1]}, elementType(x));
-    mlir::Value y = builder.create<ir::EinsumOp>(at, type, builder.getStringAttr("b h w c p q, o c p q -> b o h w"),
+    const char *contraction = "b h w c p q, o c p q -> b o h w";
+    auto type = inferred(ir::EinsumOp::inferResultType(contraction, mlir::ValueRange{windows, weight}.getTypes()), at);
+    mlir::Value y = builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(contraction),
                                                  mlir::ValueRange{windows, weight});
     if (const ast::Expr *biasExpr = args.get("bias")) {
       mlir::Value bias = floatTensor(evaluate(*biasExpr, scope), biasExpr->loc, "conv2d() bias");
@@ -1273,9 +1257,8 @@ class Generator {
       operands[i] = slice(loc(call.positional[i + 1]->loc), operands[i], offsets, sizes, dropped);
       shapes[i] = shapeOf(operands[i]);
     }
-    auto shape = equation.inferShape(shapes);
-    if (ein::failed(shape)) fail(call.loc, std::get<ein::EquationError>(shape).message);
-    auto type = RankedTensorType::get(std::get<ein::Shape>(shape), elementType(operands[0]));
+    auto type = inferred(ir::EinsumOp::inferResultType(equation.str(), mlir::ValueRange(operands).getTypes()),
+                         loc(call.loc));
     return builder.create<ir::EinsumOp>(loc(call.loc), type, builder.getStringAttr(equation.str()), operands);
   }
 
@@ -1310,10 +1293,14 @@ class Generator {
       if (logical) x = truthAsFloat(loc(call.loc), x);
       else if (!mlir::isa<mlir::FloatType>(elementType(x))) x = cast(loc(call.loc), x, builder.getF32Type());
     }
-    auto type = RankedTensorType::get(std::get<ein::EinopsPlan>(plan).resultShape, elementType(x));
+    // The plan above checks the pattern as the function called (rearrange,
+    // reduce or repeat) reads it; the op's rule gives the type.
+    mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
+    auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, reduction.has_value()),
+                         loc(args.get("pattern")->loc));
     ir::ReduceKindAttr reductionAttr = reduction ? ir::ReduceKindAttr::get(&context, *reduction) : nullptr;
     mlir::Value result = builder.create<ir::RearrangeOp>(loc(call.loc), type, x, builder.getStringAttr(pattern),
-                                                         builder.getDictionaryAttr(sizeAttrs), reductionAttr);
+                                                         sizeDict, reductionAttr);
     return logical ? truthOf(loc(call.loc), result) : result;
   }
 

@@ -23,7 +23,7 @@ def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["val
   let hasFolder = 1;
 }
 
-def Ein_EinsumOp : Ein_Op<"einsum", [Pure]> {
+def Ein_EinsumOp : Ein_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.einsum";
   let description = [{
     `equation` is canonical: labels are space-separated words, every operand's
@@ -35,9 +35,14 @@ def Ein_EinsumOp : Ein_Op<"einsum", [Pure]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$equation `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::llvm::StringRef equation, ::mlir::TypeRange inputs);
+  }];
 }
 
-def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
+def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure, InferTypeOpAdaptor]> {
   let summary = "einops.rearrange, einops.reduce and einops.repeat";
   let description = [{
     `sizes` binds pattern axes (`h = 8`). With `reduction` set, axes missing on
@@ -50,12 +55,15 @@ def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
   let assemblyFormat = "$pattern $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::StringRef pattern, ::mlir::DictionaryAttr sizes, bool reduction);
     // The keyword sizes as a plain map.
     std::map<std::string, int64_t> getSizeMap();
   }];
 }
 
-def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
+def Ein_SliceOp : Ein_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let summary = "basic indexing: x[:, 1:], x[:, 0], x[::2]";
   let description = [{
     Takes `sizes[i]` elements along every axis, starting at `offsets[i]` and
@@ -68,6 +76,9 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> offsets, ::llvm::ArrayRef<int64_t> sizes, ::llvm::ArrayRef<int64_t> dropped, ::llvm::ArrayRef<int64_t> steps);
     // The step along `axis`: 1 unless `steps` gives one.
     int64_t stepOf(size_t axis) { return getSteps().empty() ? 1 : getSteps()[axis]; }
   }];
@@ -80,7 +91,7 @@ def Ein_UnaryOp : Ein_Op<"unary", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "`` $kind $input attr-dict `:` type($result)";
 }
 
-def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
+def Ein_BinaryOp : Ein_Op<"binary", [Pure, InferTypeOpAdaptor]> {
   let summary = "element-wise function of two tensors with NumPy broadcasting";
   let description = [{
     Both operands have the same element type (the front end promotes first);
@@ -91,16 +102,24 @@ def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
   let assemblyFormat = "`` $kind $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(BinaryKind kind, ::mlir::Type lhs, ::mlir::Type rhs);
     static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
   }];
 }
 
-def Ein_WhereOp : Ein_Op<"where", [Pure]> {
+def Ein_WhereOp : Ein_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.where(condition, a, b) with broadcasting";
   let arguments = (ins Ein_Tensor:$condition, Ein_Tensor:$on_true, Ein_Tensor:$on_false);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type condition, ::mlir::Type onTrue, ::mlir::Type onFalse);
+  }];
 }
 
 def Ein_CastOp : Ein_Op<"cast", [Pure, SameOperandsAndResultShape]> {
@@ -118,7 +137,7 @@ def Ein_SoftmaxOp : Ein_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
+def Ein_ReduceOp : Ein_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max, min, prod, var and std over axes";
   let description = [{
     `correction` is the divisor offset of var/std: 1 for the unbiased estimate
@@ -129,22 +148,37 @@ def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "`` $kind $input `,` `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> axes, bool keepdim, int64_t correction);
+  }];
 }
 
-def Ein_MatmulOp : Ein_Op<"matmul", [Pure]> {
+def Ein_MatmulOp : Ein_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let summary = "NumPy matmul, the `@` operator";
   let arguments = (ins Ein_Tensor:$lhs, Ein_Tensor:$rhs);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type lhs, ::mlir::Type rhs);
+  }];
 }
 
-def Ein_LinearOp : Ein_Op<"linear", [Pure]> {
+def Ein_LinearOp : Ein_Op<"linear", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.nn.functional.linear: x @ weight^T + bias";
   let arguments = (ins Ein_Tensor:$input, Ein_Tensor:$weight, Optional<Ein_Tensor>:$bias);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::mlir::Type weight, ::mlir::Type bias);
+  }];
 }
 
 def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
@@ -206,20 +240,30 @@ def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrS
   let hasVerifier = 1;
 }
 
-def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure]> {
+def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.nn.functional.embedding: rows of `table` picked by integer ids";
   let arguments = (ins Ein_Tensor:$ids, Ein_Tensor:$table);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type ids, ::mlir::Type table);
+  }];
 }
 
-def Ein_ConcatOp : Ein_Op<"concat", [Pure]> {
+def Ein_ConcatOp : Ein_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.cat along `axis`";
   let arguments = (ins Variadic<Ein_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "`(` $inputs `)` `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::TypeRange inputs, int64_t axis);
+  }];
 }
 
 #endif // EIN_OPS_TD
