@@ -122,8 +122,12 @@ EValue Generator::callLayerNorm(const ast::Call &call, Scope &scope) {
   };
   mlir::Value weight = affine("weight"), bias = affine("bias");
   double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
+  auto type = inferred(ir::LayerNormOp::inferResultType(x.getType(), /*residual=*/Type(),
+                                                        weight ? weight.getType() : Type(),
+                                                        bias ? bias.getType() : Type()),
+                       at);
   return EValue{Tensor{builder.create<ir::LayerNormOp>(
-      at, x.getType(), x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
+      at, type, x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
       ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
 }
 

@@ -43,6 +43,9 @@ Type elementTypeOf(Type type) { return cast<RankedTensorType>(type).getElementTy
 
 using TypeResult = ein::EquationResult<RankedTensorType>;
 
+// An optional operand's type; null where it is absent.
+Type typeOrNull(Value value) { return value ? value.getType() : Type(); }
+
 // A rule's verdict that the operands admit no result, its message streamed
 // together from `parts` (types print as in the IR).
 template <typename... Parts>
@@ -320,27 +323,37 @@ TypeResult LinearOp::inferResultType(Type inputType, Type weightType, Type biasT
 
 LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> location, Adaptor adaptor,
                                          SmallVectorImpl<Type> &types) {
-  Type bias = adaptor.getBias() ? adaptor.getBias().getType() : Type();
   return inferFrom(location, getOperationName(),
-                   inferResultType(adaptor.getInput().getType(), adaptor.getWeight().getType(), bias), types);
+                   inferResultType(adaptor.getInput().getType(), adaptor.getWeight().getType(),
+                                   typeOrNull(adaptor.getBias())),
+                   types);
 }
 
 LogicalResult LinearOp::verify() {
-  Type bias = getBias() ? getBias().getType() : Type();
-  return verifyInferred(*this, inferResultType(getInput().getType(), getWeight().getType(), bias));
+  return verifyInferred(*this, inferResultType(getInput().getType(), getWeight().getType(), typeOrNull(getBias())));
+}
+
+TypeResult LayerNormOp::inferResultType(Type inputType, Type residual, Type weight, Type bias) {
+  ein::Shape input = shapeOf(inputType);
+  if (input.empty()) return error("input must have at least one axis");
+  ein::Shape normalized{input.back()};
+  if (residual && residual != inputType) return error("residual must have the input's type");
+  if (weight && shapeOf(weight) != normalized) return error("weight should be ", ein::formatShape(normalized));
+  if (bias && shapeOf(bias) != normalized) return error("bias should be ", ein::formatShape(normalized));
+  return tensorType(input, elementTypeOf(inputType));
+}
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferFrom(location, getOperationName(),
+                   inferResultType(adaptor.getInput().getType(), typeOrNull(adaptor.getResidual()),
+                                   typeOrNull(adaptor.getWeight()), typeOrNull(adaptor.getBias())),
+                   types);
 }
 
 LogicalResult LayerNormOp::verify() {
-  ein::Shape input = shapeOf(getInput());
-  if (input.empty()) return emitOpError() << "input must have at least one axis";
-  ein::Shape normalized{input.back()};
-  if (getResidual() && getResidual().getType() != getInput().getType())
-    return emitOpError() << "residual must have the input's type";
-  if (getWeight() && shapeOf(getWeight()) != normalized)
-    return emitOpError() << "weight should be " << ein::formatShape(normalized);
-  if (getBias() && shapeOf(getBias()) != normalized)
-    return emitOpError() << "bias should be " << ein::formatShape(normalized);
-  return verifyInferred(*this, tensorType(input, elementTypeOf(getInput())));
+  return verifyInferred(*this, inferResultType(getInput().getType(), typeOrNull(getResidual()),
+                                               typeOrNull(getWeight()), typeOrNull(getBias())));
 }
 
 TypeResult EmbeddingOp::inferResultType(Type ids, Type table) {
@@ -389,69 +402,95 @@ LogicalResult ConcatOp::verify() { return verifyInferred(*this, inferResultType(
 
 namespace {
 
-// Checks the operands of an attention op: q [B.., I, D], k [B.., J, D],
-// v [B.., J, E], all f32; a mask broadcastable to [B.., I, J] whose element
-// type suits `kind`. Returns [B.., I, E], the result shape.
-FailureOr<ein::Shape> verifyAttentionOperands(Operation *op, Value query, Value key, Value value, Value mask,
-                                              MaskKind kind) {
+// The rule of both attention ops: q [B.., I, D], k [B.., J, D], v [B.., J, E],
+// all f32; a mask broadcastable to [B.., I, J] whose element type suits
+// `kind`. The result is [B.., I, E].
+TypeResult attentionResultType(Type query, Type key, Type value, Type mask, MaskKind kind) {
   ein::Shape q = shapeOf(query), k = shapeOf(key), v = shapeOf(value);
   if (q.size() < 2 || k.size() != q.size() || v.size() != q.size())
-    return op->emitOpError() << "query, key and value must have the same rank, at least 2";
-  for (Value operand : {query, key, value})
-    if (!elementTypeOf(operand).isF32()) return op->emitOpError() << "query, key and value must be f32";
+    return error("query, key and value must have the same rank, at least 2");
+  for (Type operand : {query, key, value})
+    if (!elementTypeOf(operand).isF32()) return error("query, key and value must be f32");
   size_t rank = q.size();
   ein::Shape batch(q.begin(), q.end() - 2);
   if (ein::Shape(k.begin(), k.end() - 2) != batch || ein::Shape(v.begin(), v.end() - 2) != batch)
-    return op->emitOpError() << "batch axes differ: query " << ein::formatShape(q) << ", key "
-                             << ein::formatShape(k) << ", value " << ein::formatShape(v);
+    return error("batch axes differ: query ", ein::formatShape(q), ", key ", ein::formatShape(k), ", value ",
+                 ein::formatShape(v));
   if (q[rank - 1] != k[rank - 1])
-    return op->emitOpError() << "query and key feature sizes differ: " << q[rank - 1] << " and " << k[rank - 1];
-  if (k[rank - 2] != v[rank - 2])
-    return op->emitOpError() << "key and value lengths differ: " << k[rank - 2] << " and " << v[rank - 2];
+    return error("query and key feature sizes differ: ", q[rank - 1], " and ", k[rank - 1]);
+  if (k[rank - 2] != v[rank - 2]) return error("key and value lengths differ: ", k[rank - 2], " and ", v[rank - 2]);
   if (static_cast<bool>(mask) != (kind != MaskKind::none))
-    return op->emitOpError() << "mask_kind " << stringifyMaskKind(kind) << (mask ? " with" : " without") << " a mask";
+    return error("mask_kind ", stringifyMaskKind(kind), mask ? " with" : " without", " a mask");
   if (mask) {
     ein::Shape scores = batch;
     scores.push_back(q[rank - 2]);
     scores.push_back(k[rank - 2]);
     auto broadcast = ein::broadcastShapes(shapeOf(mask), scores);
     if (ein::failed(broadcast) || std::get<ein::Shape>(broadcast) != scores)
-      return op->emitOpError() << "mask " << ein::formatShape(shapeOf(mask)) << " does not broadcast to the scores "
-                               << ein::formatShape(scores);
+      return error("mask ", ein::formatShape(shapeOf(mask)), " does not broadcast to the scores ",
+                   ein::formatShape(scores));
     bool boolean = elementTypeOf(mask).isInteger(1);
     if (boolean != (kind != MaskKind::add))
-      return op->emitOpError() << "a " << stringifyMaskKind(kind) << " mask must be "
-                               << (kind == MaskKind::add ? "f32" : "bool");
-    if (!boolean && !elementTypeOf(mask).isF32()) return op->emitOpError() << "an add mask must be f32";
+      return error("a ", stringifyMaskKind(kind), " mask must be ", kind == MaskKind::add ? "f32" : "bool");
+    if (!boolean && !elementTypeOf(mask).isF32()) return error("an add mask must be f32");
   }
   ein::Shape result = batch;
   result.push_back(q[rank - 2]);
   result.push_back(v[rank - 1]);
-  return result;
+  return tensorType(result, elementTypeOf(query));
 }
 
 }  // namespace
 
+TypeResult AttentionOp::inferResultType(Type query, Type key, Type value, Type mask, MaskKind maskKind) {
+  return attentionResultType(query, key, value, mask, maskKind);
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferFrom(location, getOperationName(),
+                   inferResultType(adaptor.getQuery().getType(), adaptor.getKey().getType(),
+                                   adaptor.getValue().getType(), typeOrNull(adaptor.getMask()),
+                                   adaptor.getMaskKind()),
+                   types);
+}
+
 LogicalResult AttentionOp::verify() {
-  auto result = verifyAttentionOperands(*this, getQuery(), getKey(), getValue(), getMask(), getMaskKind());
-  if (failed(result)) return failure();
-  return verifyInferred(*this, tensorType(*result, elementTypeOf(getQuery())));
+  return verifyInferred(*this, inferResultType(getQuery().getType(), getKey().getType(), getValue().getType(),
+                                               typeOrNull(getMask()), getMaskKind()));
+}
+
+TypeResult TalkingHeadsAttentionOp::inferResultType(Type query, Type key, Type value, Type preMix, Type preBias,
+                                                    Type postMix, Type postBias, Type mask, MaskKind maskKind) {
+  TypeResult result = attentionResultType(query, key, value, mask, maskKind);
+  if (ein::failed(result)) return result;
+  ein::Shape q = shapeOf(query);
+  if (q.size() < 3) return error("query must have a heads axis before [I, D]");
+  int64_t heads = q[q.size() - 3];
+  for (auto [name, mix, bias] : {std::tuple("pre", preMix, preBias), std::tuple("post", postMix, postBias)}) {
+    if (mix && shapeOf(mix) != ein::Shape{heads, heads})
+      return error(name, "_mix should be [", heads, ", ", heads, "], not ", ein::formatShape(shapeOf(mix)));
+    if (bias && !mix) return error(name, "_bias without ", name, "_mix");
+    if (bias && shapeOf(bias) != ein::Shape{heads})
+      return error(name, "_bias should be [", heads, "], not ", ein::formatShape(shapeOf(bias)));
+  }
+  return result;
+}
+
+LogicalResult TalkingHeadsAttentionOp::inferReturnTypes(MLIRContext *, std::optional<Location> location,
+                                                        Adaptor adaptor, SmallVectorImpl<Type> &types) {
+  return inferFrom(location, getOperationName(),
+                   inferResultType(adaptor.getQuery().getType(), adaptor.getKey().getType(),
+                                   adaptor.getValue().getType(), typeOrNull(adaptor.getPreMix()),
+                                   typeOrNull(adaptor.getPreBias()), typeOrNull(adaptor.getPostMix()),
+                                   typeOrNull(adaptor.getPostBias()), typeOrNull(adaptor.getMask()),
+                                   adaptor.getMaskKind()),
+                   types);
 }
 
 LogicalResult TalkingHeadsAttentionOp::verify() {
-  auto result = verifyAttentionOperands(*this, getQuery(), getKey(), getValue(), getMask(), getMaskKind());
-  if (failed(result)) return failure();
-  ein::Shape q = shapeOf(getQuery());
-  if (q.size() < 3) return emitOpError() << "query must have a heads axis before [I, D]";
-  int64_t heads = q[q.size() - 3];
-  for (auto [name, mix, bias] : {std::tuple("pre", getPreMix(), getPreBias()),
-                                 std::tuple("post", getPostMix(), getPostBias())}) {
-    if (mix && shapeOf(mix) != ein::Shape{heads, heads})
-      return emitOpError() << name << "_mix should be [" << heads << ", " << heads << "], not "
-                           << ein::formatShape(shapeOf(mix));
-    if (bias && !mix) return emitOpError() << name << "_bias without " << name << "_mix";
-    if (bias && shapeOf(bias) != ein::Shape{heads})
-      return emitOpError() << name << "_bias should be [" << heads << "], not " << ein::formatShape(shapeOf(bias));
-  }
-  return verifyInferred(*this, tensorType(*result, elementTypeOf(getQuery())));
+  return verifyInferred(*this, inferResultType(getQuery().getType(), getKey().getType(), getValue().getType(),
+                                               typeOrNull(getPreMix()), typeOrNull(getPreBias()),
+                                               typeOrNull(getPostMix()), typeOrNull(getPostBias()),
+                                               typeOrNull(getMask()), getMaskKind()));
 }

@@ -55,6 +55,10 @@ TEST_F(ShapeRules, BuildersInferTheResultType) {
   EXPECT_EQ(reduce.getType(), tensor({2, 1}));
   auto concat = builder.create<ConcatOp>(loc, ValueRange{a, a}, /*axis=*/1);
   EXPECT_EQ(concat.getType(), tensor({2, 6}));
+  Value q = param({2, 5, 8}), k = param({2, 7, 8}), v = param({2, 7, 4});
+  auto attention = builder.create<AttentionOp>(loc, q, k, v, /*mask=*/Value(), llvm::APFloat(0.5), MaskKind::none,
+                                               llvm::APFloat(0.0));
+  EXPECT_EQ(attention.getType(), tensor({2, 5, 4}));
   builder.create<func::ReturnOp>(loc);
   EXPECT_TRUE(succeeded(verify(*module)));
 }
@@ -72,6 +76,11 @@ TEST_F(ShapeRules, RulesSayWhyOperandsAdmitNoResult) {
   EXPECT_EQ(message(EinsumOp::inferResultType("i  j -> i", TypeRange{tensor({2, 3})})),
             "equation is not canonical: expected \"i j -> i\"");
   EXPECT_EQ(message(EmbeddingOp::inferResultType(tensor({4}), tensor({10, 8}))), "ids must be i32 or i64");
+  EXPECT_EQ(message(AttentionOp::inferResultType(tensor({2, 5, 8}), tensor({2, 7, 6}), tensor({2, 7, 4}), Type(),
+                                                 MaskKind::none)),
+            "query and key feature sizes differ: 8 and 6");
+  EXPECT_EQ(message(LayerNormOp::inferResultType(tensor({2, 8}), Type(), tensor({4}), Type())),
+            "weight should be [8]");
 }
 
 TEST_F(ShapeRules, InferReturnTypesReportsTheRulesMessageAtTheOp) {

@@ -181,7 +181,7 @@ def Ein_LinearOp : Ein_Op<"linear", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
   let summary = "torch.nn.functional.layer_norm over the last axis";
   let description = [{
     `variant` says how the centred values are scaled: `variance` is
@@ -196,9 +196,14 @@ def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input (`residual` $residual^)? (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::mlir::Type residual, ::mlir::Type weight, ::mlir::Type bias);
+  }];
 }
 
-def Ein_AttentionOp : Ein_Op<"attention", [Pure]> {
+def Ein_AttentionOp : Ein_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   let summary = "scaled dot-product attention, found by ein-fuse-attention";
   let description = [{
     `out[b.., i, e] = sum_j softmax_j(mask(scale * sum_d q[b.., i, d] k[b.., j, d])) v[b.., j, e]`
@@ -215,9 +220,14 @@ def Ein_AttentionOp : Ein_Op<"attention", [Pure]> {
     $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type mask, MaskKind maskKind);
+  }];
 }
 
-def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {
+def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
   let summary = "attention with heads mixed before and after the softmax (Shazeer et al. 2020)";
   let description = [{
     q `[B.., H, I, D]`, k `[B.., H, J, D]`, v `[B.., H, J, E]`; the result is
@@ -238,6 +248,11 @@ def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrS
     (`post_bias` $post_bias^)? (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type preMix, ::mlir::Type preBias, ::mlir::Type postMix, ::mlir::Type postBias, ::mlir::Type mask, MaskKind maskKind);
+  }];
 }
 
 def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
