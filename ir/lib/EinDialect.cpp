@@ -28,17 +28,11 @@ void EinDialect::initialize() {
 
 namespace {
 
-ein::Shape shapeOf(Value value) {
-  auto type = cast<RankedTensorType>(value.getType());
-  return ein::Shape(type.getShape().begin(), type.getShape().end());
-}
-
 ein::Shape shapeOf(Type type) {
   auto tensor = cast<RankedTensorType>(type);
   return ein::Shape(tensor.getShape().begin(), tensor.getShape().end());
 }
 
-Type elementTypeOf(Value value) { return cast<RankedTensorType>(value.getType()).getElementType(); }
 Type elementTypeOf(Type type) { return cast<RankedTensorType>(type).getElementType(); }
 
 using TypeResult = ein::EquationResult<RankedTensorType>;
