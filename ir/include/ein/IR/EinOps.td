@@ -38,7 +38,8 @@ def Ein_EinsumOp : Ein_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::llvm::StringRef equation, ::mlir::TypeRange inputs);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::llvm::StringRef equation, ::mlir::TypeRange inputs);
   }];
 }
 
@@ -57,7 +58,8 @@ def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::StringRef pattern, ::mlir::DictionaryAttr sizes, bool reduction);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::StringRef pattern, ::mlir::DictionaryAttr sizes, bool reduction);
     // The keyword sizes as a plain map.
     std::map<std::string, int64_t> getSizeMap();
   }];
@@ -78,7 +80,9 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> offsets, ::llvm::ArrayRef<int64_t> sizes, ::llvm::ArrayRef<int64_t> dropped, ::llvm::ArrayRef<int64_t> steps);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> offsets, ::llvm::ArrayRef<int64_t> sizes,
+        ::llvm::ArrayRef<int64_t> dropped, ::llvm::ArrayRef<int64_t> steps);
     // The step along `axis`: 1 unless `steps` gives one.
     int64_t stepOf(size_t axis) { return getSteps().empty() ? 1 : getSteps()[axis]; }
   }];
@@ -104,7 +108,8 @@ def Ein_BinaryOp : Ein_Op<"binary", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(BinaryKind kind, ::mlir::Type lhs, ::mlir::Type rhs);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(BinaryKind kind, ::mlir::Type lhs, ::mlir::Type rhs);
     static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
   }];
 }
@@ -118,7 +123,8 @@ def Ein_WhereOp : Ein_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type condition, ::mlir::Type onTrue, ::mlir::Type onFalse);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type condition, ::mlir::Type onTrue, ::mlir::Type onFalse);
   }];
 }
 
@@ -151,7 +157,8 @@ def Ein_ReduceOp : Ein_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> axes, bool keepdim, int64_t correction);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> axes, bool keepdim, int64_t correction);
   }];
 }
 
@@ -177,7 +184,8 @@ def Ein_LinearOp : Ein_Op<"linear", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::mlir::Type weight, ::mlir::Type bias);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::mlir::Type weight, ::mlir::Type bias);
   }];
 }
 
@@ -199,7 +207,8 @@ def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, InferTypeOpAdaptor, AttrSizedOp
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type input, ::mlir::Type residual, ::mlir::Type weight, ::mlir::Type bias);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::mlir::Type residual, ::mlir::Type weight, ::mlir::Type bias);
   }];
 }
 
@@ -223,7 +232,8 @@ def Ein_AttentionOp : Ein_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type mask, MaskKind maskKind);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type mask, MaskKind maskKind);
   }];
 }
 
@@ -251,7 +261,9 @@ def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, Infer
   let extraClassDeclaration = [{
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
-    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type preMix, ::mlir::Type preBias, ::mlir::Type postMix, ::mlir::Type postBias, ::mlir::Type mask, MaskKind maskKind);
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type preMix,
+        ::mlir::Type preBias, ::mlir::Type postMix, ::mlir::Type postBias, ::mlir::Type mask, MaskKind maskKind);
   }];
 }
 
