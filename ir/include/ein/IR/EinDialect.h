@@ -13,6 +13,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ein/IR/Equations.h"
+
 #include "ein/IR/EinOpsDialect.h.inc"
 #include "ein/IR/EinOpsEnums.h.inc"
 #define GET_ATTRDEF_CLASSES

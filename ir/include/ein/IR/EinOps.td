@@ -23,7 +23,7 @@ def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["val
   let hasFolder = 1;
 }
 
-def Ein_EinsumOp : Ein_Op<"einsum", [Pure]> {
+def Ein_EinsumOp : Ein_Op<"einsum", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.einsum";
   let description = [{
     `equation` is canonical: labels are space-separated words, every operand's
@@ -35,9 +35,15 @@ def Ein_EinsumOp : Ein_Op<"einsum", [Pure]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$equation `(` $inputs `)` attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::llvm::StringRef equation, ::mlir::TypeRange inputs);
+  }];
 }
 
-def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
+def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure, InferTypeOpAdaptor]> {
   let summary = "einops.rearrange, einops.reduce and einops.repeat";
   let description = [{
     `sizes` binds pattern axes (`h = 8`). With `reduction` set, axes missing on
@@ -50,12 +56,16 @@ def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure]> {
   let assemblyFormat = "$pattern $input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::StringRef pattern, ::mlir::DictionaryAttr sizes, bool reduction);
     // The keyword sizes as a plain map.
     std::map<std::string, int64_t> getSizeMap();
   }];
 }
 
-def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
+def Ein_SliceOp : Ein_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let summary = "basic indexing: x[:, 1:], x[:, 0], x[::2]";
   let description = [{
     Takes `sizes[i]` elements along every axis, starting at `offsets[i]` and
@@ -68,6 +78,11 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure]> {
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> offsets, ::llvm::ArrayRef<int64_t> sizes,
+        ::llvm::ArrayRef<int64_t> dropped, ::llvm::ArrayRef<int64_t> steps);
     // The step along `axis`: 1 unless `steps` gives one.
     int64_t stepOf(size_t axis) { return getSteps().empty() ? 1 : getSteps()[axis]; }
   }];
@@ -80,7 +95,7 @@ def Ein_UnaryOp : Ein_Op<"unary", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "`` $kind $input attr-dict `:` type($result)";
 }
 
-def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
+def Ein_BinaryOp : Ein_Op<"binary", [Pure, InferTypeOpAdaptor]> {
   let summary = "element-wise function of two tensors with NumPy broadcasting";
   let description = [{
     Both operands have the same element type (the front end promotes first);
@@ -91,16 +106,26 @@ def Ein_BinaryOp : Ein_Op<"binary", [Pure]> {
   let assemblyFormat = "`` $kind $lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(BinaryKind kind, ::mlir::Type lhs, ::mlir::Type rhs);
     static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
   }];
 }
 
-def Ein_WhereOp : Ein_Op<"where", [Pure]> {
+def Ein_WhereOp : Ein_Op<"where", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.where(condition, a, b) with broadcasting";
   let arguments = (ins Ein_Tensor:$condition, Ein_Tensor:$on_true, Ein_Tensor:$on_false);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$condition `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type condition, ::mlir::Type onTrue, ::mlir::Type onFalse);
+  }];
 }
 
 def Ein_CastOp : Ein_Op<"cast", [Pure, SameOperandsAndResultShape]> {
@@ -118,7 +143,7 @@ def Ein_SoftmaxOp : Ein_Op<"softmax", [Pure, SameOperandsAndResultType]> {
   let hasVerifier = 1;
 }
 
-def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
+def Ein_ReduceOp : Ein_Op<"reduce", [Pure, InferTypeOpAdaptor]> {
   let summary = "sum, mean, max, min, prod, var and std over axes";
   let description = [{
     `correction` is the divisor offset of var/std: 1 for the unbiased estimate
@@ -129,25 +154,42 @@ def Ein_ReduceOp : Ein_Op<"reduce", [Pure]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "`` $kind $input `,` `axes` `=` $axes attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> axes, bool keepdim, int64_t correction);
+  }];
 }
 
-def Ein_MatmulOp : Ein_Op<"matmul", [Pure]> {
+def Ein_MatmulOp : Ein_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
   let summary = "NumPy matmul, the `@` operator";
   let arguments = (ins Ein_Tensor:$lhs, Ein_Tensor:$rhs);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type lhs, ::mlir::Type rhs);
+  }];
 }
 
-def Ein_LinearOp : Ein_Op<"linear", [Pure]> {
+def Ein_LinearOp : Ein_Op<"linear", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.nn.functional.linear: x @ weight^T + bias";
   let arguments = (ins Ein_Tensor:$input, Ein_Tensor:$weight, Optional<Ein_Tensor>:$bias);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::mlir::Type weight, ::mlir::Type bias);
+  }];
 }
 
-def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
+def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
   let summary = "torch.nn.functional.layer_norm over the last axis";
   let description = [{
     `variant` says how the centred values are scaled: `variance` is
@@ -162,9 +204,15 @@ def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input (`residual` $residual^)? (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::mlir::Type residual, ::mlir::Type weight, ::mlir::Type bias);
+  }];
 }
 
-def Ein_AttentionOp : Ein_Op<"attention", [Pure]> {
+def Ein_AttentionOp : Ein_Op<"attention", [Pure, InferTypeOpAdaptor]> {
   let summary = "scaled dot-product attention, found by ein-fuse-attention";
   let description = [{
     `out[b.., i, e] = sum_j softmax_j(mask(scale * sum_d q[b.., i, d] k[b.., j, d])) v[b.., j, e]`
@@ -181,9 +229,15 @@ def Ein_AttentionOp : Ein_Op<"attention", [Pure]> {
     $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type mask, MaskKind maskKind);
+  }];
 }
 
-def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {
+def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, InferTypeOpAdaptor, AttrSizedOperandSegments]> {
   let summary = "attention with heads mixed before and after the softmax (Shazeer et al. 2020)";
   let description = [{
     q `[B.., H, I, D]`, k `[B.., H, J, D]`, v `[B.., H, J, E]`; the result is
@@ -204,22 +258,39 @@ def Ein_TalkingHeadsAttentionOp : Ein_Op<"talking_heads_attention", [Pure, AttrS
     (`post_bias` $post_bias^)? (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type query, ::mlir::Type key, ::mlir::Type value, ::mlir::Type preMix,
+        ::mlir::Type preBias, ::mlir::Type postMix, ::mlir::Type postBias, ::mlir::Type mask, MaskKind maskKind);
+  }];
 }
 
-def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure]> {
+def Ein_EmbeddingOp : Ein_Op<"embedding", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.nn.functional.embedding: rows of `table` picked by integer ids";
   let arguments = (ins Ein_Tensor:$ids, Ein_Tensor:$table);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::Type ids, ::mlir::Type table);
+  }];
 }
 
-def Ein_ConcatOp : Ein_Op<"concat", [Pure]> {
+def Ein_ConcatOp : Ein_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let summary = "torch.cat along `axis`";
   let arguments = (ins Variadic<Ein_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "`(` $inputs `)` `axis` `=` $axis attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType> inferResultType(::mlir::TypeRange inputs, int64_t axis);
+  }];
 }
 
 #endif // EIN_OPS_TD

@@ -1,0 +1,246 @@
+// The ein -> kern lowering's shared state: the Layout of each value and the
+// Lowering class. Its members are defined by concern: EinToKern.cpp (the walk,
+// copies and outputs), Views.cpp (slices, rearranges, broadcasts),
+// Elementwise.cpp, Reductions.cpp (reductions, softmax and layer norm),
+// Attention.cpp and Contractions.cpp (einsum, matmul, linear).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "ein/IR/Equations.h"
+#include "passes/Passes.h"
+#include "mlir/IR/Builders.h"
+
+namespace ein::conversion {
+
+using namespace mlir;
+using ein::ir::BinaryKind;
+using ein::ir::UnaryKind;
+using ein::kern::denseStrides;
+
+// Element (i0, i1, ...) of the value is element `offset + sum(ik * strides[k])`
+// of `buffer`'s flat row-major storage.
+struct Layout {
+  Value buffer;
+  int64_t offset = 0;
+  SmallVector<int64_t> sizes;
+  SmallVector<int64_t> strides;
+};
+
+inline int64_t product(ArrayRef<int64_t> sizes) {
+  int64_t result = 1;
+  for (int64_t size : sizes) result *= size;
+  return result;
+}
+
+inline Layout denseLayout(Value buffer) {
+  auto type = cast<RankedTensorType>(buffer.getType());
+  return Layout{buffer, 0, SmallVector<int64_t>(type.getShape()), denseStrides(type.getShape())};
+}
+
+inline bool isDense(const Layout &layout) {
+  auto type = cast<RankedTensorType>(layout.buffer.getType());
+  if (layout.offset != 0 || product(layout.sizes) != type.getNumElements()) return false;
+  SmallVector<int64_t> dense = denseStrides(layout.sizes);
+  for (size_t i = 0; i < layout.sizes.size(); ++i)
+    if (layout.sizes[i] != 1 && layout.strides[i] != dense[i]) return false;
+  return true;
+}
+
+// Merges axes (outer to inner) into one (size, stride) when they are laid out
+// like one axis; unit axes are ignored.
+inline std::optional<std::pair<int64_t, int64_t>> mergeAxes(ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides) {
+  int64_t size = 1, stride = 0;
+  bool any = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 1) continue;
+    if (any && stride != strides[i] * sizes[i]) return std::nullopt;
+    size *= sizes[i];
+    stride = strides[i];
+    any = true;
+  }
+  return std::make_pair(size, stride);
+}
+
+inline ein::kern::ViewAttr viewOf(MLIRContext *context, int64_t offset, ArrayRef<int64_t> strides) {
+  return ein::kern::ViewAttr::get(context, offset, strides);
+}
+
+class Lowering {
+ public:
+  explicit Lowering(func::FuncOp function) : function(function), builder(function.getContext()) {}
+
+  LogicalResult run();
+
+ private:
+  MLIRContext *context() { return function.getContext(); }
+
+  LogicalResult lower(Operation *op);
+
+  // ---- views -------------------------------------------------------------
+
+  LogicalResult lowerSlice(ein::ir::SliceOp slice);
+
+  LogicalResult lowerRearrange(ein::ir::RearrangeOp rearrange);
+
+  // ---- kernels -------------------------------------------------------------
+
+  Value buildCopy(Location loc, RankedTensorType resultType, const Layout &source);
+
+  // A dense buffer holding `layout`'s elements in row-major order.
+  Layout materialize(Location loc, const Layout &layout);
+
+  static std::optional<ein::kern::ReduceKind> toKernReduce(ein::ir::ReduceKind kind);
+
+  // Reduces the trailing `reducedRank` axes of `shape`, reading `source`'s
+  // buffer with `strides` (over `shape`).
+  Value buildReduce(Location loc, RankedTensorType resultType, const Layout &source, ArrayRef<int64_t> shape,
+                    ArrayRef<int64_t> strides, int64_t reducedRank, ein::kern::ReduceKind kind);
+
+  // `layout` read over `shape` with NumPy broadcasting (aligned on the right).
+  static SmallVector<int64_t> broadcastStrides(const Layout &layout, ArrayRef<int64_t> shape);
+
+  using ScalarBody = llvm::function_ref<Value(OpBuilder &, Location, ArrayRef<Value>)>;
+
+  // One kern.elementwise computing `body` of `operands` at every element of
+  // `resultType`. Scalar constants become immediates in the body.
+  FailureOr<Value> buildElementwise(Location loc, RankedTensorType resultType, ArrayRef<Value> operands,
+                                    ArrayRef<Layout> operandLayouts, ScalarBody body);
+
+  FailureOr<Value> buildElementwise(Location loc, RankedTensorType resultType, ArrayRef<Value> operands,
+                                    ScalarBody body);
+
+  Value constantF32(Location loc, double value);
+
+  LogicalResult assignElementwise(Operation *op, FailureOr<Value> result);
+
+  static Value isNonZero(OpBuilder &b, Location loc, Value x);
+
+  static Value unaryScalar(OpBuilder &b, Location loc, UnaryKind kind, Value x);
+
+  static Value binaryScalar(OpBuilder &b, Location loc, BinaryKind kind, Value x, Value y);
+
+  LogicalResult lowerUnary(ein::ir::UnaryOp unary);
+
+  LogicalResult lowerBinary(ein::ir::BinaryOp binary);
+
+  LogicalResult lowerWhere(ein::ir::WhereOp where);
+
+  LogicalResult lowerCast(ein::ir::CastOp cast);
+
+  LogicalResult lowerConcat(ein::ir::ConcatOp concat);
+
+  LogicalResult lowerSoftmax(ein::ir::SoftmaxOp softmax);
+
+  // Reduces `axes` of `input` (any layout) with a kernel; the result is dense
+  // over the kept axes in order.
+  Value reduceAxes(Location loc, const Layout &input, ArrayRef<int64_t> axes, ein::kern::ReduceKind kind,
+                   Type element);
+
+  // `reduced` (dense over the kept axes) read back over `fullSizes`, with stride
+  // 0 along the reduced axes.
+  static Layout broadcastReduced(Value reduced, ArrayRef<int64_t> fullSizes, ArrayRef<int64_t> axes);
+
+  LogicalResult lowerReduce(ein::ir::ReduceOp reduce);
+
+  ein::kern::ViewAttr viewOfLayout(const Layout &layout);
+
+  // The buffer and view of an optional operand read over `shape`
+  // (broadcasting), or nulls.
+  std::pair<Value, ein::kern::ViewAttr> optionalView(Value value, ArrayRef<int64_t> shape);
+
+  LogicalResult lowerLayerNorm(ein::ir::LayerNormOp norm);
+
+  static ein::kern::MaskKind toKernMask(ein::ir::MaskKind kind);
+
+  // Where an attention op writes its result [batch.., I, E]: straight into
+  // the layout of a following rearrange that only permutes and merges its
+  // axes (the head merge "b h n d -> b n (h d)"), so that rearrange is a dense
+  // view and needs no copy; else densely.
+  struct Placement {
+    RankedTensorType bufferType;
+    SmallVector<int64_t> strides;  // of the op's result axes in the buffer
+  };
+  static Placement placeAttentionOutput(Operation *op);
+
+  // What both attention ops lower to alike: q [batch.., I, D], k, v
+  // [batch.., J, E] and the mask [batch.., I, J] as views, the sizes, the
+  // result's placement and the scale and mask attributes. For talking heads
+  // the heads axis is the last of `batch`.
+  struct AttentionParts {
+    SmallVector<int64_t> batch;
+    IntegerAttr queries, keys, headDim, valueDim;
+    Value q, k, v, mask;
+    ein::kern::ViewAttr qView, kView, vView, maskView, outView;
+    RankedTensorType resultType;
+    SmallVector<int64_t> outStrides;
+    FloatAttr scale, maskFill;
+    ein::kern::MaskKindAttr maskKind;
+  };
+  template <typename Op>
+  AttentionParts attentionParts(Op op);
+
+  LogicalResult lowerAttention(ein::ir::AttentionOp attention);
+
+  LogicalResult lowerTalkingHeadsAttention(ein::ir::TalkingHeadsAttentionOp attention);
+
+  LogicalResult lowerEmbedding(ein::ir::EmbeddingOp embedding);
+
+  // ---- contractions ----------------------------------------------------------
+
+  struct Operand {
+    Layout layout;
+    SmallVector<std::string> labels;
+  };
+
+  // A label repeated inside one operand takes the diagonal: one axis whose
+  // stride is the sum of the repeated axes' strides.
+  static Operand takeDiagonals(Operand operand);
+
+  // Sums away the labels of `operand` that appear in `keep` nowhere.
+  Operand sumOut(Location loc, Operand operand, const std::set<std::string> &keep);
+
+  // `operand` rewritten densely with its labels in `order`.
+  Operand permuteDense(Location loc, const Operand &operand, ArrayRef<std::string> order);
+
+  static int64_t strideOf(const Operand &operand, const std::string &label);
+
+  // C[out] = sum over the other labels of A * B (+ bias), as one batched GEMM.
+  // Labels in A, B and the output are batch axes; in A and the output only, M;
+  // in B and the output only, N; in A and B only, K. Multi-axis M, N and K are
+  // merged into one axis each where the strides allow; M and N axes that do
+  // not merge become batch axes with stride 0 in the other operand, and K axes
+  // that do not merge make both operands be copied into a matching order.
+  FailureOr<Value> buildContraction(Location loc, Operand a, Operand b, ArrayRef<std::string> outLabels,
+                                    RankedTensorType resultType, std::optional<Layout> bias);
+
+  LogicalResult assignContraction(Operation *op, FailureOr<Value> result);
+
+  static std::string axisLabel(size_t i);
+
+  LogicalResult lowerEinsum(ein::ir::EinsumOp einsum);
+
+  // `layout` stretched to `rank` axes and `sizes` by broadcasting (stride 0).
+  static Layout broadcastTo(const Layout &layout, ArrayRef<int64_t> sizes);
+
+  LogicalResult lowerMatmul(ein::ir::MatmulOp matmul);
+
+  LogicalResult lowerLinear(ein::ir::LinearOp linear);
+
+  // ---- outputs ----------------------------------------------------------------
+
+  // Each result must be its own dense buffer written by a kernel: outputs live
+  // in the caller's buffers, so views, inputs, params and repeated results get
+  // a copy.
+  LogicalResult lowerReturn(func::ReturnOp ret);
+
+  func::FuncOp function;
+  OpBuilder builder;
+  DenseMap<Value, Layout> layouts;
+  DenseMap<Value, double> scalars;  // single-element constants, used as immediates
+};
+
+}  // namespace ein::conversion

@@ -1,0 +1,147 @@
+// Reductions and norms: reduce, softmax and layer norm.
+#include "conversion/Lowering.h"
+
+namespace ein::conversion {
+
+std::optional<ein::kern::ReduceKind> Lowering::toKernReduce(ein::ir::ReduceKind kind) {
+  switch (kind) {
+    case ein::ir::ReduceKind::sum: return ein::kern::ReduceKind::sum;
+    case ein::ir::ReduceKind::mean: return ein::kern::ReduceKind::mean;
+    case ein::ir::ReduceKind::max: return ein::kern::ReduceKind::max;
+    case ein::ir::ReduceKind::min: return ein::kern::ReduceKind::min;
+    case ein::ir::ReduceKind::prod: return ein::kern::ReduceKind::prod;
+    default: return std::nullopt;
+  }
+}
+
+Value Lowering::buildReduce(Location loc, RankedTensorType resultType, const Layout &source, ArrayRef<int64_t> shape,
+                            ArrayRef<int64_t> strides, int64_t reducedRank, ein::kern::ReduceKind kind) {
+  return builder.create<ein::kern::ReduceOp>(
+      loc, resultType, source.buffer, builder.getDenseI64ArrayAttr(shape), builder.getI64IntegerAttr(reducedRank),
+      ein::kern::ReduceKindAttr::get(context(), kind), viewOf(context(), source.offset, strides));
+}
+
+LogicalResult Lowering::lowerSoftmax(ein::ir::SoftmaxOp softmax) {
+  const Layout &input = layouts.at(softmax.getInput());
+  int64_t axis = softmax.getAxisAttr().getInt();
+  SmallVector<int64_t> resultStrides = denseStrides(softmax.getType().getShape());
+  // Move the softmax axis last in the iteration space.
+  SmallVector<int64_t> shape, xStrides, yStrides;
+  for (size_t i = 0; i <= input.sizes.size(); ++i) {
+    size_t dim = i == input.sizes.size() ? axis : i;
+    if (i < input.sizes.size() && static_cast<int64_t>(i) == axis) continue;
+    shape.push_back(input.sizes[dim]);
+    xStrides.push_back(input.strides[dim]);
+    yStrides.push_back(resultStrides[dim]);
+  }
+  Value result = builder.create<ein::kern::SoftmaxOp>(softmax.getLoc(), softmax.getType(), input.buffer,
+                                                      builder.getDenseI64ArrayAttr(shape),
+                                                      viewOf(context(), input.offset, xStrides),
+                                                      viewOf(context(), 0, yStrides));
+  layouts[softmax] = denseLayout(result);
+  return success();
+}
+
+Value Lowering::reduceAxes(Location loc, const Layout &input, ArrayRef<int64_t> axes, ein::kern::ReduceKind kind,
+                           Type element) {
+  SmallVector<int64_t> shape, strides, keptShape;
+  for (size_t i = 0; i < input.sizes.size(); ++i) {
+    if (llvm::is_contained(axes, static_cast<int64_t>(i))) continue;
+    shape.push_back(input.sizes[i]);
+    strides.push_back(input.strides[i]);
+    keptShape.push_back(input.sizes[i]);
+  }
+  for (int64_t axis : axes) {
+    shape.push_back(input.sizes[axis]);
+    strides.push_back(input.strides[axis]);
+  }
+  return buildReduce(loc, RankedTensorType::get(keptShape, element), input, shape, strides,
+                     static_cast<int64_t>(axes.size()), kind);
+}
+
+Layout Lowering::broadcastReduced(Value reduced, ArrayRef<int64_t> fullSizes, ArrayRef<int64_t> axes) {
+  Layout layout{reduced, 0, SmallVector<int64_t>(fullSizes), {}};
+  SmallVector<int64_t> kept;
+  for (size_t i = 0; i < fullSizes.size(); ++i)
+    if (!llvm::is_contained(axes, static_cast<int64_t>(i))) kept.push_back(fullSizes[i]);
+  SmallVector<int64_t> keptStrides = denseStrides(kept);
+  size_t next = 0;
+  for (size_t i = 0; i < fullSizes.size(); ++i)
+    layout.strides.push_back(llvm::is_contained(axes, static_cast<int64_t>(i)) ? 0 : keptStrides[next++]);
+  return layout;
+}
+
+LogicalResult Lowering::lowerReduce(ein::ir::ReduceOp reduce) {
+  const Layout &input = layouts.at(reduce.getInput());
+  Location loc = reduce.getLoc();
+  Type element = reduce.getType().getElementType();
+  SmallVector<int64_t> axes(reduce.getAxes());
+  if (element.isSignlessInteger() && toKernReduce(reduce.getKind())) {
+    // Integers reduce in f32 (exact below 2^24) and are stored back as integers.
+    auto copy = [](OpBuilder &, Location, ArrayRef<Value> x) { return x[0]; };
+    Type f32 = builder.getF32Type();
+    auto widened = buildElementwise(loc, RankedTensorType::get(input.sizes, f32), {Value()}, {input}, copy);
+    if (failed(widened)) return failure();
+    Value reduced = reduceAxes(loc, denseLayout(*widened), axes, *toKernReduce(reduce.getKind()), f32);
+    auto keptType = cast<RankedTensorType>(reduced.getType());
+    auto narrowed = buildElementwise(loc, RankedTensorType::get(keptType.getShape(), element), {Value()},
+                                     {denseLayout(reduced)}, copy);
+    if (failed(narrowed)) return failure();
+    layouts[reduce] = Layout{*narrowed, 0, SmallVector<int64_t>(reduce.getType().getShape()),
+                             denseStrides(reduce.getType().getShape())};
+    return success();
+  }
+  if (!element.isF32()) return reduce.emitOpError() << "reductions of " << element << " have no kernel yet";
+  if (auto kind = toKernReduce(reduce.getKind())) {
+    Value result = reduceAxes(loc, input, axes, *kind, element);
+    layouts[reduce] = Layout{result, 0, SmallVector<int64_t>(reduce.getType().getShape()),
+                             denseStrides(reduce.getType().getShape())};
+    return success();
+  }
+  // var / std: mean, squared deviations, their sum over (n - correction).
+  Value mean = reduceAxes(loc, input, axes, ein::kern::ReduceKind::mean, element);
+  auto fullType = RankedTensorType::get(input.sizes, element);
+  Layout meanLayout = broadcastReduced(mean, input.sizes, axes);
+  auto squares = buildElementwise(loc, fullType, {Value(), Value()}, {input, meanLayout},
+                                  [](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
+                                    Value centered = b.create<arith::SubFOp>(loc, x[0], x[1]);
+                                    return b.create<arith::MulFOp>(loc, centered, centered);
+                                  });
+  if (failed(squares)) return failure();
+  Value sum = reduceAxes(loc, denseLayout(*squares), axes, ein::kern::ReduceKind::sum, element);
+  int64_t count = 1;
+  for (int64_t axis : axes) count *= input.sizes[axis];
+  double divisor = static_cast<double>(count - reduce.getCorrectionAttr().getInt());
+  bool isStd = reduce.getKind() == ein::ir::ReduceKind::std;
+  auto keptType = cast<RankedTensorType>(sum.getType());
+  auto result = buildElementwise(loc, keptType, {Value()}, {denseLayout(sum)},
+                                 [&](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
+                                   Value variance = b.create<arith::DivFOp>(loc, x[0], constantF32(loc, divisor));
+                                   return isStd ? b.create<math::SqrtOp>(loc, variance).getResult() : variance;
+                                 });
+  if (failed(result)) return failure();
+  layouts[reduce] = Layout{*result, 0, SmallVector<int64_t>(reduce.getType().getShape()),
+                           denseStrides(reduce.getType().getShape())};
+  return success();
+}
+
+LogicalResult Lowering::lowerLayerNorm(ein::ir::LayerNormOp norm) {
+  if (!norm.getType().getElementType().isF32())
+    return norm.emitOpError() << "layer norms of " << norm.getType().getElementType() << " have no kernel yet";
+  const Layout &input = layouts.at(norm.getInput());
+  ArrayRef<int64_t> shape = norm.getType().getShape();
+  auto [residual, residualView] = optionalView(norm.getResidual(), shape);
+  auto [gamma, gammaView] = optionalView(norm.getWeight(), shape.take_back());
+  auto [beta, betaView] = optionalView(norm.getBias(), shape.take_back());
+  auto variant = norm.getVariant() == ein::ir::LayerNormVariant::unbiased_std ? ein::kern::LayerNormVariant::unbiased_std
+                                                                              : ein::kern::LayerNormVariant::variance;
+  Value result = builder.create<ein::kern::LayerNormOp>(
+      norm.getLoc(), norm.getType(), input.buffer, residual, gamma, beta, builder.getDenseI64ArrayAttr(shape),
+      viewOfLayout(input), residualView, gammaView, betaView,
+      builder.getF32FloatAttr(static_cast<float>(norm.getEps().convertToDouble())),
+      ein::kern::LayerNormVariantAttr::get(context(), variant));
+  layouts[norm] = denseLayout(result);
+  return success();
+}
+
+}  // namespace ein::conversion

@@ -1,0 +1,111 @@
+// Views: slices, rearranges and broadcasts as new layouts of a buffer, without
+// kernels where the axes allow it.
+#include "conversion/Lowering.h"
+
+namespace ein::conversion {
+
+LogicalResult Lowering::lowerSlice(ein::ir::SliceOp slice) {
+  const Layout &input = layouts.at(slice.getInput());
+  Layout result{input.buffer, input.offset, {}, {}};
+  for (size_t i = 0; i < input.sizes.size(); ++i) {
+    result.offset += slice.getOffsets()[i] * input.strides[i];
+    if (llvm::is_contained(slice.getDropped(), static_cast<int64_t>(i))) continue;
+    result.sizes.push_back(slice.getSizes()[i]);
+    result.strides.push_back(input.strides[i] * slice.stepOf(i));
+  }
+  layouts[slice] = result;
+  return success();
+}
+
+LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
+  const Layout &input = layouts.at(rearrange.getInput());
+  ein::EinopsKind kind = ein::EinopsKind::Rearrange;
+  if (rearrange.getReduction()) kind = ein::EinopsKind::Reduce;
+  auto planned = ein::planEinops(kind, rearrange.getPattern(), ein::Shape(input.sizes.begin(), input.sizes.end()),
+                                 rearrange.getSizeMap());
+  if (ein::failed(planned) && kind == ein::EinopsKind::Rearrange)
+    planned = ein::planEinops(ein::EinopsKind::Repeat, rearrange.getPattern(),
+                              ein::Shape(input.sizes.begin(), input.sizes.end()), rearrange.getSizeMap());
+  if (ein::failed(planned)) return rearrange.emitOpError() << std::get<ein::EquationError>(planned).message;
+  const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
+
+  // Strides of the elementary input axes: a composed dimension splits like a
+  // row-major block.
+  SmallVector<int64_t> axisStrides(plan.inputAxes.size());
+  for (int i = static_cast<int>(plan.inputAxes.size()) - 1; i >= 0; --i) {
+    bool lastOfDim = i + 1 == static_cast<int>(plan.inputAxes.size()) ||
+                     plan.inputAxisDim[i + 1] != plan.inputAxisDim[i];
+    axisStrides[i] = lastOfDim ? input.strides[plan.inputAxisDim[i]] : axisStrides[i + 1] * plan.inputAxisSizes[i + 1];
+  }
+  SmallVector<int64_t> outSizes, outStrides;
+  for (size_t i = 0; i < plan.outputAxes.size(); ++i) {
+    outSizes.push_back(plan.outputAxisSizes[i]);
+    outStrides.push_back(plan.outputSource[i] < 0 ? 0 : axisStrides[plan.outputSource[i]]);
+  }
+  auto resultType = rearrange.getType();
+
+  if (!plan.reducedAxes.empty()) {
+    // einops.reduce: kept axes in output order, then the reduced ones.
+    SmallVector<int64_t> shape = outSizes, strides = outStrides;
+    for (int axis : plan.reducedAxes) {
+      shape.push_back(plan.inputAxisSizes[axis]);
+      strides.push_back(axisStrides[axis]);
+    }
+    auto kind = toKernReduce(*rearrange.getReduction());
+    if (!kind) return rearrange.emitOpError() << "reduction '" << stringifyReduceKind(*rearrange.getReduction())
+                                              << "' has no kernel yet";
+    Value result = buildReduce(rearrange.getLoc(), resultType, input, shape, strides,
+                               static_cast<int64_t>(plan.reducedAxes.size()), *kind);
+    layouts[rearrange] = denseLayout(result);
+    return success();
+  }
+
+  Layout result{input.buffer, input.offset, {}, {}};
+  for (const auto &group : plan.outputGroups) {
+    SmallVector<int64_t> sizes, strides;
+    for (int member : group) {
+      sizes.push_back(outSizes[member]);
+      strides.push_back(outStrides[member]);
+    }
+    auto merged = mergeAxes(sizes, strides);
+    if (!merged) {
+      // Not expressible as a view: materialise the elementary axes densely,
+      // which is exactly the row-major layout of the composed result.
+      Value copy = buildCopy(rearrange.getLoc(), resultType, Layout{input.buffer, input.offset, outSizes, outStrides});
+      layouts[rearrange] = denseLayout(copy);
+      return success();
+    }
+    result.sizes.push_back(merged->first);
+    result.strides.push_back(merged->second);
+  }
+  layouts[rearrange] = result;
+  return success();
+}
+
+SmallVector<int64_t> Lowering::broadcastStrides(const Layout &layout, ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> strides(shape.size(), 0);
+  size_t shift = shape.size() - layout.sizes.size();
+  for (size_t i = 0; i < layout.sizes.size(); ++i)
+    if (layout.sizes[i] != 1) strides[shift + i] = layout.strides[i];
+  return strides;
+}
+
+ein::kern::ViewAttr Lowering::viewOfLayout(const Layout &layout) {
+  return viewOf(context(), layout.offset, layout.strides);
+}
+
+std::pair<Value, ein::kern::ViewAttr> Lowering::optionalView(Value value, ArrayRef<int64_t> shape) {
+  if (!value) return {Value(), ein::kern::ViewAttr()};
+  const Layout &layout = layouts.at(value);
+  return {layout.buffer, viewOf(context(), layout.offset, broadcastStrides(layout, shape))};
+}
+
+Layout Lowering::broadcastTo(const Layout &layout, ArrayRef<int64_t> sizes) {
+  Layout result{layout.buffer, layout.offset, SmallVector<int64_t>(sizes), {}};
+  size_t shift = sizes.size() - layout.sizes.size();
+  for (size_t i = 0; i < sizes.size(); ++i)
+    result.strides.push_back(i < shift || layout.sizes[i - shift] == 1 ? 0 : layout.strides[i - shift]);
+  return result;
+}
+
+}  // namespace ein::conversion

@@ -1,0 +1,211 @@
+// The built-in function table and the element-wise, reduction, norm and
+// selection built-ins.
+#include "mlirgen/Generator.h"
+
+#include <cmath>
+
+namespace ein::mlirgen::detail {
+
+const std::map<std::string, ir::UnaryKind> &Generator::unaryKinds() {
+  static const std::map<std::string, ir::UnaryKind> kinds = {
+      {"relu", ir::UnaryKind::relu},   {"gelu", ir::UnaryKind::gelu},       {"gelu_tanh", ir::UnaryKind::gelu_tanh},
+      {"silu", ir::UnaryKind::silu},   {"sigmoid", ir::UnaryKind::sigmoid}, {"tanh", ir::UnaryKind::tanh},
+      {"exp", ir::UnaryKind::exp},     {"log", ir::UnaryKind::log},         {"sqrt", ir::UnaryKind::sqrt},
+      {"rsqrt", ir::UnaryKind::rsqrt}, {"abs", ir::UnaryKind::abs}};
+  return kinds;
+}
+
+const std::map<std::string, Generator::Builtin> &Generator::builtins() {
+  static const std::map<std::string, Builtin> table = [] {
+    std::map<std::string, Builtin> entries;
+    for (const auto &entry : unaryKinds()) entries[entry.first] = &Generator::callUnary;
+    for (const char *name : {"maximum", "minimum"}) entries[name] = &Generator::callMaximumOrMinimum;
+    entries["einsum"] = &Generator::callEinsum;
+    for (const char *name : {"rearrange", "reduce", "repeat"}) entries[name] = &Generator::callEinops;
+    entries["softmax"] = &Generator::callSoftmax;
+    for (const char *name : {"sum", "mean", "max", "min", "var", "std", "any", "all"})
+      entries[name] = &Generator::callReduction;
+    entries["layernorm"] = &Generator::callLayerNorm;
+    entries["linear"] = &Generator::callLinear;
+    entries["embedding"] = &Generator::callEmbedding;
+    entries["masked_fill"] = &Generator::callMaskedFill;
+    entries["where"] = &Generator::callWhere;
+    entries["concat"] = &Generator::callConcat;
+    entries["transpose"] = &Generator::callTranspose;
+    entries["reshape"] = &Generator::callReshape;
+    entries["conv2d"] = &Generator::callConv2d;
+    return entries;
+  }();
+  return table;
+}
+
+EValue Generator::callUnary(const ast::Call &call, Scope &scope) {
+  const ir::UnaryKind kind = unaryKinds().at(call.callee);
+  Arguments args = bindArguments(call, {"x"}, 1, false);
+  EValue x = evaluate(*args.get("x"), scope);
+  if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{foldUnary(kind, n->value, call), false}};
+  return EValue{Tensor{unaryOp(loc(call.loc), kind, floatTensor(x, args.get("x")->loc, call.callee + "() argument"))}};
+}
+
+EValue Generator::callMaximumOrMinimum(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  const std::string &name = call.callee;
+  Arguments args = bindArguments(call, {"a", "b"}, 2, false);
+  auto [x, y] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
+                        args.get("b")->loc);
+  return EValue{Tensor{binaryOp(at, name == "maximum" ? ir::BinaryKind::maximum : ir::BinaryKind::minimum, x, y)}};
+}
+
+EValue Generator::callSoftmax(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"x", "axis"}, 1, false);
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "softmax() argument 'x'");
+  int64_t rank = typeOf(x).getRank();
+  if (rank == 0) fail(args.get("x")->loc, "softmax() needs a tensor with at least one axis");
+  int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : rank - 1;
+  return EValue{Tensor{builder.create<ir::SoftmaxOp>(at, x.getType(), x, builder.getI64IntegerAttr(axis))}};
+}
+
+mlir::Value Generator::truthAsFloat(Location at, mlir::Value x) {
+  if (!elementType(x).isInteger(1))
+    x = binaryOp(at, ir::BinaryKind::ne, x, scalarConstant(at, 0.0, elementType(x)));
+  return cast(at, x, builder.getF32Type());
+}
+
+mlir::Value Generator::truthOf(Location at, mlir::Value reduced) {
+  return binaryOp(at, ir::BinaryKind::gt, reduced, scalarConstant(at, 0.5, builder.getF32Type()));
+}
+
+EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  const std::string &name = call.callee;
+  bool moment = name == "var" || name == "std";
+  bool logical = name == "any" || name == "all";
+  Arguments args = moment ? bindArguments(call, {"x", "axis", "unbiased", "keepdim"}, 1, false)
+                          : bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
+  mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
+  if (logical) x = truthAsFloat(at, x);
+  else if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
+  int64_t rank = typeOf(x).getRank();
+  llvm::SmallVector<int64_t> axes;
+  if (args.get("axis")) axes = axesArgument(*args.get("axis"), scope, rank);
+  else if (rank > 0) axes.push_back(rank - 1);
+  bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
+  bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
+  static const std::map<std::string, ir::ReduceKind> kinds = {
+      {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
+      {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std},
+      {"any", ir::ReduceKind::max}, {"all", ir::ReduceKind::min}};
+  std::sort(axes.begin(), axes.end());
+  int64_t correction = unbiased ? 1 : 0;
+  auto type = inferred(ir::ReduceOp::inferResultType(x.getType(), axes, keepdim, correction), at);
+  auto op = builder.create<ir::ReduceOp>(at, type, x,
+                                         ir::ReduceKindAttr::get(&context, kinds.at(name)),
+                                         builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
+                                         builder.getI64IntegerAttr(correction));
+  return EValue{Tensor{logical ? truthOf(at, op) : mlir::Value(op)}};
+}
+
+EValue Generator::callLayerNorm(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"x", "weight", "bias", "eps"}, 1, false);
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "layernorm() argument 'x'");
+  if (typeOf(x).getRank() == 0) fail(args.get("x")->loc, "layernorm() needs a tensor with at least one axis");
+  int64_t features = typeOf(x).getShape().back();
+  auto affine = [&](const std::string &param) -> mlir::Value {
+    if (!args.get(param)) return nullptr;
+    mlir::Value v = tensorArgument(call, scope, args, param);
+    if (shapeOf(v) != ein::Shape{features})
+      fail(args.get(param)->loc, "layernorm() " + param + " has shape " + shapeString(typeOf(v)) +
+                                     " but the input's last axis is " + std::to_string(features));
+    return cast(at, v, elementType(x));
+  };
+  mlir::Value weight = affine("weight"), bias = affine("bias");
+  double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
+  auto type = inferred(ir::LayerNormOp::inferResultType(x.getType(), /*residual=*/Type(),
+                                                        weight ? weight.getType() : Type(),
+                                                        bias ? bias.getType() : Type()),
+                       at);
+  return EValue{Tensor{builder.create<ir::LayerNormOp>(
+      at, type, x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
+      ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
+}
+
+EValue Generator::callEmbedding(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"ids", "table"}, 2, false);
+  mlir::Value ids = tensorArgument(call, scope, args, "ids"), table = tensorArgument(call, scope, args, "table");
+  if (!elementType(ids).isSignlessInteger(32) && !elementType(ids).isSignlessInteger(64))
+    fail(args.get("ids")->loc, "embedding() ids must be i32 or i64, not " + typeString(elementType(ids)));
+  if (typeOf(table).getRank() != 2)
+    fail(args.get("table")->loc, "embedding() table must be [rows, width], got " + shapeString(typeOf(table)));
+  auto type = inferred(ir::EmbeddingOp::inferResultType(ids.getType(), table.getType()), at);
+  return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, type, ids, table)}};
+}
+
+EValue Generator::callMaskedFill(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"x", "mask", "value"}, 3, false);
+  mlir::Value x = tensorArgument(call, scope, args, "x"), mask = tensorArgument(call, scope, args, "mask");
+  if (!elementType(mask).isInteger(1))
+    fail(args.get("mask")->loc, "masked_fill() mask must be bool, not " + typeString(elementType(mask)));
+  auto shape = ein::broadcastShapes(shapeOf(mask), shapeOf(x));
+  if (ein::failed(shape) || std::get<ein::Shape>(shape) != shapeOf(x))
+    fail(args.get("mask")->loc, "masked_fill() mask of shape " + shapeString(typeOf(mask)) +
+                                    " does not broadcast to x of shape " + shapeString(typeOf(x)));
+  double fill = numberArgument(args.get("value"), scope, 0, "masked_fill() value");
+  mlir::Value constant = scalarConstant(at, fill, elementType(x));
+  auto type = inferred(ir::WhereOp::inferResultType(mask.getType(), constant.getType(), x.getType()), at);
+  return EValue{Tensor{builder.create<ir::WhereOp>(at, type, mask, constant, x)}};
+}
+
+EValue Generator::callWhere(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"condition", "a", "b"}, 3, false);
+  mlir::Value condition = tensorArgument(call, scope, args, "condition");
+  if (!elementType(condition).isInteger(1))
+    fail(args.get("condition")->loc, "where() condition must be bool, not " + typeString(elementType(condition)));
+  auto [a, b] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
+                        args.get("b")->loc);
+  auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), a.getType(), b.getType()), at, "where(): ");
+  return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, a, b)}};
+}
+
+EValue Generator::callConcat(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"tensors", "axis"}, 1, false);
+  EValue list = evaluate(*args.get("tensors"), scope);
+  auto *items = std::get_if<List>(&list.value);
+  if (!items || items->items.empty()) fail(args.get("tensors")->loc, "concat() takes a non-empty list of tensors");
+  llvm::SmallVector<mlir::Value> tensors;
+  for (const EValue &item : items->items) tensors.push_back(tensor(item, args.get("tensors")->loc, "concat() item"));
+  int64_t rank = typeOf(tensors[0]).getRank();
+  int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : 0;
+  ein::Shape shape = shapeOf(tensors[0]);
+  for (size_t i = 1; i < tensors.size(); ++i) {
+    ein::Shape other = shapeOf(tensors[i]);
+    bool fits = other.size() == shape.size() && elementType(tensors[i]) == elementType(tensors[0]);
+    for (int64_t d = 0; fits && d < rank; ++d) fits = d == axis || other[d] == shape[d];
+    if (!fits)
+      fail(args.get("tensors")->loc, "concat() item " + std::to_string(i + 1) + " has shape " +
+                                         ein::formatShape(other) + ", which does not match " +
+                                         ein::formatShape(shapeOf(tensors[0])) + " outside axis " +
+                                         std::to_string(axis));
+  }
+  auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(tensors).getTypes(), axis), at);
+  return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
+}
+
+double Generator::foldUnary(ir::UnaryKind kind, double x, const ast::Call &call) {
+  switch (kind) {
+    case ir::UnaryKind::exp: return std::exp(x);
+    case ir::UnaryKind::log: return std::log(x);
+    case ir::UnaryKind::sqrt: return std::sqrt(x);
+    case ir::UnaryKind::rsqrt: return 1.0 / std::sqrt(x);
+    case ir::UnaryKind::abs: return std::abs(x);
+    case ir::UnaryKind::tanh: return std::tanh(x);
+    default: fail(call.loc, call.callee + "() of a number is not supported; apply it to a tensor");
+  }
+}
+
+}  // namespace ein::mlirgen::detail

@@ -1,0 +1,318 @@
+// The generator behind mlirgen::generate: the values a model evaluates to
+// and the class that turns the AST into ein ops. Its members are defined by
+// concern: MLIRGen.cpp (statements, scopes, dims, params, blocks, loops),
+// Expressions.cpp (operators, promotion, indexing, arguments), Builtins.cpp
+// (the built-in table and the element-wise, reduction and norm built-ins) and
+// ContractionBuiltins.cpp (einsum, einops, reshape, conv2d, linear).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "Limits.h"
+#include "ein/IR/EinDialect.h"
+#include "ein/IR/Equations.h"
+#include "frontend/Parser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace ein::mlirgen::detail {
+
+using mlir::Location;
+using mlir::RankedTensorType;
+using mlir::Type;
+
+namespace ast = ein::frontend;
+
+// Thrown after an error has been emitted, to unwind the recursive evaluator
+// to `generate`. It never crosses an MLIR API boundary.
+struct GenerationFailed {};
+
+struct Number {
+  double value;
+  bool isInteger;
+};
+struct Boolean {
+  bool value;
+};
+struct String {
+  std::string value;
+};
+struct Namespace {
+  std::string prefix;  // "blocks.3.mlp"
+};
+struct Tensor {
+  mlir::Value value;
+};
+struct EValue;
+struct List {
+  std::vector<EValue> items;
+};
+struct EValue {
+  std::variant<Number, Boolean, String, Namespace, Tensor, List> value;
+};
+
+struct Param {
+  mlir::Value value;
+  RankedTensorType type;
+  Location declaredAt;
+};
+
+using limits::kMaxCallDepth;
+
+class Generator {
+ public:
+  Generator(mlir::MLIRContext &context, llvm::StringRef filename, const std::map<std::string, int64_t> &overrides)
+      : context(context), builder(&context), filename(filename.str()), overrides(overrides) {}
+
+  mlir::OwningOpRef<mlir::ModuleOp> run(const ast::Module &module);
+
+ private:
+  using Scope = std::map<std::string, EValue>;
+
+  // " (did you mean 'x'?)" for the closest of `known` when it is a likely typo
+  // of `name`: a few edits away, and `name` long enough for that to mean something.
+  static std::string didYouMean(const std::string &name, const std::vector<std::string> &known);
+
+  // ---- diagnostics ----------------------------------------------------------
+
+  Location loc(const ast::SourceLoc &at);
+
+  [[noreturn]] void fail(Location at, const std::string &message);
+  [[noreturn]] void fail(const ast::SourceLoc &at, const std::string &message);
+
+  // The result type an op's shape rule (ir::*Op::inferResultType, which its
+  // verifier checks too) gives, or the rule's message, prefixed with
+  // `context`, as an error at `at`. Asked before the op is built, so no
+  // builder meets operands that admit no result.
+  RankedTensorType inferred(const ein::EquationResult<RankedTensorType> &rule, Location at,
+                            const std::string &context = "");
+
+  static std::string typeString(Type type);
+
+  static std::string typeString(RankedTensorType type);
+
+  static const char *kindName(const EValue &value);
+
+  // ---- statements ---------------------------------------------------------------
+
+  void execute(const ast::Stmt &statement, Scope &scope);
+
+  void declareDims(const ast::DimDecl &decl);
+
+  RankedTensorType tensorType(const ast::TypeExpr &type, Scope &scope);
+
+  // Fails at `at` when `type` is beyond the tensor limits (Limits.h): rank,
+  // elements, bytes. Declared types are checked where they are written, every
+  // other value once generated, at the expression that computes it.
+  void checkLimits(RankedTensorType type, Location at, const std::string &what);
+
+  void declareInput(const ast::InputDecl &decl, Scope &scope);
+
+  // "p.fc1.weight" with p = namespace "blocks.3.mlp" -> "blocks.3.mlp.fc1.weight".
+  std::string resolveName(const ast::Name &name, Scope &scope);
+
+  void declareParam(const ast::ParamDecl &decl, Scope &scope);
+
+  static std::string describe(Location at);
+
+  void declareOutput(const ast::OutputDecl &decl, Scope &scope);
+
+  void assign(const ast::Assign &statement, Scope &scope);
+
+  void bind(const std::string &name, const ast::SourceLoc &at, EValue value, Scope &scope);
+
+  void runLoop(const ast::For &loop, Scope &scope);
+
+  EValue callBlock(const ast::Def &def, const ast::Call &site, Scope &scope);
+
+  // A block argument may be a namespace: a dotted name that is no value.
+  EValue evaluateArgument(const ast::Expr &expr, Scope &scope);
+
+  const EValue *lookup(const std::string &name, Scope &scope);
+
+  void finish(Location at);
+
+  // ---- expressions --------------------------------------------------------------
+
+  std::optional<EValue> resolveValue(const ast::Name &name, Scope &scope);
+
+  // The parser bounds the nesting of one expression, but blocks are inlined:
+  // an expression that calls a block evaluates the block's expressions inside
+  // it, so the depth is also bounded across calls (the C++ stack is finite).
+  EValue evaluate(const ast::Expr &expr, Scope &scope);
+
+  EValue evaluateUnbounded(const ast::Expr &expr, Scope &scope);
+
+  int64_t integer(const ast::Expr &expr, Scope &scope, const std::string &what);
+
+  // `number` as an int64, for every number the compiler uses as an integer
+  // (dims, shape entries, axes, loop bounds, integer constants): whole, and
+  // within +-2^53, where doubles stop being exact (and long before the
+  // conversion to int64 would overflow).
+  int64_t exactInteger(const Number &number, const ast::SourceLoc &at, const std::string &what);
+
+  static std::string formatNumber(double value);
+
+  static std::string shapeString(RankedTensorType type);
+
+  mlir::Value tensor(const EValue &value, const ast::SourceLoc &at, const std::string &what);
+
+  // A tensor as f32 for float arithmetic (PyTorch promotes bool/int operands).
+  mlir::Value floatTensor(const EValue &value, const ast::SourceLoc &at, const std::string &what);
+
+  static Type elementType(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()).getElementType(); }
+  static bool isFloat(mlir::Value value) { return mlir::isa<mlir::FloatType>(elementType(value)); }
+  static RankedTensorType typeOf(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()); }
+
+  mlir::Value cast(Location at, mlir::Value value, Type element);
+
+  mlir::Value scalarConstant(Location at, double value, Type element);
+
+  mlir::Value unaryOp(Location at, ir::UnaryKind kind, mlir::Value value);
+
+  // Both operands of a binary op as tensors of one element type, PyTorch style.
+  std::pair<mlir::Value, mlir::Value> promote(Location at, const EValue &lhs, const ast::SourceLoc &lhsLoc,
+                                              const EValue &rhs, const ast::SourceLoc &rhsLoc);
+
+  EValue binary(const ast::BinaryExpr &expr, Scope &scope);
+
+  mlir::Value binaryOp(Location at, ir::BinaryKind kind, mlir::Value x, mlir::Value y);
+
+  static ein::Shape shapeOf(mlir::Value value) {
+    auto shape = typeOf(value).getShape();
+    return ein::Shape(shape.begin(), shape.end());
+  }
+
+  mlir::Value matmul(Location at, mlir::Value x, mlir::Value y, const ast::SourceLoc &xLoc, const ast::SourceLoc &yLoc);
+
+  // `steps` empty: every step is 1.
+  mlir::Value slice(Location at, mlir::Value value, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
+                    llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps = {});
+
+  EValue index(const ast::IndexExpr &expr, Scope &scope);
+
+  // ---- calls --------------------------------------------------------------------------
+
+  // Arguments of a built-in call, matched by position or keyword.
+  struct Arguments {
+    const ast::Call &call;
+    std::vector<std::string> names;  // parameter names, in positional order
+    std::vector<const ast::Expr *> bound;
+    std::map<std::string, const ast::Expr *> extra;  // keywords beyond `names` (einops sizes)
+
+    const ast::Expr *get(const std::string &name) const {
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i] == name) return bound[i];
+      return nullptr;
+    }
+  };
+
+  Arguments bindArguments(const ast::Call &call, std::vector<std::string> names, size_t required, bool allowExtra);
+
+  std::string stringArgument(const ast::Expr &expr, Scope &scope, const std::string &what);
+
+  bool boolArgument(const ast::Expr *expr, Scope &scope, bool fallback, const std::string &what);
+
+  double numberArgument(const ast::Expr *expr, Scope &scope, double fallback, const std::string &what);
+
+  // Normalised axes from an int or a list of ints.
+  llvm::SmallVector<int64_t> axesArgument(const ast::Expr &expr, Scope &scope, int64_t rank);
+
+  EValue callExpr(const ast::Call &call, Scope &scope);
+
+  // ---- built-in functions ------------------------------------------------------
+
+  // Builds a built-in function's value from a call to it (named call.callee).
+  using Builtin = EValue (Generator::*)(const ast::Call &call, Scope &scope);
+
+  static const std::map<std::string, ir::UnaryKind> &unaryKinds();
+
+  // Every built-in function by name: what calls dispatch on and what "did you
+  // mean" suggests from.
+  static const std::map<std::string, Builtin> &builtins();
+
+  // The value of a call's tensor argument `param`.
+  mlir::Value tensorArgument(const ast::Call &call, Scope &scope, const Arguments &args, const std::string &param);
+
+  EValue callUnary(const ast::Call &call, Scope &scope);
+
+  EValue callMaximumOrMinimum(const ast::Call &call, Scope &scope);
+
+  EValue callEinsum(const ast::Call &call, Scope &scope);
+
+  EValue callEinops(const ast::Call &call, Scope &scope);
+
+  EValue callSoftmax(const ast::Call &call, Scope &scope);
+
+  // any/all reduce x != 0 as 1.0/0.0 with max/min (the kernels compute in f32), then
+  // compare with 0.5 for a bool result.
+  mlir::Value truthAsFloat(Location at, mlir::Value x);
+  mlir::Value truthOf(Location at, mlir::Value reduced);
+
+  EValue callReduction(const ast::Call &call, Scope &scope);
+
+  EValue callLayerNorm(const ast::Call &call, Scope &scope);
+
+  EValue callLinear(const ast::Call &call, Scope &scope);
+
+  EValue callEmbedding(const ast::Call &call, Scope &scope);
+
+  EValue callMaskedFill(const ast::Call &call, Scope &scope);
+
+  EValue callWhere(const ast::Call &call, Scope &scope);
+
+  EValue callConcat(const ast::Call &call, Scope &scope);
+
+  EValue callTranspose(const ast::Call &call, Scope &scope);
+
+  // An einops rearrange of `x` by `pattern` with the given axis sizes.
+  mlir::Value rearrange(Location at, mlir::Value x, const std::string &pattern,
+                        const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where);
+
+  // The integers of a list argument (`[b, -1, d]`), or of one integer.
+  std::vector<std::pair<int64_t, ast::SourceLoc>> integerList(const ast::Expr &expr, Scope &scope,
+                                                              const std::string &what);
+
+  // torch.reshape: the row-major reshape; one size may be -1. Written as a
+  // merge of every axis into one and a split of that axis, so the lowering
+  // makes it a view wherever the input is laid out contiguously.
+  EValue callReshape(const ast::Call &call, Scope &scope);
+
+  // torch.nn.functional.conv2d for windows that do not overlap (stride >= kernel
+  // size, no padding): a patch embedding. The windows become axes of a view
+  // and the convolution one contraction with the weight, a GEMM.
+  EValue callConv2d(const ast::Call &call, Scope &scope);
+
+  double foldUnary(ir::UnaryKind kind, double x, const ast::Call &call);
+
+  mlir::Value einsum(const ast::Call &call, Scope &scope);
+
+  mlir::Value einops(const ast::Call &call, Scope &scope);
+
+  mlir::MLIRContext &context;
+  mlir::OpBuilder builder;
+  std::string filename;
+  const std::map<std::string, int64_t> &overrides;
+  std::set<std::string> usedOverrides;
+
+  mlir::func::FuncOp function;
+  mlir::Block *body = nullptr;
+  Scope globals;
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, Param> params;
+  mlir::Operation *lastParam = nullptr;  // where the next parameter goes
+  std::map<std::string, const ast::Def *> defs;
+  std::vector<std::string> inputNames;
+  std::vector<std::pair<std::string, mlir::Value>> outputs;
+  int callDepth = 0;
+  int evaluationDepth = 0;
+};
+
+}  // namespace ein::mlirgen::detail

@@ -1,0 +1,252 @@
+// The reference evaluator's internals: the element-wise and indexing helpers
+// and the Evaluator class, whose members are defined in ReferenceEvaluator.cpp
+// (the walk, inputs, results, params and constants) and EvaluateOps.cpp (one
+// `evaluate` per ein op).
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#include "reference/ReferenceEvaluator.h"
+#include "ein/IR/EinDialect.h"
+#include "ein/IR/Equations.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Location.h"
+
+namespace ein::reference::detail {
+
+using llvm::ArrayRef;
+using llvm::Expected;
+using mlir::Operation;
+using mlir::RankedTensorType;
+using mlir::Value;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+inline llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
+}
+
+// "file:line:col" where the location has one, else MLIR's spelling.
+inline std::string formatLocation(mlir::Location loc) {
+  if (auto fileLoc = mlir::dyn_cast<mlir::FileLineColLoc>(loc))
+    return llvm::formatv("{0}:{1}:{2}", fileLoc.getFilename().getValue(), fileLoc.getLine(), fileLoc.getColumn());
+  if (auto nameLoc = mlir::dyn_cast<mlir::NameLoc>(loc)) return formatLocation(nameLoc.getChildLoc());
+  if (auto callSite = mlir::dyn_cast<mlir::CallSiteLoc>(loc)) return formatLocation(callSite.getCallee());
+  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
+    for (mlir::Location inner : fused.getLocations())
+      if (mlir::isa<mlir::FileLineColLoc, mlir::NameLoc, mlir::CallSiteLoc>(inner)) return formatLocation(inner);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << loc;
+  return text;
+}
+
+// Shortest exact spelling: "12", "0.5", "-inf".
+inline std::string formatNumber(double value) {
+  std::ostringstream text;
+  text.precision(17);
+  text << value;
+  return text.str();
+}
+
+inline int64_t product(ArrayRef<int64_t> shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
+}
+
+// "f32[4, 4]", "bool[2]": a tensor type as the model language writes it.
+inline std::string modelTypeString(RankedTensorType type) {
+  std::string element;
+  llvm::raw_string_ostream os(element);
+  if (type.getElementType().isInteger(1)) os << "bool";
+  else os << type.getElementType();
+  return element + ein::formatShape(ein::Shape(type.getShape().begin(), type.getShape().end()));
+}
+
+inline std::vector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t axis = shape.size(); axis-- > 0;) {
+    strides[axis] = stride;
+    stride *= shape[axis];
+  }
+  return strides;
+}
+
+// Strides that read a tensor of `shape` as if broadcast to `target` (NumPy:
+// aligned on the right; a size-1 axis repeats, so its stride is 0).
+inline std::vector<int64_t> broadcastStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> target) {
+  std::vector<int64_t> own = rowMajorStrides(shape);
+  std::vector<int64_t> strides(target.size(), 0);
+  size_t lead = target.size() - shape.size();
+  for (size_t axis = 0; axis < shape.size(); ++axis)
+    strides[lead + axis] = shape[axis] == 1 ? 0 : own[axis];
+  return strides;
+}
+
+// Advances `index` through `shape` in row-major order; false once it wraps.
+inline bool nextIndex(std::vector<int64_t> &index, ArrayRef<int64_t> shape) {
+  for (size_t axis = index.size(); axis-- > 0;) {
+    if (++index[axis] < shape[axis]) return true;
+    index[axis] = 0;
+  }
+  return false;
+}
+
+inline int64_t dot(ArrayRef<int64_t> index, ArrayRef<int64_t> strides) {
+  int64_t offset = 0;
+  for (size_t axis = 0; axis < index.size(); ++axis) offset += index[axis] * strides[axis];
+  return offset;
+}
+
+// Calls `visit(outputOffset, operandOffsets)` for every element of `shape`,
+// with each operand read through broadcasting.
+template <typename Visit>
+void forEachBroadcast(ArrayRef<int64_t> shape, ArrayRef<const Tensor *> operands, Visit visit) {
+  if (product(shape) == 0) return;
+  std::vector<std::vector<int64_t>> strides;
+  for (const Tensor *operand : operands) strides.push_back(broadcastStrides(operand->shape, shape));
+  std::vector<int64_t> index(shape.size(), 0), offsets(operands.size());
+  int64_t outputOffset = 0;
+  do {
+    for (size_t i = 0; i < operands.size(); ++i) offsets[i] = dot(index, strides[i]);
+    visit(outputOffset++, ArrayRef<int64_t>(offsets));
+  } while (nextIndex(index, shape));
+}
+
+inline ein::Shape toShape(ArrayRef<int64_t> shape) { return ein::Shape(shape.begin(), shape.end()); }
+
+// The statistic of `kind` over `values`, as torch computes it: NaN propagates
+// through max and min, var divides by max(0, n - correction). Max and min of
+// nothing have no value.
+inline std::optional<double> reduceValues(ir::ReduceKind kind, ArrayRef<double> values, int64_t correction) {
+  double n = static_cast<double>(values.size());
+  switch (kind) {
+  case ir::ReduceKind::sum:
+    return std::accumulate(values.begin(), values.end(), 0.0);
+  case ir::ReduceKind::mean:
+    return std::accumulate(values.begin(), values.end(), 0.0) / n;
+  case ir::ReduceKind::prod:
+    return std::accumulate(values.begin(), values.end(), 1.0, std::multiplies<double>());
+  case ir::ReduceKind::max:
+  case ir::ReduceKind::min: {
+    if (values.empty()) return std::nullopt;
+    double best = values.front();
+    for (double value : values) {
+      if (std::isnan(value)) return value;
+      best = kind == ir::ReduceKind::max ? std::max(best, value) : std::min(best, value);
+    }
+    return best;
+  }
+  case ir::ReduceKind::var:
+  case ir::ReduceKind::std: {
+    double mean = std::accumulate(values.begin(), values.end(), 0.0) / n;
+    double squares = 0;
+    for (double value : values) squares += (value - mean) * (value - mean);
+    double variance = squares / std::max(0.0, n - static_cast<double>(correction));
+    return kind == ir::ReduceKind::var ? variance : std::sqrt(variance);
+  }
+  }
+  llvm_unreachable("unknown reduce kind");
+}
+
+inline double sigmoid(double x) {
+  // Written so that exp never overflows.
+  if (x >= 0) return 1 / (1 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1 + e);
+}
+
+inline double applyUnary(ir::UnaryKind kind, double x) {
+  switch (kind) {
+  case ir::UnaryKind::neg: return -x;
+  case ir::UnaryKind::exp: return std::exp(x);
+  case ir::UnaryKind::log: return std::log(x);
+  case ir::UnaryKind::sqrt: return std::sqrt(x);
+  case ir::UnaryKind::rsqrt: return 1 / std::sqrt(x);
+  case ir::UnaryKind::abs: return std::abs(x);
+  case ir::UnaryKind::relu: return std::isnan(x) ? x : std::max(x, 0.0);  // torch.relu keeps NaN
+  case ir::UnaryKind::gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case ir::UnaryKind::gelu_tanh: {
+    const double scale = std::sqrt(2 / M_PI);
+    return 0.5 * x * (1 + std::tanh(scale * (x + 0.044715 * x * x * x)));
+  }
+  case ir::UnaryKind::silu: return x * sigmoid(x);
+  case ir::UnaryKind::sigmoid: return sigmoid(x);
+  case ir::UnaryKind::tanh: return std::tanh(x);
+  case ir::UnaryKind::logical_not: return x == 0 ? 1 : 0;
+  }
+  llvm_unreachable("unknown unary kind");
+}
+
+inline double applyBinary(ir::BinaryKind kind, double a, double b) {
+  switch (kind) {
+  case ir::BinaryKind::add: return a + b;
+  case ir::BinaryKind::sub: return a - b;
+  case ir::BinaryKind::mul: return a * b;
+  case ir::BinaryKind::div: return a / b;
+  case ir::BinaryKind::pow: return std::pow(a, b);
+  // torch.maximum/minimum propagate NaN from either side.
+  case ir::BinaryKind::maximum: return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+  case ir::BinaryKind::minimum: return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
+  case ir::BinaryKind::lt: return a < b;
+  case ir::BinaryKind::le: return a <= b;
+  case ir::BinaryKind::gt: return a > b;
+  case ir::BinaryKind::ge: return a >= b;
+  case ir::BinaryKind::eq: return a == b;
+  case ir::BinaryKind::ne: return a != b;
+  }
+  llvm_unreachable("unknown binary kind");
+}
+
+// Interprets one function; holds the value of every SSA value computed so far.
+class Evaluator {
+public:
+  explicit Evaluator(const ParamProvider &params) : params(params) {}
+
+  Expected<std::map<std::string, Tensor>> run(mlir::func::FuncOp function,
+                                              const std::map<std::string, Tensor> &inputs);
+
+private:
+  llvm::Error opError(Operation *op, const llvm::Twine &message) const {
+    return makeError(formatLocation(op->getLoc()) + ": " + op->getName().getStringRef() + ": " + message);
+  }
+
+  const Tensor &valueOf(Value value) const { return values.find(value)->second; }
+
+  llvm::Error bindInputs(mlir::func::FuncOp function, const std::map<std::string, Tensor> &inputs);
+  llvm::Error evaluate(Operation *op);
+  // Checks `result` against the op's result type and rounds integers and
+  // bools to what the type can hold.
+  Expected<Tensor> fitToResultType(Operation *op, Tensor result) const;
+
+  Expected<Tensor> evaluate(ir::ParamOp op);
+  Expected<Tensor> evaluate(ir::ConstantOp op);
+  Expected<Tensor> evaluate(ir::EinsumOp op);
+  Expected<Tensor> evaluate(ir::RearrangeOp op);
+  Expected<Tensor> evaluate(ir::SliceOp op);
+  Expected<Tensor> evaluate(ir::UnaryOp op);
+  Expected<Tensor> evaluate(ir::BinaryOp op);
+  Expected<Tensor> evaluate(ir::WhereOp op);
+  Expected<Tensor> evaluate(ir::CastOp op);
+  Expected<Tensor> evaluate(ir::SoftmaxOp op);
+  Expected<Tensor> evaluate(ir::ReduceOp op);
+  Expected<Tensor> evaluate(ir::MatmulOp op);
+  Expected<Tensor> evaluate(ir::LinearOp op);
+  Expected<Tensor> evaluate(ir::LayerNormOp op);
+  Expected<Tensor> evaluate(ir::EmbeddingOp op);
+  Expected<Tensor> evaluate(ir::ConcatOp op);
+
+  const ParamProvider &params;
+  llvm::DenseMap<Value, Tensor> values;
+  // Each parameter is asked for once, however many ops declare it.
+  llvm::StringMap<Tensor> paramCache;
+};
+
+}  // namespace ein::reference::detail
