@@ -212,18 +212,7 @@ TEST(RunnerConcurrency, CApiManyThreadsGiveTheSerialOutputs) {
   ein_runner_free(runner);
 }
 
-// y = x * 2 for x f32[2, 3]; flags bool[4] is passed through.
-std::shared_ptr<const Model> doublingModel() {
-  ArtifactBuilder builder;
-  uint32_t x = builder.input("x", fb::DType::F32, {2, 3});
-  uint32_t flags = builder.input("flags", fb::DType::Bool, {4});
-  uint32_t y = builder.output("y", fb::DType::F32, {2, 3});
-  uint32_t flagsOut = builder.output("flags_out", fb::DType::Bool, {4});
-  builder.elementwise({{2, 3}, {dense(x, {2, 3})}, dense(y, {2, 3}),
-                       {instruction(fb::Opcode::Const, 0, 0, 0, 2.0f), instruction(fb::Opcode::Mul, 0, 1)}});
-  builder.copy({{4}, dense(flags, {4}), dense(flagsOut, {4})});
-  return loadModel(builder.build(), "doubling.einb");
-}
+std::shared_ptr<const Model> doublingModel() { return loadModel(doublingArtifact(), "doubling.einb"); }
 
 TEST(Runner, ChecksInputsAndOutputs) {
   auto runner = Runner::create(doublingModel());

@@ -7,18 +7,8 @@
 namespace ein::testing {
 namespace {
 
-// y = x * 2 for x f32[2, 3]; flags bool[4] is passed through.
 std::shared_ptr<const Model> doublingModel(fb::Target target = fb::Target::Cpu) {
-  ArtifactBuilder builder;
-  builder.target = target;
-  uint32_t x = builder.input("x", fb::DType::F32, {2, 3});
-  uint32_t flags = builder.input("flags", fb::DType::Bool, {4});
-  uint32_t y = builder.output("y", fb::DType::F32, {2, 3});
-  uint32_t flagsOut = builder.output("flags_out", fb::DType::Bool, {4});
-  builder.elementwise({{2, 3}, {dense(x, {2, 3})}, dense(y, {2, 3}),
-                       {instruction(fb::Opcode::Const, 0, 0, 0, 2.0f), instruction(fb::Opcode::Mul, 0, 1)}});
-  builder.copy({{4}, dense(flags, {4}), dense(flagsOut, {4})});
-  std::vector<uint8_t> bytes = builder.build();
+  std::vector<uint8_t> bytes = doublingArtifact(target);
   auto model = Model::loadFromMemory(bytes.data(), bytes.size(), "doubling.einb");
   EXPECT_TRUE(model.ok()) << model.status().toString();
   return model.ok() ? model.value() : nullptr;

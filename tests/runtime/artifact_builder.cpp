@@ -254,6 +254,19 @@ std::vector<uint8_t> everyKernelArtifact() {
   return a.build();
 }
 
+std::vector<uint8_t> doublingArtifact(fb::Target target) {
+  ArtifactBuilder builder;
+  builder.target = target;
+  uint32_t x = builder.input("x", fb::DType::F32, {2, 3});
+  uint32_t flags = builder.input("flags", fb::DType::Bool, {4});
+  uint32_t y = builder.output("y", fb::DType::F32, {2, 3});
+  uint32_t flagsOut = builder.output("flags_out", fb::DType::Bool, {4});
+  builder.elementwise({{2, 3}, {dense(x, {2, 3})}, dense(y, {2, 3}),
+                       {instruction(fb::Opcode::Const, 0, 0, 0, 2.0f), instruction(fb::Opcode::Mul, 0, 1)}});
+  builder.copy({{4}, dense(flags, {4}), dense(flagsOut, {4})});
+  return builder.build();
+}
+
 std::vector<uint8_t> fusedKernelArtifact() {
   ArtifactBuilder a;
   const int64_t batch = 2, seq = 5, dim = 8, heads = 2, headDim = 4;

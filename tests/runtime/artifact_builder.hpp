@@ -190,6 +190,9 @@ std::vector<uint8_t> everyKernelArtifact();
 // th f32[2, 2, 5, 4], h f32[2, 5, 8].
 std::vector<uint8_t> fusedKernelArtifact();
 
+// y = x * 2 for x f32[2, 3]; flags bool[4] is passed through as flags_out.
+std::vector<uint8_t> doublingArtifact(fb::Target target = fb::Target::Cpu);
+
 // `count` uniform floats in [low, high), the same for the same seed.
 std::vector<float> randomFloats(size_t count, uint32_t seed, float low = -2.0f, float high = 2.0f);
 
