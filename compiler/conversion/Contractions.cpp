@@ -222,9 +222,9 @@ LogicalResult Lowering::lowerEinsum(ein::ir::EinsumOp einsum) {
 LogicalResult Lowering::lowerMatmul(ein::ir::MatmulOp matmul) {
   Layout lhs = layouts.at(matmul.getLhs()), rhs = layouts.at(matmul.getRhs());
   bool lhsVector = lhs.sizes.size() == 1, rhsVector = rhs.sizes.size() == 1;
-  // NumPy: batch axes broadcast; a vector operand has no M (or N) axis.
-  size_t batchRank = std::max(lhs.sizes.size(), rhs.sizes.size()) - 2 + (lhsVector || rhsVector ? 1 : 0);
-  if (lhsVector && rhsVector) batchRank = 0;
+  // NumPy: batch axes broadcast; a vector operand has no M (or N) axis,
+  // and no batch axes either (its only axis is K).
+  size_t batchRank = std::max(lhs.sizes.size() - (lhsVector ? 1 : 2), rhs.sizes.size() - (rhsVector ? 1 : 2));
   SmallVector<int64_t> batchSizes(batchRank, 1);
   auto collect = [&](const Layout &layout, size_t matrixRank) {
     size_t own = layout.sizes.size() - matrixRank;

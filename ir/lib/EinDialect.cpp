@@ -237,7 +237,9 @@ LogicalResult SoftmaxOp::verify() {
   int64_t rank = getType().getRank();
   if (getAxisAttr().getInt() < 0 || getAxisAttr().getInt() >= rank)
     return emitOpError() << "axis " << getAxisAttr().getInt() << " is out of range for rank " << rank;
-  if (!getType().getElementType().isF32()) return emitOpError() << "needs an f32 tensor";
+  // f16 and bf16 too: they are storage types the front end keeps until
+  // ein-widen-half-floats computes them in f32.
+  if (!isa<FloatType>(getType().getElementType())) return emitOpError() << "needs a float tensor";
   return success();
 }
 
