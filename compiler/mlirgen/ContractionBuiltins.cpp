@@ -63,22 +63,24 @@ EValue Generator::callReshape(const ast::Call &call, Scope &scope) {
   const ast::Expr &shapeExpr = *args.get("shape");
   if (shapeExpr.kind != ast::Expr::Kind::List) fail(shapeExpr.loc, "reshape() shape must be a list, e.g. [b, -1, d]");
   ein::Shape from = shapeOf(x), to;
-  int64_t total = 1, known = 1;
+  int64_t total = 1;
   for (int64_t size : from) total *= size;  // the input's count, bounded when its type was made
   std::optional<size_t> inferred;
+  ein::Shape given;  // the sizes other than -1
   for (const auto &[size, where] : integerList(shapeExpr, scope, "a reshape() size")) {
     if (size == -1) {
       if (inferred) fail(where, "only one reshape() size may be -1");
       inferred = to.size();
-    } else if (size < 0 || (size > 0 && known > total / size && total > 0)) {
-      fail(where, size < 0 ? "reshape() size " + std::to_string(size) + " is negative (only -1 may be)"
-                           : "reshape() sizes multiply to more than the input's " + std::to_string(total) +
-                                 " elements");
+    } else if (size < 0) {
+      fail(where, "reshape() size " + std::to_string(size) + " is negative (only -1 may be)");
     } else {
-      known *= size;
+      given.push_back(size);
     }
     to.push_back(size);
   }
+  std::optional<int64_t> counted = limits::checkedElementCount(given);
+  if (!counted) fail(shapeExpr.loc, "reshape() sizes " + ein::formatShape(to) + " are beyond the tensor limits");
+  const int64_t known = *counted;
   if (inferred) {
     if (known == 0 || total % known != 0)
       fail(shapeExpr.loc, "reshape() cannot infer the -1 in " + ein::formatShape(to) + ": " + std::to_string(total) +
@@ -139,6 +141,11 @@ EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
       fail(args.get("x")->loc, "conv2d() input is " + std::to_string(size) + " wide, smaller than the kernel's " +
                                    std::to_string(window));
     out[d] = (size - window) / stride[d] + 1;
+    // The windows are read as whole stride blocks (below), so the last one's block must fit.
+    if (out[d] > size / stride[d])
+      fail(strideLoc, "conv2d() over " + std::to_string(size) + " with kernel " + std::to_string(window) +
+                          " and stride " + std::to_string(stride[d]) + ": the last window's stride block runs past "
+                          "the input; crop it to " + std::to_string((out[d] - 1) * stride[d]) + " first (one window fewer)");
   }
   // Rows and columns past the last window are never read; then each window
   // is a (stride x stride) block, of which the kernel reads the first (kh x kw).
