@@ -28,6 +28,15 @@ std::vector<uint8_t> artifactFor(fb::Target target, const Build &build) {
   return builder.build();
 }
 
+// y = x for x f32[4], compiled for CUDA: the smallest session to open on a device.
+std::vector<uint8_t> cudaCopyArtifact() {
+  return artifactFor(fb::Target::Cuda, [](ArtifactBuilder &b) {
+    uint32_t x = b.input("x", fb::DType::F32, {4});
+    uint32_t y = b.output("y", fb::DType::F32, {4});
+    b.copy({{4}, dense(x, {4}), dense(y, {4})});
+  });
+}
+
 // Runs the step(s) of `build` on the CPU and on the GPU; every output must agree
 // within `tolerance` (relative to max(1, |cpu|); NaN where the CPU has NaN).
 void expectSameOnBoth(const Build &build, const Inputs &inputs, double tolerance = 1e-4) {
@@ -58,11 +67,7 @@ TEST(CudaDevice, MissingDeviceIsAClearStatus) {
   EXPECT_EQ(count.status().code(), StatusCode::Unimplemented);
   EXPECT_EQ(count.status().message().rfind("no CUDA device: cudaGetDeviceCount", 0), 0u) << count.status().message();
   // A session on the missing device fails with that reason, never a crash.
-  std::vector<uint8_t> artifact = artifactFor(fb::Target::Cuda, [](ArtifactBuilder &b) {
-    uint32_t x = b.input("x", fb::DType::F32, {4});
-    uint32_t y = b.output("y", fb::DType::F32, {4});
-    b.copy({{4}, dense(x, {4}), dense(y, {4})});
-  });
+  std::vector<uint8_t> artifact = cudaCopyArtifact();
   auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
   ASSERT_TRUE(model.ok()) << model.status().toString();
   auto session = Session::create(model.value(), {1, Device::Cuda});
@@ -75,11 +80,7 @@ TEST(CudaDevice, MissingDeviceIsAClearStatus) {
 TEST(CudaDevice, ChoosesTheSessionsDevice) {
   EIN_REQUIRE_CUDA();
   const int count = detail::cudaDeviceCount().value();
-  std::vector<uint8_t> artifact = artifactFor(fb::Target::Cuda, [](ArtifactBuilder &b) {
-    uint32_t x = b.input("x", fb::DType::F32, {4});
-    uint32_t y = b.output("y", fb::DType::F32, {4});
-    b.copy({{4}, dense(x, {4}), dense(y, {4})});
-  });
+  std::vector<uint8_t> artifact = cudaCopyArtifact();
   auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
   ASSERT_TRUE(model.ok()) << model.status().toString();
   auto missing = Session::create(model.value(), {1, Device::Cuda, count});
