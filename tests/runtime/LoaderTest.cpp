@@ -59,7 +59,7 @@ TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
   auto model = Model::loadFromMemory(bytes.data(), bytes.size());
   ASSERT_TRUE(model.ok()) << model.status().toString();
   const Model &m = *model.value();
-  EXPECT_EQ(m.formatVersion(), 1u);
+  EXPECT_EQ(m.formatVersion(), 2u);
   EXPECT_EQ(m.target(), Device::Cpu);
   EXPECT_EQ(m.producer(), "ein tests");
   EXPECT_EQ(m.source(), "test.ein");
@@ -132,7 +132,7 @@ TEST(Verifier, RejectsWrongIdentifier) {
 TEST(Verifier, RejectsWrongFormatVersion) {
   SmallModel small;
   small.builder.formatVersion = 99;
-  expectRejected(small.build(), "format version 99 is not supported (this runtime reads version 1)");
+  expectRejected(small.build(), "format version 99 is not supported (this runtime reads version 2)");
 }
 
 TEST(Verifier, RejectsTinyAndTruncatedFiles) {

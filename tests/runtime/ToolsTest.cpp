@@ -171,7 +171,7 @@ TEST_F(ToolsTest, InspectJsonDescribesTheModel) {
   Result result = einInspect(model + " --json");
   ASSERT_EQ(result.exitCode, 0) << result.err;
   nlohmann::json json = nlohmann::json::parse(result.out);
-  EXPECT_EQ(json["format_version"], 1);
+  EXPECT_EQ(json["format_version"], 2);
   EXPECT_EQ(json["target"], "cpu");
   EXPECT_EQ(json["producer"], "ein tests");
   EXPECT_EQ(json["source"], "test.ein");
@@ -240,7 +240,7 @@ TEST_F(ToolsTest, InspectDescribesFusedKernels) {
 TEST_F(ToolsTest, InspectSummaryAndErrors) {
   Result summary = einInspect(model);
   ASSERT_EQ(summary.exitCode, 0) << summary.err;
-  EXPECT_NE(summary.out.find("ein artifact v1 for cpu"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("ein artifact v2 for cpu"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("ids: i32[2, 3] (ids in [0, 5))"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("gemm"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("at every.ein:6:1"), std::string::npos) << summary.out;
