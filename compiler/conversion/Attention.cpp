@@ -21,7 +21,7 @@ Lowering::Placement Lowering::placeAttentionOutput(Operation *op) {
     return dense;
   // Each result axis is one elementary axis of the rearranged, dense buffer.
   SmallVector<int64_t> elementary =
-      denseStrides(SmallVector<int64_t>(plan.outputAxisSizes.begin(), plan.outputAxisSizes.end()));
+      denseStrides(constantSizes(plan.outputAxisSizes));
   Placement placement{merge.getType(), SmallVector<int64_t>(type.getRank(), 0)};
   for (size_t o = 0; o < plan.outputSource.size(); ++o)
     placement.strides[plan.inputAxisDim[plan.outputSource[o]]] = elementary[o];

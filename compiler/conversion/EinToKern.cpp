@@ -16,6 +16,18 @@ namespace ein {
 namespace ein::conversion {
 
 LogicalResult Lowering::run() {
+  // Kernels take constant sizes so far: a tensor sized by ranged dims stops
+  // the lowering at the first op that makes one.
+  WalkResult ranged = function.walk([](Operation *op) {
+    for (Type type : op->getResultTypes())
+      if (auto tensor = dyn_cast<RankedTensorType>(type); tensor && !tensor.hasStaticShape()) {
+        op->emitOpError() << "has a result sized by ranged dims (" << ein::formatShape(ein::ir::shapeOf(tensor))
+                          << "), which the kernel lowering does not support yet";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (ranged.wasInterrupted()) return failure();
   for (BlockArgument argument : function.getArguments()) layouts[argument] = denseLayout(argument);
   SmallVector<Operation *> einOps;
   for (Operation &op : function.getBody().front()) {

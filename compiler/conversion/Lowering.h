@@ -36,6 +36,13 @@ inline int64_t product(ArrayRef<int64_t> sizes) {
   return result;
 }
 
+// Sizes that the lowering has checked are constants (Lowering::run).
+inline SmallVector<int64_t> constantSizes(const ein::Shape &shape) {
+  SmallVector<int64_t> sizes;
+  for (const ein::Size &size : shape) sizes.push_back(size.constant().value_or(-1));
+  return sizes;
+}
+
 inline Layout denseLayout(Value buffer) {
   auto type = cast<RankedTensorType>(buffer.getType());
   return Layout{buffer, 0, SmallVector<int64_t>(type.getShape()), denseStrides(type.getShape())};

@@ -7,10 +7,11 @@ namespace ein::conversion {
 LogicalResult Lowering::lowerSlice(ein::ir::SliceOp slice) {
   const Layout &input = layouts.at(slice.getInput());
   Layout result{input.buffer, input.offset, {}, {}};
+  SmallVector<int64_t> offsets = constantSizes(slice.getOffsets().sizes()), sizes = constantSizes(slice.getSizes().sizes());
   for (size_t i = 0; i < input.sizes.size(); ++i) {
-    result.offset += slice.getOffsets()[i] * input.strides[i];
+    result.offset += offsets[i] * input.strides[i];
     if (llvm::is_contained(slice.getDropped(), static_cast<int64_t>(i))) continue;
-    result.sizes.push_back(slice.getSizes()[i]);
+    result.sizes.push_back(sizes[i]);
     result.strides.push_back(input.strides[i] * slice.stepOf(i));
   }
   layouts[slice] = result;
@@ -28,6 +29,8 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
                               ein::Shape(input.sizes.begin(), input.sizes.end()), rearrange.getSizeMap());
   if (ein::failed(planned)) return rearrange.emitOpError() << std::get<ein::EquationError>(planned).message;
   const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
+  SmallVector<int64_t> inputAxisSizes = constantSizes(plan.inputAxisSizes),
+                       outputAxisSizes = constantSizes(plan.outputAxisSizes);
 
   // Strides of the elementary input axes: a composed dimension splits like a
   // row-major block.
@@ -35,11 +38,11 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
   for (int i = static_cast<int>(plan.inputAxes.size()) - 1; i >= 0; --i) {
     bool lastOfDim = i + 1 == static_cast<int>(plan.inputAxes.size()) ||
                      plan.inputAxisDim[i + 1] != plan.inputAxisDim[i];
-    axisStrides[i] = lastOfDim ? input.strides[plan.inputAxisDim[i]] : axisStrides[i + 1] * plan.inputAxisSizes[i + 1];
+    axisStrides[i] = lastOfDim ? input.strides[plan.inputAxisDim[i]] : axisStrides[i + 1] * inputAxisSizes[i + 1];
   }
   SmallVector<int64_t> outSizes, outStrides;
   for (size_t i = 0; i < plan.outputAxes.size(); ++i) {
-    outSizes.push_back(plan.outputAxisSizes[i]);
+    outSizes.push_back(outputAxisSizes[i]);
     outStrides.push_back(plan.outputSource[i] < 0 ? 0 : axisStrides[plan.outputSource[i]]);
   }
   auto resultType = rearrange.getType();
@@ -48,7 +51,7 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
     // einops.reduce: kept axes in output order, then the reduced ones.
     SmallVector<int64_t> shape = outSizes, strides = outStrides;
     for (int axis : plan.reducedAxes) {
-      shape.push_back(plan.inputAxisSizes[axis]);
+      shape.push_back(inputAxisSizes[axis]);
       strides.push_back(axisStrides[axis]);
     }
     auto kind = toKernReduce(*rearrange.getReduction());

@@ -17,15 +17,14 @@ EValue Generator::callLinear(const ast::Call &call, Scope &scope) {
   ein::Shape xs = shapeOf(x), ws = shapeOf(w);
   if (ws.size() != 2) fail(args.get("weight")->loc, "linear() weight must be [out, in], got " + ein::formatShape(ws));
   if (xs.empty() || xs.back() != ws[1])
-    fail(at, "linear() weight " + ein::formatShape(ws) + " takes " + std::to_string(ws[1]) +
-                 " input features but x " + ein::formatShape(xs) + " has " +
-                 (xs.empty() ? std::string("none") : std::to_string(xs.back())));
+    fail(at, "linear() weight " + ein::formatShape(ws) + " takes " + ws[1].str() + " input features but x " +
+                 ein::formatShape(xs) + " has " + (xs.empty() ? std::string("none") : xs.back().str()));
   mlir::Value b;
   if (args.get("bias")) {
     b = tensorArgument(call, scope, args, "bias");
     if (shapeOf(b) != ein::Shape{ws[0]})
       fail(args.get("bias")->loc, "linear() bias has shape " + shapeString(typeOf(b)) + " but should be [" +
-                                      std::to_string(ws[0]) + "]");
+                                      ws[0].str() + "]");
   }
   auto type = inferred(ir::LinearOp::inferResultType(x.getType(), w.getType(), b ? b.getType() : Type()), at);
   return EValue{Tensor{builder.create<ir::LinearOp>(at, type, x, w, b)}};
@@ -62,11 +61,14 @@ EValue Generator::callReshape(const ast::Call &call, Scope &scope) {
   mlir::Value x = tensorArgument(call, scope, args, "x");
   const ast::Expr &shapeExpr = *args.get("shape");
   if (shapeExpr.kind != ast::Expr::Kind::List) fail(shapeExpr.loc, "reshape() shape must be a list, e.g. [b, -1, d]");
-  ein::Shape from = shapeOf(x), to;
-  int64_t total = 1;
-  for (int64_t size : from) total *= size;  // the input's count, bounded when its type was made
+  ein::Shape from = shapeOf(x);
+  std::vector<int64_t> to;
+  std::optional<int64_t> constantTotal = ein::product(from).constant();  // bounded when its type was made
+  if (!constantTotal) fail(call.loc, "reshape() of a tensor sized by ranged dims " + ein::formatShape(from) +
+                                         " is not supported; use rearrange(), whose groups name the dims");
+  const int64_t total = *constantTotal;
   std::optional<size_t> inferred;
-  ein::Shape given;  // the sizes other than -1
+  std::vector<int64_t> given;  // the sizes other than -1
   for (const auto &[size, where] : integerList(shapeExpr, scope, "a reshape() size")) {
     if (size == -1) {
       if (inferred) fail(where, "only one reshape() size may be -1");
@@ -79,18 +81,21 @@ EValue Generator::callReshape(const ast::Call &call, Scope &scope) {
     to.push_back(size);
   }
   std::optional<int64_t> counted = limits::checkedElementCount(given);
-  if (!counted) fail(shapeExpr.loc, "reshape() sizes " + ein::formatShape(to) + " are beyond the tensor limits");
+  if (!counted) fail(shapeExpr.loc, "reshape() sizes " + ein::formatShape(ein::Shape(to.begin(), to.end())) +
+                                        " are beyond the tensor limits");
   const int64_t known = *counted;
   if (inferred) {
     if (known == 0 || total % known != 0)
-      fail(shapeExpr.loc, "reshape() cannot infer the -1 in " + ein::formatShape(to) + ": " + std::to_string(total) +
+      fail(shapeExpr.loc, "reshape() cannot infer the -1 in " + ein::formatShape(ein::Shape(to.begin(), to.end())) +
+                              ": " + std::to_string(total) +
                               " elements do not divide into " + std::to_string(known));
     to[*inferred] = total / known;
   } else if (known != total) {
     fail(shapeExpr.loc, "reshape() cannot make " + ein::formatShape(from) + " (" + std::to_string(total) +
-                            " elements) into " + ein::formatShape(to) + " (" + std::to_string(known) + ")");
+                            " elements) into " + ein::formatShape(ein::Shape(to.begin(), to.end())) + " (" +
+                            std::to_string(known) + ")");
   }
-  if (to == from) return EValue{Tensor{x}};
+  if (ein::Shape(to.begin(), to.end()) == from) return EValue{Tensor{x}};
   std::string inAxes, outAxes;
   std::map<std::string, int64_t> sizes;
   for (size_t i = 0; i < from.size(); ++i) inAxes += " i" + std::to_string(i);
@@ -112,8 +117,12 @@ EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
   if (in.size() != 4) fail(args.get("x")->loc, "conv2d() input must be [batch, channels, height, width], not " +
                                                    ein::formatShape(in));
   if (kernel.size() != 4 || kernel[1] != in[1])
-    fail(args.get("weight")->loc, "conv2d() weight must be [out, " + std::to_string(in[1]) + ", kh, kw], not " +
+    fail(args.get("weight")->loc, "conv2d() weight must be [out, " + in[1].str() + ", kh, kw], not " +
                                       ein::formatShape(kernel));
+  for (int axis : {2, 3})
+    if (!in[axis].isConstant() || !kernel[axis].isConstant())
+      fail(call.loc, "conv2d() over the ranged size " + (in[axis].isConstant() ? kernel[axis] : in[axis]).str() +
+                         " is not supported; use rearrange() to cut the patches");
   if (elementType(weight) != elementType(x)) weight = cast(at, weight, elementType(x));
   auto pair = [&](const char *name, int64_t fallback) {
     std::array<int64_t, 2> values = {fallback, fallback};
@@ -131,7 +140,7 @@ EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
     fail(args.get("padding")->loc, "conv2d() padding is not supported; pad the input before the call");
   std::array<int64_t, 2> out{};
   for (int d = 0; d < 2; ++d) {
-    int64_t size = in[2 + d], window = kernel[2 + d];
+    int64_t size = *in[2 + d].constant(), window = *kernel[2 + d].constant();
     if (stride[d] < 1) fail(strideLoc, "conv2d() stride must be positive");
     if (stride[d] < window)
       fail(strideLoc, "conv2d() with stride " + std::to_string(stride[d]) + " below the kernel size " +
@@ -149,12 +158,12 @@ EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
   }
   // Rows and columns past the last window are never read; then each window
   // is a (stride x stride) block, of which the kernel reads the first (kh x kw).
-  if (out[0] * stride[0] != in[2] || out[1] * stride[1] != in[3])
-    x = slice(at, x, {0, 0, 0, 0}, {in[0], in[1], out[0] * stride[0], out[1] * stride[1]}, {});
+  if (in[2] != out[0] * stride[0] || in[3] != out[1] * stride[1])
+    x = slice(at, x, ein::Shape(4, 0), {in[0], in[1], out[0] * stride[0], out[1] * stride[1]}, {});
   mlir::Value windows = rearrange(at, x, "b c (h s1) (w s2) -> b h w c s1 s2", {{"s1", stride[0]}, {"s2", stride[1]}},
                                   call.loc);
   if (stride[0] != kernel[2] || stride[1] != kernel[3])
-    windows = slice(at, windows, {0, 0, 0, 0, 0, 0}, {in[0], out[0], out[1], in[1], kernel[2], kernel[3]}, {});
+    windows = slice(at, windows, ein::Shape(6, 0), {in[0], out[0], out[1], in[1], kernel[2], kernel[3]}, {});
   const char *contraction = "b h w c p q, o c p q -> b o h w";
   auto type = inferred(ir::EinsumOp::inferResultType(contraction, mlir::ValueRange{windows, weight}.getTypes()), at);
   mlir::Value y = builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(contraction),
@@ -162,7 +171,7 @@ EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
   if (const ast::Expr *biasExpr = args.get("bias")) {
     mlir::Value bias = floatTensor(evaluate(*biasExpr, scope), biasExpr->loc, "conv2d() bias");
     if (shapeOf(bias) != ein::Shape{kernel[0]})
-      fail(biasExpr->loc, "conv2d() bias must be [" + std::to_string(kernel[0]) + "], not " +
+      fail(biasExpr->loc, "conv2d() bias must be [" + kernel[0].str() + "], not " +
                               ein::formatShape(shapeOf(bias)));
     bias = rearrange(at, cast(at, bias, elementType(x)), "o -> o 1 1", {}, biasExpr->loc);
     y = binaryOp(at, ir::BinaryKind::add, y, bias);
@@ -198,7 +207,8 @@ mlir::Value Generator::einsum(const ast::Call &call, Scope &scope) {
   const ein::EinsumEquation equation = std::get<ein::EinsumEquation>(parsed).withoutAxes(broadcast);
   for (size_t i = 0; i < operands.size(); ++i) {
     if (broadcast[i].empty()) continue;
-    llvm::SmallVector<int64_t> offsets(ranks[i], 0), sizes(shapes[i].begin(), shapes[i].end()), dropped;
+    ein::Shape offsets(ranks[i], 0), sizes = shapes[i];
+    llvm::SmallVector<int64_t> dropped;
     for (size_t axis : broadcast[i]) dropped.push_back(static_cast<int64_t>(axis));
     operands[i] = slice(loc(call.positional[i + 1]->loc), operands[i], offsets, sizes, dropped);
     shapes[i] = shapeOf(operands[i]);

@@ -230,13 +230,13 @@ mlir::Value Generator::matmul(Location at, mlir::Value x, mlir::Value y, const a
   return builder.create<ir::MatmulOp>(at, type, xx, yy);
 }
 
-mlir::Value Generator::slice(Location at, mlir::Value value, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
+mlir::Value Generator::slice(Location at, mlir::Value value, const ein::Shape &offsets, const ein::Shape &sizes,
                              llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps) {
   bool unitSteps = llvm::all_of(steps, [](int64_t step) { return step == 1; });
   if (unitSteps) steps = {};
   auto type = inferred(ir::SliceOp::inferResultType(value.getType(), offsets, sizes, dropped, steps), at);
-  return builder.create<ir::SliceOp>(at, type, value, builder.getDenseI64ArrayAttr(offsets),
-                                     builder.getDenseI64ArrayAttr(sizes), builder.getDenseI64ArrayAttr(dropped),
+  return builder.create<ir::SliceOp>(at, type, value, ir::SizesAttr::get(&context, offsets),
+                                     ir::SizesAttr::get(&context, sizes), builder.getDenseI64ArrayAttr(dropped),
                                      builder.getDenseI64ArrayAttr(steps));
 }
 
@@ -250,14 +250,19 @@ EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
   int64_t named = static_cast<int64_t>(expr.items.size() - ellipses);
   if (named > rank)
     fail(expr.loc, "too many indices: " + std::to_string(named) + " for a tensor of rank " + std::to_string(rank));
-  llvm::SmallVector<int64_t> offsets(rank, 0), sizes(type.getShape()), dropped, steps(rank, 1);
+  ein::Shape offsets(rank, 0), sizes = shapeOf(value);
+  llvm::SmallVector<int64_t> dropped, steps(rank, 1);
   int64_t axis = 0;
   for (const auto &item : expr.items) {
     if (item.kind == ast::IndexItem::Kind::Ellipsis) {
       axis += rank - named;
       continue;
     }
-    int64_t size = type.getDimSize(axis);
+    std::optional<int64_t> constantSize = sizes[axis].constant();
+    if (!constantSize)
+      fail(item.loc, "indexing axis " + std::to_string(axis) + " of size " + sizes[axis].str() +
+                         " (a ranged dim) is not supported yet");
+    int64_t size = *constantSize;
     if (item.kind == ast::IndexItem::Kind::Index) {
       int64_t i = integer(*item.index, scope, "an index");
       int64_t position = i < 0 ? i + size : i;
@@ -280,7 +285,7 @@ EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
       int64_t start = bound(item.start, 0), stop = bound(item.stop, size);
       offsets[axis] = start;
       steps[axis] = step;
-      sizes[axis] = stop > start ? (stop - start + step - 1) / step : 0;
+      sizes[axis] = stop > start ? (stop - start + step - 1) / step : int64_t{0};
       if (sizes[axis] == 0) fail(item.loc, "slice of axis " + std::to_string(axis) + " is empty");
     }
     ++axis;

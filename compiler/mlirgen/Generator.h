@@ -185,15 +185,12 @@ class Generator {
 
   mlir::Value binaryOp(Location at, ir::BinaryKind kind, mlir::Value x, mlir::Value y);
 
-  static ein::Shape shapeOf(mlir::Value value) {
-    auto shape = typeOf(value).getShape();
-    return ein::Shape(shape.begin(), shape.end());
-  }
+  static ein::Shape shapeOf(mlir::Value value) { return ir::shapeOf(value.getType()); }
 
   mlir::Value matmul(Location at, mlir::Value x, mlir::Value y, const ast::SourceLoc &xLoc, const ast::SourceLoc &yLoc);
 
   // `steps` empty: every step is 1.
-  mlir::Value slice(Location at, mlir::Value value, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
+  mlir::Value slice(Location at, mlir::Value value, const ein::Shape &offsets, const ein::Shape &sizes,
                     llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps = {});
 
   EValue index(const ast::IndexExpr &expr, Scope &scope);

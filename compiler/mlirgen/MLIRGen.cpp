@@ -258,7 +258,7 @@ void Generator::assign(const ast::Assign &statement, Scope &scope) {
     fail(statement.loc, "cannot unpack a tensor of shape " + shapeString(type) + " into " + std::to_string(count) +
                             " names: axis 0 must have size " + std::to_string(count));
   for (size_t i = 0; i < count; ++i) {
-    llvm::SmallVector<int64_t> offsets(type.getRank(), 0), sizes(type.getShape());
+    ein::Shape offsets(type.getRank(), 0), sizes = shapeOf(whole);
     offsets[0] = static_cast<int64_t>(i);
     sizes[0] = 1;
     bind(statement.targets[i].name, statement.targets[i].loc,

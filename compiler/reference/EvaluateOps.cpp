@@ -11,7 +11,7 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
   std::vector<int64_t> ranks;
   std::vector<ein::Shape> shapes;
   for (Value input : op.getInputs()) {
-    shapes.push_back(valueOf(input).shape);
+    shapes.push_back(sizesOf(valueOf(input).shape));
     ranks.push_back(static_cast<int64_t>(shapes.back().size()));
   }
   auto parsed = ein::EinsumEquation::parse(op.getEquation(), ranks, /*canonical=*/true);
@@ -34,7 +34,7 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
   // operands' size; inferShape has checked that the sizes agree otherwise.
   std::vector<std::vector<int64_t>> labelStrides;
   for (auto [operand, labels] : llvm::enumerate(equation.inputs)) {
-    const ein::Shape &shape = shapes[operand];
+    const Dims &shape = valueOf(op.getInputs()[operand]).shape;
     std::vector<int64_t> axisStrides = rowMajorStrides(shape);
     std::vector<size_t> ids;
     for (const std::string &label : labels) ids.push_back(labelId(label));
@@ -49,7 +49,7 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
 
   ArrayRef<int64_t> outputSizes = ArrayRef<int64_t>(labelSizes).take_front(outputLabels);
   ArrayRef<int64_t> summedSizes = ArrayRef<int64_t>(labelSizes).drop_front(outputLabels);
-  Tensor result = Tensor::zeros(std::get<ein::Shape>(resultShape));
+  Tensor result = Tensor::zeros(dimsOf(std::get<ein::Shape>(resultShape)));
   if (result.values.empty() || product(summedSizes) == 0) return result;
   std::vector<int64_t> index(labelSizes.size(), 0);
   for (double &out : result.values) {
@@ -77,9 +77,9 @@ Expected<Tensor> Evaluator::evaluate(ir::RearrangeOp op) {
   // The verifier's reading: a reduction is einops.reduce; without one, a
   // pattern that fails as rearrange but has new axes on the right is repeat.
   auto plan = ein::planEinops(reduction ? ein::EinopsKind::Reduce : ein::EinopsKind::Rearrange, op.getPattern(),
-                              input.shape, op.getSizeMap());
+                              sizesOf(input.shape), op.getSizeMap());
   if (ein::failed(plan) && !reduction) {
-    auto repeat = ein::planEinops(ein::EinopsKind::Repeat, op.getPattern(), input.shape, op.getSizeMap());
+    auto repeat = ein::planEinops(ein::EinopsKind::Repeat, op.getPattern(), sizesOf(input.shape), op.getSizeMap());
     if (!ein::failed(repeat)) plan = repeat;
   }
   if (ein::failed(plan)) return opError(op, std::get<ein::EquationError>(plan).message);
@@ -90,11 +90,12 @@ Expected<Tensor> Evaluator::evaluate(ir::RearrangeOp op) {
 
   // The input, read as a row-major tensor of its elementary axes: composed
   // groups split in order and unit axes vanish without moving any element.
-  std::vector<int64_t> inputStrides = rowMajorStrides(steps.inputAxisSizes);
+  Dims inputAxisSizes = dimsOf(steps.inputAxisSizes), outputAxisSizes = dimsOf(steps.outputAxisSizes);
+  std::vector<int64_t> inputStrides = rowMajorStrides(inputAxisSizes);
   std::vector<int64_t> reducedSizes;
-  for (int axis : steps.reducedAxes) reducedSizes.push_back(steps.inputAxisSizes[axis]);
+  for (int axis : steps.reducedAxes) reducedSizes.push_back(inputAxisSizes[axis]);
 
-  Tensor result = Tensor::zeros(steps.resultShape, input.kind);
+  Tensor result = Tensor::zeros(dimsOf(steps.resultShape), input.kind);
   if (result.values.empty()) return result;
   // The output is likewise row-major over its elementary axes.
   std::vector<int64_t> outputIndex(steps.outputAxes.size(), 0);
@@ -117,14 +118,14 @@ Expected<Tensor> Evaluator::evaluate(ir::RearrangeOp op) {
     std::optional<double> value = reduceValues(kind, group, 0);
     if (!value) return opError(op, "reduces an empty axis with " + ir::stringifyReduceKind(kind));
     out = *value;
-    nextIndex(outputIndex, steps.outputAxisSizes);
+    nextIndex(outputIndex, outputAxisSizes);
   }
   return result;
 }
 
 Expected<Tensor> Evaluator::evaluate(ir::SliceOp op) {
   const Tensor &input = valueOf(op.getInput());
-  ArrayRef<int64_t> offsets = op.getOffsets(), sizes = op.getSizes();
+  Dims offsets = dimsOf(op.getOffsets().sizes()), sizes = dimsOf(op.getSizes().sizes());
   std::vector<int64_t> strides = rowMajorStrides(input.shape);
   auto type = mlir::cast<RankedTensorType>(op.getType());
   // Dropped axes have size 1, so iterating over `sizes` visits the output in order.
@@ -150,12 +151,12 @@ Expected<Tensor> Evaluator::evaluate(ir::UnaryOp op) {
 Expected<Tensor> Evaluator::evaluate(ir::BinaryOp op) {
   const Tensor &lhs = valueOf(op.getLhs()), &rhs = valueOf(op.getRhs());
   ir::BinaryKind kind = op.getKind();
-  auto shape = ein::broadcastShapes(lhs.shape, rhs.shape);
+  auto shape = ein::broadcastShapes(sizesOf(lhs.shape), sizesOf(rhs.shape));
   if (ein::failed(shape)) return opError(op, std::get<ein::EquationError>(shape).message);
   if (lhs.kind == ElementKind::Int && kind == ir::BinaryKind::div)
     return opError(op, "integer division is not defined: PyTorch's '/' divides in floating point, so the "
                        "operands must be cast first");
-  Tensor result = Tensor::zeros(std::get<ein::Shape>(shape));
+  Tensor result = Tensor::zeros(dimsOf(std::get<ein::Shape>(shape)));
   std::optional<std::string> failure;
   forEachBroadcast(result.shape, {&lhs, &rhs}, [&](int64_t out, ArrayRef<int64_t> in) {
     double a = lhs.values[in[0]], b = rhs.values[in[1]];
@@ -170,10 +171,10 @@ Expected<Tensor> Evaluator::evaluate(ir::BinaryOp op) {
 Expected<Tensor> Evaluator::evaluate(ir::WhereOp op) {
   const Tensor &condition = valueOf(op.getCondition()), &onTrue = valueOf(op.getOnTrue()),
                &onFalse = valueOf(op.getOnFalse());
-  auto shape = ein::broadcastShapes(condition.shape, onTrue.shape);
-  if (!ein::failed(shape)) shape = ein::broadcastShapes(std::get<ein::Shape>(shape), onFalse.shape);
+  auto shape = ein::broadcastShapes(sizesOf(condition.shape), sizesOf(onTrue.shape));
+  if (!ein::failed(shape)) shape = ein::broadcastShapes(std::get<ein::Shape>(shape), sizesOf(onFalse.shape));
   if (ein::failed(shape)) return opError(op, std::get<ein::EquationError>(shape).message);
-  Tensor result = Tensor::zeros(std::get<ein::Shape>(shape));
+  Tensor result = Tensor::zeros(dimsOf(std::get<ein::Shape>(shape)));
   forEachBroadcast(result.shape, {&condition, &onTrue, &onFalse}, [&](int64_t out, ArrayRef<int64_t> in) {
     result.values[out] = condition.values[in[0]] != 0 ? onTrue.values[in[1]] : onFalse.values[in[2]];
   });
@@ -249,14 +250,14 @@ Expected<Tensor> Evaluator::evaluate(ir::MatmulOp op) {
   const Tensor &lhs = valueOf(op.getLhs()), &rhs = valueOf(op.getRhs());
   // NumPy: a 1-D lhs is a row [1, k], a 1-D rhs a column [k, 1]; the added
   // axis is not in the result, which leaves the row-major order unchanged.
-  ein::Shape lhsShape = lhs.shape, rhsShape = rhs.shape;
+  Dims lhsShape = lhs.shape, rhsShape = rhs.shape;
   if (lhsShape.size() == 1) lhsShape.insert(lhsShape.begin(), 1);
   if (rhsShape.size() == 1) rhsShape.push_back(1);
   int64_t rows = lhsShape[lhsShape.size() - 2], inner = lhsShape.back(), columns = rhsShape.back();
-  ein::Shape lhsBatch(lhsShape.begin(), lhsShape.end() - 2), rhsBatch(rhsShape.begin(), rhsShape.end() - 2);
-  auto batch = ein::broadcastShapes(lhsBatch, rhsBatch);
+  Dims lhsBatch(lhsShape.begin(), lhsShape.end() - 2), rhsBatch(rhsShape.begin(), rhsShape.end() - 2);
+  auto batch = ein::broadcastShapes(sizesOf(lhsBatch), sizesOf(rhsBatch));
   if (ein::failed(batch)) return opError(op, std::get<ein::EquationError>(batch).message);
-  const ein::Shape &batchShape = std::get<ein::Shape>(batch);
+  const Dims batchShape = dimsOf(std::get<ein::Shape>(batch));
   std::vector<int64_t> lhsBatchStrides = broadcastStrides(lhsBatch, batchShape);
   std::vector<int64_t> rhsBatchStrides = broadcastStrides(rhsBatch, batchShape);
   for (int64_t &stride : lhsBatchStrides) stride *= rows * inner;
@@ -285,7 +286,7 @@ Expected<Tensor> Evaluator::evaluate(ir::LinearOp op) {
   const Tensor *bias = op.getBias() ? &valueOf(op.getBias()) : nullptr;
   int64_t features = weight.shape[1], outputs = weight.shape[0];
   int64_t rows = product(ArrayRef<int64_t>(input.shape).drop_back());
-  ein::Shape shape = input.shape;
+  Dims shape = input.shape;
   shape.back() = outputs;
   Tensor result = Tensor::zeros(shape, input.kind);
   for (int64_t r = 0; r < rows; ++r)
@@ -326,14 +327,14 @@ Expected<Tensor> Evaluator::evaluate(ir::LayerNormOp op) {
 Expected<Tensor> Evaluator::evaluate(ir::EmbeddingOp op) {
   const Tensor &ids = valueOf(op.getIds()), &table = valueOf(op.getTable());
   int64_t rows = table.shape[0], width = table.shape[1];
-  ein::Shape shape = ids.shape;
+  Dims shape = ids.shape;
   shape.push_back(width);
   Tensor result = Tensor::zeros(shape, table.kind);
   std::vector<int64_t> index(ids.shape.size(), 0);
   for (size_t position = 0; position < ids.values.size(); ++position) {
     double id = ids.values[position];
     if (!(id >= 0 && id < static_cast<double>(rows)))
-      return opError(op, "id " + formatNumber(id) + " at " + ein::formatShape(index) +
+      return opError(op, "id " + formatNumber(id) + " at " + formatDims(index) +
                              " is out of range for a table of " + llvm::Twine(rows) + " rows");
     std::copy_n(table.values.begin() + static_cast<int64_t>(id) * width, width,
                 result.values.begin() + static_cast<int64_t>(position) * width);

@@ -66,7 +66,7 @@ inline std::string modelTypeString(RankedTensorType type) {
   llvm::raw_string_ostream os(element);
   if (type.getElementType().isInteger(1)) os << "bool";
   else os << type.getElementType();
-  return element + ein::formatShape(ein::Shape(type.getShape().begin(), type.getShape().end()));
+  return element + ein::formatShape(ir::shapeOf(type));
 }
 
 inline std::vector<int64_t> rowMajorStrides(ArrayRef<int64_t> shape) {
@@ -120,7 +120,18 @@ void forEachBroadcast(ArrayRef<int64_t> shape, ArrayRef<const Tensor *> operands
   } while (nextIndex(index, shape));
 }
 
-inline ein::Shape toShape(ArrayRef<int64_t> shape) { return ein::Shape(shape.begin(), shape.end()); }
+// The evaluator computes at concrete sizes: its shapes are integers, and the
+// shape rules (ein::Shape, of sizes) see them as constant sizes.
+using Dims = std::vector<int64_t>;
+inline Dims toShape(ArrayRef<int64_t> shape) { return Dims(shape.begin(), shape.end()); }
+inline ein::Shape sizesOf(const Dims &dims) { return ein::Shape(dims.begin(), dims.end()); }
+// A shape rule's result at the evaluator's concrete sizes (every size a constant).
+inline Dims dimsOf(const ein::Shape &shape) {
+  Dims dims;
+  for (const ein::Size &size : shape) dims.push_back(size.constant().value_or(-1));
+  return dims;
+}
+inline std::string formatDims(const Dims &dims) { return ein::formatShape(sizesOf(dims)); }
 
 // The statistic of `kind` over `values`, as torch computes it: NaN propagates
 // through max and min, var divides by max(0, n - correction). Max and min of

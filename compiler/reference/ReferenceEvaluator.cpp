@@ -38,9 +38,9 @@ llvm::Error Evaluator::bindInputs(mlir::func::FuncOp function, const std::map<st
     const Tensor &tensor = input->second;
     if (ArrayRef<int64_t>(tensor.shape) != type.getShape() ||
         static_cast<int64_t>(tensor.values.size()) != product(type.getShape()))
-      return makeError(where + ": input \"" + name.getValue() + "\" has shape " + ein::formatShape(tensor.shape) +
+      return makeError(where + ": input \"" + name.getValue() + "\" has shape " + formatDims(tensor.shape) +
                        " with " + llvm::Twine(tensor.values.size()) + " values but the function takes " +
-                       ein::formatShape(toShape(type.getShape())));
+                       ein::formatShape(ir::shapeOf(type)));
     ElementKind kind = elementKindOf(type.getElementType());
     if (tensor.kind != kind)
       return makeError(where + ": input \"" + name.getValue() + "\" has the wrong element kind for " +
@@ -115,8 +115,8 @@ Expected<Tensor> Evaluator::fitToResultType(Operation *op, Tensor result) const 
   // A mismatch here is a bug in this evaluator, since the IR verified.
   if (ArrayRef<int64_t>(result.shape) != type.getShape() ||
       static_cast<int64_t>(result.values.size()) != product(type.getShape()))
-    return opError(op, "evaluated to shape " + ein::formatShape(result.shape) + " but the result type is " +
-                           ein::formatShape(toShape(type.getShape())));
+    return opError(op, "evaluated to shape " + formatDims(result.shape) + " but the result type is " +
+                           ein::formatShape(ir::shapeOf(type)));
   result.kind = elementKindOf(type.getElementType());
   if (result.kind == ElementKind::Bool) {
     for (double &value : result.values) value = value != 0;
@@ -147,7 +147,7 @@ Expected<Tensor> Evaluator::evaluate(ir::ParamOp op) {
   const Tensor &tensor = cached->second;
   if (ArrayRef<int64_t>(tensor.shape) != type.getShape() || tensor.kind != elementKindOf(type.getElementType()))
     return opError(op, "parameter \"" + op.getName() + "\" was provided with shape " +
-                           ein::formatShape(tensor.shape) + " but is declared " + modelTypeString(type));
+                           formatDims(tensor.shape) + " but is declared " + modelTypeString(type));
   return tensor;
 }
 

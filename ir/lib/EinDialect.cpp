@@ -28,10 +28,91 @@ void EinDialect::initialize() {
 
 namespace {
 
-ein::Shape shapeOf(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return ein::Shape(tensor.getShape().begin(), tensor.getShape().end());
+// The sizes of "b, t + 1, floordiv(t, 16)": split at the commas outside parentheses.
+std::optional<ein::Shape> parseSizeList(llvm::StringRef text, std::string *error) {
+  ein::Shape sizes;
+  if (text.trim().empty()) return sizes;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    char c = i < text.size() ? text[i] : ',';
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c != ',' || depth != 0) continue;
+    std::optional<ein::Size> size = ein::Size::parse(text.slice(start, i).trim().str(), error);
+    if (!size) return std::nullopt;
+    sizes.push_back(*size);
+    start = i + 1;
+  }
+  return sizes;
 }
+
+std::string sizeListText(const ein::Shape &sizes) {
+  std::string text;
+  for (const ein::Size &size : sizes) text += (text.empty() ? "" : ", ") + size.str();
+  return text;
+}
+
+}  // namespace
+
+SizesAttr SizesAttr::get(MLIRContext *context, const ein::Shape &sizes) { return get(context, sizeListText(sizes)); }
+
+ein::Shape SizesAttr::sizes() const { return parseSizeList(getText(), nullptr).value_or(ein::Shape{}); }
+
+LogicalResult SizesAttr::verify(function_ref<InFlightDiagnostic()> emitError, llvm::StringRef text) {
+  std::string message;
+  std::optional<ein::Shape> sizes = parseSizeList(text, &message);
+  if (!sizes) return emitError() << "malformed sizes: " << message;
+  for (const ein::Size &size : *sizes)
+    if (size.overflowed()) return emitError() << "a size overflows";
+  return success();
+}
+
+LogicalResult SizesAttr::verifyEncoding(ArrayRef<int64_t> shape, Type, function_ref<InFlightDiagnostic()> emitError) const {
+  ein::Shape sizes = this->sizes();
+  size_t dynamic = llvm::count(shape, ShapedType::kDynamic);
+  if (sizes.size() != dynamic)
+    return emitError() << "#ein.sizes gives " << sizes.size() << " sizes for " << dynamic << " dynamic axes";
+  for (const ein::Size &size : sizes)
+    if (size.isConstant()) return emitError() << "constant size " << size.str() << " belongs in the static shape";
+  return success();
+}
+
+bool ein::ir::isSizedTensor(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor) return false;
+  if (tensor.hasStaticShape()) return !tensor.getEncoding();
+  return isa_and_nonnull<SizesAttr>(tensor.getEncoding());
+}
+
+ein::Shape ein::ir::shapeOf(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  ein::Shape symbolic;
+  if (auto encoding = dyn_cast_or_null<SizesAttr>(tensor.getEncoding())) symbolic = encoding.sizes();
+  ein::Shape shape;
+  size_t next = 0;
+  for (int64_t size : tensor.getShape()) {
+    if (size != ShapedType::kDynamic)
+      shape.push_back(size);
+    else
+      shape.push_back(next < symbolic.size() ? symbolic[next++] : ein::Size(0));
+  }
+  return shape;
+}
+
+RankedTensorType ein::ir::sizedTensorType(const ein::Shape &shape, Type elementType) {
+  SmallVector<int64_t> staticShape;
+  ein::Shape dynamic;
+  for (const ein::Size &size : shape) {
+    std::optional<int64_t> constant = size.constant();
+    staticShape.push_back(constant ? *constant : ShapedType::kDynamic);
+    if (!constant) dynamic.push_back(size);
+  }
+  if (dynamic.empty()) return RankedTensorType::get(staticShape, elementType);
+  return RankedTensorType::get(staticShape, elementType, SizesAttr::get(elementType.getContext(), dynamic));
+}
+
+namespace {
 
 Type elementTypeOf(Type type) { return cast<RankedTensorType>(type).getElementType(); }
 
@@ -42,6 +123,14 @@ Type typeOrNull(Value value) { return value ? value.getType() : Type(); }
 
 // A rule's verdict that the operands admit no result, its message streamed
 // together from `parts` (types print as in the IR).
+}  // namespace
+
+namespace ein {
+llvm::raw_ostream &operator<<(llvm::raw_ostream &os, const Size &size) { return os << size.str(); }
+}  // namespace ein
+
+namespace {
+
 template <typename... Parts>
 ein::EquationError error(const Parts &...parts) {
   std::string message;
@@ -55,9 +144,7 @@ ein::EquationError errorOf(const ein::EquationResult<T> &result) {
   return std::get<ein::EquationError>(result);
 }
 
-RankedTensorType tensorType(const ein::Shape &shape, Type elementType) {
-  return RankedTensorType::get(shape, elementType);
-}
+RankedTensorType tensorType(const ein::Shape &shape, Type elementType) { return sizedTensorType(shape, elementType); }
 
 // Checks `op` against its shape rule's verdict: the rule's message when the
 // operands admit no result, else that the result has the inferred shape and
@@ -154,7 +241,7 @@ LogicalResult RearrangeOp::verify() {
   return verifyInferred(*this, inferResultType(getInput().getType(), getPattern(), getSizes(), getReduction().has_value()));
 }
 
-TypeResult SliceOp::inferResultType(Type inputType, llvm::ArrayRef<int64_t> offsets, llvm::ArrayRef<int64_t> sizes,
+TypeResult SliceOp::inferResultType(Type inputType, const ein::Shape &offsets, const ein::Shape &sizes,
                                     llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps) {
   ein::Shape input = shapeOf(inputType);
   size_t rank = input.size();
@@ -162,11 +249,16 @@ TypeResult SliceOp::inferResultType(Type inputType, llvm::ArrayRef<int64_t> offs
     return error("needs an offset and a size for each of the ", rank, " axes");
   if (!steps.empty() && steps.size() != rank) return error("needs a step for each of the ", rank, " axes, or none");
   for (size_t i = 0; i < rank; ++i) {
-    int64_t offset = offsets[i], size = sizes[i], step = steps.empty() ? 1 : steps[i];
+    int64_t step = steps.empty() ? 1 : steps[i];
     if (step < 1) return error("axis ", i, " has step ", step, "; steps are positive");
-    // The last element taken, offset + (size - 1) * step, must lie inside the axis.
-    if (offset < 0 || size < 0 || (size > 0 && (offset >= input[i] || (size - 1) > (input[i] - 1 - offset) / step)))
-      return error("axis ", i, " takes ", size, " elements from ", offset, " in steps of ", step, " out of ",
+    if (sizes[i] == 0) continue;
+    // The last element taken, offset + (size - 1) * step, must lie inside the
+    // axis. Where that depends on the dims, the front end checks it at run time.
+    std::optional<int64_t> offset = offsets[i].constant(), size = sizes[i].constant();
+    std::optional<int64_t> slack = (input[i] - 1 - offsets[i] - (sizes[i] - 1) * step).constant();
+    bool negative = (offset && *offset < 0) || (size && *size < 0);
+    if (negative || (slack && *slack < 0))
+      return error("axis ", i, " takes ", sizes[i], " elements from ", offsets[i], " in steps of ", step, " out of ",
                    input[i]);
   }
   ein::Shape expected;
@@ -181,14 +273,14 @@ TypeResult SliceOp::inferResultType(Type inputType, llvm::ArrayRef<int64_t> offs
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> location, Adaptor adaptor,
                                         SmallVectorImpl<Type> &types) {
   return inferFrom(location, getOperationName(),
-                   inferResultType(adaptor.getInput().getType(), adaptor.getOffsets(), adaptor.getSizes(),
+                   inferResultType(adaptor.getInput().getType(), adaptor.getOffsets().sizes(), adaptor.getSizes().sizes(),
                                    adaptor.getDropped(), adaptor.getSteps()),
                    types);
 }
 
 LogicalResult SliceOp::verify() {
   return verifyInferred(*this,
-                        inferResultType(getInput().getType(), getOffsets(), getSizes(), getDropped(), getSteps()));
+                        inferResultType(getInput().getType(), getOffsets().sizes(), getSizes().sizes(), getDropped(), getSteps()));
 }
 
 TypeResult BinaryOp::inferResultType(BinaryKind kind, Type lhs, Type rhs) {
@@ -283,7 +375,7 @@ TypeResult MatmulOp::inferResultType(Type lhsType, Type rhsType) {
   bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
   if (lhsVector) lhs.insert(lhs.begin(), 1);
   if (rhsVector) rhs.push_back(1);
-  int64_t inner = lhs.back(), rhsInner = rhs[rhs.size() - 2];
+  ein::Size inner = lhs.back(), rhsInner = rhs[rhs.size() - 2];
   if (inner != rhsInner)
     return error("inner sizes differ: ", ein::formatShape(shapeOf(lhsType)), " @ ", ein::formatShape(shapeOf(rhsType)),
                  " (", inner, " vs ", rhsInner, ")");
@@ -462,7 +554,7 @@ TypeResult TalkingHeadsAttentionOp::inferResultType(Type query, Type key, Type v
   if (ein::failed(result)) return result;
   ein::Shape q = shapeOf(query);
   if (q.size() < 3) return error("query must have a heads axis before [I, D]");
-  int64_t heads = q[q.size() - 3];
+  ein::Size heads = q[q.size() - 3];
   for (auto [name, mix, bias] : {std::tuple("pre", preMix, preBias), std::tuple("post", postMix, postBias)}) {
     if (mix && shapeOf(mix) != ein::Shape{heads, heads})
       return error(name, "_mix should be [", heads, ", ", heads, "], not ", ein::formatShape(shapeOf(mix)));

@@ -94,15 +94,6 @@ std::string ellipsisLabel(size_t i) { return "." + std::to_string(i); }
 
 }  // namespace
 
-std::string formatShape(const Shape &shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 EquationResult<EinsumEquation> EinsumEquation::parse(std::string_view text,
                                                      const std::vector<int64_t> &operandRanks, bool canonical) {
   std::string_view lhs = text, rhs;
@@ -215,7 +206,7 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
     return EquationError{"einsum equation names " + std::to_string(inputs.size()) + " operands but " +
                          std::to_string(operandShapes.size()) + " are given"};
   struct Binding {
-    int64_t size;
+    Size size;
     size_t operand;
   };
   std::map<std::string, Binding> sizes;
@@ -235,8 +226,8 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
         continue;
       }
       std::string name = label.front() == '.' ? "broadcast axis " + label.substr(1) : "axis '" + label + "'";
-      return EquationError{name + " is " + std::to_string(it->second.size) + " in operand " +
-                           std::to_string(it->second.operand + 1) + " and " + std::to_string(shape[axis]) +
+      return EquationError{name + " is " + it->second.size.str() + " in operand " +
+                           std::to_string(it->second.operand + 1) + " and " + shape[axis].str() +
                            " in operand " + std::to_string(operand + 1)};
     }
   }
@@ -246,15 +237,16 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
 }
 
 std::vector<std::vector<size_t>> EinsumEquation::broadcastAxes(const std::vector<Shape> &operandShapes) const {
-  std::map<std::string, int64_t> largest;
+  // Labels with a size other than 1 in some operand.
+  std::set<std::string> stretched;
   for (size_t operand = 0; operand < inputs.size() && operand < operandShapes.size(); ++operand)
     for (size_t axis = 0; axis < inputs[operand].size() && axis < operandShapes[operand].size(); ++axis)
-      largest[inputs[operand][axis]] = std::max(largest[inputs[operand][axis]], operandShapes[operand][axis]);
+      if (operandShapes[operand][axis] != 1) stretched.insert(inputs[operand][axis]);
   std::vector<std::vector<size_t>> axes(inputs.size());
   for (size_t operand = 0; operand < inputs.size() && operand < operandShapes.size(); ++operand) {
     const std::vector<std::string> &term = inputs[operand];
     for (size_t axis = 0; axis < term.size() && axis < operandShapes[operand].size(); ++axis)
-      if (term[axis].front() != '.' && operandShapes[operand][axis] == 1 && largest[term[axis]] > 1 &&
+      if (term[axis].front() != '.' && operandShapes[operand][axis] == 1 && stretched.count(term[axis]) &&
           std::count(term.begin(), term.end(), term[axis]) == 1)
         axes[operand].push_back(axis);
   }
@@ -354,12 +346,6 @@ EquationResult<EinopsSide> parseEinopsSide(std::string_view text, char side) {
   return result;
 }
 
-int64_t product(const Shape &sizes) {
-  int64_t result = 1;
-  for (int64_t size : sizes) result *= size;
-  return result;
-}
-
 }  // namespace
 
 EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern, const Shape &inputShape,
@@ -400,7 +386,7 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
                          std::to_string(inputShape.size()) + " (shape " + formatShape(inputShape) + ")"};
 
   EinopsPlan plan;
-  std::map<std::string, int64_t> known;  // elementary axis sizes
+  std::map<std::string, Size> known;  // elementary axis sizes
   for (const auto &[name, size] : sizes) {
     if (size <= 0) return EquationError{"axis '" + name + "' is given size " + std::to_string(size)};
     known[name] = size;
@@ -419,15 +405,14 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
       }
       continue;
     }
-    int64_t dimSize = inputShape[dim];
+    const Size &dimSize = inputShape[dim];
     if (group.axes.empty()) {  // "1" or "()"
       if (dimSize != 1)
-        return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) +
-                             " but the pattern says 1"};
+        return EquationError{"input axis " + std::to_string(dim) + " is " + dimSize.str() + " but the pattern says 1"};
       ++dim;
       continue;
     }
-    int64_t knownProduct = 1;
+    Size knownProduct = 1;
     int unknown = -1;
     for (size_t i = 0; i < group.axes.size(); ++i) {
       const std::string &axis = group.axes[i];
@@ -436,7 +421,7 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
         knownProduct *= it->second;
       } else if (unknown >= 0) {
         return EquationError{"cannot infer the sizes of both '" + group.axes[unknown] + "' and '" + axis +
-                             "' from input axis " + std::to_string(dim) + " (size " + std::to_string(dimSize) +
+                             "' from input axis " + std::to_string(dim) + " (size " + dimSize.str() +
                              "); give one of them, e.g. " + axis + "=..."};
       } else {
         unknown = static_cast<int>(i);
@@ -446,24 +431,34 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
     std::string groupText, givenText;
     for (const std::string &axis : group.axes) {
       bool anonymous = axis.front() == '#';
-      groupText += (groupText.empty() ? "" : " ") + (anonymous ? std::to_string(known[axis]) : axis);
-      if (known.count(axis) && !anonymous)
-        givenText += (givenText.empty() ? "" : ", ") + axis + "=" + std::to_string(known[axis]);
+      groupText += (groupText.empty() ? "" : " ") + (anonymous ? known[axis].str() : axis);
+      if (known.count(axis) && !anonymous) givenText += (givenText.empty() ? "" : ", ") + axis + "=" + known[axis].str();
     }
     const std::string with = givenText.empty() ? "" : " with " + givenText;
     if (unknown >= 0) {
-      if (dimSize % knownProduct != 0)
-        return EquationError{"input axis " + std::to_string(dim) + " (size " + std::to_string(dimSize) +
-                             ") does not split into (" + groupText + ")" + with + ": " + std::to_string(dimSize) +
-                             " is not divisible by " + std::to_string(knownProduct)};
-      known[group.axes[unknown]] = dimSize / knownProduct;
+      std::optional<int64_t> divisor = knownProduct.constant();
+      if (!divisor)
+        return EquationError{"input axis " + std::to_string(dim) + " (size " + dimSize.str() + ") cannot be split by (" +
+                             groupText + ")" + with + ": the sizes given must be constants"};
+      Size quotient = Size::floorDiv(dimSize, *divisor);
+      if (quotient * *divisor != dimSize) {
+        if (dimSize.isConstant())
+          return EquationError{"input axis " + std::to_string(dim) + " (size " + dimSize.str() +
+                               ") does not split into (" + groupText + ")" + with + ": " + dimSize.str() +
+                               " is not divisible by " + knownProduct.str()};
+        // Whether it divides depends on the dims: the runtime checks.
+        plan.checks.push_back({SizeCheck::Divides, knownProduct, dimSize,
+                               "input axis " + std::to_string(dim) + " (size " + dimSize.str() +
+                                   ") must split into (" + groupText + ")" + with});
+      }
+      known[group.axes[unknown]] = quotient;
     } else if (knownProduct != dimSize) {
       if (group.axes.size() == 1)
-        return EquationError{axisName(group.axes[0]) + " is " + std::to_string(dimSize) + " in the input (axis " +
+        return EquationError{axisName(group.axes[0]) + " is " + dimSize.str() + " in the input (axis " +
                              std::to_string(dim) + ") but " +
                              (givenText.empty() ? "the pattern says " + groupText : givenText + " was given")};
-      return EquationError{"input axis " + std::to_string(dim) + " is " + std::to_string(dimSize) + " but (" +
-                           groupText + ")" + with + " is " + std::to_string(knownProduct)};
+      return EquationError{"input axis " + std::to_string(dim) + " is " + dimSize.str() + " but (" + groupText + ")" +
+                           with + " is " + knownProduct.str()};
     }
     for (const std::string &axis : group.axes) {
       plan.inputAxes.push_back(axis);
@@ -540,12 +535,11 @@ EquationResult<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs) {
   size_t rank = std::max(lhs.size(), rhs.size());
   Shape result(rank);
   for (size_t i = 0; i < rank; ++i) {
-    int64_t a = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
-    int64_t b = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    Size a = i < rank - lhs.size() ? Size(1) : lhs[i - (rank - lhs.size())];
+    Size b = i < rank - rhs.size() ? Size(1) : rhs[i - (rank - rhs.size())];
     if (a != b && a != 1 && b != 1)
-      return EquationError{"shapes " + formatShape(lhs) + " and " + formatShape(rhs) +
-                           " do not broadcast (axis " + std::to_string(i) + ": " + std::to_string(a) + " vs " +
-                           std::to_string(b) + ")"};
+      return EquationError{"shapes " + formatShape(lhs) + " and " + formatShape(rhs) + " do not broadcast (axis " +
+                           std::to_string(i) + ": " + a.str() + " vs " + b.str() + ")"};
     result[i] = a == 1 ? b : a;
   }
   return result;

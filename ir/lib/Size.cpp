@@ -373,13 +373,19 @@ size_t Size::hash() const {
   return std::hash<std::string>()(str());
 }
 
-std::string formatSizes(const std::vector<Size> &sizes) {
+std::string formatShape(const Shape &sizes) {
   std::string text = "[";
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (i) text += ", ";
     text += sizes[i].str();
   }
   return text + "]";
+}
+
+Size product(const Shape &shape) {
+  Size result = 1;
+  for (const Size &size : shape) result *= size;
+  return result;
 }
 
 }  // namespace ein

@@ -111,3 +111,75 @@ TEST_F(ShapeRules, TheVerifierNamesAWrongResultByItsShape) {
 }
 
 }  // namespace
+
+// Shapes over ranged dims: the same rules with sizes such as b, t + 1.
+class SymbolicShapeRules : public ShapeRules {
+ protected:
+  RankedTensorType sized(const ein::Shape &shape) { return sizedTensorType(shape, builder.getF32Type()); }
+  const ein::Size b = ein::Size::dim("b"), t = ein::Size::dim("t");
+};
+
+TEST_F(SymbolicShapeRules, TypesKeepConstantSizesStaticAndEncodeTheRest) {
+  RankedTensorType type = sized({b, t + 1, 384});
+  EXPECT_EQ(type.getShape(), (llvm::ArrayRef<int64_t>{ShapedType::kDynamic, ShapedType::kDynamic, 384}));
+  EXPECT_EQ(shapeOf(type), (ein::Shape{b, t + 1, 384}));
+  EXPECT_TRUE(isSizedTensor(type));
+  EXPECT_EQ(sized({b, 1 + t, 384}), type);  // one canonical form, one type
+  EXPECT_NE(sized({b, t, 384}), type);
+  EXPECT_EQ(sized({2, 3}), tensor({2, 3}));  // no ranged dim: a plain static type
+  // A dynamic axis needs the encoding to say its size.
+  EXPECT_FALSE(isSizedTensor(RankedTensorType::get({ShapedType::kDynamic}, builder.getF32Type())));
+}
+
+TEST_F(SymbolicShapeRules, EinsumAndMatmulBindLabelsToSymbolicSizes) {
+  auto scores = EinsumOp::inferResultType("b h i d, b h j d -> b h i j",
+                                          TypeRange{sized({b, 8, t, 64}), sized({b, 8, t + 1, 64})});
+  ASSERT_FALSE(ein::failed(scores)) << message(scores);
+  EXPECT_EQ(shapeOf(std::get<RankedTensorType>(scores)), (ein::Shape{b, 8, t, t + 1}));
+  EXPECT_EQ(message(EinsumOp::inferResultType("b i, b i -> b", TypeRange{sized({b, t}), sized({b, t + 1})})),
+            "axis 'i' is t in operand 1 and t + 1 in operand 2");
+  auto product = MatmulOp::inferResultType(sized({b, t, 384}), tensor({384, 1536}));
+  ASSERT_FALSE(ein::failed(product)) << message(product);
+  EXPECT_EQ(shapeOf(std::get<RankedTensorType>(product)), (ein::Shape{b, t, 1536}));
+}
+
+TEST_F(SymbolicShapeRules, BroadcastingStretchesOnlyConstantOnes) {
+  auto sum = ein::broadcastShapes({b, t, 384}, {1, t, 384});
+  ASSERT_FALSE(ein::failed(sum));
+  EXPECT_EQ(std::get<ein::Shape>(sum), (ein::Shape{b, t, 384}));
+  // t might be 1 at run time, but the rule does not guess: t and b differ.
+  auto mismatch = ein::broadcastShapes({b, t}, {b, b});
+  ASSERT_TRUE(ein::failed(mismatch));
+  EXPECT_EQ(std::get<ein::EquationError>(mismatch).message, "shapes [b, t] and [b, b] do not broadcast (axis 1: t vs b)");
+}
+
+TEST_F(SymbolicShapeRules, EinopsSplitsARangedAxisWithARunTimeCheckWhereNeeded) {
+  auto patches = ein::planEinops(ein::EinopsKind::Rearrange, "b (h p) c -> b h p c", {b, t, 3}, {{"p", 16}});
+  ASSERT_FALSE(ein::failed(patches));
+  const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(patches);
+  EXPECT_EQ(plan.resultShape, (ein::Shape{b, ein::Size::floorDiv(t, 16), 16, 3}));
+  ASSERT_EQ(plan.checks.size(), 1u);
+  EXPECT_EQ(plan.checks[0].kind, ein::SizeCheck::Divides);
+  EXPECT_EQ(plan.checks[0].lhs, ein::Size(16));
+  EXPECT_EQ(plan.checks[0].rhs, t);
+  // A size that is a multiple by construction needs no check.
+  auto exact = ein::planEinops(ein::EinopsKind::Rearrange, "b (n p) -> b n p", {b, t * 16}, {{"p", 16}});
+  ASSERT_FALSE(ein::failed(exact));
+  EXPECT_EQ(std::get<ein::EinopsPlan>(exact).resultShape, (ein::Shape{b, t, 16}));
+  EXPECT_TRUE(std::get<ein::EinopsPlan>(exact).checks.empty());
+  auto merged = ein::planEinops(ein::EinopsKind::Rearrange, "b t d -> (b t) d", {b, t, 384}, {});
+  ASSERT_FALSE(ein::failed(merged));
+  EXPECT_EQ(std::get<ein::EinopsPlan>(merged).resultShape, (ein::Shape{b * t, 384}));
+}
+
+TEST_F(SymbolicShapeRules, SlicesProveWhatTheyCanAndLeaveTheRestToRunTimeChecks) {
+  // x[:, 1:] over t rows: t - 1 rows from 1 always fit.
+  auto tail = SliceOp::inferResultType(sized({b, t}), {0, 1}, {b, t - 1}, {}, {});
+  ASSERT_FALSE(ein::failed(tail)) << message(tail);
+  EXPECT_EQ(shapeOf(std::get<RankedTensorType>(tail)), (ein::Shape{b, t - 1}));
+  // pos[:t + 1] of 197 rows fits for some t only: accepted here, checked at run time.
+  EXPECT_EQ(message(SliceOp::inferResultType(tensor({197, 384}), {0, 0}, {t + 1, 384}, {}, {})), "(accepted)");
+  // t + 1 rows of t never fit.
+  EXPECT_EQ(message(SliceOp::inferResultType(sized({t}), {0}, {t + 1}, {}, {})),
+            "axis 0 takes t + 1 elements from 0 in steps of 1 out of t");
+}

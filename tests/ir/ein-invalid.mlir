@@ -83,7 +83,7 @@ func.func @einsum_not_canonical_order(%a: tensor<2x3xf32>) -> tensor<2xf32> {
 
 func.func @slice_step_past_the_end(%x: tensor<7x6xf32>) -> tensor<4x3xf32> {
   // expected-error @+1 {{axis 1 takes 3 elements from 2 in steps of 2 out of 6}}
-  %y = ein.slice %x {offsets = array<i64: 0, 2>, sizes = array<i64: 4, 3>, dropped = array<i64>, steps = array<i64: 2, 2>} : tensor<7x6xf32> -> tensor<4x3xf32>
+  %y = ein.slice %x {offsets = #ein.sizes<"0, 2">, sizes = #ein.sizes<"4, 3">, dropped = array<i64>, steps = array<i64: 2, 2>} : tensor<7x6xf32> -> tensor<4x3xf32>
   return %y : tensor<4x3xf32>
 }
 
@@ -91,6 +91,6 @@ func.func @slice_step_past_the_end(%x: tensor<7x6xf32>) -> tensor<4x3xf32> {
 
 func.func @slice_step_zero(%x: tensor<7x6xf32>) -> tensor<7x6xf32> {
   // expected-error @+1 {{axis 0 has step 0; steps are positive}}
-  %y = ein.slice %x {offsets = array<i64: 0, 0>, sizes = array<i64: 7, 6>, dropped = array<i64>, steps = array<i64: 0, 1>} : tensor<7x6xf32> -> tensor<7x6xf32>
+  %y = ein.slice %x {offsets = #ein.sizes<"0, 0">, sizes = #ein.sizes<"7, 6">, dropped = array<i64>, steps = array<i64: 0, 1>} : tensor<7x6xf32> -> tensor<7x6xf32>
   return %y : tensor<7x6xf32>
 }

@@ -7,9 +7,9 @@ func.func @attention(%x: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -> tensor
   %w = ein.param "blocks.0.attn.qkv.weight" : tensor<96x32xf32>
   // CHECK: ein.rearrange "b t (k h d) -> k b h t d" %{{.*}} {sizes = {h = 4 : i64, k = 3 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
   %qkv = ein.rearrange "b t (k h d) -> k b h t d" %x {sizes = {k = 3 : i64, h = 4 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
-  // CHECK: ein.slice %{{.*}} {dropped = array<i64: 0>, offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>}
-  %q = ein.slice %qkv {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
-  %k = ein.slice %qkv {offsets = array<i64: 1, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  // CHECK: ein.slice %{{.*}} {dropped = array<i64: 0>, offsets = #ein.sizes<"0, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">}
+  %q = ein.slice %qkv {offsets = #ein.sizes<"0, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %k = ein.slice %qkv {offsets = #ein.sizes<"1, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   // CHECK: ein.einsum "b h i d, b h j d -> b h i j"
   %s = ein.einsum "b h i d, b h j d -> b h i j" (%q, %k) : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>) -> tensor<2x4x10x10xf32>
   // CHECK: ein.constant dense<0.353553385> : tensor<f32>
@@ -42,7 +42,7 @@ func.func @layers(%x: tensor<3x5xf32>, %w: tensor<7x5xf32>, %b: tensor<7xf32>, %
 
 // CHECK-LABEL: func.func @strided_slice
 func.func @strided_slice(%x: tensor<7x6xf32>) -> tensor<4x3xf32> {
-  // CHECK: ein.slice %{{.*}} {dropped = array<i64>, offsets = array<i64: 0, 1>, sizes = array<i64: 4, 3>, steps = array<i64: 2, 2>}
-  %y = ein.slice %x {offsets = array<i64: 0, 1>, sizes = array<i64: 4, 3>, dropped = array<i64>, steps = array<i64: 2, 2>} : tensor<7x6xf32> -> tensor<4x3xf32>
+  // CHECK: ein.slice %{{.*}} {dropped = array<i64>, offsets = #ein.sizes<"0, 1">, sizes = #ein.sizes<"4, 3">, steps = array<i64: 2, 2>}
+  %y = ein.slice %x {offsets = #ein.sizes<"0, 1">, sizes = #ein.sizes<"4, 3">, dropped = array<i64>, steps = array<i64: 2, 2>} : tensor<7x6xf32> -> tensor<4x3xf32>
   return %y : tensor<4x3xf32>
 }

@@ -5,8 +5,8 @@
 // CHECK-LABEL: func.func @scores
 func.func @scores(%qkv: tensor<2x10x96xf32>) -> tensor<2x4x10x10xf32> {
   %split = ein.rearrange "b t (k h d) -> k b h t d" %qkv {sizes = {k = 3 : i64, h = 4 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
-  %q = ein.slice %split {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
-  %k = ein.slice %split {offsets = array<i64: 1, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %q = ein.slice %split {offsets = #ein.sizes<"0, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %k = ein.slice %split {offsets = #ein.sizes<"1, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   // CHECK-NOT: kern.copy
   // CHECK: kern.gemm %arg0, %arg0 {a_view = #kern.view<0, [960, 8, 96, 1]>, b_view = #kern.view<32, [960, 8, 1, 96]>, batch = array<i64: 2, 4>, c_view = #kern.view<0, [400, 100, 10, 1]>, k = 8 : i64, m = 10 : i64, n = 10 : i64}
   %s = ein.einsum "b h i d, b h j d -> b h i j" (%q, %k) : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>) -> tensor<2x4x10x10xf32>
@@ -112,9 +112,9 @@ func.func @concat(%x: tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
 // CHECK-LABEL: func.func @attention_views
 func.func @attention_views(%qkv: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -> tensor<2x10x32xf32> {
   %split = ein.rearrange "b t (k h d) -> k b h t d" %qkv {sizes = {k = 3 : i64, h = 4 : i64}} : tensor<2x10x96xf32> -> tensor<3x2x4x10x8xf32>
-  %q = ein.slice %split {offsets = array<i64: 0, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
-  %k = ein.slice %split {offsets = array<i64: 1, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
-  %v = ein.slice %split {offsets = array<i64: 2, 0, 0, 0, 0>, sizes = array<i64: 1, 2, 4, 10, 8>, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %q = ein.slice %split {offsets = #ein.sizes<"0, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %k = ein.slice %split {offsets = #ein.sizes<"1, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
+  %v = ein.slice %split {offsets = #ein.sizes<"2, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   %m = ein.rearrange "a0 a1 -> 1 1 a0 a1" %mask {sizes = {}} : tensor<10x10xi1> -> tensor<1x1x10x10xi1>
   // CHECK-NOT: kern.copy
   // CHECK: %[[A:.*]] = kern.attention %arg0, %arg0, %arg0 mask %arg1 {batch = array<i64: 2, 4>, head_dim = 8 : i64, k_view = #kern.view<32, [960, 8, 96, 1]>, keys = 10 : i64, mask_fill = 0xFF800000 : f32, mask_kind = #kern<mask_kind drop>, mask_view = #kern.view<0, [0, 0, 10, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>, q_view = #kern.view<0, [960, 8, 96, 1]>, queries = 10 : i64, scale = 0.353553385 : f32, v_view = #kern.view<64, [960, 8, 96, 1]>, value_dim = 8 : i64} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<10x10xi1>) -> tensor<2x10x32xf32>

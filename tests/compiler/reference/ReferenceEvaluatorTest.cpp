@@ -259,13 +259,13 @@ TEST_F(ReferenceEvaluatorTest, SliceTakesARangeAndDropsIndexedAxes) {
   Tensor x = floats({2, 3}, {0, 1, 2, 3, 4, 5});
   // x[:, 1:]
   EXPECT_TRUE(tensorsNear(runOne(unaryFunction("tensor<2x3xf32>", "tensor<2x2xf32>", R"mlir(
-  %y = ein.slice %x {offsets = array<i64: 0, 1>, sizes = array<i64: 2, 2>, dropped = array<i64>}
+  %y = ein.slice %x {offsets = #ein.sizes<"0, 1">, sizes = #ein.sizes<"2, 2">, dropped = array<i64>}
       : tensor<2x3xf32> -> tensor<2x2xf32>)mlir"),
                                  {{"x", x}}),
                           floats({2, 2}, {1, 2, 4, 5})));
   // x[:, 2]
   EXPECT_TRUE(tensorsNear(runOne(unaryFunction("tensor<2x3xf32>", "tensor<2xf32>", R"mlir(
-  %y = ein.slice %x {offsets = array<i64: 0, 2>, sizes = array<i64: 2, 1>, dropped = array<i64: 1>}
+  %y = ein.slice %x {offsets = #ein.sizes<"0, 2">, sizes = #ein.sizes<"2, 1">, dropped = array<i64: 1>}
       : tensor<2x3xf32> -> tensor<2xf32>)mlir"),
                                  {{"x", x}}),
                           floats({2}, {2, 5})));

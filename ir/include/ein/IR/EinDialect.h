@@ -10,10 +10,24 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TensorEncoding.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "ein/IR/Equations.h"
+#include "ein/IR/Size.h"
+
+namespace ein::ir {
+
+// A ranked tensor type whose dynamic axes (if any) a #ein.sizes encoding sizes.
+bool isSizedTensor(mlir::Type type);
+// The sizes of a sized tensor type, axis by axis (constants and sizes over dims).
+ein::Shape shapeOf(mlir::Type type);
+// The tensor type of `shape`: static where every size is a constant, else
+// dynamic axes with a #ein.sizes encoding.
+mlir::RankedTensorType sizedTensorType(const ein::Shape &shape, mlir::Type elementType);
+
+}  // namespace ein::ir
 
 #include "ein/IR/EinOpsDialect.h.inc"
 #include "ein/IR/EinOpsEnums.h.inc"

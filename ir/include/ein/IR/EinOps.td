@@ -6,7 +6,7 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributes.td"
 
-defvar Ein_Tensor = AnyStaticShapeTensor;
+defvar Ein_Tensor = Ein_SizedTensor;
 
 def Ein_ParamOp : Ein_Op<"param", [Pure]> {
   let summary = "a weight, loaded by its PyTorch state_dict name";
@@ -70,9 +70,11 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let description = [{
     Takes `sizes[i]` elements along every axis, starting at `offsets[i]` and
     `steps[i]` apart (1 where `steps` is empty or left out), then drops the axes
-    listed in `dropped` (each of size 1): an integer index.
+    listed in `dropped` (each of size 1): an integer index. Offsets and sizes
+    may depend on ranged dims; where whether the slice stays inside the input
+    depends on the dims' values, the front end adds a run-time check.
   }];
-  let arguments = (ins Ein_Tensor:$input, DenseI64ArrayAttr:$offsets, DenseI64ArrayAttr:$sizes,
+  let arguments = (ins Ein_Tensor:$input, Ein_SizesAttr:$offsets, Ein_SizesAttr:$sizes,
                        DenseI64ArrayAttr:$dropped, DefaultValuedOptionalAttr<DenseI64ArrayAttr, "{}">:$steps);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
@@ -81,7 +83,7 @@ def Ein_SliceOp : Ein_Op<"slice", [Pure, InferTypeOpAdaptor]> {
     // The shape rule: the result type from the operands and attributes, or
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
     static ::ein::EquationResult<::mlir::RankedTensorType>
-    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> offsets, ::llvm::ArrayRef<int64_t> sizes,
+    inferResultType(::mlir::Type input, const ::ein::Shape &offsets, const ::ein::Shape &sizes,
         ::llvm::ArrayRef<int64_t> dropped, ::llvm::ArrayRef<int64_t> steps);
     // The step along `axis`: 1 unless `steps` gives one.
     int64_t stepOf(size_t axis) { return getSteps().empty() ? 1 : getSteps()[axis]; }

@@ -13,9 +13,9 @@
 #include <variant>
 #include <vector>
 
-namespace ein {
+#include "ein/IR/Size.h"
 
-using Shape = std::vector<int64_t>;
+namespace ein {
 
 // A failure with a human-readable reason ("operand 2 has 3 axes but ...").
 struct EquationError {
@@ -92,6 +92,8 @@ struct EinopsPlan {
   std::vector<int> outputSource;
   // Positions (in inputAxes) of the axes that a reduce removes.
   std::vector<int> reducedAxes;
+  // What the dims' values must satisfy (a ranged axis that splits evenly).
+  std::vector<SizeCheck> checks;
 };
 
 enum class EinopsKind { Rearrange, Reduce, Repeat };
@@ -102,9 +104,8 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
                                       const Shape &inputShape,
                                       const std::map<std::string, int64_t> &sizes);
 
-// NumPy broadcasting of two shapes (aligned on the right).
+// NumPy broadcasting of two shapes (aligned on the right). A size 1
+// stretches; other sizes must be equal (a ranged dim is never taken for 1).
 EquationResult<Shape> broadcastShapes(const Shape &lhs, const Shape &rhs);
-
-std::string formatShape(const Shape &shape);
 
 }  // namespace ein

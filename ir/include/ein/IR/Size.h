@@ -77,8 +77,8 @@ class Size {
 
   friend bool operator==(const Size &lhs, const Size &rhs) { return compare(lhs, rhs) == 0; }
   friend bool operator!=(const Size &lhs, const Size &rhs) { return compare(lhs, rhs) != 0; }
-  // A total order on canonical forms (for maps and sorting, not magnitude).
-  friend bool operator<(const Size &lhs, const Size &rhs) { return compare(lhs, rhs) < 0; }
+  // A total order on canonical forms, for maps and sorting (SizeOrder). Sizes
+  // have no `<`: which of two sizes is larger depends on the dims' values.
   static int compare(const Size &lhs, const Size &rhs);
 
   // The value at the given dims' values; nullopt when a dim is missing or a
@@ -99,6 +99,25 @@ class Size {
   bool overflowed_ = false;
 };
 
-std::string formatSizes(const std::vector<Size> &sizes);  // "[b, t + 1, 384]"
+struct SizeOrder {
+  bool operator()(const Size &lhs, const Size &rhs) const { return Size::compare(lhs, rhs) < 0; }
+};
+
+// A condition on sizes that the compiler cannot decide (it depends on the
+// dims' values), checked at run time. `message` says what must hold in the
+// model's terms.
+struct SizeCheck {
+  enum Kind { Equal, LessEqual, Divides };  // lhs == rhs, lhs <= rhs, lhs divides rhs
+  Kind kind = Equal;
+  Size lhs, rhs;
+  std::string message;
+};
+
+// A tensor's sizes, axis by axis.
+using Shape = std::vector<Size>;
+
+std::string formatShape(const Shape &shape);  // "[b, t + 1, 384]"
+// The product of the sizes (an element count).
+Size product(const Shape &shape);
 
 }  // namespace ein
