@@ -97,8 +97,10 @@ void dumpStatement(const Stmt &statement, const std::string &indent, std::string
     case Stmt::Kind::Dim: {
       const auto &decl = static_cast<const DimDecl &>(statement);
       out += "dim ";
-      for (size_t i = 0; i < decl.entries.size(); ++i)
+      for (size_t i = 0; i < decl.entries.size(); ++i) {
         out += (i ? ", " : "") + decl.entries[i].name + " = " + dump(*decl.entries[i].value);
+        if (decl.entries[i].max) out += " .. " + dump(*decl.entries[i].max);
+      }
       break;
     }
     case Stmt::Kind::Input: {

@@ -134,10 +134,12 @@ struct Identifier {
 };
 
 struct DimDecl : Stmt {
+  // `d = 64` fixes a dim; `t = 1..512` leaves it to the inputs, within [value, max].
   struct Entry {
     std::string name;
     SourceLoc loc;
     ExprPtr value;
+    ExprPtr max;  // null for a fixed dim
   };
   explicit DimDecl(SourceLoc loc) : Stmt(Kind::Dim, loc) {}
   std::vector<Entry> entries;

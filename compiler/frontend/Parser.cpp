@@ -175,6 +175,10 @@ class Parser {
       entry.name = expectIdentifier("a dim name");
       expect(K::Assign, "'=' and a size after dim '" + entry.name + "'");
       entry.value = expression();
+      if (at(K::Range)) {  // a ranged dim: min..max
+        advance();
+        entry.max = expression();
+      }
       decl->entries.push_back(std::move(entry));
     } while (at(K::Comma));
     return decl;

@@ -49,7 +49,7 @@ EValue Generator::callTranspose(const ast::Call &call, Scope &scope) {
 mlir::Value Generator::rearrange(Location at, mlir::Value x, const std::string &pattern,
                                  const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where) {
   llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
-  for (const auto &[axis, size] : sizes) sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(size)));
+  for (const auto &[axis, value] : sizes) sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(value)));
   mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
   auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, /*reduction=*/false), loc(where));
   return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern), sizeDict, nullptr);
@@ -224,17 +224,23 @@ mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
                             : bindArguments(call, {"x", "pattern"}, 2, true);
   mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, call.callee + "() argument 'x'");
   std::string pattern = stringArgument(*args.get("pattern"), scope, call.callee + "() pattern");
-  std::map<std::string, int64_t> sizes;
+  std::map<std::string, ein::Size> sizes;
   llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
   for (const auto &[axis, expr] : args.extra) {
-    sizes[axis] = integer(*expr, scope, "size of axis '" + axis + "'");
-    sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(sizes[axis])));
+    sizes[axis] = size(*expr, scope, "size of axis '" + axis + "'");
+    mlir::Attribute attr = sizes[axis].isConstant()
+                               ? mlir::Attribute(builder.getI64IntegerAttr(*sizes[axis].constant()))
+                               : mlir::Attribute(ir::SizesAttr::get(&context, {sizes[axis]}));
+    sizeAttrs.push_back(builder.getNamedAttr(axis, attr));
   }
   ein::EinopsKind kind = isReduce ? ein::EinopsKind::Reduce
                          : call.callee == "repeat" ? ein::EinopsKind::Repeat
                                                    : ein::EinopsKind::Rearrange;
   auto plan = ein::planEinops(kind, pattern, shapeOf(x), sizes);
   if (ein::failed(plan)) fail(args.get("pattern")->loc, std::get<ein::EquationError>(plan).message);
+  for (const ein::SizeCheck &check : std::get<ein::EinopsPlan>(plan).checks)
+    requireSizes({check.kind, check.lhs, check.rhs, call.callee + "(\"" + pattern + "\"): " + check.message},
+                 loc(args.get("pattern")->loc));
   std::optional<ir::ReduceKind> reduction;
   bool logical = false;
   if (isReduce) {

@@ -52,6 +52,7 @@ EValue Generator::evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
       EValue operand = evaluate(*unary.operand, scope);
       if (unary.op == '+') return operand;
       if (auto *number = std::get_if<Number>(&operand.value)) return EValue{Number{-number->value, number->isInteger}};
+      if (auto *ranged = std::get_if<SizeValue>(&operand.value)) return EValue{SizeValue{-ranged->size}};
       mlir::Value value = floatTensor(operand, unary.operand->loc, "unary '-'");
       return EValue{Tensor{unaryOp(loc(expr.loc), ir::UnaryKind::neg, value)}};
     }
@@ -69,9 +70,60 @@ EValue Generator::evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
 
 int64_t Generator::integer(const ast::Expr &expr, Scope &scope, const std::string &what) {
   EValue value = evaluate(expr, scope);
+  if (auto *ranged = std::get_if<SizeValue>(&value.value)) failRanged(expr.loc, *ranged, what);
   auto *number = std::get_if<Number>(&value.value);
   if (!number) fail(expr.loc, what + " must be an integer, not " + kindName(value));
   return exactInteger(*number, expr.loc, what);
+}
+
+ein::Size Generator::size(const ast::Expr &expr, Scope &scope, const std::string &what) {
+  EValue value = evaluate(expr, scope);
+  if (auto *ranged = std::get_if<SizeValue>(&value.value)) return ranged->size;
+  auto *number = std::get_if<Number>(&value.value);
+  if (!number) fail(expr.loc, what + " must be an integer, not " + kindName(value));
+  return exactInteger(*number, expr.loc, what);
+}
+
+void Generator::failRanged(const ast::SourceLoc &at, const SizeValue &value, const std::string &what) {
+  std::string names;
+  for (const std::string &dim : value.size.dims()) {
+    const ein::DimRange &range = ranges.at(dim);
+    names += (names.empty() ? "" : ", ") + dim + " = " + std::to_string(range.min) + ".." + std::to_string(range.max);
+  }
+  fail(at, what + " must be known when the model compiles, but " + value.size.str() + " depends on the ranged dim" +
+               (value.size.dims().size() > 1 ? "s " : " ") + names + ", known only at run time");
+}
+
+EValue Generator::sizeArithmetic(const ast::BinaryExpr &expr, const EValue &lhs, const EValue &rhs) {
+  auto operand = [&](const EValue &value, const ast::Expr &at) -> ein::Size {
+    if (auto *ranged = std::get_if<SizeValue>(&value.value)) return ranged->size;
+    auto *number = std::get_if<Number>(&value.value);
+    if (!number) fail(at.loc, std::string("a size over ranged dims meets ") + kindName(value) +
+                                  "; it enters only integer arithmetic (+, -, *, / by a constant that divides it)");
+    return exactInteger(*number, at.loc, "a number in arithmetic with a ranged size");
+  };
+  ein::Size a = operand(lhs, *expr.lhs), b = operand(rhs, *expr.rhs);
+  ein::Size result;
+  switch (expr.op) {
+    case ast::BinaryOp::Add: result = a + b; break;
+    case ast::BinaryOp::Sub: result = a - b; break;
+    case ast::BinaryOp::Mul: result = a * b; break;
+    case ast::BinaryOp::Div: {
+      std::optional<int64_t> divisor = b.constant();
+      if (!divisor) fail(expr.rhs->loc, "dividing by " + b.str() + ", a size over ranged dims, is not supported");
+      if (*divisor <= 0) fail(expr.rhs->loc, "a ranged size is divided by " + std::to_string(*divisor) + ", not a positive number");
+      result = ein::Size::floorDiv(a, *divisor);
+      if (result * *divisor != a)
+        fail(expr.loc, a.str() + " / " + std::to_string(*divisor) + " is not a whole number for every value of the dims");
+      break;
+    }
+    default:
+      fail(expr.loc, "only +, -, * and / by a constant apply to a size over ranged dims (" +
+                         (std::holds_alternative<SizeValue>(lhs.value) ? a : b).str() + ")");
+  }
+  if (result.overflowed()) fail(expr.loc, "the size " + a.str() + " and " + b.str() + " make overflows 64 bits");
+  if (std::optional<int64_t> constant = result.constant()) return EValue{Number{static_cast<double>(*constant), true}};
+  return EValue{SizeValue{result}};
 }
 
 int64_t Generator::exactInteger(const Number &number, const ast::SourceLoc &at, const std::string &what) {
@@ -89,9 +141,7 @@ std::string Generator::formatNumber(double value) {
   return text;
 }
 
-std::string Generator::shapeString(RankedTensorType type) {
-  return ein::formatShape(ein::Shape(type.getShape().begin(), type.getShape().end()));
-}
+std::string Generator::shapeString(RankedTensorType type) { return ein::formatShape(ir::shapeOf(type)); }
 
 mlir::Value Generator::tensor(const EValue &value, const ast::SourceLoc &at, const std::string &what) {
   if (auto *t = std::get_if<Tensor>(&value.value)) return t->value;
@@ -105,7 +155,7 @@ mlir::Value Generator::floatTensor(const EValue &value, const ast::SourceLoc &at
 
 mlir::Value Generator::cast(Location at, mlir::Value value, Type element) {
   if (elementType(value) == element) return value;
-  return builder.create<ir::CastOp>(at, RankedTensorType::get(typeOf(value).getShape(), element), value);
+  return builder.create<ir::CastOp>(at, typeOf(value).clone(element), value);
 }
 
 mlir::Value Generator::scalarConstant(Location at, double value, Type element) {
@@ -168,6 +218,12 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
   EValue rhs = evaluate(*expr.rhs, scope);
   Location at = loc(expr.loc);
   ast::BinaryOp op = expr.op;
+  if (std::holds_alternative<SizeValue>(lhs.value) || std::holds_alternative<SizeValue>(rhs.value)) {
+    bool numeric = !std::holds_alternative<Tensor>(lhs.value) && !std::holds_alternative<Tensor>(rhs.value);
+    if (numeric) return sizeArithmetic(expr, lhs, rhs);
+    const auto &ranged = std::get<SizeValue>((std::holds_alternative<SizeValue>(lhs.value) ? lhs : rhs).value);
+    failRanged(expr.loc, ranged, "a number in tensor arithmetic");
+  }
   auto *a = std::get_if<Number>(&lhs.value);
   auto *b = std::get_if<Number>(&rhs.value);
   if (a && b) {

@@ -50,12 +50,17 @@ struct Namespace {
 struct Tensor {
   mlir::Value value;
 };
+// An integer that depends on ranged dims (`t`, `t + 1`, `h * t`): it sizes
+// tensors, but its value is known only at run time.
+struct SizeValue {
+  ein::Size size;
+};
 struct EValue;
 struct List {
   std::vector<EValue> items;
 };
 struct EValue {
-  std::variant<Number, Boolean, String, Namespace, Tensor, List> value;
+  std::variant<Number, Boolean, String, Namespace, Tensor, List, SizeValue> value;
 };
 
 struct Param {
@@ -68,7 +73,7 @@ using limits::kMaxCallDepth;
 
 class Generator {
  public:
-  Generator(mlir::MLIRContext &context, llvm::StringRef filename, const std::map<std::string, int64_t> &overrides)
+  Generator(mlir::MLIRContext &context, llvm::StringRef filename, const ein::DimRanges &overrides)
       : context(context), builder(&context), filename(filename.str()), overrides(overrides) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> run(const ast::Module &module);
@@ -151,6 +156,16 @@ class Generator {
   EValue evaluateUnbounded(const ast::Expr &expr, Scope &scope);
 
   int64_t integer(const ast::Expr &expr, Scope &scope, const std::string &what);
+  // An integer that may depend on ranged dims: a shape entry, a slice bound.
+  ein::Size size(const ast::Expr &expr, Scope &scope, const std::string &what);
+  // What a ranged value cannot be used for, as an error at `at`.
+  [[noreturn]] void failRanged(const ast::SourceLoc &at, const SizeValue &value, const std::string &what);
+  EValue sizeArithmetic(const ast::BinaryExpr &expr, const EValue &lhs, const EValue &rhs);
+
+  // A condition on sizes the runtime checks (what the compiler cannot decide
+  // for every value of the ranged dims), or, where the ranges decide it, an
+  // error at `at` when it cannot hold. Kept for the function's ein.checks.
+  void requireSizes(const ein::SizeCheck &check, Location at);
 
   // `number` as an int64, for every number the compiler uses as an integer
   // (dims, shape entries, axes, loop bounds, integer constants): whole, and
@@ -296,13 +311,15 @@ class Generator {
   mlir::MLIRContext &context;
   mlir::OpBuilder builder;
   std::string filename;
-  const std::map<std::string, int64_t> &overrides;
+  const ein::DimRanges &overrides;
   std::set<std::string> usedOverrides;
+  ein::DimRanges ranges;  // of the ranged dims
+  std::vector<std::pair<ein::SizeCheck, Location>> checks;
 
   mlir::func::FuncOp function;
   mlir::Block *body = nullptr;
   Scope globals;
-  std::map<std::string, int64_t> dims;
+  std::map<std::string, ein::Size> dims;  // a constant, or the dim itself when ranged
   std::map<std::string, Param> params;
   mlir::Operation *lastParam = nullptr;  // where the next parameter goes
   std::map<std::string, const ast::Def *> defs;

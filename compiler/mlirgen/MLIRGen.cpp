@@ -78,8 +78,7 @@ std::string Generator::typeString(Type type) {
 }
 
 std::string Generator::typeString(RankedTensorType type) {
-  return typeString(type.getElementType()) +
-         ein::formatShape(ein::Shape(type.getShape().begin(), type.getShape().end()));
+  return typeString(type.getElementType()) + ein::formatShape(ir::shapeOf(type));
 }
 
 const char *Generator::kindName(const EValue &value) {
@@ -89,7 +88,8 @@ const char *Generator::kindName(const EValue &value) {
     case 2: return "a string";
     case 3: return "a namespace";
     case 4: return "a tensor";
-    default: return "a list";
+    case 5: return "a list";
+    default: return "a size over ranged dims";
   }
 }
 
@@ -114,17 +114,31 @@ void Generator::execute(const ast::Stmt &statement, Scope &scope) {
 void Generator::declareDims(const ast::DimDecl &decl) {
   for (const auto &entry : decl.entries) {
     if (dims.count(entry.name)) fail(entry.loc, "dim '" + entry.name + "' is declared twice");
-    int64_t size;
+    const std::string what = "dim '" + entry.name + "'";
+    ein::DimRange range;
     if (auto override = overrides.find(entry.name); override != overrides.end()) {
-      size = override->second;
+      range = override->second;
       usedOverrides.insert(entry.name);
     } else {
-      size = integer(*entry.value, globals, "dim '" + entry.name + "'");
+      range.min = integer(*entry.value, globals, what);
+      range.max = entry.max ? integer(*entry.max, globals, what + "'s maximum") : range.min;
     }
-    if (size <= 0) fail(entry.loc, "dim '" + entry.name + "' must be positive, got " + std::to_string(size));
-    if (size > limits::kMaxTensorElements)
-      fail(entry.loc, "dim '" + entry.name + "' is " + std::to_string(size) + ", beyond the limit of 2^40");
-    dims[entry.name] = size;
+    // A fixed dim is positive; a range may start at 0 (empty inputs allowed).
+    bool ranged = range.min != range.max;
+    if (range.min < (ranged ? 0 : 1))
+      fail(entry.loc, what + (ranged ? "'s minimum must not be negative, got " : " must be positive, got ") +
+                          std::to_string(range.min));
+    if (range.max < range.min)
+      fail(entry.loc, what + " ranges over " + std::to_string(range.min) + ".." + std::to_string(range.max) +
+                          ", which is empty");
+    if (range.max > limits::kMaxTensorElements)
+      fail(entry.loc, what + " is " + std::to_string(range.max) + ", beyond the limit of 2^40");
+    if (!ranged) {
+      dims[entry.name] = range.min;
+      continue;
+    }
+    dims[entry.name] = ein::Size::dim(entry.name);
+    ranges[entry.name] = range;
   }
 }
 
@@ -137,13 +151,17 @@ RankedTensorType Generator::tensorType(const ast::TypeExpr &type, Scope &scope) 
   else if (type.dtype == "i64") element = builder.getI64Type();
   else if (type.dtype == "bool") element = builder.getI1Type();
   else fail(type.loc, "unknown dtype '" + type.dtype + "' (expected f32, f16, bf16, i32, i64 or bool)");
-  llvm::SmallVector<int64_t> shape;
+  ein::Shape shape;
   for (const auto &dim : type.dims) {
-    int64_t size = integer(*dim, scope, "a shape entry");
-    if (size <= 0) fail(dim->loc, "shape entries must be positive, got " + std::to_string(size));
-    shape.push_back(size);
+    ein::Size entry = size(*dim, scope, "a shape entry");
+    if (std::optional<int64_t> constant = entry.constant(); constant && *constant <= 0)
+      fail(dim->loc, "shape entries must be positive, got " + std::to_string(*constant));
+    if (ein::SizeBounds bounds = entry.bounds(ranges); bounds.min < 0)
+      fail(dim->loc, "shape entry " + entry.str() + " is negative for some dims (down to " +
+                         std::to_string(bounds.min) + ")");
+    shape.push_back(entry);
   }
-  RankedTensorType result = RankedTensorType::get(shape, element);
+  RankedTensorType result = ir::sizedTensorType(shape, element);
   checkLimits(result, loc(type.loc), "the type");
   return result;
 }
@@ -152,7 +170,10 @@ void Generator::checkLimits(RankedTensorType type, Location at, const std::strin
   if (type.getRank() > limits::kMaxRank)
     fail(at, what + " " + typeString(type) + " has " + std::to_string(type.getRank()) +
                  " axes, beyond the limit of " + std::to_string(limits::kMaxRank));
-  std::optional<int64_t> elements = limits::checkedElementCount(type.getShape());
+  // At the dims' maxima: the largest the tensor gets.
+  std::optional<int64_t> elements;
+  if (ein::SizeBounds bounds = ein::product(ir::shapeOf(type)).bounds(ranges); bounds.max <= limits::kMaxTensorElements)
+    elements = bounds.max;
   if (!elements)
     fail(at, what + " " + typeString(type) + " has more elements than the limit of 2^40");
   uint64_t elementBytes = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
@@ -346,14 +367,53 @@ void Generator::finish(Location at) {
     function.setArgAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(inputNames[i]));
   for (size_t i = 0; i < outputs.size(); ++i)
     function.setResultAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(outputs[i].first));
+  if (ranges.empty()) return;
+  llvm::SmallVector<mlir::NamedAttribute> dimRanges;
+  for (const auto &[name, range] : ranges)
+    dimRanges.push_back(builder.getNamedAttr(name, builder.getDenseI64ArrayAttr({range.min, range.max})));
+  function->setAttr("ein.dims", builder.getDictionaryAttr(dimRanges));
+  llvm::SmallVector<mlir::Attribute> checkAttrs;
+  for (const auto &[check, where] : checks) checkAttrs.push_back(ir::sizeCheckAttr(&context, check, where));
+  if (!checkAttrs.empty()) function->setAttr("ein.checks", builder.getArrayAttr(checkAttrs));
+}
+
+void Generator::requireSizes(const ein::SizeCheck &check, Location at) {
+  // The difference that must be zero (Equal) or non-negative (LessEqual).
+  ein::Size slack = check.rhs - check.lhs;
+  ein::SizeBounds bounds = slack.bounds(ranges);
+  bool always = false, never = false;
+  switch (check.kind) {
+    case ein::SizeCheck::Equal:
+      always = slack == 0;
+      never = bounds.min > 0 || bounds.max < 0;
+      break;
+    case ein::SizeCheck::LessEqual:
+      always = bounds.min >= 0;
+      never = bounds.max < 0;
+      break;
+    case ein::SizeCheck::Divides: {
+      std::optional<int64_t> divisor = check.lhs.constant();
+      if (!divisor || *divisor <= 0) fail(at, check.message + ": the divisor " + check.lhs.str() + " must be a positive constant");
+      std::optional<int64_t> remainder = ein::Size::mod(check.rhs, *divisor).constant();
+      always = remainder == 0;
+      never = remainder.has_value() && *remainder != 0;
+      break;
+    }
+  }
+  if (always) return;
+  if (never) fail(at, check.message + ", which holds for no value of the dims");
+  checks.emplace_back(check, at);
 }
 
 std::optional<EValue> Generator::resolveValue(const ast::Name &name, Scope &scope) {
   if (name.segments.size() == 1 && name.segments[0].kind == ast::NameSegment::Kind::Identifier) {
     const std::string &identifier = name.segments[0].text;
     if (const EValue *value = lookup(identifier, scope)) return *value;
-    if (auto dim = dims.find(identifier); dim != dims.end())
-      return EValue{Number{static_cast<double>(dim->second), true}};
+    if (auto dim = dims.find(identifier); dim != dims.end()) {
+      if (std::optional<int64_t> constant = dim->second.constant())
+        return EValue{Number{static_cast<double>(*constant), true}};
+      return EValue{SizeValue{dim->second}};
+    }
   }
   std::string full = resolveName(name, scope);
   if (auto param = params.find(full); param != params.end()) return EValue{Tensor{param->second.value}};
@@ -367,8 +427,7 @@ namespace ein::mlirgen {
 namespace ast = ein::frontend;
 
 mlir::OwningOpRef<mlir::ModuleOp> generate(mlir::MLIRContext &context, llvm::StringRef source,
-                                           llvm::StringRef filename,
-                                           const std::map<std::string, int64_t> &dimOverrides) {
+                                           llvm::StringRef filename, const ein::DimRanges &dimOverrides) {
   ast::ParseResult parsed = ast::parse(std::string_view(source.data(), source.size()));
   if (!parsed.diagnostics.empty()) {
     for (const auto &diagnostic : parsed.diagnostics)

@@ -1,7 +1,7 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
 //   einc MODEL.ein -o MODEL.einb [--weights W.safetensors | --random-weights SEED]
-//        [--dim NAME=SIZE]... [--target cpu|cuda] [--precision fp32|bf16|fp16]
+//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16]
 //        [--print-ir-after-all] [--dump-ir DIR]
 //   einc MODEL.ein --emit=mlir      prints the ein dialect from the front end
 #include <CLI/CLI.hpp>
@@ -73,17 +73,24 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
   int index = 0;
 };
 
-mlir::FailureOr<std::map<std::string, int64_t>> parseDimOverrides(const std::vector<std::string> &dims) {
-  std::map<std::string, int64_t> overrides;
+// NAME=SIZE pins a dim; NAME=MIN..MAX makes it a range.
+mlir::FailureOr<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &dims) {
+  ein::DimRanges overrides;
   for (const std::string &dim : dims) {
     size_t equals = dim.find('=');
-    int64_t size = 0;
-    if (equals == std::string::npos || equals == 0 ||
-        llvm::StringRef(dim).substr(equals + 1).getAsInteger(10, size) || size <= 0) {
-      llvm::errs() << "einc: --dim expects NAME=SIZE with a positive SIZE, got '" << dim << "'\n";
+    llvm::StringRef value = llvm::StringRef(dim).substr(equals == std::string::npos ? dim.size() : equals + 1);
+    auto [low, high] = value.split("..");
+    ein::DimRange range;
+    bool ranged = value.contains("..");
+    bool malformed = equals == std::string::npos || equals == 0 || low.getAsInteger(10, range.min) ||
+                     (ranged ? high.getAsInteger(10, range.max) : false);
+    if (!ranged) range.max = range.min;
+    if (malformed || range.min < (ranged ? 0 : 1) || range.max < range.min) {
+      llvm::errs() << "einc: --dim expects NAME=SIZE with a positive SIZE or NAME=MIN..MAX with 0 <= MIN <= MAX, got '"
+                   << dim << "'\n";
       return mlir::failure();
     }
-    overrides[dim.substr(0, equals)] = size;
+    overrides[dim.substr(0, equals)] = range;
   }
   return overrides;
 }
@@ -190,7 +197,7 @@ int main(int argc, char **argv) {
   auto *weights = app.add_option("--weights", options.weights, "parameters, under PyTorch state_dict names (.safetensors)");
   auto *random = app.add_option("--random-weights", options.randomWeights, "random parameters from SEED (for benchmarks)");
   weights->excludes(random);
-  app.add_option("--dim", options.dims, "override a dim: NAME=SIZE (repeatable)");
+  app.add_option("--dim", options.dims, "override a dim: NAME=SIZE, or NAME=MIN..MAX for a range (repeatable)");
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", options.precision,
                  "fp32 (default); bf16: bf16 gemm weights and bf16 gemm/attention arithmetic with f32 accumulation "

@@ -66,7 +66,9 @@ std::optional<Contraction> matchContraction(Value value) {
   }
   if (auto matmul = dyn_cast<ein::ir::MatmulOp>(op)) {
     auto lhs = cast<RankedTensorType>(matmul.getLhs().getType()), rhs = cast<RankedTensorType>(matmul.getRhs().getType());
-    if (lhs.getRank() < 2 || lhs.getRank() != rhs.getRank() || lhs.getShape().drop_back(2) != rhs.getShape().drop_back(2))
+    ein::Shape lhsShape = ein::ir::shapeOf(lhs), rhsShape = ein::ir::shapeOf(rhs);
+    if (lhs.getRank() < 2 || lhs.getRank() != rhs.getRank() ||
+        !std::equal(lhsShape.begin(), lhsShape.end() - 2, rhsShape.begin(), rhsShape.end() - 2))
       return std::nullopt;
     Labels batch;
     for (int64_t i = 0; i + 2 < lhs.getRank(); ++i) batch.push_back("@" + std::to_string(i));
@@ -395,11 +397,12 @@ class Rewriter {
     const ScoreRoles &roles = attention.roles;
     for (auto [value, labels] : {std::pair{roles.q, &roles.qLabels}, {roles.k, &roles.kLabels},
                                  {attention.v, &attention.vLabels}})
-      for (auto [label, size] : llvm::zip(*labels, cast<RankedTensorType>(value.getType()).getShape()))
-        sizes[label] = size;
+      for (auto [label, size] : llvm::zip(*labels, ein::ir::shapeOf(value.getType()))) sizes[label] = size;
   }
 
-  void run() {
+  // False, with nothing replaced, where a layout change cannot be written as
+  // an einops pattern (a group of two sizes over ranged dims).
+  bool run() {
     const ScoreRoles &roles = attention.roles;
     // Canonical order: batch labels (the head last for talking heads), the
     // queries as one axis (a unit axis when there is none, a merged one for
@@ -417,17 +420,19 @@ class Rewriter {
     Value q = arrange(roles.q, singletons(roles.qLabels), with({roles.queries, {roles.feature}}));
     Value k = arrange(roles.k, singletons(roles.kLabels), with({{roles.key}, {roles.feature}}));
     Value v = arrange(attention.v, singletons(attention.vLabels), with({{roles.key}, {attention.value}}));
+    if (!q || !k || !v) return false;
     Value mask;
     if (attention.mask) {
       auto maskType = cast<RankedTensorType>(attention.mask.getType());
       Labels maskLabels(roles.scores.end() - maskType.getRank(), roles.scores.end());
       mask = arrange(attention.mask, singletons(maskLabels), with({roles.queries, {roles.key}}));
+      if (!mask) return false;
     }
     SmallVector<Labels> resultGroups = with({roles.queries, {attention.value}});
-    SmallVector<int64_t> resultShape;
+    ein::Shape resultShape;
     for (const Labels &group : resultGroups) resultShape.push_back(groupSize(group));
     auto outType = cast<RankedTensorType>(attention.pv->getResult(0).getType());
-    auto resultType = RankedTensorType::get(resultShape, outType.getElementType());
+    auto resultType = ein::ir::sizedTensorType(resultShape, outType.getElementType());
     auto scale = builder.getF64FloatAttr(roles.scale);
     auto maskKind = ein::ir::MaskKindAttr::get(builder.getContext(), attention.maskKind);
     auto maskFill = builder.getF64FloatAttr(attention.maskFill);
@@ -441,7 +446,10 @@ class Rewriter {
     } else {
       fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill);
     }
-    attention.pv->getResult(0).replaceAllUsesWith(arrange(fused, resultGroups, singletons(attention.outLabels)));
+    Value result = arrange(fused, resultGroups, singletons(attention.outLabels));
+    if (!result) return false;
+    attention.pv->getResult(0).replaceAllUsesWith(result);
+    return true;
   }
 
  private:
@@ -451,10 +459,18 @@ class Rewriter {
     return groups;
   }
 
-  int64_t groupSize(const Labels &group) {
-    int64_t size = 1;
+  ein::Size groupSize(const Labels &group) {
+    ein::Size size = 1;
     for (const std::string &label : group) size *= sizes.at(label);
     return size;
+  }
+
+  // `label`'s size as an einops keyword size; null where it is over ranged
+  // dims (einops takes constants, and infers at most one size per group).
+  std::optional<NamedAttribute> keywordSize(const std::string &label) {
+    std::optional<int64_t> size = sizes.at(label).constant();
+    if (!size) return std::nullopt;
+    return builder.getNamedAttr(nameOf(label), builder.getI64IntegerAttr(*size));
   }
 
   // A name for `label` in einops patterns: the user's own where it is one
@@ -503,11 +519,12 @@ class Rewriter {
     auto named = [&](const std::string &label) {
       return llvm::any_of(to, [&](const Labels &group) { return llvm::is_contained(group, label); });
     };
-    std::map<std::string, int64_t> inputSize;  // labels the input has, with their size there
+    std::map<std::string, ein::Size> inputSize;  // labels the input has, with their size there
+    ein::Shape typeShape = ein::ir::shapeOf(type);
     std::string input, output;
     for (auto [axis, group] : llvm::enumerate(from)) {
       input += axis ? " " : "";
-      int64_t size = type.getDimSize(axis);
+      ein::Size size = typeShape[axis];
       // A unit axis: none, one `to` does not name, or a size-1 stand-in for
       // a larger label that `to` composes with others (repeated there).
       bool unit = group.empty();
@@ -532,14 +549,14 @@ class Rewriter {
       }
       input += ")";
     }
-    SmallVector<int64_t> shape;
+    ein::Shape shape;
     SmallVector<NamedAttribute> repeated;
     for (auto [axis, group] : llvm::enumerate(to)) {
       output += axis ? " " : "";
       if (group.size() == 1) {
         auto found = inputSize.find(group[0]);
         output += found == inputSize.end() ? "1" : nameOf(group[0]);
-        shape.push_back(found == inputSize.end() ? 1 : found->second);
+        shape.push_back(found == inputSize.end() ? ein::Size(1) : found->second);
         continue;
       }
       if (group.empty()) {
@@ -550,19 +567,29 @@ class Rewriter {
       output += "(";
       for (auto [i, label] : llvm::enumerate(group)) {
         output += (i ? " " : "") + nameOf(label);
-        if (!inputSize.count(label))
-          repeated.push_back(builder.getNamedAttr(nameOf(label), builder.getI64IntegerAttr(sizes.at(label))));
+        if (inputSize.count(label)) continue;
+        std::optional<NamedAttribute> keyword = keywordSize(label);
+        if (!keyword) return Value();  // a repeated axis over ranged dims
+        repeated.push_back(*keyword);
       }
       output += ")";
       shape.push_back(groupSize(group));
     }
     if (input == output) return value;
-    auto resultType = RankedTensorType::get(shape, type.getElementType());
-    // Sizes of the labels a composed input axis splits into (all but one would do).
-    for (const Labels &group : from)
-      if (group.size() > 1)
-        for (const std::string &label : group)
-          repeated.push_back(builder.getNamedAttr(nameOf(label), builder.getI64IntegerAttr(sizes.at(label))));
+    auto resultType = ein::ir::sizedTensorType(shape, type.getElementType());
+    // Sizes of the labels a composed input axis splits into: all but one
+    // are needed, and the one may be over ranged dims.
+    for (const Labels &group : from) {
+      if (group.size() < 2) continue;
+      size_t inferred = 0;
+      for (const std::string &label : group) {
+        std::optional<NamedAttribute> keyword = keywordSize(label);
+        if (keyword)
+          repeated.push_back(*keyword);
+        else if (++inferred > 1)
+          return Value();
+      }
+    }
     return builder.create<ein::ir::RearrangeOp>(loc, resultType, value, builder.getStringAttr(input + " -> " + output),
                                                 builder.getDictionaryAttr(repeated), ein::ir::ReduceKindAttr());
   }
@@ -570,7 +597,7 @@ class Rewriter {
   OpBuilder builder;
   Location loc;
   const Attention &attention;
-  std::map<std::string, int64_t> sizes;        // every label of Q, K and V
+  std::map<std::string, ein::Size> sizes;      // every label of Q, K and V
   std::map<std::string, std::string> names;    // label -> einops name
 };
 
@@ -581,7 +608,7 @@ struct FuseAttentionPass : ein::impl::FuseAttentionBase<FuseAttentionPass> {
     for (ein::ir::SoftmaxOp softmax : softmaxes) {
       auto attention = matchAttention(softmax);
       if (!attention) continue;
-      Rewriter(attention->pv, *attention).run();
+      (void)Rewriter(attention->pv, *attention).run();  // false: left unfused
     }
     // The replaced chains are left without users.
     IRRewriter rewriter(&getContext());

@@ -35,7 +35,7 @@ bool isLastAxisReduce(Value value, ReduceKind kind, Value x, int64_t correction 
 // A vector of the last axis' size: a weight or bias of the norm.
 bool isFeatureVector(Value value, RankedTensorType normalized) {
   auto type = cast<RankedTensorType>(value.getType());
-  return type.getRank() == 1 && type.getDimSize(0) == normalized.getShape().back() &&
+  return type.getRank() == 1 && ein::ir::shapeOf(type)[0] == ein::ir::shapeOf(normalized).back() &&
          type.getElementType() == normalized.getElementType();
 }
 

@@ -13,6 +13,10 @@ namespace ein {
 
 using namespace mlir;
 using ein::ir::EinsumOp;
+using ein::ir::dimRangesOf;
+using ein::ir::largestValue;
+using ein::ir::shapeOf;
+using ein::ir::sizedTensorType;
 
 namespace {
 
@@ -136,11 +140,16 @@ LogicalResult planEinsum(EinsumOp einsum) {
   if (ein::failed(parsed)) return einsum.emitOpError() << std::get<ein::EquationError>(parsed).message;
   const auto &equation = std::get<ein::EinsumEquation>(parsed);
 
-  std::map<std::string, int64_t> sizes;
+  // Costs count at the dims' largest values: the sizes that take the time.
+  ein::DimRanges ranges = dimRangesOf(einsum);
+  std::map<std::string, ein::Size> sizes;
+  std::map<std::string, int64_t> largest;
   for (auto [labels, input] : llvm::zip(equation.inputs, einsum.getInputs()))
-    for (auto [label, size] : llvm::zip(labels, cast<RankedTensorType>(input.getType()).getShape()))
+    for (auto [label, size] : llvm::zip(labels, shapeOf(input.getType()))) {
       sizes[label] = size;
-  ContractionPlanner planner(equation, sizes);
+      largest[label] = largestValue(size, ranges);
+    }
+  ContractionPlanner planner(equation, largest);
   size_t count = equation.inputs.size();
   if (count > kMaxOperands)
     return einsum.emitOpError() << "has " << count << " operands; at most " << kMaxOperands << " are supported";
@@ -183,9 +192,9 @@ LogicalResult planEinsum(EinsumOp einsum) {
     Labels leftOrder = childOrder(node.left, node.right, order, /*right=*/false);
     Labels rightOrder = childOrder(node.right, node.left, order, /*right=*/true);
     Value left = emit(node.left, leftOrder), right = emit(node.right, rightOrder);
-    SmallVector<int64_t> shape;
+    ein::Shape shape;
     for (const std::string &label : order) shape.push_back(sizes.at(label));
-    return builder.create<EinsumOp>(einsum.getLoc(), RankedTensorType::get(shape, element),
+    return builder.create<EinsumOp>(einsum.getLoc(), sizedTensorType(shape, element),
                                     equationText(leftOrder, rightOrder, order), ValueRange{left, right});
   };
   Value result = emit((1u << count) - 1, equation.output);

@@ -21,7 +21,7 @@ bool isHalf(Type type) {
 
 RankedTensorType widened(Type type) {
   auto tensor = cast<RankedTensorType>(type);
-  return RankedTensorType::get(tensor.getShape(), Float32Type::get(type.getContext()));
+  return tensor.clone(Float32Type::get(type.getContext()));
 }
 
 // A cast of `value` to f32 right after its definition, taking all its uses.

@@ -100,6 +100,60 @@ ein::Shape ein::ir::shapeOf(Type type) {
   return shape;
 }
 
+namespace {
+constexpr std::pair<ein::SizeCheck::Kind, llvm::StringLiteral> kCheckKinds[] = {
+    {ein::SizeCheck::Equal, "equal"}, {ein::SizeCheck::LessEqual, "less_equal"}, {ein::SizeCheck::Divides, "divides"}};
+}  // namespace
+
+ein::DimRanges ein::ir::dimRangesOf(Operation *op) {
+  ein::DimRanges ranges;
+  for (Operation *scope = op; scope; scope = scope->getParentOp()) {
+    auto dims = scope->getAttrOfType<DictionaryAttr>("ein.dims");
+    if (!dims) continue;
+    for (NamedAttribute entry : dims)
+      if (auto range = dyn_cast<DenseI64ArrayAttr>(entry.getValue()); range && range.size() == 2)
+        ranges[entry.getName().str()] = {range[0], range[1]};
+    break;
+  }
+  return ranges;
+}
+
+int64_t ein::ir::largestValue(const ein::Size &size, const ein::DimRanges &ranges) { return size.bounds(ranges).max; }
+
+DictionaryAttr ein::ir::sizeCheckAttr(MLIRContext *context, const ein::SizeCheck &check, Location at) {
+  Builder builder(context);
+  llvm::StringRef kind;
+  for (const auto &[candidate, name] : kCheckKinds)
+    if (candidate == check.kind) kind = name;
+  return builder.getDictionaryAttr({
+      builder.getNamedAttr("kind", builder.getStringAttr(kind)),
+      builder.getNamedAttr("lhs", SizesAttr::get(context, ein::Shape{check.lhs})),
+      builder.getNamedAttr("rhs", SizesAttr::get(context, ein::Shape{check.rhs})),
+      builder.getNamedAttr("message", builder.getStringAttr(check.message)),
+      builder.getNamedAttr("location", at),
+  });
+}
+
+std::optional<std::pair<ein::SizeCheck, Location>> ein::ir::sizeCheckOf(Attribute attr) {
+  auto dictionary = dyn_cast<DictionaryAttr>(attr);
+  if (!dictionary) return std::nullopt;
+  auto kind = dictionary.getAs<StringAttr>("kind");
+  auto lhs = dictionary.getAs<SizesAttr>("lhs"), rhs = dictionary.getAs<SizesAttr>("rhs");
+  auto message = dictionary.getAs<StringAttr>("message");
+  auto location = dictionary.getAs<LocationAttr>("location");
+  if (!kind || !lhs || !rhs || !message || !location || lhs.sizes().size() != 1 || rhs.sizes().size() != 1)
+    return std::nullopt;
+  ein::SizeCheck check{ein::SizeCheck::Equal, lhs.sizes()[0], rhs.sizes()[0], message.str()};
+  bool known = false;
+  for (const auto &[candidate, name] : kCheckKinds)
+    if (kind.getValue() == name) {
+      check.kind = candidate;
+      known = true;
+    }
+  if (!known) return std::nullopt;
+  return std::make_pair(check, Location(location));
+}
+
 RankedTensorType ein::ir::sizedTensorType(const ein::Shape &shape, Type elementType) {
   SmallVector<int64_t> staticShape;
   ein::Shape dynamic;
@@ -173,10 +227,14 @@ LogicalResult inferFrom(std::optional<Location> location, llvm::StringRef opName
   return success();
 }
 
-std::map<std::string, int64_t> sizeMap(DictionaryAttr sizes) {
-  std::map<std::string, int64_t> map;
-  for (NamedAttribute entry : sizes)
+// Keyword sizes: an integer, or a size over ranged dims (#ein.sizes of one).
+std::map<std::string, ein::Size> sizeMap(DictionaryAttr sizes) {
+  std::map<std::string, ein::Size> map;
+  for (NamedAttribute entry : sizes) {
     if (auto size = dyn_cast<IntegerAttr>(entry.getValue())) map[entry.getName().str()] = size.getInt();
+    if (auto size = dyn_cast<SizesAttr>(entry.getValue()); size && size.sizes().size() == 1)
+      map[entry.getName().str()] = size.sizes()[0];
+  }
   return map;
 }
 
@@ -212,12 +270,14 @@ LogicalResult EinsumOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 LogicalResult EinsumOp::verify() { return verifyInferred(*this, inferResultType(getEquation(), getInputs().getTypes())); }
 
-std::map<std::string, int64_t> RearrangeOp::getSizeMap() { return sizeMap(getSizes()); }
+std::map<std::string, ein::Size> RearrangeOp::getSizeMap() { return sizeMap(getSizes()); }
 
 TypeResult RearrangeOp::inferResultType(Type input, llvm::StringRef pattern, DictionaryAttr sizes, bool reduction) {
-  for (NamedAttribute entry : sizes)
-    if (!isa<IntegerAttr>(entry.getValue()))
-      return error("size of axis '", entry.getName().str(), "' is not an integer");
+  for (NamedAttribute entry : sizes) {
+    auto symbolic = dyn_cast<SizesAttr>(entry.getValue());
+    if (!isa<IntegerAttr>(entry.getValue()) && !(symbolic && symbolic.sizes().size() == 1))
+      return error("size of axis '", entry.getName().str(), "' is not an integer or one #ein.sizes");
+  }
   ein::EinopsKind kind = reduction ? ein::EinopsKind::Reduce : ein::EinopsKind::Rearrange;
   auto plan = ein::planEinops(kind, pattern, shapeOf(input), sizeMap(sizes));
   // A pattern with new axes on the right is einops.repeat.

@@ -349,7 +349,7 @@ EquationResult<EinopsSide> parseEinopsSide(std::string_view text, char side) {
 }  // namespace
 
 EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern, const Shape &inputShape,
-                                      const std::map<std::string, int64_t> &sizes) {
+                                      const std::map<std::string, Size> &sizes) {
   size_t arrow = pattern.find("->");
   if (arrow == std::string_view::npos) return EquationError{"einops pattern \"" + std::string(pattern) + "\" has no '->'"};
   if (pattern.find("->", arrow + 2) != std::string_view::npos)
@@ -388,7 +388,8 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
   EinopsPlan plan;
   std::map<std::string, Size> known;  // elementary axis sizes
   for (const auto &[name, size] : sizes) {
-    if (size <= 0) return EquationError{"axis '" + name + "' is given size " + std::to_string(size)};
+    if (std::optional<int64_t> constant = size.constant(); constant && *constant <= 0)
+      return EquationError{"axis '" + name + "' is given size " + std::to_string(*constant)};
     known[name] = size;
   }
   known.insert(in.anonymousSizes.begin(), in.anonymousSizes.end());

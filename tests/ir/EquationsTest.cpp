@@ -12,16 +12,20 @@ using ein::EinopsKind;
 using ein::EinopsPlan;
 using ein::Shape;
 
+std::map<std::string, ein::Size> sizeMap(const std::map<std::string, int64_t> &sizes) {
+  return std::map<std::string, ein::Size>(sizes.begin(), sizes.end());
+}
+
 EinopsPlan plan(EinopsKind kind, const std::string &pattern, const Shape &input,
                 const std::map<std::string, int64_t> &sizes = {}) {
-  auto result = ein::planEinops(kind, pattern, input, sizes);
+  auto result = ein::planEinops(kind, pattern, input, sizeMap(sizes));
   EXPECT_FALSE(ein::failed(result)) << pattern << ": " << std::get<ein::EquationError>(result).message;
   return ein::failed(result) ? EinopsPlan{} : std::get<EinopsPlan>(result);
 }
 
 std::string error(EinopsKind kind, const std::string &pattern, const Shape &input,
                   const std::map<std::string, int64_t> &sizes = {}) {
-  auto result = ein::planEinops(kind, pattern, input, sizes);
+  auto result = ein::planEinops(kind, pattern, input, sizeMap(sizes));
   return ein::failed(result) ? std::get<ein::EquationError>(result).message : "(accepted)";
 }
 

@@ -27,6 +27,20 @@ ein::Shape shapeOf(mlir::Type type);
 // dynamic axes with a #ein.sizes encoding.
 mlir::RankedTensorType sizedTensorType(const ein::Shape &shape, mlir::Type elementType);
 
+// The ranges of the ranged dims of the function holding `op` (its `ein.dims`
+// attribute: {t = array<i64: 1, 512>}); empty where there are none.
+ein::DimRanges dimRangesOf(mlir::Operation *op);
+// A size's value at the largest values of the dims (what costs and plans
+// assume: the largest tensors the model makes).
+int64_t largestValue(const ein::Size &size, const ein::DimRanges &ranges);
+
+// A run-time condition on sizes as the `ein.checks` attribute of a function
+// holds it: {kind = "equal" | "less_equal" | "divides", lhs, rhs (#ein.sizes
+// of one size each), message, location}.
+mlir::DictionaryAttr sizeCheckAttr(mlir::MLIRContext *context, const ein::SizeCheck &check, mlir::Location at);
+// The check an `ein.checks` entry holds, or nullopt if it is malformed.
+std::optional<std::pair<ein::SizeCheck, mlir::Location>> sizeCheckOf(mlir::Attribute attr);
+
 }  // namespace ein::ir
 
 #include "ein/IR/EinOpsDialect.h.inc"

@@ -61,7 +61,7 @@ def Ein_RearrangeOp : Ein_Op<"rearrange", [Pure, InferTypeOpAdaptor]> {
     static ::ein::EquationResult<::mlir::RankedTensorType>
     inferResultType(::mlir::Type input, ::llvm::StringRef pattern, ::mlir::DictionaryAttr sizes, bool reduction);
     // The keyword sizes as a plain map.
-    std::map<std::string, int64_t> getSizeMap();
+    std::map<std::string, ::ein::Size> getSizeMap();
   }];
 }
 

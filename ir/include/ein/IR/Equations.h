@@ -99,10 +99,10 @@ struct EinopsPlan {
 enum class EinopsKind { Rearrange, Reduce, Repeat };
 
 // Plans `pattern` ("b (h d) -> b h d") over an input of `inputShape` with the
-// keyword `sizes` (h=8).
+// keyword `sizes` (h=8, or b=b for a ranged dim).
 EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
                                       const Shape &inputShape,
-                                      const std::map<std::string, int64_t> &sizes);
+                                      const std::map<std::string, Size> &sizes);
 
 // NumPy broadcasting of two shapes (aligned on the right). A size 1
 // stretches; other sizes must be equal (a ranged dim is never taken for 1).
