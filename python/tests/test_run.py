@@ -1,0 +1,118 @@
+"""Model.run: array kinds, out= buffers, threads and memory."""
+import array
+import threading
+
+import numpy as np
+import pytest
+
+import ein
+from conftest import LINEAR_RELU, linear_relu_reference
+
+
+class DLPackOnly:
+    """An object that offers its data through DLPack alone, as torch and JAX
+    arrays do (no buffer protocol, no NumPy type)."""
+
+    def __init__(self, values):
+        self._values = values
+
+    def __dlpack__(self, **kwargs):
+        return self._values.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._values.__dlpack_device__()
+
+
+def inputs(seed=0):
+    return np.random.default_rng(seed).standard_normal((3, 4)).astype(np.float32)
+
+
+def test_buffer_protocol_inputs(linear_relu):
+    model, weights = linear_relu
+    x = inputs()
+    expected = linear_relu_reference(x, weights)
+    for value in (memoryview(x), array.array("f", x.ravel().tolist())):
+        if isinstance(value, array.array):
+            with pytest.raises(ein.InputError, match=r'input "x" expects f32\[3, 4\], got float32\[12\]'):
+                model.run({"x": value})
+            value = memoryview(value).cast("B").cast("f", (3, 4))
+        np.testing.assert_allclose(model.run({"x": value})["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_dlpack_input(linear_relu):
+    model, weights = linear_relu
+    x = inputs(1)
+    np.testing.assert_allclose(model.run({"x": DLPackOnly(x)})["y"], linear_relu_reference(x, weights),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_non_contiguous_views_are_copied(linear_relu):
+    model, weights = linear_relu
+    wide = np.random.default_rng(2).standard_normal((3, 8)).astype(np.float32)
+    for view in (wide[:, ::2], np.asfortranarray(wide[:, :4]), wide[::-1, :4]):
+        assert not view.flags.c_contiguous
+        np.testing.assert_allclose(model.run({"x": view})["y"], linear_relu_reference(view, weights),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_misaligned_input(linear_relu):
+    model, weights = linear_relu
+    storage = np.zeros(3 * 4 * 4 + 1, np.uint8)
+    x = storage[1:].view(np.float32).reshape(3, 4)  # 1 byte past an aligned start
+    x[...] = inputs(3)
+    np.testing.assert_allclose(model.run({"x": x})["y"], linear_relu_reference(x, weights), rtol=1e-5, atol=1e-6)
+
+
+def test_out_buffers_are_written_in_place(linear_relu):
+    model, weights = linear_relu
+    x = inputs(4)
+    out = np.full((3, 5), np.nan, np.float32)
+    result = model.run({"x": x}, out={"y": out})
+    assert result["y"] is out
+    np.testing.assert_allclose(out, linear_relu_reference(x, weights), rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_are_fresh_arrays_each_run(linear_relu):
+    model, _ = linear_relu
+    first = model.run({"x": inputs(5)})["y"]
+    second = model.run({"x": inputs(6)})["y"]
+    assert not np.shares_memory(first, second) and not np.array_equal(first, second)
+    assert first.flags.c_contiguous and first.flags.writeable and first.ctypes.data % 64 == 0
+
+
+def test_many_threads_on_one_model_match_serial_runs():
+    model = ein.compile(LINEAR_RELU, random_weights=7, threads=1)
+    batches = [inputs(seed) for seed in range(8)]
+    serial = [model.run({"x": x})["y"] for x in batches]
+    mismatches = []
+
+    def worker(index):
+        for _ in range(100):
+            y = model.run({"x": batches[index]})["y"]
+            if not np.array_equal(y, serial[index]):
+                mismatches.append(index)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert mismatches == []
+
+
+def resident_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * 4096
+
+
+def test_no_leak_over_10000_runs(linear_relu):
+    model, _ = linear_relu
+    x = inputs(8)
+    out = np.empty((3, 5), np.float32)
+    for _ in range(1000):  # warm: the runner's pool, NumPy's allocator
+        model.run({"x": x})
+    before = resident_bytes()
+    for i in range(10000):
+        model.run({"x": x}) if i % 2 else model.run({"x": x[:, ::-1]}, out={"y": out})
+    grown = resident_bytes() - before
+    assert grown < 4 << 20, f"resident memory grew by {grown} bytes over 10000 runs"
