@@ -29,7 +29,7 @@ echo "== Python package: build and tests"
 python_start=$SECONDS
 python=$("$root/scripts/python-env.sh" | tail -n 1)
 pytest_status=0
-(cd "$root/python" && "$python" -m pytest -q -p no:cacheprovider tests) || pytest_status=$?
+(cd "$root/python" && EIN_BUILD_DIR="$root/build" "$python" -m pytest -q -p no:cacheprovider tests) || pytest_status=$?
 if [[ $pytest_status -eq 5 ]]; then echo "error: pytest collected no tests" >&2; fi
 if [[ $pytest_status -ne 0 ]]; then exit "$pytest_status"; fi
 echo "== Python package took $((SECONDS - python_start)) s"

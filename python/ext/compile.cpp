@@ -10,6 +10,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <nlohmann/json.hpp>
+#include <utility>
+
+#include "llvm/Support/Endian.h"
 
 #include "arrays.hpp"
 #include "driver/Compiler.h"
@@ -21,6 +24,20 @@ namespace nb = nanobind;
 namespace ein::python {
 namespace {
 
+// A weight of a name -> array mapping, imported (NumPy, DLPack or the buffer
+// protocol) and checked to have a safetensors dtype.
+std::pair<AnyArray, std::string> importWeight(const std::string &name, nb::handle value) {
+  AnyArray array;
+  if (!nb::try_cast(value, array))
+    throw PythonError("TypeError", "weight \"" + name + "\" is a " + nb::cast<std::string>(nb::type_name(value.type())) +
+                                       ", not a CPU array (NumPy, DLPack or the buffer protocol)");
+  std::optional<std::string> dtype = safetensorsDType(array.dtype());
+  if (!dtype)
+    throw PythonError("TypeError", "weight \"" + name + "\" has dtype " + dtypeText(array.dtype()) +
+                                       ", which safetensors cannot hold");
+  return {array, *dtype};
+}
+
 // Named arrays laid out as a safetensors file in memory, so that the
 // compiler's reader checks and converts them exactly as it does a file's.
 // `arrays` holds (name, array) pairs; the bytes are copied in C order.
@@ -30,16 +47,8 @@ std::unique_ptr<llvm::MemoryBuffer> safetensorsFromArrays(nb::list arrays) {
   uint64_t offset = 0;
   for (nb::handle item : arrays) {
     std::string name = nb::cast<std::string>(item[0]);
-    AnyArray array;
-    if (!nb::try_cast(item[1], array))
-      throw PythonError("TypeError", "weight \"" + name + "\" is a " +
-                                         nb::cast<std::string>(nb::type_name(item[1].type())) +
-                                         ", not a CPU array (NumPy, DLPack or the buffer protocol)");
-    std::optional<std::string> dtype = safetensorsDType(array.dtype());
-    if (!dtype)
-      throw PythonError("TypeError", "weight \"" + name + "\" has dtype " + dtypeText(array.dtype()) +
-                                         ", which safetensors cannot hold");
-    header[name] = {{"dtype", *dtype}, {"shape", shapeOf(array)}, {"data_offsets", {offset, offset + array.nbytes()}}};
+    auto [array, dtype] = importWeight(name, item[1]);
+    header[name] = {{"dtype", dtype}, {"shape", shapeOf(array)}, {"data_offsets", {offset, offset + array.nbytes()}}};
     offset += array.nbytes();
     imported.push_back(array);
   }
@@ -47,8 +56,7 @@ std::unique_ptr<llvm::MemoryBuffer> safetensorsFromArrays(nb::list arrays) {
   json.append((8 - json.size() % 8) % 8, ' ');  // the data block starts 8-byte aligned
   auto buffer = llvm::WritableMemoryBuffer::getNewUninitMemBuffer(8 + json.size() + offset, "weights");
   char *out = buffer->getBufferStart();
-  uint64_t headerSize = json.size();
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((headerSize >> (8 * i)) & 0xff);
+  llvm::support::endian::write64le(out, json.size());
   std::memcpy(out + 8, json.data(), json.size());
   auto *data = reinterpret_cast<std::byte *>(out + 8 + json.size());
   for (const AnyArray &array : imported) {

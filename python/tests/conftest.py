@@ -41,6 +41,20 @@ def linear_relu():
     return ein.compile(LINEAR_RELU, weights=weights), weights
 
 
+class DLPackOnly:
+    """An object that offers its data through DLPack alone, as torch and JAX
+    arrays do (no buffer protocol, no NumPy type)."""
+
+    def __init__(self, values):
+        self._values = values
+
+    def __dlpack__(self, **kwargs):
+        return self._values.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._values.__dlpack_device__()
+
+
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I32": np.int32,
                        "I64": np.int64, "BOOL": np.bool_}
 

@@ -1,11 +1,13 @@
 """ein.compile: sources, weights and options; results checked against NumPy."""
+import os
 import pathlib
+import subprocess
 
 import numpy as np
 import pytest
 
 import ein
-from conftest import (EXAMPLES, LINEAR_RELU, linear_relu_reference, linear_relu_weights)
+from conftest import (EXAMPLES, LINEAR_RELU, REPO, DLPackOnly, linear_relu_reference, linear_relu_weights)
 
 
 def attention_reference(tokens, w):
@@ -55,6 +57,14 @@ def test_non_contiguous_weights_are_copied_in_c_order():
     assert not transposed_twice["fc.weight"].flags.c_contiguous
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=transposed_twice).run({"x": x})["y"],
+                                  ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"])
+
+
+def test_weights_through_dlpack_and_the_buffer_protocol():
+    weights = linear_relu_weights()
+    handed_over = {"fc.weight": DLPackOnly(weights["fc.weight"]), "fc.bias": memoryview(weights["fc.bias"])}
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=handed_over).run({"x": x})["y"],
                                   ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"])
 
 
@@ -109,6 +119,15 @@ def test_describe_is_ein_inspects_summary(linear_relu):
     assert "inputs:\n  x: f32[3, 4]\n" in text and "outputs:\n  y: f32[3, 5]\n" in text
     assert "params: 2 tensors, 100 bytes\n" in text
     assert "gemm" in text and "at <source>:5:" in text
+
+
+def test_describe_equals_ein_inspect(tmp_path):
+    ein_inspect = pathlib.Path(os.environ.get("EIN_BUILD_DIR", REPO / "build")) / "bin" / "ein-inspect"
+    if not ein_inspect.exists():
+        pytest.skip(f"no {ein_inspect} (build the C++ tools, or set EIN_BUILD_DIR)")
+    ein.compile(EXAMPLES / "mhsa.ein", random_weights=1).save(tmp_path / "mhsa.einb")
+    printed = subprocess.run([ein_inspect, tmp_path / "mhsa.einb"], check=True, capture_output=True, text=True).stdout
+    assert ein.load(tmp_path / "mhsa.einb").describe() == printed
 
 
 def test_help_documents_the_api():

@@ -1,26 +1,13 @@
 """Model.run: array kinds, out= buffers, threads and memory."""
 import array
 import threading
+import time
 
 import numpy as np
 import pytest
 
 import ein
-from conftest import LINEAR_RELU, linear_relu_reference
-
-
-class DLPackOnly:
-    """An object that offers its data through DLPack alone, as torch and JAX
-    arrays do (no buffer protocol, no NumPy type)."""
-
-    def __init__(self, values):
-        self._values = values
-
-    def __dlpack__(self, **kwargs):
-        return self._values.__dlpack__(**kwargs)
-
-    def __dlpack_device__(self):
-        return self._values.__dlpack_device__()
+from conftest import LINEAR_RELU, DLPackOnly, linear_relu_reference
 
 
 def inputs(seed=0):
@@ -116,3 +103,39 @@ def test_no_leak_over_10000_runs(linear_relu):
         model.run({"x": x}) if i % 2 else model.run({"x": x[:, ::-1]}, out={"y": out})
     grown = resident_bytes() - before
     assert grown < 4 << 20, f"resident memory grew by {grown} bytes over 10000 runs"
+
+
+# Heavy enough that one run spans many of Python's 5 ms thread switches.
+BIG_MATMUL = """\
+dim n = 2048, k = 1024, m = 2048
+input  x: f32[n, k]
+param  w: f32[k, m]
+output y = x @ w
+"""
+
+
+def longest_pause_of_this_thread_while(worker):
+    """Runs `worker` in a thread and returns the longest time this thread
+    went without running Python code meanwhile."""
+    thread = threading.Thread(target=worker)
+    longest, last = 0.0, time.perf_counter()
+    thread.start()
+    while thread.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    thread.join()
+    return longest
+
+
+def test_the_gil_is_released_while_kernels_run():
+    model = ein.compile(BIG_MATMUL, random_weights=1)
+    x = np.ones((2048, 1024), np.float32)
+    start = time.perf_counter()
+    model.run({"x": x})
+    one_run = time.perf_counter() - start
+    assert one_run > 0.03, "the model is too small to tell"
+    # Held for the whole run, the GIL would stop this thread for one_run
+    # each time; a loaded machine pauses it now and then, so the best of
+    # three attempts counts.
+    pauses = [longest_pause_of_this_thread_while(lambda: model.run({"x": x})) for _ in range(3)]
+    assert min(pauses) < one_run / 2, f"a run takes {one_run:.3f} s, this thread paused {pauses}"

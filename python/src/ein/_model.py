@@ -47,6 +47,11 @@ def _tensor_infos(native_list) -> List[TensorInfo]:
     return [TensorInfo(name, dtype, tuple(shape), bound or None) for name, dtype, shape, bound in native_list]
 
 
+def _forwarded(attribute: str, doc: str) -> property:
+    """A read-only property that returns the native model's attribute."""
+    return property(lambda self: getattr(self._native, attribute), doc=doc)
+
+
 def _check_threads(threads: int) -> int:
     if not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an integer of at least 1, got {threads!r}")
@@ -74,25 +79,10 @@ class Model:
         """The model's outputs, in declaration order."""
         return _tensor_infos(self._native.outputs)
 
-    @property
-    def name(self) -> str:
-        """The artifact's path, or the model's file name for a compiled model."""
-        return self._native.name
-
-    @property
-    def target(self) -> str:
-        """The device the artifact was compiled for: "cpu" or "cuda"."""
-        return self._native.target
-
-    @property
-    def precision(self) -> str:
-        """The artifact's precision: "fp32", "bf16" or "fp16"."""
-        return self._native.precision
-
-    @property
-    def threads(self) -> int:
-        """Kernel threads per run() call."""
-        return self._native.threads
+    name = _forwarded("name", "The artifact's path, or the model's file name for a compiled model.")
+    target = _forwarded("target", 'The device the artifact was compiled for: "cpu" or "cuda".')
+    precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16" or "fp16".')
+    threads = _forwarded("threads", "Kernel threads per run() call.")
 
     def describe(self) -> str:
         """What the artifact holds, as ``ein-inspect`` prints it: inputs,
