@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
@@ -98,24 +99,38 @@ nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor) {
 
 }  // namespace
 
-PyModel::PyModel(std::shared_ptr<const Model> model, int threads) : loaded(std::move(model)) {
-  auto created = Runner::create(loaded, {.threads = threads});
-  if (!created.ok()) throwStatus(created.status());
-  runner = std::move(created).value();
+PyModel::PyModel(std::shared_ptr<const Model> model, int threads) : loaded(std::move(model)), defaultThreads(threads) {
+  // The first runner now, so that a model that cannot run here fails at load.
+  runnerFor(threads);
 }
 
-PyModel PyModel::load(const std::string &path, int threads) {
+Runner &PyModel::runnerFor(int threads) {
+  std::lock_guard<std::mutex> lock(runnersMutex);
+  std::unique_ptr<Runner> &runner = runners[threads];
+  if (!runner) {
+    auto created = Runner::create(loaded, {.threads = threads});
+    if (!created.ok()) {
+      runners.erase(threads);
+      throwStatus(created.status());
+    }
+    runner = std::move(created).value();
+  }
+  return *runner;
+}
+
+std::unique_ptr<PyModel> PyModel::load(const std::string &path, int threads) {
   auto model = Model::load(path);
   if (model.status().code() == StatusCode::NotFound) throw PythonError("FileNotFoundError", model.status().message());
   if (model.status().code() == StatusCode::IoError) throw PythonError("OSError", model.status().message());
   if (!model.ok()) throwStatus(model.status());
-  return PyModel(std::move(model).value(), threads);
+  return std::make_unique<PyModel>(std::move(model).value(), threads);
 }
 
-PyModel PyModel::fromArtifact(const std::vector<uint8_t> &artifact, const std::string &name, int threads) {
+std::unique_ptr<PyModel> PyModel::fromArtifact(const std::vector<uint8_t> &artifact, const std::string &name,
+                                               int threads) {
   auto model = Model::loadFromMemory(artifact.data(), artifact.size(), name);
   if (!model.ok()) throwStatus(model.status());
-  return PyModel(std::move(model).value(), threads);
+  return std::make_unique<PyModel>(std::move(model).value(), threads);
 }
 
 nb::list PyModel::inputs() const { return tensorList(loaded->inputs()); }
@@ -130,7 +145,8 @@ void PyModel::save(const std::string &path) const {
   if (!file) throw PythonError("OSError", "cannot write " + path);
 }
 
-nb::dict PyModel::run(nb::dict inputs, nb::dict out) {
+nb::dict PyModel::run(nb::dict inputs, nb::dict out, int threads) {
+  Runner &runner = runnerFor(threads ? threads : defaultThreads);
   checkNames(inputs, loaded->inputs(), "input");
   checkNames(out, loaded->outputs(), "output");
   // The arrays stay referenced (and the copies alive) until the run is over.
@@ -169,7 +185,7 @@ nb::dict PyModel::run(nb::dict inputs, nb::dict out) {
   Status status;
   {
     nb::gil_scoped_release released;
-    status = runner->run(tensors, buffers);
+    status = runner.run(tensors, buffers);
   }
   if (!status.ok()) throwStatus(status);
   return results;
@@ -187,7 +203,7 @@ void bindModel(nb::module_ &module) {
                    [](const PyModel &self) { return std::string(precisionName(self.model().precision())); })
       .def("describe", &PyModel::describe)
       .def("save", &PyModel::save, nb::arg("path"))
-      .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"));
+      .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"));
 }
 
 }  // namespace ein::python

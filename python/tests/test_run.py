@@ -87,6 +87,16 @@ def test_many_threads_on_one_model_match_serial_runs():
     assert mismatches == []
 
 
+def test_threads_per_call_give_the_same_results():
+    model = ein.compile(LINEAR_RELU, random_weights=2, dims={"n": 256}, threads=1)
+    x = np.random.default_rng(9).standard_normal((256, 4)).astype(np.float32)
+    one = model.run({"x": x})["y"]
+    np.testing.assert_array_equal(model.run({"x": x}, threads=2)["y"], one)
+    assert model.threads == 1
+    with pytest.raises(ValueError, match="threads"):
+        model.run({"x": x}, threads=0)
+
+
 def resident_bytes():
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * 4096
@@ -105,3 +115,39 @@ def test_no_leak_over_10000_runs():
         model.run({"x": x}) if i % 2 else model.run({"x": x[:, ::-1]}, out={"y": out})
     grown = resident_bytes() - before
     assert grown < 4 << 20, f"resident memory grew by {grown} bytes over 10000 runs"
+
+
+# Heavy enough that one run spans many of Python's 5 ms thread switches.
+BIG_MATMUL = """\
+dim n = 2048, k = 1024, m = 2048
+input  x: f32[n, k]
+param  w: f32[k, m]
+output y = x @ w
+"""
+
+
+def longest_pause_of_this_thread_while(worker):
+    """Runs `worker` in a thread and returns the longest time this thread
+    went without running Python code meanwhile."""
+    thread = threading.Thread(target=worker)
+    longest, last = 0.0, time.perf_counter()
+    thread.start()
+    while thread.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    thread.join()
+    return longest
+
+
+def test_the_gil_is_released_while_kernels_run():
+    model = ein.compile(BIG_MATMUL, random_weights=1)
+    x = np.ones((2048, 1024), np.float32)
+    start = time.perf_counter()
+    model.run({"x": x})
+    one_run = time.perf_counter() - start
+    assert one_run > 0.03, "the model is too small to tell"
+    # Held for the whole run, the GIL would stop this thread for one_run
+    # each time; a loaded machine pauses it now and then, so the best of
+    # three attempts counts.
+    pauses = [longest_pause_of_this_thread_while(lambda: model.run({"x": x})) for _ in range(3)]
+    assert min(pauses) < one_run / 2, f"a run takes {one_run:.3f} s, this thread paused {pauses}"

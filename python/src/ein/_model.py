@@ -63,7 +63,8 @@ class Model:
 
     Immutable and thread-safe: any number of Python threads may call run()
     at once; each call borrows its own working memory, and the GIL is
-    released while the kernels run. ``threads`` kernel threads serve each call.
+    released while the kernels run. ``threads`` kernel threads serve each
+    call unless run() is given its own.
     """
 
     def __init__(self, native: "_ein._Model"):
@@ -93,7 +94,8 @@ class Model:
         """Writes the artifact (.einb) to ``path``; ``ein.load`` reads it back."""
         self._native.save(os.fspath(path))
 
-    def run(self, inputs: Mapping[str, Any], *, out: Optional[Mapping[str, Any]] = None) -> Dict[str, np.ndarray]:
+    def run(self, inputs: Mapping[str, Any], *, out: Optional[Mapping[str, Any]] = None,
+            threads: Optional[int] = None) -> Dict[str, np.ndarray]:
         """Runs the model; returns ``{output name: array}``.
 
         ``inputs`` maps every input name to an array of exactly the model's
@@ -106,10 +108,14 @@ class Model:
         ``out`` maps output names to writable C-contiguous arrays of the
         output's dtype and shape, which are written in place and returned;
         the other outputs come back in new NumPy arrays.
+
+        ``threads`` overrides the model's kernel threads for this call (a
+        runner per thread count is made on first use; they share the weights).
         """
         if not isinstance(inputs, Mapping):
             raise TypeError(f"inputs must be a mapping of input names to arrays, got {type(inputs).__name__}")
-        return self._native.run(dict(inputs), dict(out or {}))
+        threads = 0 if threads is None else _check_threads(threads)
+        return self._native.run(dict(inputs), dict(out or {}), threads)
 
     def __repr__(self) -> str:
         signature = lambda infos: ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in infos)
