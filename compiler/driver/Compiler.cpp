@@ -49,7 +49,7 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
     llvm::raw_fd_ostream file(path, error);
     // A missing dump is reported but does not stop the compilation.
     if (error) {
-      compilation.error("cannot write " + path + ": " + error.message());
+      compilation.warning("cannot write " + path + ": " + error.message());
       return;
     }
     op->print(file);
@@ -136,6 +136,7 @@ Compilation::Compilation(ModelSource source, DiagnosticSink sink)
 Compilation::~Compilation() = default;
 
 void Compilation::error(const std::string &message) const { sink({Severity::Error, "", 0, 0, message, ""}); }
+void Compilation::warning(const std::string &message) const { sink({Severity::Warning, "", 0, 0, message, ""}); }
 
 mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const std::map<std::string, int64_t> &dims) {
   return mlirgen::generate(context, source.text, source.filename, dims);

@@ -86,8 +86,9 @@ class Compilation {
   mlir::FailureOr<std::vector<uint8_t>> writeArtifact(mlir::ModuleOp module, const ParamBytesProvider &params,
                                                       const PipelineOptions &options);
 
-  // Reports an error without a place in the model.
+  // Report a message without a place in the model.
   void error(const std::string &message) const;
+  void warning(const std::string &message) const;
 
  private:
   class DiagnosticCapture;
