@@ -97,6 +97,58 @@ nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor) {
   return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, numpyDType(tensor.dtype));
 }
 
+// The inputs as the runner reads them. `arrays` keeps the caller's arrays
+// imported and `copies` the C-order copies of strided views until the run
+// is over.
+struct StagedInputs {
+  std::vector<AnyArray> arrays;
+  std::vector<std::vector<std::byte>> copies;
+  std::vector<InputTensor> tensors;
+};
+
+StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos) {
+  StagedInputs staged;
+  for (const TensorInfo &tensor : infos) {
+    const AnyArray &array = staged.arrays.emplace_back(inputArray(inputs, tensor));
+    const void *data = array.data();
+    // The runner reads contiguous memory in place; a strided view is copied.
+    if (!isCContiguous(array)) {
+      std::vector<std::byte> &copy = staged.copies.emplace_back(array.nbytes());
+      copyInCOrder(array, copy.data());
+      data = copy.data();
+    }
+    staged.tensors.push_back({tensor.name, tensor.dtype, tensor.shape, data, tensor.byteSize()});
+  }
+  return staged;
+}
+
+// Where the run writes each output: the caller's out= buffer or a new NumPy
+// array. `results` maps every output to its array and holds the new ones;
+// `given` keeps the caller's buffers imported.
+struct PreparedOutputs {
+  nb::dict results;
+  std::vector<WritableArray> given;
+  std::vector<OutputBuffer> buffers;
+};
+
+PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &infos) {
+  PreparedOutputs prepared;
+  for (const TensorInfo &tensor : infos) {
+    void *data = nullptr;
+    if (out.contains(tensor.name.c_str())) {
+      nb::object buffer = out[tensor.name.c_str()];
+      data = prepared.given.emplace_back(outputBuffer(buffer, tensor)).data();
+      prepared.results[tensor.name.c_str()] = buffer;
+    } else {
+      nb::ndarray<nb::numpy> array = newOutputArray(tensor);
+      data = array.data();
+      prepared.results[tensor.name.c_str()] = nb::cast(array);
+    }
+    prepared.buffers.push_back({tensor.name, data, tensor.byteSize()});
+  }
+  return prepared;
+}
+
 }  // namespace
 
 PyModel::PyModel(std::shared_ptr<const Model> model, int threads) : loaded(std::move(model)), defaultThreads(threads) {
@@ -149,46 +201,15 @@ nb::dict PyModel::run(nb::dict inputs, nb::dict out, int threads) {
   Runner &runner = runnerFor(threads ? threads : defaultThreads);
   checkNames(inputs, loaded->inputs(), "input");
   checkNames(out, loaded->outputs(), "output");
-  // The arrays stay referenced (and the copies alive) until the run is over.
-  std::vector<AnyArray> arrays;
-  std::vector<std::vector<std::byte>> copies;
-  std::vector<InputTensor> tensors;
-  for (const TensorInfo &tensor : loaded->inputs()) {
-    const AnyArray &array = arrays.emplace_back(inputArray(inputs, tensor));
-    const void *data = array.data();
-    // The runner reads contiguous memory in place; a strided view is copied.
-    if (!isCContiguous(array)) {
-      copies.emplace_back(array.nbytes());
-      copyInCOrder(array, copies.back().data());
-      data = copies.back().data();
-    }
-    tensors.push_back({tensor.name, tensor.dtype, tensor.shape, data, tensor.byteSize()});
-  }
-  // `results` holds every output array (the caller's or a new one) while
-  // the run writes them; `given` keeps the caller's imported.
-  nb::dict results;
-  std::vector<WritableArray> given;
-  std::vector<OutputBuffer> buffers;
-  for (const TensorInfo &tensor : loaded->outputs()) {
-    void *data = nullptr;
-    if (out.contains(tensor.name.c_str())) {
-      nb::object buffer = out[tensor.name.c_str()];
-      data = given.emplace_back(outputBuffer(buffer, tensor)).data();
-      results[tensor.name.c_str()] = buffer;
-    } else {
-      nb::ndarray<nb::numpy> array = newOutputArray(tensor);
-      data = array.data();
-      results[tensor.name.c_str()] = nb::cast(array);
-    }
-    buffers.push_back({tensor.name, data, tensor.byteSize()});
-  }
+  StagedInputs staged = stageInputs(inputs, loaded->inputs());
+  PreparedOutputs prepared = prepareOutputs(out, loaded->outputs());
   Status status;
   {
     nb::gil_scoped_release released;
-    status = runner.run(tensors, buffers);
+    status = runner.run(staged.tensors, prepared.buffers);
   }
   if (!status.ok()) throwStatus(status);
-  return results;
+  return prepared.results;
 }
 
 void bindModel(nb::module_ &module) {
