@@ -69,6 +69,10 @@ nb::dlpack::dtype numpyDType(DType dtype) {
   return nb::dtype<float>();
 }
 
+bool holds(nb::dlpack::dtype dtype, DType expected) {
+  return runtimeDType(dtype) == expected || dtype == numpyDType(expected);
+}
+
 std::optional<std::string> safetensorsDType(nb::dlpack::dtype dtype) {
   if (dtype.lanes != 1) return std::nullopt;
   switch (static_cast<dtype_code>(dtype.code)) {

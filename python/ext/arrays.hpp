@@ -27,6 +27,9 @@ std::optional<DType> runtimeDType(nanobind::dlpack::dtype dtype);
 // How the runtime's element type comes back to NumPy: bf16, which NumPy
 // lacks, as its uint16 bit patterns.
 nanobind::dlpack::dtype numpyDType(DType dtype);
+// Whether an array of `dtype` holds elements of the runtime's `expected`
+// type: the same encoding, or bf16 as NumPy's uint16 bit patterns.
+bool holds(nanobind::dlpack::dtype dtype, DType expected);
 // The safetensors spelling ("F32", "BF16", "I64", "BOOL") for weights.
 std::optional<std::string> safetensorsDType(nanobind::dlpack::dtype dtype);
 

@@ -58,7 +58,7 @@ AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
                           ", which is not a CPU array (NumPy, DLPack or the buffer protocol)",
                       tensor.name);
   std::vector<int64_t> shape = shapeOf(array);
-  if (runtimeDType(array.dtype()) != tensor.dtype || shape != tensor.shape)
+  if (!holds(array.dtype(), tensor.dtype) || shape != tensor.shape)
     throw PythonError("InputError",
                       "input " + quoted(tensor.name) + " expects " + expected + ", got " +
                           dtypeText(array.dtype()) + shapeText(shape),
@@ -74,8 +74,7 @@ WritableArray outputBuffer(nb::handle value, const TensorInfo &tensor) {
   if (!nb::try_cast(value, buffer))
     problem = "got a " + nb::cast<std::string>(nb::type_name(value.type())) +
               ", which is not a writable CPU array";
-  else if (AnyArray view(buffer); (runtimeDType(view.dtype()) != tensor.dtype && view.dtype() != numpyDType(tensor.dtype)) ||
-                                  shapeOf(view) != tensor.shape)
+  else if (AnyArray view(buffer); !holds(view.dtype(), tensor.dtype) || shapeOf(view) != tensor.shape)
     problem = "got " + dtypeText(view.dtype()) + shapeText(shapeOf(view));
   else if (!isCContiguous(view))
     problem = "got a non-contiguous array";

@@ -151,3 +151,29 @@ def test_the_gil_is_released_while_kernels_run():
     # three attempts counts.
     pauses = [longest_pause_of_this_thread_while(lambda: model.run({"x": x})) for _ in range(3)]
     assert min(pauses) < one_run / 2, f"a run takes {one_run:.3f} s, this thread paused {pauses}"
+
+
+def test_half_bool_and_integer_tensors():
+    model = ein.compile("""\
+dim n = 4
+input  a: f16[n]
+input  keep: bool[n]
+input  ids: i64[n]
+output y = a * keep + ids
+output flags = ids > 1
+""", random_weights=1)
+    assert [(i.dtype, i.numpy_dtype) for i in model.inputs] == [
+        ("f16", np.float16), ("bool", np.bool_), ("i64", np.int64)]
+    a, keep, ids = np.array([1, 2, 3, 4], np.float16), np.array([1, 0, 1, 0], bool), np.arange(4)
+    outputs = model.run({"a": a, "keep": keep, "ids": ids})
+    assert outputs["y"].dtype == np.float16 and outputs["flags"].dtype == np.bool_
+    np.testing.assert_array_equal(outputs["y"], a * keep + ids)
+    np.testing.assert_array_equal(outputs["flags"], ids > 1)
+
+
+def test_bf16_as_uint16_bit_patterns():
+    model = ein.compile("dim n = 2\ninput x: bf16[n]\noutput y = x * 2\n", random_weights=1)
+    assert model.outputs[0].numpy_dtype == np.uint16
+    one_and_a_half, three = 0x3FC0, 0x4040  # bf16 is the upper half of a float32
+    y = model.run({"x": np.array([one_and_a_half, 0], np.uint16)})["y"]
+    np.testing.assert_array_equal(y, np.array([three, 0], np.uint16))
