@@ -4,6 +4,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
+# ccache keys on paths relative to the checkout, so that the Python package's
+# build (build-python/, the same sources) hits what the full build compiled,
+# and a clone in another folder hits a previous clone's objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 "$root/scripts/install-deps.sh"
 
 echo "== full build (compiler + runtime)"
