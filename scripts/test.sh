@@ -4,6 +4,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
+# ccache keys on paths relative to the checkout, so that the Python package's
+# build (build-python/, the same sources) hits what the full build compiled,
+# and a clone in another folder hits a previous clone's objects.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
 "$root/scripts/install-deps.sh"
 
 echo "== full build (compiler + runtime)"
@@ -20,6 +24,19 @@ echo "== tests: runtime-only build"
 ctest --test-dir "$root/build-runtime" --output-on-failure -j "$jobs"
 echo "== tests: full build"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+
+# ---- the Python package (issue 14) --------------------------------------------
+# A venv (.venv-python) with the package built from this checkout into
+# build-python/ (ccache serves the objects build/ compiled), then its pytest
+# suite. pytest's status 5 (no tests collected) is a failure like any other.
+echo "== Python package: build and tests"
+python_start=$SECONDS
+python=$("$root/scripts/python-env.sh" | tail -n 1)
+pytest_status=0
+(cd "$root/python" && EIN_BUILD_DIR="$root/build" "$python" -m pytest -q -p no:cacheprovider tests) || pytest_status=$?
+if [[ $pytest_status -eq 5 ]]; then echo "error: pytest collected no tests" >&2; fi
+if [[ $pytest_status -ne 0 ]]; then exit "$pytest_status"; fi
+echo "== Python package took $((SECONDS - python_start)) s"
 
 # ---- ASan+UBSan and fuzzing (issue 17) ----------------------------------------
 # One clang-19 build with ASan+UBSan and libFuzzer's coverage instrumentation

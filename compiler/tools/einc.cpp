@@ -5,24 +5,10 @@
 //        [--print-ir-after-all] [--dump-ir DIR]
 //   einc MODEL.ein --emit=mlir      prints the ein dialect from the front end
 #include <CLI/CLI.hpp>
-#include <filesystem>
 #include <fstream>
 
-#include "frontend/Parser.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SourceMgr.h"
+#include "driver/Compiler.h"
 #include "llvm/Support/raw_ostream.h"
-#include "mlir/IR/AsmState.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/IR/Verifier.h"
-#include "mlir/Pass/PassInstrumentation.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlirgen/MLIRGen.h"
-#include "passes/Passes.h"
-#include "target/ArtifactWriter.h"
 #include "target/ParamSources.h"
 
 namespace {
@@ -40,41 +26,14 @@ struct Options {
   std::string dumpIrDir;
 };
 
-// Writes the IR after every pass to DIR/NN-pass-name.mlir.
-class DumpIrInstrumentation : public mlir::PassInstrumentation {
- public:
-  explicit DumpIrInstrumentation(std::string dir) : dir(std::move(dir)) {}
-
-  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
-    // The adaptor that runs the nested pipeline has no argument: its passes
-    // were dumped one by one already.
-    if (pass->getArgument().empty()) return;
-    // Passes nested on func.func see the function; dump the whole module.
-    mlir::Operation *top = op;
-    while (top->getParentOp()) top = top->getParentOp();
-    dump(pass->getArgument().str(), top);
-  }
-
-  void dump(const std::string &name, mlir::Operation *op) {
-    char prefix[8];
-    std::snprintf(prefix, sizeof prefix, "%02d", index++);
-    std::string path = dir + "/" + prefix + "-" + name + ".mlir";
-    std::error_code error;
-    llvm::raw_fd_ostream file(path, error);
-    if (error) {
-      llvm::errs() << "einc: cannot write " << path << ": " << error.message() << "\n";
-      return;
-    }
-    op->print(file);
-  }
-
- private:
-  std::string dir;
-  int index = 0;
-};
+// Located messages with their source line and caret; the others as "einc: ...".
+void printDiagnostic(const ein::driver::Diagnostic &diagnostic) {
+  if (diagnostic.rendered.empty()) llvm::errs() << "einc: " << diagnostic.message << "\n";
+  else llvm::errs() << diagnostic.rendered;
+}
 
 // NAME=SIZE pins a dim; NAME=MIN..MAX makes it a range.
-mlir::FailureOr<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &dims) {
+std::optional<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &dims) {
   ein::DimRanges overrides;
   for (const std::string &dim : dims) {
     size_t equals = dim.find('=');
@@ -88,39 +47,47 @@ mlir::FailureOr<ein::DimRanges> parseDimOverrides(const std::vector<std::string>
     if (malformed || range.min < (ranged ? 0 : 1) || range.max < range.min) {
       llvm::errs() << "einc: --dim expects NAME=SIZE with a positive SIZE or NAME=MIN..MAX with 0 <= MIN <= MAX, got '"
                    << dim << "'\n";
-      return mlir::failure();
+      return std::nullopt;
     }
     overrides[dim.substr(0, equals)] = range;
   }
   return overrides;
 }
 
+// The parameters' source: seeded random values or a safetensors file, which
+// `safetensors` keeps open (and whose unused tensors it remembers).
+std::optional<ein::ParamBytesProvider> openParams(const Options &options,
+                                                  std::unique_ptr<ein::SafetensorsParams> &safetensors) {
+  if (options.randomWeights) return ein::randomParams(*options.randomWeights);
+  auto opened = ein::weights::SafetensorsFile::open(options.weights);
+  if (!opened) {
+    llvm::errs() << "einc: " << llvm::toString(opened.takeError()) << "\n";
+    return std::nullopt;
+  }
+  safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
+  return safetensors->provider();
+}
+
+bool writeFile(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (out) return true;
+  llvm::errs() << "einc: cannot write " << path << "\n";
+  return false;
+}
+
 int compile(const Options &options) {
-  mlir::DialectRegistry registry;
-  ein::registerEinDialects(registry);
-  mlir::MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  context.printOpOnDiagnostic(false);
-
   auto overrides = parseDimOverrides(options.dims);
-  if (mlir::failed(overrides)) return 1;
-  if (options.precision == "fp16" && options.target != "cuda") {
-    llvm::errs() << "einc: --precision fp16 needs --target cuda: the cpu kernels compute in fp32 or bf16\n";
-    return 1;
-  }
+  if (!overrides) return 1;
+  ein::driver::PipelineOptions pipeline{*ein::driver::parseTarget(options.target),
+                                        *ein::driver::parsePrecision(options.precision), options.printIrAfterAll,
+                                        options.dumpIrDir};
+  auto source = ein::driver::readModelFile(options.model, printDiagnostic);
+  if (!source) return 1;
+  ein::driver::Compilation compilation(std::move(*source), printDiagnostic);
 
-  auto file = llvm::MemoryBuffer::getFile(options.model, /*IsText=*/true);
-  if (!file) {
-    llvm::errs() << "einc: cannot read " << options.model << ": " << file.getError().message() << "\n";
-    return 1;
-  }
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(*file), llvm::SMLoc());
-  mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-
-  llvm::StringRef source = sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      ein::mlirgen::generate(context, source, options.model, *overrides);
+  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(*overrides);
   if (!module) return 1;
   if (options.emit == "mlir") {
     module->print(llvm::outs());
@@ -130,61 +97,17 @@ int compile(const Options &options) {
     llvm::errs() << "einc: no output file: pass -o MODEL.einb (or --emit=mlir)\n";
     return 1;
   }
-
-  mlir::PassManager manager(&context);
-  if (options.printIrAfterAll) {
-    context.disableMultithreading();
-    manager.enableIRPrinting(/*shouldPrintBeforePass=*/nullptr,
-                             /*shouldPrintAfterPass=*/[](mlir::Pass *, mlir::Operation *) { return true; },
-                             /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
-  }
-  if (!options.dumpIrDir.empty()) {
-    std::error_code error = llvm::sys::fs::create_directories(options.dumpIrDir);
-    if (error) {
-      llvm::errs() << "einc: cannot create " << options.dumpIrDir << ": " << error.message() << "\n";
-      return 1;
-    }
-    context.disableMultithreading();
-    auto dumper = std::make_unique<DumpIrInstrumentation>(options.dumpIrDir);
-    dumper->dump("frontend", *module);
-    manager.addInstrumentation(std::move(dumper));
-  }
-  ein::buildCompilerPipeline(manager);
-  if (mlir::failed(manager.run(*module))) return 1;
+  if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;
 
   std::unique_ptr<ein::SafetensorsParams> safetensors;
-  ein::ParamBytesProvider params;
-  if (options.randomWeights) {
-    params = ein::randomParams(*options.randomWeights);
-  } else {
-    auto opened = ein::weights::SafetensorsFile::open(options.weights);
-    if (!opened) {
-      llvm::errs() << "einc: " << llvm::toString(opened.takeError()) << "\n";
-      return 1;
-    }
-    safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
-    params = safetensors->provider();
-  }
-  auto function = *module->getOps<mlir::func::FuncOp>().begin();
-  ein::ArtifactOptions artifactOptions{std::filesystem::path(options.model).filename().string()};
-  artifactOptions.target = options.target == "cuda" ? ein::ArtifactTarget::Cuda : ein::ArtifactTarget::Cpu;
-  artifactOptions.precision = options.precision == "bf16"   ? ein::ArtifactPrecision::Bf16
-                              : options.precision == "fp16" ? ein::ArtifactPrecision::Fp16
-                                                            : ein::ArtifactPrecision::Fp32;
-  auto artifact = ein::writeArtifact(function, params, artifactOptions);
+  auto params = openParams(options, safetensors);
+  if (!params) return 1;
+  auto artifact = compilation.writeArtifact(*module, *params, pipeline);
   if (mlir::failed(artifact)) return 1;
   if (safetensors)
     for (const std::string &name : safetensors->unusedTensors())
       llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
-
-  std::ofstream out(options.output, std::ios::binary);
-  out.write(reinterpret_cast<const char *>(artifact->data()), static_cast<std::streamsize>(artifact->size()));
-  out.close();
-  if (!out) {
-    llvm::errs() << "einc: cannot write " << options.output << "\n";
-    return 1;
-  }
-  return 0;
+  return writeFile(options.output, *artifact) ? 0 : 1;
 }
 
 }  // namespace

@@ -4,13 +4,12 @@
 
 #include <algorithm>
 
+#include "ein/describe.hpp"
 #include "executor/executor.hpp"
 
 namespace ein::detail {
 
-std::string describe(DType dtype, std::span<const int64_t> shape) {
-  return fmt::format("{}[{}]", dtypeName(dtype), fmt::join(shape.begin(), shape.end(), ", "));
-}
+std::string describe(DType dtype, std::span<const int64_t> shape) { return typeText(dtype, shape); }
 
 std::string namesOf(const std::vector<TensorInfo> &infos) {
   std::string names;

@@ -69,5 +69,6 @@ const std::vector<TensorInfo> &Model::params() const { return program_->params; 
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }
 uint64_t Model::arenaBytes() const { return program_->arenaBytes; }
 uint64_t Model::weightsBytes() const { return program_->weightsBytes; }
+std::span<const std::byte> Model::artifactBytes() const { return program_->artifact; }
 
 }  // namespace ein

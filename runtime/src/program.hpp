@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -179,6 +180,8 @@ struct Program {
   std::string name;  // the file, for messages
   // Keeps the artifact's bytes (a mapping or a copy) alive; `weights` points into them.
   std::shared_ptr<const void> bytes;
+  // The whole artifact inside `bytes`, as verified (Model::artifactBytes).
+  std::span<const std::byte> artifact;
   const std::byte *weights = nullptr;
   uint64_t weightsBytes = 0;
   uint64_t arenaBytes = 0;

@@ -7,19 +7,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "ein/describe.hpp"
 #include "ein/runtime.hpp"
 #include "tool_support.hpp"
 
 namespace {
-
-using ein::tools::describeTensor;
-using ein::tools::shapeText;
-
-uint64_t paramBytes(const ein::Model &model) {
-  uint64_t bytes = 0;
-  for (const ein::TensorInfo &param : model.params()) bytes += param.byteSize();
-  return bytes;
-}
 
 nlohmann::json tensorJson(const ein::TensorInfo &info) {
   return {{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
@@ -42,7 +34,7 @@ nlohmann::json modelJson(const ein::Model &model) {
   for (const ein::TensorInfo &output : model.outputs()) out["outputs"].push_back(tensorJson(output));
   nlohmann::json params = nlohmann::json::array();
   for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
-  out["params"] = {{"count", model.params().size()}, {"bytes", paramBytes(model)}, {"tensors", params}};
+  out["params"] = {{"count", model.params().size()}, {"bytes", ein::paramsByteSize(model)}, {"tensors", params}};
   out["arena_bytes"] = model.arenaBytes();
   out["weights_bytes"] = model.weightsBytes();
   out["steps"] = nlohmann::json::array();
@@ -54,37 +46,6 @@ nlohmann::json modelJson(const ein::Model &model) {
     out["steps"].push_back(item);
   }
   return out;
-}
-
-void printSummary(const ein::Model &model) {
-  std::printf("%s: ein artifact v%u for %s (precision %s)\n", model.name().c_str(), model.formatVersion(),
-              ein::deviceName(model.target()), ein::precisionName(model.precision()));
-  std::printf("  producer: %s\n  source:   %s\n", model.producer().c_str(), model.source().c_str());
-  std::printf("inputs:\n");
-  for (const ein::TensorInfo &input : model.inputs()) {
-    std::printf("  %s: %s", input.name.c_str(), describeTensor(input.dtype, input.shape).c_str());
-    if (input.upperBound > 0) std::printf(" (ids in [0, %lld))", static_cast<long long>(input.upperBound));
-    std::printf("\n");
-  }
-  std::printf("outputs:\n");
-  for (const ein::TensorInfo &output : model.outputs())
-    std::printf("  %s: %s\n", output.name.c_str(), describeTensor(output.dtype, output.shape).c_str());
-  std::printf("params: %zu tensors, %llu bytes\n", model.params().size(),
-              static_cast<unsigned long long>(paramBytes(model)));
-  for (const ein::TensorInfo &param : model.params())
-    std::printf("  %s: %s\n", param.name.c_str(), describeTensor(param.dtype, param.shape).c_str());
-  std::printf("memory: arena %llu bytes, weight segment %llu bytes\n",
-              static_cast<unsigned long long>(model.arenaBytes()), static_cast<unsigned long long>(model.weightsBytes()));
-  std::printf("steps: %zu\n", model.steps().size());
-  for (size_t i = 0; i < model.steps().size(); ++i) {
-    const ein::StepInfo &step = model.steps()[i];
-    std::string details;
-    for (const auto &[key, value] : step.shapes) details += " " + key + "=" + shapeText(value);
-    for (const auto &[key, value] : step.sizes) details += " " + key + "=" + std::to_string(value);
-    for (const auto &[key, value] : step.attributes) details += " " + key + "=" + value;
-    std::printf("  %4zu %-12s%s%s%s\n", i, step.op.c_str(), details.c_str(), step.location.empty() ? "" : "  at ",
-                step.location.c_str());
-  }
 }
 
 }  // namespace
@@ -100,6 +61,6 @@ int main(int argc, char **argv) {
   auto model = ein::Model::load(path);
   if (!model.ok()) return ein::tools::fail("ein-inspect", model.status().message());
   if (json) std::printf("%s\n", modelJson(*model.value()).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  else printSummary(*model.value());
+  else std::fputs(ein::describeModel(*model.value()).c_str(), stdout);
   return 0;
 }

@@ -31,7 +31,6 @@
 
 namespace {
 
-using ein::tools::describeTensor;
 
 int fail(const std::string &message) { return ein::tools::fail("ein-run", message); }
 
@@ -112,7 +111,7 @@ ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::
   std::optional<ein::DType> dtype = ein::npy::toDType(values.type);
   if (!dtype)
     return ein::Status(ein::StatusCode::InvalidArgument, path + ": input \"" + info.name + "\" expects " +
-                                                             describeTensor(info.dtype, info.shape) + ", got " +
+                                                             ein::typeText(info.dtype, info.shape) + ", got " +
                                                              ein::npy::elementTypeName(values.type) + " data");
   return InputValue{*dtype, values.shape, std::move(values.data)};
 }
@@ -163,7 +162,7 @@ void printOutput(const ein::TensorInfo &info, const ein::TensorRef &tensor) {
     }
     values += (values.empty() ? "" : ", ") + valueText(info.dtype, data, i);
   }
-  std::printf("%s: %s = [%s]\n", info.name.c_str(), describeTensor(info.dtype, info.shape).c_str(), values.c_str());
+  std::printf("%s: %s = [%s]\n", info.name.c_str(), ein::typeText(info.dtype, info.shape).c_str(), values.c_str());
 }
 
 ein::Status writeOutput(const std::filesystem::path &directory, const ein::TensorInfo &info,
@@ -365,7 +364,7 @@ int main(int argc, char **argv) {
                                                      inputValues.back().bytes.size());
       if (!status.ok()) return fail(status.message());
     } else {
-      return fail("input \"" + info.name + "\" (" + describeTensor(info.dtype, info.shape) +
+      return fail("input \"" + info.name + "\" (" + ein::typeText(info.dtype, info.shape) +
                   ") is not given: pass --input " + info.name + "=FILE.npy or --random-inputs SEED");
     }
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,9 @@ class Model {
   const std::vector<StepInfo> &steps() const;
   uint64_t arenaBytes() const;
   uint64_t weightsBytes() const;
+  // The artifact's bytes, as loaded and verified (the file's mapping or the
+  // model's copy): what to write to save the model again.
+  std::span<const std::byte> artifactBytes() const;
 
   // The decoded program, for the runtime's executors.
   const detail::Program &program() const { return *program_; }

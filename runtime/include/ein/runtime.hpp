@@ -3,6 +3,7 @@
 // read the results. See ein/ein.h for the C API.
 #pragma once
 
+#include "ein/describe.hpp"
 #include "ein/half_float.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"

@@ -164,6 +164,7 @@ StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, Artifac
   const fb::Model &model = *framing.model;
   auto program = std::make_unique<Program>();
   program->name = std::move(name);
+  program->artifact = {bytes.data, bytes.size};
   program->bytes = std::move(bytes.owner);
   program->weights = framing.weights;
   program->weightsBytes = framing.weightsBytes;

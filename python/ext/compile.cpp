@@ -1,0 +1,168 @@
+// ein.compile's native half: the compiler library (compiler/driver) on a
+// model's text, with weights from a safetensors file, from arrays handed over
+// in memory, or seeded random values.
+#include "compile.hpp"
+
+#include <cstring>
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "llvm/Support/Endian.h"
+
+#include "arrays.hpp"
+#include "driver/Compiler.h"
+#include "errors.hpp"
+#include "target/ParamSources.h"
+
+namespace nb = nanobind;
+
+namespace ein::python {
+namespace {
+
+// A weight of a name -> array mapping, imported (NumPy, DLPack or the buffer
+// protocol) and checked to have a safetensors dtype.
+std::pair<AnyArray, std::string> importWeight(const std::string &name, nb::handle value) {
+  AnyArray array;
+  if (!nb::try_cast(value, array))
+    throw PythonError("TypeError", "weight \"" + name + "\" is a " + nb::cast<std::string>(nb::type_name(value.type())) +
+                                       ", not a CPU array (NumPy, DLPack or the buffer protocol)");
+  std::optional<std::string> dtype = safetensorsDType(array.dtype());
+  if (!dtype)
+    throw PythonError("TypeError", "weight \"" + name + "\" has dtype " + dtypeText(array.dtype()) +
+                                       ", which safetensors cannot hold");
+  return {array, *dtype};
+}
+
+// Named arrays laid out as a safetensors file in memory, so that the
+// compiler's reader checks and converts them exactly as it does a file's.
+// `arrays` holds (name, array) pairs; the bytes are copied in C order.
+std::unique_ptr<llvm::MemoryBuffer> safetensorsFromArrays(nb::list arrays) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  std::vector<AnyArray> imported;
+  uint64_t offset = 0;
+  for (nb::handle item : arrays) {
+    std::string name = nb::cast<std::string>(item[0]);
+    auto [array, dtype] = importWeight(name, item[1]);
+    header[name] = {{"dtype", dtype}, {"shape", shapeOf(array)}, {"data_offsets", {offset, offset + array.nbytes()}}};
+    offset += array.nbytes();
+    imported.push_back(array);
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the data block starts 8-byte aligned
+  auto buffer = llvm::WritableMemoryBuffer::getNewUninitMemBuffer(8 + json.size() + offset, "weights");
+  char *out = buffer->getBufferStart();
+  llvm::support::endian::write64le(out, json.size());
+  std::memcpy(out + 8, json.data(), json.size());
+  auto *data = reinterpret_cast<std::byte *>(out + 8 + json.size());
+  for (const AnyArray &array : imported) {
+    copyInCOrder(array, data);
+    data += array.nbytes();
+  }
+  return buffer;
+}
+
+nb::tuple diagnosticTuple(const driver::Diagnostic &diagnostic) {
+  static const char *const kSeverities[] = {"error", "warning", "note", "remark"};
+  return nb::make_tuple(kSeverities[static_cast<int>(diagnostic.severity)], diagnostic.file, diagnostic.line,
+                        diagnostic.column, diagnostic.message, diagnostic.rendered);
+}
+
+// What a compilation produced, handed back to Python once the GIL is held.
+struct Outcome {
+  std::optional<std::vector<uint8_t>> artifact;
+  std::vector<driver::Diagnostic> diagnostics;
+  std::vector<std::string> unusedWeights;
+};
+
+struct Request {
+  driver::ModelSource source;
+  std::optional<std::string> weightsPath;
+  std::unique_ptr<llvm::MemoryBuffer> weightsInMemory;
+  std::optional<uint64_t> randomSeed;
+  DimRanges dims;
+  std::string target;
+  std::string precision;
+  std::string dumpIr;
+};
+
+// The parameters' source, as einc opens it; null after a reported error.
+std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::Compilation &compilation) {
+  auto opened = request.weightsInMemory
+                    ? weights::SafetensorsFile::fromBuffer(std::move(request.weightsInMemory), "weights")
+                    : weights::SafetensorsFile::open(*request.weightsPath);
+  if (!opened) {
+    compilation.error(llvm::toString(opened.takeError()));
+    return nullptr;
+  }
+  return std::make_unique<SafetensorsParams>(std::move(*opened));
+}
+
+// einc's steps (compiler/tools/einc.cpp) with the diagnostics collected.
+Outcome compileRequest(Request request) {
+  Outcome outcome;
+  driver::DiagnosticSink sink = [&](const driver::Diagnostic &diagnostic) { outcome.diagnostics.push_back(diagnostic); };
+  driver::Compilation compilation(std::move(request.source), sink);
+  std::optional<ArtifactTarget> target = driver::parseTarget(request.target);
+  std::optional<ArtifactPrecision> precision = driver::parsePrecision(request.precision);
+  if (!target || !precision) {
+    compilation.error(!target ? "target must be \"cpu\" or \"cuda\", got \"" + request.target + "\""
+                              : "precision must be \"fp32\", \"bf16\" or \"fp16\", got \"" + request.precision + "\"");
+    return outcome;
+  }
+  driver::PipelineOptions options{*target, *precision, /*printIrAfterAll=*/false, request.dumpIr};
+  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
+  if (!module || mlir::failed(compilation.runPipeline(*module, options))) return outcome;
+  std::unique_ptr<SafetensorsParams> safetensors;
+  ParamBytesProvider params;
+  if (request.randomSeed) {
+    params = randomParams(*request.randomSeed);
+  } else {
+    safetensors = openWeights(request, compilation);
+    if (!safetensors) return outcome;
+    params = safetensors->provider();
+  }
+  auto artifact = compilation.writeArtifact(*module, params, options);
+  if (mlir::failed(artifact)) return outcome;
+  outcome.artifact = std::move(*artifact);
+  if (safetensors) outcome.unusedWeights = safetensors->unusedTensors();
+  return outcome;
+}
+
+nb::tuple compileModel(std::string text, std::string filename, std::optional<std::string> weightsPath,
+                       std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
+                       std::map<std::string, int64_t> dims, std::string target, std::string precision,
+                       std::string dumpIr, int threads) {
+  std::string modelName = filename;  // the loaded model's name, as the artifact's source
+  DimRanges pinned;  // each dim fixed at its value
+  for (const auto &[name, size] : dims) pinned[name] = {size, size};
+  Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), nullptr, randomSeed,
+                  std::move(pinned), std::move(target), std::move(precision), std::move(dumpIr)};
+  if (weightArrays) request.weightsInMemory = safetensorsFromArrays(*weightArrays);
+  Outcome outcome;
+  {
+    nb::gil_scoped_release released;
+    outcome = compileRequest(std::move(request));
+  }
+  nb::list diagnostics;
+  for (const driver::Diagnostic &diagnostic : outcome.diagnostics) diagnostics.append(diagnosticTuple(diagnostic));
+  nb::object model = nb::none();
+  if (outcome.artifact) model = nb::cast(PyModel::fromArtifact(*outcome.artifact, modelName, threads));
+  return nb::make_tuple(model, diagnostics, outcome.unusedWeights);
+}
+
+}  // namespace
+
+void bindCompile(nb::module_ &module) {
+  module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_path").none(),
+             nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("target"),
+             nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"),
+             "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
+}
+
+}  // namespace ein::python

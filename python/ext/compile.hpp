@@ -1,0 +1,16 @@
+// ein.compile's native half (compile.cpp).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "model.hpp"
+
+namespace ein::python {
+
+// _ein.compile_model(text, filename, weights_path, weight_arrays, random_seed,
+// dims, target, precision, dump_ir, threads) -> (model | None, diagnostics,
+// unused weight names); each diagnostic is (severity, file, line, column,
+// message, rendered).
+void bindCompile(nanobind::module_ &module);
+
+}  // namespace ein::python

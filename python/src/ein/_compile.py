@@ -1,0 +1,108 @@
+"""ein.compile: a model's text or file to a runnable ein.Model."""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, List, Mapping, Optional, Tuple, Union
+
+from . import _ein
+from ._errors import CompileError, Diagnostic
+from ._model import Model, _check_threads
+
+Source = Union[str, os.PathLike]
+Weights = Union[str, os.PathLike, Mapping[str, Any], None]
+
+# Where a model given as text is said to be, in locations and the artifact.
+_TEXT_FILENAME = "<source>"
+
+
+def _read_source(source: Source, filename: Optional[str]) -> Tuple[str, str]:
+    """(text, filename): a path-like or a one-line string is a file to read,
+    a string with a newline is the model itself."""
+    if isinstance(source, str) and "\n" in source:
+        return source, filename or _TEXT_FILENAME
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"source must be a model's text or a path, got {type(source).__name__}")
+    path = os.fspath(source)
+    with open(path, encoding="utf-8") as file:
+        return file.read(), filename or path
+
+
+def _weight_arrays(weights: Mapping[str, Any]) -> List[Tuple[str, Any]]:
+    for name in weights:
+        if not isinstance(name, str):
+            raise TypeError(f"weight names must be strings, got {name!r}")
+    return list(weights.items())
+
+
+def _dims(dims: Optional[Mapping[str, int]]) -> dict:
+    checked = {}
+    for name, size in (dims or {}).items():
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            raise ValueError(f"dim {name!r} must be a positive integer, got {size!r}")
+        checked[str(name)] = size
+    return checked
+
+
+def _diagnostics(native) -> List[Diagnostic]:
+    return [
+        Diagnostic(severity, file or None, line if file else None, col if file else None, message, rendered)
+        for severity, file, line, col, message, rendered in native
+    ]
+
+
+def compile(
+    source: Source,
+    weights: Weights = None,
+    *,
+    dims: Optional[Mapping[str, int]] = None,
+    precision: str = "fp32",
+    target: str = "cpu",
+    dump_ir: Optional[Union[str, os.PathLike]] = None,
+    random_weights: Optional[int] = None,
+    threads: int = 1,
+    filename: Optional[str] = None,
+) -> Model:
+    """Compiles a model (the ein language, docs/LANGUAGE.md) into a Model.
+
+    source: the model's text (a string with a newline) or the path of a
+        ``.ein`` file (``str`` or path-like).
+    weights: the parameters under their state_dict names: a ``.safetensors``
+        path, or a mapping of name to array (NumPy, anything with
+        ``__dlpack__`` such as a torch ``state_dict()``, or the buffer
+        protocol), handed to the compiler in memory. Floating-point arrays
+        of any precision become the model's f32; integer and bool parameters
+        take exactly their declared dtype. Entries that are not parameters
+        are ignored with a warning.
+    dims: dim values that replace the model's (``einc --dim NAME=SIZE``).
+    precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
+        accumulation) or "fp16" (CUDA only).
+    target: "cpu" or "cuda".
+    dump_ir: a folder that receives the IR before the first pass and after
+        each (``einc --dump-ir``).
+    random_weights: a seed for random parameters instead of ``weights``
+        (benchmarks, tests).
+    threads: kernel threads per run() call of the returned model.
+    filename: the name locations give the model (default: the path, or
+        "<source>" for text).
+
+    Raises CompileError (with ``.file``, ``.line``, ``.col``) when the model
+    or its weights are wrong; the message is einc's, with the source line.
+    """
+    text, name = _read_source(source, filename)
+    if (weights is None) == (random_weights is None):
+        raise ValueError("give the parameters as weights=... (a safetensors path or a name -> array mapping) "
+                         "or random_weights=SEED, not both or neither")
+    weights_path = None if weights is None or isinstance(weights, Mapping) else os.fspath(weights)
+    arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
+    model, diagnostics, unused = _ein.compile_model(
+        text, name, weights_path, arrays, random_weights, _dims(dims), target, precision,
+        os.fspath(dump_ir) if dump_ir is not None else "", _check_threads(threads))
+    diagnostics = _diagnostics(diagnostics)
+    if model is None:
+        raise CompileError(diagnostics)
+    for diagnostic in diagnostics:
+        warnings.warn(str(diagnostic), stacklevel=2)
+    for tensor in unused:
+        warnings.warn(f"weights: tensor {tensor!r} is not a parameter of the model", stacklevel=2)
+    return Model(model)

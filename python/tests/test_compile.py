@@ -1,0 +1,135 @@
+"""ein.compile: sources, weights and options; results checked against NumPy."""
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import ein
+from conftest import (EXAMPLES, LINEAR_RELU, REPO, DLPackOnly, linear_relu_reference, linear_relu_weights)
+
+
+def attention_reference(tokens, w):
+    """examples/models/attention.ein in float64 NumPy."""
+    x = w["embed"].astype(np.float64)[tokens]
+    q, k, v = x @ w["w_q"], x @ w["w_k"], x @ w["w_v"]
+    scores = q @ k.T / np.sqrt(q.shape[1])
+    attn = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    attn /= attn.sum(axis=-1, keepdims=True)
+    return attn @ v, attn
+
+
+def test_compile_from_text_matches_numpy():
+    weights = linear_relu_weights()
+    model = ein.compile(LINEAR_RELU, weights=weights)
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    (y,) = model.run({"x": x}).values()
+    assert y.dtype == np.float32 and y.shape == (3, 5)
+    np.testing.assert_allclose(y, linear_relu_reference(x, weights), rtol=1e-5, atol=1e-6)
+
+
+def test_compile_from_path_with_weights_dict_matches_numpy():
+    rng = np.random.default_rng(2)
+    weights = {"embed": rng.standard_normal((10, 16)), "w_q": rng.standard_normal((16, 24)),
+               "w_k": rng.standard_normal((16, 24)), "w_v": rng.standard_normal((16, 28))}
+    weights = {name: value.astype(np.float32) for name, value in weights.items()}
+    model = ein.compile(EXAMPLES / "attention.ein", weights=weights)
+    tokens = np.array([3, 1, 4, 1, 5], dtype=np.int32)
+    outputs = model.run({"tokens": tokens})
+    z, attn = attention_reference(tokens, weights)
+    np.testing.assert_allclose(outputs["z"], z, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(outputs["attn"], attn, rtol=1e-4, atol=1e-6)
+    assert model.name == str(EXAMPLES / "attention.ein")
+
+
+def test_weights_of_other_float_precisions_are_converted():
+    weights = linear_relu_weights()
+    as_f64 = {name: value.astype(np.float64) for name, value in weights.items()}
+    x = np.ones((3, 4), np.float32)
+    expected = ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"]
+    np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=as_f64).run({"x": x})["y"], expected)
+
+
+def test_non_contiguous_weights_are_copied_in_c_order():
+    weights = linear_relu_weights()
+    transposed_twice = {"fc.weight": np.ascontiguousarray(weights["fc.weight"].T).T, "fc.bias": weights["fc.bias"]}
+    assert not transposed_twice["fc.weight"].flags.c_contiguous
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=transposed_twice).run({"x": x})["y"],
+                                  ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"])
+
+
+def test_weights_through_dlpack_and_the_buffer_protocol():
+    weights = linear_relu_weights()
+    handed_over = {"fc.weight": DLPackOnly(weights["fc.weight"]), "fc.bias": memoryview(weights["fc.bias"])}
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=handed_over).run({"x": x})["y"],
+                                  ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"])
+
+
+def test_unused_weights_warn():
+    weights = dict(linear_relu_weights(), **{"head.bias": np.zeros(7, np.float32)})
+    with pytest.warns(UserWarning, match="'head.bias' is not a parameter"):
+        ein.compile(LINEAR_RELU, weights=weights)
+
+
+def test_safetensors_path_and_dims(tmp_path):
+    model = ein.compile(EXAMPLES / "mhsa.ein", random_weights=3, dims={"s": 7})
+    assert [(i.name, i.dtype, i.shape) for i in model.inputs] == [("x", "f32", (7, 16))]
+    assert [(o.name, o.shape) for o in model.outputs] == [("y", (7, 16))]
+    case = pathlib.Path(__file__).resolve().parents[2] / "tests/conformance/cases/seed001_mhsa"
+    from_file = ein.compile(case / "model.ein", weights=case / "weights.safetensors")
+    assert from_file.outputs[0].shape == (5, 16)
+
+
+def test_random_weights_are_deterministic():
+    x = np.ones((3, 4), np.float32)
+    first = ein.compile(LINEAR_RELU, random_weights=5).run({"x": x})["y"]
+    np.testing.assert_array_equal(ein.compile(LINEAR_RELU, random_weights=5).run({"x": x})["y"], first)
+
+
+def test_dump_ir_writes_every_pass(tmp_path):
+    ein.compile(LINEAR_RELU, random_weights=1, dump_ir=tmp_path / "ir")
+    names = sorted(p.name for p in (tmp_path / "ir").iterdir())
+    assert names[0] == "00-frontend.mlir"
+    assert any(name.endswith("-kern-plan-memory.mlir") for name in names)
+
+
+def test_bf16_precision_is_recorded():
+    model = ein.compile(LINEAR_RELU, random_weights=1, precision="bf16")
+    assert model.precision == "bf16" and model.target == "cpu"
+
+
+def test_save_and_load_round_trip(tmp_path, linear_relu):
+    model, weights = linear_relu
+    model.save(tmp_path / "m.einb")
+    loaded = ein.load(tmp_path / "m.einb", threads=2)
+    assert loaded.threads == 2
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.run({"x": x})["y"], model.run({"x": x})["y"])
+    # A loaded model saves the same bytes it was read from.
+    loaded.save(tmp_path / "again.einb")
+    assert (tmp_path / "again.einb").read_bytes() == (tmp_path / "m.einb").read_bytes()
+
+
+def test_describe_is_ein_inspects_summary(linear_relu):
+    text = linear_relu[0].describe()
+    assert text.startswith("<source>: ein artifact v")
+    assert "inputs:\n  x: f32[3, 4]\n" in text and "outputs:\n  y: f32[3, 5]\n" in text
+    assert "params: 2 tensors, 100 bytes\n" in text
+    assert "gemm" in text and "at <source>:5:" in text
+
+
+def test_describe_equals_ein_inspect(tmp_path):
+    ein_inspect = pathlib.Path(os.environ.get("EIN_BUILD_DIR", REPO / "build")) / "bin" / "ein-inspect"
+    if not ein_inspect.exists():
+        pytest.skip(f"no {ein_inspect} (build the C++ tools, or set EIN_BUILD_DIR)")
+    ein.compile(EXAMPLES / "mhsa.ein", random_weights=1).save(tmp_path / "mhsa.einb")
+    printed = subprocess.run([ein_inspect, tmp_path / "mhsa.einb"], check=True, capture_output=True, text=True).stdout
+    assert ein.load(tmp_path / "mhsa.einb").describe() == printed
+
+
+def test_help_documents_the_api():
+    assert "safetensors" in ein.compile.__doc__ and "CompileError" in ein.compile.__doc__
+    assert "out" in ein.Model.run.__doc__

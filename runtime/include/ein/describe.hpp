@@ -1,0 +1,24 @@
+// Models and tensor types as text, as ein-inspect prints them; the Python
+// package's Model.describe() returns the same text.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "ein/model.hpp"
+#include "ein/types.hpp"
+
+namespace ein {
+
+// "[2, 3]"
+std::string shapeText(std::span<const int64_t> shape);
+// "f32[2, 3]", as the model language writes a tensor type.
+std::string typeText(DType dtype, std::span<const int64_t> shape);
+// The bytes of every parameter together, at their declared types.
+uint64_t paramsByteSize(const Model &model);
+// The summary ein-inspect prints: header, inputs, outputs, parameters,
+// memory and one line per step, each line ending in '\n'.
+std::string describeModel(const Model &model);
+
+}  // namespace ein
