@@ -6,16 +6,32 @@
 #include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/KernDialect.h"
-#include "ein/schema/ein_artifact_generated.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "ops/schema_enums.hpp"
 
 using namespace mlir;
 namespace fb = ein::schema;
 
 namespace ein {
 namespace {
+
+// The kern dialect's kernel enums are the op table's, value for value, and so
+// the schema's (ops/schema_enums.hpp): they are written by value.
+#define EIN_KERN_MATCHES(Enum, Name, spelling) \
+  static_assert(static_cast<int>(kern::Enum::spelling) == static_cast<int>(ops::Enum::Name), #Enum "::" #spelling);
+#define EIN_ACTIVATION(Name, spelling, function) EIN_KERN_MATCHES(Activation, Name, spelling)
+#define EIN_REDUCE_KIND(Name, spelling) EIN_KERN_MATCHES(ReduceKind, Name, spelling)
+#define EIN_MASK_KIND(Name, spelling) EIN_KERN_MATCHES(MaskKind, Name, spelling)
+#define EIN_LAYERNORM_VARIANT(Name, spelling) EIN_KERN_MATCHES(LayerNormVariant, Name, spelling)
+#include "ops/op_table.def"
+#undef EIN_KERN_MATCHES
+static_assert(kern::getMaxEnumValForActivation() + 1 == ops::kValueCount<ops::Activation>);
+static_assert(kern::getMaxEnumValForReduceKind() + 1 == ops::kValueCount<ops::ReduceKind>);
+static_assert(kern::getMaxEnumValForMaskKind() + 1 == ops::kValueCount<ops::MaskKind>);
+static_assert(kern::getMaxEnumValForLayerNormVariant() + 1 == ops::kValueCount<ops::LayerNormVariant>);
+using ops::toSchema;
 
 constexpr uint64_t kWeightAlignment = 64;
 constexpr const char *kProducer = "einc 0.1.0";
@@ -309,7 +325,7 @@ class Writer {
           auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
           kernel = fb::CreateGemmDirect(builder, &batch, gemm.getMAttr().getInt(), gemm.getNAttr().getInt(),
                                         gemm.getKAttr().getInt(), a, b, c, bias,
-                                        gemm.getAlpha().convertToFloat(), activation(gemm.getActivation()), residual)
+                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual)
                        .Union();
           kind = fb::Kernel::Gemm;
           return success();
@@ -341,7 +357,7 @@ class Writer {
           auto x = view(reduce.getX(), reduce.getXView());
           auto y = denseView(result, ArrayRef<int64_t>(shape).drop_back(reducedRank));
           kernel = fb::CreateReduceDirect(builder, &shape, static_cast<uint32_t>(reducedRank),
-                                          static_cast<fb::ReduceKind>(reduce.getKind()), x, y)
+                                          toSchema<fb::ReduceKind>(reduce.getKind()), x, y)
                        .Union();
           kind = fb::Kernel::Reduce;
           return success();
@@ -378,7 +394,7 @@ class Writer {
           kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
                                              attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(),
                                              attention.getScale().convertToFloat(), q, k, v, out,
-                                             maskKind(attention.getMaskKind()), mask,
+                                             toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                                              attention.getMaskFill().convertToFloat())
                        .Union();
           kind = fb::Kernel::Attention;
@@ -398,7 +414,7 @@ class Writer {
           kernel = fb::CreateTalkingHeadsAttentionDirect(
                        builder, &batch, attention.getHeadsAttr().getInt(), attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
                        attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(), attention.getScale().convertToFloat(), q, k,
-                       v, out, preMix, preBias, postMix, postBias, maskKind(attention.getMaskKind()), mask,
+                       v, out, preMix, preBias, postMix, postBias, toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                        attention.getMaskFill().convertToFloat())
                        .Union();
           kind = fb::Kernel::TalkingHeadsAttention;
@@ -411,10 +427,9 @@ class Writer {
           auto gamma = optionalView(norm.getGamma(), norm.getGammaView());
           auto beta = optionalView(norm.getBeta(), norm.getBetaView());
           auto y = denseView(result, shape);
-          auto variant = norm.getVariant() == kern::LayerNormVariant::unbiased_std ? fb::LayerNormVariant::UnbiasedStd
-                                                                                  : fb::LayerNormVariant::Variance;
           kernel = fb::CreateLayerNormDirect(builder, &shape, x, residual, /*sum=*/0, gamma, beta, y,
-                                             norm.getEpsilon().convertToFloat(), variant)
+                                             norm.getEpsilon().convertToFloat(),
+                                             toSchema<fb::LayerNormVariant>(norm.getVariant()))
                        .Union();
           kind = fb::Kernel::LayerNorm;
           return success();
@@ -428,27 +443,6 @@ class Writer {
   // The view of an optional operand, or none.
   flatbuffers::Offset<fb::View> optionalView(Value value, std::optional<kern::ViewAttr> attr) {
     return value ? view(value, *attr) : flatbuffers::Offset<fb::View>();
-  }
-
-  static fb::MaskKind maskKind(kern::MaskKind kind) {
-    switch (kind) {
-      case kern::MaskKind::none: return fb::MaskKind::None;
-      case kern::MaskKind::add: return fb::MaskKind::Add;
-      case kern::MaskKind::keep: return fb::MaskKind::Keep;
-      case kern::MaskKind::drop: return fb::MaskKind::Drop;
-    }
-    return fb::MaskKind::None;
-  }
-
-  static fb::Activation activation(kern::Activation activation) {
-    switch (activation) {
-      case kern::Activation::none: return fb::Activation::None;
-      case kern::Activation::relu: return fb::Activation::Relu;
-      case kern::Activation::gelu: return fb::Activation::Gelu;
-      case kern::Activation::gelu_tanh: return fb::Activation::GeluTanh;
-      case kern::Activation::silu: return fb::Activation::Silu;
-    }
-    llvm_unreachable("unknown activation");
   }
 
   // Translates an elementwise body into register instructions: block
