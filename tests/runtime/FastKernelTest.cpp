@@ -10,6 +10,7 @@
 
 #include "artifact_builder.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "ops/scalar_functions.hpp"
 #include "step_harness.hpp"
 
 namespace ein::testing {
@@ -56,14 +57,7 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
     std::vector<float> y = x;
     GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), activation);
     for (size_t i = 0; i + 1 < x.size(); ++i) {
-      double v = x[i], want = 0;
-      switch (activation) {
-        case Activation::Relu: want = v > 0 ? v : 0; break;
-        case Activation::Gelu: want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
-        case Activation::GeluTanh: want = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); break;
-        case Activation::Silu: want = v / (1 + std::exp(-v)); break;
-        case Activation::None: break;
-      }
+      const double v = x[i], want = ops::activate(activation, v);
       ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
     }
     // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
