@@ -6,9 +6,9 @@
 #include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/KernDialect.h"
+#include "ein/IR/OpTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "ops/schema_enums.hpp"
 
 using namespace mlir;
@@ -463,7 +463,6 @@ class Writer {
       return success();
     };
     for (Operation &op : block) {
-      auto unary = [&](fb::Opcode opcode) { return emit(&op, opcode, reg(op.getOperand(0))); };
       auto binary = [&](fb::Opcode opcode) {
         return emit(&op, opcode, reg(op.getOperand(0)), reg(op.getOperand(1)));
       };
@@ -473,25 +472,6 @@ class Writer {
             if (!value) return constant.emitOpError() << "only f32 constants are supported in element-wise bodies";
             return emit(&op, fb::Opcode::Const, 0, 0, 0, static_cast<float>(value.getValueAsDouble()));
           })
-          .Case<arith::AddFOp>([&](auto) { return binary(fb::Opcode::Add); })
-          .Case<arith::SubFOp>([&](auto) { return binary(fb::Opcode::Sub); })
-          .Case<arith::MulFOp>([&](auto) { return binary(fb::Opcode::Mul); })
-          .Case<arith::DivFOp>([&](auto) { return binary(fb::Opcode::Div); })
-          .Case<math::PowFOp>([&](auto) { return binary(fb::Opcode::Pow); })
-          .Case<arith::MaximumFOp>([&](auto) { return binary(fb::Opcode::Max); })
-          .Case<arith::MinimumFOp>([&](auto) { return binary(fb::Opcode::Min); })
-          .Case<arith::NegFOp>([&](auto) { return unary(fb::Opcode::Neg); })
-          .Case<math::ExpOp>([&](auto) { return unary(fb::Opcode::Exp); })
-          .Case<math::LogOp>([&](auto) { return unary(fb::Opcode::Log); })
-          .Case<math::SqrtOp>([&](auto) { return unary(fb::Opcode::Sqrt); })
-          .Case<math::RsqrtOp>([&](auto) { return unary(fb::Opcode::Rsqrt); })
-          .Case<math::AbsFOp>([&](auto) { return unary(fb::Opcode::Abs); })
-          .Case<math::TanhOp>([&](auto) { return unary(fb::Opcode::Tanh); })
-          .Case<kern::ReluOp>([&](auto) { return unary(fb::Opcode::Relu); })
-          .Case<kern::GeluOp>([&](auto) { return unary(fb::Opcode::Gelu); })
-          .Case<kern::GeluTanhOp>([&](auto) { return unary(fb::Opcode::GeluTanh); })
-          .Case<kern::SiluOp>([&](auto) { return unary(fb::Opcode::Silu); })
-          .Case<kern::SigmoidOp>([&](auto) { return unary(fb::Opcode::Sigmoid); })
           .Case<arith::CmpFOp>([&](arith::CmpFOp compare) -> LogicalResult {
             switch (compare.getPredicate()) {
               case arith::CmpFPredicate::OLT: return binary(fb::Opcode::Lt);
@@ -508,10 +488,6 @@ class Writer {
             registers[convert] = reg(convert.getIn());
             return success();
           })
-          .Case<arith::SelectOp>([&](arith::SelectOp select) {
-            return emit(&op, fb::Opcode::Select, reg(select.getCondition()), reg(select.getTrueValue()),
-                        reg(select.getFalseValue()));
-          })
           .Case<kern::YieldOp>([&](kern::YieldOp yield) -> LogicalResult {
             // The result is the last register; x * 1 copies one there exactly.
             uint16_t value = reg(yield.getValue());
@@ -521,8 +497,14 @@ class Writer {
             program.emplace_back(fb::Opcode::Mul, value, one, 0, 0.0f);
             return success();
           })
-          .Default([&](Operation *other) {
-            return other->emitOpError() << "has no element-wise runtime opcode";
+          .Default([&](Operation *other) -> LogicalResult {
+            // The op table's row naming this op (math.exp, kern.gelu, arith.select, ...).
+            std::optional<ops::Opcode> opcode = ir::opcodeOfScalarOp(other);
+            if (!opcode || static_cast<int>(other->getNumOperands()) != ops::operandCount(*opcode))
+              return other->emitOpError() << "has no element-wise runtime opcode";
+            uint16_t operands[3] = {0, 0, 0};
+            for (auto [index, operand] : llvm::enumerate(other->getOperands())) operands[index] = reg(operand);
+            return emit(other, toSchema<fb::Opcode>(*opcode), operands[0], operands[1], operands[2]);
           });
       if (failed(status)) return failure();
     }
