@@ -142,6 +142,12 @@ template <class T>
 EIN_HOST_DEVICE inline T select(T condition, T onTrue, T onFalse) {
   return condition != T(0) ? onTrue : onFalse;
 }
+// torch.nn.functional.softplus with beta 1 and threshold 20: log(1 + e^x),
+// and x itself above the threshold, where the two agree in float.
+template <class T>
+EIN_HOST_DEVICE inline T softplus(T x) {
+  return x > T(20) ? x : std::log1p(std::exp(x));
+}
 
 // The registers an opcode of `arity` passes to its function (Const: its imm).
 #define EIN_OPERANDS_0(a, b, c, imm) imm
