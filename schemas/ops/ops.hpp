@@ -44,34 +44,35 @@ enum class LayerNormVariant : uint8_t {
 #include "ops/op_table.def"
 };
 
+// How many rows each list of the table has, counted in one pass.
+struct RowCounts {
+  int opcodes = 0, activations = 0, reduceKinds = 0, maskKinds = 0, layerNormVariants = 0;
+};
+constexpr RowCounts countRows() {
+  RowCounts counts;
+#define EIN_OPCODE(...) ++counts.opcodes;
+#define EIN_ACTIVATION(...) ++counts.activations;
+#define EIN_REDUCE_KIND(...) ++counts.reduceKinds;
+#define EIN_MASK_KIND(...) ++counts.maskKinds;
+#define EIN_LAYERNORM_VARIANT(...) ++counts.layerNormVariants;
+#include "ops/op_table.def"
+  return counts;
+}
+inline constexpr RowCounts kRowCounts = countRows();
+
 // How many values each enum has: its values are 0..count-1.
 template <class Enum>
 inline constexpr int kValueCount = 0;
 template <>
-inline constexpr int kValueCount<Opcode> = 0
-#define EIN_OPCODE(...) +1
-#include "ops/op_table.def"
-    ;
+inline constexpr int kValueCount<Opcode> = kRowCounts.opcodes;
 template <>
-inline constexpr int kValueCount<Activation> = 0
-#define EIN_ACTIVATION(...) +1
-#include "ops/op_table.def"
-    ;
+inline constexpr int kValueCount<Activation> = kRowCounts.activations;
 template <>
-inline constexpr int kValueCount<ReduceKind> = 0
-#define EIN_REDUCE_KIND(...) +1
-#include "ops/op_table.def"
-    ;
+inline constexpr int kValueCount<ReduceKind> = kRowCounts.reduceKinds;
 template <>
-inline constexpr int kValueCount<MaskKind> = 0
-#define EIN_MASK_KIND(...) +1
-#include "ops/op_table.def"
-    ;
+inline constexpr int kValueCount<MaskKind> = kRowCounts.maskKinds;
 template <>
-inline constexpr int kValueCount<LayerNormVariant> = 0
-#define EIN_LAYERNORM_VARIANT(...) +1
-#include "ops/op_table.def"
-    ;
+inline constexpr int kValueCount<LayerNormVariant> = kRowCounts.layerNormVariants;
 
 // An opcode's row of the table (see op_table.def for the columns).
 struct OpcodeInfo {
