@@ -2,6 +2,8 @@
 // kernel each, reading operands through their views.
 #include "conversion/Lowering.h"
 
+#include "ein/IR/OpTable.h"
+
 namespace ein::conversion {
 
 FailureOr<Value> Lowering::buildElementwise(Location loc, RankedTensorType resultType, ArrayRef<Value> operands,
@@ -58,25 +60,14 @@ Value Lowering::isNonZero(OpBuilder &b, Location loc, Value x) {
 }
 
 Value Lowering::unaryScalar(OpBuilder &b, Location loc, UnaryKind kind, Value x) {
-  switch (kind) {
-    case UnaryKind::neg: return b.create<arith::NegFOp>(loc, x);
-    case UnaryKind::exp: return b.create<math::ExpOp>(loc, x);
-    case UnaryKind::log: return b.create<math::LogOp>(loc, x);
-    case UnaryKind::sqrt: return b.create<math::SqrtOp>(loc, x);
-    case UnaryKind::rsqrt: return b.create<math::RsqrtOp>(loc, x);
-    case UnaryKind::abs: return b.create<math::AbsFOp>(loc, x);
-    case UnaryKind::relu: return b.create<ein::kern::ReluOp>(loc, x);
-    case UnaryKind::gelu: return b.create<ein::kern::GeluOp>(loc, x);
-    case UnaryKind::gelu_tanh: return b.create<ein::kern::GeluTanhOp>(loc, x);
-    case UnaryKind::silu: return b.create<ein::kern::SiluOp>(loc, x);
-    case UnaryKind::sigmoid: return b.create<ein::kern::SigmoidOp>(loc, x);
-    case UnaryKind::tanh: return b.create<math::TanhOp>(loc, x);
-    case UnaryKind::logical_not: {
-      Value zero = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(0.0f));
-      return b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, x, zero);
-    }
+  if (kind == UnaryKind::logical_not) {
+    Value zero = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(0.0f));
+    return b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OEQ, x, zero);
   }
-  llvm_unreachable("unknown unary kind");
+  // Every other kind is the op its opcode's row names (math.exp, kern.gelu, ...).
+  Value result = ir::createScalarOp(b, loc, ir::opcodeOf(kind), x);
+  assert(result && "a unary kind's row names no op");
+  return result;
 }
 
 Value Lowering::binaryScalar(OpBuilder &b, Location loc, BinaryKind kind, Value x, Value y) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ein/IR/Size.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/BuiltinOps.h"

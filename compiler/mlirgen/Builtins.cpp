@@ -2,16 +2,22 @@
 // selection built-ins.
 #include "mlirgen/Generator.h"
 
-#include <cmath>
+#include "ein/IR/OpTable.h"
 
 namespace ein::mlirgen::detail {
 
+// Every unary kind is the built-in of its name, but those written as operators
+// (-x, not x).
 const std::map<std::string, ir::UnaryKind> &Generator::unaryKinds() {
-  static const std::map<std::string, ir::UnaryKind> kinds = {
-      {"relu", ir::UnaryKind::relu},   {"gelu", ir::UnaryKind::gelu},       {"gelu_tanh", ir::UnaryKind::gelu_tanh},
-      {"silu", ir::UnaryKind::silu},   {"sigmoid", ir::UnaryKind::sigmoid}, {"tanh", ir::UnaryKind::tanh},
-      {"exp", ir::UnaryKind::exp},     {"log", ir::UnaryKind::log},         {"sqrt", ir::UnaryKind::sqrt},
-      {"rsqrt", ir::UnaryKind::rsqrt}, {"abs", ir::UnaryKind::abs}};
+  static const std::map<std::string, ir::UnaryKind> kinds = [] {
+    std::map<std::string, ir::UnaryKind> entries;
+    for (uint32_t value = 0; value <= ir::getMaxEnumValForUnaryKind(); ++value) {
+      auto kind = static_cast<ir::UnaryKind>(value);
+      if (kind != ir::UnaryKind::neg && kind != ir::UnaryKind::logical_not)
+        entries[ir::stringifyUnaryKind(kind).str()] = kind;
+    }
+    return entries;
+  }();
   return kinds;
 }
 
@@ -43,7 +49,7 @@ EValue Generator::callUnary(const ast::Call &call, Scope &scope) {
   const ir::UnaryKind kind = unaryKinds().at(call.callee);
   Arguments args = bindArguments(call, {"x"}, 1, false);
   EValue x = evaluate(*args.get("x"), scope);
-  if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{foldUnary(kind, n->value, call), false}};
+  if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{ir::applyScalar(kind, n->value), false}};
   return EValue{Tensor{unaryOp(loc(call.loc), kind, floatTensor(x, args.get("x")->loc, call.callee + "() argument"))}};
 }
 
@@ -194,18 +200,6 @@ EValue Generator::callConcat(const ast::Call &call, Scope &scope) {
   }
   auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(tensors).getTypes(), axis), at);
   return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
-}
-
-double Generator::foldUnary(ir::UnaryKind kind, double x, const ast::Call &call) {
-  switch (kind) {
-    case ir::UnaryKind::exp: return std::exp(x);
-    case ir::UnaryKind::log: return std::log(x);
-    case ir::UnaryKind::sqrt: return std::sqrt(x);
-    case ir::UnaryKind::rsqrt: return 1.0 / std::sqrt(x);
-    case ir::UnaryKind::abs: return std::abs(x);
-    case ir::UnaryKind::tanh: return std::tanh(x);
-    default: fail(call.loc, call.callee + "() of a number is not supported; apply it to a tensor");
-  }
 }
 
 }  // namespace ein::mlirgen::detail

@@ -302,8 +302,6 @@ class Generator {
   // and the convolution one contraction with the weight, a GEMM.
   EValue callConv2d(const ast::Call &call, Scope &scope);
 
-  double foldUnary(ir::UnaryKind kind, double x, const ast::Call &call);
-
   mlir::Value einsum(const ast::Call &call, Scope &scope);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);

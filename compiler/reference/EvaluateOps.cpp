@@ -144,13 +144,15 @@ Expected<Tensor> Evaluator::evaluate(ir::SliceOp op) {
 
 Expected<Tensor> Evaluator::evaluate(ir::UnaryOp op) {
   Tensor result = valueOf(op.getInput());
-  for (double &value : result.values) value = applyUnary(op.getKind(), value);
+  const ops::Opcode opcode = ir::opcodeOf(op.getKind());
+  for (double &value : result.values) value = applyUnary(opcode, value);
   return result;
 }
 
 Expected<Tensor> Evaluator::evaluate(ir::BinaryOp op) {
   const Tensor &lhs = valueOf(op.getLhs()), &rhs = valueOf(op.getRhs());
   ir::BinaryKind kind = op.getKind();
+  const ops::Opcode opcode = ir::opcodeOf(kind);
   auto shape = ein::broadcastShapes(sizesOf(lhs.shape), sizesOf(rhs.shape));
   if (ein::failed(shape)) return opError(op, std::get<ein::EquationError>(shape).message);
   if (lhs.kind == ElementKind::Int && kind == ir::BinaryKind::div)
@@ -162,7 +164,7 @@ Expected<Tensor> Evaluator::evaluate(ir::BinaryOp op) {
     double a = lhs.values[in[0]], b = rhs.values[in[1]];
     if (lhs.kind == ElementKind::Int && kind == ir::BinaryKind::pow && b < 0 && !failure)
       failure = "integers to negative integer powers are not allowed (as in PyTorch)";
-    result.values[out] = applyBinary(kind, a, b);
+    result.values[out] = applyBinary(opcode, a, b);
   });
   if (failure) return opError(op, *failure);
   return result;

@@ -13,11 +13,13 @@
 #include "reference/ReferenceEvaluator.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/Equations.h"
+#include "ein/IR/OpTable.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Location.h"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::reference::detail {
 
@@ -26,8 +28,6 @@ using llvm::Expected;
 using mlir::Operation;
 using mlir::RankedTensorType;
 using mlir::Value;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 inline llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message.str());
@@ -167,54 +167,15 @@ inline std::optional<double> reduceValues(ir::ReduceKind kind, ArrayRef<double> 
   llvm_unreachable("unknown reduce kind");
 }
 
-inline double sigmoid(double x) {
-  // Written so that exp never overflows.
-  if (x >= 0) return 1 / (1 + std::exp(-x));
-  double e = std::exp(x);
-  return e / (1 + e);
+// An element-wise opcode by its scalar definition (ops/scalar_functions.hpp),
+// in double, except that relu keeps NaN as torch.relu does (the kernels'
+// relu gives 0, as their vector max does).
+inline double applyUnary(ops::Opcode opcode, double x) {
+  if (opcode == ops::Opcode::Relu && std::isnan(x)) return x;
+  return ops::evaluate(opcode, x, 0.0, 0.0, 0.0);
 }
 
-inline double applyUnary(ir::UnaryKind kind, double x) {
-  switch (kind) {
-  case ir::UnaryKind::neg: return -x;
-  case ir::UnaryKind::exp: return std::exp(x);
-  case ir::UnaryKind::log: return std::log(x);
-  case ir::UnaryKind::sqrt: return std::sqrt(x);
-  case ir::UnaryKind::rsqrt: return 1 / std::sqrt(x);
-  case ir::UnaryKind::abs: return std::abs(x);
-  case ir::UnaryKind::relu: return std::isnan(x) ? x : std::max(x, 0.0);  // torch.relu keeps NaN
-  case ir::UnaryKind::gelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
-  case ir::UnaryKind::gelu_tanh: {
-    const double scale = std::sqrt(2 / M_PI);
-    return 0.5 * x * (1 + std::tanh(scale * (x + 0.044715 * x * x * x)));
-  }
-  case ir::UnaryKind::silu: return x * sigmoid(x);
-  case ir::UnaryKind::sigmoid: return sigmoid(x);
-  case ir::UnaryKind::tanh: return std::tanh(x);
-  case ir::UnaryKind::logical_not: return x == 0 ? 1 : 0;
-  }
-  llvm_unreachable("unknown unary kind");
-}
-
-inline double applyBinary(ir::BinaryKind kind, double a, double b) {
-  switch (kind) {
-  case ir::BinaryKind::add: return a + b;
-  case ir::BinaryKind::sub: return a - b;
-  case ir::BinaryKind::mul: return a * b;
-  case ir::BinaryKind::div: return a / b;
-  case ir::BinaryKind::pow: return std::pow(a, b);
-  // torch.maximum/minimum propagate NaN from either side.
-  case ir::BinaryKind::maximum: return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
-  case ir::BinaryKind::minimum: return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
-  case ir::BinaryKind::lt: return a < b;
-  case ir::BinaryKind::le: return a <= b;
-  case ir::BinaryKind::gt: return a > b;
-  case ir::BinaryKind::ge: return a >= b;
-  case ir::BinaryKind::eq: return a == b;
-  case ir::BinaryKind::ne: return a != b;
-  }
-  llvm_unreachable("unknown binary kind");
-}
+inline double applyBinary(ops::Opcode opcode, double a, double b) { return ops::evaluate(opcode, a, b, 0.0, 0.0); }
 
 // Interprets one function; holds the value of every SSA value computed so far.
 class Evaluator {

@@ -6,16 +6,32 @@
 #include "Limits.h"
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/KernDialect.h"
-#include "ein/schema/ein_artifact_generated.h"
+#include "ein/IR/OpTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
+#include "ops/schema_enums.hpp"
 
 using namespace mlir;
 namespace fb = ein::schema;
 
 namespace ein {
 namespace {
+
+// The kern dialect's kernel enums are the op table's, value for value, and so
+// the schema's (ops/schema_enums.hpp): they are written by value.
+#define EIN_KERN_MATCHES(Enum, Name, spelling) \
+  static_assert(static_cast<int>(kern::Enum::spelling) == static_cast<int>(ops::Enum::Name), #Enum "::" #spelling);
+#define EIN_ACTIVATION(Name, spelling, function) EIN_KERN_MATCHES(Activation, Name, spelling)
+#define EIN_REDUCE_KIND(Name, spelling) EIN_KERN_MATCHES(ReduceKind, Name, spelling)
+#define EIN_MASK_KIND(Name, spelling) EIN_KERN_MATCHES(MaskKind, Name, spelling)
+#define EIN_LAYERNORM_VARIANT(Name, spelling) EIN_KERN_MATCHES(LayerNormVariant, Name, spelling)
+#include "ops/op_table.def"
+#undef EIN_KERN_MATCHES
+static_assert(kern::getMaxEnumValForActivation() + 1 == ops::kValueCount<ops::Activation>);
+static_assert(kern::getMaxEnumValForReduceKind() + 1 == ops::kValueCount<ops::ReduceKind>);
+static_assert(kern::getMaxEnumValForMaskKind() + 1 == ops::kValueCount<ops::MaskKind>);
+static_assert(kern::getMaxEnumValForLayerNormVariant() + 1 == ops::kValueCount<ops::LayerNormVariant>);
+using ops::toSchema;
 
 constexpr uint64_t kWeightAlignment = 64;
 constexpr const char *kProducer = "einc 0.1.0";
@@ -309,7 +325,7 @@ class Writer {
           auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
           kernel = fb::CreateGemmDirect(builder, &batch, gemm.getMAttr().getInt(), gemm.getNAttr().getInt(),
                                         gemm.getKAttr().getInt(), a, b, c, bias,
-                                        gemm.getAlpha().convertToFloat(), activation(gemm.getActivation()), residual)
+                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual)
                        .Union();
           kind = fb::Kernel::Gemm;
           return success();
@@ -341,7 +357,7 @@ class Writer {
           auto x = view(reduce.getX(), reduce.getXView());
           auto y = denseView(result, ArrayRef<int64_t>(shape).drop_back(reducedRank));
           kernel = fb::CreateReduceDirect(builder, &shape, static_cast<uint32_t>(reducedRank),
-                                          static_cast<fb::ReduceKind>(reduce.getKind()), x, y)
+                                          toSchema<fb::ReduceKind>(reduce.getKind()), x, y)
                        .Union();
           kind = fb::Kernel::Reduce;
           return success();
@@ -378,7 +394,7 @@ class Writer {
           kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
                                              attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(),
                                              attention.getScale().convertToFloat(), q, k, v, out,
-                                             maskKind(attention.getMaskKind()), mask,
+                                             toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                                              attention.getMaskFill().convertToFloat())
                        .Union();
           kind = fb::Kernel::Attention;
@@ -398,7 +414,7 @@ class Writer {
           kernel = fb::CreateTalkingHeadsAttentionDirect(
                        builder, &batch, attention.getHeadsAttr().getInt(), attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
                        attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(), attention.getScale().convertToFloat(), q, k,
-                       v, out, preMix, preBias, postMix, postBias, maskKind(attention.getMaskKind()), mask,
+                       v, out, preMix, preBias, postMix, postBias, toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                        attention.getMaskFill().convertToFloat())
                        .Union();
           kind = fb::Kernel::TalkingHeadsAttention;
@@ -411,10 +427,9 @@ class Writer {
           auto gamma = optionalView(norm.getGamma(), norm.getGammaView());
           auto beta = optionalView(norm.getBeta(), norm.getBetaView());
           auto y = denseView(result, shape);
-          auto variant = norm.getVariant() == kern::LayerNormVariant::unbiased_std ? fb::LayerNormVariant::UnbiasedStd
-                                                                                  : fb::LayerNormVariant::Variance;
           kernel = fb::CreateLayerNormDirect(builder, &shape, x, residual, /*sum=*/0, gamma, beta, y,
-                                             norm.getEpsilon().convertToFloat(), variant)
+                                             norm.getEpsilon().convertToFloat(),
+                                             toSchema<fb::LayerNormVariant>(norm.getVariant()))
                        .Union();
           kind = fb::Kernel::LayerNorm;
           return success();
@@ -428,27 +443,6 @@ class Writer {
   // The view of an optional operand, or none.
   flatbuffers::Offset<fb::View> optionalView(Value value, std::optional<kern::ViewAttr> attr) {
     return value ? view(value, *attr) : flatbuffers::Offset<fb::View>();
-  }
-
-  static fb::MaskKind maskKind(kern::MaskKind kind) {
-    switch (kind) {
-      case kern::MaskKind::none: return fb::MaskKind::None;
-      case kern::MaskKind::add: return fb::MaskKind::Add;
-      case kern::MaskKind::keep: return fb::MaskKind::Keep;
-      case kern::MaskKind::drop: return fb::MaskKind::Drop;
-    }
-    return fb::MaskKind::None;
-  }
-
-  static fb::Activation activation(kern::Activation activation) {
-    switch (activation) {
-      case kern::Activation::none: return fb::Activation::None;
-      case kern::Activation::relu: return fb::Activation::Relu;
-      case kern::Activation::gelu: return fb::Activation::Gelu;
-      case kern::Activation::gelu_tanh: return fb::Activation::GeluTanh;
-      case kern::Activation::silu: return fb::Activation::Silu;
-    }
-    llvm_unreachable("unknown activation");
   }
 
   // Translates an elementwise body into register instructions: block
@@ -469,7 +463,6 @@ class Writer {
       return success();
     };
     for (Operation &op : block) {
-      auto unary = [&](fb::Opcode opcode) { return emit(&op, opcode, reg(op.getOperand(0))); };
       auto binary = [&](fb::Opcode opcode) {
         return emit(&op, opcode, reg(op.getOperand(0)), reg(op.getOperand(1)));
       };
@@ -479,25 +472,6 @@ class Writer {
             if (!value) return constant.emitOpError() << "only f32 constants are supported in element-wise bodies";
             return emit(&op, fb::Opcode::Const, 0, 0, 0, static_cast<float>(value.getValueAsDouble()));
           })
-          .Case<arith::AddFOp>([&](auto) { return binary(fb::Opcode::Add); })
-          .Case<arith::SubFOp>([&](auto) { return binary(fb::Opcode::Sub); })
-          .Case<arith::MulFOp>([&](auto) { return binary(fb::Opcode::Mul); })
-          .Case<arith::DivFOp>([&](auto) { return binary(fb::Opcode::Div); })
-          .Case<math::PowFOp>([&](auto) { return binary(fb::Opcode::Pow); })
-          .Case<arith::MaximumFOp>([&](auto) { return binary(fb::Opcode::Max); })
-          .Case<arith::MinimumFOp>([&](auto) { return binary(fb::Opcode::Min); })
-          .Case<arith::NegFOp>([&](auto) { return unary(fb::Opcode::Neg); })
-          .Case<math::ExpOp>([&](auto) { return unary(fb::Opcode::Exp); })
-          .Case<math::LogOp>([&](auto) { return unary(fb::Opcode::Log); })
-          .Case<math::SqrtOp>([&](auto) { return unary(fb::Opcode::Sqrt); })
-          .Case<math::RsqrtOp>([&](auto) { return unary(fb::Opcode::Rsqrt); })
-          .Case<math::AbsFOp>([&](auto) { return unary(fb::Opcode::Abs); })
-          .Case<math::TanhOp>([&](auto) { return unary(fb::Opcode::Tanh); })
-          .Case<kern::ReluOp>([&](auto) { return unary(fb::Opcode::Relu); })
-          .Case<kern::GeluOp>([&](auto) { return unary(fb::Opcode::Gelu); })
-          .Case<kern::GeluTanhOp>([&](auto) { return unary(fb::Opcode::GeluTanh); })
-          .Case<kern::SiluOp>([&](auto) { return unary(fb::Opcode::Silu); })
-          .Case<kern::SigmoidOp>([&](auto) { return unary(fb::Opcode::Sigmoid); })
           .Case<arith::CmpFOp>([&](arith::CmpFOp compare) -> LogicalResult {
             switch (compare.getPredicate()) {
               case arith::CmpFPredicate::OLT: return binary(fb::Opcode::Lt);
@@ -514,10 +488,6 @@ class Writer {
             registers[convert] = reg(convert.getIn());
             return success();
           })
-          .Case<arith::SelectOp>([&](arith::SelectOp select) {
-            return emit(&op, fb::Opcode::Select, reg(select.getCondition()), reg(select.getTrueValue()),
-                        reg(select.getFalseValue()));
-          })
           .Case<kern::YieldOp>([&](kern::YieldOp yield) -> LogicalResult {
             // The result is the last register; x * 1 copies one there exactly.
             uint16_t value = reg(yield.getValue());
@@ -527,8 +497,14 @@ class Writer {
             program.emplace_back(fb::Opcode::Mul, value, one, 0, 0.0f);
             return success();
           })
-          .Default([&](Operation *other) {
-            return other->emitOpError() << "has no element-wise runtime opcode";
+          .Default([&](Operation *other) -> LogicalResult {
+            // The op table's row naming this op (math.exp, kern.gelu, arith.select, ...).
+            std::optional<ops::Opcode> opcode = ir::opcodeOfScalarOp(other);
+            if (!opcode || static_cast<int>(other->getNumOperands()) != ops::operandCount(*opcode))
+              return other->emitOpError() << "has no element-wise runtime opcode";
+            uint16_t operands[3] = {0, 0, 0};
+            for (auto [index, operand] : llvm::enumerate(other->getOperands())) operands[index] = reg(operand);
+            return emit(other, toSchema<fb::Opcode>(*opcode), operands[0], operands[1], operands[2]);
           });
       if (failed(status)) return failure();
     }

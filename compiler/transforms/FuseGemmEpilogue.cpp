@@ -54,12 +54,13 @@ bool readsDensely(ein::kern::ViewAttr view, ArrayRef<int64_t> shape) {
   return true;
 }
 
+// The epilogue activation an op of an element-wise body is: the kern op of
+// the activation's name (kern.gelu is Activation::gelu).
 std::optional<Activation> activationOf(Operation *op) {
-  if (isa<ein::kern::ReluOp>(op)) return Activation::relu;
-  if (isa<ein::kern::GeluOp>(op)) return Activation::gelu;
-  if (isa<ein::kern::GeluTanhOp>(op)) return Activation::gelu_tanh;
-  if (isa<ein::kern::SiluOp>(op)) return Activation::silu;
-  return std::nullopt;
+  if (op->getName().getDialectNamespace() != ein::kern::KernDialect::getDialectNamespace()) return std::nullopt;
+  std::optional<Activation> activation = ein::kern::symbolizeActivation(op->getName().stripDialect());
+  if (activation == Activation::none) return std::nullopt;
+  return activation;
 }
 
 // What an element-wise body computes from the gemm's element `product`:

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ein/model.hpp"
+#include "ops/ops.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/dims.hpp"
 
@@ -37,7 +38,13 @@ struct View {
   Dims strides;
 };
 
-enum class Activation : uint8_t { None, Relu, Gelu, GeluTanh, Silu };
+// The kernels' enums are the op table's (schemas/ops/op_table.def).
+using ops::Activation;
+using ops::LayerNormVariant;
+using ops::MaskKind;
+using ops::Opcode;
+using ops::operandCount;
+using ops::ReduceKind;
 
 // c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
 //               + residual[b.., m, n]
@@ -51,14 +58,6 @@ struct Gemm {
   std::optional<View> residual;
   int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
 };
-
-enum class Opcode : uint8_t {
-  Const, Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, Not,
-  Add, Sub, Mul, Div, Pow, Max, Min, Lt, Le, Gt, Ge, Eq, Ne, Select,
-};
-
-// How many registers an opcode reads: a; a, b; or a, b, c.
-int operandCount(Opcode opcode);
 
 struct Instruction {
   Opcode opcode = Opcode::Const;
@@ -83,8 +82,6 @@ struct Softmax {
   View x, y;
 };
 
-enum class ReduceKind : uint8_t { Sum, Mean, Max, Min, Prod };
-
 // The trailing `reducedRank` axes of `shape`; y is indexed by the kept ones.
 struct Reduce {
   Dims shape;
@@ -105,10 +102,8 @@ struct Copy {
   View x, y;
 };
 
-// How attention scores are masked before the softmax: s + mask (f32 mask),
-// mask ? s : fill (Keep) or mask ? fill : s (Drop), bool masks.
-enum class MaskKind : uint8_t { None, Add, Keep, Drop };
-
+// Attention scores are masked before the softmax (MaskKind): s + mask (f32
+// mask), mask ? s : fill (Keep) or mask ? fill : s (Drop), bool masks.
 // out[b.., i, e] = sum_j softmax_j(mask(scale * q[b.., i, :] . k[b.., j, :])) v[b.., j, e];
 // views q [b.., i, d], k [b.., j, d], v [b.., j, e], out [b.., i, e], mask [b.., i, j].
 struct Attention {
@@ -137,8 +132,6 @@ struct TalkingHeadsAttention {
   std::optional<View> mask;  // indexed [b.., g, i, j]
   float maskFill = 0.0f;
 };
-
-enum class LayerNormVariant : uint8_t { Variance, UnbiasedStd };
 
 // Over the last axis of `shape`: x' = x + residual (also written to `sum`),
 // y = normalise(x') * gamma + beta. gamma and beta are indexed [n].

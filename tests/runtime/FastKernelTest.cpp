@@ -10,6 +10,7 @@
 
 #include "artifact_builder.hpp"
 #include "kernels/cpu/kernels.hpp"
+#include "ops/scalar_functions.hpp"
 #include "step_harness.hpp"
 
 namespace ein::testing {
@@ -56,19 +57,42 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
     std::vector<float> y = x;
     GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), activation);
     for (size_t i = 0; i + 1 < x.size(); ++i) {
-      double v = x[i], want = 0;
-      switch (activation) {
-        case Activation::Relu: want = v > 0 ? v : 0; break;
-        case Activation::Gelu: want = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); break;
-        case Activation::GeluTanh: want = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); break;
-        case Activation::Silu: want = v / (1 + std::exp(-v)); break;
-        case Activation::None: break;
-      }
+      const double v = x[i], want = ops::activate(activation, v);
       ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
     }
     // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
     if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
     else EXPECT_TRUE(std::isnan(y.back()));
+  }
+}
+
+// Every opcode of the vector interpreter (its vector form, or the per-lane
+// path for those without one) against its scalar definition in double, on
+// values that cross zero, ties between operands, and NaN.
+TEST_P(VectorMathTest, ElementwiseOpcodesMatchTheScalarDefinitions) {
+  constexpr int64_t kBlock = static_cast<int64_t>(detail::cpu::kElementwiseBlock), count = kBlock - 3;
+  std::vector<float> registers(4 * kBlock, 0.0f);
+  float *a = registers.data(), *b = a + kBlock, *c = b + kBlock, *out = c + kBlock;
+  for (int64_t e = 0; e < count; ++e) {
+    a[e] = -12.0f + 24.0f * static_cast<float>(e) / static_cast<float>(count);
+    b[e] = e % 5 == 0 ? a[e] : 0.25f + 1.75f * static_cast<float>(e % 11) / 10.0f;
+    c[e] = static_cast<float>(e % 7) - 3.0f;
+  }
+  a[count - 1] = NAN;
+  const float imm = 0.75f;
+  for (int value = 0; value < ops::kValueCount<ops::Opcode>; ++value) {
+    const auto opcode = static_cast<ops::Opcode>(value);
+    const detail::Instruction instruction{opcode, 0, 1, 2, imm};
+    GetParam()->elementwiseBlock(&instruction, 1, 3, registers.data(), count);
+    for (int64_t e = 0; e < count; ++e) {
+      const double want = ops::evaluate<double>(opcode, a[e], b[e], c[e], imm);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(out[e])) << ops::info(opcode).name << " at " << a[e] << ", " << b[e];
+        continue;
+      }
+      ASSERT_NEAR(out[e], want, 2e-6 * std::max(1.0, std::fabs(want)))
+          << ops::info(opcode).name << " at " << a[e] << ", " << b[e] << ", " << c[e];
+    }
   }
 }
 

@@ -29,11 +29,6 @@ namespace ein::detail::cuda_host {
 
 namespace ec = ein::cuda;
 
-static_assert(int(Opcode::Select) == int(ec::Op::Select) && int(Opcode::Not) == int(ec::Op::Not) &&
-              int(Opcode::Add) == int(ec::Op::Add) && int(Opcode::Ne) == int(ec::Op::Ne));
-static_assert(int(Activation::Silu) == int(ec::Activation::Silu) && int(MaskKind::Drop) == int(ec::MaskKind::Drop) &&
-              int(ReduceKind::Prod) == int(ec::ReduceKind::Prod) &&
-              int(LayerNormVariant::UnbiasedStd) == int(ec::LayerNormVariant::UnbiasedStd));
 static_assert(int(Precision::Fp16) == int(ec::Precision::Fp16) && int(DType::Bool) == int(ec::ElementType::Bool));
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's
@@ -62,12 +57,6 @@ inline size_t bytesOf(const TensorInfo &info) {
 
 inline const char *precisionText(Precision precision) {
   return precision == Precision::Bf16 ? "bf16" : precision == Precision::Fp16 ? "fp16" : "fp32";
-}
-
-inline int operands(Opcode opcode) {
-  if (opcode == Opcode::Const) return 0;
-  if (opcode == Opcode::Select) return 3;
-  return opcode >= Opcode::Add ? 2 : 1;
 }
 
 struct CudaFree {

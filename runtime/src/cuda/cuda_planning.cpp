@@ -26,7 +26,7 @@ Status CudaExecutor::plan(size_t step, const Gemm &op) {
   if (op.bias) launch.bias = matrix(*op.bias, next++);
   if (op.residual) launch.residual = matrix(*op.residual, next++);
   launch.alpha = op.alpha;
-  launch.activation = static_cast<ec::Activation>(op.activation);
+  launch.activation = op.activation;
 
   std::string why;
   std::unique_ptr<ec::LtGemm> lt =
@@ -59,7 +59,7 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
   for (size_t i = 0; i < op.program.size(); ++i) {
     const Instruction &in = op.program[i];
     const uint16_t reads[3] = {in.a, in.b, in.c};
-    for (int o = 0; o < operands(in.opcode); ++o) lastUse[reads[o]] = int64_t(i);
+    for (int o = 0; o < operandCount(in.opcode); ++o) lastUse[reads[o]] = int64_t(i);
   }
   lastUse[registers - 1] = int64_t(op.program.size());  // the result lives to the end
   std::vector<int> slotOf(registers, -1);
@@ -89,12 +89,12 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
   for (size_t i = 0; i < op.program.size(); ++i) {
     const Instruction &in = op.program[i];
     ec::Instruction out;
-    out.op = static_cast<ec::Op>(in.opcode);
+    out.op = in.opcode;
     const uint16_t reads[3] = {in.a, in.b, in.c};
     uint8_t *targets[3] = {&out.a, &out.b, &out.c};
-    for (int o = 0; o < operands(in.opcode); ++o) *targets[o] = static_cast<uint8_t>(slotOf[reads[o]]);
+    for (int o = 0; o < operandCount(in.opcode); ++o) *targets[o] = static_cast<uint8_t>(slotOf[reads[o]]);
     out.imm = in.imm;
-    for (int o = 0; o < operands(in.opcode); ++o) {  // operands read for the last time free their slots
+    for (int o = 0; o < operandCount(in.opcode); ++o) {  // operands read for the last time free their slots
       const uint16_t reg = reads[o];
       bool seen = false;
       for (int p = 0; p < o; ++p) seen |= reads[p] == reg;
@@ -159,7 +159,7 @@ Status CudaExecutor::plan(size_t step, const LayerNorm &op) {
   launch.gamma = vectorView(op.gamma);
   launch.beta = vectorView(op.beta);
   launch.epsilon = op.epsilon;
-  launch.variant = static_cast<ec::LayerNormVariant>(op.variant);
+  launch.variant = op.variant;
   steps_.push_back([launch](cudaStream_t stream) { return launched("layernorm", ec::launchLayerNorm(launch, stream)); });
   return Status();
 }
@@ -177,7 +177,7 @@ Status CudaExecutor::plan(size_t step, const Reduce &op) {
   launch.xReduced = view(op.x, reduced.strides[0]);
   launch.xReduced.offset = 0;
   launch.y = view(op.y, kept.strides[1]);
-  launch.kind = static_cast<ec::ReduceKind>(op.kind);
+  launch.kind = op.kind;
   steps_.push_back([launch](cudaStream_t stream) { return launched("reduce", ec::launchReduce(launch, stream)); });
   return Status();
 }
@@ -240,7 +240,7 @@ Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inn
   launch.v = operand(op.v, 2);
   launch.out = operand(op.out, 3);
   if (op.mask) launch.mask = operand(*op.mask, 4);
-  launch.maskKind = static_cast<ec::MaskKind>(op.maskKind);
+  launch.maskKind = op.maskKind;
   launch.maskFill = op.maskFill;
   return Status();
 }

@@ -1,6 +1,6 @@
-// Device-side scalar helpers shared by the kernels: the activations (the same
-// functions as kernels/cpu/activations.hpp, in f32), NaN-propagating max/min,
-// masks, and warp reductions.
+// Device-side helpers shared by the kernels: the op table's scalar functions
+// (ops/scalar_functions.hpp, the CPU's definitions, in f32), masks, and warp
+// reductions.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,31 +9,9 @@
 #include <cstdint>
 
 #include "cuda/device_types.hpp"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::cuda {
-
-__device__ __forceinline__ float reluF(float x) { return x > 0.0f ? x : 0.0f; }
-__device__ __forceinline__ float geluF(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
-__device__ __forceinline__ float geluTanhF(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
-}
-__device__ __forceinline__ float sigmoidF(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float siluF(float x) { return x * sigmoidF(x); }
-
-__device__ __forceinline__ float activate(Activation activation, float x) {
-  switch (activation) {
-    case Activation::None: return x;
-    case Activation::Relu: return reluF(x);
-    case Activation::Gelu: return geluF(x);
-    case Activation::GeluTanh: return geluTanhF(x);
-    case Activation::Silu: return siluF(x);
-  }
-  return x;
-}
-
-// As torch.maximum / torch.minimum: NaN wins.
-__device__ __forceinline__ float maximumF(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fmaxf(a, b); }
-__device__ __forceinline__ float minimumF(float a, float b) { return (isnan(a) || isnan(b)) ? NAN : fminf(a, b); }
 
 // The masked score, as the schema defines each mask kind; `mask` is the
 // mask's tensor and `at` the element offset in it.

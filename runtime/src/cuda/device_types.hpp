@@ -6,11 +6,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define EIN_HOST_DEVICE __host__ __device__
-#else
-#define EIN_HOST_DEVICE
-#endif
+#include "ops/ops.hpp"  // EIN_HOST_DEVICE and the kernels' enums
 
 namespace ein::cuda {
 
@@ -53,17 +49,12 @@ EIN_HOST_DEVICE inline int64_t offsetOf(const Shape &shape, const DeviceView &vi
 // Matches ein::DType value for value.
 enum class ElementType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool };
 
-// Matches ein::detail::Opcode value for value (checked in cuda_executor.cpp).
-enum class Op : uint8_t {
-  Const, Neg, Exp, Log, Sqrt, Rsqrt, Abs, Relu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, Not,
-  Add, Sub, Mul, Div, Pow, Max, Min, Lt, Le, Gt, Ge, Eq, Ne, Select,
-};
-
-// Matches ein::detail::Activation, MaskKind, ReduceKind, LayerNormVariant.
-enum class Activation : uint8_t { None = 0, Relu, Gelu, GeluTanh, Silu };
-enum class MaskKind : uint8_t { None = 0, Add, Keep, Drop };
-enum class ReduceKind : uint8_t { Sum = 0, Mean, Max, Min, Prod };
-enum class LayerNormVariant : uint8_t { Variance = 0, UnbiasedStd };
+// The op table's enums, as the host side's program.hpp has them.
+using Op = ops::Opcode;
+using ops::Activation;
+using ops::LayerNormVariant;
+using ops::MaskKind;
+using ops::ReduceKind;
 
 // The arithmetic the tensor-core kernels may use (ein::Precision).
 enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16 };

@@ -1,6 +1,6 @@
 // Element-wise steps: each thread runs the step's register program for its
-// elements (grid-stride), with the same opcodes and f32 arithmetic as the CPU
-// interpreter (kernels/cpu/elementwise_f32_reference.cpp). The executor has
+// elements (grid-stride), each opcode by its scalar definition in f32
+// (ops/scalar_functions.hpp), as the CPU interpreter does. The executor has
 // renumbered the registers onto at most kMaxSlots live slots; the inputs and
 // the program are staged in shared memory once per block.
 #include <cuda_bf16.h>
@@ -51,38 +51,7 @@ __device__ void storeFromFloat(const DeviceView &output, ElementType type, int64
 }
 
 __device__ float evaluate(const Instruction &in, const float *slots) {
-  const float a = slots[in.a], b = slots[in.b], c = slots[in.c];
-  switch (in.op) {
-    case Op::Const: return in.imm;
-    case Op::Neg: return -a;
-    case Op::Exp: return expf(a);
-    case Op::Log: return logf(a);
-    case Op::Sqrt: return sqrtf(a);
-    case Op::Rsqrt: return 1.0f / sqrtf(a);
-    case Op::Abs: return fabsf(a);
-    case Op::Relu: return reluF(a);
-    case Op::Gelu: return geluF(a);
-    case Op::GeluTanh: return geluTanhF(a);
-    case Op::Silu: return siluF(a);
-    case Op::Sigmoid: return sigmoidF(a);
-    case Op::Tanh: return tanhf(a);
-    case Op::Not: return a == 0.0f ? 1.0f : 0.0f;
-    case Op::Add: return a + b;
-    case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
-    case Op::Div: return a / b;
-    case Op::Pow: return powf(a, b);
-    case Op::Max: return maximumF(a, b);
-    case Op::Min: return minimumF(a, b);
-    case Op::Lt: return a < b ? 1.0f : 0.0f;
-    case Op::Le: return a <= b ? 1.0f : 0.0f;
-    case Op::Gt: return a > b ? 1.0f : 0.0f;
-    case Op::Ge: return a >= b ? 1.0f : 0.0f;
-    case Op::Eq: return a == b ? 1.0f : 0.0f;
-    case Op::Ne: return a != b ? 1.0f : 0.0f;
-    case Op::Select: return a != 0.0f ? b : c;
-  }
-  return 0.0f;
+  return ops::evaluate(in.op, slots[in.a], slots[in.b], slots[in.c], in.imm);
 }
 
 __global__ void elementwiseKernel(ElementwiseLaunch launch, int64_t count) {

@@ -51,7 +51,7 @@ __global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches, int64_t rowT
       if (bias)
         value += bias[batchOffset(launch.batch, launch.bias, batch) + row * launch.bias.stride[r] +
                       column * launch.bias.stride[r + 1]];
-      value = activate(launch.activation, value);
+      value = ops::activate(launch.activation, value);
       if (residual)
         value += residual[batchOffset(launch.batch, launch.residual, batch) + row * launch.residual.stride[r] +
                           column * launch.residual.stride[r + 1]];
@@ -73,7 +73,7 @@ __global__ void gemmEpilogueKernel(GemmLaunch launch, int64_t total) {
     if (bias)
       value += bias[batchOffset(launch.batch, launch.bias, batch) + row * launch.bias.stride[r] +
                     column * launch.bias.stride[r + 1]];
-    value = activate(launch.activation, value);
+    value = ops::activate(launch.activation, value);
     if (residual)
       value += residual[batchOffset(launch.batch, launch.residual, batch) + row * launch.residual.stride[r] +
                         column * launch.residual.stride[r + 1]];

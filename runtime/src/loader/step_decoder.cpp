@@ -9,6 +9,7 @@
 #include <string>
 
 #include "loader/flatbuffer_vectors.hpp"
+#include "ops/schema_enums.hpp"
 #include "util/status_macros.hpp"
 
 namespace ein::detail {
@@ -210,14 +211,9 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
   }
   gemm.alpha = in.alpha();
-  switch (in.activation()) {
-    case fb::Activation::None: gemm.activation = Activation::None; break;
-    case fb::Activation::Relu: gemm.activation = Activation::Relu; break;
-    case fb::Activation::Gelu: gemm.activation = Activation::Gelu; break;
-    case fb::Activation::GeluTanh: gemm.activation = Activation::GeluTanh; break;
-    case fb::Activation::Silu: gemm.activation = Activation::Silu; break;
-    default: return invalid(fmt::format("unknown activation {}", static_cast<int>(in.activation())));
-  }
+  std::optional<Activation> activation = ops::fromSchema<Activation>(in.activation());
+  if (!activation) return invalid(fmt::format("unknown activation {}", static_cast<int>(in.activation())));
+  gemm.activation = *activation;
   info.shapes["batch"] = gemm.batch.vector();
   info.sizes = {{"m", gemm.m}, {"n", gemm.n}, {"k", gemm.k}};
   info.attributes["activation"] = fb::EnumNameActivation(in.activation());
@@ -231,13 +227,9 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
 // f32 for Add and bool for Keep and Drop.
 Status decodeMask(fb::MaskKind kind, const fb::View *in, float fill, const Dims &space, StepChecker &check,
                   MaskKind &outKind, std::optional<View> &outMask, StepInfo &info) {
-  switch (kind) {
-    case fb::MaskKind::None: outKind = MaskKind::None; break;
-    case fb::MaskKind::Add: outKind = MaskKind::Add; break;
-    case fb::MaskKind::Keep: outKind = MaskKind::Keep; break;
-    case fb::MaskKind::Drop: outKind = MaskKind::Drop; break;
-    default: return invalid(fmt::format("unknown mask kind {}", static_cast<int>(kind)));
-  }
+  std::optional<MaskKind> known = ops::fromSchema<MaskKind>(kind);
+  if (!known) return invalid(fmt::format("unknown mask kind {}", static_cast<int>(kind)));
+  outKind = *known;
   info.attributes["mask"] = fb::EnumNameMaskKind(kind);
   if (outKind == MaskKind::None) {
     if (in) return invalid("it has a mask view but mask_kind None");
@@ -361,11 +353,9 @@ StatusOr<Kernel> decodeLayerNorm(const fb::LayerNorm &in, StepChecker &check, St
     if (*view) EIN_RETURN_IF_ERROR(check.dtypeIn(**view, name, {DType::F32}));
   EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
   if (op.sum) EIN_RETURN_IF_ERROR(check.writable(*op.sum, op.shape, "sum"));
-  switch (in.variant()) {
-    case fb::LayerNormVariant::Variance: op.variant = LayerNormVariant::Variance; break;
-    case fb::LayerNormVariant::UnbiasedStd: op.variant = LayerNormVariant::UnbiasedStd; break;
-    default: return invalid(fmt::format("unknown layernorm variant {}", static_cast<int>(in.variant())));
-  }
+  std::optional<LayerNormVariant> variant = ops::fromSchema<LayerNormVariant>(in.variant());
+  if (!variant) return invalid(fmt::format("unknown layernorm variant {}", static_cast<int>(in.variant())));
+  op.variant = *variant;
   op.epsilon = in.epsilon();
   info.shapes["shape"] = op.shape.vector();
   info.attributes["variant"] = fb::EnumNameLayerNormVariant(in.variant());
@@ -400,10 +390,10 @@ StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check
   EIN_RETURN_IF_ERROR(check.writable(op.output, op.shape, "output"));
   for (size_t i = 0; i < length; ++i) {
     const fb::Instruction *encoded = in.program()->Get(static_cast<flatbuffers::uoffset_t>(i));
-    auto opcode = static_cast<uint8_t>(encoded->opcode());
-    if (opcode > static_cast<uint8_t>(fb::Opcode::MAX))
-      return invalid(fmt::format("instruction {} has unknown opcode {}", i, opcode));
-    Instruction instruction{static_cast<Opcode>(opcode), encoded->a(), encoded->b(), encoded->c(), encoded->imm()};
+    std::optional<Opcode> opcode = ops::fromSchema<Opcode>(encoded->opcode());
+    if (!opcode)
+      return invalid(fmt::format("instruction {} has unknown opcode {}", i, static_cast<int>(encoded->opcode())));
+    Instruction instruction{*opcode, encoded->a(), encoded->b(), encoded->c(), encoded->imm()};
     // Instruction i may read registers written before it: inputs and earlier results.
     size_t defined = inputCount + i;
     int reads = operandCount(instruction.opcode);
@@ -440,14 +430,9 @@ StatusOr<Kernel> decodeReduce(const fb::Reduce &in, StepChecker &check, StepInfo
   if (in.reduced_rank() > op.shape.size())
     return invalid(fmt::format("it reduces {} axes of a rank-{} shape", in.reduced_rank(), op.shape.size()));
   op.reducedRank = in.reduced_rank();
-  switch (in.kind()) {
-    case fb::ReduceKind::Sum: op.kind = ReduceKind::Sum; break;
-    case fb::ReduceKind::Mean: op.kind = ReduceKind::Mean; break;
-    case fb::ReduceKind::Max: op.kind = ReduceKind::Max; break;
-    case fb::ReduceKind::Min: op.kind = ReduceKind::Min; break;
-    case fb::ReduceKind::Prod: op.kind = ReduceKind::Prod; break;
-    default: return invalid(fmt::format("unknown reduction kind {}", static_cast<int>(in.kind())));
-  }
+  std::optional<ReduceKind> kind = ops::fromSchema<ReduceKind>(in.kind());
+  if (!kind) return invalid(fmt::format("unknown reduction kind {}", static_cast<int>(in.kind())));
+  op.kind = *kind;
   Dims kept = op.shape.dropLast(op.reducedRank);
   EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
   EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), kept, "y"));
@@ -521,12 +506,6 @@ StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo
 }
 
 }  // namespace
-
-int operandCount(Opcode opcode) {
-  if (opcode == Opcode::Const) return 0;
-  if (opcode == Opcode::Select) return 3;
-  return opcode >= Opcode::Add ? 2 : 1;
-}
 
 Status decodeStep(const fb::Step &step, size_t index, Program &program) {
   StepInfo info;

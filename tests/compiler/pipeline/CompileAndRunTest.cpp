@@ -308,6 +308,10 @@ output y2 = (1 - keep) * -10000.0 + maximum(x, 0.5) - minimum(x, -0.5)
 output y3 = where(m, x, -x) + masked_fill(x, x > 1, -inf)
 output c = (x < 0) == m
 )ein"},
+    {"softplus_both_sides_of_its_threshold", R"ein(
+input x: f32[4, 5]
+output y = softplus(x) + softplus(x * 40.0) - softplus(2.0)
+)ein"},
     {"slicing_concat_transpose", R"ein(
 input x: f32[2, 5, 8]
 output a = x[:, 0]

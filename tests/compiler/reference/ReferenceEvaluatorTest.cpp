@@ -298,6 +298,10 @@ TEST_F(ReferenceEvaluatorTest, UnaryFunctions) {
                                                          0.7310585786300049, 0.9525741268224334})));
   EXPECT_TRUE(tensorsNear(apply("silu"), floats({5}, {-0.2384058440442351, -0.1887703343990727, 0,
                                                       0.7310585786300049, 2.8577223804673})));
+  // Python's math.log1p(math.exp(x)), as torch.nn.functional.softplus in float64.
+  EXPECT_TRUE(tensorsNear(apply("softplus"), floats({5}, {0.1269280110429725, 0.4740769841801067,
+                                                          0.6931471805599453, 1.3132616875182228,
+                                                          3.048587351573742})));
 
   Tensor positive = floats({3}, {4, 1, 0.25});
   auto applyPositive = [&](const std::string &kind) {

@@ -257,6 +257,8 @@ TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {
             instruction(O::Add, 31, 21), instruction(O::Add, 32, 22), instruction(O::Add, 33, 23),
             instruction(O::Add, 34, 24), instruction(O::Add, 35, 27), instruction(O::Add, 36, 28),
             instruction(O::Add, 37, 29), instruction(O::Add, 38, 30), instruction(O::Mul, 39, 3),
+            instruction(O::Softplus, 0),     // 41
+            instruction(O::Add, 40, 41),     // 42
         };
         ElementwiseSpec spec{{rows, columns},
                              {dense(x, {rows, columns}), ViewSpec{y, 0, {0, 1}}, dense(flags, {rows, columns}),

@@ -52,7 +52,7 @@ def Ein_UnaryKind : I32EnumAttr<"UnaryKind", "element-wise function of one tenso
   I32EnumAttrCase<"sqrt", 3>, I32EnumAttrCase<"rsqrt", 4>, I32EnumAttrCase<"abs", 5>,
   I32EnumAttrCase<"relu", 6>, I32EnumAttrCase<"gelu", 7>, I32EnumAttrCase<"gelu_tanh", 8>,
   I32EnumAttrCase<"silu", 9>, I32EnumAttrCase<"sigmoid", 10>, I32EnumAttrCase<"tanh", 11>,
-  I32EnumAttrCase<"logical_not", 12>
+  I32EnumAttrCase<"logical_not", 12>, I32EnumAttrCase<"softplus", 13>
 ]> {
   let cppNamespace = "::ein::ir";
   let genSpecializedAttr = 0;

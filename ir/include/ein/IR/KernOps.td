@@ -62,6 +62,7 @@ def Kern_GeluOp : Kern_ScalarActivationOp<"gelu"> { let summary = "0.5 x (1 + er
 def Kern_GeluTanhOp : Kern_ScalarActivationOp<"gelu_tanh"> { let summary = "GELU, tanh approximation"; }
 def Kern_SiluOp : Kern_ScalarActivationOp<"silu"> { let summary = "x sigmoid(x)"; }
 def Kern_SigmoidOp : Kern_ScalarActivationOp<"sigmoid"> { let summary = "1 / (1 + exp(-x))"; }
+def Kern_SoftplusOp : Kern_ScalarActivationOp<"softplus"> { let summary = "x > 20 ? x : log1p(exp(x))"; }
 
 def Kern_SoftmaxOp : Kern_Op<"softmax", [Pure]> {
   let summary = "softmax over the last axis of `shape`";

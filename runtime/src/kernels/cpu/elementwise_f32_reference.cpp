@@ -1,20 +1,20 @@
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
-#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/element_io.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::detail::cpu {
+
+void evaluateLanesF32(const Instruction &in, const float *a, const float *b, const float *c, float *out,
+                      int64_t count) {
+  ops::evaluateLanes(in.opcode, in.imm, a, b, c, out, count);
+}
+
 namespace {
 
 constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
-
-// NaN-propagating, as torch.maximum and torch.minimum.
-float maximum(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::max(a, b); }
-float minimum(float a, float b) { return std::isnan(a) || std::isnan(b) ? std::numeric_limits<float>::quiet_NaN() : std::min(a, b); }
 
 // Runs the program over `count` lanes. Register r holds lanes
 // [r * kBlock, r * kBlock + count): the opcode is decoded once per block.
@@ -23,40 +23,7 @@ void execute(const std::vector<Instruction> &program, size_t inputCount, float *
     const Instruction &in = program[i];
     float *out = registers + (inputCount + i) * kBlock;
     const float *a = registers + in.a * kBlock, *b = registers + in.b * kBlock, *c = registers + in.c * kBlock;
-#define EIN_LANES(expr)                                    \
-  for (int64_t e = 0; e < count; ++e) out[e] = (expr); \
-  break
-    switch (in.opcode) {
-      case Opcode::Const: EIN_LANES(in.imm);
-      case Opcode::Neg: EIN_LANES(-a[e]);
-      case Opcode::Exp: EIN_LANES(std::exp(a[e]));
-      case Opcode::Log: EIN_LANES(std::log(a[e]));
-      case Opcode::Sqrt: EIN_LANES(std::sqrt(a[e]));
-      case Opcode::Rsqrt: EIN_LANES(1.0f / std::sqrt(a[e]));
-      case Opcode::Abs: EIN_LANES(std::fabs(a[e]));
-      case Opcode::Relu: EIN_LANES(relu(a[e]));
-      case Opcode::Gelu: EIN_LANES(gelu(a[e]));
-      case Opcode::GeluTanh: EIN_LANES(geluTanh(a[e]));
-      case Opcode::Silu: EIN_LANES(silu(a[e]));
-      case Opcode::Sigmoid: EIN_LANES(sigmoid(a[e]));
-      case Opcode::Tanh: EIN_LANES(std::tanh(a[e]));
-      case Opcode::Not: EIN_LANES(a[e] == 0.0f ? 1.0f : 0.0f);
-      case Opcode::Add: EIN_LANES(a[e] + b[e]);
-      case Opcode::Sub: EIN_LANES(a[e] - b[e]);
-      case Opcode::Mul: EIN_LANES(a[e] * b[e]);
-      case Opcode::Div: EIN_LANES(a[e] / b[e]);
-      case Opcode::Pow: EIN_LANES(std::pow(a[e], b[e]));
-      case Opcode::Max: EIN_LANES(maximum(a[e], b[e]));
-      case Opcode::Min: EIN_LANES(minimum(a[e], b[e]));
-      case Opcode::Lt: EIN_LANES(a[e] < b[e] ? 1.0f : 0.0f);
-      case Opcode::Le: EIN_LANES(a[e] <= b[e] ? 1.0f : 0.0f);
-      case Opcode::Gt: EIN_LANES(a[e] > b[e] ? 1.0f : 0.0f);
-      case Opcode::Ge: EIN_LANES(a[e] >= b[e] ? 1.0f : 0.0f);
-      case Opcode::Eq: EIN_LANES(a[e] == b[e] ? 1.0f : 0.0f);
-      case Opcode::Ne: EIN_LANES(a[e] != b[e] ? 1.0f : 0.0f);
-      case Opcode::Select: EIN_LANES(a[e] != 0.0f ? b[e] : c[e]);
-    }
-#undef EIN_LANES
+    evaluateLanesF32(in, a, b, c, out, count);
   }
 }
 

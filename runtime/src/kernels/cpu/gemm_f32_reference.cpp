@@ -1,23 +1,9 @@
 #include "ein/half_float.hpp"
-#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "kernels/cpu/strided_loop.hpp"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::detail::cpu {
-namespace {
-
-double activate(Activation activation, double x) {
-  switch (activation) {
-    case Activation::None: return x;
-    case Activation::Relu: return relu(x);
-    case Activation::Gelu: return gelu(x);
-    case Activation::GeluTanh: return geluTanh(x);
-    case Activation::Silu: return silu(x);
-  }
-  return x;
-}
-
-}  // namespace
 
 // c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
 //               + residual[b.., m, n], accumulated in double.
@@ -52,7 +38,7 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
                           sum += double(a[base[0] + i * aM + p * aK]) * bAt(base[1] + p * bK + j * bN);
                         double value = double(op.alpha) * sum;
                         if (bias) value += bias[base[3] + i * biasM + j * biasN];
-                        value = activate(op.activation, value);
+                        value = ops::activate(op.activation, value);
                         if (residual) value += residual[base[4] + i * resM + j * resN];
                         c[base[2] + i * cM + j * cN] = static_cast<float>(value);
                       }

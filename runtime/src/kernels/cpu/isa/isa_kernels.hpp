@@ -95,7 +95,7 @@ template <class S>
   }
 }
 
-// The activations of activations.hpp, for whole vectors.
+// The activations of ops/scalar_functions.hpp, for whole vectors.
 template <class S>
 [[gnu::always_inline]] inline typename S::V vactivate(typename S::V x, Activation activation) {
   using V = typename S::V;
@@ -402,7 +402,8 @@ void normalizeRow(const float *x, int64_t n, float mean, float scale, const floa
 
 // One instruction over whole vectors of the block (registers are
 // kElementwiseBlock lanes, so rounding `count` up to a vector stays inside;
-// the extra lanes are never stored). Log and Pow call the C library per lane.
+// the extra lanes are never stored). Opcodes with no vector form here (Log,
+// Pow) run their scalar definition lane by lane.
 template <class S>
 void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount, float *registers, int64_t count) {
   using V = typename S::V;
@@ -429,9 +430,6 @@ void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount
       }
       case Opcode::Neg: map1([&](V x) { return S::sub(zero, x); }); break;
       case Opcode::Exp: map1([](V x) { return vexp<S>(x); }); break;
-      case Opcode::Log:
-        for (int64_t e = 0; e < count; ++e) out[e] = std::log(a[e]);
-        break;
       case Opcode::Sqrt: map1([](V x) { return S::sqrt(x); }); break;
       case Opcode::Rsqrt: map1([&](V x) { return S::div(one, S::sqrt(x)); }); break;
       case Opcode::Abs: map1([](V x) { return S::abs(x); }); break;
@@ -446,9 +444,6 @@ void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount
       case Opcode::Sub: map2([](V x, V y) { return S::sub(x, y); }); break;
       case Opcode::Mul: map2([](V x, V y) { return S::mul(x, y); }); break;
       case Opcode::Div: map2([](V x, V y) { return S::div(x, y); }); break;
-      case Opcode::Pow:
-        for (int64_t e = 0; e < count; ++e) out[e] = std::pow(a[e], b[e]);
-        break;
       // NaN-propagating, as torch.maximum and torch.minimum.
       case Opcode::Max:
         map2([&](V x, V y) { return S::select(S::isNan(x), nan, S::select(S::isNan(y), nan, S::max(x, y))); });
@@ -466,6 +461,7 @@ void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount
         for (int64_t e = 0; e < lanes; e += W)
           S::store(out + e, S::select(S::notEqual(S::load(a + e), zero), S::load(b + e), S::load(c + e)));
         break;
+      default: evaluateLanesF32(in, a, b, c, out, count); break;
     }
   }
 }
