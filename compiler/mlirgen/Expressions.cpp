@@ -314,34 +314,45 @@ EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
       axis += rank - named;
       continue;
     }
-    std::optional<int64_t> constantSize = sizes[axis].constant();
-    if (!constantSize)
-      fail(item.loc, "indexing axis " + std::to_string(axis) + " of size " + sizes[axis].str() +
-                         " (a ranged dim) is not supported yet");
-    int64_t size = *constantSize;
+    // Python's rules, bounds over ranged dims included, except that an index
+    // or bound past either end is an error (at run time where the dims decide).
+    const ein::Size size = sizes[axis];
+    const std::string axisText = "axis " + std::to_string(axis) + " (size " + size.str() + ")";
+    Location at = loc(item.loc);
     if (item.kind == ast::IndexItem::Kind::Index) {
       int64_t i = integer(*item.index, scope, "an index");
-      int64_t position = i < 0 ? i + size : i;
-      if (position < 0 || position >= size)
+      if (size.isConstant() && (i >= *size.constant() || i < -*size.constant()))
         fail(item.loc, "index " + std::to_string(i) + " is out of range for axis " + std::to_string(axis) +
-                           " of size " + std::to_string(size));
-      offsets[axis] = position;
+                           " of size " + size.str());
+      // i < size, or -i <= size for an index from the end.
+      requireSizes({ein::SizeCheck::LessEqual, i < 0 ? -i : i + 1, size,
+                    "index " + std::to_string(i) + " needs " + axisText + " to have " +
+                        std::to_string(i < 0 ? -i : i + 1) + " elements or more"},
+                   at);
+      offsets[axis] = i < 0 ? size + i : ein::Size(i);
       sizes[axis] = 1;
       dropped.push_back(axis);
     } else {
-      auto bound = [&](const ast::ExprPtr &e, int64_t fallback) {
+      auto bound = [&](const ast::ExprPtr &e, const ein::Size &fallback, const char *which) {
         if (!e) return fallback;
-        int64_t v = integer(*e, scope, "a slice bound");
-        if (v < 0) v += size;
-        return std::clamp<int64_t>(v, 0, size);
+        ein::Size v = this->size(*e, scope, "a slice bound");
+        std::optional<int64_t> constant = v.constant();
+        ein::Size position = constant && *constant < 0 ? size + v : v;
+        const std::string text = std::string("slice ") + which + " " + v.str();
+        requireSizes({ein::SizeCheck::LessEqual, 0, position, text + " lies before the start of " + axisText}, at);
+        requireSizes({ein::SizeCheck::LessEqual, position, size, text + " lies past the end of " + axisText}, at);
+        return position;
       };
       int64_t step = item.step ? integer(*item.step, scope, "a slice step") : 1;
       if (step < 1)
         fail(item.step->loc, "slice step " + std::to_string(step) + " is not positive (as in PyTorch, steps are >= 1)");
-      int64_t start = bound(item.start, 0), stop = bound(item.stop, size);
+      ein::Size start = bound(item.start, 0, "start"), stop = bound(item.stop, size, "end");
+      requireSizes({ein::SizeCheck::LessEqual, start, stop,
+                    "slice of " + axisText + " from " + start.str() + " to " + stop.str() + " runs backwards"},
+                   at);
       offsets[axis] = start;
       steps[axis] = step;
-      sizes[axis] = stop > start ? (stop - start + step - 1) / step : int64_t{0};
+      sizes[axis] = ein::Size::floorDiv(stop - start + (step - 1), step);
       if (sizes[axis] == 0) fail(item.loc, "slice of axis " + std::to_string(axis) + " is empty");
     }
     ++axis;

@@ -162,9 +162,9 @@ class Generator {
   [[noreturn]] void failRanged(const ast::SourceLoc &at, const SizeValue &value, const std::string &what);
   EValue sizeArithmetic(const ast::BinaryExpr &expr, const EValue &lhs, const EValue &rhs);
 
-  // A condition on sizes the runtime checks (what the compiler cannot decide
-  // for every value of the ranged dims), or, where the ranges decide it, an
-  // error at `at` when it cannot hold. Kept for the function's ein.checks.
+  // A condition on sizes: nothing where it always holds, an error at `at`
+  // where it never does, else a run-time check (the function's ein.checks).
+  // `check.message` says what goes wrong when it fails.
   void requireSizes(const ein::SizeCheck &check, Location at);
 
   // `number` as an int64, for every number the compiler uses as an integer

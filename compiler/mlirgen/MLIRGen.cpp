@@ -401,7 +401,8 @@ void Generator::requireSizes(const ein::SizeCheck &check, Location at) {
     }
   }
   if (always) return;
-  if (never) fail(at, check.message + ", which holds for no value of the dims");
+  bool constant = check.lhs.isConstant() && check.rhs.isConstant();
+  if (never) fail(at, check.message + (constant ? "" : " for every value of the dims"));
   checks.emplace_back(check, at);
 }
 
