@@ -42,9 +42,9 @@ Lowering::Operand Lowering::permuteDense(Location loc, const Operand &operand, A
   return Operand{materialize(loc, permuted), SmallVector<std::string>(order)};
 }
 
-int64_t Lowering::strideOf(const Operand &operand, const std::string &label) {
+Size Lowering::strideOf(const Operand &operand, const std::string &label) {
   auto *found = llvm::find(operand.labels, label);
-  return found == operand.labels.end() ? 0 : operand.layout.strides[found - operand.labels.begin()];
+  return found == operand.labels.end() ? Size(0) : operand.layout.strides[found - operand.labels.begin()];
 }
 
 FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, ArrayRef<std::string> outLabels,
@@ -58,7 +58,7 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
   a = sumOut(loc, std::move(a), keepA);
   b = sumOut(loc, std::move(b), keepB);
 
-  std::map<std::string, int64_t> sizes;
+  std::map<std::string, Size> sizes;
   for (auto *operand : {&a, &b})
     for (size_t i = 0; i < operand->labels.size(); ++i) sizes[operand->labels[i]] = operand->layout.sizes[i];
   auto inA = [&](const std::string &l) { return llvm::is_contained(a.labels, l); };
@@ -73,23 +73,23 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
   for (const std::string &label : a.labels)
     if (inB(label) && !out.count(label)) kLabels.push_back(label);
 
-  SmallVector<int64_t> cStrides = denseStrides(resultType.getShape());
+  Shape cStrides = denseStrides(ein::ir::shapeOf(resultType));
   auto strideC = [&](const std::string &label) {
     return cStrides[llvm::find(outLabels, label) - outLabels.begin()];
   };
 
   auto sizesOf = [&](ArrayRef<std::string> labels) {
-    SmallVector<int64_t> result;
+    Shape result;
     for (const std::string &label : labels) result.push_back(sizes.at(label));
     return result;
   };
   auto stridesOf = [&](const Operand &operand, ArrayRef<std::string> labels) {
-    SmallVector<int64_t> result;
+    Shape result;
     for (const std::string &label : labels) result.push_back(strideOf(operand, label));
     return result;
   };
   auto stridesInC = [&](ArrayRef<std::string> labels) {
-    SmallVector<int64_t> result;
+    Shape result;
     for (const std::string &label : labels) result.push_back(strideC(label));
     return result;
   };
@@ -127,22 +127,22 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
   splitMerged(mLabels, a);
   splitMerged(nLabels, b);
 
-  auto merged = [&](ArrayRef<std::string> labels, ArrayRef<int64_t> strides) {
+  auto merged = [&](ArrayRef<std::string> labels, ArrayRef<Size> strides) {
     auto axis = mergeAxes(sizesOf(labels), strides);
-    return axis ? *axis : std::make_pair<int64_t, int64_t>(1, 0);
+    return axis ? *axis : std::make_pair(Size(1), Size(0));
   };
   auto [m, aStrideM] = merged(mLabels, stridesOf(a, mLabels));
-  int64_t cStrideM = merged(mLabels, stridesInC(mLabels)).second;
+  Size cStrideM = merged(mLabels, stridesInC(mLabels)).second;
   auto [n, bStrideN] = merged(nLabels, stridesOf(b, nLabels));
-  int64_t cStrideN = merged(nLabels, stridesInC(nLabels)).second;
+  Size cStrideN = merged(nLabels, stridesInC(nLabels)).second;
   auto [k, aStrideK] = merged(kLabels, stridesOf(a, kLabels));
-  int64_t bStrideK = merged(kLabels, stridesOf(b, kLabels)).second;
+  Size bStrideK = merged(kLabels, stridesOf(b, kLabels)).second;
 
-  SmallVector<int64_t> batchSizes = sizesOf(batch);
-  SmallVector<int64_t> aView = stridesOf(a, batch), bView = stridesOf(b, batch), cView = stridesInC(batch);
-  aView.append({aStrideM, aStrideK});
-  bView.append({bStrideK, bStrideN});
-  cView.append({cStrideM, cStrideN});
+  Shape batchSizes = sizesOf(batch);
+  Shape aView = stridesOf(a, batch), bView = stridesOf(b, batch), cView = stridesInC(batch);
+  aView.insert(aView.end(), {aStrideM, aStrideK});
+  bView.insert(bView.end(), {bStrideK, bStrideN});
+  cView.insert(cView.end(), {cStrideM, cStrideN});
 
   Value biasBuffer;
   ein::kern::ViewAttr biasView;
@@ -152,22 +152,22 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
       return bias->strides[llvm::find(outLabels, label) - outLabels.begin()];
     };
     auto biasStrides = [&](ArrayRef<std::string> labels) {
-      SmallVector<int64_t> result;
+      Shape result;
       for (const std::string &label : labels) result.push_back(biasStride(label));
       return result;
     };
     auto biasM = mergeAxes(sizesOf(mLabels), biasStrides(mLabels));
     auto biasN = mergeAxes(sizesOf(nLabels), biasStrides(nLabels));
     if (!biasM || !biasN) return emitError(loc) << "bias layout does not fit the GEMM";
-    SmallVector<int64_t> strides = biasStrides(batch);
-    strides.append({mLabels.empty() ? 0 : biasM->second, nLabels.empty() ? 0 : biasN->second});
+    Shape strides = biasStrides(batch);
+    strides.insert(strides.end(), {mLabels.empty() ? Size(0) : biasM->second, nLabels.empty() ? Size(0) : biasN->second});
     biasBuffer = bias->buffer;
     biasView = viewOf(context(), bias->offset, strides);
   }
   auto gemm = builder.create<ein::kern::GemmOp>(
       loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, /*residual=*/Value(),
-      builder.getDenseI64ArrayAttr(batchSizes), builder.getI64IntegerAttr(m), builder.getI64IntegerAttr(n),
-      builder.getI64IntegerAttr(k), viewOf(context(), a.layout.offset, aView),
+      sizesAttr(context(), batchSizes), sizeAttr(context(), m), sizeAttr(context(), n), sizeAttr(context(), k),
+      viewOf(context(), a.layout.offset, aView),
       viewOf(context(), b.layout.offset, bView), viewOf(context(), 0, cView), biasView,
       /*residual_view=*/ein::kern::ViewAttr(), builder.getF32FloatAttr(1.0f),
       ein::kern::ActivationAttr::get(context(), ein::kern::Activation::none));
@@ -225,12 +225,12 @@ LogicalResult Lowering::lowerMatmul(ein::ir::MatmulOp matmul) {
   // NumPy: batch axes broadcast; a vector operand has no M (or N) axis,
   // and no batch axes either (its only axis is K).
   size_t batchRank = std::max(lhs.sizes.size() - (lhsVector ? 1 : 2), rhs.sizes.size() - (rhsVector ? 1 : 2));
-  SmallVector<int64_t> batchSizes(batchRank, 1);
+  Shape batchSizes(batchRank, 1);
   auto collect = [&](const Layout &layout, size_t matrixRank) {
     size_t own = layout.sizes.size() - matrixRank;
     for (size_t i = 0; i < own; ++i) {
       size_t slot = batchRank - own + i;
-      batchSizes[slot] = std::max(batchSizes[slot], layout.sizes[i]);
+      if (batchSizes[slot] == 1) batchSizes[slot] = layout.sizes[i];  // the shape rule checked the others agree
     }
   };
   collect(lhs, lhsVector ? 1 : 2);
@@ -240,7 +240,7 @@ LogicalResult Lowering::lowerMatmul(ein::ir::MatmulOp matmul) {
 
   auto withBatch = [&](const Layout &layout, ArrayRef<std::string> matrixLabels) {
     size_t matrixRank = matrixLabels.size();
-    SmallVector<int64_t> sizes(batchSizes);
+    Shape sizes(batchSizes);
     for (size_t i = layout.sizes.size() - matrixRank; i < layout.sizes.size(); ++i) sizes.push_back(layout.sizes[i]);
     Operand operand{broadcastTo(layout, sizes), batchLabels};
     operand.labels.append(matrixLabels.begin(), matrixLabels.end());
@@ -264,7 +264,7 @@ LogicalResult Lowering::lowerLinear(ein::ir::LinearOp linear) {
   inputLabels.push_back("i");
   outLabels.push_back("o");
   std::optional<Layout> bias;
-  if (linear.getBias()) bias = broadcastTo(layouts.at(linear.getBias()), linear.getType().getShape());
+  if (linear.getBias()) bias = broadcastTo(layouts.at(linear.getBias()), shapeOf(linear));
   return assignContraction(linear, buildContraction(linear.getLoc(), Operand{input, inputLabels},
                                                     Operand{layouts.at(linear.getWeight()), {"o", "i"}}, outLabels,
                                                     linear.getType(), bias));

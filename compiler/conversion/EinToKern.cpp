@@ -16,18 +16,6 @@ namespace ein {
 namespace ein::conversion {
 
 LogicalResult Lowering::run() {
-  // Kernels take constant sizes so far: a tensor sized by ranged dims stops
-  // the lowering at the first op that makes one.
-  WalkResult ranged = function.walk([](Operation *op) {
-    for (Type type : op->getResultTypes())
-      if (auto tensor = dyn_cast<RankedTensorType>(type); tensor && !tensor.hasStaticShape()) {
-        op->emitOpError() << "has a result sized by ranged dims (" << ein::formatShape(ein::ir::shapeOf(tensor))
-                          << "), which the kernel lowering does not support yet";
-        return WalkResult::interrupt();
-      }
-    return WalkResult::advance();
-  });
-  if (ranged.wasInterrupted()) return failure();
   for (BlockArgument argument : function.getArguments()) layouts[argument] = denseLayout(argument);
   SmallVector<Operation *> einOps;
   for (Operation &op : function.getBody().front()) {
@@ -89,14 +77,14 @@ LogicalResult Lowering::lower(Operation *op) {
 }
 
 Value Lowering::buildCopy(Location loc, RankedTensorType resultType, const Layout &source) {
-  return builder.create<ein::kern::CopyOp>(loc, resultType, source.buffer, builder.getDenseI64ArrayAttr(source.sizes),
+  return builder.create<ein::kern::CopyOp>(loc, resultType, source.buffer, sizesAttr(context(), source.sizes),
                                            viewOf(context(), source.offset, source.strides));
 }
 
 Layout Lowering::materialize(Location loc, const Layout &layout) {
   if (isDense(layout)) return layout;
   auto element = cast<RankedTensorType>(layout.buffer.getType()).getElementType();
-  return denseLayout(buildCopy(loc, RankedTensorType::get(layout.sizes, element), layout));
+  return denseLayout(buildCopy(loc, ein::ir::sizedTensorType(layout.sizes, element), layout));
 }
 
 LogicalResult Lowering::lowerReturn(func::ReturnOp ret) {

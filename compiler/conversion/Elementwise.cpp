@@ -18,7 +18,7 @@ FailureOr<Value> Lowering::buildElementwise(Location loc, RankedTensorType resul
   for (auto [operand, layout] : llvm::zip(operands, operandLayouts)) {
     if (operand && scalars.count(operand)) continue;
     inputs.push_back(layout.buffer);
-    views.push_back(viewOf(context(), layout.offset, broadcastStrides(layout, resultType.getShape())));
+    views.push_back(viewOf(context(), layout.offset, broadcastStrides(layout, ein::ir::shapeOf(resultType))));
   }
   auto op = builder.create<ein::kern::ElementwiseOp>(loc, resultType, inputs, builder.getArrayAttr(views));
   OpBuilder::InsertionGuard guard(builder);
@@ -127,7 +127,7 @@ LogicalResult Lowering::lowerCast(ein::ir::CastOp cast) {
 LogicalResult Lowering::lowerConcat(ein::ir::ConcatOp concat) {
   SmallVector<Value> buffers;
   SmallVector<Attribute> views;
-  SmallVector<int64_t> sizes;
+  Shape sizes;
   int64_t axis = concat.getAxis();
   for (Value input : concat.getInputs()) {
     const Layout &layout = layouts.at(input);
@@ -137,7 +137,7 @@ LogicalResult Lowering::lowerConcat(ein::ir::ConcatOp concat) {
   }
   Value result = builder.create<ein::kern::ConcatOp>(concat.getLoc(), concat.getType(), buffers,
                                                      builder.getArrayAttr(views), builder.getI64IntegerAttr(axis),
-                                                     builder.getDenseI64ArrayAttr(sizes));
+                                                     sizesAttr(context(), sizes));
   layouts[concat] = denseLayout(result);
   return success();
 }

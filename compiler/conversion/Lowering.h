@@ -19,39 +19,31 @@ namespace ein::conversion {
 using namespace mlir;
 using ein::ir::BinaryKind;
 using ein::ir::UnaryKind;
+using ein::Shape;
+using ein::Size;
 using ein::kern::denseStrides;
+using ein::kern::sizeAttr;
+using ein::kern::sizesAttr;
 
 // Element (i0, i1, ...) of the value is element `offset + sum(ik * strides[k])`
 // of `buffer`'s flat row-major storage.
 struct Layout {
   Value buffer;
-  int64_t offset = 0;
-  SmallVector<int64_t> sizes;
-  SmallVector<int64_t> strides;
+  Size offset = 0;
+  Shape sizes;
+  Shape strides;
 };
 
-inline int64_t product(ArrayRef<int64_t> sizes) {
-  int64_t result = 1;
-  for (int64_t size : sizes) result *= size;
-  return result;
-}
-
-// Sizes that the lowering has checked are constants (Lowering::run).
-inline SmallVector<int64_t> constantSizes(const ein::Shape &shape) {
-  SmallVector<int64_t> sizes;
-  for (const ein::Size &size : shape) sizes.push_back(size.constant().value_or(-1));
-  return sizes;
-}
+inline Shape shapeOf(Value value) { return ein::ir::shapeOf(value.getType()); }
 
 inline Layout denseLayout(Value buffer) {
-  auto type = cast<RankedTensorType>(buffer.getType());
-  return Layout{buffer, 0, SmallVector<int64_t>(type.getShape()), denseStrides(type.getShape())};
+  Shape sizes = shapeOf(buffer);
+  return Layout{buffer, 0, sizes, denseStrides(sizes)};
 }
 
 inline bool isDense(const Layout &layout) {
-  auto type = cast<RankedTensorType>(layout.buffer.getType());
-  if (layout.offset != 0 || product(layout.sizes) != type.getNumElements()) return false;
-  SmallVector<int64_t> dense = denseStrides(layout.sizes);
+  if (layout.offset != 0 || ein::product(layout.sizes) != ein::product(shapeOf(layout.buffer))) return false;
+  Shape dense = denseStrides(layout.sizes);
   for (size_t i = 0; i < layout.sizes.size(); ++i)
     if (layout.sizes[i] != 1 && layout.strides[i] != dense[i]) return false;
   return true;
@@ -59,8 +51,8 @@ inline bool isDense(const Layout &layout) {
 
 // Merges axes (outer to inner) into one (size, stride) when they are laid out
 // like one axis; unit axes are ignored.
-inline std::optional<std::pair<int64_t, int64_t>> mergeAxes(ArrayRef<int64_t> sizes, ArrayRef<int64_t> strides) {
-  int64_t size = 1, stride = 0;
+inline std::optional<std::pair<Size, Size>> mergeAxes(ArrayRef<Size> sizes, ArrayRef<Size> strides) {
+  Size size = 1, stride = 0;
   bool any = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] == 1) continue;
@@ -72,8 +64,8 @@ inline std::optional<std::pair<int64_t, int64_t>> mergeAxes(ArrayRef<int64_t> si
   return std::make_pair(size, stride);
 }
 
-inline ein::kern::ViewAttr viewOf(MLIRContext *context, int64_t offset, ArrayRef<int64_t> strides) {
-  return ein::kern::ViewAttr::get(context, offset, strides);
+inline ein::kern::ViewAttr viewOf(MLIRContext *context, const Size &offset, ArrayRef<Size> strides) {
+  return ein::kern::ViewAttr::get(context, offset, Shape(strides.begin(), strides.end()));
 }
 
 class Lowering {
@@ -104,11 +96,11 @@ class Lowering {
 
   // Reduces the trailing `reducedRank` axes of `shape`, reading `source`'s
   // buffer with `strides` (over `shape`).
-  Value buildReduce(Location loc, RankedTensorType resultType, const Layout &source, ArrayRef<int64_t> shape,
-                    ArrayRef<int64_t> strides, int64_t reducedRank, ein::kern::ReduceKind kind);
+  Value buildReduce(Location loc, RankedTensorType resultType, const Layout &source, ArrayRef<Size> shape,
+                    ArrayRef<Size> strides, int64_t reducedRank, ein::kern::ReduceKind kind);
 
   // `layout` read over `shape` with NumPy broadcasting (aligned on the right).
-  static SmallVector<int64_t> broadcastStrides(const Layout &layout, ArrayRef<int64_t> shape);
+  static Shape broadcastStrides(const Layout &layout, ArrayRef<Size> shape);
 
   using ScalarBody = llvm::function_ref<Value(OpBuilder &, Location, ArrayRef<Value>)>;
 
@@ -149,7 +141,7 @@ class Lowering {
 
   // `reduced` (dense over the kept axes) read back over `fullSizes`, with stride
   // 0 along the reduced axes.
-  static Layout broadcastReduced(Value reduced, ArrayRef<int64_t> fullSizes, ArrayRef<int64_t> axes);
+  static Layout broadcastReduced(Value reduced, ArrayRef<Size> fullSizes, ArrayRef<int64_t> axes);
 
   LogicalResult lowerReduce(ein::ir::ReduceOp reduce);
 
@@ -157,7 +149,7 @@ class Lowering {
 
   // The buffer and view of an optional operand read over `shape`
   // (broadcasting), or nulls.
-  std::pair<Value, ein::kern::ViewAttr> optionalView(Value value, ArrayRef<int64_t> shape);
+  std::pair<Value, ein::kern::ViewAttr> optionalView(Value value, ArrayRef<Size> shape);
 
   LogicalResult lowerLayerNorm(ein::ir::LayerNormOp norm);
 
@@ -169,7 +161,7 @@ class Lowering {
   // view and needs no copy; else densely.
   struct Placement {
     RankedTensorType bufferType;
-    SmallVector<int64_t> strides;  // of the op's result axes in the buffer
+    Shape strides;  // of the op's result axes in the buffer
   };
   static Placement placeAttentionOutput(Operation *op);
 
@@ -178,12 +170,12 @@ class Lowering {
   // result's placement and the scale and mask attributes. For talking heads
   // the heads axis is the last of `batch`.
   struct AttentionParts {
-    SmallVector<int64_t> batch;
-    IntegerAttr queries, keys, headDim, valueDim;
+    Shape batch;
+    ein::ir::SizesAttr queries, keys, headDim, valueDim;
     Value q, k, v, mask;
     ein::kern::ViewAttr qView, kView, vView, maskView, outView;
     RankedTensorType resultType;
-    SmallVector<int64_t> outStrides;
+    Shape outStrides;
     FloatAttr scale, maskFill;
     ein::kern::MaskKindAttr maskKind;
   };
@@ -213,7 +205,7 @@ class Lowering {
   // `operand` rewritten densely with its labels in `order`.
   Operand permuteDense(Location loc, const Operand &operand, ArrayRef<std::string> order);
 
-  static int64_t strideOf(const Operand &operand, const std::string &label);
+  static Size strideOf(const Operand &operand, const std::string &label);
 
   // C[out] = sum over the other labels of A * B (+ bias), as one batched GEMM.
   // Labels in A, B and the output are batch axes; in A and the output only, M;
@@ -231,7 +223,7 @@ class Lowering {
   LogicalResult lowerEinsum(ein::ir::EinsumOp einsum);
 
   // `layout` stretched to `rank` axes and `sizes` by broadcasting (stride 0).
-  static Layout broadcastTo(const Layout &layout, ArrayRef<int64_t> sizes);
+  static Layout broadcastTo(const Layout &layout, ArrayRef<Size> sizes);
 
   LogicalResult lowerMatmul(ein::ir::MatmulOp matmul);
 

@@ -7,7 +7,7 @@ namespace ein::conversion {
 LogicalResult Lowering::lowerSlice(ein::ir::SliceOp slice) {
   const Layout &input = layouts.at(slice.getInput());
   Layout result{input.buffer, input.offset, {}, {}};
-  SmallVector<int64_t> offsets = constantSizes(slice.getOffsets().sizes()), sizes = constantSizes(slice.getSizes().sizes());
+  Shape offsets = slice.getOffsets().sizes(), sizes = slice.getSizes().sizes();
   for (size_t i = 0; i < input.sizes.size(); ++i) {
     result.offset += offsets[i] * input.strides[i];
     if (llvm::is_contained(slice.getDropped(), static_cast<int64_t>(i))) continue;
@@ -22,34 +22,31 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
   const Layout &input = layouts.at(rearrange.getInput());
   ein::EinopsKind kind = ein::EinopsKind::Rearrange;
   if (rearrange.getReduction()) kind = ein::EinopsKind::Reduce;
-  auto planned = ein::planEinops(kind, rearrange.getPattern(), ein::Shape(input.sizes.begin(), input.sizes.end()),
-                                 rearrange.getSizeMap());
+  auto planned = ein::planEinops(kind, rearrange.getPattern(), input.sizes, rearrange.getSizeMap());
   if (ein::failed(planned) && kind == ein::EinopsKind::Rearrange)
-    planned = ein::planEinops(ein::EinopsKind::Repeat, rearrange.getPattern(),
-                              ein::Shape(input.sizes.begin(), input.sizes.end()), rearrange.getSizeMap());
+    planned = ein::planEinops(ein::EinopsKind::Repeat, rearrange.getPattern(), input.sizes, rearrange.getSizeMap());
   if (ein::failed(planned)) return rearrange.emitOpError() << std::get<ein::EquationError>(planned).message;
   const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
-  SmallVector<int64_t> inputAxisSizes = constantSizes(plan.inputAxisSizes),
-                       outputAxisSizes = constantSizes(plan.outputAxisSizes);
+  const Shape &inputAxisSizes = plan.inputAxisSizes, &outputAxisSizes = plan.outputAxisSizes;
 
   // Strides of the elementary input axes: a composed dimension splits like a
   // row-major block.
-  SmallVector<int64_t> axisStrides(plan.inputAxes.size());
+  Shape axisStrides(plan.inputAxes.size());
   for (int i = static_cast<int>(plan.inputAxes.size()) - 1; i >= 0; --i) {
     bool lastOfDim = i + 1 == static_cast<int>(plan.inputAxes.size()) ||
                      plan.inputAxisDim[i + 1] != plan.inputAxisDim[i];
     axisStrides[i] = lastOfDim ? input.strides[plan.inputAxisDim[i]] : axisStrides[i + 1] * inputAxisSizes[i + 1];
   }
-  SmallVector<int64_t> outSizes, outStrides;
+  Shape outSizes, outStrides;
   for (size_t i = 0; i < plan.outputAxes.size(); ++i) {
     outSizes.push_back(outputAxisSizes[i]);
-    outStrides.push_back(plan.outputSource[i] < 0 ? 0 : axisStrides[plan.outputSource[i]]);
+    outStrides.push_back(plan.outputSource[i] < 0 ? Size(0) : axisStrides[plan.outputSource[i]]);
   }
   auto resultType = rearrange.getType();
 
   if (!plan.reducedAxes.empty()) {
     // einops.reduce: kept axes in output order, then the reduced ones.
-    SmallVector<int64_t> shape = outSizes, strides = outStrides;
+    Shape shape = outSizes, strides = outStrides;
     for (int axis : plan.reducedAxes) {
       shape.push_back(inputAxisSizes[axis]);
       strides.push_back(axisStrides[axis]);
@@ -65,7 +62,7 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
 
   Layout result{input.buffer, input.offset, {}, {}};
   for (const auto &group : plan.outputGroups) {
-    SmallVector<int64_t> sizes, strides;
+    Shape sizes, strides;
     for (int member : group) {
       sizes.push_back(outSizes[member]);
       strides.push_back(outStrides[member]);
@@ -85,8 +82,8 @@ LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
   return success();
 }
 
-SmallVector<int64_t> Lowering::broadcastStrides(const Layout &layout, ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> strides(shape.size(), 0);
+Shape Lowering::broadcastStrides(const Layout &layout, ArrayRef<Size> shape) {
+  Shape strides(shape.size(), 0);
   size_t shift = shape.size() - layout.sizes.size();
   for (size_t i = 0; i < layout.sizes.size(); ++i)
     if (layout.sizes[i] != 1) strides[shift + i] = layout.strides[i];
@@ -97,17 +94,17 @@ ein::kern::ViewAttr Lowering::viewOfLayout(const Layout &layout) {
   return viewOf(context(), layout.offset, layout.strides);
 }
 
-std::pair<Value, ein::kern::ViewAttr> Lowering::optionalView(Value value, ArrayRef<int64_t> shape) {
+std::pair<Value, ein::kern::ViewAttr> Lowering::optionalView(Value value, ArrayRef<Size> shape) {
   if (!value) return {Value(), ein::kern::ViewAttr()};
   const Layout &layout = layouts.at(value);
   return {layout.buffer, viewOf(context(), layout.offset, broadcastStrides(layout, shape))};
 }
 
-Layout Lowering::broadcastTo(const Layout &layout, ArrayRef<int64_t> sizes) {
-  Layout result{layout.buffer, layout.offset, SmallVector<int64_t>(sizes), {}};
+Layout Lowering::broadcastTo(const Layout &layout, ArrayRef<Size> sizes) {
+  Layout result{layout.buffer, layout.offset, Shape(sizes.begin(), sizes.end()), {}};
   size_t shift = sizes.size() - layout.sizes.size();
   for (size_t i = 0; i < sizes.size(); ++i)
-    result.strides.push_back(i < shift || layout.sizes[i - shift] == 1 ? 0 : layout.strides[i - shift]);
+    result.strides.push_back(i < shift || layout.sizes[i - shift] == 1 ? Size(0) : layout.strides[i - shift]);
   return result;
 }
 

@@ -221,6 +221,9 @@ std::string Generator::resolveName(const ast::Name &name, Scope &scope) {
 void Generator::declareParam(const ast::ParamDecl &decl, Scope &scope) {
   std::string name = resolveName(decl.name, scope);
   RankedTensorType type = tensorType(decl.type, scope);
+  if (!type.hasStaticShape())
+    fail(decl.loc, "parameter \"" + name + "\" has the shape " + shapeString(type) +
+                       ", which depends on ranged dims; weights have fixed shapes");
   if (auto existing = params.find(name); existing != params.end()) {
     if (existing->second.type != type)
       fail(decl.loc, "parameter \"" + name + "\" is declared as " + typeString(type) + " here and as " +
@@ -368,6 +371,15 @@ void Generator::finish(Location at) {
   for (size_t i = 0; i < outputs.size(); ++i)
     function.setResultAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(outputs[i].first));
   if (ranges.empty()) return;
+  // The runtime reads each ranged dim off an input axis of exactly that size.
+  for (const auto &[name, range] : ranges) {
+    bool read = llvm::any_of(body->getArgumentTypes(), [&, &name = name](Type type) {
+      return llvm::is_contained(ir::shapeOf(type), ein::Size::dim(name));
+    });
+    if (!read)
+      fail(at, "the ranged dim '" + name + "' is the size of no input axis, so the runtime could not learn its value; "
+               "declare an input with an axis of size " + name);
+  }
   llvm::SmallVector<mlir::NamedAttribute> dimRanges;
   for (const auto &[name, range] : ranges)
     dimRanges.push_back(builder.getNamedAttr(name, builder.getDenseI64ArrayAttr({range.min, range.max})));

@@ -13,6 +13,9 @@
 
 using namespace mlir;
 namespace fb = ein::schema;
+using ein::Shape;
+using ein::Size;
+using ein::SizeCheck;
 
 namespace ein {
 namespace {
@@ -100,6 +103,15 @@ class Writer {
     outputs.clear();
     parameters.clear();
     steps.clear();
+    expressions.clear();
+    expressionIndex.clear();
+    dimIndex.clear();
+    ein::DimRanges ranges = ir::dimRangesOf(function);
+    std::vector<flatbuffers::Offset<fb::Dim>> dims;
+    for (const auto &[name, range] : ranges) {
+      dimIndex[name] = static_cast<int64_t>(dims.size());
+      dims.push_back(fb::CreateDimDirect(builder, name.c_str(), range.min, range.max));
+    }
 
     Block &body = function.getBody().front();
     for (auto [index, argument] : llvm::enumerate(body.getArguments())) {
@@ -144,6 +156,20 @@ class Writer {
       outputs.push_back(fb::CreateBinding(builder, builder.CreateString(name), tensorIndex.at(value), 0));
     }
 
+    std::vector<flatbuffers::Offset<fb::Check>> checks;
+    if (auto attrs = function->getAttrOfType<ArrayAttr>("ein.checks"))
+      for (Attribute attr : attrs) {
+        auto check = ir::sizeCheckOf(attr);
+        if (!check) return function.emitError() << "malformed ein.checks entry " << attr;
+        auto [condition, at] = *check;
+        auto lhs = sizeField(condition.lhs), rhs = sizeField(condition.rhs);
+        if (failed(lhs) || failed(rhs)) return failure();
+        checks.push_back(fb::CreateCheckDirect(builder, checkKindOf(condition.kind), *lhs, *rhs, describe(at).c_str(),
+                                               condition.message.c_str()));
+      }
+    std::vector<flatbuffers::Offset<fb::SizeExpression>> sizeTables;
+    for (const std::vector<fb::SizeOp> &ops : expressions) sizeTables.push_back(fb::CreateSizeExpressionDirect(builder, &ops));
+
     auto arenaBytes = function->getAttrOfType<IntegerAttr>(kern::kArenaBytesAttr);
     if (!arenaBytes) return function.emitError() << "has no arena size: run the memory planner first";
     auto target = options.target == ArtifactTarget::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
@@ -153,7 +179,7 @@ class Writer {
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                        static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, weights.size(),
-                                       precision);
+                                       precision, &dims, &sizeTables, &checks);
     fb::FinishSizePrefixedModelBuffer(builder, model);
     return success();
   }
@@ -173,8 +199,8 @@ class Writer {
     int64_t bound = 0;
     for (Operation *user : argument.getUsers())
       if (auto gather = dyn_cast<kern::GatherOp>(user); gather && gather.getIds() == argument) {
-        int64_t rows = cast<RankedTensorType>(gather.getTable().getType()).getDimSize(0);
-        bound = bound == 0 ? rows : std::min(bound, rows);
+        std::optional<int64_t> rows = ir::shapeOf(gather.getTable().getType())[0].constant();
+        if (rows) bound = bound == 0 ? *rows : std::min(bound, *rows);
       }
     return bound;
   }
@@ -184,9 +210,10 @@ class Writer {
     auto type = cast<RankedTensorType>(value.getType());
     auto dtype = storedAs ? FailureOr<fb::DType>(*storedAs) : dtypeOf(value.getLoc(), type.getElementType());
     if (failed(dtype)) return failure();
-    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    auto shape = sizeFields(ir::shapeOf(type), value.getLoc());
+    if (failed(shape)) return failure();
     auto id = static_cast<uint32_t>(tensors.size());
-    tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &shape, storage, index, offset));
+    tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &*shape, storage, index, offset));
     tensorIndex[value] = id;
     return id;
   }
@@ -278,32 +305,117 @@ class Writer {
                                        asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
   }
 
+  // ---- sizes over ranged dims ---------------------------------------------
+
+  // A (size) field: the constant, or -1 - the index of the size's
+  // expression (one per distinct size).
+  FailureOr<int64_t> sizeField(const Size &size, std::optional<Location> at = std::nullopt) {
+    if (std::optional<int64_t> constant = size.constant()) return *constant;
+    auto [entry, inserted] = expressionIndex.try_emplace(size.str(), static_cast<int64_t>(expressions.size()));
+    if (inserted) {
+      std::vector<fb::SizeOp> ops;
+      if (failed(emitSize(size, ops, at))) return failure();
+      expressions.push_back(std::move(ops));
+    }
+    return -1 - entry->second;
+  }
+
+  FailureOr<std::vector<int64_t>> sizeFields(const Shape &sizes, std::optional<Location> at = std::nullopt) {
+    std::vector<int64_t> fields;
+    for (const Size &size : sizes) {
+      auto field = sizeField(size, at);
+      if (failed(field)) return failure();
+      fields.push_back(*field);
+    }
+    return fields;
+  }
+
+  // Fields of sizes the kern verifiers and the front end have made valid: a
+  // size over a dim the function does not declare is an internal error,
+  // reported where it is found.
+  int64_t field(const Size &size) {
+    FailureOr<int64_t> value = sizeField(size);
+    return succeeded(value) ? *value : 0;
+  }
+  std::vector<int64_t> fields(const Shape &sizes) {
+    std::vector<int64_t> result;
+    for (const Size &size : sizes) result.push_back(field(size));
+    return result;
+  }
+
+  // Postfix: each term as coefficient and factors multiplied, the terms added
+  // (a negative one subtracted), quotients as numerator, divisor, FloorDiv.
+  LogicalResult emitSize(const Size &size, std::vector<fb::SizeOp> &ops, std::optional<Location> at) {
+    auto push = [&](fb::SizeOpcode opcode, int64_t operand = 0) { ops.emplace_back(opcode, operand); };
+    if (size.terms().empty()) push(fb::SizeOpcode::Constant, 0);
+    for (auto [index, term] : llvm::enumerate(size.terms())) {
+      bool negative = term.coefficient < 0;
+      if (index == 0 && negative) push(fb::SizeOpcode::Constant, 0);
+      uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(term.coefficient) : static_cast<uint64_t>(term.coefficient);
+      bool first = true;
+      if (magnitude != 1 || term.factors.empty()) {
+        push(fb::SizeOpcode::Constant, static_cast<int64_t>(magnitude));
+        first = false;
+      }
+      for (const Size::Atom &atom : term.factors) {
+        if (atom.isDim()) {
+          auto dim = dimIndex.find(atom.dim);
+          if (dim == dimIndex.end()) {
+            if (at) emitError(*at) << "size " << size.str() << " names '" << atom.dim << "', which is no ranged dim";
+            else function.emitError() << "size " << size.str() << " names '" << atom.dim << "', which is no ranged dim";
+            broken = true;
+            return failure();
+          }
+          push(fb::SizeOpcode::Dim, dim->second);
+        } else {
+          if (failed(emitSize(*atom.numerator, ops, at))) return failure();
+          push(fb::SizeOpcode::Constant, atom.divisor);
+          push(fb::SizeOpcode::FloorDiv);
+        }
+        if (!first) push(fb::SizeOpcode::Mul);
+        first = false;
+      }
+      if (index > 0 || negative) push(negative ? fb::SizeOpcode::Sub : fb::SizeOpcode::Add);
+    }
+    return success();
+  }
+
+  static fb::CheckKind checkKindOf(SizeCheck::Kind kind) {
+    switch (kind) {
+      case SizeCheck::Equal: return fb::CheckKind::Equal;
+      case SizeCheck::LessEqual: return fb::CheckKind::LessEqual;
+      case SizeCheck::Divides: return fb::CheckKind::Divides;
+    }
+    return fb::CheckKind::Equal;
+  }
+
   flatbuffers::Offset<fb::View> view(Value value, kern::ViewAttr attr) {
-    std::vector<int64_t> strides(attr.getStrides().begin(), attr.getStrides().end());
-    return fb::CreateViewDirect(builder, tensorIndex.at(value), attr.getOffset(), &strides);
+    std::vector<int64_t> strides = fields(attr.getStrides());
+    return fb::CreateViewDirect(builder, tensorIndex.at(value), field(attr.getOffset()), &strides);
   }
 
   // The dense row-major view of an op's own result over `sizes`.
-  flatbuffers::Offset<fb::View> denseView(Value value, ArrayRef<int64_t> sizes) {
-    std::vector<int64_t> strides = vec(kern::denseStrides(sizes));
+  flatbuffers::Offset<fb::View> denseView(Value value, const Shape &sizes) {
+    std::vector<int64_t> strides = fields(kern::denseStrides(sizes));
     return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
   }
-
-  static std::vector<int64_t> vec(ArrayRef<int64_t> values) { return {values.begin(), values.end()}; }
 
   // One copy per part, each into its slab of the result.
   LogicalResult addConcatSteps(kern::ConcatOp concat) {
     Value result = concat.getResult();
-    auto shape = vec(concat.getType().getShape());
-    std::vector<int64_t> strides = vec(kern::denseStrides(shape));
-    int64_t axis = concat.getAxis(), start = 0;
-    for (auto [input, attr, size] : llvm::zip(concat.getInputs(), concat.getInputViews(), concat.getSizes())) {
-      auto partShape = shape;
+    Shape shape = ir::shapeOf(concat.getType());
+    Shape strides = kern::denseStrides(shape);
+    std::vector<int64_t> strideFields = fields(strides);
+    int64_t axis = concat.getAxis();
+    Size start = 0;
+    for (auto [input, attr, size] : llvm::zip(concat.getInputs(), concat.getInputViews(), concat.getSizes().sizes())) {
+      Shape partShape = shape;
       partShape[axis] = size;
+      std::vector<int64_t> partFields = fields(partShape);
       auto x = view(input, cast<kern::ViewAttr>(attr));
-      auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), start * strides[axis], &strides);
+      auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), field(start * strides[axis]), &strideFields);
       start += size;
-      auto kernel = fb::CreateCopyDirect(builder, &partShape, x, y).Union();
+      auto kernel = fb::CreateCopyDirect(builder, &partFields, x, y).Union();
       steps.push_back(fb::CreateStep(builder, fb::Kernel::Copy, kernel, builder.CreateString(describe(concat.getLoc()))));
     }
     return success();
@@ -312,7 +424,9 @@ class Writer {
   LogicalResult addStep(Operation &op) {
     if (auto concat = dyn_cast<kern::ConcatOp>(op)) return addConcatSteps(concat);
     Value result = op.getResult(0);
-    auto shapeOf = [](Value v) { return vec(cast<RankedTensorType>(v.getType()).getShape()); };
+    auto shapeOf = [](Value v) { return ir::shapeOf(v.getType()); };
+    auto vec = [&](ir::SizesAttr sizes) { return fields(sizes.sizes()); };
+    auto one = [&](ir::SizesAttr size) { return field(kern::sizeOf(size)); };
     flatbuffers::Offset<void> kernel;
     fb::Kernel kind = fb::Kernel::NONE;
     LogicalResult status = llvm::TypeSwitch<Operation *, LogicalResult>(&op)
@@ -323,8 +437,8 @@ class Writer {
           auto c = view(result, gemm.getCView());
           auto bias = optionalView(gemm.getBias(), gemm.getBiasView());
           auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
-          kernel = fb::CreateGemmDirect(builder, &batch, gemm.getMAttr().getInt(), gemm.getNAttr().getInt(),
-                                        gemm.getKAttr().getInt(), a, b, c, bias,
+          kernel = fb::CreateGemmDirect(builder, &batch, one(gemm.getM()), one(gemm.getN()), one(gemm.getK()), a, b, c,
+                                        bias,
                                         gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual)
                        .Union();
           kind = fb::Kernel::Gemm;
@@ -337,8 +451,8 @@ class Writer {
           std::vector<flatbuffers::Offset<fb::View>> views;
           for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
             views.push_back(view(input, cast<kern::ViewAttr>(attr)));
-          auto shape = shapeOf(result);
-          auto output = denseView(result, shape);
+          auto output = denseView(result, shapeOf(result));
+          auto shape = fields(shapeOf(result));
           kernel = fb::CreateElementwiseDirect(builder, &shape, &views, output, &*program).Union();
           kind = fb::Kernel::Elementwise;
           return success();
@@ -354,8 +468,9 @@ class Writer {
         .Case<kern::ReduceOp>([&](kern::ReduceOp reduce) {
           auto shape = vec(reduce.getShape());
           int64_t reducedRank = reduce.getReducedRankAttr().getInt();
+          Shape sizes = reduce.getShape().sizes();
           auto x = view(reduce.getX(), reduce.getXView());
-          auto y = denseView(result, ArrayRef<int64_t>(shape).drop_back(reducedRank));
+          auto y = denseView(result, Shape(sizes.begin(), sizes.end() - reducedRank));
           kernel = fb::CreateReduceDirect(builder, &shape, static_cast<uint32_t>(reducedRank),
                                           toSchema<fb::ReduceKind>(reduce.getKind()), x, y)
                        .Union();
@@ -363,15 +478,14 @@ class Writer {
           return success();
         })
         .Case<kern::GatherOp>([&](kern::GatherOp gather) {
-          auto idsShape = shapeOf(gather.getIds());
-          auto table = cast<RankedTensorType>(gather.getTable().getType());
+          Shape idsSizes = shapeOf(gather.getIds()), table = shapeOf(gather.getTable());
           auto ids = view(gather.getIds(), gather.getIdsView());
-          auto tableView = denseView(gather.getTable(), table.getShape());
-          auto ySizes = idsShape;
-          ySizes.push_back(table.getDimSize(1));
+          auto tableView = denseView(gather.getTable(), table);
+          Shape ySizes = idsSizes;
+          ySizes.push_back(table[1]);
           auto y = denseView(result, ySizes);
-          kernel = fb::CreateGatherDirect(builder, &idsShape, table.getDimSize(0), table.getDimSize(1), ids,
-                                          tableView, y)
+          auto idsShape = fields(idsSizes);
+          kernel = fb::CreateGatherDirect(builder, &idsShape, field(table[0]), field(table[1]), ids, tableView, y)
                        .Union();
           kind = fb::Kernel::Gather;
           return success();
@@ -379,7 +493,7 @@ class Writer {
         .Case<kern::CopyOp>([&](kern::CopyOp copy) {
           auto shape = vec(copy.getShape());
           auto x = view(copy.getX(), copy.getXView());
-          auto y = denseView(result, shape);
+          auto y = denseView(result, copy.getShape().sizes());
           kernel = fb::CreateCopyDirect(builder, &shape, x, y).Union();
           kind = fb::Kernel::Copy;
           return success();
@@ -391,8 +505,8 @@ class Writer {
           auto v = view(attention.getV(), attention.getVView());
           auto out = view(result, attention.getOutView());
           auto mask = optionalView(attention.getMask(), attention.getMaskView());
-          kernel = fb::CreateAttentionDirect(builder, &batch, attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
-                                             attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(),
+          kernel = fb::CreateAttentionDirect(builder, &batch, one(attention.getQueries()), one(attention.getKeys()),
+                                             one(attention.getHeadDim()), one(attention.getValueDim()),
                                              attention.getScale().convertToFloat(), q, k, v, out,
                                              toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                                              attention.getMaskFill().convertToFloat())
@@ -412,8 +526,8 @@ class Writer {
           auto postBias = optionalView(attention.getPostBias(), attention.getPostBiasView());
           auto mask = optionalView(attention.getMask(), attention.getMaskView());
           kernel = fb::CreateTalkingHeadsAttentionDirect(
-                       builder, &batch, attention.getHeadsAttr().getInt(), attention.getQueriesAttr().getInt(), attention.getKeysAttr().getInt(),
-                       attention.getHeadDimAttr().getInt(), attention.getValueDimAttr().getInt(), attention.getScale().convertToFloat(), q, k,
+                       builder, &batch, one(attention.getHeads()), one(attention.getQueries()), one(attention.getKeys()),
+                       one(attention.getHeadDim()), one(attention.getValueDim()), attention.getScale().convertToFloat(), q, k,
                        v, out, preMix, preBias, postMix, postBias, toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
                        attention.getMaskFill().convertToFloat())
                        .Union();
@@ -426,7 +540,7 @@ class Writer {
           auto residual = optionalView(norm.getResidual(), norm.getResidualView());
           auto gamma = optionalView(norm.getGamma(), norm.getGammaView());
           auto beta = optionalView(norm.getBeta(), norm.getBetaView());
-          auto y = denseView(result, shape);
+          auto y = denseView(result, norm.getShape().sizes());
           kernel = fb::CreateLayerNormDirect(builder, &shape, x, residual, /*sum=*/0, gamma, beta, y,
                                              norm.getEpsilon().convertToFloat(),
                                              toSchema<fb::LayerNormVariant>(norm.getVariant()))
@@ -435,7 +549,7 @@ class Writer {
           return success();
         })
         .Default([&](Operation *other) { return other->emitOpError() << "has no runtime kernel"; });
-    if (failed(status)) return failure();
+    if (failed(status) || broken) return failure();
     steps.push_back(fb::CreateStep(builder, kind, kernel, builder.CreateString(describe(op.getLoc()))));
     return success();
   }
@@ -523,6 +637,10 @@ class Writer {
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
   std::vector<flatbuffers::Offset<fb::Step>> steps;
+  std::vector<std::vector<fb::SizeOp>> expressions;   // Model.sizes, in order
+  std::map<std::string, int64_t> expressionIndex;     // a size's text -> its expression
+  std::map<std::string, int64_t> dimIndex;            // a ranged dim -> its Model.dims number
+  bool broken = false;                                // a size named an unknown dim (reported)
 };
 
 }  // namespace

@@ -18,9 +18,9 @@ namespace {
 
 // Whether `view` reads a dense buffer of `shape` element for element (size-1
 // axes may carry any stride).
-bool readsElementForElement(ViewAttr view, ArrayRef<int64_t> shape) {
+bool readsElementForElement(ViewAttr view, const ein::Shape &shape) {
   if (view.getOffset() != 0 || view.getStrides().size() != shape.size()) return false;
-  int64_t dense = 1;
+  ein::Size dense = 1;
   for (int axis = static_cast<int>(shape.size()) - 1; axis >= 0; --axis) {
     if (shape[axis] != 1 && view.getStrides()[axis] != dense) return false;
     dense *= shape[axis];
@@ -51,14 +51,14 @@ bool storesItsBodyValue(ElementwiseOp producer) {
 std::optional<unsigned> fusableInput(ElementwiseOp consumer) {
   for (auto [index, input] : llvm::enumerate(consumer.getInputs())) {
     auto producer = input.getDefiningOp<ElementwiseOp>();
-    if (!producer || producer.getType().getShape() != consumer.getType().getShape()) continue;
+    ein::Shape shape = ein::ir::shapeOf(consumer.getType());
+    if (!producer || ein::ir::shapeOf(producer.getType()) != shape) continue;
     if (!storesItsBodyValue(producer)) continue;
     if (!llvm::all_of(producer->getUsers(), [&](Operation *user) { return user == consumer; })) continue;
     // Every read of the producer must be element for element.
     bool aligned = llvm::all_of(llvm::enumerate(consumer.getInputs()), [&](auto other) {
       return other.value() != input ||
-             readsElementForElement(cast<ViewAttr>(consumer.getInputViews()[other.index()]),
-                                    consumer.getType().getShape());
+             readsElementForElement(cast<ViewAttr>(consumer.getInputViews()[other.index()]), shape);
     });
     if (aligned) return static_cast<unsigned>(index);
   }

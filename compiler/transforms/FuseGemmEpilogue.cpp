@@ -8,19 +8,32 @@ namespace ein {
 }  // namespace ein
 
 using namespace mlir;
+using ein::Shape;
+using ein::Size;
 using ein::kern::Activation;
 using ein::kern::denseStrides;
 
 namespace {
+
+std::optional<SmallVector<int64_t>> constants(const Shape &sizes) {
+  SmallVector<int64_t> values;
+  for (const Size &size : sizes) {
+    std::optional<int64_t> value = size.constant();
+    if (!value) return std::nullopt;
+    values.push_back(*value);
+  }
+  return values;
+}
 
 // The strides over the gemm's iteration space [batch.., m, n] of a view that
 // reads the gemm's result buffer (dense over `shape`) with `strides`, given
 // that the gemm writes iteration axis t at buffer stride cStrides[t]. Each
 // iteration axis must cover consecutive result axes whose view strides merge
 // like the buffer's; otherwise there is no such view.
-std::optional<SmallVector<int64_t>> iterationStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> iterationSizes,
-                                                     ArrayRef<int64_t> cStrides, ArrayRef<int64_t> strides) {
-  SmallVector<int64_t> dense = denseStrides(shape);
+std::optional<SmallVector<int64_t>> constantIterationStrides(ArrayRef<int64_t> shape, ArrayRef<int64_t> iterationSizes,
+                                                             ArrayRef<int64_t> cStrides, ArrayRef<int64_t> strides) {
+  Shape denseSizes = denseStrides(Shape(shape.begin(), shape.end()));
+  SmallVector<int64_t> dense = *constants(denseSizes);
   SmallVector<int64_t> result;
   for (auto [size, cStride] : llvm::zip(iterationSizes, cStrides)) {
     if (size == 1) {
@@ -44,10 +57,58 @@ std::optional<SmallVector<int64_t>> iterationStrides(ArrayRef<int64_t> shape, Ar
   return result;
 }
 
+// The same where sizes are over ranged dims, for a gemm that writes its
+// iteration space in row-major order: each iteration axis is then a run of
+// consecutive result axes (unit axes skipped) whose sizes multiply to it, and
+// whose view strides must merge.
+std::optional<Shape> symbolicIterationStrides(const Shape &shape, const Shape &iterationSizes, const Shape &cStrides,
+                                              const Shape &strides) {
+  if (cStrides != denseStrides(iterationSizes)) return std::nullopt;
+  Shape result;
+  size_t d = 0;
+  for (const Size &size : iterationSizes) {
+    Shape sizes, runStrides;
+    Size covered = 1;
+    while (covered != size && d < shape.size()) {
+      if (shape[d] != 1) {
+        sizes.push_back(shape[d]);
+        runStrides.push_back(strides[d]);
+        covered *= shape[d];
+      }
+      ++d;
+    }
+    if (covered != size) return std::nullopt;
+    if (size == 1) {
+      result.push_back(0);
+      continue;
+    }
+    Size merged = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (i > 0 && merged != runStrides[i] * sizes[i]) return std::nullopt;
+      merged = runStrides[i];
+    }
+    result.push_back(merged);
+  }
+  for (; d < shape.size(); ++d)
+    if (shape[d] != 1) return std::nullopt;
+  return result;
+}
+
+std::optional<Shape> iterationStrides(const Shape &shape, const Shape &iterationSizes, const Shape &cStrides,
+                                      const Shape &strides) {
+  auto constantShape = constants(shape), constantSizes = constants(iterationSizes);
+  auto constantC = constants(cStrides), constantStrides = constants(strides);
+  if (!constantShape || !constantSizes || !constantC || !constantStrides)
+    return symbolicIterationStrides(shape, iterationSizes, cStrides, strides);
+  auto result = constantIterationStrides(*constantShape, *constantSizes, *constantC, *constantStrides);
+  if (!result) return std::nullopt;
+  return Shape(result->begin(), result->end());
+}
+
 // Whether `view` reads a dense buffer of `shape` element for element (unit
 // axes may have any stride).
-bool readsDensely(ein::kern::ViewAttr view, ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> dense = denseStrides(shape);
+bool readsDensely(ein::kern::ViewAttr view, const Shape &shape) {
+  Shape dense = denseStrides(shape);
   if (view.getOffset() != 0) return false;
   for (size_t d = 0; d < shape.size(); ++d)
     if (shape[d] != 1 && view.getStrides()[d] != dense[d]) return false;
@@ -150,16 +211,17 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
           gemm.getResidual())
         continue;
       // The gemm's result must be read element for element.
-      if (!readsDensely(cast<ein::kern::ViewAttr>(elementwise.getInputViews()[index]), type.getShape())) continue;
+      Shape shape = ein::ir::shapeOf(type);
+      if (!readsDensely(cast<ein::kern::ViewAttr>(elementwise.getInputViews()[index]), shape)) continue;
       Block &body = elementwise.getBody().front();
       auto epilogue = matchEpilogue(body, body.getArgument(index), static_cast<bool>(gemm.getBias()));
       if (!epilogue) continue;
       // Bias and residual views over the gemm's iteration space.
-      SmallVector<int64_t> sizes(gemm.getBatch());
-      sizes.append({gemm.getMAttr().getInt(), gemm.getNAttr().getInt()});
+      Shape sizes = gemm.getBatch().sizes();
+      sizes.insert(sizes.end(), {ein::kern::sizeOf(gemm.getM()), ein::kern::sizeOf(gemm.getN())});
       auto iterationView = [&](BlockArgument argument) -> std::optional<ein::kern::ViewAttr> {
         auto inputView = cast<ein::kern::ViewAttr>(elementwise.getInputViews()[argument.getArgNumber()]);
-        auto strides = iterationStrides(type.getShape(), sizes, gemm.getCView().getStrides(), inputView.getStrides());
+        auto strides = iterationStrides(shape, sizes, gemm.getCView().getStrides(), inputView.getStrides());
         if (!strides) return std::nullopt;
         return ein::kern::ViewAttr::get(&getContext(), inputView.getOffset(), *strides);
       };

@@ -1,6 +1,9 @@
-// Places every kernel result that is not a model output in one arena.
+// Places every kernel result that is not a model output in one arena, each
+// buffer as large as its tensor gets over the dims' ranges: one plan serves
+// every run.
 #include <algorithm>
 
+#include "ein/IR/EinDialect.h"
 #include "passes/Passes.h"
 
 namespace ein {
@@ -22,9 +25,10 @@ struct Buffer {
 
 int64_t alignTo(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
-int64_t byteSize(RankedTensorType type) {
+// The largest byte size over the dims' ranges (the front end bounded it).
+int64_t byteSize(RankedTensorType type, const ein::DimRanges &ranges) {
   int64_t bits = type.getElementType().getIntOrFloatBitWidth();
-  return type.getNumElements() * std::max<int64_t>(bits / 8, 1);
+  return ein::ir::largestValue(ein::product(ein::ir::shapeOf(type)), ranges) * std::max<int64_t>(bits / 8, 1);
 }
 
 struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
@@ -37,6 +41,7 @@ struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
       return signalPassFailure();
     }
     Block &body = function.getBody().front();
+    ein::DimRanges ranges = ein::ir::dimRangesOf(function);
     DenseMap<Operation *, int64_t> position;
     int64_t index = 0;
     for (Operation &op : body) position[&op] = index++;
@@ -47,7 +52,8 @@ struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
       if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1) continue;
       bool isOutput = llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; });
       if (isOutput) continue;
-      Buffer buffer{&op, byteSize(cast<RankedTensorType>(op.getResult(0).getType())), position[&op], position[&op]};
+      Buffer buffer{&op, byteSize(cast<RankedTensorType>(op.getResult(0).getType()), ranges), position[&op],
+                    position[&op]};
       for (Operation *user : op.getResult(0).getUsers()) {
         // Uses inside an elementwise body are not possible (bodies see scalars),
         // but stay safe: attribute a nested use to its top-level ancestor.

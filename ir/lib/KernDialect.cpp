@@ -27,17 +27,92 @@ void KernDialect::initialize() {
       >();
 }
 
-SmallVector<int64_t> ein::kern::denseStrides(ArrayRef<int64_t> sizes) {
-  SmallVector<int64_t> strides(sizes.size(), 1);
+ViewAttr ViewAttr::get(MLIRContext *context, const ein::Size &offset, const ein::Shape &strides) {
+  return get(context, ein::ir::SizesAttr::get(context, ein::Shape{offset}), ein::ir::SizesAttr::get(context, strides));
+}
+
+ein::Size ViewAttr::getOffset() const {
+  ein::Shape offset = getOffsetSize().sizes();
+  return offset.empty() ? ein::Size(0) : offset.front();
+}
+
+ein::Shape ViewAttr::getStrides() const { return getStrideSizes().sizes(); }
+
+namespace {
+
+// A size as the view prints it: an integer, or its text in quotes.
+void printSize(AsmPrinter &printer, const ein::Size &size) {
+  if (std::optional<int64_t> constant = size.constant())
+    printer << *constant;
+  else
+    printer << '"' << size.str() << '"';
+}
+
+ParseResult parseSize(AsmParser &parser, ein::Size &size) {
+  int64_t constant = 0;
+  if (parser.parseOptionalInteger(constant).has_value()) {
+    size = constant;
+    return success();
+  }
+  std::string text;
+  llvm::SMLoc at = parser.getCurrentLocation();
+  if (parser.parseString(&text)) return failure();
+  std::string error;
+  std::optional<ein::Size> parsed = ein::Size::parse(text, &error);
+  if (!parsed) return parser.emitError(at) << "malformed size: " << error;
+  size = *parsed;
+  return success();
+}
+
+}  // namespace
+
+// #kern.view<offset, [stride, ...]>
+Attribute ViewAttr::parse(AsmParser &parser, Type) {
+  ein::Size offset;
+  ein::Shape strides;
+  if (parser.parseLess() || parseSize(parser, offset) || parser.parseComma() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&] { return parseSize(parser, strides.emplace_back()); }) ||
+      parser.parseGreater())
+    return {};
+  return get(parser.getContext(), offset, strides);
+}
+
+void ViewAttr::print(AsmPrinter &printer) const {
+  printer << '<';
+  printSize(printer, getOffset());
+  printer << ", [";
+  llvm::interleaveComma(getStrides(), printer, [&](const ein::Size &stride) { printSize(printer, stride); });
+  printer << "]>";
+}
+
+ein::ir::SizesAttr ein::kern::sizesAttr(MLIRContext *context, const ein::Shape &sizes) {
+  return ein::ir::SizesAttr::get(context, sizes);
+}
+
+ein::ir::SizesAttr ein::kern::sizeAttr(MLIRContext *context, const ein::Size &size) {
+  return ein::ir::SizesAttr::get(context, ein::Shape{size});
+}
+
+ein::Size ein::kern::sizeOf(ein::ir::SizesAttr attr) {
+  ein::Shape sizes = attr.sizes();
+  return sizes.empty() ? ein::Size(0) : sizes.front();
+}
+
+ein::Shape ein::kern::denseStrides(const ein::Shape &sizes) {
+  ein::Shape strides(sizes.size(), 1);
   for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
   return strides;
 }
 
-std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, ArrayRef<int64_t> sizes) {
-  ViewExtent extent{view.getOffset(), view.getOffset()};
+std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, const ein::Shape &sizes) {
+  std::optional<int64_t> offset = view.getOffset().constant();
+  if (!offset) return std::nullopt;
+  ViewExtent extent{*offset, *offset};
   for (auto [size, stride] : llvm::zip(sizes, view.getStrides())) {
-    if (size == 0) return std::nullopt;
-    int64_t reach = (size - 1) * stride;
+    std::optional<int64_t> constantSize = size.constant(), constantStride = stride.constant();
+    if (!constantSize || !constantStride || *constantSize == 0) return std::nullopt;
+    int64_t reach = (*constantSize - 1) * *constantStride;
     if (reach < 0)
       extent.min += reach;
     else
@@ -48,55 +123,61 @@ std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, ArrayRef<int64_t>
 
 namespace {
 
-// Checks that `view` has one stride per axis of `sizes` and stays inside `operand`.
-LogicalResult verifyView(Operation *op, StringRef name, ViewAttr view, ArrayRef<int64_t> sizes, Value operand) {
+using ein::Shape;
+using ein::Size;
+
+Shape shapeOfValue(Value value) { return ein::ir::shapeOf(value.getType()); }
+Size elementsOf(Value value) { return ein::product(shapeOfValue(value)); }
+
+// Checks that `view` has one stride per axis of `sizes` and, where every size
+// is a constant, stays inside `operand` (the runtime checks the rest at the
+// dims' values).
+LogicalResult verifyView(Operation *op, StringRef name, ViewAttr view, const Shape &sizes, Value operand) {
   if (view.getStrides().size() != sizes.size())
     return op->emitOpError() << name << " has " << view.getStrides().size() << " strides for "
                              << sizes.size() << " axes";
-  auto type = cast<RankedTensorType>(operand.getType());
   auto extent = viewExtent(view, sizes);
-  if (extent && (extent->min < 0 || extent->max >= type.getNumElements()))
+  std::optional<int64_t> elements = elementsOf(operand).constant();
+  if (extent && elements && (extent->min < 0 || extent->max >= *elements))
     return op->emitOpError() << name << " reaches elements [" << extent->min << ", " << extent->max
-                             << "] of an operand with " << type.getNumElements();
+                             << "] of an operand with " << *elements;
   return success();
 }
 
 // An optional operand and its view: both or neither, and the view in bounds.
 LogicalResult verifyOptionalView(Operation *op, StringRef name, Value operand, std::optional<ViewAttr> view,
-                                 ArrayRef<int64_t> sizes) {
+                                 const Shape &sizes) {
   if (static_cast<bool>(operand) != view.has_value())
     return op->emitOpError() << name << (operand ? " has no view" : " view without an operand");
   if (!operand) return success();
   return verifyView(op, (name + "_view").str(), *view, sizes, operand);
 }
 
-SmallVector<int64_t> concat(ArrayRef<int64_t> head, std::initializer_list<int64_t> tail) {
-  SmallVector<int64_t> result(head.begin(), head.end());
-  result.append(tail.begin(), tail.end());
+Shape concat(const Shape &head, std::initializer_list<Size> tail) {
+  Shape result(head.begin(), head.end());
+  result.insert(result.end(), tail.begin(), tail.end());
   return result;
 }
 
-int64_t product(ArrayRef<int64_t> sizes) {
-  int64_t result = 1;
-  for (int64_t size : sizes) result *= size;
-  return result;
-}
+bool negative(const Size &size) { return size.constant().value_or(0) < 0; }
 
 }  // namespace
 
 LogicalResult GemmOp::verify() {
-  if (getMAttr().getInt() < 0 || getNAttr().getInt() < 0 || getKAttr().getInt() < 0) return emitOpError() << "sizes must be non-negative";
-  if (failed(verifyView(*this, "a_view", getAView(), concat(getBatch(), {getMAttr().getInt(), getKAttr().getInt()}), getA())) ||
-      failed(verifyView(*this, "b_view", getBView(), concat(getBatch(), {getKAttr().getInt(), getNAttr().getInt()}), getB())) ||
-      failed(verifyView(*this, "c_view", getCView(), concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()}), getResult())))
+  Size m = sizeOf(getM()), n = sizeOf(getN()), k = sizeOf(getK());
+  Shape batch = getBatch().sizes();
+  if (negative(m) || negative(n) || negative(k)) return emitOpError() << "sizes must be non-negative";
+  if (failed(verifyView(*this, "a_view", getAView(), concat(batch, {m, k}), getA())) ||
+      failed(verifyView(*this, "b_view", getBView(), concat(batch, {k, n}), getB())) ||
+      failed(verifyView(*this, "c_view", getCView(), concat(batch, {m, n}), getResult())))
     return failure();
-  SmallVector<int64_t> output = concat(getBatch(), {getMAttr().getInt(), getNAttr().getInt()});
+  Shape output = concat(batch, {m, n});
   if (failed(verifyOptionalView(*this, "bias", getBias(), getBiasView(), output)) ||
       failed(verifyOptionalView(*this, "residual", getResidual(), getResidualView(), output)))
     return failure();
-  if (product(getBatch()) * getMAttr().getInt() * getNAttr().getInt() != getType().getNumElements())
-    return emitOpError() << "result has " << getType().getNumElements() << " elements but the product has "
-                         << product(getBatch()) * getMAttr().getInt() * getNAttr().getInt();
+  if (ein::product(output) != elementsOf(getResult()))
+    return emitOpError() << "result has " << elementsOf(getResult()).str() << " elements but the product has "
+                         << ein::product(output).str();
   return success();
 }
 
@@ -104,7 +185,7 @@ LogicalResult ElementwiseOp::verify() {
   if (getInputViews().size() != getInputs().size())
     return emitOpError() << "has " << getInputViews().size() << " input views for " << getInputs().size()
                          << " inputs";
-  ArrayRef<int64_t> shape = getType().getShape();
+  Shape shape = shapeOfValue(getResult());
   for (auto [index, view, input] : llvm::enumerate(getInputViews(), getInputs())) {
     auto viewAttr = dyn_cast<ViewAttr>(view);
     if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
@@ -127,66 +208,68 @@ LogicalResult ElementwiseOp::verify() {
 }
 
 LogicalResult SoftmaxOp::verify() {
-  if (product(getShape()) != getType().getNumElements())
-    return emitOpError() << "shape does not cover the result";
-  if (getShape().empty()) return emitOpError() << "shape must have at least one axis";
-  if (failed(verifyView(*this, "x_view", getXView(), getShape(), getX())) ||
-      failed(verifyView(*this, "y_view", getYView(), getShape(), getResult())))
+  Shape shape = getShape().sizes();
+  if (ein::product(shape) != elementsOf(getResult())) return emitOpError() << "shape does not cover the result";
+  if (shape.empty()) return emitOpError() << "shape must have at least one axis";
+  if (failed(verifyView(*this, "x_view", getXView(), shape, getX())) ||
+      failed(verifyView(*this, "y_view", getYView(), shape, getResult())))
     return failure();
   return success();
 }
 
 LogicalResult ReduceOp::verify() {
-  int64_t rank = static_cast<int64_t>(getShape().size());
-  if (getReducedRankAttr().getInt() < 1 || getReducedRankAttr().getInt() > rank)
-    return emitOpError() << "reduced_rank " << getReducedRankAttr().getInt() << " is out of range for rank " << rank;
-  if (product(getShape().drop_back(getReducedRankAttr().getInt())) != getType().getNumElements())
+  Shape shape = getShape().sizes();
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t reduced = getReducedRankAttr().getInt();
+  if (reduced < 1 || reduced > rank)
+    return emitOpError() << "reduced_rank " << reduced << " is out of range for rank " << rank;
+  if (ein::product(Shape(shape.begin(), shape.end() - reduced)) != elementsOf(getResult()))
     return emitOpError() << "result does not hold the kept axes";
-  return verifyView(*this, "x_view", getXView(), getShape(), getX());
+  return verifyView(*this, "x_view", getXView(), shape, getX());
 }
 
 LogicalResult GatherOp::verify() {
   auto table = cast<RankedTensorType>(getTable().getType());
   if (table.getRank() != 2) return emitOpError() << "table must be [rows, width]";
-  auto ids = cast<RankedTensorType>(getIds().getType());
-  SmallVector<int64_t> expected(ids.getShape());
-  expected.push_back(table.getDimSize(1));
-  if (getType().getShape() != ArrayRef<int64_t>(expected)) return emitOpError() << "result must be [ids..., width]";
-  return verifyView(*this, "ids_view", getIdsView(), ids.getShape(), getIds());
+  Shape expected = shapeOfValue(getIds());
+  expected.push_back(shapeOfValue(getTable())[1]);
+  if (shapeOfValue(getResult()) != expected) return emitOpError() << "result must be [ids..., width]";
+  return verifyView(*this, "ids_view", getIdsView(), shapeOfValue(getIds()), getIds());
 }
 
 LogicalResult CopyOp::verify() {
-  if (product(getShape()) != getType().getNumElements())
-    return emitOpError() << "shape does not cover the result";
+  Shape shape = getShape().sizes();
+  if (ein::product(shape) != elementsOf(getResult())) return emitOpError() << "shape does not cover the result";
   auto input = cast<RankedTensorType>(getX().getType());
   if (input.getElementType() != getType().getElementType()) return emitOpError() << "cannot change element type";
-  return verifyView(*this, "x_view", getXView(), getShape(), getX());
+  return verifyView(*this, "x_view", getXView(), shape, getX());
 }
 
 LogicalResult ConcatOp::verify() {
   size_t parts = getInputs().size();
-  if (getInputViews().size() != parts || getSizes().size() != parts)
-    return emitOpError() << "has " << getInputViews().size() << " views and " << getSizes().size() << " sizes for "
+  Shape sizes = getSizes().sizes();
+  if (getInputViews().size() != parts || sizes.size() != parts)
+    return emitOpError() << "has " << getInputViews().size() << " views and " << sizes.size() << " sizes for "
                          << parts << " inputs";
-  ArrayRef<int64_t> shape = getType().getShape();
+  Shape shape = shapeOfValue(getResult());
   int64_t axis = getAxis();
   if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
     return emitOpError() << "axis " << axis << " is outside the result's " << shape.size() << " axes";
-  int64_t total = 0;
-  for (auto [index, view, input, size] : llvm::enumerate(getInputViews(), getInputs(), getSizes())) {
+  Size total = 0;
+  for (auto [index, view, input, size] : llvm::enumerate(getInputViews(), getInputs(), sizes)) {
     auto viewAttr = dyn_cast<ViewAttr>(view);
     if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
     if (cast<RankedTensorType>(input.getType()).getElementType() != getType().getElementType())
       return emitOpError() << "input " << index << " has another element type than the result";
-    SmallVector<int64_t> partShape(shape);
+    Shape partShape(shape);
     partShape[axis] = size;
     if (failed(verifyView(*this, "input view " + std::to_string(index), viewAttr, partShape, input)))
       return failure();
     total += size;
   }
   if (total != shape[axis])
-    return emitOpError() << "parts add up to " << total << " along axis " << axis << ", the result has "
-                         << shape[axis];
+    return emitOpError() << "parts add up to " << total.str() << " along axis " << axis << ", the result has "
+                         << shape[axis].str();
   return success();
 }
 
@@ -194,13 +277,14 @@ namespace {
 
 // The parts kern.attention and kern.talking_heads_attention share. `batch`
 // includes the heads axis of the talking-heads op.
-LogicalResult verifyAttention(Operation *op, ArrayRef<int64_t> batch, int64_t queries, int64_t keys, int64_t headDim,
-                              int64_t valueDim, Value q, ViewAttr qView, Value k, ViewAttr kView, Value v,
+LogicalResult verifyAttention(Operation *op, const Shape &batch, const Size &queries, const Size &keys,
+                              const Size &headDim, const Size &valueDim, Value q, ViewAttr qView, Value k, ViewAttr kView, Value v,
                               ViewAttr vView, ViewAttr outView, Value mask, std::optional<ViewAttr> maskView,
                               MaskKind maskKind, Value result) {
-  for (int64_t size : batch)
-    if (size < 0) return op->emitOpError() << "batch sizes must be non-negative";
-  if (queries < 0 || keys < 0 || headDim < 0 || valueDim < 0) return op->emitOpError() << "sizes must be non-negative";
+  for (const Size &size : batch)
+    if (negative(size)) return op->emitOpError() << "batch sizes must be non-negative";
+  if (negative(queries) || negative(keys) || negative(headDim) || negative(valueDim))
+    return op->emitOpError() << "sizes must be non-negative";
   if (failed(verifyView(op, "q_view", qView, concat(batch, {queries, headDim}), q)) ||
       failed(verifyView(op, "k_view", kView, concat(batch, {keys, headDim}), k)) ||
       failed(verifyView(op, "v_view", vView, concat(batch, {keys, valueDim}), v)) ||
@@ -215,8 +299,8 @@ LogicalResult verifyAttention(Operation *op, ArrayRef<int64_t> batch, int64_t qu
       return op->emitOpError() << "a " << stringifyMaskKind(maskKind) << " mask must be "
                                << (maskKind == MaskKind::add ? "f32" : "i1");
   }
-  SmallVector<int64_t> out = concat(batch, {queries, valueDim});
-  if (product(out) != cast<RankedTensorType>(result.getType()).getNumElements())
+  Shape out = concat(batch, {queries, valueDim});
+  if (ein::product(out) != elementsOf(result))
     return op->emitOpError() << "result does not hold [batch.., queries, value_dim]";
   return verifyView(op, "out_view", outView, out, result);
 }
@@ -224,18 +308,20 @@ LogicalResult verifyAttention(Operation *op, ArrayRef<int64_t> batch, int64_t qu
 }  // namespace
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getBatch(), getQueriesAttr().getInt(), getKeysAttr().getInt(), getHeadDimAttr().getInt(), getValueDimAttr().getInt(), getQ(), getQView(),
+  return verifyAttention(*this, getBatch().sizes(), sizeOf(getQueries()), sizeOf(getKeys()), sizeOf(getHeadDim()),
+                         sizeOf(getValueDim()), getQ(), getQView(),
                          getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(), getMaskKind(),
                          getResult());
 }
 
 LogicalResult TalkingHeadsAttentionOp::verify() {
-  SmallVector<int64_t> batch = concat(getBatch(), {getHeadsAttr().getInt()});
-  if (failed(verifyAttention(*this, batch, getQueriesAttr().getInt(), getKeysAttr().getInt(), getHeadDimAttr().getInt(), getValueDimAttr().getInt(), getQ(), getQView(),
+  Size heads = sizeOf(getHeads());
+  Shape batch = concat(getBatch().sizes(), {heads});
+  if (failed(verifyAttention(*this, batch, sizeOf(getQueries()), sizeOf(getKeys()), sizeOf(getHeadDim()),
+                             sizeOf(getValueDim()), getQ(), getQView(),
                              getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(),
                              getMaskKind(), getResult())))
     return failure();
-  int64_t heads = getHeadsAttr().getInt();
   if (failed(verifyOptionalView(*this, "pre_mix", getPreMix(), getPreMixView(), {heads, heads})) ||
       failed(verifyOptionalView(*this, "pre_bias", getPreBias(), getPreBiasView(), {heads})) ||
       failed(verifyOptionalView(*this, "post_mix", getPostMix(), getPostMixView(), {heads, heads})) ||
@@ -247,11 +333,10 @@ LogicalResult TalkingHeadsAttentionOp::verify() {
 }
 
 LogicalResult LayerNormOp::verify() {
-  ArrayRef<int64_t> shape = getShape();
+  Shape shape = getShape().sizes();
   if (shape.empty()) return emitOpError() << "shape must have at least one axis";
-  if (product(shape) != getType().getNumElements() || getType().getShape() != shape)
-    return emitOpError() << "result must be dense over shape";
-  SmallVector<int64_t> last{shape.back()};
+  if (shapeOfValue(getResult()) != shape) return emitOpError() << "result must be dense over shape";
+  Shape last{shape.back()};
   if (failed(verifyView(*this, "x_view", getXView(), shape, getX())) ||
       failed(verifyOptionalView(*this, "residual", getResidual(), getResidualView(), shape)) ||
       failed(verifyOptionalView(*this, "gamma", getGamma(), getGammaView(), last)) ||

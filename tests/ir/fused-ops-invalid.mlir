@@ -50,7 +50,7 @@ func.func @layernorm_residual_type(%x: tensor<5x8xf32>, %r: tensor<5x4xf32>) -> 
 
 func.func @kern_attention_out_of_bounds(%qkv: tensor<2x10x96xf32>) -> tensor<2x10x32xf32> {
   // expected-error @+1 {{v_view reaches elements}}
-  %a = kern.attention %qkv, %qkv, %qkv {batch = array<i64: 2, 4>, queries = 10 : i64, keys = 10 : i64, head_dim = 8 : i64, value_dim = 8 : i64, scale = 1.0 : f32, q_view = #kern.view<0, [960, 8, 96, 1]>, k_view = #kern.view<32, [960, 8, 96, 1]>, v_view = #kern.view<96, [960, 8, 96, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>) -> tensor<2x10x32xf32>
+  %a = kern.attention %qkv, %qkv, %qkv {batch = #ein.sizes<"2, 4">, queries = #ein.sizes<"10">, keys = #ein.sizes<"10">, head_dim = #ein.sizes<"8">, value_dim = #ein.sizes<"8">, scale = 1.0 : f32, q_view = #kern.view<0, [960, 8, 96, 1]>, k_view = #kern.view<32, [960, 8, 96, 1]>, v_view = #kern.view<96, [960, 8, 96, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>) -> tensor<2x10x32xf32>
   return %a : tensor<2x10x32xf32>
 }
 
@@ -58,6 +58,6 @@ func.func @kern_attention_out_of_bounds(%qkv: tensor<2x10x96xf32>) -> tensor<2x1
 
 func.func @kern_gemm_residual_without_view(%x: tensor<3x8xf32>) -> tensor<3x3xf32> {
   // expected-error @+1 {{residual has no view}}
-  %p = kern.gemm %x, %x residual %x {batch = array<i64>, m = 3 : i64, n = 3 : i64, k = 8 : i64, a_view = #kern.view<0, [8, 1]>, b_view = #kern.view<0, [1, 8]>, c_view = #kern.view<0, [3, 1]>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x3xf32>
+  %p = kern.gemm %x, %x residual %x {batch = #ein.sizes<"">, m = #ein.sizes<"3">, n = #ein.sizes<"3">, k = #ein.sizes<"8">, a_view = #kern.view<0, [8, 1]>, b_view = #kern.view<0, [1, 8]>, c_view = #kern.view<0, [3, 1]>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x3xf32>
   return %p : tensor<3x3xf32>
 }

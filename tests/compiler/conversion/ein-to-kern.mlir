@@ -8,7 +8,7 @@ func.func @scores(%qkv: tensor<2x10x96xf32>) -> tensor<2x4x10x10xf32> {
   %q = ein.slice %split {offsets = #ein.sizes<"0, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   %k = ein.slice %split {offsets = #ein.sizes<"1, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   // CHECK-NOT: kern.copy
-  // CHECK: kern.gemm %arg0, %arg0 {a_view = #kern.view<0, [960, 8, 96, 1]>, b_view = #kern.view<32, [960, 8, 1, 96]>, batch = array<i64: 2, 4>, c_view = #kern.view<0, [400, 100, 10, 1]>, k = 8 : i64, m = 10 : i64, n = 10 : i64}
+  // CHECK: kern.gemm %arg0, %arg0 {a_view = #kern.view<0, [960, 8, 96, 1]>, b_view = #kern.view<32, [960, 8, 1, 96]>, batch = #ein.sizes<"2, 4">, c_view = #kern.view<0, [400, 100, 10, 1]>, k = #ein.sizes<"8">, m = #ein.sizes<"10">, n = #ein.sizes<"10">}
   %s = ein.einsum "b h i d, b h j d -> b h i j" (%q, %k) : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>) -> tensor<2x4x10x10xf32>
   return %s : tensor<2x4x10x10xf32>
 }
@@ -18,7 +18,7 @@ func.func @scores(%qkv: tensor<2x10x96xf32>) -> tensor<2x4x10x10xf32> {
 // A merge of axes that are not adjacent in memory needs a copy.
 // CHECK-LABEL: func.func @merge_heads
 func.func @merge_heads(%o: tensor<2x4x10x8xf32>) -> tensor<2x10x32xf32> {
-  // CHECK: kern.copy %arg0 {shape = array<i64: 2, 10, 4, 8>, x_view = #kern.view<0, [320, 8, 80, 1]>} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
+  // CHECK: kern.copy %arg0 {shape = #ein.sizes<"2, 10, 4, 8">, x_view = #kern.view<0, [320, 8, 80, 1]>} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
   %y = ein.rearrange "b h t d -> b t (h d)" %o {sizes = {}} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
   return %y : tensor<2x10x32xf32>
 }
@@ -30,7 +30,7 @@ func.func @merge_heads(%o: tensor<2x4x10x8xf32>) -> tensor<2x10x32xf32> {
 func.func @linear(%x: tensor<2x10x32xf32>) -> tensor<2x10x64xf32> {
   %w = ein.param "fc.weight" : tensor<64x32xf32>
   %b = ein.param "fc.bias" : tensor<64xf32>
-  // CHECK: kern.gemm %arg0, %{{.*}} bias %{{.*}} {a_view = #kern.view<0, [32, 1]>, b_view = #kern.view<0, [1, 32]>, batch = array<i64>, bias_view = #kern.view<0, [0, 1]>, c_view = #kern.view<0, [64, 1]>, k = 32 : i64, m = 20 : i64, n = 64 : i64}
+  // CHECK: kern.gemm %arg0, %{{.*}} bias %{{.*}} {a_view = #kern.view<0, [32, 1]>, b_view = #kern.view<0, [1, 32]>, batch = #ein.sizes<"">, bias_view = #kern.view<0, [0, 1]>, c_view = #kern.view<0, [64, 1]>, k = #ein.sizes<"32">, m = #ein.sizes<"20">, n = #ein.sizes<"64">}
   %y = ein.linear %x, %w, %b : (tensor<2x10x32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<2x10x64xf32>
   return %y : tensor<2x10x64xf32>
 }
@@ -41,7 +41,7 @@ func.func @linear(%x: tensor<2x10x32xf32>) -> tensor<2x10x64xf32> {
 // axis with stride 0 in x.
 // CHECK-LABEL: func.func @per_head
 func.func @per_head(%x: tensor<5x16xf32>, %w: tensor<4x16x4xf32>) -> tensor<4x5x4xf32> {
-  // CHECK: kern.gemm %arg0, %arg1 {a_view = #kern.view<0, [0, 16, 1]>, b_view = #kern.view<0, [64, 4, 1]>, batch = array<i64: 4>, c_view = #kern.view<0, [20, 4, 1]>, k = 16 : i64, m = 5 : i64, n = 4 : i64}
+  // CHECK: kern.gemm %arg0, %arg1 {a_view = #kern.view<0, [0, 16, 1]>, b_view = #kern.view<0, [64, 4, 1]>, batch = #ein.sizes<"4">, c_view = #kern.view<0, [20, 4, 1]>, k = #ein.sizes<"16">, m = #ein.sizes<"5">, n = #ein.sizes<"4">}
   %q = ein.einsum "s d, h d e -> h s e" (%x, %w) : (tensor<5x16xf32>, tensor<4x16x4xf32>) -> tensor<4x5x4xf32>
   return %q : tensor<4x5x4xf32>
 }
@@ -62,7 +62,7 @@ func.func @masked_scale(%s: tensor<2x3x3xf32>, %mask: tensor<3x3xi1>) -> tensor<
   // CHECK:   arith.cmpf une
   // CHECK:   arith.select
   %masked = ein.where %mask, %inf, %scaled : (tensor<3x3xi1>, tensor<f32>, tensor<2x3x3xf32>) -> tensor<2x3x3xf32>
-  // CHECK: kern.softmax %{{.*}} {shape = array<i64: 2, 3, 3>, x_view = #kern.view<0, [9, 3, 1]>, y_view = #kern.view<0, [9, 3, 1]>}
+  // CHECK: kern.softmax %{{.*}} {shape = #ein.sizes<"2, 3, 3">, x_view = #kern.view<0, [9, 3, 1]>, y_view = #kern.view<0, [9, 3, 1]>}
   %p = ein.softmax %masked, axis = 2 : tensor<2x3x3xf32>
   return %p : tensor<2x3x3xf32>
 }
@@ -72,7 +72,7 @@ func.func @masked_scale(%s: tensor<2x3x3xf32>, %mask: tensor<3x3xi1>) -> tensor<
 // Softmax over a leading axis reads through permuted strides.
 // CHECK-LABEL: func.func @softmax_axis0
 func.func @softmax_axis0(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
-  // CHECK: kern.softmax %arg0 {shape = array<i64: 6, 4>, x_view = #kern.view<0, [1, 6]>, y_view = #kern.view<0, [1, 6]>}
+  // CHECK: kern.softmax %arg0 {shape = #ein.sizes<"6, 4">, x_view = #kern.view<0, [1, 6]>, y_view = #kern.view<0, [1, 6]>}
   %p = ein.softmax %x, axis = 0 : tensor<4x6xf32>
   return %p : tensor<4x6xf32>
 }
@@ -82,7 +82,7 @@ func.func @softmax_axis0(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
 // An output that is only a view of an input is copied into its own buffer.
 // CHECK-LABEL: func.func @output_view
 func.func @output_view(%x: tensor<4x6xf32>) -> tensor<6x4xf32> {
-  // CHECK: %[[T:.*]] = kern.copy %arg0 {shape = array<i64: 6, 4>, x_view = #kern.view<0, [1, 6]>}
+  // CHECK: %[[T:.*]] = kern.copy %arg0 {shape = #ein.sizes<"6, 4">, x_view = #kern.view<0, [1, 6]>}
   // CHECK: return %[[T]]
   %t = ein.einsum "i j -> j i" (%x) : (tensor<4x6xf32>) -> tensor<6x4xf32>
   return %t : tensor<6x4xf32>
@@ -99,7 +99,7 @@ func.func @concat(%x: tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
   %t = ein.rearrange "b e m -> b m e" %x {sizes = {}} : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
   %u = ein.rearrange "b m e -> b e m" %t {sizes = {}} : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
   // CHECK-NOT: kern.copy
-  // CHECK: kern.concat %{{.*}}, %arg0 {axis = 1 : i64, input_views = [#kern.view<0, [0, 0, 1]>, #kern.view<0, [12, 3, 1]>], sizes = array<i64: 1, 4>} : (tensor<1x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+  // CHECK: kern.concat %{{.*}}, %arg0 {axis = 1 : i64, input_views = [#kern.view<0, [0, 0, 1]>, #kern.view<0, [12, 3, 1]>], sizes = #ein.sizes<"1, 4">} : (tensor<1x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
   %y = ein.concat(%tokens, %u) axis = 1 : (tensor<2x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
   return %y : tensor<2x5x3xf32>
 }
@@ -117,7 +117,7 @@ func.func @attention_views(%qkv: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -
   %v = ein.slice %split {offsets = #ein.sizes<"2, 0, 0, 0, 0">, sizes = #ein.sizes<"1, 2, 4, 10, 8">, dropped = array<i64: 0>} : tensor<3x2x4x10x8xf32> -> tensor<2x4x10x8xf32>
   %m = ein.rearrange "a0 a1 -> 1 1 a0 a1" %mask {sizes = {}} : tensor<10x10xi1> -> tensor<1x1x10x10xi1>
   // CHECK-NOT: kern.copy
-  // CHECK: %[[A:.*]] = kern.attention %arg0, %arg0, %arg0 mask %arg1 {batch = array<i64: 2, 4>, head_dim = 8 : i64, k_view = #kern.view<32, [960, 8, 96, 1]>, keys = 10 : i64, mask_fill = 0xFF800000 : f32, mask_kind = #kern<mask_kind drop>, mask_view = #kern.view<0, [0, 0, 10, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>, q_view = #kern.view<0, [960, 8, 96, 1]>, queries = 10 : i64, scale = 0.353553385 : f32, v_view = #kern.view<64, [960, 8, 96, 1]>, value_dim = 8 : i64} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<10x10xi1>) -> tensor<2x10x32xf32>
+  // CHECK: %[[A:.*]] = kern.attention %arg0, %arg0, %arg0 mask %arg1 {batch = #ein.sizes<"2, 4">, head_dim = #ein.sizes<"8">, k_view = #kern.view<32, [960, 8, 96, 1]>, keys = #ein.sizes<"10">, mask_fill = 0xFF800000 : f32, mask_kind = #kern<mask_kind drop>, mask_view = #kern.view<0, [0, 0, 10, 1]>, out_view = #kern.view<0, [320, 8, 32, 1]>, q_view = #kern.view<0, [960, 8, 96, 1]>, queries = #ein.sizes<"10">, scale = 0.353553385 : f32, v_view = #kern.view<64, [960, 8, 96, 1]>, value_dim = #ein.sizes<"8">} : (tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<2x10x96xf32>, tensor<10x10xi1>) -> tensor<2x10x32xf32>
   // CHECK-NEXT: return %[[A]]
   %a = ein.attention %q, %k, %v mask %m scale = 0.35355338454246521 {mask_fill = 0xFFF0000000000000 : f64, mask_kind = #ein<mask_kind drop>} : (tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>, tensor<2x4x10x8xf32>, tensor<1x1x10x10xi1>) -> tensor<2x4x10x8xf32>
   %o = ein.rearrange "b h t d -> b t (h d)" %a {sizes = {}} : tensor<2x4x10x8xf32> -> tensor<2x10x32xf32>
@@ -130,7 +130,7 @@ func.func @attention_views(%qkv: tensor<2x10x96xf32>, %mask: tensor<10x10xi1>) -
 // CHECK-LABEL: func.func @layernorm
 func.func @layernorm(%x: tensor<3x8xf32>, %r: tensor<8x3xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<3x8xf32> {
   %rt = ein.rearrange "a b -> b a" %r {sizes = {}} : tensor<8x3xf32> -> tensor<3x8xf32>
-  // CHECK: kern.layernorm %arg0 residual %arg1 gamma %arg2 beta %arg3 {beta_view = #kern.view<0, [1]>, epsilon = 9.99999997E-7 : f32, gamma_view = #kern.view<0, [1]>, residual_view = #kern.view<0, [1, 3]>, shape = array<i64: 3, 8>, variant = #kern<layernorm_variant unbiased_std>, x_view = #kern.view<0, [8, 1]>}
+  // CHECK: kern.layernorm %arg0 residual %arg1 gamma %arg2 beta %arg3 {beta_view = #kern.view<0, [1]>, epsilon = 9.99999997E-7 : f32, gamma_view = #kern.view<0, [1]>, residual_view = #kern.view<0, [1, 3]>, shape = #ein.sizes<"3, 8">, variant = #kern<layernorm_variant unbiased_std>, x_view = #kern.view<0, [8, 1]>}
   %y = ein.layernorm %x residual %rt weight %g bias %b eps = 1.000000e-06 {variant = #ein<layernorm_variant unbiased_std>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }

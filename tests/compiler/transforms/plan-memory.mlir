@@ -7,14 +7,14 @@
 // CHECK-SAME: kern.arena_bytes = 128
 func.func @chain(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   // CHECK: kern.copy {{.*}}kern.arena_offset = 0
-  %a = kern.copy %x {shape = array<i64: 4, 4>, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %a = kern.copy %x {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
   // CHECK: kern.copy {{.*}}kern.arena_offset = 64
-  %b = kern.copy %a {shape = array<i64: 4, 4>, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %b = kern.copy %a {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
   // CHECK: kern.copy {{.*}}kern.arena_offset = 0
-  %c = kern.copy %b {shape = array<i64: 4, 4>, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %c = kern.copy %b {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
   // CHECK: kern.copy
   // CHECK-NOT: kern.arena_offset
-  %d = kern.copy %c {shape = array<i64: 4, 4>, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %d = kern.copy %c {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
   return %d : tensor<4x4xf32>
 }
 
@@ -23,9 +23,9 @@ func.func @chain(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
 // CHECK-SAME: kern.arena_bytes = 192
 func.func @long_lived(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   // CHECK: kern.copy {{.*}}kern.arena_offset = [[A:[0-9]+]]
-  %a = kern.copy %x {shape = array<i64: 4, 4>, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
-  %b = kern.copy %a {shape = array<i64: 4, 4>, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
-  %c = kern.copy %b {shape = array<i64: 4, 4>, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %a = kern.copy %x {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %b = kern.copy %a {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [1, 4]>} : tensor<4x4xf32> -> tensor<4x4xf32>
+  %c = kern.copy %b {shape = #ein.sizes<"4, 4">, x_view = #kern.view<0, [4, 1]>} : tensor<4x4xf32> -> tensor<4x4xf32>
   %d = kern.elementwise %a, %c {input_views = [#kern.view<0, [4, 1]>, #kern.view<0, [4, 1]>]} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32> {
   ^bb0(%l: f32, %r: f32):
     %s = arith.addf %l, %r : f32

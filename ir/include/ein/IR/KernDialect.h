@@ -10,6 +10,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ein/IR/EinDialect.h"
+
 #include "ein/IR/KernOpsDialect.h.inc"
 #include "ein/IR/KernOpsEnums.h.inc"
 #define GET_ATTRDEF_CLASSES
@@ -29,9 +31,15 @@ struct ViewExtent {
   int64_t min = 0;
   int64_t max = 0;
 };
-std::optional<ViewExtent> viewExtent(ViewAttr view, llvm::ArrayRef<int64_t> sizes);
+// Known only where every size, stride and the offset are constants.
+std::optional<ViewExtent> viewExtent(ViewAttr view, const ein::Shape &sizes);
 
 // The strides of a dense row-major buffer of `sizes`, in elements.
-llvm::SmallVector<int64_t> denseStrides(llvm::ArrayRef<int64_t> sizes);
+ein::Shape denseStrides(const ein::Shape &sizes);
+
+// Sizes as the kern ops hold them: a list, or one size (m, n, k, ...).
+ein::ir::SizesAttr sizesAttr(mlir::MLIRContext *context, const ein::Shape &sizes);
+ein::ir::SizesAttr sizeAttr(mlir::MLIRContext *context, const ein::Size &size);
+ein::Size sizeOf(ein::ir::SizesAttr attr);
 
 }  // namespace ein::kern

@@ -1,19 +1,20 @@
 #ifndef KERN_DIALECT_TD
 #define KERN_DIALECT_TD
 
-include "mlir/IR/OpBase.td"
-include "mlir/IR/AttrTypeBase.td"
+include "ein/IR/EinBase.td"
 include "mlir/IR/EnumAttr.td"
 
 def Kern_Dialect : Dialect {
   let name = "kern";
   let summary = "Kernel-level IR: one op per runtime kernel call";
   let description = [{
-    Every op is one call of a runtime kernel with static sizes. An op's result
-    is a fresh dense row-major buffer; operands are read through strided views
+    Every op is one call of a runtime kernel. An op's result is a fresh dense
+    row-major buffer; operands are read through strided views
     (`#kern.view<offset, [strides]>`, in elements), so permutations, slices and
-    head splits need no copies. The serializer maps these ops one to one onto
-    the artifact's steps.
+    head splits need no copies. Sizes, strides and offsets are ein::Size: a
+    constant prints as an integer, a size over ranged dims as its quoted text
+    (`#kern.view<0, ["t*384", 384, 1]>`, `m = #ein.sizes<"b*t">`). The
+    serializer maps these ops one to one onto the artifact's steps.
   }];
   let cppNamespace = "::ein::kern";
   let useDefaultAttributePrinterParser = 1;
@@ -25,8 +26,13 @@ class Kern_Op<string mnemonic, list<Trait> traits = []> :
 def Kern_ViewAttr : AttrDef<Kern_Dialect, "View"> {
   let mnemonic = "view";
   let summary = "a strided window onto a buffer, in elements";
-  let parameters = (ins "int64_t":$offset, ArrayRefParameter<"int64_t">:$strides);
-  let assemblyFormat = "`<` $offset `,` `[` $strides `]` `>`";
+  let parameters = (ins "::ein::ir::SizesAttr":$offsetSize, "::ein::ir::SizesAttr":$strideSizes);
+  let hasCustomAssemblyFormat = 1;
+  let extraClassDeclaration = [{
+    static ViewAttr get(::mlir::MLIRContext *context, const ::ein::Size &offset, const ::ein::Shape &strides);
+    ::ein::Size getOffset() const;
+    ::ein::Shape getStrides() const;
+  }];
 }
 
 def Kern_Activation : I32EnumAttr<"Activation", "GEMM epilogue activation", [

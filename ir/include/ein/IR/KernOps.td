@@ -7,7 +7,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/OpBase.td"
 
-defvar Kern_Tensor = AnyStaticShapeTensor;
+defvar Kern_Tensor = Ein_SizedTensor;
 
 def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let summary = "batched strided GEMM with a fused epilogue";
@@ -19,7 +19,7 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   }];
   let arguments = (ins Kern_Tensor:$a, Kern_Tensor:$b, Optional<Kern_Tensor>:$bias,
                        Optional<Kern_Tensor>:$residual,
-                       DenseI64ArrayAttr:$batch, I64Attr:$m, I64Attr:$n, I64Attr:$k,
+                       Ein_SizesAttr:$batch, Ein_SizesAttr:$m, Ein_SizesAttr:$n, Ein_SizesAttr:$k,
                        Kern_ViewAttr:$a_view, Kern_ViewAttr:$b_view, Kern_ViewAttr:$c_view,
                        OptionalAttr<Kern_ViewAttr>:$bias_view, OptionalAttr<Kern_ViewAttr>:$residual_view,
                        DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
@@ -70,7 +70,7 @@ def Kern_SoftmaxOp : Kern_Op<"softmax", [Pure]> {
     `x_view` and `y_view` map the iteration space `shape` (softmax axis last)
     onto the input and the result buffer.
   }];
-  let arguments = (ins Kern_Tensor:$x, DenseI64ArrayAttr:$shape, Kern_ViewAttr:$x_view,
+  let arguments = (ins Kern_Tensor:$x, Ein_SizesAttr:$shape, Kern_ViewAttr:$x_view,
                        Kern_ViewAttr:$y_view);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
@@ -79,7 +79,7 @@ def Kern_SoftmaxOp : Kern_Op<"softmax", [Pure]> {
 
 def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
   let summary = "reduction of the trailing `reduced_rank` axes of `shape`";
-  let arguments = (ins Kern_Tensor:$x, DenseI64ArrayAttr:$shape, I64Attr:$reduced_rank,
+  let arguments = (ins Kern_Tensor:$x, Ein_SizesAttr:$shape, I64Attr:$reduced_rank,
                        Kern_ReduceKindAttr:$kind, Kern_ViewAttr:$x_view);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "`` $kind $x attr-dict `:` type($x) `->` type($result)";
@@ -100,7 +100,7 @@ def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
     Reads `x` through `x_view` over `shape` and writes the elements in row-major
     order; the result may name the same elements with another shape.
   }];
-  let arguments = (ins Kern_Tensor:$x, DenseI64ArrayAttr:$shape, Kern_ViewAttr:$x_view);
+  let arguments = (ins Kern_Tensor:$x, Ein_SizesAttr:$shape, Kern_ViewAttr:$x_view);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
@@ -114,7 +114,7 @@ def Kern_ConcatOp : Kern_Op<"concat", [Pure]> {
     the running offset along `axis`. The runtime runs one copy per part.
   }];
   let arguments = (ins Variadic<Kern_Tensor>:$inputs, ArrayAttr:$input_views, I64Attr:$axis,
-                       DenseI64ArrayAttr:$sizes);
+                       Ein_SizesAttr:$sizes);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
   let hasVerifier = 1;
@@ -130,8 +130,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
     in the result, so a head merge after the op costs nothing.
   }];
   let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$mask,
-                       DenseI64ArrayAttr:$batch, I64Attr:$queries, I64Attr:$keys, I64Attr:$head_dim,
-                       I64Attr:$value_dim, F32Attr:$scale,
+                       Ein_SizesAttr:$batch, Ein_SizesAttr:$queries, Ein_SizesAttr:$keys, Ein_SizesAttr:$head_dim,
+                       Ein_SizesAttr:$value_dim, F32Attr:$scale,
                        Kern_ViewAttr:$q_view, Kern_ViewAttr:$k_view, Kern_ViewAttr:$v_view,
                        Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$mask_view,
                        DefaultValuedAttr<Kern_MaskKindAttr, "::ein::kern::MaskKind::none">:$mask_kind,
@@ -152,8 +152,8 @@ def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, Att
   let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$pre_mix,
                        Optional<Kern_Tensor>:$pre_bias, Optional<Kern_Tensor>:$post_mix,
                        Optional<Kern_Tensor>:$post_bias, Optional<Kern_Tensor>:$mask,
-                       DenseI64ArrayAttr:$batch, I64Attr:$heads, I64Attr:$queries, I64Attr:$keys,
-                       I64Attr:$head_dim, I64Attr:$value_dim, F32Attr:$scale,
+                       Ein_SizesAttr:$batch, Ein_SizesAttr:$heads, Ein_SizesAttr:$queries, Ein_SizesAttr:$keys,
+                       Ein_SizesAttr:$head_dim, Ein_SizesAttr:$value_dim, F32Attr:$scale,
                        Kern_ViewAttr:$q_view, Kern_ViewAttr:$k_view, Kern_ViewAttr:$v_view,
                        Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$pre_mix_view, OptionalAttr<Kern_ViewAttr>:$pre_bias_view,
                        OptionalAttr<Kern_ViewAttr>:$post_mix_view, OptionalAttr<Kern_ViewAttr>:$post_bias_view,
@@ -178,7 +178,7 @@ def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
     dense over `shape`.
   }];
   let arguments = (ins Kern_Tensor:$x, Optional<Kern_Tensor>:$residual, Optional<Kern_Tensor>:$gamma,
-                       Optional<Kern_Tensor>:$beta, DenseI64ArrayAttr:$shape, Kern_ViewAttr:$x_view,
+                       Optional<Kern_Tensor>:$beta, Ein_SizesAttr:$shape, Kern_ViewAttr:$x_view,
                        OptionalAttr<Kern_ViewAttr>:$residual_view, OptionalAttr<Kern_ViewAttr>:$gamma_view,
                        OptionalAttr<Kern_ViewAttr>:$beta_view, F32Attr:$epsilon,
                        DefaultValuedAttr<Kern_LayerNormVariantAttr, "::ein::kern::LayerNormVariant::variance">:$variant);
