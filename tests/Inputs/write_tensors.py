@@ -4,6 +4,7 @@ library only (the tests need no NumPy).
 
   write_tensors.py npy OUT DTYPE SHAPE VALUES
       write_tensors.py npy ids.npy i64 5 0,1,2,3,99
+      write_tensors.py npy x.npy f32 2x6x4 =0.5      (every element 0.5)
   write_tensors.py safetensors OUT NAME:DTYPE:SHAPE [...]
       write_tensors.py safetensors w.safetensors w:F32:16x24 b:F32:24
 SHAPE is sizes joined by 'x' ('' for a scalar). Safetensors values are 0.5
@@ -31,7 +32,11 @@ def count(shape):
 def write_npy(path, dtype, shape_text, values_text):
     descr, code = NPY_TYPES[dtype]
     shape = parse_shape(shape_text)
-    values = [float(v) if code in "fd" else int(v) for v in values_text.split(",")] if values_text else []
+    parse = float if code in "fd" else int
+    if values_text.startswith("="):
+        values = [parse(values_text[1:])] * count(shape)
+    else:
+        values = [parse(v) for v in values_text.split(",")] if values_text else []
     if len(values) != count(shape):
         sys.exit(f"write_tensors.py: {len(values)} values for shape {shape}")
     shape_tuple = "(" + ", ".join(str(size) for size in shape) + ("," if len(shape) == 1 else "") + ")"

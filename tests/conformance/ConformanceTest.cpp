@@ -8,13 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <tuple>
 
+#include "ein/model.hpp"
 #include "ein/npy.hpp"
 #if defined(EIN_HAVE_CUDA)
 #include "cuda/cuda_executor.hpp"
@@ -109,6 +112,120 @@ TEST_P(Conformance, MatchesPyTorch) {
         << "output " << output << " (" << device << ", " << variant << "): " << comparison.describe();
   }
 }
+
+// Ranged dims (issue 13): each case compiled once with the dims its case.json
+// lists under "ranged" made ranges, run at the case's own shape against
+// PyTorch, and at the ranges' minima and at values inside them against a
+// static compile of that shape on the same random inputs.
+class RangedConformance : public ::testing::TestWithParam<std::string> {};
+
+// Random values for an input of `shape`: normal floats, ids below the
+// input's bound, booleans.
+ein::npy::Array randomInput(const ein::TensorInfo &input, const std::vector<int64_t> &shape, std::mt19937 &random) {
+  ein::npy::Array array;
+  array.type = *ein::npy::fromDType(input.dtype);
+  array.shape = shape;
+  int64_t count = 1;
+  for (int64_t size : shape) count *= size;
+  array.data.resize(static_cast<size_t>(count) * ein::npy::elementSize(array.type));
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int64_t> id(0, std::max<int64_t>(input.upperBound, 2) - 1);
+  for (int64_t i = 0; i < count; ++i) {
+    uint8_t *at = array.data.data() + i * ein::npy::elementSize(array.type);
+    if (input.dtype == ein::DType::F32) {
+      float value = normal(random);
+      std::memcpy(at, &value, sizeof value);
+    } else if (input.dtype == ein::DType::I32) {
+      auto value = static_cast<int32_t>(id(random));
+      std::memcpy(at, &value, sizeof value);
+    } else if (input.dtype == ein::DType::I64) {
+      int64_t value = id(random);
+      std::memcpy(at, &value, sizeof value);
+    } else {
+      *at = static_cast<uint8_t>(random() & 1);
+    }
+  }
+  return array;
+}
+
+TEST_P(RangedConformance, OneArtifactMatchesPyTorchAndStaticCompiles) {
+  const std::string &name = GetParam();
+  const fs::path caseDir = conformanceCases().at(name);
+  nlohmann::json spec = nlohmann::json::parse(slurp(caseDir / "case.json"));
+  if (!spec.contains("ranged")) GTEST_SKIP() << name << "/case.json lists no ranged dims";
+  fs::path work = fs::path(::testing::TempDir()) / ("ranged_conformance_" + name);
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const std::string einc = std::string(EIN_BIN_DIR) + "/einc " + (caseDir / "model.ein").string() + " --weights " +
+                           (caseDir / "weights.safetensors").string();
+  const std::string einRun = std::string(EIN_BIN_DIR) + "/ein-run ";
+  auto compile = [&](const std::string &dims, const fs::path &artifact) {
+    std::string command = einc + dims + " -o " + artifact.string();
+    ASSERT_EQ(run(command, work / "einc.log"), 0) << command << "\n" << slurp(work / "einc.log");
+  };
+  auto execute = [&](const fs::path &artifact, const fs::path &inputs, const std::vector<std::string> &names,
+                     const fs::path &out) {
+    std::string command = einRun + artifact.string() + " --output-dir " + out.string();
+    for (const std::string &input : names) command += " --input " + input + "=" + (inputs / (input + ".npy")).string();
+    ASSERT_EQ(run(command, work / "ein-run.log"), 0) << command << "\n" << slurp(work / "ein-run.log");
+  };
+  auto compare = [&](const fs::path &got, const fs::path &expected, double atol, double rtol, const std::string &at) {
+    for (const auto &[output, _] : spec["outputs"].items()) {
+      auto a = ein::npy::read((got / (output + ".npy")).string());
+      auto b = ein::npy::read((expected / (output + ".npy")).string());
+      ASSERT_TRUE(a.ok() && b.ok()) << (a.ok() ? b.status().message() : a.status().message());
+      ein::npy::Comparison comparison = ein::npy::compare(*a, *b, atol, rtol);
+      EXPECT_TRUE(comparison.shapesMatch && comparison.allClose) << "output " << output << " at " << at << ": "
+                                                                 << comparison.describe();
+    }
+  };
+
+  std::string ranges;
+  for (const auto &[dim, range] : spec["ranged"].items())
+    ranges += " --dim " + dim + "=" + std::to_string(range[0].get<int64_t>()) + ".." +
+              std::to_string(range[1].get<int64_t>());
+  const fs::path dynamic = work / "ranged.einb";
+  compile(ranges, dynamic);
+  auto model = ein::Model::load(dynamic.string());
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  ASSERT_EQ((*model)->dims().size(), spec["ranged"].size());
+  std::vector<std::string> inputNames;
+  for (const ein::TensorInfo &input : (*model)->inputs()) inputNames.push_back(input.name);
+
+  // At the case's shape: PyTorch's outputs.
+  execute(dynamic, caseDir, inputNames, work / "case");
+  compare(work / "case", caseDir / "expected", spec["tolerance"]["atol"].get<double>(),
+          spec["tolerance"]["rtol"].get<double>(), "the case's dims");
+
+  // At the minima and at values inside the ranges: a static compile.
+  std::mt19937 random(7);
+  for (int setting = 0; setting < 2; ++setting) {
+    std::vector<int64_t> values;
+    std::string pinned, at;
+    for (const ein::DimInfo &dim : (*model)->dims()) {
+      int64_t value = setting == 0 ? dim.min : dim.min + (dim.max - dim.min) * 2 / 3 + 1;
+      values.push_back(std::min(value, dim.max));
+      pinned += " --dim " + dim.name + "=" + std::to_string(values.back());
+      at += dim.name + "=" + std::to_string(values.back()) + " ";
+    }
+    auto shapes = (*model)->inputShapes(values);
+    ASSERT_TRUE(shapes.ok()) << shapes.status().toString();
+    const fs::path inputs = work / ("inputs" + std::to_string(setting));
+    fs::create_directories(inputs);
+    for (size_t i = 0; i < inputNames.size(); ++i)
+      ASSERT_TRUE(ein::npy::write((inputs / (inputNames[i] + ".npy")).string(),
+                                  randomInput((*model)->inputs()[i], (*shapes)[i], random))
+                      .ok());
+    const fs::path fixed = work / ("static" + std::to_string(setting) + ".einb");
+    compile(pinned, fixed);
+    execute(dynamic, inputs, inputNames, work / ("ranged" + std::to_string(setting)));
+    execute(fixed, inputs, inputNames, work / ("static" + std::to_string(setting)));
+    compare(work / ("ranged" + std::to_string(setting)), work / ("static" + std::to_string(setting)), 1e-6, 1e-5, at);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, RangedConformance, ::testing::ValuesIn(caseNames()),
+                         [](const ::testing::TestParamInfo<std::string> &info) { return info.param; });
 
 const auto kCases = ::testing::ValuesIn(caseNames());
 
