@@ -23,4 +23,12 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes, std::string_view w
   return buffer;
 }
 
+Status AlignedBuffer::reserve(size_t bytes, std::string_view what) {
+  if (block_ && bytes <= size_) return Status();
+  StatusOr<AlignedBuffer> grown = allocate(bytes, what);
+  if (!grown.ok()) return grown.status();
+  *this = std::move(grown).value();
+  return Status();
+}
+
 }  // namespace ein::detail

@@ -20,6 +20,11 @@ class AlignedBuffer {
   // `what` names the buffer in the ResourceExhausted message.
   static StatusOr<AlignedBuffer> allocate(size_t bytes, std::string_view what);
 
+  // Makes the buffer hold at least `bytes`: a new zero-filled allocation
+  // (the contents are dropped) when it is smaller, nothing otherwise. For
+  // buffers that follow a dynamic model's sizes and grow to the largest seen.
+  Status reserve(size_t bytes, std::string_view what);
+
   std::byte *data() const { return aligned_; }
   size_t size() const { return size_; }
 

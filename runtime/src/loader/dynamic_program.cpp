@@ -1,0 +1,209 @@
+#include "loader/dynamic_program.hpp"
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/kernels.hpp"
+#include "loader/flatbuffer_vectors.hpp"
+#include "loader/program_decoder.hpp"
+#include "util/status_macros.hpp"
+
+namespace ein::detail {
+namespace {
+
+namespace fb = ein::schema;
+
+Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact, std::move(message)); }
+Status badInput(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+std::string dimsAt(const SizeProgram &sizes, std::span<const int64_t> dims) {
+  std::string text;
+  for (size_t d = 0; d < dims.size(); ++d)
+    text += fmt::format("{}{} = {}", text.empty() ? "" : ", ", sizes.dims()[d].name, dims[d]);
+  return text;
+}
+
+std::vector<int64_t> shapeFields(const fb::Model &model, uint32_t tensor) {
+  return readInt64Vector(model.tensors()->Get(tensor)->shape());
+}
+
+// A gemm whose weight operand b reads the same elements at every dim value
+// (k, n and b's offset and strides are constants) can use one matrix packed
+// at load.
+bool weightOperandIsFixed(const fb::Step &step, const SizeProgram &sizes) {
+  const fb::Gemm *gemm = step.kernel_as_Gemm();
+  if (!gemm || !gemm->b()) return false;
+  bool fixed = !sizes.dependsOnDims(gemm->k()) && !sizes.dependsOnDims(gemm->n()) &&
+               !sizes.dependsOnDims(gemm->b()->offset());
+  for (int64_t stride : readInt64Vector(gemm->b()->strides())) fixed = fixed && !sizes.dependsOnDims(stride);
+  return fixed;
+}
+
+// Input and output infos as the model shows them: -1 and the expression's
+// text for each axis that depends on the dims.
+void showDims(const SizeProgram &sizes, const std::vector<std::vector<int64_t>> &fields,
+              std::vector<TensorInfo> &infos) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    infos[i].dims.assign(fields[i].size(), "");
+    for (size_t axis = 0; axis < fields[i].size(); ++axis)
+      if (sizes.dependsOnDims(fields[i][axis])) {
+        infos[i].shape[axis] = -1;
+        infos[i].dims[axis] = sizes.text(fields[i][axis]);
+      }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::Model &model, SizeProgram sizes,
+                                                                     Program &base) {
+  EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
+  std::unique_ptr<DynamicProgram> dynamic(new DynamicProgram(model, std::move(sizes), base));
+  const SizeProgram &shapes = dynamic->sizes_;
+
+  // The program at the dims' maxima, the sizes the arena is planned for: its
+  // tensors and bindings must verify there. Its steps may not (a check may
+  // exclude the maxima); when they do, they give the steps ein-inspect shows
+  // and the gemm weights packed once for every run.
+  std::vector<int64_t> maxima;
+  for (const DimInfo &dim : shapes.dims()) maxima.push_back(dim.max);
+  const std::string atMaxima = fmt::format("at the dims' maxima ({})", dimsAt(shapes, maxima));
+  StatusOr<std::vector<int64_t>> values = shapes.evaluate(maxima);
+  if (!values.ok()) return invalid(fmt::format("{}: {}", atMaxima, values.status().message()));
+  std::unique_ptr<Program> probe = copyFixedParts(base);
+  const SizeResolver resolve(values.value());
+  if (Status status = decodeTensors(model, resolve, ArenaClaim::JustifiedByTheseSizes, *probe); !status.ok())
+    return invalid(fmt::format("{}: {}", atMaxima, status.message()));
+
+  for (size_t id = 0; id < probe->tensors.size(); ++id) {
+    if (probe->tensors[id].storage != Storage::Weights) continue;
+    for (int64_t field : shapeFields(model, static_cast<uint32_t>(id)))
+      if (shapes.dependsOnDims(field))
+        return invalid(fmt::format("tensor {}: a weight tensor's shape depends on the dims ({})", id,
+                                   shapes.text(field)));
+  }
+  for (uint32_t tensor : probe->inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
+  for (uint32_t tensor : probe->outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
+  EIN_RETURN_IF_ERROR(dynamic->findDimSources(*probe));
+
+  base.dynamicBase = true;
+  base.inputs = probe->inputs;
+  base.outputs = probe->outputs;
+  base.params = probe->params;
+  base.inputTensors = probe->inputTensors;
+  base.outputTensors = probe->outputTensors;
+  showDims(shapes, dynamic->inputFields_, base.inputs);
+  showDims(shapes, dynamic->outputFields_, base.outputs);
+
+  const size_t stepCount = model.steps() ? model.steps()->size() : 0;
+  dynamic->packedByStep_.assign(stepCount, -1);
+  if (decodeSteps(model, resolve, *probe).ok()) {
+    std::vector<bool> fixedWeights(stepCount);
+    for (size_t s = 0; s < stepCount; ++s)
+      fixedWeights[s] = weightOperandIsFixed(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), shapes);
+    cpu::prepackGemmWeights(*probe, &fixedWeights);
+    for (size_t s = 0; s < stepCount; ++s)
+      if (const auto *gemm = std::get_if<Gemm>(&probe->steps[s].kernel)) dynamic->packedByStep_[s] = gemm->packedB;
+    base.packed = std::move(probe->packed);
+    base.stepInfos = std::move(probe->stepInfos);
+  }
+  return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
+}
+
+Status DynamicProgram::findDimSources(const Program &probe) {
+  dimSources_.assign(sizes_.dims().size(), AxisOfInput{SIZE_MAX, 0});
+  for (size_t input = inputFields_.size(); input-- > 0;)
+    for (size_t axis = inputFields_[input].size(); axis-- > 0;)
+      if (std::optional<size_t> dim = sizes_.bareDim(inputFields_[input][axis])) dimSources_[*dim] = {input, axis};
+  for (size_t d = 0; d < dimSources_.size(); ++d)
+    if (dimSources_[d].input == SIZE_MAX)
+      return invalid(fmt::format("dim {} is the whole size of no input axis, so a run could not learn its value "
+                                 "from the input shapes ({} inputs)",
+                                 sizes_.dims()[d].name, probe.inputs.size()));
+  return Status();
+}
+
+bool DynamicProgram::readDims(InputShapes shapes, std::vector<int64_t> &dims) const {
+  if (shapes.size() != inputFields_.size()) return false;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i].size() != inputFields_[i].size()) return false;
+  dims.resize(dimSources_.size());
+  for (size_t d = 0; d < dimSources_.size(); ++d) dims[d] = shapes[dimSources_[d].input][dimSources_[d].axis];
+  return true;
+}
+
+StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
+  DimBinding binding;
+  if (!readDims(shapes, binding.dims)) {
+    for (size_t i = 0; i < inputFields_.size() && i < shapes.size(); ++i)
+      if (shapes[i].size() != inputFields_[i].size())
+        return badInput(fmt::format("input \"{}\" has rank {}, but the model expects {}[{}]", base_.inputs[i].name,
+                                    shapes[i].size(), dtypeName(base_.inputs[i].dtype),
+                                    fmt::join(base_.inputs[i].dims, ", ")));
+    return Status(StatusCode::Internal, fmt::format("{} input shapes for {} inputs", shapes.size(),
+                                                    inputFields_.size()));
+  }
+  for (size_t d = 0; d < binding.dims.size(); ++d) {
+    const DimInfo &dim = sizes_.dims()[d];
+    if (binding.dims[d] < dim.min || binding.dims[d] > dim.max)
+      return badInput(fmt::format("input \"{}\" axis {} is {}, but dim {} ranges over {}..{}",
+                                  base_.inputs[dimSources_[d].input].name, dimSources_[d].axis, binding.dims[d],
+                                  dim.name, dim.min, dim.max));
+  }
+  EIN_ASSIGN_OR_RETURN(binding.values, sizes_.evaluate(binding.dims));
+  EIN_RETURN_IF_ERROR(checkInputAxes(shapes, binding));
+  EIN_RETURN_IF_ERROR(sizes_.check(binding.dims, binding.values));
+  return binding;
+}
+
+Status DynamicProgram::checkInputAxes(InputShapes shapes, const DimBinding &binding) const {
+  const SizeResolver resolve(binding.values);
+  for (size_t input = 0; input < shapes.size(); ++input)
+    for (size_t axis = 0; axis < shapes[input].size(); ++axis) {
+      EIN_ASSIGN_OR_RETURN(int64_t expected, resolve(inputFields_[input][axis], "an input axis"));
+      if (shapes[input][axis] != expected)
+        return badInput(axisMismatch(input, axis, shapes[input][axis], expected, binding));
+    }
+  return Status();
+}
+
+std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected,
+                                         const DimBinding &binding) const {
+  const int64_t field = inputFields_[input][axis];
+  const std::string head = fmt::format("input \"{}\" axis {} is {}", base_.inputs[input].name, axis, given);
+  if (std::optional<size_t> dim = sizes_.bareDim(field)) {
+    const AxisOfInput &source = dimSources_[*dim];
+    return fmt::format("{}, but {} = {} (from input \"{}\" axis {})", head, sizes_.dims()[*dim].name, expected,
+                       base_.inputs[source.input].name, source.axis);
+  }
+  if (sizes_.dependsOnDims(field))
+    return fmt::format("{}, but {} = {} ({})", head, sizes_.text(field), expected,
+                       sizes_.dimsText({field}, binding.dims));
+  return fmt::format("{}, but the model expects {}", head, expected);
+}
+
+StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBinding &binding) const {
+  std::unique_ptr<Program> program = copyFixedParts(base_);
+  const SizeResolver resolve(binding.values);
+  Status status = decodeTensors(model_, resolve, ArenaClaim::PlannedForOtherSizes, *program);
+  if (status.ok()) status = decodeSteps(model_, resolve, *program);
+  if (!status.ok())
+    return Status(status.code(),
+                  fmt::format("{}: at {}: {}", base_.name, dimsAt(sizes_, binding.dims), status.message()));
+  for (size_t s = 0; s < program->steps.size(); ++s)
+    if (auto *gemm = std::get_if<Gemm>(&program->steps[s].kernel)) gemm->packedB = packedByStep_[s];
+  program->dimValues = binding.dims;
+  return std::unique_ptr<const Program>(std::move(program));
+}
+
+std::vector<std::vector<int64_t>> DynamicProgram::outputShapes(const DimBinding &binding) const {
+  const SizeResolver resolve(binding.values);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const std::vector<int64_t> &fields : outputFields_) {
+    std::vector<int64_t> &shape = shapes.emplace_back();
+    // References were verified at load, so resolving cannot fail.
+    for (int64_t field : fields) shape.push_back(resolve(field, "an output axis").value());
+  }
+  return shapes;
+}
+
+}  // namespace ein::detail
