@@ -125,6 +125,16 @@ StatusOr<std::vector<std::vector<int64_t>>> Model::outputShapes(
   return dynamic_->outputShapes(binding.value());
 }
 
+StatusOr<std::vector<std::vector<int64_t>>> Model::inputShapes(std::span<const int64_t> dimValues) const {
+  if (dynamic_) return dynamic_->inputShapes(dimValues);
+  if (!dimValues.empty())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} values given for the dims; the model has none", dimValues.size()));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorInfo &input : program_->inputs) shapes.push_back(input.shape);
+  return shapes;
+}
+
 const std::vector<DimInfo> &Model::dims() const {
   static const std::vector<DimInfo> none;
   return dynamic_ ? dynamic_->sizes().dims() : none;

@@ -11,17 +11,7 @@
 
 #include "artifact_builder.hpp"
 #include "ein/ein.h"
-
-namespace ein::detail {
-
-// Holds a session's claim from the test's thread, as a call in progress does,
-// so that another thread's call meets it deterministically.
-struct SessionTestPeer {
-  static bool claim(const Session &session) { return !session.inUse_.exchange(true, std::memory_order_acquire); }
-  static void release(const Session &session) { session.inUse_.store(false, std::memory_order_release); }
-};
-
-}  // namespace ein::detail
+#include "session_test_peer.hpp"
 
 namespace ein::testing {
 namespace {

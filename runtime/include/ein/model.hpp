@@ -115,6 +115,11 @@ class Model {
   // model's run-time checks. For callers that allocate outputs before a run.
   StatusOr<std::vector<std::vector<int64_t>>> outputShapes(std::span<const std::vector<int64_t>> inputShapes) const;
 
+  // Each input's shape when the dims take `dimValues` (one per dim, in the
+  // order of dims(), each within its range): for callers that make inputs,
+  // e.g. random ones at chosen dims. A static model takes no values.
+  StatusOr<std::vector<std::vector<int64_t>>> inputShapes(std::span<const int64_t> dimValues) const;
+
   // The decoded program, for the runtime's executors. For a model with dims
   // it holds what every instantiation shares (no tensors or steps).
   const detail::Program &program() const { return *program_; }

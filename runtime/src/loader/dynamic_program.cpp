@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "io_checks.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/program_decoder.hpp"
@@ -136,9 +137,8 @@ StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
   if (!readDims(shapes, binding.dims)) {
     for (size_t i = 0; i < inputFields_.size() && i < shapes.size(); ++i)
       if (shapes[i].size() != inputFields_[i].size())
-        return badInput(fmt::format("input \"{}\" has rank {}, but the model expects {}[{}]", base_.inputs[i].name,
-                                    shapes[i].size(), dtypeName(base_.inputs[i].dtype),
-                                    fmt::join(base_.inputs[i].dims, ", ")));
+        return badInput(fmt::format("input \"{}\" has rank {}, but the model expects {}", base_.inputs[i].name,
+                                    shapes[i].size(), describe(base_.inputs[i])));
     return Status(StatusCode::Internal, fmt::format("{} input shapes for {} inputs", shapes.size(),
                                                     inputFields_.size()));
   }
@@ -195,15 +195,33 @@ StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBi
   return std::unique_ptr<const Program>(std::move(program));
 }
 
-std::vector<std::vector<int64_t>> DynamicProgram::outputShapes(const DimBinding &binding) const {
+std::vector<std::vector<int64_t>> DynamicProgram::shapesAt(const std::vector<std::vector<int64_t>> &fields,
+                                                           const DimBinding &binding) {
   const SizeResolver resolve(binding.values);
   std::vector<std::vector<int64_t>> shapes;
-  for (const std::vector<int64_t> &fields : outputFields_) {
+  for (const std::vector<int64_t> &tensorFields : fields) {
     std::vector<int64_t> &shape = shapes.emplace_back();
     // References were verified at load, so resolving cannot fail.
-    for (int64_t field : fields) shape.push_back(resolve(field, "an output axis").value());
+    for (int64_t field : tensorFields) shape.push_back(resolve(field, "an axis").value());
   }
   return shapes;
+}
+
+std::vector<std::vector<int64_t>> DynamicProgram::outputShapes(const DimBinding &binding) const {
+  return shapesAt(outputFields_, binding);
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::inputShapes(std::span<const int64_t> dims) const {
+  const std::vector<DimInfo> &ranges = sizes_.dims();
+  if (dims.size() != ranges.size())
+    return badInput(fmt::format("{} values given for the model's {} dims", dims.size(), ranges.size()));
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] < ranges[d].min || dims[d] > ranges[d].max)
+      return badInput(fmt::format("{} = {}, but dim {} ranges over {}..{}", ranges[d].name, dims[d], ranges[d].name,
+                                  ranges[d].min, ranges[d].max));
+  DimBinding binding{std::vector<int64_t>(dims.begin(), dims.end()), {}};
+  EIN_ASSIGN_OR_RETURN(binding.values, sizes_.evaluate(binding.dims));
+  return shapesAt(inputFields_, binding);
 }
 
 }  // namespace ein::detail

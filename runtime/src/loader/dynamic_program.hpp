@@ -51,6 +51,8 @@ class DynamicProgram {
   StatusOr<std::unique_ptr<const Program>> instantiate(const DimBinding &binding) const;
   // Each output's shape at `binding`.
   std::vector<std::vector<int64_t>> outputShapes(const DimBinding &binding) const;
+  // Each input's shape at `dims` (each within its range).
+  StatusOr<std::vector<std::vector<int64_t>>> inputShapes(std::span<const int64_t> dims) const;
 
   // The (size) fields of each input's and output's shape, as written.
   const std::vector<std::vector<int64_t>> &inputFields() const { return inputFields_; }
@@ -64,6 +66,8 @@ class DynamicProgram {
       : model_(model), sizes_(std::move(sizes)), base_(base) {}
   Status findDimSources(const Program &probe);
   Status checkInputAxes(InputShapes shapes, const DimBinding &binding) const;
+  static std::vector<std::vector<int64_t>> shapesAt(const std::vector<std::vector<int64_t>> &fields,
+                                                    const DimBinding &binding);
   std::string axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected, const DimBinding &binding) const;
 
   const schema::Model &model_;

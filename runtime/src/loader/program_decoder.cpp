@@ -131,7 +131,7 @@ Status decodeBindings(const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>
                                  tensor.index));
     if (binding->upper_bound() < 0)
       return invalid(fmt::format("{} \"{}\" has a negative upper bound {}", what, name, binding->upper_bound()));
-    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound()});
+    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound(), {}});
     tensorIds.push_back(id);
   }
   // Any other tensor claiming one of these buffers would alias it with a
@@ -155,7 +155,7 @@ Status decodeParams(const fb::Model &model, Program &program) {
       return invalid(fmt::format("parameter \"{}\" names tensor {}, which is not a weight tensor",
                                  param->name()->str(), id));
     const Tensor &tensor = program.tensors[id];
-    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0});
+    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0, {}});
   }
   return Status();
 }
