@@ -21,8 +21,19 @@ uint64_t paramBytes(const ein::Model &model) {
   return bytes;
 }
 
+// A dynamic axis has shape -1 and its expression in "dims" ("" for a fixed axis).
 nlohmann::json tensorJson(const ein::TensorInfo &info) {
-  return {{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
+  nlohmann::json out{{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
+  if (!info.dims.empty()) out["dims"] = info.dims;
+  return out;
+}
+
+// "b = 1..16, t = 1..256"
+std::string rangesText(const std::vector<ein::DimInfo> &dims) {
+  std::string text;
+  for (const ein::DimInfo &dim : dims)
+    text += (text.empty() ? "" : ", ") + dim.name + " = " + std::to_string(dim.min) + ".." + std::to_string(dim.max);
+  return text;
 }
 
 nlohmann::json modelJson(const ein::Model &model) {
@@ -32,6 +43,9 @@ nlohmann::json modelJson(const ein::Model &model) {
   out["precision"] = ein::precisionName(model.precision());
   out["producer"] = model.producer();
   out["source"] = model.source();
+  out["dims"] = nlohmann::json::array();
+  for (const ein::DimInfo &dim : model.dims())
+    out["dims"].push_back({{"name", dim.name}, {"min", dim.min}, {"max", dim.max}});
   out["inputs"] = nlohmann::json::array();
   for (const ein::TensorInfo &input : model.inputs()) {
     nlohmann::json item = tensorJson(input);
@@ -44,6 +58,8 @@ nlohmann::json modelJson(const ein::Model &model) {
   for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
   out["params"] = {{"count", model.params().size()}, {"bytes", paramBytes(model)}, {"tensors", params}};
   out["arena_bytes"] = model.arenaBytes();
+  // With dims, the arena (and the steps' sizes) are those at the dims' maxima.
+  out["sizes_at"] = model.dims().empty() ? "fixed" : "dims' maxima";
   out["weights_bytes"] = model.weightsBytes();
   out["steps"] = nlohmann::json::array();
   for (const ein::StepInfo &step : model.steps()) {
@@ -60,22 +76,25 @@ void printSummary(const ein::Model &model) {
   std::printf("%s: ein artifact v%u for %s (precision %s)\n", model.name().c_str(), model.formatVersion(),
               ein::deviceName(model.target()), ein::precisionName(model.precision()));
   std::printf("  producer: %s\n  source:   %s\n", model.producer().c_str(), model.source().c_str());
+  const bool dynamic = !model.dims().empty();
+  if (dynamic) std::printf("dims: %s\n", rangesText(model.dims()).c_str());
   std::printf("inputs:\n");
   for (const ein::TensorInfo &input : model.inputs()) {
-    std::printf("  %s: %s", input.name.c_str(), describeTensor(input.dtype, input.shape).c_str());
+    std::printf("  %s: %s", input.name.c_str(), describeTensor(input).c_str());
     if (input.upperBound > 0) std::printf(" (ids in [0, %lld))", static_cast<long long>(input.upperBound));
     std::printf("\n");
   }
   std::printf("outputs:\n");
   for (const ein::TensorInfo &output : model.outputs())
-    std::printf("  %s: %s\n", output.name.c_str(), describeTensor(output.dtype, output.shape).c_str());
+    std::printf("  %s: %s\n", output.name.c_str(), describeTensor(output).c_str());
   std::printf("params: %zu tensors, %llu bytes\n", model.params().size(),
               static_cast<unsigned long long>(paramBytes(model)));
   for (const ein::TensorInfo &param : model.params())
     std::printf("  %s: %s\n", param.name.c_str(), describeTensor(param.dtype, param.shape).c_str());
-  std::printf("memory: arena %llu bytes, weight segment %llu bytes\n",
-              static_cast<unsigned long long>(model.arenaBytes()), static_cast<unsigned long long>(model.weightsBytes()));
-  std::printf("steps: %zu\n", model.steps().size());
+  std::printf("memory: arena %llu bytes%s, weight segment %llu bytes\n",
+              static_cast<unsigned long long>(model.arenaBytes()), dynamic ? " at the dims' maxima" : "",
+              static_cast<unsigned long long>(model.weightsBytes()));
+  std::printf("steps: %zu%s\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "");
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const ein::StepInfo &step = model.steps()[i];
     std::string details;
