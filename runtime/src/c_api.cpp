@@ -53,6 +53,13 @@ ein_status_t *toC(const ein::Status &status) {
 
 ein_status_t *invalidArgument(const char *message) { return makeStatus(EIN_STATUS_INVALID_ARGUMENT, message); }
 
+// OUT_OF_RANGE for an index past the model's `count` inputs, outputs or dims.
+ein_status_t *checkIndex(const char *what, size_t index, size_t count) {
+  if (index < count) return nullptr;
+  return makeStatus(EIN_STATUS_OUT_OF_RANGE, std::string(what) + " " + std::to_string(index) +
+                                                 " does not exist (the model has " + std::to_string(count) + ")");
+}
+
 bool validDType(ein_dtype_t dtype) { return dtype >= EIN_DTYPE_F32 && dtype <= EIN_DTYPE_BOOL; }
 
 ein_tensor_info_t infoToC(const ein::TensorInfo &info, const std::vector<const char *> &dims) {
@@ -164,9 +171,7 @@ size_t ein_model_output_count(const ein_model_t *model) { return model ? model->
 ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
   if (!model || !out_info) return invalidArgument("ein_model_input_info: model and out_info must not be NULL");
   const auto &inputs = model->model->inputs();
-  if (index >= inputs.size())
-    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "input " + std::to_string(index) + " does not exist (the model has " +
-                                                   std::to_string(inputs.size()) + ")");
+  if (ein_status_t *missing = checkIndex("input", index, inputs.size())) return missing;
   *out_info = infoToC(inputs[index], model->inputDims[index]);
   return nullptr;
 }
@@ -174,9 +179,7 @@ ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_t
 ein_status_t *ein_model_output_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
   if (!model || !out_info) return invalidArgument("ein_model_output_info: model and out_info must not be NULL");
   const auto &outputs = model->model->outputs();
-  if (index >= outputs.size())
-    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "output " + std::to_string(index) + " does not exist (the model has " +
-                                                   std::to_string(outputs.size()) + ")");
+  if (ein_status_t *missing = checkIndex("output", index, outputs.size())) return missing;
   *out_info = infoToC(outputs[index], model->outputDims[index]);
   return nullptr;
 }
@@ -186,9 +189,7 @@ size_t ein_model_dim_count(const ein_model_t *model) { return model ? model->mod
 ein_status_t *ein_model_dim_info(const ein_model_t *model, size_t index, ein_dim_info_t *out_info) {
   if (!model || !out_info) return invalidArgument("ein_model_dim_info: model and out_info must not be NULL");
   const auto &dims = model->model->dims();
-  if (index >= dims.size())
-    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "dim " + std::to_string(index) + " does not exist (the model has " +
-                                                   std::to_string(dims.size()) + ")");
+  if (ein_status_t *missing = checkIndex("dim", index, dims.size())) return missing;
   *out_info = {dims[index].name.c_str(), dims[index].min, dims[index].max};
   return nullptr;
 }

@@ -309,18 +309,17 @@ TEST_F(ToolsTest, RunTakesAnyAllowedShape) {
   ASSERT_TRUE(pooled.ok()) << pooled.status().toString();
   EXPECT_EQ(pooled->shape, (std::vector<int64_t>{1, 4}));
 
-  result = einRun(dynamic + " --random-inputs 3 --dim t=7");
-  EXPECT_EQ(result.exitCode, 1);
-  EXPECT_NE(result.err.find("t = 7, but dim t ranges over 1..6"), std::string::npos) << result.err;
-  result = einRun(dynamic + " --random-inputs 3 --dim u=2");
-  EXPECT_EQ(result.exitCode, 1);
-  EXPECT_NE(result.err.find("the model has no dim \"u\" (dims: b, t)"), std::string::npos) << result.err;
-  result = einRun(dynamic + " --random-inputs 3 --dim t=x");
-  EXPECT_EQ(result.exitCode, 1);
-  EXPECT_NE(result.err.find("--dim expects NAME=VALUE"), std::string::npos) << result.err;
-  result = einRun(dynamic + " --dim t=2");
-  EXPECT_EQ(result.exitCode, 1);
-  EXPECT_NE(result.err.find("it needs --random-inputs"), std::string::npos) << result.err;
+  const std::pair<const char *, const char *> errors[] = {
+      {" --random-inputs 3 --dim t=7", "t = 7, but dim t ranges over 1..6"},
+      {" --random-inputs 3 --dim u=2", "the model has no dim \"u\" (dims: b, t)"},
+      {" --random-inputs 3 --dim t=x", "--dim expects NAME=VALUE"},
+      {" --dim t=2", "it needs --random-inputs"},
+  };
+  for (const auto &[arguments, message] : errors) {
+    result = einRun(dynamic + arguments);
+    EXPECT_EQ(result.exitCode, 1) << arguments;
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  }
 }
 
 }  // namespace
