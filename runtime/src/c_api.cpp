@@ -197,7 +197,8 @@ ein_status_t *ein_model_dim_info(const ein_model_t *model, size_t index, ein_dim
 ein_status_t *ein_model_output_shapes(const ein_model_t *model, const int64_t *const *input_shapes,
                                       const size_t *input_ranks, int64_t *const *out_shapes) {
   if (!model || !out_shapes || (model->model->inputs().size() && (!input_shapes || !input_ranks)))
-    return invalidArgument("ein_model_output_shapes: model, the input shapes and ranks and out_shapes must not be NULL");
+    return invalidArgument(
+        "ein_model_output_shapes: model, the input shapes and ranks and out_shapes must not be NULL");
   return guarded([&]() -> ein_status_t * {
     const ein::Model &m = *model->model;
     std::vector<std::vector<int64_t>> inputs;

@@ -184,9 +184,8 @@ StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTe
       context.inputPointers[i] = static_cast<const std::byte *>(input->data);
       continue;
     }
-    if (Status status = context.stagedInputs[i].reserve(input->bytes, fmt::format("input \"{}\"", infos[i].name));
-        !status.ok())
-      return status;
+    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
+    if (Status status = context.stagedInputs[i].reserve(input->bytes, inputName); !status.ok()) return status;
     if (input->bytes) std::memcpy(context.stagedInputs[i].data(), input->data, input->bytes);
     context.inputPointers[i] = context.stagedInputs[i].data();
   }
@@ -231,9 +230,8 @@ Status bindOutputs(const Program &program, std::span<const InputTensor> inputs, 
       continue;
     }
     const TensorInfo &info = program.outputs[i];
-    if (Status status = context.stagedOutputs[i].reserve(info.byteSize(), fmt::format("output \"{}\"", info.name));
-        !status.ok())
-      return status;
+    auto outputName = [&] { return fmt::format("output \"{}\"", info.name); };
+    if (Status status = context.stagedOutputs[i].reserve(info.byteSize(), outputName); !status.ok()) return status;
     context.outputPointers[i] = context.stagedOutputs[i].data();
   }
   return Status();

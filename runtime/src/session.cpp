@@ -83,8 +83,8 @@ Status Session::setInput(std::string_view name, DType dtype, std::span<const int
     if (infos[i].name != name) continue;
     if (Status status = detail::checkInput(infos[i], model_->dims(), dtype, shape, data, bytes); !status.ok())
       return status;
-    if (Status status = inputs_[i].reserve(bytes, fmt::format("input \"{}\"", infos[i].name)); !status.ok())
-      return status;
+    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
+    if (Status status = inputs_[i].reserve(bytes, inputName); !status.ok()) return status;
     inputPointers_[i] = inputs_[i].data();
     if (bytes) std::memcpy(inputs_[i].data(), data, bytes);
     inputShapes_[i].assign(shape.begin(), shape.end());
@@ -115,9 +115,8 @@ Status Session::run() {
   if (model_->dynamicProgram())
     for (size_t i = 0; i < outputs_.size(); ++i) {
       const TensorInfo &output = program.value()->outputs[i];
-      if (Status status = outputs_[i].reserve(output.byteSize(), fmt::format("output \"{}\"", output.name));
-          !status.ok())
-        return status;
+      auto outputName = [&] { return fmt::format("output \"{}\"", output.name); };
+      if (Status status = outputs_[i].reserve(output.byteSize(), outputName); !status.ok()) return status;
       outputPointers_[i] = outputs_[i].data();
     }
   return executor_->run(inputPointers_, outputPointers_);

@@ -166,7 +166,8 @@ TEST(CApi, DynamicModelDimsAndShapes) {
     const ein_input_t inputs[3] = {{"x", EIN_DTYPE_F32, shape, 2, values.data(), values.size() * 4},
                                    {"z", EIN_DTYPE_F32, shape, 2, values.data(), values.size() * 4},
                                    {"pad", EIN_DTYPE_F32, padded, 1, padValues.data(), padValues.size() * 4}};
-    const ein_output_buffer_t outputs[2] = {{"y", out.data(), out.size() * 4}, {"head", headOut.data(), headOut.size() * 4}};
+    const ein_output_buffer_t outputs[2] = {{"y", out.data(), out.size() * 4},
+                                            {"head", headOut.data(), headOut.size() * 4}};
     expectOk(ein_runner_run(runner, inputs, 3, outputs, 2));
     EXPECT_EQ(out, std::vector<float>(values.size(), 3.0f));
     EXPECT_EQ(headOut, std::vector<float>(static_cast<size_t>(t), 7.0f));

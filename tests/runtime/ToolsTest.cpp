@@ -282,7 +282,8 @@ TEST_F(ToolsTest, InspectShowsDimsAndShapesByTheirNames) {
   result = einInspect(dynamic + " --json");
   ASSERT_EQ(result.exitCode, 0) << result.err;
   nlohmann::json json = nlohmann::json::parse(result.out);
-  EXPECT_EQ(json["dims"], nlohmann::json::parse(R"([{"name": "b", "min": 1, "max": 3}, {"name": "t", "min": 1, "max": 6}])"));
+  EXPECT_EQ(json["dims"],
+            nlohmann::json::parse(R"([{"name": "b", "min": 1, "max": 3}, {"name": "t", "min": 1, "max": 6}])"));
   EXPECT_EQ(json["inputs"][0]["shape"], nlohmann::json({-1, -1}));
   EXPECT_EQ(json["inputs"][0]["dims"], nlohmann::json({"b", "t"}));
   EXPECT_EQ(json["sizes_at"], "dims' maxima");

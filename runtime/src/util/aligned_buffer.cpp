@@ -23,8 +23,7 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes, std::string_view w
   return buffer;
 }
 
-Status AlignedBuffer::reserve(size_t bytes, std::string_view what) {
-  if (block_ && bytes <= size_) return Status();
+Status AlignedBuffer::replaceWith(size_t bytes, std::string_view what) {
   StatusOr<AlignedBuffer> grown = allocate(bytes, what);
   if (!grown.ok()) return grown.status();
   *this = std::move(grown).value();
