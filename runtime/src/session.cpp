@@ -140,6 +140,11 @@ StatusOr<TensorRef> Session::output(size_t index) const {
   const std::vector<TensorInfo> &infos = program->outputs;
   if (index >= infos.size())
     return Status(StatusCode::OutOfRange, fmt::format("output {} does not exist (the model has {})", index, infos.size()));
+  // A run at new dims that could not grow this buffer failed: there is no
+  // output of that size to give.
+  if (outputs_[index].size() < infos[index].byteSize())
+    return Status(StatusCode::ResourceExhausted,
+                  fmt::format("output \"{}\" has no value: the last run could not allocate it", infos[index].name));
   return TensorRef{infos[index].dtype, infos[index].shape, outputs_[index].data(), infos[index].byteSize()};
 }
 
