@@ -31,13 +31,13 @@ inline void runWithZeros(const Model &model, Session &session, const std::vector
   (void)session.run();
 }
 
-// The bytes of inputs of `shapes`, or UINT64_MAX past the limit.
-inline uint64_t inputBytes(const Model &model, const std::vector<std::vector<int64_t>> &shapes) {
+// The bytes of tensors `infos` at `shapes`, capped just past the limit.
+inline uint64_t bytesAt(const std::vector<TensorInfo> &infos, const std::vector<std::vector<int64_t>> &shapes) {
   uint64_t total = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    uint64_t bytes = dtypeSize(model.inputs()[i].dtype);
+    uint64_t bytes = dtypeSize(infos[i].dtype);
     for (int64_t size : shapes[i])
-      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(size), &bytes)) return UINT64_MAX;
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(size), &bytes)) return kMaxRunBytes + 1;
     total += std::min(bytes, kMaxRunBytes + 1);
   }
   return total;
@@ -59,7 +59,9 @@ inline void loadAndRun(const uint8_t *data, size_t size) {
     }
   }
   uint64_t bytes = loaded.arenaBytes();
-  for (const TensorInfo &info : loaded.outputs()) bytes += info.byteSize();  // 0 when dynamic
+  // 0 for a dynamic shape: the sessions' buffers then grow per run.
+  for (const TensorInfo &info : loaded.inputs()) bytes += info.byteSize();
+  for (const TensorInfo &info : loaded.outputs()) bytes += info.byteSize();
   if (bytes > kMaxRunBytes) return;
   SessionOptions options;
   options.threads = 2;  // the threaded paths too
@@ -68,7 +70,11 @@ inline void loadAndRun(const uint8_t *data, size_t size) {
   for (const std::vector<int64_t> &dims : dimValues) {
     auto shapes = loaded.inputShapes(dims);
     if (!shapes.ok()) return;  // an expression without a value at these dims
-    if (inputBytes(loaded, shapes.value()) > kMaxRunBytes) return;
+    uint64_t runBytes = bytesAt(loaded.inputs(), shapes.value());
+    // Outputs have no shape where a check fails: that run fails before allocating them.
+    if (auto outputShapes = loaded.outputShapes(shapes.value()); outputShapes.ok())
+      runBytes += bytesAt(loaded.outputs(), outputShapes.value());
+    if (runBytes > kMaxRunBytes) return;
     runWithZeros(loaded, *session.value(), shapes.value());
   }
 }

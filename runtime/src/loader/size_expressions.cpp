@@ -1,13 +1,13 @@
 #include "loader/size_expressions.hpp"
 
 #include <fmt/format.h>
-#include <flatbuffers/minireflect.h>
 
 #include <array>
 #include <cstring>
 #include <set>
 
 #include "util/limits.hpp"
+#include "util/status_macros.hpp"
 
 namespace ein::detail {
 namespace {
@@ -128,11 +128,15 @@ StatusOr<std::vector<SizeOp>> decodeExpression(const fb::SizeExpression *in, siz
   std::vector<SizeOp> ops;
   size_t depth = 0;
   for (size_t i = 0; i < length; ++i) {
-    const fb::SizeOp *encoded = in->ops()->Get(static_cast<flatbuffers::uoffset_t>(i));
-    const auto opcode = static_cast<uint8_t>(encoded->opcode());
+    // Copied out: a struct vector's elements may be misaligned (the
+    // verifier checks only its length's alignment).
+    fb::SizeOp encoded;
+    std::memcpy(&encoded, reinterpret_cast<const uint8_t *>(in->ops()->Data()) + i * sizeof(fb::SizeOp),
+                sizeof encoded);
+    const auto opcode = static_cast<uint8_t>(encoded.opcode());
     if (opcode > static_cast<uint8_t>(fb::SizeOpcode::MAX))
       return invalid(fmt::format("op {} has unknown opcode {}", i, opcode));
-    SizeOp op{static_cast<SizeOpcode>(opcode), encoded->operand()};
+    SizeOp op{static_cast<SizeOpcode>(opcode), encoded.operand()};
     if (op.opcode == SizeOpcode::Dim && (op.operand < 0 || static_cast<uint64_t>(op.operand) >= dimCount))
       return invalid(fmt::format("op {} reads dim {}, but the model has {} dims", i, op.operand, dimCount));
     if (pushes(op.opcode)) {
@@ -142,7 +146,7 @@ StatusOr<std::vector<SizeOp>> decodeExpression(const fb::SizeExpression *in, siz
     } else {
       if (depth < 2)
         return invalid(fmt::format("op {} ({}) needs two values, but the stack holds {}", i,
-                                   fb::EnumNameSizeOpcode(encoded->opcode()), depth));
+                                   fb::EnumNameSizeOpcode(encoded.opcode()), depth));
       --depth;
     }
     ops.push_back(op);
@@ -193,32 +197,71 @@ StatusOr<SizeCheck> decodeCheck(const fb::Check &in, size_t expressionCount, siz
   return check;
 }
 
-// Visits every long field; the Field callback names the field the next
-// value belongs to.
-class ReferenceVisitor final : public flatbuffers::IterationVisitor {
- public:
-  explicit ReferenceVisitor(size_t expressionCount) : expressionCount_(expressionCount) {}
+// The long fields that are not (size) fields (see the schema).
+bool isSizeField(const char *name) {
+  return std::strcmp(name, "upper_bound") != 0 && std::strcmp(name, "min") != 0 && std::strcmp(name, "max") != 0 &&
+         std::strcmp(name, "operand") != 0;
+}
 
-  void Field(size_t, size_t, flatbuffers::ElementaryType, bool, const flatbuffers::TypeTable *, const char *name,
-             const uint8_t *) override {
-    field_ = name ? name : "";
-  }
-  void Long(int64_t value) override {
-    if (!status_.ok() || value >= 0 || !isSizeField(field_)) return;
-    status_ = checkReference(value, expressionCount_, fmt::format("field {} ({})", field_, value));
-  }
-  const Status &status() const { return status_; }
+int64_t readLong(const uint8_t *at) {
+  int64_t value;
+  std::memcpy(&value, at, sizeof value);  // vector elements may be misaligned (the verifier checks only the length)
+  return flatbuffers::EndianScalar(value);
+}
 
- private:
-  // The long fields that are not (size) fields (see the schema).
-  static bool isSizeField(const std::string &name) {
-    return name != "upper_bound" && name != "min" && name != "max" && name != "operand";
-  }
+const uint8_t *follow(const uint8_t *offset) { return offset + flatbuffers::ReadScalar<flatbuffers::uoffset_t>(offset); }
 
-  size_t expressionCount_;
-  std::string field_;
-  Status status_;
-};
+// Checks every (size) field of a verified table and of the tables below it,
+// guided by the schema's mini-reflection tables (--reflect-names): a generic
+// walk, so a kernel added to the schema is covered without code here.
+// Structs are skipped: the only one, SizeOp, holds no (size) field.
+Status checkTableReferences(const flatbuffers::Table &table, const flatbuffers::TypeTable &type,
+                            size_t expressionCount) {
+  for (size_t i = 0; i < type.num_elems; ++i) {
+    const uint8_t *field = table.GetAddressOf(flatbuffers::FieldIndexToOffset(static_cast<flatbuffers::voffset_t>(i)));
+    if (!field) continue;
+    const flatbuffers::TypeCode code = type.type_codes[i];
+    const flatbuffers::TypeTable *ref = code.sequence_ref >= 0 ? type.type_refs[code.sequence_ref]() : nullptr;
+    const uint8_t *elements = nullptr;
+    flatbuffers::uoffset_t count = 1;
+    if (code.is_repeating) {
+      const uint8_t *vector = follow(field);
+      count = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(vector);
+      elements = vector + sizeof(flatbuffers::uoffset_t);
+    }
+    if (code.base_type == flatbuffers::ET_LONG) {
+      if (!isSizeField(type.names[i])) continue;
+      for (flatbuffers::uoffset_t j = 0; j < count; ++j) {
+        const int64_t value = readLong(code.is_repeating ? elements + j * sizeof(int64_t) : field);
+        if (Status status = checkReference(value, expressionCount, fmt::format("field {} ({})", type.names[i], value));
+            !status.ok())
+          return status;
+      }
+      continue;
+    }
+    if (code.base_type != flatbuffers::ET_SEQUENCE || !ref) continue;
+    if (ref->st == flatbuffers::ST_UNION) {
+      // The member's type is the field before it; an unknown one is the
+      // step decoder's to refuse.
+      const uint8_t *tag =
+          i > 0 ? table.GetAddressOf(flatbuffers::FieldIndexToOffset(static_cast<flatbuffers::voffset_t>(i - 1)))
+                : nullptr;
+      const size_t member = tag ? *tag : 0;
+      if (member == 0 || member >= ref->num_elems || ref->type_codes[member].sequence_ref < 0) continue;
+      const flatbuffers::TypeTable *memberType = ref->type_refs[ref->type_codes[member].sequence_ref]();
+      EIN_RETURN_IF_ERROR(checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(follow(field)),
+                                               *memberType, expressionCount));
+      continue;
+    }
+    if (ref->st != flatbuffers::ST_TABLE) continue;
+    for (flatbuffers::uoffset_t j = 0; j < count; ++j) {
+      const uint8_t *child = follow(code.is_repeating ? elements + j * sizeof(flatbuffers::uoffset_t) : field);
+      EIN_RETURN_IF_ERROR(
+          checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(child), *ref, expressionCount));
+    }
+  }
+  return Status();
+}
 
 }  // namespace
 
@@ -350,9 +393,8 @@ StatusOr<int64_t> SizeResolver::operator()(int64_t field, const char *what) cons
 }
 
 Status checkSizeReferences(const fb::Model &model, size_t expressionCount) {
-  ReferenceVisitor visitor(expressionCount);
-  flatbuffers::IterateObject(reinterpret_cast<const uint8_t *>(&model), fb::ModelTypeTable(), &visitor);
-  return visitor.status();
+  return checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(&model), *fb::ModelTypeTable(),
+                              expressionCount);
 }
 
 }  // namespace ein::detail

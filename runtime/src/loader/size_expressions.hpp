@@ -94,8 +94,9 @@ class SizeResolver {
 };
 
 // Checks that every negative (size) field of `model` refers to one of its
-// `expressionCount` expressions. It walks every long field of the artifact,
-// all of which are (size) fields except those named in kNotSizeFields.
+// `expressionCount` expressions. It walks every long field of the verified
+// artifact, all of which are (size) fields except Binding.upper_bound,
+// Dim.min, Dim.max and SizeOp.operand.
 Status checkSizeReferences(const schema::Model &model, size_t expressionCount);
 
 }  // namespace ein::detail
