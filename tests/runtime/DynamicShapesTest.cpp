@@ -278,6 +278,32 @@ TEST(DynamicShapes, GemmWeightsArePackedOnceAtLoad) {
   EXPECT_TRUE(model->program().dynamicBase);
 }
 
+// A gemm whose weight view moves with the dims (b's offset is t) reads the
+// weights at each run's offset: nothing is packed at load for it.
+TEST(DynamicShapes, GemmWeightsThatMoveWithTheDimsAreNotPacked) {
+  auto session = doublingSession(1, 8, [](ArtifactBuilder &a) {
+    std::vector<float> w(30);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
+    const uint32_t weights = a.weightsF32({30}, w, "w");
+    const int64_t t = a.sizeField(dimSize(0));
+    const uint32_t g = a.output("g", fb::DType::F32, {t, 3});
+    a.gemm({{}, t, 3, 3, ViewSpec{a.inputs[0].tensor, 0, {3, 1}}, ViewSpec{weights, t, {3, 1}},
+            ViewSpec{g, 0, {3, 1}}});
+  });
+  ASSERT_TRUE(session);
+  EXPECT_TRUE(session->model().program().packed.empty());
+  for (int64_t t : {4, 2}) {
+    ASSERT_TRUE(runDoublingAt(*session, t).ok());
+    auto g = session->output("g");
+    ASSERT_TRUE(g.ok());
+    // x is 1.5 everywhere: g[i, j] = 1.5 * sum_k w[t + 3k + j] = 1.5 * (3t + 9 + 3j).
+    std::vector<float> want;
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < 3; ++j) want.push_back(1.5f * static_cast<float>(3 * t + 9 + 3 * j));
+    EXPECT_EQ(valuesOf<float>(g.value()), want) << "t = " << t;
+  }
+}
+
 // Malformed dims, expressions and references: refused at load.
 TEST(DynamicShapes, MalformedExpressionsAreRefusedAtLoad) {
   using Op = fb::SizeOp;
