@@ -258,8 +258,19 @@ TEST(DynamicShapes, SameShapesReuseTheInstantiation) {
   EXPECT_EQ(Peer::instantiations(*session), 1u);
   ASSERT_TRUE(runDoublingAt(*session, 5).ok());
   EXPECT_EQ(Peer::instantiations(*session), 2u);
-  ASSERT_TRUE(runDoublingAt(*session, 4).ok());
-  EXPECT_EQ(Peer::instantiations(*session), 3u);
+  // Recent shapes keep their instantiation (up to four), the least recently
+  // used one goes first.
+  for (int64_t t : {4, 1, 2}) ASSERT_TRUE(runDoublingAt(*session, t).ok());
+  EXPECT_EQ(Peer::instantiations(*session), 4u);
+  ASSERT_TRUE(runDoublingAt(*session, 3).ok());  // replaces t = 5's
+  EXPECT_EQ(Peer::instantiations(*session), 5u);
+  for (int64_t t : {4, 1, 2, 3}) ASSERT_TRUE(runDoublingAt(*session, t).ok());
+  EXPECT_EQ(Peer::instantiations(*session), 5u);
+  ASSERT_TRUE(runDoublingAt(*session, 5).ok());
+  EXPECT_EQ(Peer::instantiations(*session), 6u);
+  auto y = session->output("y");
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(valuesOf<float>(y.value()), std::vector<float>(15, 3.25f));
   // A static model never instantiates.
   auto fixed = Session::create(load(doublingArtifact()));
   ASSERT_TRUE(fixed.ok());

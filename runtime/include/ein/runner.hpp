@@ -7,8 +7,8 @@
 // and a run allocates nothing once the pool has grown (except the outputs
 // the returning overload of run() makes for the caller). A model with dims
 // runs each call at its inputs' shapes: a context keeps the program
-// instantiated at the dims of its last call and re-instantiates (decodes
-// and verifies the steps again) only when a call brings other dims; its
+// instantiated at the dims of its last four distinct calls and instantiates
+// (decodes and verifies the steps again) only for other dims; its
 // staging buffers and kernel scratch grow to the largest call it has served,
 // the arena never (it is planned for the dims' maxima). On the CPU the
 // weights (and their prepacked copies) live in the Model and are shared by

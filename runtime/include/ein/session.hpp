@@ -95,8 +95,9 @@ class Session {
 
   // Runs every step; every input must have been set, by this thread (they
   // stay set across runs). A model with dims reads them from the input
-  // shapes; new dims re-instantiate its program (the same dims as the last
-  // run reuse it), and output buffers grow to the largest outputs so far.
+  // shapes; new dims instantiate its program (the same dims as one of the
+  // last four distinct ones reuse theirs), and output buffers grow to the
+  // largest outputs so far.
   Status run();
 
   size_t outputCount() const;
