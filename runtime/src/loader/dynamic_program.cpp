@@ -59,55 +59,72 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
                                                                      Program &base) {
   EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
   std::unique_ptr<DynamicProgram> dynamic(new DynamicProgram(model, std::move(sizes), base));
-  const SizeProgram &shapes = dynamic->sizes_;
-
-  // The program at the dims' maxima, the sizes the arena is planned for: its
-  // tensors and bindings must verify there. Its steps may not (a check may
-  // exclude the maxima); when they do, they give the steps ein-inspect shows
-  // and the gemm weights packed once for every run.
-  std::vector<int64_t> maxima;
-  for (const DimInfo &dim : shapes.dims()) maxima.push_back(dim.max);
-  const std::string atMaxima = fmt::format("at the dims' maxima ({})", dimsAt(shapes, maxima));
-  StatusOr<std::vector<int64_t>> values = shapes.evaluate(maxima);
-  if (!values.ok()) return invalid(fmt::format("{}: {}", atMaxima, values.status().message()));
-  std::unique_ptr<Program> probe = copyFixedParts(base);
-  const SizeResolver resolve(values.value());
-  if (Status status = decodeTensors(model, resolve, ArenaClaim::JustifiedByTheseSizes, *probe); !status.ok())
-    return invalid(fmt::format("{}: {}", atMaxima, status.message()));
-
-  for (size_t id = 0; id < probe->tensors.size(); ++id) {
-    if (probe->tensors[id].storage != Storage::Weights) continue;
-    for (int64_t field : shapeFields(model, static_cast<uint32_t>(id)))
-      if (shapes.dependsOnDims(field))
-        return invalid(fmt::format("tensor {}: a weight tensor's shape depends on the dims ({})", id,
-                                   shapes.text(field)));
-  }
-  for (uint32_t tensor : probe->inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
-  for (uint32_t tensor : probe->outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
-  EIN_RETURN_IF_ERROR(dynamic->findDimSources(*probe));
+  StatusOr<MaximaProbe> probe = dynamic->decodeAtMaxima();
+  if (!probe.ok()) return probe.status();
+  Program &atMaxima = *probe->program;
+  EIN_RETURN_IF_ERROR(dynamic->checkWeightsAreFixed(atMaxima));
+  for (uint32_t tensor : atMaxima.inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
+  for (uint32_t tensor : atMaxima.outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
+  EIN_RETURN_IF_ERROR(dynamic->findDimSources(atMaxima));
 
   base.dynamicBase = true;
-  base.inputs = probe->inputs;
-  base.outputs = probe->outputs;
-  base.params = probe->params;
-  base.inputTensors = probe->inputTensors;
-  base.outputTensors = probe->outputTensors;
-  showDims(shapes, dynamic->inputFields_, base.inputs);
-  showDims(shapes, dynamic->outputFields_, base.outputs);
-
-  const size_t stepCount = model.steps() ? model.steps()->size() : 0;
-  dynamic->packedByStep_.assign(stepCount, -1);
-  if (decodeSteps(model, resolve, *probe).ok()) {
-    std::vector<bool> fixedWeights(stepCount);
-    for (size_t s = 0; s < stepCount; ++s)
-      fixedWeights[s] = weightOperandIsFixed(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), shapes);
-    cpu::prepackGemmWeights(*probe, &fixedWeights);
-    for (size_t s = 0; s < stepCount; ++s)
-      if (const auto *gemm = std::get_if<Gemm>(&probe->steps[s].kernel)) dynamic->packedByStep_[s] = gemm->packedB;
-    base.packed = std::move(probe->packed);
-    base.stepInfos = std::move(probe->stepInfos);
-  }
+  base.inputs = atMaxima.inputs;
+  base.outputs = atMaxima.outputs;
+  base.params = atMaxima.params;
+  base.inputTensors = atMaxima.inputTensors;
+  base.outputTensors = atMaxima.outputTensors;
+  showDims(dynamic->sizes_, dynamic->inputFields_, base.inputs);
+  showDims(dynamic->sizes_, dynamic->outputFields_, base.outputs);
+  dynamic->packWeightsAtMaxima(probe.value(), base);
   return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
+}
+
+// The program at the dims' maxima, the sizes the arena is planned for: its
+// tensors and bindings must verify there (its steps are decoded later, by
+// packWeightsAtMaxima).
+StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtMaxima() const {
+  MaximaProbe probe;
+  std::vector<int64_t> maxima;
+  for (const DimInfo &dim : sizes_.dims()) maxima.push_back(dim.max);
+  const std::string where = fmt::format("at the dims' maxima ({})", dimsAt(sizes_, maxima));
+  StatusOr<std::vector<int64_t>> values = sizes_.evaluate(maxima);
+  if (!values.ok()) return invalid(fmt::format("{}: {}", where, values.status().message()));
+  probe.values = std::move(values).value();
+  probe.program = copyFixedParts(base_);
+  if (Status status =
+          decodeTensors(model_, SizeResolver(probe.values), ArenaClaim::JustifiedByTheseSizes, *probe.program);
+      !status.ok())
+    return invalid(fmt::format("{}: {}", where, status.message()));
+  return probe;
+}
+
+// Weights are stored once: their shapes are the same at every dim value.
+Status DynamicProgram::checkWeightsAreFixed(const Program &atMaxima) const {
+  for (size_t id = 0; id < atMaxima.tensors.size(); ++id) {
+    if (atMaxima.tensors[id].storage != Storage::Weights) continue;
+    for (int64_t field : shapeFields(model_, static_cast<uint32_t>(id)))
+      if (sizes_.dependsOnDims(field))
+        return invalid(fmt::format("tensor {}: a weight tensor's shape depends on the dims ({})", id,
+                                   sizes_.text(field)));
+  }
+  return Status();
+}
+
+// The steps at the maxima, when they verify there (a check may exclude the
+// maxima), give the steps ein-inspect shows and the gemm weights packed once
+// for every run: those of gemms whose weight view no dim changes.
+void DynamicProgram::packWeightsAtMaxima(MaximaProbe &probe, Program &base) {
+  const size_t stepCount = model_.steps() ? model_.steps()->size() : 0;
+  packedByStep_.assign(stepCount, -1);
+  if (!decodeSteps(model_, SizeResolver(probe.values), *probe.program).ok()) return;
+  std::vector<bool> fixedWeights(stepCount);
+  for (size_t s = 0; s < stepCount; ++s)
+    fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
+  cpu::prepackGemmWeights(*probe.program, &fixedWeights);
+  for (size_t s = 0; s < stepCount; ++s)
+    if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
+  base.packed = std::move(probe.program->packed);
+  base.stepInfos = std::move(probe.program->stepInfos);
 }
 
 Status DynamicProgram::findDimSources(const Program &probe) {

@@ -62,8 +62,17 @@ class DynamicProgram {
     size_t input = 0, axis = 0;
   };
 
+  // The program decoded at the dims' maxima, and the expressions' values there.
+  struct MaximaProbe {
+    std::unique_ptr<Program> program;
+    std::vector<int64_t> values;
+  };
+
   DynamicProgram(const schema::Model &model, SizeProgram sizes, const Program &base)
       : model_(model), sizes_(std::move(sizes)), base_(base) {}
+  StatusOr<MaximaProbe> decodeAtMaxima() const;
+  Status checkWeightsAreFixed(const Program &atMaxima) const;
+  void packWeightsAtMaxima(MaximaProbe &probe, Program &base);
   Status findDimSources(const Program &probe);
   Status checkInputAxes(InputShapes shapes, const DimBinding &binding) const;
   static std::vector<std::vector<int64_t>> shapesAt(const std::vector<std::vector<int64_t>> &fields,
