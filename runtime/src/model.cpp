@@ -24,13 +24,13 @@ struct Decoded {
 // A model without dims: its one program, decoded at load (size expressions,
 // if any, are constants evaluated here).
 Status decodeStatic(const schema::Model &model, const detail::SizeProgram &sizes, detail::Program &program) {
-  StatusOr<std::vector<int64_t>> values = sizes.evaluate({});
-  if (!values.ok()) return Status(StatusCode::InvalidArtifact, values.status().message());
-  if (Status status = sizes.check({}, values.value()); !status.ok())
-    return Status(StatusCode::InvalidArtifact, status.message());
+  const detail::SizeProgram::Values values = sizes.valuesAt({});
+  if (Status status = sizes.check({}, values); !status.ok()) return Status(StatusCode::InvalidArtifact, status.message());
+  if (!values.missing.empty())
+    return Status(StatusCode::InvalidArtifact, sizes.noValue(values.missing.front(), {}).message());
   if (sizes.expressionCount() > 0)
     if (Status status = detail::checkSizeReferences(model, sizes.expressionCount()); !status.ok()) return status;
-  const detail::SizeResolver resolve(values.value());
+  const detail::SizeResolver resolve(values.values);
   if (Status status = detail::decodeTensors(model, resolve, detail::ArenaClaim::JustifiedByTheseSizes, program);
       !status.ok())
     return status;

@@ -243,6 +243,9 @@ TEST(DynamicShapes, FailingCheckNamesItsLocationAndValues) {
   EXPECT_TRUE(runDoublingAt(*session, 5).ok());
   expectError(runDoublingAt(*session, 6), StatusCode::InvalidArgument,
               "test.ein:3:5: pad[:t + 1] needs t + 1 <= 6, but 7 > 6 (t = 6)");
+  // A size that has no value where the check fails (5 - t at t = 6): the check says why.
+  expectFreshRunFails(6, "test.ein:3:5: pad[:t + 1] needs t + 1 <= 6, but 7 > 6 (t = 6)",
+                      [](ArtifactBuilder &a) { a.sizeField(5 - dimSize(0)); });
   expectFreshRunFails(3, "test.ein:9:1: (p 4) splits t * 2, but 4 does not divide 6 (t = 3)", [](ArtifactBuilder &a) {
     a.checks.push_back({fb::CheckKind::Divides, 4, a.sizeField(dimSize(0) * 2), "test.ein:9:1", "(p 4) splits t * 2"});
   });

@@ -87,13 +87,16 @@ StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtMaxima() const {
   std::vector<int64_t> maxima;
   for (const DimInfo &dim : sizes_.dims()) maxima.push_back(dim.max);
   const std::string where = fmt::format("at the dims' maxima ({})", dimsAt(sizes_, maxima));
-  StatusOr<std::vector<int64_t>> values = sizes_.evaluate(maxima);
-  if (!values.ok()) return invalid(fmt::format("{}: {}", where, values.status().message()));
-  probe.values = std::move(values).value();
+  // A size may have no value at the maxima (a check excludes them, e.g. a
+  // slice end past its rows): it reads as 0 here, and the arena's claim is
+  // then not held to these sizes.
+  SizeProgram::Values values = sizes_.valuesAt(maxima);
+  for (size_t missing : values.missing) values.values[missing] = 0;
+  const ArenaClaim arena =
+      values.missing.empty() ? ArenaClaim::JustifiedByTheseSizes : ArenaClaim::PlannedForOtherSizes;
+  probe.values = std::move(values.values);
   probe.program = copyFixedParts(base_);
-  if (Status status =
-          decodeTensors(model_, SizeResolver(probe.values), ArenaClaim::JustifiedByTheseSizes, *probe.program);
-      !status.ok())
+  if (Status status = decodeTensors(model_, SizeResolver(probe.values), arena, *probe.program); !status.ok())
     return invalid(fmt::format("{}: {}", where, status.message()));
   return probe;
 }
@@ -166,25 +169,29 @@ StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
                                   base_.inputs[dimSources_[d].input].name, dimSources_[d].axis, binding.dims[d],
                                   dim.name, dim.min, dim.max));
   }
-  EIN_ASSIGN_OR_RETURN(binding.values, sizes_.evaluate(binding.dims));
-  EIN_RETURN_IF_ERROR(checkInputAxes(shapes, binding));
-  EIN_RETURN_IF_ERROR(sizes_.check(binding.dims, binding.values));
+  // Inputs that disagree, then the model's checks, before any size without a
+  // value: the compiler's checks are what exclude such dims, and say why.
+  SizeProgram::Values values = sizes_.valuesAt(binding.dims);
+  EIN_RETURN_IF_ERROR(checkInputAxes(shapes, binding.dims, values));
+  EIN_RETURN_IF_ERROR(sizes_.check(binding.dims, values));
+  if (!values.missing.empty()) return sizes_.noValue(values.missing.front(), binding.dims);
+  binding.values = std::move(values.values);
   return binding;
 }
 
-Status DynamicProgram::checkInputAxes(InputShapes shapes, const DimBinding &binding) const {
-  const SizeResolver resolve(binding.values);
+Status DynamicProgram::checkInputAxes(InputShapes shapes, std::span<const int64_t> dims,
+                                      const SizeProgram::Values &values) const {
   for (size_t input = 0; input < shapes.size(); ++input)
     for (size_t axis = 0; axis < shapes[input].size(); ++axis) {
-      EIN_ASSIGN_OR_RETURN(int64_t expected, resolve(inputFields_[input][axis], "an input axis"));
+      EIN_ASSIGN_OR_RETURN(int64_t expected, sizes_.valueOf(inputFields_[input][axis], dims, values));
       if (shapes[input][axis] != expected)
-        return badInput(axisMismatch(input, axis, shapes[input][axis], expected, binding));
+        return badInput(axisMismatch(input, axis, shapes[input][axis], expected, dims));
     }
   return Status();
 }
 
 std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected,
-                                         const DimBinding &binding) const {
+                                         std::span<const int64_t> dims) const {
   const int64_t field = inputFields_[input][axis];
   const std::string head = fmt::format("input \"{}\" axis {} is {}", base_.inputs[input].name, axis, given);
   if (std::optional<size_t> dim = sizes_.bareDim(field)) {
@@ -194,7 +201,7 @@ std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t give
   }
   if (sizes_.dependsOnDims(field))
     return fmt::format("{}, but {} = {} ({})", head, sizes_.text(field), expected,
-                       sizes_.dimsText({field}, binding.dims));
+                       sizes_.dimsText({field}, dims));
   return fmt::format("{}, but the model expects {}", head, expected);
 }
 
@@ -212,20 +219,23 @@ StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBi
   return std::unique_ptr<const Program>(std::move(program));
 }
 
-std::vector<std::vector<int64_t>> DynamicProgram::shapesAt(const std::vector<std::vector<int64_t>> &fields,
-                                                           const DimBinding &binding) {
-  const SizeResolver resolve(binding.values);
+StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::shapesAt(const std::vector<std::vector<int64_t>> &fields,
+                                                                     std::span<const int64_t> dims,
+                                                                     const SizeProgram::Values &values) const {
   std::vector<std::vector<int64_t>> shapes;
   for (const std::vector<int64_t> &tensorFields : fields) {
     std::vector<int64_t> &shape = shapes.emplace_back();
-    // References were verified at load, so resolving cannot fail.
-    for (int64_t field : tensorFields) shape.push_back(resolve(field, "an axis").value());
+    for (int64_t field : tensorFields) {
+      EIN_ASSIGN_OR_RETURN(int64_t size, sizes_.valueOf(field, dims, values));
+      shape.push_back(size);
+    }
   }
   return shapes;
 }
 
 std::vector<std::vector<int64_t>> DynamicProgram::outputShapes(const DimBinding &binding) const {
-  return shapesAt(outputFields_, binding);
+  // A binding has every size's value, so this cannot fail.
+  return shapesAt(outputFields_, binding.dims, SizeProgram::Values{binding.values, {}}).value();
 }
 
 StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::inputShapes(std::span<const int64_t> dims) const {
@@ -236,9 +246,7 @@ StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::inputShapes(std::spa
     if (dims[d] < ranges[d].min || dims[d] > ranges[d].max)
       return badInput(fmt::format("{} = {}, but dim {} ranges over {}..{}", ranges[d].name, dims[d], ranges[d].name,
                                   ranges[d].min, ranges[d].max));
-  DimBinding binding{std::vector<int64_t>(dims.begin(), dims.end()), {}};
-  EIN_ASSIGN_OR_RETURN(binding.values, sizes_.evaluate(binding.dims));
-  return shapesAt(inputFields_, binding);
+  return shapesAt(inputFields_, dims, sizes_.valuesAt(dims));
 }
 
 }  // namespace ein::detail

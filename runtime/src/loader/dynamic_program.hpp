@@ -74,10 +74,12 @@ class DynamicProgram {
   Status checkWeightsAreFixed(const Program &atMaxima) const;
   void packWeightsAtMaxima(MaximaProbe &probe, Program &base);
   Status findDimSources(const Program &probe);
-  Status checkInputAxes(InputShapes shapes, const DimBinding &binding) const;
-  static std::vector<std::vector<int64_t>> shapesAt(const std::vector<std::vector<int64_t>> &fields,
-                                                    const DimBinding &binding);
-  std::string axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected, const DimBinding &binding) const;
+  Status checkInputAxes(InputShapes shapes, std::span<const int64_t> dims, const SizeProgram::Values &values) const;
+  StatusOr<std::vector<std::vector<int64_t>>> shapesAt(const std::vector<std::vector<int64_t>> &fields,
+                                                       std::span<const int64_t> dims,
+                                                       const SizeProgram::Values &values) const;
+  std::string axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected,
+                           std::span<const int64_t> dims) const;
 
   const schema::Model &model_;
   SizeProgram sizes_;

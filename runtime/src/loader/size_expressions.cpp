@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <set>
@@ -288,25 +289,44 @@ StatusOr<SizeProgram> SizeProgram::decode(const fb::Model &model) {
   return program;
 }
 
-StatusOr<std::vector<int64_t>> SizeProgram::evaluate(std::span<const int64_t> dimValues) const {
-  std::vector<int64_t> values(expressions_.size());
-  for (size_t i = 0; i < expressions_.size(); ++i) {
-    const Failure failure = run(expressions_[i], dimValues, values[i]);
-    if (failure == Failure::None) continue;
-    const int64_t field = -1 - static_cast<int64_t>(i);
-    std::string value = failure == Failure::NegativeResult ? fmt::format(" ({})", values[i]) : "";
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("size {} {}{} at {}", text(field), failureText(failure), value,
-                              dimsText({field}, dimValues)));
-  }
+SizeProgram::Values SizeProgram::valuesAt(std::span<const int64_t> dimValues) const {
+  Values values;
+  values.values.resize(expressions_.size());
+  for (size_t i = 0; i < expressions_.size(); ++i)
+    if (run(expressions_[i], dimValues, values.values[i]) != Failure::None) values.missing.push_back(i);
   return values;
 }
 
-Status SizeProgram::check(std::span<const int64_t> dimValues, std::span<const int64_t> values) const {
-  SizeResolver resolve(values);
+Status SizeProgram::noValue(size_t expression, std::span<const int64_t> dimValues) const {
+  int64_t value = 0;
+  const Failure failure = run(expressions_[expression], dimValues, value);
+  const int64_t field = -1 - static_cast<int64_t>(expression);
+  const std::string shown = failure == Failure::NegativeResult ? fmt::format(" ({})", value) : "";
+  return Status(StatusCode::InvalidArgument, fmt::format("size {} {}{} at {}", text(field), failureText(failure),
+                                                         shown, dimsText({field}, dimValues)));
+}
+
+StatusOr<int64_t> SizeProgram::valueOf(int64_t field, std::span<const int64_t> dimValues,
+                                       const Values &values) const {
+  if (field >= 0) return field;
+  const auto index = static_cast<size_t>(-1 - field);
+  if (std::binary_search(values.missing.begin(), values.missing.end(), index)) return noValue(index, dimValues);
+  // References were verified at load: the index is in range.
+  return values.values[index];
+}
+
+StatusOr<std::vector<int64_t>> SizeProgram::evaluate(std::span<const int64_t> dimValues) const {
+  Values values = valuesAt(dimValues);
+  if (!values.missing.empty()) return noValue(values.missing.front(), dimValues);
+  return std::move(values.values);
+}
+
+Status SizeProgram::check(std::span<const int64_t> dimValues, const Values &values) const {
   for (const SizeCheck &check : checks_) {
-    // References were verified at load, so these cannot fail.
-    const int64_t lhs = resolve(check.lhs, "lhs").value(), rhs = resolve(check.rhs, "rhs").value();
+    StatusOr<int64_t> lhsValue = valueOf(check.lhs, dimValues, values), rhsValue = valueOf(check.rhs, dimValues, values);
+    if (!lhsValue.ok()) return lhsValue.status();
+    if (!rhsValue.ok()) return rhsValue.status();
+    const int64_t lhs = lhsValue.value(), rhs = rhsValue.value();
     std::string broken;
     switch (check.kind) {
       case CheckKind::Equal:

@@ -50,13 +50,25 @@ class SizeProgram {
   size_t expressionCount() const { return expressions_.size(); }
   bool dynamic() const { return !dims_.empty(); }
 
-  // Every expression's value at `dimValues` (one per dim), in order: errors
-  // (InvalidArgument) for an overflow, a division by zero or a negative
-  // result, naming the expression and the dims.
+  // Every expression's value at some dim values, and the expressions that
+  // have none there (an overflow, a division by zero or a negative result),
+  // in increasing order.
+  struct Values {
+    std::vector<int64_t> values;
+    std::vector<size_t> missing;
+  };
+  Values valuesAt(std::span<const int64_t> dimValues) const;
+  // Why `expression` has no value at `dimValues` (InvalidArgument, naming the
+  // expression and the dims: "size t // (t - 3) divides by zero at t = 3").
+  Status noValue(size_t expression, std::span<const int64_t> dimValues) const;
+  // A (size) field's value, or why it has none.
+  StatusOr<int64_t> valueOf(int64_t field, std::span<const int64_t> dimValues, const Values &values) const;
+  // Every expression's value at `dimValues` (one per dim), in order, or the
+  // first one's noValue() error.
   StatusOr<std::vector<int64_t>> evaluate(std::span<const int64_t> dimValues) const;
-  // The checks at `dimValues`, whose expression values are `values`
-  // (evaluate()'s): "model.ein:3:5: t + 1 <= 197, but 300 > 197 (t = 299)".
-  Status check(std::span<const int64_t> dimValues, std::span<const int64_t> values) const;
+  // The checks at `dimValues`: "model.ein:3:5: t + 1 <= 197, but 300 > 197
+  // (t = 299)". A check whose sizes have no value fails with noValue().
+  Status check(std::span<const int64_t> dimValues, const Values &values) const;
 
   // A (size) field as text: "7", "t", "t + 1", "max(b, 2) * t".
   std::string text(int64_t field) const;
