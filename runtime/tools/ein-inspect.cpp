@@ -94,7 +94,10 @@ void printSummary(const ein::Model &model) {
   std::printf("memory: arena %llu bytes%s, weight segment %llu bytes\n",
               static_cast<unsigned long long>(model.arenaBytes()), dynamic ? " at the dims' maxima" : "",
               static_cast<unsigned long long>(model.weightsBytes()));
-  std::printf("steps: %zu%s\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "");
+  if (dynamic && model.steps().empty())
+    std::printf("steps: not shown (they do not verify at the dims' maxima, which a check excludes)\n");
+  else
+    std::printf("steps: %zu%s\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "");
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const ein::StepInfo &step = model.steps()[i];
     std::string details;

@@ -27,6 +27,11 @@ Status loadError(const std::vector<uint8_t> &artifact) {
   return model.ok() ? Status() : model.status();
 }
 
+void expectError(const Status &status, StatusCode code, const std::string &text) {
+  EXPECT_EQ(status.code(), code) << status.toString();
+  EXPECT_NE(status.message().find(text), std::string::npos) << status.message() << "\n  wanted: " << text;
+}
+
 // The inputs of dynamicEveryKernelArtifact at b x t, the same for the same seed.
 struct EveryKernelInputs {
   std::vector<int32_t> ids;
@@ -111,6 +116,25 @@ TEST(DynamicShapes, ModelShowsItsDimsAndTheShapesAsExpressions) {
             std::string::npos);
 }
 
+TEST(DynamicShapes, StaticModelAnswersTheSameQueries) {
+  auto model = load(doublingArtifact());
+  ASSERT_TRUE(model);
+  EXPECT_TRUE(model->dims().empty());
+  EXPECT_TRUE(model->inputs()[0].dims.empty());
+  std::vector<std::vector<int64_t>> inputs = {{2, 3}, {4}};
+  auto outputs = model->outputShapes(inputs);
+  ASSERT_TRUE(outputs.ok()) << outputs.status().toString();
+  EXPECT_EQ(outputs.value(), inputs);
+  auto atDims = model->inputShapes(std::vector<int64_t>{});
+  ASSERT_TRUE(atDims.ok());
+  EXPECT_EQ(atDims.value(), inputs);
+  inputs[0] = {3, 3};
+  expectError(model->outputShapes(inputs).status(), StatusCode::InvalidArgument,
+              "input \"x\" expects f32[2, 3], got f32[3, 3]");
+  expectError(model->inputShapes(std::vector<int64_t>{1}).status(), StatusCode::InvalidArgument,
+              "1 values given for the dims; the model has none");
+}
+
 TEST(DynamicShapes, ExpressionsReadAsInfixWithTheFewestParentheses) {
   auto artifact = dynamicDoublingArtifact(1, 8, [](ArtifactBuilder &a) {
     const Size t = dimSize(0);
@@ -151,11 +175,6 @@ std::unique_ptr<Session> doublingSession(int64_t min = 1, int64_t max = 8,
   auto session = Session::create(model);
   EXPECT_TRUE(session.ok()) << session.status().toString();
   return session.ok() ? std::move(session).value() : nullptr;
-}
-
-void expectError(const Status &status, StatusCode code, const std::string &text) {
-  EXPECT_EQ(status.code(), code) << status.toString();
-  EXPECT_NE(status.message().find(text), std::string::npos) << status.message() << "\n  wanted: " << text;
 }
 
 // A new session of dynamicDoublingArtifact(1, 8, edit) fails its first run,

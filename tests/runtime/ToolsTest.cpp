@@ -290,6 +290,19 @@ TEST_F(ToolsTest, InspectShowsDimsAndShapesByTheirNames) {
   EXPECT_EQ(json["steps"][0]["ids_shape"], nlohmann::json({3, 6}));
 }
 
+TEST_F(ToolsTest, InspectSaysWhenTheStepsDoNotVerifyAtTheMaxima) {
+  const std::string dynamic = dir + "/dynamic.einb";
+  // head = pad[20:21] at t = 8 only: past pad's 9 elements there.
+  writeFile(dynamic, dynamicDoublingArtifact(1, 8, [](ArtifactBuilder &a) {
+              a.copy({{1}, ViewSpec{a.inputs[2].tensor, a.sizeField(floorDiv(dimSize(0), 8) * 20), {1}},
+                      ViewSpec{a.outputs[1].tensor, 0, {1}}});
+            }));
+  Result result = einInspect(dynamic);
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("steps: not shown (they do not verify at the dims' maxima"), std::string::npos)
+      << result.out;
+}
+
 TEST_F(ToolsTest, RunTakesAnyAllowedShape) {
   const std::string dynamic = dir + "/dynamic.einb";
   writeFile(dynamic, dynamicEveryKernelArtifact());
