@@ -2,6 +2,7 @@
 // ein_status_t the caller frees. No C++ exception crosses this boundary.
 #include "ein/ein.h"
 
+#include <algorithm>
 #include <new>
 #include <span>
 #include <string>
@@ -16,6 +17,9 @@ struct ein_status {
 
 struct ein_model {
   std::shared_ptr<const ein::Model> model;
+  // Per input and output of a model with dims: each axis's expression as a C
+  // string (pointing into the model's TensorInfo::dims), for ein_tensor_info_t.
+  std::vector<std::vector<const char *>> inputDims, outputDims;
 };
 
 struct ein_session {
@@ -49,11 +53,34 @@ ein_status_t *toC(const ein::Status &status) {
 
 ein_status_t *invalidArgument(const char *message) { return makeStatus(EIN_STATUS_INVALID_ARGUMENT, message); }
 
+// OUT_OF_RANGE for an index past the model's `count` inputs, outputs or dims.
+ein_status_t *checkIndex(const char *what, size_t index, size_t count) {
+  if (index < count) return nullptr;
+  return makeStatus(EIN_STATUS_OUT_OF_RANGE, std::string(what) + " " + std::to_string(index) +
+                                                 " does not exist (the model has " + std::to_string(count) + ")");
+}
+
 bool validDType(ein_dtype_t dtype) { return dtype >= EIN_DTYPE_F32 && dtype <= EIN_DTYPE_BOOL; }
 
-ein_tensor_info_t infoToC(const ein::TensorInfo &info) {
+ein_tensor_info_t infoToC(const ein::TensorInfo &info, const std::vector<const char *> &dims) {
   return {info.name.c_str(), static_cast<ein_dtype_t>(info.dtype), info.shape.size(), info.shape.data(),
-          info.upperBound};
+          info.upperBound, dims.empty() ? nullptr : dims.data()};
+}
+
+std::vector<std::vector<const char *>> dimsToC(const std::vector<ein::TensorInfo> &infos) {
+  std::vector<std::vector<const char *>> result;
+  for (const ein::TensorInfo &info : infos) {
+    std::vector<const char *> &axes = result.emplace_back();
+    for (const std::string &text : info.dims) axes.push_back(text.c_str());
+  }
+  return result;
+}
+
+ein_model_t *wrap(std::shared_ptr<const ein::Model> model) {
+  auto *wrapped = new ein_model_t{std::move(model), {}, {}};
+  wrapped->inputDims = dimsToC(wrapped->model->inputs());
+  wrapped->outputDims = dimsToC(wrapped->model->outputs());
+  return wrapped;
 }
 
 // Runs `body`, turning an escaping exception (std::bad_alloc from a string
@@ -119,7 +146,7 @@ ein_status_t *ein_model_load(const char *path, ein_model_t **out_model) {
   return guarded([&]() -> ein_status_t * {
     auto model = ein::Model::load(path);
     if (!model.ok()) return toC(model.status());
-    *out_model = new ein_model_t{std::move(model).value()};
+    *out_model = wrap(std::move(model).value());
     return nullptr;
   });
 }
@@ -130,7 +157,7 @@ ein_status_t *ein_model_load_from_memory(const void *data, size_t size, ein_mode
   return guarded([&]() -> ein_status_t * {
     auto model = ein::Model::loadFromMemory(data, size);
     if (!model.ok()) return toC(model.status());
-    *out_model = new ein_model_t{std::move(model).value()};
+    *out_model = wrap(std::move(model).value());
     return nullptr;
   });
 }
@@ -144,21 +171,51 @@ size_t ein_model_output_count(const ein_model_t *model) { return model ? model->
 ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
   if (!model || !out_info) return invalidArgument("ein_model_input_info: model and out_info must not be NULL");
   const auto &inputs = model->model->inputs();
-  if (index >= inputs.size())
-    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "input " + std::to_string(index) + " does not exist (the model has " +
-                                                   std::to_string(inputs.size()) + ")");
-  *out_info = infoToC(inputs[index]);
+  if (ein_status_t *missing = checkIndex("input", index, inputs.size())) return missing;
+  *out_info = infoToC(inputs[index], model->inputDims[index]);
   return nullptr;
 }
 
 ein_status_t *ein_model_output_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info) {
   if (!model || !out_info) return invalidArgument("ein_model_output_info: model and out_info must not be NULL");
   const auto &outputs = model->model->outputs();
-  if (index >= outputs.size())
-    return makeStatus(EIN_STATUS_OUT_OF_RANGE, "output " + std::to_string(index) + " does not exist (the model has " +
-                                                   std::to_string(outputs.size()) + ")");
-  *out_info = infoToC(outputs[index]);
+  if (ein_status_t *missing = checkIndex("output", index, outputs.size())) return missing;
+  *out_info = infoToC(outputs[index], model->outputDims[index]);
   return nullptr;
+}
+
+size_t ein_model_dim_count(const ein_model_t *model) { return model ? model->model->dims().size() : 0; }
+
+ein_status_t *ein_model_dim_info(const ein_model_t *model, size_t index, ein_dim_info_t *out_info) {
+  if (!model || !out_info) return invalidArgument("ein_model_dim_info: model and out_info must not be NULL");
+  const auto &dims = model->model->dims();
+  if (ein_status_t *missing = checkIndex("dim", index, dims.size())) return missing;
+  *out_info = {dims[index].name.c_str(), dims[index].min, dims[index].max};
+  return nullptr;
+}
+
+ein_status_t *ein_model_output_shapes(const ein_model_t *model, const int64_t *const *input_shapes,
+                                      const size_t *input_ranks, int64_t *const *out_shapes) {
+  if (!model || !out_shapes || (model->model->inputs().size() && (!input_shapes || !input_ranks)))
+    return invalidArgument(
+        "ein_model_output_shapes: model, the input shapes and ranks and out_shapes must not be NULL");
+  return guarded([&]() -> ein_status_t * {
+    const ein::Model &m = *model->model;
+    std::vector<std::vector<int64_t>> inputs;
+    for (size_t i = 0; i < m.inputs().size(); ++i) {
+      if (input_ranks[i] && !input_shapes[i])
+        return invalidArgument("ein_model_output_shapes: an input's shape must not be NULL");
+      inputs.emplace_back(input_shapes[i], input_shapes[i] + input_ranks[i]);
+    }
+    auto shapes = m.outputShapes(inputs);
+    if (!shapes.ok()) return toC(shapes.status());
+    for (size_t o = 0; o < shapes->size(); ++o) {
+      if (!out_shapes[o] && !(*shapes)[o].empty())
+        return invalidArgument("ein_model_output_shapes: an output's shape buffer must not be NULL");
+      std::copy((*shapes)[o].begin(), (*shapes)[o].end(), out_shapes[o]);
+    }
+    return nullptr;
+  });
 }
 
 void ein_session_options_init(ein_session_options_t *options) {

@@ -8,7 +8,7 @@ namespace {
 std::string tensorLines(const std::vector<TensorInfo> &tensors) {
   std::string text;
   for (const TensorInfo &tensor : tensors) {
-    text += fmt::format("  {}: {}", tensor.name, typeText(tensor.dtype, tensor.shape));
+    text += fmt::format("  {}: {}", tensor.name, typeText(tensor));
     if (tensor.upperBound > 0) text += fmt::format(" (ids in [0, {}))", tensor.upperBound);
     text += "\n";
   }
@@ -32,6 +32,27 @@ std::string shapeText(std::span<const int64_t> shape) {
 
 std::string typeText(DType dtype, std::span<const int64_t> shape) { return dtypeName(dtype) + shapeText(shape); }
 
+std::string typeText(const TensorInfo &info) {
+  std::vector<std::string> axes;
+  for (size_t axis = 0; axis < info.shape.size(); ++axis) {
+    const bool named = axis < info.dims.size() && !info.dims[axis].empty();
+    axes.push_back(named ? info.dims[axis] : std::to_string(info.shape[axis]));
+  }
+  return fmt::format("{}[{}]", dtypeName(info.dtype), fmt::join(axes, ", "));
+}
+
+std::string dimRangesText(const std::vector<DimInfo> &dims) {
+  std::vector<std::string> ranges;
+  for (const DimInfo &dim : dims) ranges.push_back(fmt::format("{} = {}..{}", dim.name, dim.min, dim.max));
+  return fmt::format("{}", fmt::join(ranges, ", "));
+}
+
+std::string dimValuesText(const std::vector<DimInfo> &dims, std::span<const int64_t> values) {
+  std::vector<std::string> pairs;
+  for (size_t d = 0; d < dims.size() && d < values.size(); ++d) pairs.push_back(fmt::format("{} = {}", dims[d].name, values[d]));
+  return fmt::format("{}", fmt::join(pairs, ", "));
+}
+
 uint64_t paramsByteSize(const Model &model) {
   uint64_t bytes = 0;
   for (const TensorInfo &param : model.params()) bytes += param.byteSize();
@@ -42,12 +63,18 @@ std::string describeModel(const Model &model) {
   std::string text = fmt::format("{}: ein artifact v{} for {} (precision {})\n", model.name(), model.formatVersion(),
                                  deviceName(model.target()), precisionName(model.precision()));
   text += fmt::format("  producer: {}\n  source:   {}\n", model.producer(), model.source());
+  const bool dynamic = !model.dims().empty();
+  if (dynamic) text += "dims: " + dimRangesText(model.dims()) + "\n";
   text += "inputs:\n" + tensorLines(model.inputs());
   text += "outputs:\n" + tensorLines(model.outputs());
   text += fmt::format("params: {} tensors, {} bytes\n", model.params().size(), paramsByteSize(model));
   text += tensorLines(model.params());
-  text += fmt::format("memory: arena {} bytes, weight segment {} bytes\n", model.arenaBytes(), model.weightsBytes());
-  text += fmt::format("steps: {}\n", model.steps().size());
+  text += fmt::format("memory: arena {} bytes{}, weight segment {} bytes\n", model.arenaBytes(),
+                      dynamic ? " at the dims' maxima" : "", model.weightsBytes());
+  if (dynamic && model.steps().empty())
+    text += "steps: not shown (they do not verify at the dims' maxima, which a check excludes)\n";
+  else
+    text += fmt::format("steps: {}{}\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "");
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const StepInfo &step = model.steps()[i];
     text += fmt::format("  {:4} {:<12}{}{}{}\n", i, step.op, stepDetails(step), step.location.empty() ? "" : "  at ",

@@ -20,9 +20,16 @@ std::string namesOf(const std::vector<TensorInfo> &infos);
 // `deviceIndex`, -1 for the default) in this build.
 Status checkCanRun(const Model *model, int threads, Device device, int deviceIndex);
 
-// Whether dtype, shape and byte size equal `info`'s exactly, and data is
-// given when there are bytes.
-Status checkInput(const TensorInfo &info, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes);
+// "i32[b, t]": the shape with each dynamic axis's expression.
+std::string describe(const TensorInfo &info);
+
+// Whether dtype and shape fit `info` and the byte size is the shape's, and
+// data is given when there are bytes. A static shape must be equal; an axis
+// that is a bare dim of `dims` may have any size in its range, and any other
+// dynamic axis any size (a run checks the inputs against each other and the
+// dims' expressions when it binds the dims).
+Status checkInput(const TensorInfo &info, const std::vector<DimInfo> &dims, DType dtype,
+                  std::span<const int64_t> shape, const void *data, size_t bytes);
 
 // NotFound naming the model's inputs or outputs.
 Status noSuchInput(std::string_view name, const std::vector<TensorInfo> &inputs);

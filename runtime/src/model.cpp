@@ -1,7 +1,14 @@
 #include "ein/model.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "io_checks.hpp"
+
 #include "loader/artifact_bytes.hpp"
 #include "loader/artifact_framing.hpp"
+#include "loader/dynamic_program.hpp"
 #include "loader/program_decoder.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "program.hpp"
@@ -9,43 +16,128 @@
 namespace ein {
 namespace {
 
+struct Decoded {
+  std::unique_ptr<const detail::Program> program;
+  std::unique_ptr<const detail::DynamicProgram> dynamic;  // null without dims
+};
+
+// A model without dims: its one program, decoded at load (size expressions,
+// if any, are constants evaluated here).
+Status decodeStatic(const schema::Model &model, const detail::SizeProgram &sizes, detail::Program &program) {
+  const detail::SizeProgram::Values values = sizes.valuesAt({});
+  if (Status status = sizes.check({}, values); !status.ok()) return Status(StatusCode::InvalidArtifact, status.message());
+  if (!values.missing.empty())
+    return Status(StatusCode::InvalidArtifact, sizes.noValue(values.missing.front(), {}).message());
+  if (sizes.expressionCount() > 0)
+    if (Status status = detail::checkSizeReferences(model, sizes.expressionCount()); !status.ok()) return status;
+  const detail::SizeResolver resolve(values.values);
+  if (Status status = detail::decodeTensors(model, resolve, detail::ArenaClaim::JustifiedByTheseSizes, program);
+      !status.ok())
+    return status;
+  if (Status status = detail::decodeSteps(model, resolve, program); !status.ok()) return status;
+  // Once per model, shared by its sessions.
+  detail::cpu::prepackGemmWeights(program);
+  return Status();
+}
+
+StatusOr<Decoded> decode(const detail::Framing &framing, detail::ArtifactBytes bytes, const std::string &name) {
+  const schema::Model &model = *framing.model;
+  StatusOr<std::unique_ptr<detail::Program>> program = detail::decodeFixedParts(framing, std::move(bytes), name);
+  if (!program.ok()) return program.status();
+  StatusOr<detail::SizeProgram> sizes = detail::SizeProgram::decode(model);
+  if (!sizes.ok()) return sizes.status();
+  Decoded decoded;
+  if (!sizes->dynamic()) {
+    if (Status status = decodeStatic(model, sizes.value(), *program.value()); !status.ok()) return status;
+  } else {
+    StatusOr<std::unique_ptr<const detail::DynamicProgram>> dynamic =
+        detail::DynamicProgram::load(model, std::move(sizes).value(), *program.value());
+    if (!dynamic.ok()) return dynamic.status();
+    decoded.dynamic = std::move(dynamic).value();
+  }
+  decoded.program = std::move(program).value();
+  return decoded;
+}
+
 // Frames, verifies and decodes; errors name the artifact.
-StatusOr<std::unique_ptr<const detail::Program>> verifyAndDecode(StatusOr<detail::ArtifactBytes> bytes,
-                                                                  const std::string &name) {
+StatusOr<Decoded> verifyAndDecode(StatusOr<detail::ArtifactBytes> bytes, const std::string &name) {
   if (!bytes.ok()) return bytes.status();  // already names the file
   StatusOr<detail::Framing> framing = detail::verifyFraming(bytes->data, bytes->size);
   if (!framing.ok()) return Status(framing.status().code(), name + ": " + framing.status().message());
-  StatusOr<std::unique_ptr<detail::Program>> program =
-      detail::decodeProgram(framing.value(), std::move(bytes).value(), name);
-  if (!program.ok()) return Status(program.status().code(), name + ": " + program.status().message());
-  // Once per model, shared by its sessions.
-  detail::cpu::prepackGemmWeights(*program.value());
-  return std::unique_ptr<const detail::Program>(std::move(program).value());
+  StatusOr<Decoded> decoded = decode(framing.value(), std::move(bytes).value(), name);
+  if (!decoded.ok()) return Status(decoded.status().code(), name + ": " + decoded.status().message());
+  return decoded;
 }
 
 }  // namespace
 
+bool TensorInfo::dynamic() const {
+  for (int64_t size : shape)
+    if (size < 0) return true;
+  return false;
+}
+
 int64_t TensorInfo::numElements() const {
+  if (dynamic()) return -1;
   int64_t count = 1;
   for (int64_t size : shape) count *= size;
   return count;
 }
 
-size_t TensorInfo::byteSize() const { return static_cast<size_t>(numElements()) * dtypeSize(dtype); }
+size_t TensorInfo::byteSize() const { return dynamic() ? 0 : static_cast<size_t>(numElements()) * dtypeSize(dtype); }
 
-Model::Model(std::unique_ptr<const detail::Program> program) : program_(std::move(program)) {}
+Model::Model(std::unique_ptr<const detail::Program> program, std::unique_ptr<const detail::DynamicProgram> dynamic)
+    : program_(std::move(program)), dynamic_(std::move(dynamic)) {}
 Model::~Model() = default;
 
 StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path) {
-  auto program = verifyAndDecode(detail::mapFileReadOnly(path), path);
-  if (!program.ok()) return program.status();
-  return std::shared_ptr<const Model>(new Model(std::move(program).value()));
+  StatusOr<Decoded> decoded = verifyAndDecode(detail::mapFileReadOnly(path), path);
+  if (!decoded.ok()) return decoded.status();
+  return std::shared_ptr<const Model>(new Model(std::move(decoded->program), std::move(decoded->dynamic)));
 }
 
 StatusOr<std::shared_ptr<const Model>> Model::loadFromMemory(const void *data, size_t size, const std::string &name) {
-  auto program = verifyAndDecode(detail::copyToAlignedMemory(data, size), name);
-  if (!program.ok()) return program.status();
-  return std::shared_ptr<const Model>(new Model(std::move(program).value()));
+  StatusOr<Decoded> decoded = verifyAndDecode(detail::copyToAlignedMemory(data, size), name);
+  if (!decoded.ok()) return decoded.status();
+  return std::shared_ptr<const Model>(new Model(std::move(decoded->program), std::move(decoded->dynamic)));
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> Model::outputShapes(
+    std::span<const std::vector<int64_t>> inputShapes) const {
+  const std::vector<TensorInfo> &inputs = program_->inputs;
+  if (inputShapes.size() != inputs.size())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} input shapes given; the model has {} inputs", inputShapes.size(), inputs.size()));
+  std::vector<std::span<const int64_t>> shapes(inputShapes.begin(), inputShapes.end());
+  if (!dynamic_) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!std::equal(shapes[i].begin(), shapes[i].end(), inputs[i].shape.begin(), inputs[i].shape.end()))
+        return Status(StatusCode::InvalidArgument,
+                      fmt::format("input \"{}\" expects {}, got {}", inputs[i].name,
+                                  detail::describe(inputs[i].dtype, inputs[i].shape),
+                                  detail::describe(inputs[i].dtype, shapes[i])));
+    std::vector<std::vector<int64_t>> outputs;
+    for (const TensorInfo &output : program_->outputs) outputs.push_back(output.shape);
+    return outputs;
+  }
+  StatusOr<detail::DimBinding> binding = dynamic_->bind(shapes);
+  if (!binding.ok()) return binding.status();
+  return dynamic_->outputShapes(binding.value());
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> Model::inputShapes(std::span<const int64_t> dimValues) const {
+  if (dynamic_) return dynamic_->inputShapes(dimValues);
+  if (!dimValues.empty())
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} values given for the dims; the model has none", dimValues.size()));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorInfo &input : program_->inputs) shapes.push_back(input.shape);
+  return shapes;
+}
+
+const std::vector<DimInfo> &Model::dims() const {
+  static const std::vector<DimInfo> none;
+  return dynamic_ ? dynamic_->sizes().dims() : none;
 }
 
 const std::string &Model::name() const { return program_->name; }

@@ -190,6 +190,13 @@ struct Program {
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;
   std::vector<PackedMatrix> packed;  // filled after verification, shared by all sessions
+  // The dims' values this program was instantiated at (a model with dims);
+  // empty for a static model's program. Its gemms' packedB index the
+  // model's program's `packed`, which executors take from there.
+  std::vector<int64_t> dimValues;
+  // A dynamic model's own program: what its instantiations share (infos,
+  // packed weights, the arena's size), with no tensors or steps to run.
+  bool dynamicBase = false;
 };
 
 }  // namespace ein::detail

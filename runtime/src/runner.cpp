@@ -10,6 +10,7 @@
 #include "executor/executor.hpp"
 #include "io_checks.hpp"
 #include "program.hpp"
+#include "program_selector.hpp"
 #include "util/aligned_buffer.hpp"
 
 namespace ein::detail {
@@ -20,7 +21,9 @@ namespace ein::detail {
 // the caller did not ask for.
 struct RunContext {
   std::unique_ptr<Executor> executor;
+  std::unique_ptr<ProgramSelector> selector;  // the program at the dims of this context's last call
   std::vector<AlignedBuffer> stagedInputs, stagedOutputs;
+  std::vector<std::span<const int64_t>> inputShapes;  // per call, in the model's order
   // Per call: the buffers handed to the executor and which the caller named.
   std::vector<const std::byte *> inputPointers;
   std::vector<std::byte *> outputPointers;
@@ -32,8 +35,8 @@ struct RunContext {
 // or creates one when none is idle (below the cap), or waits for one.
 class RunContextPool {
  public:
-  RunContextPool(const Program &program, SessionOptions executorOptions, size_t cap)
-      : program_(program), executorOptions_(executorOptions), cap_(cap) {}
+  RunContextPool(const Model &model, SessionOptions executorOptions, size_t cap)
+      : model_(model), program_(model.program()), executorOptions_(executorOptions), cap_(cap) {}
 
   // A context for one call, handed back when the lease ends.
   class Lease {
@@ -107,6 +110,9 @@ class RunContextPool {
     StatusOr<std::unique_ptr<Executor>> executor = createExecutor(program_, executorOptions_);
     if (!executor.ok()) return executor.status();
     context->executor = std::move(executor).value();
+    context->selector = std::make_unique<ProgramSelector>(model_);
+    // A dynamic model's staging buffers start empty (byteSize() is 0) and
+    // grow to the largest call that needs them.
     for (const TensorInfo &input : program_.inputs) {
       StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(input.byteSize(), fmt::format("input \"{}\"", input.name));
       if (!buffer.ok()) return buffer.status();
@@ -118,6 +124,7 @@ class RunContextPool {
       if (!buffer.ok()) return buffer.status();
       context->stagedOutputs.push_back(std::move(buffer).value());
     }
+    context->inputShapes.resize(program_.inputs.size());
     context->inputPointers.resize(program_.inputs.size());
     context->outputPointers.resize(program_.outputs.size());
     context->givenInputs.resize(program_.inputs.size());
@@ -125,6 +132,7 @@ class RunContextPool {
     return context;
   }
 
+  const Model &model_;
   const Program &program_;
   const SessionOptions executorOptions_;
   const size_t cap_;  // 0: none
@@ -144,37 +152,51 @@ bool overlap(const void *a, size_t aBytes, const void *b, size_t bBytes) {
   return begin < otherBegin + bBytes && otherBegin < begin + aBytes;
 }
 
-// Matches the caller's inputs and output buffers to the model's, checks them
-// and fills the context's pointers: the caller's memory where it is aligned
-// to the element size (no copy), a staging buffer otherwise.
-Status bind(const Program &program, std::span<const InputTensor> inputs, std::span<const OutputBuffer> outputs,
-            RunContext &context) {
+// Matches the caller's inputs to the model's, checks them, selects the
+// program at their dims and fills the context's input pointers: the
+// caller's memory where it is aligned to the element size (no copy), a
+// staging buffer otherwise.
+StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTensor> inputs, RunContext &context) {
+  const std::vector<TensorInfo> &infos = model.inputs();
   std::fill(context.givenInputs.begin(), context.givenInputs.end(), nullptr);
-  std::fill(context.givenOutputs.begin(), context.givenOutputs.end(), nullptr);
   for (const InputTensor &input : inputs) {
     size_t index = 0;
-    while (index < program.inputs.size() && program.inputs[index].name != input.name) ++index;
-    if (index == program.inputs.size()) return noSuchInput(input.name, program.inputs);
-    const TensorInfo &info = program.inputs[index];
+    while (index < infos.size() && infos[index].name != input.name) ++index;
+    if (index == infos.size()) return noSuchInput(input.name, infos);
+    const TensorInfo &info = infos[index];
     if (context.givenInputs[index])
       return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\" is given twice", info.name));
-    if (Status status = checkInput(info, input.dtype, input.shape, input.data, input.bytes); !status.ok())
+    if (Status status = checkInput(info, model.dims(), input.dtype, input.shape, input.data, input.bytes);
+        !status.ok())
       return status;
     context.givenInputs[index] = &input;
+    context.inputShapes[index] = input.shape;
   }
-  for (size_t i = 0; i < program.inputs.size(); ++i) {
-    const TensorInfo &info = program.inputs[i];
-    const InputTensor *input = context.givenInputs[i];
-    if (!input)
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (!context.givenInputs[i])
       return Status(StatusCode::InvalidArgument,
-                    fmt::format("input \"{}\" ({}) is not given", info.name, describe(info.dtype, info.shape)));
-    if (input->bytes && alignedFor(input->data, info.dtype)) {
+                    fmt::format("input \"{}\" ({}) is not given", infos[i].name, describe(infos[i])));
+  StatusOr<const Program *> program = context.selector->select(context.inputShapes, *context.executor);
+  if (!program.ok()) return program.status();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const InputTensor *input = context.givenInputs[i];
+    if (input->bytes && alignedFor(input->data, infos[i].dtype)) {
       context.inputPointers[i] = static_cast<const std::byte *>(input->data);
-    } else {
-      if (input->bytes) std::memcpy(context.stagedInputs[i].data(), input->data, input->bytes);
-      context.inputPointers[i] = context.stagedInputs[i].data();
+      continue;
     }
+    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
+    if (Status status = context.stagedInputs[i].reserve(input->bytes, inputName); !status.ok()) return status;
+    if (input->bytes) std::memcpy(context.stagedInputs[i].data(), input->data, input->bytes);
+    context.inputPointers[i] = context.stagedInputs[i].data();
   }
+  return program;
+}
+
+// Matches the caller's output buffers to `program`'s outputs (the sizes at
+// this call's dims), checks them and fills the context's output pointers.
+Status bindOutputs(const Program &program, std::span<const InputTensor> inputs, std::span<const OutputBuffer> outputs,
+                   RunContext &context) {
+  std::fill(context.givenOutputs.begin(), context.givenOutputs.end(), nullptr);
   for (const OutputBuffer &output : outputs) {
     size_t index = 0;
     while (index < program.outputs.size() && program.outputs[index].name != output.name) ++index;
@@ -203,10 +225,26 @@ Status bind(const Program &program, std::span<const InputTensor> inputs, std::sp
   }
   for (size_t i = 0; i < program.outputs.size(); ++i) {
     const OutputBuffer *output = context.givenOutputs[i];
-    context.outputPointers[i] = output && output->bytes && alignedFor(output->data, program.outputs[i].dtype)
-                                    ? static_cast<std::byte *>(output->data)
-                                    : context.stagedOutputs[i].data();
+    if (output && output->bytes && alignedFor(output->data, program.outputs[i].dtype)) {
+      context.outputPointers[i] = static_cast<std::byte *>(output->data);
+      continue;
+    }
+    const TensorInfo &info = program.outputs[i];
+    auto outputName = [&] { return fmt::format("output \"{}\"", info.name); };
+    if (Status status = context.stagedOutputs[i].reserve(info.byteSize(), outputName); !status.ok()) return status;
+    context.outputPointers[i] = context.stagedOutputs[i].data();
   }
+  return Status();
+}
+
+// Runs the bound program and copies staged outputs to the caller's buffers.
+Status execute(const Program &program, RunContext &context) {
+  if (Status status = context.executor->run(context.inputPointers, context.outputPointers); !status.ok())
+    return status;
+  for (size_t i = 0; i < program.outputs.size(); ++i)
+    if (const OutputBuffer *output = context.givenOutputs[i];
+        output && output->bytes && context.outputPointers[i] != output->data)
+      std::memcpy(output->data, context.outputPointers[i], output->bytes);
   return Status();
 }
 
@@ -229,7 +267,7 @@ StatusOr<std::unique_ptr<Runner>> Runner::create(std::shared_ptr<const Model> mo
                   fmt::format("maxConcurrentRuns must be 0 (no cap) or more, got {}", options.maxConcurrentRuns));
   std::unique_ptr<Runner> runner(new Runner(model, options));
   runner->pool_ = std::make_unique<detail::RunContextPool>(
-      model->program(), SessionOptions{options.threads, options.device, options.deviceIndex},
+      *model, SessionOptions{options.threads, options.device, options.deviceIndex},
       static_cast<size_t>(options.maxConcurrentRuns));
   if (Status status = runner->pool_->grow(); !status.ok()) return status;
   return runner;
@@ -239,26 +277,28 @@ Status Runner::run(std::span<const InputTensor> inputs, std::span<const OutputBu
   StatusOr<detail::RunContextPool::Lease> lease = pool_->acquire();
   if (!lease.ok()) return lease.status();
   detail::RunContext &context = lease->context();
-  const detail::Program &program = model_->program();
-  if (Status status = detail::bind(program, inputs, outputs, context); !status.ok()) return status;
-  if (Status status = context.executor->run(context.inputPointers, context.outputPointers); !status.ok())
-    return status;
-  for (size_t i = 0; i < program.outputs.size(); ++i)
-    if (const OutputBuffer *output = context.givenOutputs[i];
-        output && output->bytes && context.outputPointers[i] != output->data)
-      std::memcpy(output->data, context.outputPointers[i], output->bytes);
-  return Status();
+  StatusOr<const detail::Program *> program = detail::bindInputs(*model_, inputs, context);
+  if (!program.ok()) return program.status();
+  if (Status status = detail::bindOutputs(*program.value(), inputs, outputs, context); !status.ok()) return status;
+  return detail::execute(*program.value(), context);
 }
 
 StatusOr<std::vector<OutputTensor>> Runner::run(std::span<const InputTensor> inputs) {
-  const std::vector<TensorInfo> &infos = model_->outputs();
+  StatusOr<detail::RunContextPool::Lease> lease = pool_->acquire();
+  if (!lease.ok()) return lease.status();
+  detail::RunContext &context = lease->context();
+  StatusOr<const detail::Program *> program = detail::bindInputs(*model_, inputs, context);
+  if (!program.ok()) return program.status();
+  // The outputs' shapes at this call's dims.
+  const std::vector<TensorInfo> &infos = program.value()->outputs;
   std::vector<OutputTensor> outputs(infos.size());
   std::vector<OutputBuffer> buffers(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     outputs[i] = {infos[i].name, infos[i].dtype, infos[i].shape, std::vector<std::byte>(infos[i].byteSize())};
-    buffers[i] = {infos[i].name, outputs[i].data.data(), outputs[i].data.size()};
+    buffers[i] = {outputs[i].name, outputs[i].data.data(), outputs[i].data.size()};
   }
-  if (Status status = run(inputs, buffers); !status.ok()) return status;
+  if (Status status = detail::bindOutputs(*program.value(), inputs, buffers, context); !status.ok()) return status;
+  if (Status status = detail::execute(*program.value(), context); !status.ok()) return status;
   return outputs;
 }
 

@@ -7,6 +7,7 @@
 #include "executor/executor.hpp"
 #include "io_checks.hpp"
 #include "program.hpp"
+#include "program_selector.hpp"
 #include "util/aligned_buffer.hpp"
 
 namespace ein {
@@ -49,11 +50,15 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   StatusOr<std::unique_ptr<detail::Executor>> executor = detail::createExecutor(model->program(), options);
   if (!executor.ok()) return executor.status();
   session->executor_ = std::move(executor).value();
+  session->selector_ = std::make_unique<detail::ProgramSelector>(*model);
+  // A static model's buffers have their one size; a dynamic model's grow to
+  // the largest inputs and outputs its runs have seen (byteSize() is 0).
   for (const TensorInfo &input : model->inputs()) {
     StatusOr<detail::AlignedBuffer> buffer =
         detail::AlignedBuffer::allocate(input.byteSize(), fmt::format("input \"{}\"", input.name));
     if (!buffer.ok()) return buffer.status();
     session->inputs_.push_back(std::move(buffer).value());
+    session->inputShapes_.push_back(input.shape);
   }
   for (const TensorInfo &output : model->outputs()) {
     StatusOr<detail::AlignedBuffer> buffer =
@@ -65,6 +70,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   session->inputSetBy_.assign(model->inputs().size(), std::thread::id());
   for (const auto &buffer : session->inputs_) session->inputPointers_.push_back(buffer.data());
   for (const auto &buffer : session->outputs_) session->outputPointers_.push_back(buffer.data());
+  for (const auto &shape : session->inputShapes_) session->inputShapeViews_.emplace_back(shape);
   return session;
 }
 
@@ -75,8 +81,14 @@ Status Session::setInput(std::string_view name, DType dtype, std::span<const int
   const std::vector<TensorInfo> &infos = model_->inputs();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].name != name) continue;
-    if (Status status = detail::checkInput(infos[i], dtype, shape, data, bytes); !status.ok()) return status;
+    if (Status status = detail::checkInput(infos[i], model_->dims(), dtype, shape, data, bytes); !status.ok())
+      return status;
+    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
+    if (Status status = inputs_[i].reserve(bytes, inputName); !status.ok()) return status;
+    inputPointers_[i] = inputs_[i].data();
     if (bytes) std::memcpy(inputs_[i].data(), data, bytes);
+    inputShapes_[i].assign(shape.begin(), shape.end());
+    inputShapeViews_[i] = inputShapes_[i];
     inputIsSet_[i] = true;
     inputSetBy_[i] = std::this_thread::get_id();
     return Status();
@@ -91,27 +103,49 @@ Status Session::run() {
   const std::thread::id self = std::this_thread::get_id();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (!inputIsSet_[i])
-      return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\" ({}) is not set", infos[i].name,
-                                                             detail::describe(infos[i].dtype, infos[i].shape)));
+      return Status(StatusCode::InvalidArgument,
+                    fmt::format("input \"{}\" ({}) is not set", infos[i].name, detail::describe(infos[i])));
     if (inputSetBy_[i] != self)
       return busy(fmt::format("cannot run: input \"{}\" was set by another thread (set the inputs on the thread that runs)",
                               infos[i].name));
   }
   lastRunBy_ = self;
+  StatusOr<const detail::Program *> program = selector_->select(inputShapeViews_, *executor_);
+  if (!program.ok()) return program.status();
+  if (model_->dynamicProgram())
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const TensorInfo &output = program.value()->outputs[i];
+      auto outputName = [&] { return fmt::format("output \"{}\"", output.name); };
+      if (Status status = outputs_[i].reserve(output.byteSize(), outputName); !status.ok()) return status;
+      outputPointers_[i] = outputs_[i].data();
+    }
   return executor_->run(inputPointers_, outputPointers_);
 }
 
 size_t Session::outputCount() const { return outputs_.size(); }
+
+size_t Session::instantiations() const { return selector_->instantiations(); }
 
 StatusOr<TensorRef> Session::output(size_t index) const {
   Claim claim(*this);
   if (!claim.held()) return busy("is in use by another thread");
   if (lastRunBy_ != std::thread::id() && lastRunBy_ != std::this_thread::get_id())
     return busy("cannot give its outputs: the last run was made by another thread");
-  const std::vector<TensorInfo> &infos = model_->outputs();
+  const detail::Program *program = selector_->current();
+  if (!program)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("session of '{}' has no outputs yet: a model with dims has output shapes only after a "
+                              "successful run",
+                              model_->name()));
+  const std::vector<TensorInfo> &infos = program->outputs;
   if (index >= infos.size())
     return Status(StatusCode::OutOfRange, fmt::format("output {} does not exist (the model has {})", index, infos.size()));
-  return TensorRef{infos[index].dtype, infos[index].shape, outputs_[index].data(), outputs_[index].size()};
+  // A run at new dims that could not grow this buffer failed: there is no
+  // output of that size to give.
+  if (outputs_[index].size() < infos[index].byteSize())
+    return Status(StatusCode::ResourceExhausted,
+                  fmt::format("output \"{}\" has no value: the last run could not allocate it", infos[index].name));
+  return TensorRef{infos[index].dtype, infos[index].shape, outputs_[index].data(), infos[index].byteSize()};
 }
 
 StatusOr<TensorRef> Session::output(std::string_view name) const {

@@ -14,7 +14,9 @@
 namespace {
 
 nlohmann::json tensorJson(const ein::TensorInfo &info) {
-  return {{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
+  nlohmann::json out{{"name", info.name}, {"dtype", ein::dtypeName(info.dtype)}, {"shape", info.shape}};
+  if (!info.dims.empty()) out["dims"] = info.dims;
+  return out;
 }
 
 nlohmann::json modelJson(const ein::Model &model) {
@@ -24,6 +26,9 @@ nlohmann::json modelJson(const ein::Model &model) {
   out["precision"] = ein::precisionName(model.precision());
   out["producer"] = model.producer();
   out["source"] = model.source();
+  out["dims"] = nlohmann::json::array();
+  for (const ein::DimInfo &dim : model.dims())
+    out["dims"].push_back({{"name", dim.name}, {"min", dim.min}, {"max", dim.max}});
   out["inputs"] = nlohmann::json::array();
   for (const ein::TensorInfo &input : model.inputs()) {
     nlohmann::json item = tensorJson(input);
@@ -36,6 +41,8 @@ nlohmann::json modelJson(const ein::Model &model) {
   for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
   out["params"] = {{"count", model.params().size()}, {"bytes", ein::paramsByteSize(model)}, {"tensors", params}};
   out["arena_bytes"] = model.arenaBytes();
+  // With dims, the arena (and the steps' sizes) are those at the dims' maxima.
+  out["sizes_at"] = model.dims().empty() ? "fixed" : "dims' maxima";
   out["weights_bytes"] = model.weightsBytes();
   out["steps"] = nlohmann::json::array();
   for (const ein::StepInfo &step : model.steps()) {

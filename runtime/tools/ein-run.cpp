@@ -1,9 +1,13 @@
 // ein-run: runs an ein artifact on .npy inputs (or random ones) and writes or
 // prints its outputs.
 //
-//   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED]
+//   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED [--dim NAME=VALUE]...]
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //           [--concurrency C [--rounds R]]
+//
+// A model with ranged dims runs at the shapes of its .npy inputs; random
+// inputs take each dim at its maximum (what --bench should measure: the
+// worst case) unless --dim NAME=VALUE sets it. "dims: t = 7" is printed.
 //
 // Prints "time: X.XXX ms" for the first run; with --bench N, then runs N more
 // (the first one was the warm-up) and prints
@@ -41,9 +45,11 @@ uint16_t toHalfBits(ein::DType dtype, float value) {
 
 // Normal floats; bools with p = 0.5; integers uniform in [0, upper bound), or
 // [0, 2) when the model gives none.
-ein::StatusOr<std::vector<uint8_t>> randomValues(const ein::TensorInfo &info, std::mt19937_64 &generator) {
-  std::vector<uint8_t> bytes(info.byteSize());
-  const auto count = static_cast<size_t>(info.numElements());
+std::vector<uint8_t> randomValues(const ein::TensorInfo &info, const std::vector<int64_t> &shape,
+                                  std::mt19937_64 &generator) {
+  size_t count = 1;
+  for (int64_t size : shape) count *= static_cast<size_t>(size);
+  std::vector<uint8_t> bytes(count * ein::dtypeSize(info.dtype));
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int64_t> ids(0, info.upperBound > 0 ? info.upperBound - 1 : 1);
   for (size_t i = 0; i < count; ++i) {
@@ -111,7 +117,7 @@ ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::
   std::optional<ein::DType> dtype = ein::npy::toDType(values.type);
   if (!dtype)
     return ein::Status(ein::StatusCode::InvalidArgument, path + ": input \"" + info.name + "\" expects " +
-                                                             ein::typeText(info.dtype, info.shape) + ", got " +
+                                                             ein::typeText(info) + ", got " +
                                                              ein::npy::elementTypeName(values.type) + " data");
   return InputValue{*dtype, values.shape, std::move(values.data)};
 }
@@ -153,7 +159,8 @@ std::string valueText(ein::DType dtype, const uint8_t *data, size_t index) {
 // and last three values of a long array.
 void printOutput(const ein::TensorInfo &info, const ein::TensorRef &tensor) {
   const auto *data = static_cast<const uint8_t *>(tensor.data);
-  const auto count = static_cast<size_t>(info.numElements());
+  const std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.end());  // the actual one
+  const size_t count = tensor.bytes / ein::dtypeSize(info.dtype);
   std::string values;
   for (size_t i = 0; i < count; ++i) {
     if (count > 6 && i == 3) {
@@ -162,7 +169,7 @@ void printOutput(const ein::TensorInfo &info, const ein::TensorRef &tensor) {
     }
     values += (values.empty() ? "" : ", ") + valueText(info.dtype, data, i);
   }
-  std::printf("%s: %s = [%s]\n", info.name.c_str(), ein::typeText(info.dtype, info.shape).c_str(), values.c_str());
+  std::printf("%s: %s = [%s]\n", info.name.c_str(), ein::typeText(info.dtype, shape).c_str(), values.c_str());
 }
 
 ein::Status writeOutput(const std::filesystem::path &directory, const ein::TensorInfo &info,
@@ -171,6 +178,7 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
   if (info.name.empty() || info.name == "." || info.name == ".." || info.name.find('/') != std::string::npos)
     return ein::Status(ein::StatusCode::InvalidArgument, "output \"" + info.name + "\" is not a usable file name");
   const auto *data = static_cast<const uint8_t *>(tensor.data);
+  const std::vector<int64_t> shape(tensor.shape.begin(), tensor.shape.end());  // the actual one
   if (info.dtype == ein::DType::BF16) {
     // .npy has no bfloat16: written as float32, which holds every value exactly.
     std::vector<uint8_t> widened(tensor.bytes * 2);
@@ -181,13 +189,13 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
       std::memcpy(&widened[4 * i], &value, 4);
     }
     return ein::npy::write((directory / (info.name + ".npy")).string(),
-                           ein::npy::Array{ein::npy::ElementType::F32, info.shape, std::move(widened)});
+                           ein::npy::Array{ein::npy::ElementType::F32, shape, std::move(widened)});
   }
   std::optional<ein::npy::ElementType> type = ein::npy::fromDType(info.dtype);
   if (!type)
     return ein::Status(ein::StatusCode::Unimplemented, "output \"" + info.name + "\" is " + ein::dtypeName(info.dtype) +
                                                            ", which .npy cannot hold");
-  ein::npy::Array array{*type, info.shape, std::vector<uint8_t>(data, data + tensor.bytes)};
+  ein::npy::Array array{*type, shape, std::vector<uint8_t>(data, data + tensor.bytes)};
   return ein::npy::write((directory / (info.name + ".npy")).string(), array);
 }
 
@@ -246,13 +254,20 @@ int benchConcurrency(const std::shared_ptr<const ein::Model> &model, const std::
   for (size_t i = 0; i < inputs.size(); ++i)
     given.push_back({inputs[i].name, inputValues[i].dtype, inputValues[i].shape, inputValues[i].bytes.data(),
                      inputValues[i].bytes.size()});
-  // Each thread's output memory, as a server's response buffers.
+  // Each thread's output memory, as a server's response buffers, at the
+  // inputs' shapes.
+  std::vector<std::vector<int64_t>> inputShapes;
+  for (const InputValue &value : inputValues) inputShapes.push_back(value.shape);
+  auto outputShapes = model->outputShapes(inputShapes);
+  if (!outputShapes.ok()) return fail(outputShapes.status().message());
   std::vector<std::vector<std::vector<std::byte>>> results(static_cast<size_t>(concurrency));
   std::vector<std::vector<ein::OutputBuffer>> buffers(static_cast<size_t>(concurrency));
   for (int thread = 0; thread < concurrency; ++thread)
-    for (const ein::TensorInfo &output : outputs) {
-      results[thread].emplace_back(output.byteSize());
-      buffers[thread].push_back({output.name, results[thread].back().data(), output.byteSize()});
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      size_t bytes = ein::dtypeSize(outputs[i].dtype);
+      for (int64_t size : outputShapes.value()[i]) bytes *= static_cast<size_t>(size);
+      results[thread].emplace_back(bytes);
+      buffers[thread].push_back({outputs[i].name, results[thread].back().data(), bytes});
     }
   auto shared = [&](int thread) { return runner.value()->run(given, buffers[thread]); };
   auto separate = [&](int thread) -> ein::Status {
@@ -292,6 +307,54 @@ int benchConcurrency(const std::shared_ptr<const ein::Model> &model, const std::
   return 0;
 }
 
+// The dims' values for random inputs: each dim's maximum, or what --dim
+// NAME=VALUE gives (checked against the range when the shapes are made).
+ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const std::vector<std::string> &dimArgs) {
+  const std::vector<ein::DimInfo> &dims = model.dims();
+  std::vector<int64_t> values;
+  for (const ein::DimInfo &dim : dims) values.push_back(dim.max);
+  for (const std::string &arg : dimArgs) {
+    const size_t equals = arg.find('=');
+    const std::string name = arg.substr(0, equals);
+    auto dim = std::find_if(dims.begin(), dims.end(), [&](const ein::DimInfo &d) { return d.name == name; });
+    if (dim == dims.end()) {
+      std::string names;
+      for (const ein::DimInfo &d : dims) names += (names.empty() ? "" : ", ") + d.name;
+      return ein::Status(ein::StatusCode::InvalidArgument,
+                         "--dim " + arg + ": the model has no dim \"" + name + "\" (dims: " +
+                             (names.empty() ? "none" : names) + ")");
+    }
+    size_t parsed = 0;
+    int64_t value = 0;
+    try {
+      value = std::stoll(arg.substr(equals + 1), &parsed);
+    } catch (const std::exception &) {
+      parsed = 0;
+    }
+    if (equals == std::string::npos || parsed == 0 || parsed != arg.size() - equals - 1)
+      return ein::Status(ein::StatusCode::InvalidArgument, "--dim expects NAME=VALUE, got \"" + arg + "\"");
+    values[static_cast<size_t>(dim - dims.begin())] = value;
+  }
+  return values;
+}
+
+// Each dim's value as the given shapes show it: the first input axis that is
+// exactly the dim.
+std::vector<int64_t> dimsOfInputs(const ein::Model &model, const std::vector<InputValue> &values) {
+  std::vector<int64_t> dims;
+  for (const ein::DimInfo &dim : model.dims()) {
+    int64_t value = -1;
+    for (size_t i = 0; i < values.size() && value < 0; ++i)
+      for (size_t axis = 0; axis < model.inputs()[i].dims.size() && axis < values[i].shape.size(); ++axis)
+        if (model.inputs()[i].dims[axis] == dim.name) {
+          value = values[i].shape[axis];
+          break;
+        }
+    dims.push_back(value);
+  }
+  return dims;
+}
+
 double percentile(const std::vector<double> &sorted, double p) {
   auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
@@ -302,7 +365,7 @@ double percentile(const std::vector<double> &sorted, double p) {
 int main(int argc, char **argv) {
   CLI::App app{"ein-run: runs an ein artifact (.einb) on .npy inputs", "ein-run"};
   std::string modelPath, outputDir, deviceName = "cpu";
-  std::vector<std::string> inputArgs;
+  std::vector<std::string> inputArgs, dimArgs;
   std::optional<uint64_t> randomSeed;
   // All cores by default, as other inference runtimes do; --threads 1 for one.
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), bench = 0, concurrency = 0,
@@ -310,6 +373,9 @@ int main(int argc, char **argv) {
   app.add_option("model", modelPath, "the artifact (.einb)")->required();
   app.add_option("--input", inputArgs, "an input as NAME=FILE.npy (repeat for each input)");
   app.add_option("--random-inputs", randomSeed, "fill the inputs not given with --input with random values from SEED");
+  app.add_option("--dim", dimArgs,
+                 "with --random-inputs: a dim's value as NAME=VALUE (repeat for each; a dim not given takes its "
+                 "maximum)");
   app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
   app.add_option("--threads", threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
   app.add_option("--device", deviceName, "cpu, cuda or cuda:N (the N-th CUDA device; cuda is $EIN_CUDA_DEVICE or 0)");
@@ -346,6 +412,11 @@ int main(int argc, char **argv) {
     }
     if (!files.emplace(name, arg.substr(equals + 1)).second) return fail("input \"" + name + "\" is given twice");
   }
+  if (!dimArgs.empty() && !randomSeed) return fail("--dim sets the shapes of random inputs: it needs --random-inputs");
+  auto chosenDims = chooseDims(*model.value(), dimArgs);
+  if (!chosenDims.ok()) return fail(chosenDims.status().message());
+  auto randomShapes = model.value()->inputShapes(chosenDims.value());
+  if (!randomShapes.ok()) return fail("--dim: " + randomShapes.status().message());
   std::mt19937_64 generator(randomSeed.value_or(0));
   std::vector<InputValue> inputValues;
   for (const ein::TensorInfo &info : inputs) {
@@ -357,17 +428,19 @@ int main(int argc, char **argv) {
                                                      inputValues.back().bytes.data(), inputValues.back().bytes.size());
       if (!status.ok()) return fail(file->second + ": " + status.message());
     } else if (randomSeed) {
-      auto values = randomValues(info, generator);
-      if (!values.ok()) return fail(values.status().message());
-      inputValues.push_back({info.dtype, info.shape, std::move(values).value()});
-      ein::Status status = session.value()->setInput(info.name, info.dtype, info.shape, inputValues.back().bytes.data(),
+      const std::vector<int64_t> &shape = randomShapes.value()[inputValues.size()];
+      inputValues.push_back({info.dtype, shape, randomValues(info, shape, generator)});
+      ein::Status status = session.value()->setInput(info.name, info.dtype, shape, inputValues.back().bytes.data(),
                                                      inputValues.back().bytes.size());
       if (!status.ok()) return fail(status.message());
     } else {
-      return fail("input \"" + info.name + "\" (" + ein::typeText(info.dtype, info.shape) +
-                  ") is not given: pass --input " + info.name + "=FILE.npy or --random-inputs SEED");
+      return fail("input \"" + info.name + "\" (" + ein::typeText(info) + ") is not given: pass --input " +
+                  info.name + "=FILE.npy or --random-inputs SEED");
     }
   }
+  if (!model.value()->dims().empty())
+    std::printf("dims: %s\n",
+                ein::dimValuesText(model.value()->dims(), dimsOfInputs(*model.value(), inputValues)).c_str());
 
   using Clock = std::chrono::steady_clock;
   auto start = Clock::now();

@@ -1,5 +1,6 @@
 // Writes the runtime tests' artifacts (every basic kernel; attention, talking
-// heads, layernorm and a residual gemm) into DIR, as seeds for the artifact
+// heads, layernorm and a residual gemm; dynamic ones with dims, size
+// expressions and checks) into DIR, as seeds for the artifact
 // fuzzers: valid models whose every field the mutators can then damage.
 //   ein_fuzz_seed_artifacts DIR
 #include <cstdio>
@@ -16,6 +17,9 @@ int main(int argc, char **argv) {
   const std::pair<const char *, std::vector<uint8_t>> artifacts[] = {
       {"every_kernel.einb", ein::testing::everyKernelArtifact()},
       {"fused_kernels.einb", ein::testing::fusedKernelArtifact()},
+      // Dims, size expressions and a check, for the evaluator and instantiation.
+      {"dynamic_every_kernel.einb", ein::testing::dynamicEveryKernelArtifact()},
+      {"dynamic_doubling.einb", ein::testing::dynamicDoublingArtifact(0, 8)},
   };
   for (const auto &[name, bytes] : artifacts) {
     std::string path = std::string(argv[1]) + "/" + name;

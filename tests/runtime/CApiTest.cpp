@@ -113,5 +113,68 @@ TEST(CApi, ErrorsCarryCodeAndMessage) {
   ein_model_free(model);
 }
 
+// A model with dims: its dims and each axis's expression, output shapes
+// before a run, and runs of a session and a runner at two shapes.
+TEST(CApi, DynamicModelDimsAndShapes) {
+  std::vector<uint8_t> bytes = dynamicDoublingArtifact(1, 8);
+  ein_model_t *model = nullptr;
+  expectOk(ein_model_load_from_memory(bytes.data(), bytes.size(), &model));
+  ASSERT_NE(model, nullptr);
+  ASSERT_EQ(ein_model_dim_count(model), 1u);
+  ein_dim_info_t dim;
+  expectOk(ein_model_dim_info(model, 0, &dim));
+  EXPECT_STREQ(dim.name, "t");
+  EXPECT_EQ(dim.min, 1);
+  EXPECT_EQ(dim.max, 8);
+  ein_status_t *missing = ein_model_dim_info(model, 1, &dim);
+  EXPECT_EQ(ein_status_code(missing), EIN_STATUS_OUT_OF_RANGE);
+  ein_status_free(missing);
+
+  ein_tensor_info_t pad;
+  expectOk(ein_model_input_info(model, 2, &pad));
+  ASSERT_EQ(pad.rank, 1u);
+  EXPECT_EQ(pad.shape[0], -1);
+  ASSERT_NE(pad.dims, nullptr);
+  EXPECT_STREQ(pad.dims[0], "t + 1");
+  ein_tensor_info_t x;
+  expectOk(ein_model_input_info(model, 0, &x));
+  EXPECT_STREQ(x.dims[0], "t");
+  EXPECT_STREQ(x.dims[1], "");
+
+  const int64_t xShape[2] = {3, 3}, padShape[1] = {4};
+  const int64_t *inputShapes[3] = {xShape, xShape, padShape};
+  const size_t ranks[3] = {2, 2, 1};
+  int64_t y[2] = {0, 0}, head[1] = {0};
+  int64_t *outputShapes[2] = {y, head};
+  expectOk(ein_model_output_shapes(model, inputShapes, ranks, outputShapes));
+  EXPECT_EQ(y[0], 3);
+  EXPECT_EQ(y[1], 3);
+  EXPECT_EQ(head[0], 3);
+  const int64_t tooLong[1] = {9};
+  const int64_t *badShapes[3] = {xShape, xShape, tooLong};
+  ein_status_t *bad = ein_model_output_shapes(model, badShapes, ranks, outputShapes);
+  EXPECT_EQ(ein_status_code(bad), EIN_STATUS_INVALID_ARGUMENT);
+  EXPECT_STREQ(ein_status_message(bad), "input \"pad\" axis 0 is 9, but t + 1 = 4 (t = 3)");
+  ein_status_free(bad);
+
+  ein_runner_t *runner = nullptr;
+  expectOk(ein_runner_create(model, nullptr, &runner));
+  for (int64_t t : {2, 5}) {
+    const int64_t shape[2] = {t, 3}, padded[1] = {t + 1};
+    std::vector<float> values(static_cast<size_t>(t * 3), 1.0f), padValues(static_cast<size_t>(t + 1), 7.0f);
+    std::vector<float> out(values.size()), headOut(static_cast<size_t>(t));
+    const ein_input_t inputs[3] = {{"x", EIN_DTYPE_F32, shape, 2, values.data(), values.size() * 4},
+                                   {"z", EIN_DTYPE_F32, shape, 2, values.data(), values.size() * 4},
+                                   {"pad", EIN_DTYPE_F32, padded, 1, padValues.data(), padValues.size() * 4}};
+    const ein_output_buffer_t outputs[2] = {{"y", out.data(), out.size() * 4},
+                                            {"head", headOut.data(), headOut.size() * 4}};
+    expectOk(ein_runner_run(runner, inputs, 3, outputs, 2));
+    EXPECT_EQ(out, std::vector<float>(values.size(), 3.0f));
+    EXPECT_EQ(headOut, std::vector<float>(static_cast<size_t>(t), 7.0f));
+  }
+  ein_runner_free(runner);
+  ein_model_free(model);
+}
+
 }  // namespace
 }  // namespace ein::testing

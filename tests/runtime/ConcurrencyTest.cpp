@@ -11,17 +11,7 @@
 
 #include "artifact_builder.hpp"
 #include "ein/ein.h"
-
-namespace ein::detail {
-
-// Holds a session's claim from the test's thread, as a call in progress does,
-// so that another thread's call meets it deterministically.
-struct SessionTestPeer {
-  static bool claim(const Session &session) { return !session.inUse_.exchange(true, std::memory_order_acquire); }
-  static void release(const Session &session) { session.inUse_.store(false, std::memory_order_release); }
-};
-
-}  // namespace ein::detail
+#include "session_test_peer.hpp"
 
 namespace ein::testing {
 namespace {
@@ -210,6 +200,64 @@ TEST(RunnerConcurrency, CApiManyThreadsGiveTheSerialOutputs) {
   EXPECT_EQ(mismatches, 0) << "of " << kThreads * kRuns << " runs";
   EXPECT_LE(ein_runner_context_count(runner), static_cast<size_t>(kThreads));
   ein_runner_free(runner);
+}
+
+// A dynamic model from many threads, each call at its own shapes: every
+// context re-instantiates as the shapes it serves change, and every call
+// gives what a serial session gives at those shapes.
+TEST(RunnerConcurrency, CallsAtDifferentShapesGiveTheSerialOutputs) {
+  std::shared_ptr<const Model> model = loadModel(dynamicEveryKernelArtifact(), "dynamic.einb");
+  ASSERT_TRUE(model);
+  // Call (thread, run) at b = 1 + (thread + run) % 3, t = 1 + (2 * thread + run) % 6.
+  auto shapeOf = [](int thread, int run) {
+    return std::vector<int64_t>{1 + (thread + run) % 3, 1 + (2 * thread + run) % 6};
+  };
+  auto idsOf = [](const std::vector<int64_t> &shape, int thread, int run) {
+    std::vector<int32_t> ids(static_cast<size_t>(shape[0] * shape[1]));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + thread * 3 + run) % 5);
+    return ids;
+  };
+  auto keepOf = [](const std::vector<int64_t> &shape, int run) {
+    std::vector<uint8_t> keep(static_cast<size_t>(shape[0] * shape[1]));
+    for (size_t i = 0; i < keep.size(); ++i) keep[i] = static_cast<uint8_t>((i + static_cast<size_t>(run)) % 3 != 0);
+    return keep;
+  };
+  auto session = Session::create(model);
+  ASSERT_TRUE(session.ok());
+  std::vector<std::vector<std::vector<Bytes>>> expected(kThreads);
+  for (int thread = 0; thread < kThreads; ++thread)
+    for (int run = 0; run < kRuns; ++run) {
+      const std::vector<int64_t> shape = shapeOf(thread, run);
+      std::vector<int32_t> ids = idsOf(shape, thread, run);
+      std::vector<uint8_t> keep = keepOf(shape, run);
+      ASSERT_TRUE(session.value()->setInput("ids", DType::I32, shape, ids.data(), ids.size() * 4).ok());
+      ASSERT_TRUE(session.value()->setInput("keep", DType::Bool, shape, keep.data(), keep.size()).ok());
+      ASSERT_TRUE(session.value()->run().ok());
+      std::vector<Bytes> outputs;
+      for (size_t i = 0; i < session.value()->outputCount(); ++i) {
+        auto output = session.value()->output(i);
+        ASSERT_TRUE(output.ok());
+        const auto *data = static_cast<const std::byte *>(output->data);
+        outputs.emplace_back(data, data + output->bytes);
+      }
+      expected[thread].push_back(std::move(outputs));
+    }
+  auto runner = Runner::create(model, {.threads = 2});
+  ASSERT_TRUE(runner.ok()) << runner.status().toString();
+  int mismatches = mismatchesUnderConcurrency(expected, [&](int thread, int run, std::vector<Bytes> &outputs) {
+    const std::vector<int64_t> shape = shapeOf(thread, run);
+    std::vector<int32_t> ids = idsOf(shape, thread, run);
+    std::vector<uint8_t> keep = keepOf(shape, run);
+    const InputTensor given[] = {{"ids", DType::I32, shape, ids.data(), ids.size() * 4},
+                                 {"keep", DType::Bool, shape, keep.data(), keep.size()}};
+    const OutputBuffer buffers[] = {{"probs", outputs[0].data(), outputs[0].size()},
+                                    {"pooled", outputs[1].data(), outputs[1].size()},
+                                    {"probsT", outputs[2].data(), outputs[2].size()}};
+    Status status = runner.value()->run(given, buffers);
+    EXPECT_TRUE(status.ok()) << status.toString();
+    return status.ok();
+  });
+  EXPECT_EQ(mismatches, 0) << "of " << kThreads * kRuns << " runs";
 }
 
 std::shared_ptr<const Model> doublingModel() { return loadModel(doublingArtifact(), "doubling.einb"); }

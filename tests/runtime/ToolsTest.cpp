@@ -268,5 +268,73 @@ TEST_F(ToolsTest, EmbeddingExamplesRunTheModel) {
   EXPECT_NE(missing.err.find("absent.einb: no such file"), std::string::npos) << missing.err;
 }
 
+// A model with dims: ein-inspect shows the ranges and each shape by its
+// dims; ein-run takes .npy inputs of any allowed shape and random inputs at
+// --dim values (a dim not given at its maximum).
+TEST_F(ToolsTest, InspectShowsDimsAndShapesByTheirNames) {
+  const std::string dynamic = dir + "/dynamic.einb";
+  writeFile(dynamic, dynamicEveryKernelArtifact());
+  Result result = einInspect(dynamic);
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  for (const char *line : {"dims: b = 1..3, t = 1..6\n", "  ids: i32[b, t] (ids in [0, 5))\n",
+                           "  probsT: f32[4, b, t]\n", "at the dims' maxima", "steps: 8 (sizes at the dims' maxima)"})
+    EXPECT_NE(result.out.find(line), std::string::npos) << line << " in\n" << result.out;
+  result = einInspect(dynamic + " --json");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["dims"],
+            nlohmann::json::parse(R"([{"name": "b", "min": 1, "max": 3}, {"name": "t", "min": 1, "max": 6}])"));
+  EXPECT_EQ(json["inputs"][0]["shape"], nlohmann::json({-1, -1}));
+  EXPECT_EQ(json["inputs"][0]["dims"], nlohmann::json({"b", "t"}));
+  EXPECT_EQ(json["sizes_at"], "dims' maxima");
+  EXPECT_EQ(json["steps"][0]["ids_shape"], nlohmann::json({3, 6}));
+}
+
+TEST_F(ToolsTest, InspectSaysWhenTheStepsDoNotVerifyAtTheMaxima) {
+  const std::string dynamic = dir + "/dynamic.einb";
+  // head = pad[20:21] at t = 8 only: past pad's 9 elements there.
+  writeFile(dynamic, dynamicDoublingArtifact(1, 8, [](ArtifactBuilder &a) {
+              a.copy({{1}, ViewSpec{a.inputs[2].tensor, a.sizeField(floorDiv(dimSize(0), 8) * 20), {1}},
+                      ViewSpec{a.outputs[1].tensor, 0, {1}}});
+            }));
+  Result result = einInspect(dynamic);
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("steps: not shown (they do not verify at the dims' maxima"), std::string::npos)
+      << result.out;
+}
+
+TEST_F(ToolsTest, RunTakesAnyAllowedShape) {
+  const std::string dynamic = dir + "/dynamic.einb";
+  writeFile(dynamic, dynamicEveryKernelArtifact());
+  Result result = einRun(dynamic + " --random-inputs 3 --dim t=5");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("dims: b = 3, t = 5\n"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("probsT: f32[4, 3, 5] = ["), std::string::npos) << result.out;
+
+  const std::vector<int32_t> ids = {1, 2};
+  const std::vector<uint8_t> keep = {1, 0};
+  ASSERT_TRUE(npy::write(dir + "/ids.npy", {npy::ElementType::I32, {1, 2}, bytesOf(ids)}).ok());
+  ASSERT_TRUE(npy::write(dir + "/keep.npy", {npy::ElementType::Bool, {1, 2}, keep}).ok());
+  result = einRun(dynamic + " --input ids=" + dir + "/ids.npy --input keep=" + dir + "/keep.npy --output-dir " + dir +
+                  "/out");
+  ASSERT_EQ(result.exitCode, 0) << result.err;
+  EXPECT_NE(result.out.find("dims: b = 1, t = 2\n"), std::string::npos) << result.out;
+  auto pooled = npy::read(dir + "/out/pooled.npy");
+  ASSERT_TRUE(pooled.ok()) << pooled.status().toString();
+  EXPECT_EQ(pooled->shape, (std::vector<int64_t>{1, 4}));
+
+  const std::pair<const char *, const char *> errors[] = {
+      {" --random-inputs 3 --dim t=7", "t = 7, but dim t ranges over 1..6"},
+      {" --random-inputs 3 --dim u=2", "the model has no dim \"u\" (dims: b, t)"},
+      {" --random-inputs 3 --dim t=x", "--dim expects NAME=VALUE"},
+      {" --dim t=2", "it needs --random-inputs"},
+  };
+  for (const auto &[arguments, message] : errors) {
+    result = einRun(dynamic + arguments);
+    EXPECT_EQ(result.exitCode, 1) << arguments;
+    EXPECT_NE(result.err.find(message), std::string::npos) << result.err;
+  }
+}
+
 }  // namespace
 }  // namespace ein::testing

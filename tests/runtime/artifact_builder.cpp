@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <random>
 
 namespace ein::testing {
@@ -68,6 +69,29 @@ uint32_t ArtifactBuilder::arena(fb::DType dtype, std::vector<int64_t> shape) {
   uint64_t offset = arenaUsed_;
   arenaUsed_ = alignTo64(offset + byteSize(dtype, shape));
   return tensor({dtype, std::move(shape), fb::Storage::Arena, 0, offset});
+}
+
+uint32_t ArtifactBuilder::arena(fb::DType dtype, std::vector<int64_t> shape, const std::vector<int64_t> &plannedShape) {
+  uint64_t offset = arenaUsed_;
+  arenaUsed_ = alignTo64(offset + byteSize(dtype, plannedShape));
+  return tensor({dtype, std::move(shape), fb::Storage::Arena, 0, offset});
+}
+
+Size ArtifactBuilder::dim(const std::string &name, int64_t min, int64_t max) {
+  dims.push_back({name, min, max});
+  return dimSize(static_cast<uint32_t>(dims.size() - 1));
+}
+
+int64_t ArtifactBuilder::sizeField(const Size &size) {
+  auto same = [&](const std::vector<fb::SizeOp> &ops) {
+    return ops.size() == size.ops.size() &&
+           std::equal(ops.begin(), ops.end(), size.ops.begin(), [](const fb::SizeOp &x, const fb::SizeOp &y) {
+             return x.opcode() == y.opcode() && x.operand() == y.operand();
+           });
+  };
+  auto found = std::find_if(sizes.begin(), sizes.end(), same);
+  if (found == sizes.end()) found = sizes.insert(sizes.end(), size.ops);
+  return -1 - static_cast<int64_t>(found - sizes.begin());
 }
 
 uint32_t ArtifactBuilder::weights(fb::DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t> &bytes,
@@ -182,9 +206,19 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   for (const auto &[name, id] : params) paramTable.push_back(fb::CreateParameterDirect(b, name.c_str(), id));
   std::vector<flatbuffers::Offset<fb::Step>> stepTable;
   for (const StepFn &build : steps_) stepTable.push_back(build(b));
+  std::vector<flatbuffers::Offset<fb::Dim>> dimTable;
+  for (const DimSpec &dim : dims) dimTable.push_back(fb::CreateDimDirect(b, dim.name.c_str(), dim.min, dim.max));
+  std::vector<flatbuffers::Offset<fb::SizeExpression>> sizeTable;
+  for (const std::vector<fb::SizeOp> &ops : sizes) sizeTable.push_back(fb::CreateSizeExpressionDirect(b, &ops));
+  std::vector<flatbuffers::Offset<fb::Check>> checkTable;
+  for (const CheckSpec &check : checks)
+    checkTable.push_back(fb::CreateCheckDirect(b, check.kind, check.lhs, check.rhs, check.location.c_str(),
+                                               check.message.c_str()));
   auto model = fb::CreateModelDirect(b, formatVersion, target, "ein tests", "test.ein", &inputTable, &outputTable,
                                      &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),
-                                     weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()), precision);
+                                     weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()), precision,
+                                     dims.empty() ? nullptr : &dimTable, sizes.empty() ? nullptr : &sizeTable,
+                                     checks.empty() ? nullptr : &checkTable);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
@@ -251,6 +285,178 @@ std::vector<uint8_t> everyKernelArtifact() {
   a.softmax({{2, 3, width}, dense(masked, {2, 3, width}), dense(probs, {2, 3, width})}, "every.ein:4:1");
   a.reduce({{2, 3, width}, 2, fb::ReduceKind::Sum, dense(probs, {2, 3, width}), dense(total, {2})}, "every.ein:5:1");
   a.copy({{width, 2, 3}, {probs, 0, {1, 3 * width, width}}, dense(probsT, {width, 2, 3})}, "every.ein:6:1");
+  return a.build();
+}
+
+Size constantSize(int64_t value) { return {{fb::SizeOp(fb::SizeOpcode::Constant, value)}}; }
+Size dimSize(uint32_t dim) { return {{fb::SizeOp(fb::SizeOpcode::Dim, dim)}}; }
+
+namespace {
+
+Size binary(fb::SizeOpcode opcode, Size a, const Size &b) {
+  a.ops.insert(a.ops.end(), b.ops.begin(), b.ops.end());
+  a.ops.push_back(fb::SizeOp(opcode, 0));
+  return a;
+}
+
+}  // namespace
+
+Size operator+(Size a, const Size &b) { return binary(fb::SizeOpcode::Add, std::move(a), b); }
+Size operator-(Size a, const Size &b) { return binary(fb::SizeOpcode::Sub, std::move(a), b); }
+Size operator*(Size a, const Size &b) { return binary(fb::SizeOpcode::Mul, std::move(a), b); }
+Size floorDiv(Size a, const Size &b) { return binary(fb::SizeOpcode::FloorDiv, std::move(a), b); }
+Size operator+(Size a, int64_t b) { return std::move(a) + constantSize(b); }
+Size operator-(Size a, int64_t b) { return std::move(a) - constantSize(b); }
+Size operator*(Size a, int64_t b) { return std::move(a) * constantSize(b); }
+Size operator*(int64_t a, const Size &b) { return constantSize(a) * b; }
+Size operator-(int64_t a, const Size &b) { return constantSize(a) - b; }
+Size floorDiv(Size a, int64_t b) { return floorDiv(std::move(a), constantSize(b)); }
+
+int64_t Size::at(const std::vector<int64_t> &dims) const {
+  std::vector<int64_t> stack;
+  for (const fb::SizeOp &op : ops) {
+    switch (op.opcode()) {
+      case fb::SizeOpcode::Constant: stack.push_back(op.operand()); continue;
+      case fb::SizeOpcode::Dim: stack.push_back(dims.at(static_cast<size_t>(op.operand()))); continue;
+      default: break;
+    }
+    const int64_t b = stack.back();
+    stack.pop_back();
+    int64_t &a = stack.back();
+    switch (op.opcode()) {
+      case fb::SizeOpcode::Add: a += b; break;
+      case fb::SizeOpcode::Sub: a -= b; break;
+      case fb::SizeOpcode::Mul: a *= b; break;
+      case fb::SizeOpcode::FloorDiv: a = a / b - (a % b < 0); break;
+      case fb::SizeOpcode::Mod: a = (a % b + b) % b; break;
+      case fb::SizeOpcode::Max: a = std::max(a, b); break;
+      case fb::SizeOpcode::Min: a = std::min(a, b); break;
+      default: break;
+    }
+  }
+  return stack.back();
+}
+
+ShapeBuilder::ShapeBuilder(ArtifactBuilder &builder, const std::vector<ArtifactBuilder::DimSpec> &ranges)
+    : builder_(builder), dynamic_(true) {
+  for (const ArtifactBuilder::DimSpec &range : ranges) {
+    dims_.push_back(builder.dim(range.name, range.min, range.max));
+    planned_.push_back(range.max);
+  }
+}
+
+ShapeBuilder::ShapeBuilder(ArtifactBuilder &builder, const std::vector<ArtifactBuilder::DimSpec> &ranges,
+                           const std::vector<int64_t> &values)
+    : builder_(builder), planned_(values), dynamic_(false) {
+  for (size_t d = 0; d < ranges.size(); ++d) dims_.push_back(dimSize(static_cast<uint32_t>(d)));
+}
+
+int64_t ShapeBuilder::field(const Size &size) {
+  bool constant = std::none_of(size.ops.begin(), size.ops.end(),
+                               [](const fb::SizeOp &op) { return op.opcode() == fb::SizeOpcode::Dim; });
+  return dynamic_ && !constant ? builder_.sizeField(size) : size.at(planned_);
+}
+
+std::vector<int64_t> ShapeBuilder::fields(const std::vector<Size> &sizes) {
+  std::vector<int64_t> result;
+  for (const Size &size : sizes) result.push_back(field(size));
+  return result;
+}
+
+uint32_t ShapeBuilder::input(const std::string &name, fb::DType dtype, const std::vector<Size> &shape,
+                             int64_t upperBound) {
+  return builder_.input(name, dtype, fields(shape), upperBound);
+}
+
+uint32_t ShapeBuilder::output(const std::string &name, fb::DType dtype, const std::vector<Size> &shape) {
+  return builder_.output(name, dtype, fields(shape));
+}
+
+uint32_t ShapeBuilder::arena(fb::DType dtype, const std::vector<Size> &shape) {
+  std::vector<int64_t> planned;
+  for (const Size &size : shape) planned.push_back(size.at(planned_));
+  return builder_.arena(dtype, fields(shape), planned);
+}
+
+ViewSpec ShapeBuilder::dense(uint32_t tensor, const std::vector<Size> &shape) {
+  std::vector<Size> strides(shape.size(), constantSize(1));
+  for (size_t axis = shape.size(); axis-- > 1;) strides[axis - 1] = strides[axis] * shape[axis];
+  return {tensor, 0, fields(strides)};
+}
+
+std::vector<uint8_t> dynamicEveryKernelArtifact(const std::vector<int64_t> &values) {
+  ArtifactBuilder a;
+  const std::vector<ArtifactBuilder::DimSpec> ranges = {{"b", 1, 3}, {"t", 1, 6}};
+  ShapeBuilder s = values.empty() ? ShapeBuilder(a, ranges) : ShapeBuilder(a, ranges, values);
+  const Size b = s.dim(0), t = s.dim(1), w = constantSize(4), one = constantSize(1);
+  const int64_t rows = 5, width = 4;
+  uint32_t ids = s.input("ids", fb::DType::I32, {b, t}, rows);
+  uint32_t keep = s.input("keep", fb::DType::Bool, {b, t});
+  uint32_t probs = s.output("probs", fb::DType::F32, {b, t, w});
+  uint32_t pooled = s.output("pooled", fb::DType::F32, {b, w});
+  uint32_t probsT = s.output("probsT", fb::DType::F32, {w, b, t});
+  std::vector<float> table = randomFloats(rows * width, 11), weight = randomFloats(width * width, 12, -0.5f, 0.5f),
+                     bias = randomFloats(width, 13, -0.1f, 0.1f), gamma = randomFloats(width, 14, 0.5f, 1.5f);
+  uint32_t tableId = a.weightsF32({rows, width}, table, "embed.weight");
+  uint32_t weightId = a.weightsF32({width, width}, weight, "proj.weight");
+  uint32_t biasId = a.weightsF32({width}, bias, "proj.bias");
+  uint32_t gammaId = a.weightsF32({width}, gamma, "norm.weight");
+  uint32_t embedded = s.arena(fb::DType::F32, {b, t, w});
+  uint32_t projected = s.arena(fb::DType::F32, {b, t, w});
+  uint32_t normed = s.arena(fb::DType::F32, {b, t, w});
+  uint32_t attended = s.arena(fb::DType::F32, {b, t, w});
+  uint32_t summed = s.arena(fb::DType::F32, {b, t, w});
+  a.gather({s.fields({b, t}), rows, width, s.dense(ids, {b, t}), dense(tableId, {rows, width}),
+            s.dense(embedded, {b, t, w})},
+           "dyn.ein:1:1");
+  // One gemm over the b * t rows, its weight packed once at load.
+  a.gemm({{}, s.field(b * t), width, width, s.dense(embedded, {b * t, w}), dense(weightId, {width, width}),
+          s.dense(projected, {b * t, w}), ViewSpec{biasId, 0, {0, 1}}, 1.0f, fb::Activation::Gelu},
+         "dyn.ein:2:1");
+  a.layerNorm({s.fields({b, t, w}), s.dense(projected, {b, t, w}), std::nullopt, std::nullopt,
+               ViewSpec{gammaId, 0, {1}}, std::nullopt, s.dense(normed, {b, t, w})},
+              "dyn.ein:3:1");
+  // keep[b, j] masks key j of every query: strides [t, 0, 1].
+  AttentionSpec attention{s.fields({b}), s.field(t), s.field(t), width, width, 0.5f};
+  attention.q = attention.k = attention.v = s.dense(normed, {b, t, w});
+  attention.out = s.dense(attended, {b, t, w});
+  attention.maskKind = fb::MaskKind::Keep;
+  attention.mask = ViewSpec{keep, 0, s.fields({t, constantSize(0), one})};
+  attention.maskFill = -1e9f;
+  a.attention(attention, "dyn.ein:4:1");
+  a.elementwise({s.fields({b, t, w}),
+                 {s.dense(attended, {b, t, w}), s.dense(normed, {b, t, w})},
+                 s.dense(summed, {b, t, w}),
+                 {instruction(fb::Opcode::Add, 0, 1)}},
+                "dyn.ein:5:1");
+  a.softmax({s.fields({b, t, w}), s.dense(summed, {b, t, w}), s.dense(probs, {b, t, w})}, "dyn.ein:6:1");
+  // The mean over t of probs viewed as [b, w, t].
+  a.reduce({s.fields({b, w, t}), 1, fb::ReduceKind::Mean, ViewSpec{probs, 0, s.fields({t * 4, one, w})},
+            s.dense(pooled, {b, w})},
+           "dyn.ein:7:1");
+  a.copy({s.fields({w, b, t}), ViewSpec{probs, 0, s.fields({one, t * 4, w})}, s.dense(probsT, {w, b, t})},
+         "dyn.ein:8:1");
+  return a.build();
+}
+
+std::vector<uint8_t> dynamicDoublingArtifact(int64_t min, int64_t max,
+                                             const std::function<void(ArtifactBuilder &)> &edit) {
+  ArtifactBuilder a;
+  ShapeBuilder s(a, {{"t", min, max}});
+  const Size t = s.dim(0), three = constantSize(3);
+  uint32_t x = s.input("x", fb::DType::F32, {t, three});
+  uint32_t z = s.input("z", fb::DType::F32, {t, three});
+  uint32_t pad = s.input("pad", fb::DType::F32, {t + 1});
+  uint32_t y = s.output("y", fb::DType::F32, {t, three});
+  uint32_t head = s.output("head", fb::DType::F32, {t});
+  a.elementwise({s.fields({t, three}),
+                 {s.dense(x, {t, three}), s.dense(z, {t, three})},
+                 s.dense(y, {t, three}),
+                 {instruction(fb::Opcode::Const, 0, 0, 0, 2.0f), instruction(fb::Opcode::Mul, 0, 2),
+                  instruction(fb::Opcode::Add, 3, 1)}});
+  a.copy({s.fields({t}), ViewSpec{pad, 0, {1}}, s.dense(head, {t})});
+  a.checks.push_back({fb::CheckKind::LessEqual, s.field(t + 1), 6, "test.ein:3:5", "pad[:t + 1] needs t + 1 <= 6"});
+  if (edit) edit(a);
   return a.build();
 }
 

@@ -108,6 +108,27 @@ struct TensorSpec {
   uint64_t offset = 0;
 };
 
+// A size expression for a dynamic artifact, written with operators and
+// stored as the schema's postfix program: dimSize(0) * 4 + 1.
+struct Size {
+  std::vector<fb::SizeOp> ops;
+  // The value at `dims` (the builder's own evaluator, for planning and for
+  // building the static twin of a dynamic model).
+  int64_t at(const std::vector<int64_t> &dims) const;
+};
+Size constantSize(int64_t value);
+Size dimSize(uint32_t dim);
+Size operator+(Size a, const Size &b);
+Size operator-(Size a, const Size &b);
+Size operator*(Size a, const Size &b);
+Size floorDiv(Size a, const Size &b);
+Size operator+(Size a, int64_t b);
+Size operator-(Size a, int64_t b);
+Size operator*(Size a, int64_t b);
+Size operator*(int64_t a, const Size &b);
+Size operator-(int64_t a, const Size &b);
+Size floorDiv(Size a, int64_t b);
+
 class ArtifactBuilder {
  public:
   // Each returns the new tensor's number. Inputs and outputs are bound in
@@ -151,6 +172,29 @@ class ArtifactBuilder {
 
   std::vector<uint8_t> build() const;
 
+  // Ranged dims, size expressions and run-time checks (empty: a static
+  // artifact). A field written as sizeField(e) refers to expression e.
+  struct DimSpec {
+    std::string name;
+    int64_t min = 0, max = 0;
+  };
+  std::vector<DimSpec> dims;
+  std::vector<std::vector<fb::SizeOp>> sizes;
+  struct CheckSpec {
+    fb::CheckKind kind = fb::CheckKind::Equal;
+    int64_t lhs = 0, rhs = 0;  // (size) fields
+    std::string location, message;
+  };
+  std::vector<CheckSpec> checks;
+  // Adds a dim and returns it as an expression.
+  Size dim(const std::string &name, int64_t min, int64_t max);
+  // The (size) field referring to `size`: -1 - its expression's number (an
+  // identical expression is stored once).
+  int64_t sizeField(const Size &size);
+  // An arena tensor whose shape fields may refer to expressions: its offset
+  // is planned for `plannedShape` (the shape at the dims' maxima).
+  uint32_t arena(fb::DType dtype, std::vector<int64_t> shape, const std::vector<int64_t> &plannedShape);
+
  private:
   std::vector<uint8_t> header(uint64_t weightsOffset) const;
 
@@ -192,6 +236,49 @@ std::vector<uint8_t> fusedKernelArtifact();
 
 // y = x * 2 for x f32[2, 3]; flags bool[4] is passed through as flags_out.
 std::vector<uint8_t> doublingArtifact(fb::Target target = fb::Target::Cpu);
+
+// Builds one model either static (every size a constant: the dims' values)
+// or dynamic (the dims ranged, sizes as expressions), from the same code, so
+// tests can compare a dynamic artifact at some dims with its static twin.
+class ShapeBuilder {
+ public:
+  // Dynamic: the dims range over `ranges`.
+  ShapeBuilder(ArtifactBuilder &builder, const std::vector<ArtifactBuilder::DimSpec> &ranges);
+  // Static: the dims are `values`.
+  ShapeBuilder(ArtifactBuilder &builder, const std::vector<ArtifactBuilder::DimSpec> &ranges,
+               const std::vector<int64_t> &values);
+
+  const Size &dim(size_t index) const { return dims_[index]; }
+  // A (size) field: a constant when static or when no dim is involved.
+  int64_t field(const Size &size);
+  std::vector<int64_t> fields(const std::vector<Size> &sizes);
+  uint32_t input(const std::string &name, fb::DType dtype, const std::vector<Size> &shape, int64_t upperBound = 0);
+  uint32_t output(const std::string &name, fb::DType dtype, const std::vector<Size> &shape);
+  uint32_t arena(fb::DType dtype, const std::vector<Size> &shape);
+  ViewSpec dense(uint32_t tensor, const std::vector<Size> &shape);
+
+ private:
+  ArtifactBuilder &builder_;
+  std::vector<Size> dims_;
+  std::vector<int64_t> planned_;  // the dims' values (static) or maxima (dynamic)
+  bool dynamic_;
+};
+
+// A model of every basic kernel over dims b (batch) and t (tokens):
+// gather -> gemm (bias, gelu; packed weights) -> layernorm -> attention with
+// a keep mask broadcast from keep[b, t] (strides that depend on t) ->
+// elementwise residual -> softmax -> reduce (mean over t) and a transposing
+// copy. Inputs ids i32[b, t] (upper bound 5), keep bool[b, t]; outputs probs
+// f32[b, t, 4], pooled f32[b, 4], probsT f32[4, b, t]. `values` empty:
+// dynamic over b = 1..3, t = 1..6; else static at {b, t}.
+std::vector<uint8_t> dynamicEveryKernelArtifact(const std::vector<int64_t> &values = {});
+
+// A small dynamic model over t = min..max: y = x * 2 + z for x, z f32[t, 3];
+// head f32[t] = pad[:t] for pad f32[t + 1], with the check t + 1 <= 6
+// ("test.ein:3:5: pad[:t + 1] needs t + 1 <= 6"). `edit` may damage the
+// artifact before it is built.
+std::vector<uint8_t> dynamicDoublingArtifact(int64_t min = 1, int64_t max = 8,
+                                             const std::function<void(ArtifactBuilder &)> &edit = {});
 
 // `count` uniform floats in [low, high), the same for the same seed.
 std::vector<float> randomFloats(size_t count, uint32_t seed, float low = -2.0f, float high = 2.0f);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ein/model.hpp"
 #include "ein/types.hpp"
@@ -15,6 +16,13 @@ namespace ein {
 std::string shapeText(std::span<const int64_t> shape);
 // "f32[2, 3]", as the model language writes a tensor type.
 std::string typeText(DType dtype, std::span<const int64_t> shape);
+// "i32[b, t]": an input's or output's type, an axis that depends on the dims
+// by its expression over them.
+std::string typeText(const TensorInfo &info);
+// "b = 1..16, t = 1..256"
+std::string dimRangesText(const std::vector<DimInfo> &dims);
+// "b = 3, t = 7": the dims at one run's values.
+std::string dimValuesText(const std::vector<DimInfo> &dims, std::span<const int64_t> values);
 // The bytes of every parameter together, at their declared types.
 uint64_t paramsByteSize(const Model &model);
 // The summary ein-inspect prints: header, inputs, outputs, parameters,

@@ -9,7 +9,9 @@
  *
  * A session or runner keeps its model alive: the model may be freed before
  * them. Strings and shapes returned by the query functions live as long as
- * the model; a session's output data lives until its next run or its end.
+ * the model; a session's output data and shape (the actual shape: for a
+ * model with dims, the one at the last run's inputs) live until its next
+ * run or its end.
  *
  * Threads: ein_runner_run may be called from any number of threads at once on
  * one runner (each call computes in its own pooled context and writes into
@@ -61,9 +63,21 @@ typedef struct ein_tensor_info {
   const char *name;
   ein_dtype_t dtype;
   size_t rank;
-  const int64_t *shape;
-  int64_t upper_bound; /* integer inputs: ids lie in [0, upper_bound); 0 when unknown */
+  const int64_t *shape; /* -1 for an axis whose size depends on the model's dims (see dims) */
+  int64_t upper_bound;  /* integer inputs: ids lie in [0, upper_bound); 0 when unknown */
+  /* Per axis (rank entries), the size as an expression over the model's
+   * dims ("t", "t + 1"), or "" for a fixed axis; NULL for a model without
+   * dims (and for parameters). */
+  const char *const *dims;
 } ein_tensor_info_t;
+
+/* A dim the model leaves open ("dim t = 1..256"): each run reads its value
+ * from the input shapes, within [min, max]. */
+typedef struct ein_dim_info {
+  const char *name;
+  int64_t min;
+  int64_t max;
+} ein_dim_info_t;
 
 /* An output's current value. */
 typedef struct ein_tensor {
@@ -89,8 +103,9 @@ typedef struct ein_runner_options {
   int max_concurrent_runs;
 } ein_runner_options_t;
 
-/* One input of a runner call: dtype, shape and byte size must equal the
- * model's. Read during the call only. */
+/* One input of a runner call: dtype and shape must be the model's (any size
+ * its dims allow on a dynamic axis), bytes the shape's byte size. Read during
+ * the call only. */
 typedef struct ein_input {
   const char *name;
   ein_dtype_t dtype;
@@ -101,7 +116,9 @@ typedef struct ein_input {
 } ein_input_t;
 
 /* Where a runner call writes output `name`: `bytes` must be the output's byte
- * size (ein_model_output_info). Must not overlap an input or another output. */
+ * size at this call's input shapes (ein_model_output_info for a model without
+ * dims, else ein_model_output_shapes). Must not overlap an input or another
+ * output. */
 typedef struct ein_output_buffer {
   const char *name;
   void *data;
@@ -124,6 +141,16 @@ size_t ein_model_input_count(const ein_model_t *model);
 size_t ein_model_output_count(const ein_model_t *model);
 ein_status_t *ein_model_input_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info);
 ein_status_t *ein_model_output_info(const ein_model_t *model, size_t index, ein_tensor_info_t *out_info);
+/* The model's ranged dims (0 for a model whose every size is fixed). */
+size_t ein_model_dim_count(const ein_model_t *model);
+ein_status_t *ein_model_dim_info(const ein_model_t *model, size_t index, ein_dim_info_t *out_info);
+/* Each output's shape for inputs of the given shapes, with the checks a run
+ * makes (dims in range, inputs agreeing, the model's run-time checks):
+ * input i (in the model's order) has rank input_ranks[i] and sizes
+ * input_shapes[i]; out_shapes[o] receives the rank of output o
+ * (ein_model_output_info) sizes. For callers that allocate outputs. */
+ein_status_t *ein_model_output_shapes(const ein_model_t *model, const int64_t *const *input_shapes,
+                                      const size_t *input_ranks, int64_t *const *out_shapes);
 
 /* Sessions */
 void ein_session_options_init(ein_session_options_t *options); /* one thread, CPU */
@@ -131,7 +158,8 @@ void ein_session_options_init(ein_session_options_t *options); /* one thread, CP
 ein_status_t *ein_session_create(const ein_model_t *model, const ein_session_options_t *options,
                                  ein_session_t **out_session);
 void ein_session_free(ein_session_t *session);
-/* Copies the input; dtype, shape and byte size must match the model's exactly. */
+/* Copies the input; dtype and shape must be the model's (any size its dims
+ * allow on a dynamic axis), bytes the shape's byte size. */
 ein_status_t *ein_session_set_input(ein_session_t *session, const char *name, ein_dtype_t dtype,
                                     const int64_t *shape, size_t rank, const void *data, size_t bytes);
 ein_status_t *ein_session_run(ein_session_t *session);

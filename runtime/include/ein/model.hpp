@@ -19,15 +19,31 @@
 
 namespace ein {
 
+// A dim the model leaves open (`dim t = 1..256`): each run reads its value
+// from the input shapes, and it must lie in [min, max].
+struct DimInfo {
+  std::string name;
+  int64_t min = 0, max = 0;
+};
+
 // A named tensor the model exposes: an input, an output or a parameter.
 struct TensorInfo {
   std::string name;
   DType dtype = DType::F32;
+  // -1 for an axis whose size depends on the dims (see `dims`).
   std::vector<int64_t> shape;
   // Integer inputs that index a table take ids in [0, upperBound); 0 when unknown.
   int64_t upperBound = 0;
+  // Per axis, the size as an expression over the model's dims ("t",
+  // "t + 1", "b * h"), or "" where the axis has a constant size. Empty for a
+  // model without dims (every axis constant).
+  std::vector<std::string> dims;
 
-  int64_t numElements() const;  // verified at load not to overflow
+  // Whether some axis depends on the dims (its size is -1 in `shape`).
+  bool dynamic() const;
+  // For a shape without -1: verified at load not to overflow. A dynamic
+  // shape has -1 elements and 0 bytes.
+  int64_t numElements() const;
   size_t byteSize() const;
 };
 
@@ -56,7 +72,8 @@ const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16"
 
 namespace detail {
 struct Program;
-}
+class DynamicProgram;
+}  // namespace detail
 
 class Model {
  public:
@@ -79,22 +96,43 @@ class Model {
   const std::string &producer() const;
   const std::string &source() const;
 
+  // The ranged dims, in the artifact's order; empty for a model whose every
+  // size is fixed.
+  const std::vector<DimInfo> &dims() const;
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;
   const std::vector<TensorInfo> &params() const;
+  // For a model with dims: the steps at the dims' maxima (empty when the
+  // steps do not verify there, e.g. a check excludes the maxima).
   const std::vector<StepInfo> &steps() const;
+  // Planned for the dims' maxima: the arena serves every run.
   uint64_t arenaBytes() const;
   uint64_t weightsBytes() const;
   // The artifact's bytes, as loaded and verified (the file's mapping or the
   // model's copy): what to write to save the model again.
   std::span<const std::byte> artifactBytes() const;
 
-  // The decoded program, for the runtime's executors.
+  // Each output's shape for inputs of `inputShapes` (one per input, in the
+  // order of inputs()), with the checks and messages a run makes: the dims
+  // read from the inputs, their ranges, the inputs' agreement and the
+  // model's run-time checks. For callers that allocate outputs before a run.
+  StatusOr<std::vector<std::vector<int64_t>>> outputShapes(std::span<const std::vector<int64_t>> inputShapes) const;
+
+  // Each input's shape when the dims take `dimValues` (one per dim, in the
+  // order of dims(), each within its range): for callers that make inputs,
+  // e.g. random ones at chosen dims. A static model takes no values.
+  StatusOr<std::vector<std::vector<int64_t>>> inputShapes(std::span<const int64_t> dimValues) const;
+
+  // The decoded program, for the runtime's executors. For a model with dims
+  // it holds what every instantiation shares (no tensors or steps).
   const detail::Program &program() const { return *program_; }
+  // What a model with dims instantiates its program from; null without dims.
+  const detail::DynamicProgram *dynamicProgram() const { return dynamic_.get(); }
 
  private:
-  explicit Model(std::unique_ptr<const detail::Program> program);
+  Model(std::unique_ptr<const detail::Program> program, std::unique_ptr<const detail::DynamicProgram> dynamic);
   std::unique_ptr<const detail::Program> program_;
+  std::unique_ptr<const detail::DynamicProgram> dynamic_;
 };
 
 }  // namespace ein

@@ -5,7 +5,12 @@
 // grows only when more calls are in flight than it has contexts (optionally
 // capped): a server with W worker threads ends up with at most W contexts,
 // and a run allocates nothing once the pool has grown (except the outputs
-// the returning overload of run() makes for the caller). On the CPU the
+// the returning overload of run() makes for the caller). A model with dims
+// runs each call at its inputs' shapes: a context keeps the program
+// instantiated at the dims of its last four distinct calls and instantiates
+// (decodes and verifies the steps again) only for other dims; its
+// staging buffers and kernel scratch grow to the largest call it has served,
+// the arena never (it is planned for the dims' maxima). On the CPU the
 // weights (and their prepacked copies) live in the Model and are shared by
 // every context; on CUDA each context holds its own device arena and copy of
 // the weights, so cap the pool there (maxConcurrentRuns).
@@ -57,9 +62,10 @@ struct RunnerOptions {
   int maxConcurrentRuns = 0;
 };
 
-// An input of one call: dtype, shape and byte size must equal the model's.
-// The memory is read during the call only and is not written; it must not
-// change until run() returns.
+// An input of one call: dtype and shape must be the model's (for a model
+// with dims, any shape they allow: each call may have its own), `bytes` the
+// shape's byte size. The memory is read during the call only and is not
+// written; it must not change until run() returns.
 struct InputTensor {
   std::string_view name;
   DType dtype = DType::F32;
@@ -69,8 +75,10 @@ struct InputTensor {
 };
 
 // Where one call writes output `name`: `bytes` must be the output's byte size
-// (Model::outputs() gives dtype and shape). The buffer must not overlap an
-// input or another output.
+// at this call's input shapes (Model::outputs() gives dtype and shape; for a
+// model with dims, Model::outputShapes(inputShapes) the actual shape, or use
+// the run() overload that returns the outputs). The buffer must not overlap
+// an input or another output.
 struct OutputBuffer {
   std::string_view name;
   void *data = nullptr;
@@ -105,7 +113,7 @@ class Runner {
   // unspecified.
   Status run(std::span<const InputTensor> inputs, std::span<const OutputBuffer> outputs);
   // Thread-safe: the same, returning every output in the model's order, in
-  // memory the caller owns.
+  // memory the caller owns, with its actual shape.
   StatusOr<std::vector<OutputTensor>> run(std::span<const InputTensor> inputs);
   // For braced lists: runner->run({image}, {logits}).
   Status run(std::initializer_list<InputTensor> inputs, std::initializer_list<OutputBuffer> outputs) {

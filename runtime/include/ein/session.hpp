@@ -45,6 +45,7 @@ namespace ein {
 namespace detail {
 class AlignedBuffer;
 class Executor;
+class ProgramSelector;
 struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTest.cpp)
 }  // namespace detail
 
@@ -78,9 +79,14 @@ class Session {
   const Model &model() const { return *model_; }
   const SessionOptions &options() const { return options_; }
 
-  // Copies `bytes` bytes from `data` into input `name`. The dtype, shape and
-  // byte size must equal the model's exactly. The caller's buffer is not
-  // kept: it may be reused as soon as this returns.
+  // Copies `bytes` bytes from `data` into input `name`. The dtype and shape
+  // must be the model's: equal on every fixed axis, and on an axis that
+  // depends on the model's dims (TensorInfo::dims) any size they allow (a
+  // bare dim within its range here; run() checks that the inputs agree on
+  // the dims and the model's run-time checks). `bytes` is the shape's byte
+  // size. The caller's buffer is not kept: it may be reused as soon as this
+  // returns. For a model with dims, the session's copy grows to the largest
+  // input set so far (an allocation only then).
   Status setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes);
   Status setInput(std::string_view name, DType dtype, std::initializer_list<int64_t> shape, const void *data,
                   size_t bytes) {
@@ -88,15 +94,21 @@ class Session {
   }
 
   // Runs every step; every input must have been set, by this thread (they
-  // stay set across runs).
+  // stay set across runs). A model with dims reads them from the input
+  // shapes; new dims instantiate its program (the same dims as one of the
+  // last four distinct ones reuse theirs), and output buffers grow to the
+  // largest outputs so far.
   Status run();
 
   size_t outputCount() const;
+  // The output of the last run, with its actual shape (for a model with
+  // dims, the shape at the run's dims; an error before the first run).
   StatusOr<TensorRef> output(size_t index) const;
   StatusOr<TensorRef> output(std::string_view name) const;
 
  private:
   friend struct detail::SessionTestPeer;
+  size_t instantiations() const;  // for SessionTestPeer
   class Claim;  // holds inUse_ for the length of one call
 
   Session(std::shared_ptr<const Model> model, SessionOptions options);
@@ -111,6 +123,10 @@ class Session {
   // Base pointers handed to the executor, one per input and output.
   std::vector<const std::byte *> inputPointers_;
   std::vector<std::byte *> outputPointers_;
+  // The shape each input was last set with, and views of them for the selector.
+  std::vector<std::vector<int64_t>> inputShapes_;
+  std::vector<std::span<const int64_t>> inputShapeViews_;
+  std::unique_ptr<detail::ProgramSelector> selector_;
 
   // Whether a thread is inside setInput, run or output. The fields below are
   // only touched while holding it, which orders them between threads.

@@ -22,30 +22,57 @@ Status CudaExecutor::initialise(int device) {
   if (const cublasStatus_t status = cublasLtCreate(&lt_.handle); status != CUBLAS_STATUS_SUCCESS)
     return Status(StatusCode::Internal, std::string("cublasLtCreate: ") + cublasLtGetStatusString(status));
 
-  // Device memory: the arena, the weights (uploaded once), the inputs and
-  // outputs, cuBLASLt's workspace and the gathers' error slots.
-  EIN_ASSIGN_OR_RETURN(arena_, allocate(program_.arenaBytes, "the arena"));
-  EIN_ASSIGN_OR_RETURN(weights_, allocate(program_.weightsBytes, "the weights"));
-  if (program_.weightsBytes &&
-      (error = cudaMemcpy(weights_.get(), program_.weights, program_.weightsBytes, cudaMemcpyHostToDevice)) != cudaSuccess)
+  // Device memory: the arena and the weights (uploaded once) and cuBLASLt's
+  // workspace; the inputs, outputs and gather error slots follow the
+  // prepared program's sizes.
+  EIN_ASSIGN_OR_RETURN(arena_, allocate(model_.arenaBytes, "the arena"));
+  EIN_ASSIGN_OR_RETURN(weights_, allocate(model_.weightsBytes, "the weights"));
+  if (model_.weightsBytes &&
+      (error = cudaMemcpy(weights_.get(), model_.weights, model_.weightsBytes, cudaMemcpyHostToDevice)) != cudaSuccess)
     return Status(StatusCode::Internal, "uploading the weights: " + cudaMessage(error));
+  EIN_ASSIGN_OR_RETURN(workspace_, allocate(kWorkspaceBytes, "the cuBLASLt workspace"));
+  lt_.workspace = workspace_.get();
+  lt_.workspaceBytes = kWorkspaceBytes;
+  return Status();
+}
+
+// Device copies of the inputs and outputs, regrown only when a program
+// needs more than any before.
+Status CudaExecutor::growInputsAndOutputs(const Program &program) {
   std::vector<size_t> ioOffsets;
   size_t ioBytes = 0;
-  for (const std::vector<TensorInfo> *infos : {&program_.inputs, &program_.outputs})
+  for (const std::vector<TensorInfo> *infos : {&program.inputs, &program.outputs})
     for (const TensorInfo &info : *infos) {
       ioOffsets.push_back(ioBytes);
       ioBytes += (bytesOf(info) + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
     }
-  EIN_ASSIGN_OR_RETURN(io_, allocate(ioBytes, "the inputs and outputs"));
+  if (!io_ || ioBytes > ioBytes_) {
+    io_.reset();
+    EIN_ASSIGN_OR_RETURN(io_, allocate(ioBytes, "the inputs and outputs"));
+    ioBytes_ = ioBytes;
+  }
   auto *io = static_cast<std::byte *>(io_.get());
-  for (size_t i = 0; i < program_.inputs.size(); ++i) inputAddresses_.push_back(io + ioOffsets[i]);
-  for (size_t i = 0; i < program_.outputs.size(); ++i)
-    outputAddresses_.push_back(io + ioOffsets[program_.inputs.size() + i]);
-  EIN_ASSIGN_OR_RETURN(workspace_, allocate(kWorkspaceBytes, "the cuBLASLt workspace"));
-  lt_.workspace = workspace_.get();
-  lt_.workspaceBytes = kWorkspaceBytes;
+  inputAddresses_.clear();
+  outputAddresses_.clear();
+  for (size_t i = 0; i < program.inputs.size(); ++i) inputAddresses_.push_back(io + ioOffsets[i]);
+  for (size_t i = 0; i < program.outputs.size(); ++i)
+    outputAddresses_.push_back(io + ioOffsets[program.inputs.size() + i]);
+  return Status();
+}
 
-  for (const Tensor &tensor : program_.tensors) {
+Status CudaExecutor::prepare(const Program &program) {
+  cudaError_t error = cudaSetDevice(device_);
+  // A failed run may have left work queued that reads the old plan.
+  if (error == cudaSuccess) error = cudaStreamSynchronize(stream_);
+  if (error != cudaSuccess) return Status(StatusCode::Internal, "preparing the CUDA device: " + cudaMessage(error));
+  program_ = nullptr;  // until this succeeds
+  steps_.clear();
+  gemms_.clear();
+  tables_.clear();
+  gathers_.clear();
+  EIN_RETURN_IF_ERROR(growInputsAndOutputs(program));
+  bases_.clear();
+  for (const Tensor &tensor : program.tensors) {
     switch (tensor.storage) {
       case Storage::Arena: bases_.push_back(static_cast<std::byte *>(arena_.get()) + tensor.offset); break;
       case Storage::Weights: bases_.push_back(static_cast<std::byte *>(weights_.get()) + tensor.offset); break;
@@ -55,26 +82,36 @@ Status CudaExecutor::initialise(int device) {
   }
 
   size_t gatherCount = 0;
-  for (const Step &step : program_.steps) gatherCount += std::holds_alternative<Gather>(step.kernel);
-  EIN_ASSIGN_OR_RETURN(errorSlots_, allocate(gatherCount * sizeof(unsigned long long), "the gather checks"));
-  for (size_t s = 0; s < program_.steps.size(); ++s)
-    EIN_RETURN_IF_ERROR(std::visit([&](const auto &op) { return plan(s, op); }, program_.steps[s].kernel));
+  for (const Step &step : program.steps) gatherCount += std::holds_alternative<Gather>(step.kernel);
+  if (!errorSlots_ || gatherCount > errorSlotCount_) {
+    errorSlots_.reset();
+    EIN_ASSIGN_OR_RETURN(errorSlots_, allocate(gatherCount * sizeof(unsigned long long), "the gather checks"));
+    errorSlotCount_ = gatherCount;
+  }
+  program_ = &program;  // plan() reads it
+  for (size_t s = 0; s < program.steps.size(); ++s)
+    if (Status status = std::visit([&](const auto &op) { return plan(s, op); }, program.steps[s].kernel);
+        !status.ok()) {
+      program_ = nullptr;
+      return status;
+    }
   if (verbose_)
     std::fprintf(stderr, "ein cuda: %s (sm_%d%d), precision %s, %zu steps, arena %llu bytes\n", properties_.name,
-                 properties_.major, properties_.minor, precisionText(program_.precision), steps_.size(),
-                 static_cast<unsigned long long>(program_.arenaBytes));
+                 properties_.major, properties_.minor, precisionText(program.precision), steps_.size(),
+                 static_cast<unsigned long long>(program.arenaBytes));
   return Status();
 }
 
 Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
-  if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
+  if (!program_) return Status(StatusCode::Internal, "executor run before a program was prepared");
+  if (inputs.size() != program_->inputs.size() || outputs.size() != program_->outputs.size())
     return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
   // The calling thread may have another current device (another session, or none set yet).
   cudaError_t error = cudaSetDevice(device_);
   if (error != cudaSuccess)
     return Status(StatusCode::Internal, fmt::format("selecting CUDA device {}: {}", device_, cudaMessage(error)));
   for (size_t i = 0; i < inputs.size() && error == cudaSuccess; ++i)
-    if (const size_t bytes = bytesOf(program_.inputs[i]))
+    if (const size_t bytes = bytesOf(program_->inputs[i]))
       error = cudaMemcpyAsync(inputAddresses_[i], inputs[i], bytes, cudaMemcpyHostToDevice, stream_);
   if (error == cudaSuccess && !gathers_.empty())
     error = cudaMemsetAsync(errorSlots_.get(), 0xff, gathers_.size() * sizeof(unsigned long long), stream_);
@@ -88,7 +125,7 @@ Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std
   }
 
   for (size_t i = 0; i < outputs.size() && error == cudaSuccess; ++i)
-    if (const size_t bytes = bytesOf(program_.outputs[i]))
+    if (const size_t bytes = bytesOf(program_->outputs[i]))
       error = cudaMemcpyAsync(outputs[i], outputAddresses_[i], bytes, cudaMemcpyDeviceToHost, stream_);
   if (error == cudaSuccess) error = cudaStreamSynchronize(stream_);
   if (error != cudaSuccess)

@@ -1,9 +1,11 @@
 // The CUDA executor: runs a verified program on the first CUDA device. At
 // creation it allocates the arena (one cudaMalloc of the compiler's
-// arena_bytes), uploads the weights once, plans every step (views resolved
-// to device addresses, cuBLASLt algorithms chosen) and fails with a Status,
-// never a crash, when there is no usable device. Each run copies the inputs
-// to the device, enqueues the steps on one stream and copies the outputs back.
+// arena_bytes, planned for the dims' maxima) and uploads the weights once;
+// prepare() plans every step of a program (views resolved to device
+// addresses, cuBLASLt algorithms chosen): a static model's once, a dynamic
+// model's at each new instantiation. It fails with a Status, never a crash,
+// when there is no usable device. Each run copies the inputs to the device,
+// enqueues the steps on one stream and copies the outputs back.
 #pragma once
 
 #include <memory>

@@ -115,7 +115,7 @@ struct GatherCheck {
 
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(const Program &program) : program_(program) {}
+  explicit CudaExecutor(const Program &model) : model_(model) {}
 
   ~CudaExecutor() override {
     if (device_ >= 0) cudaSetDevice(device_);  // the stream, handle and memory belong to it
@@ -127,11 +127,12 @@ class CudaExecutor final : public Executor {
   }
 
   Status initialise(int device);
+  Status prepare(const Program &program) override;
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override;
 
  private:
   Status fail(size_t step, StatusCode code, const std::string &message) const {
-    return Status(code, program_.steps[step].label + ": " + message);
+    return Status(code, program_->steps[step].label + ": " + message);
   }
   void *base(uint32_t tensor) const { return bases_[tensor]; }
   ec::DeviceView view(const View &view, const std::vector<int64_t> &leading,
@@ -173,7 +174,10 @@ class CudaExecutor final : public Executor {
   Status plan(size_t step, const TalkingHeadsAttention &op);
   Status plan(size_t step, const LayerNorm &op);
 
-  const Program &program_;
+  Status growInputsAndOutputs(const Program &program);
+
+  const Program &model_;               // the model's program: arena size, weights
+  const Program *program_ = nullptr;   // the prepared one (the model's, or an instantiation)
   int device_ = -1;
   cudaDeviceProp properties_{};
   bool verbose_ = std::getenv("EIN_CUDA_VERBOSE") != nullptr;
@@ -181,6 +185,7 @@ class CudaExecutor final : public Executor {
   cudaStream_t stream_ = nullptr;
   ec::LtResources lt_;
   DeviceMemory arena_, weights_, io_, workspace_, errorSlots_;
+  size_t ioBytes_ = 0, errorSlotCount_ = 0;  // what io_ and errorSlots_ hold
   std::vector<DeviceMemory> tables_;  // elementwise programs
   std::vector<void *> bases_;         // device address of every tensor
   std::vector<std::byte *> inputAddresses_, outputAddresses_;

@@ -30,9 +30,9 @@ Status CudaExecutor::plan(size_t step, const Gemm &op) {
 
   std::string why;
   std::unique_ptr<ec::LtGemm> lt =
-      ec::LtGemm::plan(lt_, launch, static_cast<ec::Precision>(program_.precision), &why);
+      ec::LtGemm::plan(lt_, launch, static_cast<ec::Precision>(program_->precision), &why);
   if (verbose_)
-    std::fprintf(stderr, "ein cuda: %s: %s\n", program_.steps[step].label.c_str(),
+    std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
                  lt ? "cuBLASLt" : ("tiled gemm (" + why + ")").c_str());
   if (lt) {
     const ec::LtGemm *gemm = lt.get();
@@ -80,7 +80,7 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
     slotOf[v] = take();
     ec::ElementwiseInput input;
     input.view = view(op.inputs[v], space.strides[v]);
-    input.type = static_cast<ec::ElementType>(program_.tensors[op.inputs[v].tensor].dtype);
+    input.type = static_cast<ec::ElementType>(program_->tensors[op.inputs[v].tensor].dtype);
     input.slot = static_cast<uint8_t>(slotOf[v]);
     std::memcpy(&inputs[v], &input, sizeof input);
   }
@@ -121,7 +121,7 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
   launch.resultSlot = static_cast<uint8_t>(slotOf[registers - 1]);
   launch.table = memory.get();
   launch.output = view(op.output, space.strides.back());
-  launch.outputType = static_cast<ec::ElementType>(program_.tensors[op.output.tensor].dtype);
+  launch.outputType = static_cast<ec::ElementType>(program_->tensors[op.output.tensor].dtype);
   tables_.push_back(std::move(memory));
   steps_.push_back(
       [launch](cudaStream_t stream) { return launched("element-wise", ec::launchElementwise(launch, stream)); });
@@ -189,7 +189,7 @@ Status CudaExecutor::plan(size_t step, const Gather &op) {
   ec::GatherLaunch launch;
   launch.ids = shapeOf(space.sizes);
   launch.idsView = view(op.ids, space.strides[0]);
-  launch.wideIds = program_.tensors[op.ids.tensor].dtype == DType::I64;
+  launch.wideIds = program_->tensors[op.ids.tensor].dtype == DType::I64;
   launch.y = view(op.y, space.strides[1], {op.y.strides[r]});
   launch.table = {static_cast<const float *>(base(op.table.tensor)), op.table.offset, op.table.strides[1]};
   launch.tableRowStride = op.table.strides[0];
@@ -208,7 +208,7 @@ Status CudaExecutor::plan(size_t step, const Copy &op) {
   launch.shape = shapeOf(space.sizes);
   launch.x = view(op.x, space.strides[0]);
   launch.y = view(op.y, space.strides[1]);
-  launch.elementSize = static_cast<int32_t>(elementBytes(program_.tensors[op.x.tensor].dtype));
+  launch.elementSize = static_cast<int32_t>(elementBytes(program_->tensors[op.x.tensor].dtype));
   steps_.push_back([launch](cudaStream_t stream) { return launched("copy", ec::launchCopy(launch, stream)); });
   return Status();
 }
@@ -248,7 +248,7 @@ Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inn
 Status CudaExecutor::plan(size_t step, const Attention &op) {
   ec::AttentionLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
-  const auto precision = static_cast<ec::Precision>(program_.precision);
+  const auto precision = static_cast<ec::Precision>(program_->precision);
   // The widest key tile whose shared memory the device allows (head dim 128
   // with 64 keys needs more than sm_86/sm_89's 99 KB); none: the fp32 kernel.
   const int keyTile = ec::mmaKeyTile(int(op.headDim), properties_.sharedMemPerBlockOptin);
@@ -258,7 +258,7 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
                 fmt::format("attention with head_dim {} and value_dim {}: the CUDA kernels take up to {}", op.headDim,
                             op.valueDim, ec::kFlashF32MaxDim));
   if (verbose_)
-    std::fprintf(stderr, "ein cuda: %s: %s\n", program_.steps[step].label.c_str(),
+    std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
                  tensorCores ? fmt::format("flash attention on tensor cores, {} keys a tile", keyTile).c_str()
                             : "flash attention in fp32");
   if (tensorCores)

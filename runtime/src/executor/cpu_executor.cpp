@@ -15,28 +15,38 @@
 #include "kernels/cpu/kernels.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/limits.hpp"
+#include "util/status_macros.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::detail {
 namespace {
 
+// The scratch floats per thread the steps of `program` need, rounded to a
+// cache line, or an error for a step beyond the limit.
+StatusOr<size_t> scratchFloatsFor(const Program &program) {
+  size_t scratchFloats = 0;
+  for (const Step &step : program.steps) {
+    size_t stepFloats = cpu::scratchFloats(step.kernel);
+    // Steps that compute something need scratch in proportion to tensors
+    // they read, so only a model beyond the limits gets here; it is refused
+    // before anything is allocated.
+    if (stepFloats > kMaxScratchBytesPerThread / sizeof(float))
+      return Status(StatusCode::InvalidArtifact,
+                    fmt::format("{} needs {} bytes of scratch memory per thread, beyond the runtime's limit of {}",
+                                step.label, std::min<uint64_t>(stepFloats, UINT64_MAX / sizeof(float)) * sizeof(float),
+                                kMaxScratchBytesPerThread));
+    scratchFloats = std::max(scratchFloats, stepFloats);
+  }
+  // Each thread's share starts on a cache line.
+  return (scratchFloats + 15) / 16 * 16;
+}
+
 class CpuExecutor final : public Executor {
  public:
-  CpuExecutor(const Program &program, AlignedBuffer arena, AlignedBuffer scratch, size_t scratchStride,
-              std::vector<cpu::KernelFn> kernels, int threads)
-      : program_(program), arena_(std::move(arena)), scratch_(std::move(scratch)), scratchStride_(scratchStride),
-        kernels_(std::move(kernels)), bases_(program.tensors.size(), nullptr),
+  CpuExecutor(const Program &model, AlignedBuffer arena, int threads)
+      : model_(model), arena_(std::move(arena)), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
-        profile_(std::getenv("EIN_PROFILE") != nullptr) {
-    // Arena and weight tensors never move: resolve them once. Weights are
-    // only read (the verifier allows writes to the arena and outputs only),
-    // so the cast away from const never leads to a write.
-    for (size_t id = 0; id < program.tensors.size(); ++id) {
-      const Tensor &tensor = program.tensors[id];
-      if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
-      if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
-    }
-  }
+        profile_(std::getenv("EIN_PROFILE") != nullptr) {}
 
   // EIN_PROFILE=1 in the environment: time per operation kind, printed to
   // stderr when the session ends (a development aid; off it costs a branch).
@@ -46,20 +56,43 @@ class CpuExecutor final : public Executor {
       std::fprintf(stderr, "profile: %-24s %8.3f ms in %lld calls\n", op.c_str(), time.seconds * 1e3, time.calls);
   }
 
+  Status prepare(const Program &program) override {
+    program_ = nullptr;  // until this succeeds
+    EIN_ASSIGN_OR_RETURN(size_t scratchFloats, scratchFloatsFor(program));
+    EIN_RETURN_IF_ERROR(growScratch(scratchFloats));
+    kernels_.clear();
+    for (const Step &step : program.steps) kernels_.push_back(cpu::selectKernel(step.kernel));
+    // Arena and weight tensors never move within a program: resolve them
+    // once. Weights are only read (the verifier allows writes to the arena
+    // and outputs only), so the cast away from const never leads to a write.
+    bases_.assign(program.tensors.size(), nullptr);
+    for (size_t id = 0; id < program.tensors.size(); ++id) {
+      const Tensor &tensor = program.tensors[id];
+      if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
+      if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
+    }
+    program_ = &program;
+    return Status();
+  }
+
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override {
-    if (inputs.size() != program_.inputs.size() || outputs.size() != program_.outputs.size())
+    if (!program_) return Status(StatusCode::Internal, "executor run before a program was prepared");
+    const Program &program = *program_;
+    if (inputs.size() != program.inputs.size() || outputs.size() != program.outputs.size())
       return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
-    for (size_t i = 0; i < inputs.size(); ++i) bases_[program_.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
-    for (size_t i = 0; i < outputs.size(); ++i) bases_[program_.outputTensors[i]] = outputs[i];
-    cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()),
-                               scratchStride_,   pool_.get(),   &cpu::bestKernels(),
-                               &program_.packed};
-    for (size_t s = 0; s < program_.steps.size(); ++s) {
-      const Step &step = program_.steps[s];
+    for (size_t i = 0; i < inputs.size(); ++i) bases_[program.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
+    for (size_t i = 0; i < outputs.size(); ++i) bases_[program.outputTensors[i]] = outputs[i];
+    // Pre-packed weights belong to the model's program, which an
+    // instantiation's gemms index.
+    cpu::KernelContext context{program.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()),
+                               scratchStride_,  pool_.get(),   &cpu::bestKernels(),
+                               &model_.packed};
+    for (size_t s = 0; s < program.steps.size(); ++s) {
+      const Step &step = program.steps[s];
       const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status status = kernels_[s](step.kernel, context);
       if (profile_) {
-        StepTime &time = profileTimes_[program_.stepInfos[s].op];
+        StepTime &time = profileTimes_[program.stepInfos[s].op];
         time.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ++time.calls;
       }
@@ -69,10 +102,30 @@ class CpuExecutor final : public Executor {
   }
 
  private:
-  const Program &program_;
+  // Scratch sized for the largest need prepared so far: a dynamic model's
+  // contexts allocate only when a run needs more than any before.
+  Status growScratch(size_t floatsPerThread) {
+    if (scratchAllocated_ && floatsPerThread <= scratchStride_) return Status();
+    // The product is checked so a hostile size fails the allocation instead of wrapping.
+    const auto threads = static_cast<size_t>(threads_);
+    if (floatsPerThread > SIZE_MAX / sizeof(float) / threads)
+      return Status(StatusCode::ResourceExhausted, "the kernels' scratch memory is too large");
+    StatusOr<AlignedBuffer> scratch =
+        AlignedBuffer::allocate(floatsPerThread * threads * sizeof(float), "kernel scratch memory");
+    if (!scratch.ok()) return scratch.status();
+    scratch_ = std::move(scratch).value();
+    scratchStride_ = floatsPerThread;
+    scratchAllocated_ = true;
+    return Status();
+  }
+
+  const Program &model_;           // the model's program: arena size, packed weights
+  const Program *program_ = nullptr;  // the prepared one (the model's, or an instantiation)
   AlignedBuffer arena_;
+  int threads_;
   AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
-  size_t scratchStride_;   // floats of scratch per thread
+  size_t scratchStride_ = 0;  // floats of scratch per thread
+  bool scratchAllocated_ = false;
   std::vector<cpu::KernelFn> kernels_;  // one per step
   std::vector<std::byte *> bases_;    // base address of each tensor
   std::unique_ptr<ThreadPool> pool_;  // null with one thread
@@ -89,32 +142,7 @@ class CpuExecutor final : public Executor {
 StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
-  size_t scratchFloats = 0;
-  std::vector<cpu::KernelFn> kernels;
-  for (const Step &step : program.steps) {
-    kernels.push_back(cpu::selectKernel(step.kernel));
-    size_t stepFloats = cpu::scratchFloats(step.kernel);
-    // Steps that compute something need scratch in proportion to tensors
-    // they read, so only a model beyond the limits gets here; it is refused
-    // before anything is allocated.
-    if (stepFloats > kMaxScratchBytesPerThread / sizeof(float))
-      return Status(StatusCode::InvalidArtifact,
-                    fmt::format("{} needs {} bytes of scratch memory per thread, beyond the runtime's limit of {}",
-                                step.label, std::min<uint64_t>(stepFloats, UINT64_MAX / sizeof(float)) * sizeof(float),
-                                kMaxScratchBytesPerThread));
-    scratchFloats = std::max(scratchFloats, stepFloats);
-  }
-  // Each thread's share starts on a cache line; the product is checked so a
-  // hostile size fails the allocation instead of wrapping.
-  scratchFloats = (scratchFloats + 15) / 16 * 16;
-  const auto threads = static_cast<size_t>(options.threads);
-  if (scratchFloats > SIZE_MAX / sizeof(float) / threads)
-    return Status(StatusCode::ResourceExhausted, "the kernels' scratch memory is too large");
-  StatusOr<AlignedBuffer> scratch =
-      AlignedBuffer::allocate(scratchFloats * threads * sizeof(float), "kernel scratch memory");
-  if (!scratch.ok()) return scratch.status();
-  return std::unique_ptr<Executor>(new CpuExecutor(program, std::move(arena).value(), std::move(scratch).value(),
-                                                   scratchFloats, std::move(kernels), options.threads));
+  return std::unique_ptr<Executor>(new CpuExecutor(program, std::move(arena).value(), options.threads));
 }
 
 }  // namespace ein::detail

@@ -27,7 +27,9 @@ Status deviceUnavailable(Device device) {
                                                kDevices + ")");
 }
 
-StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) {
+namespace {
+
+StatusOr<std::unique_ptr<Executor>> createForDevice(const Program &program, const SessionOptions &options) {
   switch (options.device) {
     case Device::Cpu: return createCpuExecutor(program, options);
     case Device::Cuda:
@@ -38,6 +40,15 @@ StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const
 #endif
   }
   return deviceUnavailable(options.device);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) {
+  StatusOr<std::unique_ptr<Executor>> executor = createForDevice(program, options);
+  if (!executor.ok() || program.dynamicBase) return executor;
+  if (Status status = executor.value()->prepare(program); !status.ok()) return status;
+  return executor;
 }
 
 }  // namespace ein::detail

@@ -18,8 +18,16 @@ namespace ein::detail {
 class Executor {
  public:
   virtual ~Executor() = default;
-  // inputs[i] and outputs[i] are host buffers of the model's i-th input and
-  // output, of the sizes the model gives. Errors name the failing step.
+  // Makes `program` the one run() runs: the model's program it was created
+  // for, or an instantiation of a dynamic model's program (the same tensors
+  // in the same arena places, sizes within the planned maxima). `program`
+  // must outlive its use. Chooses kernels and plans launches; grows only
+  // memory whose need depends on the sizes (kernel scratch, device copies
+  // of inputs and outputs), never the arena.
+  virtual Status prepare(const Program &program) = 0;
+  // Runs the prepared program. inputs[i] and outputs[i] are host buffers of
+  // its i-th input and output, of the sizes it gives. Errors name the
+  // failing step.
   virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
 };
 
@@ -27,8 +35,10 @@ class Executor {
 bool deviceAvailable(Device device);
 Status deviceUnavailable(Device device);
 
-// Prepares `program` (which must outlive the executor) for `options.device`:
-// allocates its memory and chooses each step's kernel.
+// An executor for the model whose program is `program` (which must outlive
+// the executor) on `options.device`: allocates the arena and what does not
+// depend on sizes, then prepares `program` itself when it has steps (a
+// static model); a dynamic model's contexts prepare each instantiation.
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options);
 
 }  // namespace ein::detail

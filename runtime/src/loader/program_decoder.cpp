@@ -50,7 +50,8 @@ StatusOr<Storage> decodeStorage(fb::Storage storage) {
   return invalid(fmt::format("unknown storage kind {}", static_cast<int>(storage)));
 }
 
-StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size_t inputCount, size_t outputCount) {
+StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size_t inputCount, size_t outputCount,
+                              const SizeResolver &sizes) {
   Tensor tensor;
   EIN_ASSIGN_OR_RETURN(tensor.dtype, decodeDType(in.dtype()));
   EIN_ASSIGN_OR_RETURN(tensor.storage, decodeStorage(in.storage()));
@@ -58,6 +59,7 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
   if (shape.size() > kMaxRank)
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
   for (size_t axis = 0; axis < shape.size(); ++axis) {
+    EIN_ASSIGN_OR_RETURN(shape[axis], sizes(shape[axis], "shape"));
     if (shape[axis] < 0) return invalid(fmt::format("axis {} has negative size {}", axis, shape[axis]));
     tensor.shape.push_back(shape[axis]);
   }
@@ -129,7 +131,7 @@ Status decodeBindings(const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>
                                  tensor.index));
     if (binding->upper_bound() < 0)
       return invalid(fmt::format("{} \"{}\" has a negative upper bound {}", what, name, binding->upper_bound()));
-    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound()});
+    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound(), {}});
     tensorIds.push_back(id);
   }
   // Any other tensor claiming one of these buffers would alias it with a
@@ -153,14 +155,53 @@ Status decodeParams(const fb::Model &model, Program &program) {
       return invalid(fmt::format("parameter \"{}\" names tensor {}, which is not a weight tensor",
                                  param->name()->str(), id));
     const Tensor &tensor = program.tensors[id];
-    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0});
+    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0, {}});
   }
+  return Status();
+}
+
+Status checkArenaJustified(const Program &program) {
+  // The arena is allocated as claimed, so a claim its tensors do not justify
+  // (terabytes for a few floats) is refused, not attempted.
+  uint64_t arenaEnd = 0;
+  for (const Tensor &tensor : program.tensors)
+    if (tensor.storage == Storage::Arena) arenaEnd = std::max(arenaEnd, tensor.offset + tensor.byteSize);
+  uint64_t justified = (arenaEnd + kArenaRounding - 1) / kArenaRounding * kArenaRounding;
+  if (program.arenaBytes > justified)
+    return invalid(fmt::format("the arena of {} bytes is larger than its tensors need ({} bytes, rounded up to {})",
+                               program.arenaBytes, arenaEnd, kArenaRounding));
   return Status();
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, ArtifactBytes bytes, std::string name) {
+Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaClaim arena, Program &program) {
+  size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
+  size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
+  if (outputCount == 0) return invalid("the model has no outputs");
+  size_t tensorCount = model.tensors() ? model.tensors()->size() : 0;
+  for (size_t id = 0; id < tensorCount; ++id) {
+    StatusOr<Tensor> tensor = decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), program,
+                                           inputCount, outputCount, sizes);
+    if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
+    program.tensors.push_back(std::move(tensor).value());
+  }
+  if (arena == ArenaClaim::JustifiedByTheseSizes) EIN_RETURN_IF_ERROR(checkArenaJustified(program));
+  EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, program, program.inputs, program.inputTensors));
+  EIN_RETURN_IF_ERROR(
+      decodeBindings(model.outputs(), Storage::Output, program, program.outputs, program.outputTensors));
+  return decodeParams(model, program);
+}
+
+Status decodeSteps(const fb::Model &model, const SizeResolver &sizes, Program &program) {
+  size_t stepCount = model.steps() ? model.steps()->size() : 0;
+  for (size_t index = 0; index < stepCount; ++index)
+    EIN_RETURN_IF_ERROR(
+        decodeStep(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(index)), index, sizes, program));
+  return Status();
+}
+
+StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, ArtifactBytes bytes, std::string name) {
   const fb::Model &model = *framing.model;
   auto program = std::make_unique<Program>();
   program->name = std::move(name);
@@ -185,34 +226,21 @@ StatusOr<std::unique_ptr<Program>> decodeProgram(const Framing &framing, Artifac
   program->arenaBytes = model.arena_bytes();
   if (program->arenaBytes > kMaxArenaBytes)
     return invalid(fmt::format("the arena of {} bytes exceeds the runtime's limit of 2^43 bytes", program->arenaBytes));
+  return program;
+}
 
-  size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
-  size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
-  if (outputCount == 0) return invalid("the model has no outputs");
-  size_t tensorCount = model.tensors() ? model.tensors()->size() : 0;
-  for (size_t id = 0; id < tensorCount; ++id) {
-    StatusOr<Tensor> tensor =
-        decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), *program, inputCount, outputCount);
-    if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
-    program->tensors.push_back(std::move(tensor).value());
-  }
-  // The arena is allocated as claimed, so a claim its tensors do not justify
-  // (terabytes for a few floats) is refused, not attempted.
-  uint64_t arenaEnd = 0;
-  for (const Tensor &tensor : program->tensors)
-    if (tensor.storage == Storage::Arena) arenaEnd = std::max(arenaEnd, tensor.offset + tensor.byteSize);
-  uint64_t justified = (arenaEnd + kArenaRounding - 1) / kArenaRounding * kArenaRounding;
-  if (program->arenaBytes > justified)
-    return invalid(fmt::format("the arena of {} bytes is larger than its tensors need ({} bytes, rounded up to {})",
-                               program->arenaBytes, arenaEnd, kArenaRounding));
-  EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, *program, program->inputs, program->inputTensors));
-  EIN_RETURN_IF_ERROR(
-      decodeBindings(model.outputs(), Storage::Output, *program, program->outputs, program->outputTensors));
-  EIN_RETURN_IF_ERROR(decodeParams(model, *program));
-
-  size_t stepCount = model.steps() ? model.steps()->size() : 0;
-  for (size_t index = 0; index < stepCount; ++index)
-    EIN_RETURN_IF_ERROR(decodeStep(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(index)), index, *program));
+std::unique_ptr<Program> copyFixedParts(const Program &base) {
+  auto program = std::make_unique<Program>();
+  program->name = base.name;
+  program->bytes = base.bytes;
+  program->weights = base.weights;
+  program->weightsBytes = base.weightsBytes;
+  program->arenaBytes = base.arenaBytes;
+  program->formatVersion = base.formatVersion;
+  program->target = base.target;
+  program->precision = base.precision;
+  program->producer = base.producer;
+  program->source = base.source;
   return program;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "loader/flatbuffer_vectors.hpp"
+#include "loader/size_expressions.hpp"
 #include "ops/schema_enums.hpp"
 #include "util/status_macros.hpp"
 
@@ -46,19 +47,29 @@ std::vector<int64_t> vectorOf(const flatbuffers::Vector<int64_t> *values) { retu
 // Checks a step's own view of the program: sizes, views, dtypes.
 class StepChecker {
  public:
-  explicit StepChecker(const Program &program) : program_(program) {}
+  StepChecker(const Program &program, const SizeResolver &resolve) : program_(program), resolve_(resolve) {}
 
   // An iteration space from the artifact: rank within the limit, sizes
   // non-negative, element count bounded.
-  StatusOr<Dims> space(const flatbuffers::Vector<int64_t> *sizes, const char *name, size_t extraAxes = 0) {
+  StatusOr<Dims> space(const flatbuffers::Vector<int64_t> *sizes, const char *name, size_t extraAxes = 0) const {
     std::vector<int64_t> values = vectorOf(sizes);
     if (values.size() + extraAxes > kMaxRank)
       return invalid(fmt::format("{} has rank {}, more than the runtime's limit of {}", name, values.size() + extraAxes,
                                  kMaxRank));
     Dims dims;
-    for (int64_t size : values) dims.push_back(size);
+    for (int64_t field : values) {
+      EIN_ASSIGN_OR_RETURN(int64_t size, resolve_(field, name));
+      dims.push_back(size);
+    }
     EIN_RETURN_IF_ERROR(checkSizes(dims, name));
     return dims;
+  }
+
+  // A scalar size (m, keys, rows, ...): its value, non-negative.
+  StatusOr<int64_t> size(int64_t field, const char *name) const {
+    EIN_ASSIGN_OR_RETURN(int64_t value, resolve_(field, name));
+    EIN_RETURN_IF_ERROR(nonNegative(value, name));
+    return value;
   }
 
   // The product of the non-zero sizes is bounded, so no product of any of
@@ -93,11 +104,12 @@ class StepChecker {
       return invalid(fmt::format("view {} has {} strides for a {}-axis iteration space {}", name, strides.size(),
                                  sizes.size(), dimsText(sizes)));
     for (size_t axis = 0; axis < strides.size(); ++axis) {
-      if (strides[axis] < 0)
-        return invalid(fmt::format("view {} has negative stride {} on axis {} (not supported)", name, strides[axis], axis));
-      out.strides.push_back(strides[axis]);
+      EIN_ASSIGN_OR_RETURN(int64_t stride, resolve_(strides[axis], name));
+      if (stride < 0)
+        return invalid(fmt::format("view {} has negative stride {} on axis {} (not supported)", name, stride, axis));
+      out.strides.push_back(stride);
     }
-    out.offset = in->offset();
+    EIN_ASSIGN_OR_RETURN(out.offset, resolve_(in->offset(), name));
     if (out.offset < 0) return invalid(fmt::format("view {} has negative offset {}", name, out.offset));
     // Each term is below 2^126 and the sum stops growing past 2^63, so the
     // 128-bit sum cannot overflow.
@@ -175,18 +187,16 @@ class StepChecker {
 
  private:
   const Program &program_;
+  const SizeResolver &resolve_;  // reads every (size) field
 };
 
 StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &info) {
   Gemm gemm;
   // Room for m, n and k, which join the batch axes in the size check below.
   EIN_ASSIGN_OR_RETURN(gemm.batch, check.space(in.batch(), "batch", 3));
-  gemm.m = in.m();
-  gemm.n = in.n();
-  gemm.k = in.k();
-  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.m, "m"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.n, "n"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(gemm.k, "k"));
+  EIN_ASSIGN_OR_RETURN(gemm.m, check.size(in.m(), "m"));
+  EIN_ASSIGN_OR_RETURN(gemm.n, check.size(in.n(), "n"));
+  EIN_ASSIGN_OR_RETURN(gemm.k, check.size(in.k(), "k"));
   EIN_RETURN_IF_ERROR(check.checkSizes(gemm.batch.concat({gemm.m, gemm.n, gemm.k}), "batch x m x n x k"));
   Dims cSpace = gemm.batch.concat({gemm.m, gemm.n});
   EIN_ASSIGN_OR_RETURN(gemm.a, check.view(in.a(), gemm.batch.concat({gemm.m, gemm.k}), "a"));
@@ -245,14 +255,10 @@ Status decodeMask(fb::MaskKind kind, const fb::View *in, float fill, const Dims 
 StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, StepInfo &info) {
   Attention op;
   EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 4));
-  op.queries = in.queries();
-  op.keys = in.keys();
-  op.headDim = in.head_dim();
-  op.valueDim = in.value_dim();
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.queries, "queries"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.keys, "keys"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.headDim, "head_dim"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.valueDim, "value_dim"));
+  EIN_ASSIGN_OR_RETURN(op.queries, check.size(in.queries(), "queries"));
+  EIN_ASSIGN_OR_RETURN(op.keys, check.size(in.keys(), "keys"));
+  EIN_ASSIGN_OR_RETURN(op.headDim, check.size(in.head_dim(), "head_dim"));
+  EIN_ASSIGN_OR_RETURN(op.valueDim, check.size(in.value_dim(), "value_dim"));
   EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.queries, op.keys, op.headDim, op.valueDim}),
                                        "batch x queries x keys x head_dim x value_dim"));
   const Dims outSpace = op.batch.concat({op.queries, op.valueDim});
@@ -283,16 +289,11 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
 StatusOr<Kernel> decodeTalkingHeads(const fb::TalkingHeadsAttention &in, StepChecker &check, StepInfo &info) {
   TalkingHeadsAttention op;
   EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 5));
-  op.heads = in.heads();
-  op.queries = in.queries();
-  op.keys = in.keys();
-  op.headDim = in.head_dim();
-  op.valueDim = in.value_dim();
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.heads, "heads"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.queries, "queries"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.keys, "keys"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.headDim, "head_dim"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.valueDim, "value_dim"));
+  EIN_ASSIGN_OR_RETURN(op.heads, check.size(in.heads(), "heads"));
+  EIN_ASSIGN_OR_RETURN(op.queries, check.size(in.queries(), "queries"));
+  EIN_ASSIGN_OR_RETURN(op.keys, check.size(in.keys(), "keys"));
+  EIN_ASSIGN_OR_RETURN(op.headDim, check.size(in.head_dim(), "head_dim"));
+  EIN_ASSIGN_OR_RETURN(op.valueDim, check.size(in.value_dim(), "value_dim"));
   EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.heads, op.queries, op.keys, op.headDim, op.valueDim}),
                                        "batch x heads x queries x keys x head_dim x value_dim"));
   const Dims outSpace = op.batch.concat({op.heads, op.queries, op.valueDim});
@@ -450,10 +451,8 @@ StatusOr<Kernel> decodeReduce(const fb::Reduce &in, StepChecker &check, StepInfo
 StatusOr<Kernel> decodeGather(const fb::Gather &in, StepChecker &check, StepInfo &info) {
   Gather op;
   EIN_ASSIGN_OR_RETURN(op.idsShape, check.space(in.ids_shape(), "ids_shape", 1));
-  op.rows = in.rows();
-  op.width = in.width();
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.rows, "rows"));
-  EIN_RETURN_IF_ERROR(check.nonNegative(op.width, "width"));
+  EIN_ASSIGN_OR_RETURN(op.rows, check.size(in.rows(), "rows"));
+  EIN_ASSIGN_OR_RETURN(op.width, check.size(in.width(), "width"));
   Dims ySpace = op.idsShape.concat({op.width});
   EIN_RETURN_IF_ERROR(check.checkSizes(ySpace, "ids_shape x width"));
   EIN_RETURN_IF_ERROR(check.checkSizes({op.rows, op.width}, "rows x width"));
@@ -507,7 +506,7 @@ StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo
 
 }  // namespace
 
-Status decodeStep(const fb::Step &step, size_t index, Program &program) {
+Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes, Program &program) {
   StepInfo info;
   info.op = kernelName(step.kernel_type());
   info.location = step.location() ? step.location()->str() : "";
@@ -516,7 +515,7 @@ Status decodeStep(const fb::Step &step, size_t index, Program &program) {
   bool known = step.kernel_type() >= fb::Kernel::MIN && step.kernel_type() <= fb::Kernel::MAX &&
                step.kernel_type() != fb::Kernel::NONE;
   if (known && !step.kernel()) return invalid(label + ": the kernel's table is missing");
-  StepChecker check(program);
+  StepChecker check(program, sizes);
   StatusOr<Kernel> kernel = decodeKernel(step, check, info);
   if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
   program.steps.push_back(Step{std::move(kernel).value(), std::move(label)});

@@ -7,12 +7,15 @@
 
 #include "ein/schema/ein_artifact_generated.h"
 #include "ein/status.hpp"
+#include "loader/size_expressions.hpp"
 #include "program.hpp"
 
 namespace ein::detail {
 
 // Errors read "step 7 (gemm at model.ein:12:5): view a reaches element 4100
 // of tensor 3, which has 4096 elements".
-Status decodeStep(const schema::Step &step, size_t index, Program &program);
+// Every (size) field is read through `sizes`: the one decoder serves a static
+// program at load and each instantiation of a dynamic one.
+Status decodeStep(const schema::Step &step, size_t index, const SizeResolver &sizes, Program &program);
 
 }  // namespace ein::detail

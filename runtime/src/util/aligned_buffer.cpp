@@ -23,4 +23,11 @@ StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes, std::string_view w
   return buffer;
 }
 
+Status AlignedBuffer::replaceWith(size_t bytes, std::string_view what) {
+  StatusOr<AlignedBuffer> grown = allocate(bytes, what);
+  if (!grown.ok()) return grown.status();
+  *this = std::move(grown).value();
+  return Status();
+}
+
 }  // namespace ein::detail

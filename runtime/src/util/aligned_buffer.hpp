@@ -20,10 +20,23 @@ class AlignedBuffer {
   // `what` names the buffer in the ResourceExhausted message.
   static StatusOr<AlignedBuffer> allocate(size_t bytes, std::string_view what);
 
+  // Makes the buffer hold at least `bytes`: a new zero-filled allocation
+  // (the contents are dropped) when it is smaller, nothing otherwise. For
+  // buffers that follow a dynamic model's sizes and grow to the largest seen.
+  // `name()` names the buffer for the error; it is called only to allocate,
+  // so a run that needs no more memory formats nothing.
+  template <typename NameFn>
+  Status reserve(size_t bytes, NameFn &&name) {
+    if (block_ && bytes <= size_) return Status();
+    return replaceWith(bytes, name());
+  }
+
   std::byte *data() const { return aligned_; }
   size_t size() const { return size_; }
 
  private:
+  Status replaceWith(size_t bytes, std::string_view what);
+
   struct Free {
     void operator()(void *block) const;
   };

@@ -219,12 +219,12 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   return Status();
 }
 
-void prepackGemmWeights(Program &program) {
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible) {
   const IsaKernels &isa = bestKernels();
   const int nr = isa.gemmNr;
-  for (Step &step : program.steps) {
-    auto *op = std::get_if<Gemm>(&step.kernel);
-    if (!op || op->batch.product() * op->m * op->n * op->k == 0) continue;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
+    if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !(*eligible)[s])) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
     if (tensor.storage != Storage::Weights || (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16)) continue;
     const size_t r = op->batch.size();

@@ -73,8 +73,10 @@ Status copyReference(const Copy &op, const KernelContext &context);
 Status gemmF32Packed(const Gemm &op, const KernelContext &context);
 size_t gemmF32PackedScratchFloats();
 // Packs, for the running CPU's kernels, the weight operand b of every gemm
-// that shares one dense weight matrix across its batch (Gemm::packedB).
-void prepackGemmWeights(Program &program);
+// that shares one dense weight matrix across its batch (Gemm::packedB);
+// with `eligible`, only the steps it marks (a dynamic program's gemms whose
+// weight operand no dim changes).
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nullptr);
 Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
 Status reduceF32Fast(const Reduce &op, const KernelContext &context);
 Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);

@@ -1,0 +1,252 @@
+#include "loader/dynamic_program.hpp"
+
+#include <fmt/format.h>
+
+#include "io_checks.hpp"
+#include "kernels/cpu/kernels.hpp"
+#include "loader/flatbuffer_vectors.hpp"
+#include "loader/program_decoder.hpp"
+#include "util/status_macros.hpp"
+
+namespace ein::detail {
+namespace {
+
+namespace fb = ein::schema;
+
+Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact, std::move(message)); }
+Status badInput(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+std::string dimsAt(const SizeProgram &sizes, std::span<const int64_t> dims) {
+  std::string text;
+  for (size_t d = 0; d < dims.size(); ++d)
+    text += fmt::format("{}{} = {}", text.empty() ? "" : ", ", sizes.dims()[d].name, dims[d]);
+  return text;
+}
+
+std::vector<int64_t> shapeFields(const fb::Model &model, uint32_t tensor) {
+  return readInt64Vector(model.tensors()->Get(tensor)->shape());
+}
+
+// A gemm whose weight operand b reads the same elements at every dim value
+// (k, n and b's offset and strides are constants) can use one matrix packed
+// at load.
+bool weightOperandIsFixed(const fb::Step &step, const SizeProgram &sizes) {
+  const fb::Gemm *gemm = step.kernel_as_Gemm();
+  if (!gemm || !gemm->b()) return false;
+  bool fixed = !sizes.dependsOnDims(gemm->k()) && !sizes.dependsOnDims(gemm->n()) &&
+               !sizes.dependsOnDims(gemm->b()->offset());
+  for (int64_t stride : readInt64Vector(gemm->b()->strides())) fixed = fixed && !sizes.dependsOnDims(stride);
+  return fixed;
+}
+
+// Input and output infos as the model shows them: -1 and the expression's
+// text for each axis that depends on the dims.
+void showDims(const SizeProgram &sizes, const std::vector<std::vector<int64_t>> &fields,
+              std::vector<TensorInfo> &infos) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    infos[i].dims.assign(fields[i].size(), "");
+    for (size_t axis = 0; axis < fields[i].size(); ++axis)
+      if (sizes.dependsOnDims(fields[i][axis])) {
+        infos[i].shape[axis] = -1;
+        infos[i].dims[axis] = sizes.text(fields[i][axis]);
+      }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::Model &model, SizeProgram sizes,
+                                                                     Program &base) {
+  EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
+  std::unique_ptr<DynamicProgram> dynamic(new DynamicProgram(model, std::move(sizes), base));
+  StatusOr<MaximaProbe> probe = dynamic->decodeAtMaxima();
+  if (!probe.ok()) return probe.status();
+  Program &atMaxima = *probe->program;
+  EIN_RETURN_IF_ERROR(dynamic->checkWeightsAreFixed(atMaxima));
+  for (uint32_t tensor : atMaxima.inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
+  for (uint32_t tensor : atMaxima.outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
+  EIN_RETURN_IF_ERROR(dynamic->findDimSources(atMaxima));
+
+  base.dynamicBase = true;
+  base.inputs = atMaxima.inputs;
+  base.outputs = atMaxima.outputs;
+  base.params = atMaxima.params;
+  base.inputTensors = atMaxima.inputTensors;
+  base.outputTensors = atMaxima.outputTensors;
+  showDims(dynamic->sizes_, dynamic->inputFields_, base.inputs);
+  showDims(dynamic->sizes_, dynamic->outputFields_, base.outputs);
+  dynamic->packWeightsAtMaxima(probe.value(), base);
+  return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
+}
+
+// The program at the dims' maxima, the sizes the arena is planned for: its
+// tensors and bindings must verify there (its steps are decoded later, by
+// packWeightsAtMaxima).
+StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtMaxima() const {
+  MaximaProbe probe;
+  std::vector<int64_t> maxima;
+  for (const DimInfo &dim : sizes_.dims()) maxima.push_back(dim.max);
+  const std::string where = fmt::format("at the dims' maxima ({})", dimsAt(sizes_, maxima));
+  // A size may have no value at the maxima (a check excludes them, e.g. a
+  // slice end past its rows): it reads as 0 here, and the arena's claim is
+  // then not held to these sizes.
+  SizeProgram::Values values = sizes_.valuesAt(maxima);
+  for (size_t missing : values.missing) values.values[missing] = 0;
+  const ArenaClaim arena =
+      values.missing.empty() ? ArenaClaim::JustifiedByTheseSizes : ArenaClaim::PlannedForOtherSizes;
+  probe.values = std::move(values.values);
+  probe.program = copyFixedParts(base_);
+  if (Status status = decodeTensors(model_, SizeResolver(probe.values), arena, *probe.program); !status.ok())
+    return invalid(fmt::format("{}: {}", where, status.message()));
+  return probe;
+}
+
+// Weights are stored once: their shapes are the same at every dim value.
+Status DynamicProgram::checkWeightsAreFixed(const Program &atMaxima) const {
+  for (size_t id = 0; id < atMaxima.tensors.size(); ++id) {
+    if (atMaxima.tensors[id].storage != Storage::Weights) continue;
+    for (int64_t field : shapeFields(model_, static_cast<uint32_t>(id)))
+      if (sizes_.dependsOnDims(field))
+        return invalid(fmt::format("tensor {}: a weight tensor's shape depends on the dims ({})", id,
+                                   sizes_.text(field)));
+  }
+  return Status();
+}
+
+// The steps at the maxima, when they verify there (a check may exclude the
+// maxima), give the steps ein-inspect shows and the gemm weights packed once
+// for every run: those of gemms whose weight view no dim changes.
+void DynamicProgram::packWeightsAtMaxima(MaximaProbe &probe, Program &base) {
+  const size_t stepCount = model_.steps() ? model_.steps()->size() : 0;
+  packedByStep_.assign(stepCount, -1);
+  if (!decodeSteps(model_, SizeResolver(probe.values), *probe.program).ok()) return;
+  std::vector<bool> fixedWeights(stepCount);
+  for (size_t s = 0; s < stepCount; ++s)
+    fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
+  cpu::prepackGemmWeights(*probe.program, &fixedWeights);
+  for (size_t s = 0; s < stepCount; ++s)
+    if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
+  base.packed = std::move(probe.program->packed);
+  base.stepInfos = std::move(probe.program->stepInfos);
+}
+
+Status DynamicProgram::findDimSources(const Program &probe) {
+  dimSources_.assign(sizes_.dims().size(), AxisOfInput{SIZE_MAX, 0});
+  for (size_t input = inputFields_.size(); input-- > 0;)
+    for (size_t axis = inputFields_[input].size(); axis-- > 0;)
+      if (std::optional<size_t> dim = sizes_.bareDim(inputFields_[input][axis])) dimSources_[*dim] = {input, axis};
+  for (size_t d = 0; d < dimSources_.size(); ++d)
+    if (dimSources_[d].input == SIZE_MAX)
+      return invalid(fmt::format("dim {} is the whole size of no input axis, so a run could not learn its value "
+                                 "from the input shapes ({} inputs)",
+                                 sizes_.dims()[d].name, probe.inputs.size()));
+  return Status();
+}
+
+bool DynamicProgram::readDims(InputShapes shapes, std::vector<int64_t> &dims) const {
+  if (shapes.size() != inputFields_.size()) return false;
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i].size() != inputFields_[i].size()) return false;
+  dims.resize(dimSources_.size());
+  for (size_t d = 0; d < dimSources_.size(); ++d) dims[d] = shapes[dimSources_[d].input][dimSources_[d].axis];
+  return true;
+}
+
+StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
+  DimBinding binding;
+  if (!readDims(shapes, binding.dims)) {
+    for (size_t i = 0; i < inputFields_.size() && i < shapes.size(); ++i)
+      if (shapes[i].size() != inputFields_[i].size())
+        return badInput(fmt::format("input \"{}\" has rank {}, but the model expects {}", base_.inputs[i].name,
+                                    shapes[i].size(), describe(base_.inputs[i])));
+    return Status(StatusCode::Internal, fmt::format("{} input shapes for {} inputs", shapes.size(),
+                                                    inputFields_.size()));
+  }
+  for (size_t d = 0; d < binding.dims.size(); ++d) {
+    const DimInfo &dim = sizes_.dims()[d];
+    if (binding.dims[d] < dim.min || binding.dims[d] > dim.max)
+      return badInput(fmt::format("input \"{}\" axis {} is {}, but dim {} ranges over {}..{}",
+                                  base_.inputs[dimSources_[d].input].name, dimSources_[d].axis, binding.dims[d],
+                                  dim.name, dim.min, dim.max));
+  }
+  // Inputs that disagree, then the model's checks, before any size without a
+  // value: the compiler's checks are what exclude such dims, and say why.
+  SizeProgram::Values values = sizes_.valuesAt(binding.dims);
+  EIN_RETURN_IF_ERROR(checkInputAxes(shapes, binding.dims, values));
+  EIN_RETURN_IF_ERROR(sizes_.check(binding.dims, values));
+  if (!values.missing.empty()) return sizes_.noValue(values.missing.front(), binding.dims);
+  binding.values = std::move(values.values);
+  return binding;
+}
+
+Status DynamicProgram::checkInputAxes(InputShapes shapes, std::span<const int64_t> dims,
+                                      const SizeProgram::Values &values) const {
+  for (size_t input = 0; input < shapes.size(); ++input)
+    for (size_t axis = 0; axis < shapes[input].size(); ++axis) {
+      EIN_ASSIGN_OR_RETURN(int64_t expected, sizes_.valueOf(inputFields_[input][axis], dims, values));
+      if (shapes[input][axis] != expected)
+        return badInput(axisMismatch(input, axis, shapes[input][axis], expected, dims));
+    }
+  return Status();
+}
+
+std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t given, int64_t expected,
+                                         std::span<const int64_t> dims) const {
+  const int64_t field = inputFields_[input][axis];
+  const std::string head = fmt::format("input \"{}\" axis {} is {}", base_.inputs[input].name, axis, given);
+  if (std::optional<size_t> dim = sizes_.bareDim(field)) {
+    const AxisOfInput &source = dimSources_[*dim];
+    return fmt::format("{}, but {} = {} (from input \"{}\" axis {})", head, sizes_.dims()[*dim].name, expected,
+                       base_.inputs[source.input].name, source.axis);
+  }
+  if (sizes_.dependsOnDims(field))
+    return fmt::format("{}, but {} = {} ({})", head, sizes_.text(field), expected,
+                       sizes_.dimsText({field}, dims));
+  return fmt::format("{}, but the model expects {}", head, expected);
+}
+
+StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBinding &binding) const {
+  std::unique_ptr<Program> program = copyFixedParts(base_);
+  const SizeResolver resolve(binding.values);
+  Status status = decodeTensors(model_, resolve, ArenaClaim::PlannedForOtherSizes, *program);
+  if (status.ok()) status = decodeSteps(model_, resolve, *program);
+  if (!status.ok())
+    return Status(status.code(),
+                  fmt::format("{}: at {}: {}", base_.name, dimsAt(sizes_, binding.dims), status.message()));
+  for (size_t s = 0; s < program->steps.size(); ++s)
+    if (auto *gemm = std::get_if<Gemm>(&program->steps[s].kernel)) gemm->packedB = packedByStep_[s];
+  program->dimValues = binding.dims;
+  return std::unique_ptr<const Program>(std::move(program));
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::shapesAt(const std::vector<std::vector<int64_t>> &fields,
+                                                                     std::span<const int64_t> dims,
+                                                                     const SizeProgram::Values &values) const {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const std::vector<int64_t> &tensorFields : fields) {
+    std::vector<int64_t> &shape = shapes.emplace_back();
+    for (int64_t field : tensorFields) {
+      EIN_ASSIGN_OR_RETURN(int64_t size, sizes_.valueOf(field, dims, values));
+      shape.push_back(size);
+    }
+  }
+  return shapes;
+}
+
+std::vector<std::vector<int64_t>> DynamicProgram::outputShapes(const DimBinding &binding) const {
+  // A binding has every size's value, so this cannot fail.
+  return shapesAt(outputFields_, binding.dims, SizeProgram::Values{binding.values, {}}).value();
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::inputShapes(std::span<const int64_t> dims) const {
+  const std::vector<DimInfo> &ranges = sizes_.dims();
+  if (dims.size() != ranges.size())
+    return badInput(fmt::format("{} values given for the model's {} dims", dims.size(), ranges.size()));
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (dims[d] < ranges[d].min || dims[d] > ranges[d].max)
+      return badInput(fmt::format("{} = {}, but dim {} ranges over {}..{}", ranges[d].name, dims[d], ranges[d].name,
+                                  ranges[d].min, ranges[d].max));
+  return shapesAt(inputFields_, dims, sizes_.valuesAt(dims));
+}
+
+}  // namespace ein::detail
