@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
@@ -136,13 +137,14 @@ Outcome compileRequest(Request request) {
 
 nb::tuple compileModel(std::string text, std::string filename, std::optional<std::string> weightsPath,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
-                       std::map<std::string, int64_t> dims, std::string target, std::string precision,
+                       std::map<std::string, std::pair<int64_t, int64_t>> dims, std::string target,
+                       std::string precision,
                        std::string dumpIr, int threads) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
-  DimRanges pinned;  // each dim fixed at its value
-  for (const auto &[name, size] : dims) pinned[name] = {size, size};
+  DimRanges ranges;  // min == max pins a dim
+  for (const auto &[name, range] : dims) ranges[name] = {range.first, range.second};
   Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), nullptr, randomSeed,
-                  std::move(pinned), std::move(target), std::move(precision), std::move(dumpIr)};
+                  std::move(ranges), std::move(target), std::move(precision), std::move(dumpIr)};
   if (weightArrays) request.weightsInMemory = safetensorsFromArrays(*weightArrays);
   Outcome outcome;
   {

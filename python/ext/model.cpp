@@ -23,12 +23,34 @@ std::string namesOf(const std::vector<TensorInfo> &tensors) {
   return names.empty() ? "none" : names;
 }
 
+// (name, dtype, shape, id bound); a shape entry is the axis's size, or the
+// expression over the dims ("t", "t + 1") where it depends on them.
 nb::list tensorList(const std::vector<TensorInfo> &tensors) {
   nb::list list;
-  for (const TensorInfo &tensor : tensors)
-    list.append(nb::make_tuple(tensor.name, dtypeName(tensor.dtype), nb::tuple(nb::cast(tensor.shape)),
-                               tensor.upperBound));
+  for (const TensorInfo &tensor : tensors) {
+    nb::list shape;
+    for (size_t axis = 0; axis < tensor.shape.size(); ++axis) {
+      bool named = axis < tensor.dims.size() && !tensor.dims[axis].empty();
+      shape.append(named ? nb::object(nb::str(tensor.dims[axis].c_str())) : nb::object(nb::int_(tensor.shape[axis])));
+    }
+    list.append(nb::make_tuple(tensor.name, dtypeName(tensor.dtype), nb::tuple(shape), tensor.upperBound));
+  }
   return list;
+}
+
+// Whether `shape` fits `tensor`'s: the same rank and its fixed sizes; the
+// runtime checks the axes that depend on dims (ranges, agreement).
+bool fits(const std::vector<int64_t> &shape, const TensorInfo &tensor) {
+  if (shape.size() != tensor.shape.size()) return false;
+  for (size_t axis = 0; axis < shape.size(); ++axis)
+    if (tensor.shape[axis] != -1 && tensor.shape[axis] != shape[axis]) return false;
+  return true;
+}
+
+size_t byteSize(DType dtype, const std::vector<int64_t> &shape) {
+  size_t bytes = dtypeSize(dtype);
+  for (int64_t size : shape) bytes *= static_cast<size_t>(size);
+  return bytes;
 }
 
 // Every key of `given` names one of `tensors`; `what` is "input" or "output".
@@ -46,7 +68,7 @@ void checkNames(nb::dict given, const std::vector<TensorInfo> &tensors, const ch
 
 // The array given for `tensor`, checked against its dtype and shape.
 AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
-  std::string expected = typeText(tensor.dtype, tensor.shape);
+  std::string expected = typeText(tensor);
   if (!inputs.contains(tensor.name.c_str()))
     throw PythonError("InputError", "input " + quoted(tensor.name) + " (" + expected + ") is not given", tensor.name);
   nb::object value = inputs[tensor.name.c_str()];
@@ -58,7 +80,7 @@ AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
                           ", which is not a CPU array (NumPy, DLPack or the buffer protocol)",
                       tensor.name);
   std::vector<int64_t> shape = shapeOf(array);
-  if (!holds(array.dtype(), tensor.dtype) || shape != tensor.shape)
+  if (!holds(array.dtype(), tensor.dtype) || !fits(shape, tensor))
     throw PythonError("InputError",
                       "input " + quoted(tensor.name) + " expects " + expected + ", got " +
                           dtypeText(array.dtype()) + shapeText(shape),
@@ -66,15 +88,16 @@ AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
   return array;
 }
 
-// The caller's buffer for `tensor`, which the run writes in place.
-WritableArray outputBuffer(nb::handle value, const TensorInfo &tensor) {
-  std::string expected = typeText(tensor.dtype, tensor.shape);
+// The caller's buffer for `tensor`, of `shape` at this run, which the run
+// writes in place.
+WritableArray outputBuffer(nb::handle value, const TensorInfo &tensor, const std::vector<int64_t> &shape) {
+  std::string expected = typeText(tensor.dtype, shape);
   WritableArray buffer;
   std::string problem;
   if (!nb::try_cast(value, buffer))
     problem = "got a " + nb::cast<std::string>(nb::type_name(value.type())) +
               ", which is not a writable CPU array";
-  else if (AnyArray view(buffer); !holds(view.dtype(), tensor.dtype) || shapeOf(view) != tensor.shape)
+  else if (AnyArray view(buffer); !holds(view.dtype(), tensor.dtype) || shapeOf(view) != shape)
     problem = "got " + dtypeText(view.dtype()) + shapeText(shapeOf(view));
   else if (!isCContiguous(view))
     problem = "got a non-contiguous array";
@@ -85,15 +108,15 @@ WritableArray outputBuffer(nb::handle value, const TensorInfo &tensor) {
   return buffer;
 }
 
-// A new NumPy array for `tensor`, 64-byte aligned, owning its memory.
-nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor) {
+// A new NumPy array for `tensor` at `shape`, 64-byte aligned, owning its memory.
+nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor, const std::vector<int64_t> &shape) {
   // aligned_alloc wants a multiple of the alignment, and some bytes even
   // for an empty tensor.
-  void *data = std::aligned_alloc(64, (tensor.byteSize() / 64 + 1) * 64);
+  void *data = std::aligned_alloc(64, (byteSize(tensor.dtype, shape) / 64 + 1) * 64);
   if (!data) throw std::bad_alloc();
   nb::capsule owner(data, [](void *pointer) noexcept { std::free(pointer); });
-  std::vector<size_t> shape(tensor.shape.begin(), tensor.shape.end());
-  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, numpyDType(tensor.dtype));
+  std::vector<size_t> sizes(shape.begin(), shape.end());
+  return nb::ndarray<nb::numpy>(data, sizes.size(), sizes.data(), owner, nullptr, numpyDType(tensor.dtype));
 }
 
 // The inputs as the runner reads them. `arrays` keeps the caller's arrays
@@ -102,11 +125,13 @@ nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor) {
 struct StagedInputs {
   std::vector<AnyArray> arrays;
   std::vector<std::vector<std::byte>> copies;
+  std::vector<std::vector<int64_t>> shapes;
   std::vector<InputTensor> tensors;
 };
 
 StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos) {
   StagedInputs staged;
+  staged.shapes.reserve(infos.size());  // the tensors' shape spans point into them
   for (const TensorInfo &tensor : infos) {
     const AnyArray &array = staged.arrays.emplace_back(inputArray(inputs, tensor));
     const void *data = array.data();
@@ -116,7 +141,8 @@ StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos) 
       copyInCOrder(array, copy.data());
       data = copy.data();
     }
-    staged.tensors.push_back({tensor.name, tensor.dtype, tensor.shape, data, tensor.byteSize()});
+    const std::vector<int64_t> &shape = staged.shapes.emplace_back(shapeOf(array));
+    staged.tensors.push_back({tensor.name, tensor.dtype, shape, data, byteSize(tensor.dtype, shape)});
   }
   return staged;
 }
@@ -130,20 +156,23 @@ struct PreparedOutputs {
   std::vector<OutputBuffer> buffers;
 };
 
-PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &infos) {
+// Outputs of `shapes` (the model's at this run's inputs).
+PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &infos,
+                               const std::vector<std::vector<int64_t>> &shapes) {
   PreparedOutputs prepared;
-  for (const TensorInfo &tensor : infos) {
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const TensorInfo &tensor = infos[i];
     void *data = nullptr;
     if (out.contains(tensor.name.c_str())) {
       nb::object buffer = out[tensor.name.c_str()];
-      data = prepared.given.emplace_back(outputBuffer(buffer, tensor)).data();
+      data = prepared.given.emplace_back(outputBuffer(buffer, tensor, shapes[i])).data();
       prepared.results[tensor.name.c_str()] = buffer;
     } else {
-      nb::ndarray<nb::numpy> array = newOutputArray(tensor);
+      nb::ndarray<nb::numpy> array = newOutputArray(tensor, shapes[i]);
       data = array.data();
       prepared.results[tensor.name.c_str()] = nb::cast(array);
     }
-    prepared.buffers.push_back({tensor.name, data, tensor.byteSize()});
+    prepared.buffers.push_back({tensor.name, data, byteSize(tensor.dtype, shapes[i])});
   }
   return prepared;
 }
@@ -186,6 +215,12 @@ std::unique_ptr<PyModel> PyModel::fromArtifact(const std::vector<uint8_t> &artif
 
 nb::list PyModel::inputs() const { return tensorList(loaded->inputs()); }
 nb::list PyModel::outputs() const { return tensorList(loaded->outputs()); }
+
+nb::dict PyModel::dims() const {
+  nb::dict dims;
+  for (const DimInfo &dim : loaded->dims()) dims[dim.name.c_str()] = nb::make_tuple(dim.min, dim.max);
+  return dims;
+}
 std::string PyModel::describe() const { return describeModel(*loaded); }
 
 void PyModel::save(const std::string &path) const {
@@ -201,7 +236,11 @@ nb::dict PyModel::run(nb::dict inputs, nb::dict out, int threads) {
   checkNames(inputs, loaded->inputs(), "input");
   checkNames(out, loaded->outputs(), "output");
   StagedInputs staged = stageInputs(inputs, loaded->inputs());
-  PreparedOutputs prepared = prepareOutputs(out, loaded->outputs());
+  // The outputs' shapes at these inputs, with the run's checks (dims,
+  // ranges, agreement) reported before anything is allocated.
+  auto shapes = loaded->outputShapes(staged.shapes);
+  if (!shapes.ok()) throwStatus(shapes.status());
+  PreparedOutputs prepared = prepareOutputs(out, loaded->outputs(), *shapes);
   Status status;
   {
     nb::gil_scoped_release released;
@@ -216,6 +255,7 @@ void bindModel(nb::module_ &module) {
       .def_static("load", &PyModel::load, nb::arg("path"), nb::arg("threads"))
       .def_prop_ro("inputs", &PyModel::inputs)
       .def_prop_ro("outputs", &PyModel::outputs)
+      .def_prop_ro("dims", &PyModel::dims)
       .def_prop_ro("threads", &PyModel::threads)
       .def_prop_ro("name", [](const PyModel &self) { return self.model().name(); })
       .def_prop_ro("target", [](const PyModel &self) { return std::string(deviceName(self.model().target())); })

@@ -25,6 +25,8 @@ class PyModel {
   // [(name, dtype, shape, id_bound)], dtype as the runtime names it ("f32").
   nanobind::list inputs() const;
   nanobind::list outputs() const;
+  // The ranged dims: name -> (min, max); empty for a model of fixed shapes.
+  nanobind::dict dims() const;
   std::string describe() const;
   void save(const std::string &path) const;
   int threads() const { return defaultThreads; }

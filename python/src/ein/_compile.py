@@ -35,12 +35,18 @@ def _weight_arrays(weights: Mapping[str, Any]) -> List[Tuple[str, Any]]:
     return list(weights.items())
 
 
-def _dims(dims: Optional[Mapping[str, int]]) -> dict:
+def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]]) -> dict:
+    """{name: (min, max)}: an integer pins a dim, a (min, max) pair makes it ranged."""
     checked = {}
     for name, size in (dims or {}).items():
-        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
-            raise ValueError(f"dim {name!r} must be a positive integer, got {size!r}")
-        checked[str(name)] = size
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            checked[str(name)] = (size, size)
+        elif (isinstance(size, tuple) and len(size) == 2 and all(isinstance(v, int) and not isinstance(v, bool) for v in size)
+              and 0 <= size[0] <= size[1]):
+            checked[str(name)] = size
+        else:
+            raise ValueError(f"dim {name!r} must be a positive integer or a (min, max) pair with 0 <= min <= max, "
+                             f"got {size!r}")
     return checked
 
 
@@ -55,7 +61,7 @@ def compile(
     source: Source,
     weights: Weights = None,
     *,
-    dims: Optional[Mapping[str, int]] = None,
+    dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]] = None,
     precision: str = "fp32",
     target: str = "cpu",
     dump_ir: Optional[Union[str, os.PathLike]] = None,
@@ -74,7 +80,8 @@ def compile(
         of any precision become the model's f32; integer and bool parameters
         take exactly their declared dtype. Entries that are not parameters
         are ignored with a warning.
-    dims: dim values that replace the model's (``einc --dim NAME=SIZE``).
+    dims: dim values that replace the model's: an integer pins one (``einc --dim
+        NAME=SIZE``), a ``(min, max)`` pair makes it ranged (``--dim NAME=MIN..MAX``).
     precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
         accumulation) or "fp16" (CUDA only).
     target: "cpu" or "cuda".

@@ -26,15 +26,16 @@ class TensorInfo:
     """An input or output of a model.
 
     ``dtype`` is the model language's name ("f32", "f16", "bf16", "i32",
-    "i64", "bool"); ``shape`` the sizes of its axes; ``id_bound`` is set on
-    integer inputs that index a table (ids must be in [0, id_bound)).
-    Fields added later (e.g. per-axis dim names and ranges) come with
-    defaults, so code that reads these keeps working.
+    "i64", "bool"); ``shape`` the sizes of its axes, where an axis that
+    depends on ranged dims is its expression over them ("b", "t + 1"; the
+    ranges are ``Model.dims``), as onnxruntime names symbolic dims;
+    ``id_bound`` is set on integer inputs that index a table (ids must be in
+    [0, id_bound)).
     """
 
     name: str
     dtype: str
-    shape: Tuple[int, ...]
+    shape: Tuple[Union[int, str], ...]
     id_bound: Optional[int] = None
 
     @property
@@ -80,6 +81,12 @@ class Model:
         """The model's outputs, in declaration order."""
         return _tensor_infos(self._native.outputs)
 
+    @property
+    def dims(self) -> Dict[str, Tuple[int, int]]:
+        """The ranged dims, ``{name: (min, max)}``: each run reads their values
+        from the inputs' shapes. Empty for a model of fixed shapes."""
+        return dict(self._native.dims)
+
     name = _forwarded("name", "The artifact's path, or the model's file name for a compiled model.")
     target = _forwarded("target", 'The device the artifact was compiled for: "cpu" or "cuda".')
     precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16" or "fp16".')
@@ -98,15 +105,16 @@ class Model:
             threads: Optional[int] = None) -> Dict[str, np.ndarray]:
         """Runs the model; returns ``{output name: array}``.
 
-        ``inputs`` maps every input name to an array of exactly the model's
-        dtype and shape (see ``inputs``): a NumPy array, anything with
+        ``inputs`` maps every input name to an array of the model's dtype and
+        shape (see ``inputs``; an axis sized by a ranged dim takes any size in
+        its range, the same in every input that names it): a NumPy array, anything with
         ``__dlpack__`` on the CPU (e.g. a torch tensor) or with the buffer
         protocol (``memoryview``, ``array.array``). C-contiguous arrays are
         read in place; other views are copied first. A wrong name, dtype or
         shape raises InputError.
 
         ``out`` maps output names to writable C-contiguous arrays of the
-        output's dtype and shape, which are written in place and returned;
+        output's dtype and shape at these inputs, which are written in place and returned;
         the other outputs come back in new NumPy arrays.
 
         ``threads`` overrides the model's kernel threads for this call (a

@@ -1,0 +1,118 @@
+"""Ranged dims: one compiled model for every batch size and length."""
+import threading
+
+import numpy as np
+import pytest
+
+import ein
+
+# Masked mean pooling of a linear layer over tokens: the ranged dims b and t
+# size the inputs, and the padding mask must agree with x on both.
+POOL = """
+dim b = 1..8, t = 1..32, c = 4, o = 3
+input x: f32[b, t, c]
+input keep: f32[b, t]
+param w: f32[o, c]
+y = relu(linear(x, w))
+k = rearrange(keep, "b t -> b t 1")
+output pooled = reduce(y * k, "b t o -> b o", "sum") / reduce(k, "b t o -> b o", "sum")
+output first = y[:, 0]
+"""
+
+
+def reference(x, keep, w):
+    y = np.maximum(x.astype(np.float64) @ w.astype(np.float64).T, 0)
+    k = keep[:, :, None].astype(np.float64)
+    return (y * k).sum(axis=1) / k.sum(axis=1), y[:, 0]
+
+
+@pytest.fixture(scope="module")
+def pool():
+    w = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    return ein.compile(POOL, weights={"w": w}), w
+
+
+def example(b, t, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((b, t, 4)).astype(np.float32)
+    keep = (rng.random((b, t)) < 0.7).astype(np.float32)
+    keep[:, 0] = 1  # every row keeps a token
+    return x, keep
+
+
+def test_inputs_show_the_dims_and_their_ranges(pool):
+    model, _ = pool
+    assert model.dims == {"b": (1, 8), "t": (1, 32)}
+    assert [(i.name, i.shape) for i in model.inputs] == [("x", ("b", "t", 4)), ("keep", ("b", "t"))]
+    assert [(o.name, o.shape) for o in model.outputs] == [("pooled", ("b", 3)), ("first", ("b", 3))]
+    assert "dims: b = 1..8, t = 1..32" in model.describe()
+
+
+def test_one_model_runs_every_shape_in_its_ranges(pool):
+    model, w = pool
+    for seed, (b, t) in enumerate([(1, 1), (1, 7), (3, 16), (8, 32), (2, 5), (3, 16)]):
+        x, keep = example(b, t, seed)
+        got = model.run({"x": x, "keep": keep})
+        pooled, first = reference(x, keep, w)
+        assert got["pooled"].shape == (b, 3) and got["first"].shape == (b, 3)
+        np.testing.assert_allclose(got["pooled"], pooled, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got["first"], first, rtol=1e-5, atol=1e-6)
+
+
+def test_out_buffers_take_the_shape_of_this_run(pool):
+    model, w = pool
+    x, keep = example(2, 9, 3)
+    out = np.empty((2, 3), np.float32)
+    got = model.run({"x": x, "keep": keep}, out={"pooled": out})
+    assert got["pooled"] is out
+    np.testing.assert_allclose(out, reference(x, keep, w)[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ein.InputError, match=r'out= buffer for output "pooled" must be a C-contiguous f32\[2, 3\]'):
+        model.run({"x": x, "keep": keep}, out={"pooled": np.empty((8, 3), np.float32)})
+
+
+@pytest.mark.parametrize(
+    "x_shape, keep_shape, message",
+    [
+        ((2, 33, 4), (2, 33), r"t ranges over 1\.\.32"),
+        ((9, 3, 4), (9, 3), r"b ranges over 1\.\.8"),
+        ((2, 0, 4), (2, 0), r"t ranges over 1\.\.32"),
+        ((2, 5, 4), (2, 6), r'input "keep" axis 1 is 6, but t = 5 \(from input "x" axis 1\)'),
+        ((2, 5, 5), (2, 5), r'input "x" expects f32\[b, t, 4\], got float32\[2, 5, 5\]'),
+        ((2, 5), (2, 5), r'input "x" expects f32\[b, t, 4\], got float32\[2, 5\]'),
+    ],
+)
+def test_shapes_outside_the_ranges_or_disagreeing_are_input_errors(pool, x_shape, keep_shape, message):
+    model, _ = pool
+    with pytest.raises(ein.InputError, match=message):
+        model.run({"x": np.zeros(x_shape, np.float32), "keep": np.ones(keep_shape, np.float32)})
+
+
+def test_threads_at_different_shapes_get_their_own_results(pool):
+    model, w = pool
+    shapes = [(1 + i % 8, 1 + (7 * i) % 32) for i in range(16)]
+    failures = []
+
+    def worker(index):
+        b, t = shapes[index]
+        x, keep = example(b, t, 100 + index)
+        for _ in range(20):
+            got = model.run({"x": x, "keep": keep})["pooled"]
+            if not np.allclose(got, reference(x, keep, w)[0], rtol=1e-5, atol=1e-6):
+                failures.append((b, t))
+                return
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(shapes))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_dims_argument_pins_or_ranges_a_dim():
+    pinned = ein.compile(POOL, random_weights=1, dims={"t": 5})
+    assert pinned.dims == {"b": (1, 8)} and pinned.inputs[0].shape == ("b", 5, 4)
+    ranged = ein.compile(POOL, random_weights=1, dims={"b": (2, 4)})
+    assert ranged.dims == {"b": (2, 4), "t": (1, 32)}
+    with pytest.raises(ValueError, match=r"must be a positive integer or a \(min, max\) pair"):
+        ein.compile(POOL, random_weights=1, dims={"t": (9, 3)})
