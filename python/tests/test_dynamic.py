@@ -116,3 +116,73 @@ def test_dims_argument_pins_or_ranges_a_dim():
     assert ranged.dims == {"b": (2, 4), "t": (1, 32)}
     with pytest.raises(ValueError, match=r"must be a positive integer or a \(min, max\) pair"):
         ein.compile(POOL, random_weights=1, dims={"t": (9, 3)})
+
+
+# The BERT-style example (examples/models/bert_encoder.ein) against a float64
+# NumPy transcription of the same Hugging Face BertModel computation, at
+# shapes across its ranges (t = 37: no multiple of any kernel tile).
+ENCODER = __import__("pathlib").Path(__file__).resolve().parents[2] / "examples" / "models" / "bert_encoder.ein"
+C, H, F, VOCAB, POSITIONS, LAYERS = 64, 4, 256, 1000, 256, 4
+
+
+def encoder_weights(seed=0):
+    rng = np.random.default_rng(seed)
+    normal = lambda *shape: (0.1 * rng.standard_normal(shape)).astype(np.float32)
+    weights = {
+        "embeddings.word_embeddings.weight": normal(VOCAB, C),
+        "embeddings.position_embeddings.weight": normal(POSITIONS, C),
+        "embeddings.LayerNorm.weight": 1 + normal(C),
+        "embeddings.LayerNorm.bias": normal(C),
+    }
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+        for name in ["attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"]:
+            weights[p + name + ".weight"], weights[p + name + ".bias"] = normal(C, C), normal(C)
+        weights[p + "intermediate.dense.weight"], weights[p + "intermediate.dense.bias"] = normal(F, C), normal(F)
+        weights[p + "output.dense.weight"], weights[p + "output.dense.bias"] = normal(C, F), normal(C)
+        for norm in ["attention.output.LayerNorm", "output.LayerNorm"]:
+            weights[p + norm + ".weight"], weights[p + norm + ".bias"] = 1 + normal(C), normal(C)
+    return weights
+
+
+def encoder_reference(ids, mask, weights):
+    w = {name: value.astype(np.float64) for name, value in weights.items()}
+    linear = lambda x, name: x @ w[name + ".weight"].T + w[name + ".bias"]
+
+    def layernorm(x, name):
+        mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + 1e-12) * w[name + ".weight"] + w[name + ".bias"]
+
+    gelu = lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2)))
+    b, t = ids.shape
+    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:t]
+    x = layernorm(x, "embeddings.LayerNorm")
+    padding = ((1 - mask) * -10000.0)[:, None, None, :]
+    heads = lambda y: y.reshape(b, t, H, C // H).transpose(0, 2, 1, 3)
+    for i in range(LAYERS):
+        p = f"encoder.layer.{i}."
+        q, k, v = (heads(linear(x, p + "attention.self." + n)) for n in ("query", "key", "value"))
+        s = q @ k.transpose(0, 1, 3, 2) * (C // H) ** -0.5 + padding
+        s = np.exp(s - s.max(-1, keepdims=True))
+        a = (s / s.sum(-1, keepdims=True)) @ v
+        a = linear(a.transpose(0, 2, 1, 3).reshape(b, t, C), p + "attention.output.dense")
+        x = layernorm(a + x, p + "attention.output.LayerNorm")
+        y = linear(gelu(linear(x, p + "intermediate.dense")), p + "output.dense")
+        x = layernorm(y + x, p + "output.LayerNorm")
+    keep = mask[:, :, None].astype(np.float64)
+    return (x * keep).sum(1) / keep.sum(1)
+
+
+def test_bert_encoder_matches_float64_at_every_shape():
+    weights = encoder_weights()
+    model = ein.compile(ENCODER, weights=weights)
+    assert model.dims == {"b": (1, 16), "t": (1, 256)}
+    rng = np.random.default_rng(1)
+    for b, t in [(1, 1), (1, 7), (3, 16), (2, 37), (16, 256)]:
+        ids = rng.integers(0, VOCAB, (b, t)).astype(np.int32)
+        mask = np.ones((b, t), np.int32)
+        for row in range(b):
+            mask[row, rng.integers(1, t + 1):] = 0  # padding after a random length, at least one token
+        got = model.run({"ids": ids, "mask": mask})["sentence"]
+        np.testing.assert_allclose(got, encoder_reference(ids, mask, weights), rtol=1e-4, atol=1e-4,
+                                   err_msg=f"b={b}, t={t}")
