@@ -112,9 +112,11 @@ EValue Generator::sizeArithmetic(const ast::BinaryExpr &expr, const EValue &lhs,
       std::optional<int64_t> divisor = b.constant();
       if (!divisor) fail(expr.rhs->loc, "dividing by " + b.str() + ", a size over ranged dims, is not supported");
       if (*divisor <= 0) fail(expr.rhs->loc, "a ranged size is divided by " + std::to_string(*divisor) + ", not a positive number");
+      // A whole number where the divisor divides (checked at run time when
+      // that depends on the dims, as an einops split is).
       result = ein::Size::floorDiv(a, *divisor);
-      if (result * *divisor != a)
-        fail(expr.loc, a.str() + " / " + std::to_string(*divisor) + " is not a whole number for every value of the dims");
+      requireSizes({ein::SizeCheck::Divides, *divisor, a, a.str() + " / " + std::to_string(*divisor) + " is not a whole number"},
+                   loc(expr.loc));
       break;
     }
     default:
