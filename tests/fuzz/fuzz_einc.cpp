@@ -77,17 +77,34 @@ void runWithZeroInputs(const std::vector<uint8_t> &artifact) {
     fprintf(stderr, "the runtime refuses einc's artifact: %s\n", model.status().message().c_str());
     __builtin_trap();
   }
+  // A model with ranged dims runs at their minima (the cheapest shapes).
+  std::vector<int64_t> minima;
+  for (const ein::DimInfo &dim : model.value()->dims()) minima.push_back(dim.min);
+  auto shapes = model.value()->inputShapes(minima);
+  if (!shapes.ok()) {
+    fprintf(stderr, "the runtime gives no input shapes at the dims' minima: %s\n", shapes.status().message().c_str());
+    __builtin_trap();
+  }
+  auto bytesOf = [](ein::DType dtype, const std::vector<int64_t> &shape) {
+    uint64_t bytes = ein::dtypeSize(dtype);
+    for (int64_t size : shape) bytes *= static_cast<uint64_t>(size);
+    return bytes;
+  };
   uint64_t bytes = model.value()->arenaBytes();
-  for (const ein::TensorInfo &info : model.value()->inputs()) bytes += info.byteSize();
-  for (const ein::TensorInfo &info : model.value()->outputs()) bytes += info.byteSize();
+  const std::vector<ein::TensorInfo> &inputs = model.value()->inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) bytes += bytesOf(inputs[i].dtype, (*shapes)[i]);
+  auto outputShapes = model.value()->outputShapes(*shapes);
+  if (!outputShapes.ok()) return;  // a run-time check refuses the minima
+  const std::vector<ein::TensorInfo> &outputs = model.value()->outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) bytes += bytesOf(outputs[i].dtype, (*outputShapes)[i]);
   if (bytes > kMaxRunBytes) return;
   ein::SessionOptions options;
   options.threads = 1;
   auto session = ein::Session::create(model.value(), options);
   if (!session.ok()) return;
-  for (const ein::TensorInfo &input : model.value()->inputs()) {
-    std::vector<uint8_t> zeros(input.byteSize());
-    if (!session.value()->setInput(input.name, input.dtype, input.shape, zeros.data(), zeros.size()).ok())
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<uint8_t> zeros(bytesOf(inputs[i].dtype, (*shapes)[i]));
+    if (!session.value()->setInput(inputs[i].name, inputs[i].dtype, (*shapes)[i], zeros.data(), zeros.size()).ok())
       __builtin_trap();
   }
   (void)session.value()->run();
