@@ -71,6 +71,13 @@ Layout Lowering::broadcastReduced(Value reduced, ArrayRef<Size> fullSizes, Array
   return layout;
 }
 
+// The reduce's result over `buffer` (dense over the kept axes): with
+// keepdim, the reduced axes stay as unit axes of the result's shape.
+static Layout resultLayout(ein::ir::ReduceOp reduce, Value buffer) {
+  Shape shape = shapeOf(reduce);
+  return Layout{buffer, 0, shape, denseStrides(shape)};
+}
+
 LogicalResult Lowering::lowerReduce(ein::ir::ReduceOp reduce) {
   const Layout &input = layouts.at(reduce.getInput());
   Location loc = reduce.getLoc();
@@ -87,13 +94,13 @@ LogicalResult Lowering::lowerReduce(ein::ir::ReduceOp reduce) {
     auto narrowed = buildElementwise(loc, keptType.clone(element), {Value()},
                                      {denseLayout(reduced)}, copy);
     if (failed(narrowed)) return failure();
-    layouts[reduce] = denseLayout(*narrowed);
+    layouts[reduce] = resultLayout(reduce, *narrowed);
     return success();
   }
   if (!element.isF32()) return reduce.emitOpError() << "reductions of " << element << " have no kernel yet";
   if (auto kind = toKernReduce(reduce.getKind())) {
     Value result = reduceAxes(loc, input, axes, *kind, element);
-    layouts[reduce] = denseLayout(result);
+    layouts[reduce] = resultLayout(reduce, result);
     return success();
   }
   // var / std: mean, squared deviations, their sum over (n - correction), or
@@ -124,7 +131,7 @@ LogicalResult Lowering::lowerReduce(ein::ir::ReduceOp reduce) {
                                    return isStd ? b.create<math::SqrtOp>(loc, variance).getResult() : variance;
                                  });
   if (failed(result)) return failure();
-  layouts[reduce] = denseLayout(*result);
+  layouts[reduce] = resultLayout(reduce, *result);
   return success();
 }
 

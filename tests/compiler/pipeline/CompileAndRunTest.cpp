@@ -297,6 +297,10 @@ output v = var(x, axis=1)
 output u = std(x, axis=1, unbiased=true, keepdim=true)
 output mx = max(x, axis=0)
 output mn = min(x, axis=2)
+# Kept unit axes broadcast back over x (found by fuzz_einc: the var/std result
+# once lost its unit axis and read its neighbours' values).
+output n = (x - mean(x, axis=0, keepdim=true)) / (std(x, axis=-1, unbiased=true, keepdim=true) + 1e-6)
+output w = x / var(x, axis=1, keepdim=true) + sum(x, axis=[0, 2], keepdim=true)
 )ein"},
     {"elementwise_and_promotion", R"ein(
 input x: f32[4, 5]
