@@ -40,6 +40,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["transpose"] = &Generator::callTranspose;
     entries["reshape"] = &Generator::callReshape;
     entries["conv2d"] = &Generator::callConv2d;
+    entries["scaled_dot_product_attention"] = &Generator::callScaledDotProductAttention;
     return entries;
   }();
   return table;

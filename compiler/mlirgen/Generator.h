@@ -3,7 +3,8 @@
 // concern: MLIRGen.cpp (statements, scopes, dims, params, blocks, loops),
 // Expressions.cpp (operators, promotion, indexing, arguments), Builtins.cpp
 // (the built-in table and the element-wise, reduction and norm built-ins) and
-// ContractionBuiltins.cpp (einsum, einops, reshape, conv2d, linear).
+// ContractionBuiltins.cpp (einsum, einops, reshape, conv2d, linear) and
+// AttentionBuiltins.cpp (scaled_dot_product_attention).
 #pragma once
 
 #include <map>
@@ -302,6 +303,7 @@ class Generator {
   // and the convolution one contraction with the weight, a GEMM.
   EValue callConv2d(const ast::Call &call, Scope &scope);
 
+  EValue callScaledDotProductAttention(const ast::Call &call, Scope &scope);
   mlir::Value einsum(const ast::Call &call, Scope &scope);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);

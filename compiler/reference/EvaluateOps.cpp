@@ -362,4 +362,57 @@ Expected<Tensor> Evaluator::evaluate(ir::ConcatOp op) {
   return result;
 }
 
+// Scaled dot-product attention in double: scores, the mask as its kind says,
+// the causal limit, softmax over the keys (an all -inf row gives NaN), values.
+Expected<Tensor> Evaluator::evaluate(ir::AttentionOp op) {
+  const Tensor &q = valueOf(op.getQuery()), &k = valueOf(op.getKey()), &v = valueOf(op.getValue());
+  const size_t rank = q.shape.size();
+  const int64_t I = q.shape[rank - 2], D = q.shape[rank - 1], J = k.shape[rank - 2], E = v.shape[rank - 1];
+  Dims batch(q.shape.begin(), q.shape.end() - 2), scoresShape = batch;
+  scoresShape.insert(scoresShape.end(), {I, J});
+  const Tensor *mask = op.getMask() ? &valueOf(op.getMask()) : nullptr;
+  std::vector<int64_t> maskStrides = mask ? broadcastStrides(mask->shape, scoresShape) : std::vector<int64_t>();
+  const int64_t positions = op.getCausalPositions() ? op.getCausalPositions()->sizes()[0].constant().value_or(I) : 0;
+  const double scale = op.getScale().convertToDouble(), fill = op.getMaskFill().convertToDouble();
+  Dims resultShape = batch;
+  resultShape.insert(resultShape.end(), {I, E});
+  Tensor result = Tensor::zeros(resultShape);
+  std::vector<double> row(static_cast<size_t>(J));
+  const int64_t batches = product(batch);
+  std::vector<int64_t> index(batch.size(), 0);
+  for (int64_t b = 0; b < batches; ++b, nextIndex(index, batch)) {
+    const double *qb = q.values.data() + b * I * D, *kb = k.values.data() + b * J * D, *vb = v.values.data() + b * J * E;
+    for (int64_t i = 0; i < I; ++i) {
+      for (int64_t j = 0; j < J; ++j) {
+        double score = 0;
+        for (int64_t d = 0; d < D; ++d) score += qb[i * D + d] * kb[j * D + d];
+        score *= scale;
+        if (mask) {
+          std::vector<int64_t> at = index;
+          at.insert(at.end(), {i, j});
+          double m = mask->values[dot(at, maskStrides)];
+          switch (op.getMaskKind()) {
+          case ir::MaskKind::none: break;
+          case ir::MaskKind::add: score += m; break;
+          case ir::MaskKind::keep: score = m != 0 ? score : fill; break;
+          case ir::MaskKind::drop: score = m != 0 ? fill : score; break;
+          }
+        }
+        if (positions > 0 && j > i % positions + J - positions) score = -std::numeric_limits<double>::infinity();
+        row[j] = score;
+      }
+      double max = -std::numeric_limits<double>::infinity();
+      for (double score : row) max = std::isnan(score) || std::isnan(max) ? NAN : std::max(max, score);
+      double sum = 0;
+      for (double &score : row) sum += score = std::exp(score - max);
+      for (int64_t e = 0; e < E; ++e) {
+        double value = 0;
+        for (int64_t j = 0; j < J; ++j) value += row[j] / sum * vb[j * E + e];
+        result.values[(b * I + i) * E + e] = J == 0 ? 0.0 : value;
+      }
+    }
+  }
+  return result;
+}
+
 }  // namespace ein::reference::detail

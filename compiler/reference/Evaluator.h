@@ -214,6 +214,7 @@ private:
   Expected<Tensor> evaluate(ir::LayerNormOp op);
   Expected<Tensor> evaluate(ir::EmbeddingOp op);
   Expected<Tensor> evaluate(ir::ConcatOp op);
+  Expected<Tensor> evaluate(ir::AttentionOp op);
 
   const ParamProvider &params;
   llvm::DenseMap<Value, Tensor> values;

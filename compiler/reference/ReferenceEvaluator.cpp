@@ -98,7 +98,7 @@ llvm::Error Evaluator::evaluate(Operation *op) {
       llvm::TypeSwitch<Operation *, Expected<Tensor>>(op)
           .Case<ir::ParamOp, ir::ConstantOp, ir::EinsumOp, ir::RearrangeOp, ir::SliceOp, ir::UnaryOp,
                 ir::BinaryOp, ir::WhereOp, ir::CastOp, ir::SoftmaxOp, ir::ReduceOp, ir::MatmulOp, ir::LinearOp,
-                ir::LayerNormOp, ir::EmbeddingOp, ir::ConcatOp>([&](auto einOp) { return evaluate(einOp); })
+                ir::LayerNormOp, ir::EmbeddingOp, ir::ConcatOp, ir::AttentionOp>([&](auto einOp) { return evaluate(einOp); })
           .Default([&](Operation *unknown) -> Expected<Tensor> {
             return makeError(formatLocation(unknown->getLoc()) + ": the reference evaluator does not support '" +
                              unknown->getName().getStringRef() + "'");

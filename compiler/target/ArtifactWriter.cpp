@@ -505,11 +505,13 @@ class Writer {
           auto v = view(attention.getV(), attention.getVView());
           auto out = view(result, attention.getOutView());
           auto mask = optionalView(attention.getMask(), attention.getMaskView());
+          auto causal = attention.getCausalPositions();
           kernel = fb::CreateAttentionDirect(builder, &batch, one(attention.getQueries()), one(attention.getKeys()),
                                              one(attention.getHeadDim()), one(attention.getValueDim()),
                                              attention.getScale().convertToFloat(), q, k, v, out,
                                              toSchema<fb::MaskKind>(attention.getMaskKind()), mask,
-                                             attention.getMaskFill().convertToFloat())
+                                             attention.getMaskFill().convertToFloat(), causal.has_value(),
+                                             causal ? one(*causal) : 0)
                        .Union();
           kind = fb::Kernel::Attention;
           return success();

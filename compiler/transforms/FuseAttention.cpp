@@ -444,7 +444,8 @@ class Rewriter {
       fused = builder.create<ein::ir::TalkingHeadsAttentionOp>(loc, resultType, q, k, v, preMix, preBias, postMix,
                                                                postBias, mask, scale, maskKind, maskFill);
     } else {
-      fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill);
+      fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill,
+                                                   /*causal_positions=*/nullptr);
     }
     Value result = arrange(fused, resultGroups, singletons(attention.outLabels));
     if (!result) return false;

@@ -604,8 +604,18 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 LogicalResult AttentionOp::verify() {
-  return verifyInferred(*this, inferResultType(getQuery().getType(), getKey().getType(), getValue().getType(),
-                                               typeOrNull(getMask()), getMaskKind()));
+  if (failed(verifyInferred(*this, inferResultType(getQuery().getType(), getKey().getType(), getValue().getType(),
+                                                   typeOrNull(getMask()), getMaskKind()))))
+    return failure();
+  if (auto causal = getCausalPositions()) {
+    if (causal->sizes().size() != 1) return emitOpError() << "causal_positions must be one size";
+    ein::Shape q = shapeOf(getQuery().getType());
+    std::optional<int64_t> positions = causal->sizes()[0].constant(), queries = q[q.size() - 2].constant();
+    if (positions && (*positions < 1 || (queries && *queries % *positions != 0)))
+      return emitOpError() << "causal_positions " << *positions << " must be positive and divide the "
+                           << q[q.size() - 2].str() << " queries";
+  }
+  return success();
 }
 
 TypeResult TalkingHeadsAttentionOp::inferResultType(Type query, Type key, Type value, Type preMix, Type preBias,

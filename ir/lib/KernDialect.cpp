@@ -308,10 +308,15 @@ LogicalResult verifyAttention(Operation *op, const Shape &batch, const Size &que
 }  // namespace
 
 LogicalResult AttentionOp::verify() {
-  return verifyAttention(*this, getBatch().sizes(), sizeOf(getQueries()), sizeOf(getKeys()), sizeOf(getHeadDim()),
-                         sizeOf(getValueDim()), getQ(), getQView(),
-                         getK(), getKView(), getV(), getVView(), getOutView(), getMask(), getMaskView(), getMaskKind(),
-                         getResult());
+  if (failed(verifyAttention(*this, getBatch().sizes(), sizeOf(getQueries()), sizeOf(getKeys()), sizeOf(getHeadDim()),
+                             sizeOf(getValueDim()), getQ(), getQView(), getK(), getKView(), getV(), getVView(),
+                             getOutView(), getMask(), getMaskView(), getMaskKind(), getResult())))
+    return failure();
+  if (auto causal = getCausalPositions()) {
+    if (causal->sizes().size() != 1) return emitOpError() << "causal_positions must be one size";
+    if (negative(causal->sizes()[0])) return emitOpError() << "causal_positions must be non-negative";
+  }
+  return success();
 }
 
 LogicalResult TalkingHeadsAttentionOp::verify() {

@@ -114,6 +114,13 @@ struct Attention {
   MaskKind maskKind = MaskKind::None;
   std::optional<View> mask;  // present exactly when maskKind != None
   float maskFill = 0.0f;
+  // Causal (schema Attention.causal): query i sees key j <= i % causalPositions
+  // + keys - causalPositions; causalPositions is 0 when not causal.
+  int64_t causalPositions = 0;
+  // How many keys (a prefix) query `i` sees: all, or i % P + keys - P + 1.
+  int64_t visibleKeys(int64_t i) const {
+    return causalPositions == 0 ? keys : i % causalPositions + keys - causalPositions + 1;
+  }
   // A bf16 artifact's attention on the CPU: q . k and p . v in bf16 with f32
   // accumulation where the CPU has the bf16 gemm (set by the loader).
   bool bf16 = false;

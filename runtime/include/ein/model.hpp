@@ -54,12 +54,12 @@ struct StepInfo {
   std::string op;
   std::string location;  // source location, e.g. "model.ein:12:5"; may be empty
   // The kernel's key sizes: gemm m, n, k; elementwise inputs, program (its length);
-  // attention queries, keys, head_dim, value_dim (and heads for talking heads); ...
+  // attention queries, keys, head_dim, value_dim (heads for talking heads, causal_positions when causal); ...
   std::map<std::string, int64_t> sizes;
   // Its iteration spaces: gemm and attention batch; elementwise, softmax, reduce,
   // copy, layernorm shape; gather ids_shape.
   std::map<std::string, std::vector<int64_t>> shapes;
-  // Its options: gemm activation, bias, residual, alpha (when not 1); attention mask, scale; layernorm
+  // Its options: gemm activation, bias, residual, alpha (when not 1); attention mask, scale, causal; layernorm
   // variant, epsilon and optional operands; reduce kind; copy dtype.
   std::map<std::string, std::string> attributes;
 };

@@ -116,6 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
           score[h] = launch.scale * sTile[row * L.ldS + key];
           if (launch.maskKind != MaskKind::None)
             score[h] = maskScore(launch.maskKind, score[h], launch.mask.data, mBase + i * mI + j * mJ, launch.maskFill);
+          if (causallyHidden(launch.causalPositions, i, j, keys)) score[h] = -INFINITY;
           nan |= isnan(score[h]);
         }
       }

@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionF32FlashKernel(Attention
         if (launch.maskKind != MaskKind::None)
           score = maskScore(launch.maskKind, score, launch.mask.data,
                             mBase + i * launch.mask.stride[r] + j * launch.mask.stride[r + 1], launch.maskFill);
+        if (causallyHidden(launch.causalPositions, i, j, keys)) score = -INFINITY;
       }
       sawNan[row] |= warpAny(isnan(score));
       const float newMax = fmaxf(rowMax[row], warpMax(score));

@@ -248,6 +248,7 @@ Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inn
 Status CudaExecutor::plan(size_t step, const Attention &op) {
   ec::AttentionLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
+  launch.causalPositions = op.causalPositions;
   const auto precision = static_cast<ec::Precision>(program_->precision);
   // The widest key tile whose shared memory the device allows (head dim 128
   // with 64 keys needs more than sm_86/sm_89's 99 KB); none: the fp32 kernel.

@@ -15,6 +15,12 @@ namespace ein::cuda {
 
 // The masked score, as the schema defines each mask kind; `mask` is the
 // mask's tensor and `at` the element offset in it.
+// Causal attention (causalPositions P > 0) hides key j from query i where
+// j > i % P + keys - P.
+__device__ __forceinline__ bool causallyHidden(int64_t causalPositions, int64_t i, int64_t j, int64_t keys) {
+  return causalPositions > 0 && j > i % causalPositions + keys - causalPositions;
+}
+
 __device__ __forceinline__ float maskScore(MaskKind kind, float score, const void *mask, int64_t at, float fill) {
   switch (kind) {
     case MaskKind::None: return score;

@@ -127,6 +127,7 @@ struct AttentionLaunch {
   DeviceView q, k, v, out, mask;  // mask: data null without one
   MaskKind maskKind = MaskKind::None;
   float maskFill = 0.0f;
+  int64_t causalPositions = 0;  // causal when > 0: query i sees key j <= i % P + keys - P
 };
 // fp32 everywhere; head_dim and value_dim up to kFlashF32MaxDim.
 inline constexpr int64_t kFlashF32MaxDim = 256;

@@ -274,6 +274,15 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
   op.bf16 = check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
                                  op.maskKind, op.mask, info));
+  if (in.causal()) {
+    EIN_ASSIGN_OR_RETURN(op.causalPositions, check.size(in.causal_positions(), "causal_positions"));
+    if (op.queries > 0 && (op.causalPositions < 1 || op.queries % op.causalPositions != 0))
+      return invalid(fmt::format("causal_positions {} does not divide the {} queries", op.causalPositions, op.queries));
+    if (op.causalPositions > op.keys)
+      return invalid(fmt::format("causal attention has {} query positions but only {} keys", op.causalPositions,
+                                 op.keys));
+    info.sizes["causal_positions"] = op.causalPositions;
+  }
   // Each output row reads keys x (head_dim + value_dim) elements of k and v.
   if (outSpace.product() > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.q, op.headDim, "q"));
@@ -281,8 +290,9 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.v, op.keys * op.valueDim, "v"));
   }
   info.shapes["batch"] = op.batch.vector();
-  info.sizes = {{"queries", op.queries}, {"keys", op.keys}, {"head_dim", op.headDim}, {"value_dim", op.valueDim}};
+  info.sizes.insert({{"queries", op.queries}, {"keys", op.keys}, {"head_dim", op.headDim}, {"value_dim", op.valueDim}});
   info.attributes["scale"] = fmt::format("{}", op.scale);
+  if (in.causal()) info.attributes["causal"] = "yes";
   return Kernel(std::move(op));
 }
 

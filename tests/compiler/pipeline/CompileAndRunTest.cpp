@@ -430,6 +430,48 @@ mu = mean(s, axis=-1, keepdim=true)
 output ln1 = (s - mu) / sqrt(var(s, axis=-1, keepdim=true) + 1e-5)
 output ln2 = (s - mu) / (std(s, axis=-1, unbiased=true, keepdim=true) + 1e-6)
 )ein"},
+    {"sdpa_matches_the_written_out_formula", R"ein(
+input q: f32[2, 3, 7, 8]
+input k: f32[2, 3, 9, 8]
+input v: f32[2, 3, 9, 5]
+input keep: bool[2, 1, 7, 9]
+input bias: f32[7, 9]
+output y = scaled_dot_product_attention(q, k, v)
+output y_formula = einsum("b h i j, b h j e -> b h i e", softmax(einsum("b h i d, b h j d -> b h i j", q, k) / sqrt(8), axis=-1), v)
+output kept = scaled_dot_product_attention(q, k, v, mask=keep, scale=0.5)
+output added = scaled_dot_product_attention(q, k, v, bias)
+output added_formula = softmax(q @ transpose(k, -1, -2) / sqrt(8) + bias, axis=-1) @ v
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}, {{"y", "y_formula"}, {"added", "added_formula"}}},
+    {"sdpa_causal", R"ein(
+input q: f32[2, 3, 7, 8]
+input k: f32[2, 3, 7, 8]
+input v: f32[2, 3, 7, 5]
+output y = scaled_dot_product_attention(q, k, v, causal=true)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"sdpa_causal_chunk_after_cached_keys", R"ein(
+input q: f32[1, 2, 3, 8]
+input k: f32[1, 2, 10, 8]
+input v: f32[1, 2, 10, 8]
+output y = scaled_dot_product_attention(q, k, v, causal=true)
+output one = scaled_dot_product_attention(q[:, :, -1:], k, v, causal=true)
+output all_keys = scaled_dot_product_attention(q[:, :, -1:], k, v)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}, {{"one", "all_keys"}}},
+    {"sdpa_grouped_query_causal_with_masks", R"ein(
+input q: f32[2, 6, 5, 8]
+input k: f32[2, 2, 9, 8]
+input v: f32[2, 2, 9, 4]
+input shared: bool[2, 1, 5, 9]
+input per_head: f32[2, 6, 5, 9]
+output y = scaled_dot_product_attention(q, k, v, causal=true)
+output shared_mask = scaled_dot_product_attention(q, k, v, mask=shared, causal=true)
+output per_head_mask = scaled_dot_product_attention(q, k, v, mask=per_head)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
+    {"sdpa_grouped_query_causal_long", R"ein(
+input q: f32[1, 4, 70, 16]
+input k: f32[1, 2, 300, 16]
+input v: f32[1, 2, 300, 16]
+output y = scaled_dot_product_attention(q, k, v, causal=true)
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Language, CompileAndRun, ::testing::ValuesIn(kCases),

@@ -221,11 +221,19 @@ def Ein_AttentionOp : Ein_Op<"attention", [Pure, InferTypeOpAdaptor]> {
     with q `[B.., I, D]`, k `[B.., J, D]`, v `[B.., J, E]` and the mask
     broadcastable to `[B.., I, J]` (`mask_kind` says how it applies). A row
     whose scores are all -inf gives NaN, as softmax does.
+
+    `causal_positions = P` makes it causal, aligned bottom-right: the I
+    queries are P positions (I a multiple of P, several query heads of one
+    key head stacked in front), query i being position `i mod P` of the
+    last P of the J keys' positions, and it sees key j only where
+    `j <= i mod P + J - P`. With I = J = P that is `is_causal` in PyTorch;
+    with J > P the queries are a chunk after J - P cached keys.
   }];
   let arguments = (ins Ein_Tensor:$query, Ein_Tensor:$key, Ein_Tensor:$value, Optional<Ein_Tensor>:$mask,
                        F64Attr:$scale,
                        DefaultValuedAttr<Ein_MaskKindAttr, "::ein::ir::MaskKind::none">:$mask_kind,
-                       DefaultValuedAttr<F64Attr, "0.0">:$mask_fill);
+                       DefaultValuedAttr<F64Attr, "0.0">:$mask_fill,
+                       OptionalAttr<Ein_SizesAttr>:$causal_positions);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)

@@ -128,6 +128,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
     v `[batch.., keys, value_dim]` and the mask `[batch.., queries, keys]`
     (stride 0 broadcasts); `out_view` places `[batch.., queries, value_dim]`
     in the result, so a head merge after the op costs nothing.
+    `causal_positions` as in `ein.attention`: query i sees key j only where
+    `j <= i mod P + keys - P`.
   }];
   let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$mask,
                        Ein_SizesAttr:$batch, Ein_SizesAttr:$queries, Ein_SizesAttr:$keys, Ein_SizesAttr:$head_dim,
@@ -135,7 +137,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
                        Kern_ViewAttr:$q_view, Kern_ViewAttr:$k_view, Kern_ViewAttr:$v_view,
                        Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$mask_view,
                        DefaultValuedAttr<Kern_MaskKindAttr, "::ein::kern::MaskKind::none">:$mask_kind,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$mask_fill);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$mask_fill,
+                       OptionalAttr<Ein_SizesAttr>:$causal_positions);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;

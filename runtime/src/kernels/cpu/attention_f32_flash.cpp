@@ -130,7 +130,10 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
 
-    for (int64_t j0 = 0; j0 < J; j0 += kKeyBlock) {
+    // Causal: key blocks past what any row of the tile sees are skipped.
+    int64_t keyEnd = 0;
+    for (int64_t t = 0; t < rows; ++t) keyEnd = std::max(keyEnd, op.visibleKeys(i0 + t));
+    for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, J - j0);
       // s[t, j] = q_t . k_j for the block (bf16: whole panels, the last one's
       // padded keys scoring 0 past `keys`, which the row ignores).
@@ -150,6 +153,9 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         float *row = s + t * kKeyBlock;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
         maskKeys(isa, op.maskKind, row, keys, mask, mOff + (i0 + t) * mI + j0 * mJ, mJ, op.maskFill);
+        const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
+        if (hidden > 0)
+          std::fill(row + std::max<int64_t>(keys - hidden, 0), row + keys, -std::numeric_limits<float>::infinity());
         const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
         const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
         if (newMax == -std::numeric_limits<float>::infinity()) {

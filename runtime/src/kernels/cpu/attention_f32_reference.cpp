@@ -55,7 +55,12 @@ Status attentionF32Reference(const Attention &op, const KernelContext &context) 
   forEachIndex<5>(op.batch, {op.q.offset, op.k.offset, op.v.offset, op.out.offset, maskView.offset},
                   {&qB, &kB, &vB, &oB, &mB}, [&](const std::array<int64_t, 5> &base) {
                     for (int64_t i = 0; i < op.queries; ++i) {
+                      const int64_t visible = op.visibleKeys(i);
                       for (int64_t j = 0; j < op.keys; ++j) {
+                        if (j >= visible) {
+                          scores[j] = -std::numeric_limits<double>::infinity();
+                          continue;
+                        }
                         double dot = 0.0;
                         for (int64_t d = 0; d < op.headDim; ++d)
                           dot += double(q[base[0] + i * qI + d * qD]) * double(k[base[1] + j * kJ + d * kD]);
