@@ -31,7 +31,7 @@ LogicalResult Lowering::run() {
   // Users come after their definitions: erase in reverse. Params and
   // non-scalar constants are storage and stay while kernels read them.
   for (Operation *op : llvm::reverse(einOps))
-    if (!isa<ein::ir::ParamOp, ein::ir::ConstantOp>(op) || op->use_empty()) op->erase();
+    if (!isa<ein::ir::ParamOp, ein::ir::ConstantOp, ein::ir::StateOp>(op) || op->use_empty()) op->erase();
   return success();
 }
 
@@ -55,6 +55,11 @@ LogicalResult Lowering::lower(Operation *op) {
         }
         return success();
       })
+      .Case<ein::ir::StateOp>([&](auto state) {
+        layouts[state] = denseLayout(state);
+        return success();
+      })
+      .Case<ein::ir::AppendOp>([&](auto append) { return lowerAppend(append); })
       .Case<ein::ir::SliceOp>([&](auto slice) { return lowerSlice(slice); })
       .Case<ein::ir::RearrangeOp>([&](auto rearrange) { return lowerRearrange(rearrange); })
       .Case<ein::ir::UnaryOp>([&](auto unary) { return lowerUnary(unary); })
@@ -93,7 +98,8 @@ LogicalResult Lowering::lowerReturn(func::ReturnOp ret) {
     Value value = operand.get();
     const Layout &layout = layouts.at(value);
     Operation *producer = layout.buffer.getDefiningOp();
-    bool ownBuffer = producer && isa<ein::kern::KernDialect>(producer->getDialect()) && isDense(layout) &&
+    bool ownBuffer = producer && isa<ein::kern::KernDialect>(producer->getDialect()) &&
+                     !isa<ein::kern::AppendOp>(producer) && isDense(layout) &&
                      layout.buffer.getType() == value.getType() && !claimed.count(producer);
     Value buffer = ownBuffer ? layout.buffer : buildCopy(ret.getLoc(), cast<RankedTensorType>(value.getType()), layout);
     claimed.insert(buffer.getDefiningOp());

@@ -85,6 +85,11 @@ class Lowering {
 
   LogicalResult lowerRearrange(ein::ir::RearrangeOp rearrange);
 
+  // x copied into the state at the position; the result is a view of the
+  // state itself (kern.append returns the state), so attention reads the
+  // cache in place.
+  LogicalResult lowerAppend(ein::ir::AppendOp append);
+
   // ---- kernels -------------------------------------------------------------
 
   Value buildCopy(Location loc, RankedTensorType resultType, const Layout &source);

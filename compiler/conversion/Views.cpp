@@ -108,4 +108,15 @@ Layout Lowering::broadcastTo(const Layout &layout, ArrayRef<Size> sizes) {
   return result;
 }
 
+LogicalResult Lowering::lowerAppend(ein::ir::AppendOp append) {
+  const Layout &state = layouts.at(append.getState()), &x = layouts.at(append.getX());
+  const int64_t axis = append.getAxis();
+  Size start = state.offset + append.getOffset().sizes()[0] * state.strides[axis];
+  Value written = builder.create<ein::kern::AppendOp>(
+      append.getLoc(), state.buffer.getType(), state.buffer, x.buffer, sizesAttr(context(), x.sizes),
+      viewOfLayout(x), viewOf(context(), start, state.strides));
+  layouts[append] = Layout{written, state.offset, shapeOf(append), state.strides};
+  return success();
+}
+
 }  // namespace ein::conversion

@@ -143,6 +143,9 @@ struct DimDecl : Stmt {
   };
   explicit DimDecl(SourceLoc loc) : Stmt(Kind::Dim, loc) {}
   std::vector<Entry> entries;
+  // `position past = 0..2048`: one ranged dim whose value is the session's
+  // position (the rows appended to its state), not an input's axis.
+  bool position = false;
 };
 
 struct InputDecl : Stmt {
@@ -155,6 +158,7 @@ struct ParamDecl : Stmt {
   explicit ParamDecl(SourceLoc loc) : Stmt(Kind::Param, loc) {}
   Name name;
   TypeExpr type;
+  bool state = false;  // `state kv.0.key: f32[...]`: session state, not a weight
 };
 
 struct OutputDecl : Stmt {

@@ -122,6 +122,25 @@ class Parser {
     SourceLoc loc = first.loc;
     if (first.kind == K::Identifier) {
       if (first.text == "dim") return dimDecl();
+      // `position` and `state` declare only when a name follows, so models
+      // that use them as variable names keep working.
+      if (first.text == "position" && peek(1).kind == K::Identifier) {
+        auto decl = dimDecl();
+        auto &dims = static_cast<DimDecl &>(*decl);
+        dims.position = true;
+        if (dims.entries.size() != 1 || !dims.entries[0].max)
+          error(loc, "position declares one ranged dim: position past = 0..2048");
+        return decl;
+      }
+      if (first.text == "state" && peek(1).kind == K::Identifier) {
+        advance();
+        auto decl = std::make_unique<ParamDecl>(loc);
+        decl->state = true;
+        decl->name = dottedName();
+        expect(K::Colon, "':' and a type after the state name");
+        decl->type = typeExpr();
+        return decl;
+      }
       if (first.text == "input") {
         advance();
         auto decl = std::make_unique<InputDecl>(loc);

@@ -1,5 +1,6 @@
-// scaled_dot_product_attention: attention as one op, causal and
-// grouped-query attention included, for decoders written from PyTorch code.
+// The built-ins of decoders written from PyTorch code:
+// scaled_dot_product_attention (causal and grouped-query attention included)
+// and append, which writes a key/value cache kept in the session.
 #include <cmath>
 
 #include "mlirgen/Generator.h"
@@ -109,6 +110,53 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
       builder.getF64FloatAttr(-std::numeric_limits<double>::infinity()), causalPositions);
   if (group > 1) result = rearrange(at, result, "... g (r l) e -> ... (g r) l e", {{"r", group}}, where);
   return EValue{Tensor{result}};
+}
+
+}  // namespace ein::mlirgen::detail
+
+namespace ein::mlirgen::detail {
+
+EValue Generator::callAppend(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  Arguments args = bindArguments(call, {"state", "x", "axis"}, 3, false);
+  EValue target = evaluate(*args.get("state"), scope);
+  auto *stateTensor = std::get_if<Tensor>(&target.value);
+  auto stateOp = stateTensor ? stateTensor->value.getDefiningOp<ir::StateOp>() : nullptr;
+  if (!stateOp)
+    fail(args.get("state")->loc, std::string("append() writes to session state (declared with `state`), not to ") +
+                                     kindName(target));
+  const std::string name = stateOp.getName().str();
+  if (position.empty())
+    fail(at, "append() writes at the session's position: declare it (position past = 0..N)");
+  if (!appendedStates.insert(name).second)
+    fail(at, "state \"" + name + "\" is appended to twice; a run appends to each state once");
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "append() argument 'x'");
+  ein::Shape stateShape = shapeOf(stateOp), xShape = shapeOf(x);
+  if (xShape.size() != stateShape.size())
+    fail(args.get("x")->loc, "append() x " + ein::formatShape(xShape) + " and the state \"" + name + "\" " +
+                                 ein::formatShape(stateShape) + " differ in rank");
+  const int64_t axis = axesArgument(*args.get("axis"), scope, static_cast<int64_t>(stateShape.size()))[0];
+  for (size_t d = 0; d < stateShape.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && xShape[d] != stateShape[d])
+      fail(args.get("x")->loc, "append() x " + ein::formatShape(xShape) + " differs from the state \"" + name +
+                                   "\" " + ein::formatShape(stateShape) + " on axis " + std::to_string(d));
+  const ein::Size rows = xShape[axis], offset = ein::Size::dim(position);
+  if (advance && rows != *advance)
+    fail(args.get("x")->loc, "append() adds " + rows.str() + " rows here and " + advance->str() + " at " +
+                                 describe(advanceAt) + "; every append of a run adds the same rows");
+  if (!advance) {
+    advance = rows;
+    advanceAt = at;
+  }
+  requireSizes({ein::SizeCheck::LessEqual, offset + rows, stateShape[axis],
+                "state \"" + name + "\" holds " + stateShape[axis].str() + " rows on axis " + std::to_string(axis) +
+                    ": " + position + " + " + rows.str() + " must not exceed them (reset the session)"},
+               at);
+  ein::Shape resultShape = stateShape;
+  resultShape[axis] = offset + rows;
+  auto type = ir::sizedTensorType(resultShape, builder.getF32Type());
+  return EValue{Tensor{builder.create<ir::AppendOp>(at, type, stateOp, x, builder.getI64IntegerAttr(axis),
+                                                    ir::SizesAttr::get(&context, {offset}))}};
 }
 
 }  // namespace ein::mlirgen::detail

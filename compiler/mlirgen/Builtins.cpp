@@ -41,6 +41,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["reshape"] = &Generator::callReshape;
     entries["conv2d"] = &Generator::callConv2d;
     entries["scaled_dot_product_attention"] = &Generator::callScaledDotProductAttention;
+    entries["append"] = &Generator::callAppend;
     return entries;
   }();
   return table;

@@ -125,6 +125,9 @@ class Generator {
   std::string resolveName(const ast::Name &name, Scope &scope);
 
   void declareParam(const ast::ParamDecl &decl, Scope &scope);
+  // `state name: f32[...]`: session state, read and written by append().
+  void declareState(const ast::ParamDecl &decl, Scope &scope);
+  void finishState();
 
   static std::string describe(Location at);
 
@@ -304,6 +307,9 @@ class Generator {
   EValue callConv2d(const ast::Call &call, Scope &scope);
 
   EValue callScaledDotProductAttention(const ast::Call &call, Scope &scope);
+  // append(state, x, axis): x written into the state at the position; the
+  // state's rows up to the position + x's, after the write.
+  EValue callAppend(const ast::Call &call, Scope &scope);
   mlir::Value einsum(const ast::Call &call, Scope &scope);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);
@@ -321,6 +327,12 @@ class Generator {
   Scope globals;
   std::map<std::string, ein::Size> dims;  // a constant, or the dim itself when ranged
   std::map<std::string, Param> params;
+  std::map<std::string, Param> states;
+  std::string position;  // the position dim's name, when declared
+  Location positionAt = builder.getUnknownLoc();
+  std::set<std::string> appendedStates;
+  std::optional<ein::Size> advance;  // rows every append adds in one run
+  Location advanceAt = builder.getUnknownLoc();
   mlir::Operation *lastParam = nullptr;  // where the next parameter goes
   std::map<std::string, const ast::Def *> defs;
   std::vector<std::string> inputNames;

@@ -98,7 +98,10 @@ void Generator::execute(const ast::Stmt &statement, Scope &scope) {
   switch (statement.kind) {
     case K::Dim: return declareDims(static_cast<const ast::DimDecl &>(statement));
     case K::Input: return declareInput(static_cast<const ast::InputDecl &>(statement), scope);
-    case K::Param: return declareParam(static_cast<const ast::ParamDecl &>(statement), scope);
+    case K::Param: {
+      const auto &decl = static_cast<const ast::ParamDecl &>(statement);
+      return decl.state ? declareState(decl, scope) : declareParam(decl, scope);
+    }
     case K::Output: return declareOutput(static_cast<const ast::OutputDecl &>(statement), scope);
     case K::Assign: return assign(static_cast<const ast::Assign &>(statement), scope);
     case K::Def: {
@@ -112,6 +115,12 @@ void Generator::execute(const ast::Stmt &statement, Scope &scope) {
 }
 
 void Generator::declareDims(const ast::DimDecl &decl) {
+  if (decl.position) {
+    if (!position.empty())
+      fail(decl.loc, "the position is declared twice (first as '" + position + "')");
+    position = decl.entries[0].name;
+    positionAt = loc(decl.loc);
+  }
   for (const auto &entry : decl.entries) {
     if (dims.count(entry.name)) fail(entry.loc, "dim '" + entry.name + "' is declared twice");
     const std::string what = "dim '" + entry.name + "'";
@@ -133,6 +142,8 @@ void Generator::declareDims(const ast::DimDecl &decl) {
                           ", which is empty");
     if (range.max > limits::kMaxTensorElements)
       fail(entry.loc, what + " is " + std::to_string(range.max) + ", beyond the limit of 2^40");
+    if (decl.position && !ranged)
+      fail(entry.loc, "position '" + entry.name + "' must range over values, e.g. 0..2048");
     if (!ranged) {
       dims[entry.name] = range.min;
       continue;
@@ -238,6 +249,24 @@ void Generator::declareParam(const ast::ParamDecl &decl, Scope &scope) {
   auto op = builder.create<ir::ParamOp>(loc(decl.loc), type, builder.getStringAttr(name));
   lastParam = op;
   params.emplace(name, Param{op, type, loc(decl.loc)});
+}
+
+void Generator::declareState(const ast::ParamDecl &decl, Scope &scope) {
+  std::string name = resolveName(decl.name, scope);
+  RankedTensorType type = tensorType(decl.type, scope);
+  if (!type.hasStaticShape())
+    fail(decl.loc, "state \"" + name + "\" has the shape " + shapeString(type) +
+                       ", which depends on ranged dims; a session allocates its state once, at a fixed shape");
+  if (!type.getElementType().isF32())
+    fail(decl.loc, "state \"" + name + "\" must be f32 (the kernels' type), not " + typeString(type.getElementType()));
+  if (states.count(name) || params.count(name))
+    fail(decl.loc, "\"" + name + "\" is declared twice (state names are unique and differ from parameters)");
+  mlir::OpBuilder::InsertionGuard guard(builder);
+  if (lastParam) builder.setInsertionPointAfter(lastParam);
+  else builder.setInsertionPointToStart(body);
+  auto op = builder.create<ir::StateOp>(loc(decl.loc), type, builder.getStringAttr(name));
+  lastParam = op;
+  states.emplace(name, Param{op, type, loc(decl.loc)});
 }
 
 std::string Generator::describe(Location at) {
@@ -370,9 +399,12 @@ void Generator::finish(Location at) {
     function.setArgAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(inputNames[i]));
   for (size_t i = 0; i < outputs.size(); ++i)
     function.setResultAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(outputs[i].first));
+  finishState();
   if (ranges.empty()) return;
-  // The runtime reads each ranged dim off an input axis of exactly that size.
+  // The runtime reads each ranged dim off an input axis of exactly that size
+  // (the position: off the session).
   for (const auto &[name, range] : ranges) {
+    if (name == position) continue;
     bool read = llvm::any_of(body->getArgumentTypes(), [&, &name = name](Type type) {
       return llvm::is_contained(ir::shapeOf(type), ein::Size::dim(name));
     });
@@ -387,6 +419,22 @@ void Generator::finish(Location at) {
   llvm::SmallVector<mlir::Attribute> checkAttrs;
   for (const auto &[check, where] : checks) checkAttrs.push_back(ir::sizeCheckAttr(&context, check, where));
   if (!checkAttrs.empty()) function->setAttr("ein.checks", builder.getArrayAttr(checkAttrs));
+}
+
+// A model with state has a position and appends to every state, each the
+// same number of rows a run; the function records the position's dim and
+// that number for the artifact.
+void Generator::finishState() {
+  if (states.empty() && position.empty()) return;
+  if (position.empty())
+    fail(states.begin()->second.declaredAt,
+         "a model with state declares its position, the rows its states hold before a run: position past = 0..N");
+  if (states.empty()) fail(positionAt, "position '" + position + "' is declared but the model keeps no state");
+  for (const auto &[name, state] : states)
+    if (!appendedStates.count(name))
+      fail(state.declaredAt, "state \"" + name + "\" is never appended to (append(" + name + ", x, axis))");
+  function->setAttr("ein.position", builder.getStringAttr(position));
+  function->setAttr("ein.position_advance", ir::SizesAttr::get(&context, {*advance}));
 }
 
 void Generator::requireSizes(const ein::SizeCheck &check, Location at) {
@@ -430,6 +478,7 @@ std::optional<EValue> Generator::resolveValue(const ast::Name &name, Scope &scop
   }
   std::string full = resolveName(name, scope);
   if (auto param = params.find(full); param != params.end()) return EValue{Tensor{param->second.value}};
+  if (auto state = states.find(full); state != states.end()) return EValue{Tensor{state->second.value}};
   return std::nullopt;
 }
 

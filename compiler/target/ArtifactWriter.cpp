@@ -101,6 +101,8 @@ class Writer {
     weights.clear();
     inputs.clear();
     outputs.clear();
+    states.clear();
+    stateBytes = 0;
     parameters.clear();
     steps.clear();
     expressions.clear();
@@ -134,6 +136,25 @@ class Writer {
       }
       if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
         if (failed(addWeights(constant, constant.getType(), constantBytes(constant)))) return failure();
+        continue;
+      }
+      if (auto state = dyn_cast<ir::StateOp>(op)) {
+        // Each state at its own 64-aligned place in the session's state.
+        stateBytes = alignTo(stateBytes, kWeightAlignment);
+        auto id = addTensor(state, fb::Storage::State, static_cast<uint32_t>(states.size()), stateBytes);
+        if (failed(id)) return failure();
+        stateBytes += static_cast<uint64_t>(state.getType().getNumElements()) * elementBytes(state.getType().getElementType());
+        states.push_back(fb::CreateBinding(builder, builder.CreateString(state.getName().str()), *id, 0));
+        continue;
+      }
+      if (auto append = dyn_cast<kern::AppendOp>(op)) {
+        // The appended state is the state's tensor; the step is a copy into it.
+        tensorIndex[append.getResult()] = tensorIndex.at(append.getState());
+        std::vector<int64_t> shape = fields(append.getShape().sizes());
+        auto kernel = fb::CreateCopyDirect(builder, &shape, view(append.getX(), append.getXView()),
+                                           view(append.getState(), append.getStateView()))
+                          .Union();
+        steps.push_back(fb::CreateStep(builder, fb::Kernel::Copy, kernel, builder.CreateString(describe(append.getLoc()))));
         continue;
       }
       if (!isa<kern::KernDialect>(op.getDialect()))
@@ -170,6 +191,18 @@ class Writer {
     std::vector<flatbuffers::Offset<fb::SizeExpression>> sizeTables;
     for (const std::vector<fb::SizeOp> &ops : expressions) sizeTables.push_back(fb::CreateSizeExpressionDirect(builder, &ops));
 
+    int32_t positionDim = -1;
+    int64_t positionAdvance = 0;
+    if (auto position = function->getAttrOfType<StringAttr>("ein.position")) {
+      auto advance = function->getAttrOfType<ir::SizesAttr>("ein.position_advance");
+      auto dim = dimIndex.find(position.str());
+      if (dim == dimIndex.end() || !advance || advance.sizes().size() != 1)
+        return function.emitError() << "ein.position names no ranged dim, or ein.position_advance is missing";
+      positionDim = static_cast<int32_t>(dim->second);
+      auto field = sizeField(advance.sizes()[0]);
+      if (failed(field)) return failure();
+      positionAdvance = *field;
+    }
     auto arenaBytes = function->getAttrOfType<IntegerAttr>(kern::kArenaBytesAttr);
     if (!arenaBytes) return function.emitError() << "has no arena size: run the memory planner first";
     auto target = options.target == ArtifactTarget::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
@@ -179,7 +212,8 @@ class Writer {
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                        static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, weights.size(),
-                                       precision, &dims, &sizeTables, &checks);
+                                       precision, &dims, &sizeTables, &checks, &states, stateBytes, positionDim,
+                                       positionAdvance);
     fb::FinishSizePrefixedModelBuffer(builder, model);
     return success();
   }
@@ -636,7 +670,8 @@ class Writer {
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
   std::vector<uint8_t> weights;
-  std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
+  std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs, states;
+  uint64_t stateBytes = 0;
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
   std::vector<flatbuffers::Offset<fb::Step>> steps;
   std::vector<std::vector<fb::SizeOp>> expressions;   // Model.sizes, in order

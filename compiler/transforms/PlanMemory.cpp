@@ -49,7 +49,9 @@ struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
     Operation *terminator = body.getTerminator();
     std::vector<Buffer> buffers;
     for (Operation &op : body) {
-      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1) continue;
+      // kern.append's result is the session's state, not a new buffer.
+      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1 || isa<ein::kern::AppendOp>(op))
+        continue;
       bool isOutput = llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; });
       if (isOutput) continue;
       Buffer buffer{&op, byteSize(cast<RankedTensorType>(op.getResult(0).getType()), ranges), position[&op],

@@ -546,6 +546,25 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                    inferResultType(adaptor.getInputs().getTypes(), adaptor.getAxis()), types);
 }
 
+LogicalResult AppendOp::verify() {
+  auto state = cast<RankedTensorType>(getState().getType()), x = cast<RankedTensorType>(getX().getType());
+  if (!getState().getDefiningOp<StateOp>()) return emitOpError() << "appends to an ein.state only";
+  if (state.getElementType() != x.getElementType() || state.getRank() != x.getRank())
+    return emitOpError() << "x " << x << " does not match the state " << state;
+  int64_t axis = getAxis();
+  if (axis < 0 || axis >= state.getRank()) return emitOpError() << "axis " << axis << " is out of range";
+  if (getOffset().sizes().size() != 1) return emitOpError() << "offset must be one size";
+  ein::Shape stateShape = shapeOf(state), xShape = shapeOf(x), expected = stateShape;
+  for (int64_t d = 0; d < state.getRank(); ++d)
+    if (d != axis && xShape[d] != stateShape[d])
+      return emitOpError() << "x " << ein::formatShape(xShape) << " differs from the state "
+                           << ein::formatShape(stateShape) << " outside axis " << axis;
+  expected[axis] = getOffset().sizes()[0] + xShape[axis];
+  if (shapeOf(getType()) != expected || getType().getElementType() != state.getElementType())
+    return emitOpError() << "result must be " << ein::formatShape(expected);
+  return success();
+}
+
 LogicalResult ConcatOp::verify() { return verifyInferred(*this, inferResultType(getInputs().getTypes(), getAxis())); }
 
 namespace {

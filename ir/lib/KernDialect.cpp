@@ -245,6 +245,15 @@ LogicalResult CopyOp::verify() {
   return verifyView(*this, "x_view", getXView(), shape, getX());
 }
 
+LogicalResult AppendOp::verify() {
+  Shape shape = getShape().sizes();
+  if (getType() != getState().getType()) return emitOpError() << "result must be the state itself";
+  auto state = cast<RankedTensorType>(getState().getType()), input = cast<RankedTensorType>(getX().getType());
+  if (input.getElementType() != state.getElementType()) return emitOpError() << "cannot change element type";
+  if (failed(verifyView(*this, "x_view", getXView(), shape, getX()))) return failure();
+  return verifyView(*this, "state_view", getStateView(), shape, getState());
+}
+
 LogicalResult ConcatOp::verify() {
   size_t parts = getInputs().size();
   Shape sizes = getSizes().sizes();

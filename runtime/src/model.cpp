@@ -158,6 +158,8 @@ const std::string &Model::source() const { return program_->source; }
 const std::vector<TensorInfo> &Model::inputs() const { return program_->inputs; }
 const std::vector<TensorInfo> &Model::outputs() const { return program_->outputs; }
 const std::vector<TensorInfo> &Model::params() const { return program_->params; }
+const std::vector<TensorInfo> &Model::states() const { return program_->states; }
+int Model::positionDim() const { return program_->positionDim; }
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }
 uint64_t Model::arenaBytes() const { return program_->arenaBytes; }
 uint64_t Model::weightsBytes() const { return program_->weightsBytes; }

@@ -18,7 +18,7 @@
 
 namespace ein::detail {
 
-enum class Storage : uint8_t { Arena, Weights, Input, Output };
+enum class Storage : uint8_t { Arena, Weights, Input, Output, State };
 
 struct Tensor {
   DType dtype = DType::F32;
@@ -26,8 +26,8 @@ struct Tensor {
   int64_t numElements = 0;
   uint64_t byteSize = 0;
   Storage storage = Storage::Arena;
-  uint32_t index = 0;   // input or output number
-  uint64_t offset = 0;  // bytes into the arena or the weight segment
+  uint32_t index = 0;   // input, output or state number
+  uint64_t offset = 0;  // bytes into the arena, the weight segment or the session's state
 };
 
 // Element (i0, i1, ...) is element offset + sum(ik * strides[k]) of `tensor`;
@@ -185,6 +185,12 @@ struct Program {
   const std::byte *weights = nullptr;
   uint64_t weightsBytes = 0;
   uint64_t arenaBytes = 0;
+  // Session state (schema Model.states): its bytes per session, the dim
+  // whose value is the session's position (-1: none) and how far a run
+  // moves the position (at this program's dims).
+  uint64_t stateBytes = 0;
+  int32_t positionDim = -1;
+  int64_t positionAdvance = 0;
 
   uint32_t formatVersion = 0;
   Device target = Device::Cpu;
@@ -192,8 +198,8 @@ struct Program {
   std::string producer, source;
 
   std::vector<Tensor> tensors;
-  std::vector<TensorInfo> inputs, outputs, params;
-  std::vector<uint32_t> inputTensors, outputTensors;  // tensor of each input and output
+  std::vector<TensorInfo> inputs, outputs, params, states;
+  std::vector<uint32_t> inputTensors, outputTensors, stateTensors;  // tensor of each input, output, state
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;
   std::vector<PackedMatrix> packed;  // filled after verification, shared by all sessions

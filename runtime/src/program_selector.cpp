@@ -15,8 +15,8 @@ bool ProgramSelector::matches(const Program &program, InputShapes shapes) const 
   return true;
 }
 
-ProgramSelector::Kept *ProgramSelector::find(InputShapes shapes) {
-  if (!model_.dynamicProgram()->readDims(shapes, dims_)) return nullptr;
+ProgramSelector::Kept *ProgramSelector::find(InputShapes shapes, int64_t position) {
+  if (!model_.dynamicProgram()->readDims(shapes, position, dims_)) return nullptr;
   for (Kept &kept : kept_)
     if (matches(*kept.program, shapes)) return &kept;
   return nullptr;
@@ -31,11 +31,11 @@ StatusOr<const Program *> ProgramSelector::prepare(Kept &kept, Executor &executo
   return prepared_;
 }
 
-StatusOr<const Program *> ProgramSelector::select(InputShapes shapes, Executor &executor) {
+StatusOr<const Program *> ProgramSelector::select(InputShapes shapes, int64_t position, Executor &executor) {
   const DynamicProgram *dynamic = model_.dynamicProgram();
   if (!dynamic) return &model_.program();
-  if (Kept *kept = find(shapes)) return prepare(*kept, executor);
-  StatusOr<DimBinding> binding = dynamic->bind(shapes);
+  if (Kept *kept = find(shapes, position)) return prepare(*kept, executor);
+  StatusOr<DimBinding> binding = dynamic->bind(shapes, position);
   if (!binding.ok()) return binding.status();
   StatusOr<std::unique_ptr<const Program>> instance = dynamic->instantiate(binding.value());
   if (!instance.ok()) return instance.status();

@@ -30,7 +30,8 @@ class ProgramSelector {
 
   // The program for inputs of `shapes` (one per input, in order), prepared on
   // `executor`. A static model's shapes were checked by the caller already.
-  StatusOr<const Program *> select(InputShapes shapes, Executor &executor);
+  // `position` is the session's (its states' row count), for a model with state.
+  StatusOr<const Program *> select(InputShapes shapes, int64_t position, Executor &executor);
   // The program selected last, or null before the first select() of a
   // dynamic model (and after a failed one).
   const Program *current() const { return model_.dynamicProgram() ? prepared_ : &model_.program(); }
@@ -45,7 +46,7 @@ class ProgramSelector {
   };
 
   bool matches(const Program &program, InputShapes shapes) const;
-  Kept *find(InputShapes shapes);
+  Kept *find(InputShapes shapes, int64_t position);
   StatusOr<const Program *> prepare(Kept &kept, Executor &executor);
 
   const Model &model_;

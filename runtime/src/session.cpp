@@ -110,7 +110,7 @@ Status Session::run() {
                               infos[i].name));
   }
   lastRunBy_ = self;
-  StatusOr<const detail::Program *> program = selector_->select(inputShapeViews_, *executor_);
+  StatusOr<const detail::Program *> program = selector_->select(inputShapeViews_, position_, *executor_);
   if (!program.ok()) return program.status();
   if (model_->dynamicProgram())
     for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -119,7 +119,36 @@ Status Session::run() {
       if (Status status = outputs_[i].reserve(output.byteSize(), outputName); !status.ok()) return status;
       outputPointers_[i] = outputs_[i].data();
     }
-  return executor_->run(inputPointers_, outputPointers_);
+  if (Status status = executor_->run(inputPointers_, outputPointers_); !status.ok()) return status;
+  // The steps appended positionAdvance rows to every state (the model's
+  // checks kept them within the states' capacity before any step ran).
+  position_ += program.value()->positionAdvance;
+  return Status();
+}
+
+int64_t Session::position() const { return position_; }
+
+Status Session::resetState() {
+  Claim claim(*this);
+  if (!claim.held()) return busy("is in use by another thread");
+  position_ = 0;
+  return Status();
+}
+
+Status Session::copyStateFrom(const Session &other) {
+  if (&other == this) return Status();
+  if (&other.model() != &model())
+    return Status(StatusCode::InvalidArgument, "cannot copy state between sessions of different models");
+  Claim claim(*this);
+  if (!claim.held()) return busy("is in use by another thread");
+  Claim source(other);
+  if (!source.held()) return other.busy("is in use by another thread");
+  std::span<std::byte> from = other.executor_->state(), to = executor_->state();
+  if (from.size() != to.size()) return Status(StatusCode::Internal, "the sessions' states differ in size");
+  // Only the rows up to the position hold values, but the copy is one memcpy.
+  if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
+  position_ = other.position_;
+  return Status();
 }
 
 size_t Session::outputCount() const { return outputs_.size(); }

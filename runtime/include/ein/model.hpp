@@ -102,6 +102,11 @@ class Model {
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;
   const std::vector<TensorInfo> &params() const;
+  // Session state (a key/value cache), kept by each Session from run to run,
+  // and the dim that is the session's position (an index into dims(); -1
+  // for a model without state).
+  const std::vector<TensorInfo> &states() const;
+  int positionDim() const;
   // For a model with dims: the steps at the dims' maxima (empty when the
   // steps do not verify there, e.g. a check excludes the maxima).
   const std::vector<StepInfo> &steps() const;

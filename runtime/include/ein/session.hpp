@@ -100,6 +100,18 @@ class Session {
   // largest outputs so far.
   Status run();
 
+  // A model with state (a key/value cache, LANGUAGE.md "Session state")
+  // keeps it here from run to run. position() is the rows appended to its
+  // states since the session began or was reset, the value of the model's
+  // position dim: each successful run appends and moves it on; a run that
+  // fails (an append past a state's capacity included) leaves both as they
+  // were. resetState() starts over at 0; copyStateFrom() makes this
+  // session's state and position the other's (same model), to fork a
+  // prefix. Models without state have position 0 always.
+  int64_t position() const;
+  Status resetState();
+  Status copyStateFrom(const Session &other);
+
   size_t outputCount() const;
   // The output of the last run, with its actual shape (for a model with
   // dims, the shape at the run's dims; an error before the first run).
@@ -127,6 +139,7 @@ class Session {
   std::vector<std::vector<int64_t>> inputShapes_;
   std::vector<std::span<const int64_t>> inputShapeViews_;
   std::unique_ptr<detail::ProgramSelector> selector_;
+  int64_t position_ = 0;
 
   // Whether a thread is inside setInput, run or output. The fields below are
   // only touched while holding it, which orders them between threads.

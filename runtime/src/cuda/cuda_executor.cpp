@@ -169,6 +169,9 @@ StatusOr<int> cudaDeviceCount() {
 }
 
 StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &options) {
+  if (program.stateBytes > 0)
+    return Status(StatusCode::Unimplemented,
+                  "a model with session state (a key/value cache) runs on the CPU only, not yet on CUDA");
   StatusOr<int> count = cudaDeviceCount();
   if (!count.ok()) return count.status();
   int device = options.deviceIndex;

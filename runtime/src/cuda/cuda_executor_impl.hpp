@@ -129,6 +129,7 @@ class CudaExecutor final : public Executor {
   Status initialise(int device);
   Status prepare(const Program &program) override;
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override;
+  std::span<std::byte> state() override { return {}; }  // models with state are refused at creation
 
  private:
   Status fail(size_t step, StatusCode code, const std::string &message) const {

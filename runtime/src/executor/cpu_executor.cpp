@@ -43,8 +43,8 @@ StatusOr<size_t> scratchFloatsFor(const Program &program) {
 
 class CpuExecutor final : public Executor {
  public:
-  CpuExecutor(const Program &model, AlignedBuffer arena, int threads)
-      : model_(model), arena_(std::move(arena)), threads_(threads),
+  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, int threads)
+      : model_(model), arena_(std::move(arena)), state_(std::move(state)), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
         profile_(std::getenv("EIN_PROFILE") != nullptr) {}
 
@@ -55,6 +55,8 @@ class CpuExecutor final : public Executor {
     for (const auto &[op, time] : profileTimes_)
       std::fprintf(stderr, "profile: %-24s %8.3f ms in %lld calls\n", op.c_str(), time.seconds * 1e3, time.calls);
   }
+
+  std::span<std::byte> state() override { return {state_.data(), state_.size()}; }
 
   Status prepare(const Program &program) override {
     program_ = nullptr;  // until this succeeds
@@ -70,6 +72,7 @@ class CpuExecutor final : public Executor {
       const Tensor &tensor = program.tensors[id];
       if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
       if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
+      if (tensor.storage == Storage::State) bases_[id] = state_.data() + tensor.offset;
     }
     program_ = &program;
     return Status();
@@ -122,6 +125,7 @@ class CpuExecutor final : public Executor {
   const Program &model_;           // the model's program: arena size, packed weights
   const Program *program_ = nullptr;  // the prepared one (the model's, or an instantiation)
   AlignedBuffer arena_;
+  AlignedBuffer state_;  // the session's state (Storage::State), kept from run to run
   int threads_;
   AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
   size_t scratchStride_ = 0;  // floats of scratch per thread
@@ -142,7 +146,10 @@ class CpuExecutor final : public Executor {
 StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
-  return std::unique_ptr<Executor>(new CpuExecutor(program, std::move(arena).value(), options.threads));
+  StatusOr<AlignedBuffer> state = AlignedBuffer::allocate(program.stateBytes, "the session's state");
+  if (!state.ok()) return state.status();
+  return std::unique_ptr<Executor>(
+      new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), options.threads));
 }
 
 }  // namespace ein::detail

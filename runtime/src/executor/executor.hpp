@@ -29,6 +29,8 @@ class Executor {
   // its i-th input and output, of the sizes it gives. Errors name the
   // failing step.
   virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
+  // The session's state (Program::stateBytes, zeros at first), host memory.
+  virtual std::span<std::byte> state() = 0;
 };
 
 // Whether this build can run on `device`, and the error when it cannot.

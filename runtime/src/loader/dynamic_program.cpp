@@ -71,6 +71,8 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   base.inputs = atMaxima.inputs;
   base.outputs = atMaxima.outputs;
   base.params = atMaxima.params;
+  base.states = atMaxima.states;
+  base.stateTensors = atMaxima.stateTensors;
   base.inputTensors = atMaxima.inputTensors;
   base.outputTensors = atMaxima.outputTensors;
   showDims(dynamic->sizes_, dynamic->inputFields_, base.inputs);
@@ -132,6 +134,7 @@ void DynamicProgram::packWeightsAtMaxima(MaximaProbe &probe, Program &base) {
 
 Status DynamicProgram::findDimSources(const Program &probe) {
   dimSources_.assign(sizes_.dims().size(), AxisOfInput{SIZE_MAX, 0});
+  if (base_.positionDim >= 0) dimSources_[static_cast<size_t>(base_.positionDim)] = {kPositionSource, 0};
   for (size_t input = inputFields_.size(); input-- > 0;)
     for (size_t axis = inputFields_[input].size(); axis-- > 0;)
       if (std::optional<size_t> dim = sizes_.bareDim(inputFields_[input][axis])) dimSources_[*dim] = {input, axis};
@@ -143,18 +146,19 @@ Status DynamicProgram::findDimSources(const Program &probe) {
   return Status();
 }
 
-bool DynamicProgram::readDims(InputShapes shapes, std::vector<int64_t> &dims) const {
+bool DynamicProgram::readDims(InputShapes shapes, int64_t position, std::vector<int64_t> &dims) const {
   if (shapes.size() != inputFields_.size()) return false;
   for (size_t i = 0; i < shapes.size(); ++i)
     if (shapes[i].size() != inputFields_[i].size()) return false;
   dims.resize(dimSources_.size());
-  for (size_t d = 0; d < dimSources_.size(); ++d) dims[d] = shapes[dimSources_[d].input][dimSources_[d].axis];
+  for (size_t d = 0; d < dimSources_.size(); ++d)
+    dims[d] = dimSources_[d].input == kPositionSource ? position : shapes[dimSources_[d].input][dimSources_[d].axis];
   return true;
 }
 
-StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
+StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes, int64_t position) const {
   DimBinding binding;
-  if (!readDims(shapes, binding.dims)) {
+  if (!readDims(shapes, position, binding.dims)) {
     for (size_t i = 0; i < inputFields_.size() && i < shapes.size(); ++i)
       if (shapes[i].size() != inputFields_[i].size())
         return badInput(fmt::format("input \"{}\" has rank {}, but the model expects {}", base_.inputs[i].name,
@@ -164,6 +168,9 @@ StatusOr<DimBinding> DynamicProgram::bind(InputShapes shapes) const {
   }
   for (size_t d = 0; d < binding.dims.size(); ++d) {
     const DimInfo &dim = sizes_.dims()[d];
+    if (dimSources_[d].input == kPositionSource && (binding.dims[d] < dim.min || binding.dims[d] > dim.max))
+      return badInput(fmt::format("the session's position {} lies outside dim {}'s range {}..{}", binding.dims[d],
+                                  dim.name, dim.min, dim.max));
     if (binding.dims[d] < dim.min || binding.dims[d] > dim.max)
       return badInput(fmt::format("input \"{}\" axis {} is {}, but dim {} ranges over {}..{}",
                                   base_.inputs[dimSources_[d].input].name, dimSources_[d].axis, binding.dims[d],
@@ -194,7 +201,7 @@ std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t give
                                          std::span<const int64_t> dims) const {
   const int64_t field = inputFields_[input][axis];
   const std::string head = fmt::format("input \"{}\" axis {} is {}", base_.inputs[input].name, axis, given);
-  if (std::optional<size_t> dim = sizes_.bareDim(field)) {
+  if (std::optional<size_t> dim = sizes_.bareDim(field); dim && dimSources_[*dim].input != kPositionSource) {
     const AxisOfInput &source = dimSources_[*dim];
     return fmt::format("{}, but {} = {} (from input \"{}\" axis {})", head, sizes_.dims()[*dim].name, expected,
                        base_.inputs[source.input].name, source.axis);

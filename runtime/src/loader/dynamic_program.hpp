@@ -39,13 +39,14 @@ class DynamicProgram {
 
   const SizeProgram &sizes() const { return sizes_; }
 
-  // Reads each dim from its input axis, without other checks; false when an
-  // input's rank differs from the model's (bind() says how).
-  bool readDims(InputShapes shapes, std::vector<int64_t> &dims) const;
-  // The dims of inputs of these shapes: each in its range, every input axis
-  // equal to its size at them, every check passing. Errors are
-  // InvalidArgument and name the input, axis, dim and values.
-  StatusOr<DimBinding> bind(InputShapes shapes) const;
+  // Reads each dim from its input axis (the position dim: `position`, the
+  // session's), without other checks; false when an input's rank differs
+  // from the model's (bind() says how).
+  bool readDims(InputShapes shapes, int64_t position, std::vector<int64_t> &dims) const;
+  // The dims of inputs of these shapes at this session position: each in its
+  // range, every input axis equal to its size at them, every check passing.
+  // Errors are InvalidArgument and name the input, axis, dim and values.
+  StatusOr<DimBinding> bind(InputShapes shapes, int64_t position = 0) const;
   // The program at `binding`: every tensor, view and step verified at these
   // sizes (the arena at the planned offsets), gemm weights pre-packed at load.
   StatusOr<std::unique_ptr<const Program>> instantiate(const DimBinding &binding) const;
@@ -61,6 +62,7 @@ class DynamicProgram {
   struct AxisOfInput {
     size_t input = 0, axis = 0;
   };
+  static constexpr size_t kPositionSource = SIZE_MAX - 1;  // the session's position, not an input
 
   // The program decoded at the dims' maxima, and the expressions' values there.
   struct MaximaProbe {

@@ -24,6 +24,7 @@ const char *storageName(Storage storage) {
     case Storage::Weights: return "weights";
     case Storage::Input: return "input";
     case Storage::Output: return "output";
+    case Storage::State: return "state";
   }
   return "?";
 }
@@ -46,6 +47,7 @@ StatusOr<Storage> decodeStorage(fb::Storage storage) {
     case fb::Storage::Weights: return Storage::Weights;
     case fb::Storage::Input: return Storage::Input;
     case fb::Storage::Output: return Storage::Output;
+    case fb::Storage::State: return Storage::State;
   }
   return invalid(fmt::format("unknown storage kind {}", static_cast<int>(storage)));
 }
@@ -78,7 +80,7 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
   // Kernels access elements as their C++ type, so each tensor starts on a
   // multiple of its element size (the arena and the weight segment are
   // 64-aligned).
-  if ((tensor.storage == Storage::Arena || tensor.storage == Storage::Weights) &&
+  if ((tensor.storage == Storage::Arena || tensor.storage == Storage::Weights || tensor.storage == Storage::State) &&
       tensor.offset % dtypeSize(tensor.dtype) != 0)
     return invalid(fmt::format("its offset {} is not a multiple of its element size {}", tensor.offset,
                                dtypeSize(tensor.dtype)));
@@ -101,6 +103,11 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
     case Storage::Output:
       if (tensor.index >= outputCount)
         return invalid(fmt::format("it is output {}, but the model has {} outputs", tensor.index, outputCount));
+      break;
+    case Storage::State:
+      if (!fits(program.stateBytes))
+        return invalid(fmt::format("its {} bytes at state offset {} do not fit the {}-byte state", tensor.byteSize,
+                                   tensor.offset, program.stateBytes));
       break;
   }
   return tensor;
@@ -190,6 +197,12 @@ Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaCla
   EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, program, program.inputs, program.inputTensors));
   EIN_RETURN_IF_ERROR(
       decodeBindings(model.outputs(), Storage::Output, program, program.outputs, program.outputTensors));
+  EIN_RETURN_IF_ERROR(decodeBindings(model.states(), Storage::State, program, program.states, program.stateTensors));
+  if (program.positionDim >= 0) {
+    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(model.position_advance(), "position_advance"));
+    if (program.positionAdvance < 0)
+      return invalid(fmt::format("the position advances by {} rows, a negative number", program.positionAdvance));
+  }
   return decodeParams(model, program);
 }
 
@@ -226,6 +239,15 @@ StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, Arti
   program->arenaBytes = model.arena_bytes();
   if (program->arenaBytes > kMaxArenaBytes)
     return invalid(fmt::format("the arena of {} bytes exceeds the runtime's limit of 2^43 bytes", program->arenaBytes));
+  program->stateBytes = model.state_bytes();
+  if (program->stateBytes > kMaxArenaBytes)
+    return invalid(fmt::format("the state of {} bytes exceeds the runtime's limit of 2^43 bytes", program->stateBytes));
+  const size_t dimCount = model.dims() ? model.dims()->size() : 0;
+  if (model.position_dim() < -1 || model.position_dim() >= static_cast<int64_t>(dimCount))
+    return invalid(fmt::format("the position dim {} is not one of the {} dims", model.position_dim(), dimCount));
+  if ((model.position_dim() >= 0) != (model.states() && model.states()->size() > 0))
+    return invalid("a model has a position dim exactly when it has state");
+  program->positionDim = model.position_dim();
   return program;
 }
 
@@ -236,6 +258,8 @@ std::unique_ptr<Program> copyFixedParts(const Program &base) {
   program->weights = base.weights;
   program->weightsBytes = base.weightsBytes;
   program->arenaBytes = base.arenaBytes;
+  program->stateBytes = base.stateBytes;
+  program->positionDim = base.positionDim;
   program->formatVersion = base.formatVersion;
   program->target = base.target;
   program->precision = base.precision;

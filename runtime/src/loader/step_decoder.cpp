@@ -159,12 +159,13 @@ class StepChecker {
                                view.tensor, names));
   }
 
-  // A step writes only the arena and output buffers (weights are mapped
-  // read-only; inputs belong to the caller), and iterates over no more
-  // elements than the written tensor holds, which bounds its work.
+  // A step writes only the arena, output buffers and the session's state
+  // (weights are mapped read-only; inputs belong to the caller), and
+  // iterates over no more elements than the written tensor holds, which
+  // bounds its work.
   Status writable(const View &view, const Dims &space, const char *name) const {
     const Tensor &tensor = tensorOf(view);
-    if (tensor.storage != Storage::Arena && tensor.storage != Storage::Output)
+    if (tensor.storage != Storage::Arena && tensor.storage != Storage::Output && tensor.storage != Storage::State)
       return invalid(fmt::format("view {} writes tensor {}, which is {}", name, view.tensor,
                                  tensor.storage == Storage::Weights ? "a read-only weight" : "an input"));
     if (space.product() > tensor.numElements)

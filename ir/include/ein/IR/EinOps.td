@@ -15,6 +15,31 @@ def Ein_ParamOp : Ein_Op<"param", [Pure]> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
+def Ein_StateOp : Ein_Op<"state", [MemoryEffects<[MemRead]>]> {
+  let summary = "session state (a key/value cache), kept by the session from run to run";
+  let description = [{
+    A tensor of fixed shape that each session allocates once (zeros) and
+    keeps across runs; it is read and written only through `ein.append`.
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Ein_AppendOp : Ein_Op<"append", [MemoryEffects<[MemWrite]>]> {
+  let summary = "writes rows into session state at the session's position";
+  let description = [{
+    Writes `x` into `state` at `offset` (the session's position) along
+    `axis`; elsewhere x has the state's shape. The result is the state's
+    first `offset + n` rows along `axis` after the write, n being x's size
+    there: what attention over a key/value cache reads.
+  }];
+  let arguments = (ins Ein_Tensor:$state, Ein_Tensor:$x, I64Attr:$axis, Ein_SizesAttr:$offset);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$state `,` $x attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
 def Ein_ConstantOp : Ein_Op<"constant", [Pure, ConstantLike, AllTypesMatch<["value", "result"]>]> {
   let summary = "a constant tensor (usually a scalar)";
   let arguments = (ins ElementsAttr:$value);

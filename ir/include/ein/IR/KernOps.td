@@ -106,6 +106,21 @@ def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kern_AppendOp : Kern_Op<"append", [MemoryEffects<[MemWrite]>]> {
+  let summary = "copies x into session state through `state_view`";
+  let description = [{
+    Reads `x` through `x_view` over `shape` and writes it into `state`
+    through `state_view` (which starts at the session's position). Unlike
+    other ops, the result is no fresh buffer: it is `state` itself, after
+    the write, which the ops reading the appended state take as operand.
+  }];
+  let arguments = (ins Kern_Tensor:$state, Kern_Tensor:$x, Ein_SizesAttr:$shape, Kern_ViewAttr:$x_view,
+                       Kern_ViewAttr:$state_view);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = "$state `,` $x attr-dict `:` functional-type(operands, $result)";
+  let hasVerifier = 1;
+}
+
 def Kern_ConcatOp : Kern_Op<"concat", [Pure]> {
   let summary = "joins tensors along one axis";
   let description = [{
