@@ -133,7 +133,8 @@ EValue Generator::callLayerNorm(const ast::Call &call, Scope &scope) {
     return cast(at, v, elementType(x));
   };
   mlir::Value weight = affine("weight"), bias = rms ? mlir::Value() : affine("bias");
-  double eps = numberArgument(args.get("eps"), scope, rms ? 1e-6 : 1e-5, "eps");
+  double eps = numberArgument(args.get("eps"), scope, rms ? 1e-6 : 1e-5,
+                              rms ? "rmsnorm() eps (RMSNorm has no bias)" : "layernorm() eps");
   auto type = inferred(ir::LayerNormOp::inferResultType(x.getType(), /*residual=*/Type(),
                                                         weight ? weight.getType() : Type(),
                                                         bias ? bias.getType() : Type()),
