@@ -675,6 +675,48 @@ output builtin_e = rmsnorm(x[4], w, eps=1e-6)
 output builtin_f = rmsnorm(x[5])
 )ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"},
      {{"a", "builtin_a"}, {"e", "builtin_e"}, {"f", "builtin_f"}}},
+    // A Llama-style decoder block with every item of issue 22's language part:
+    // rotary embeddings from sin/cos of the positions' angles, a causal bias
+    // as where() of two numbers, the built-in rmsnorm, a hand-written one of
+    // a kept residual sum, and the final norm (hand-written, HF's order) of a
+    // sum only it reads, which joins it as its residual.
+    {"llama_style_block", R"ein(
+dim t = 6, d = 16, h = 2, e = 8, f = 24
+input x: f32[t, d]
+input pos: f32[t]
+param inv_freq: f32[e / 2]
+param attn_norm.weight: f32[d]
+param mlp_norm.weight: f32[d]
+param norm.weight: f32[d]
+param wq: f32[d, h * e]
+param wk: f32[d, h * e]
+param wv: f32[d, h * e]
+param wo: f32[h * e, d]
+param w_gate: f32[d, f]
+param w_up: f32[d, f]
+param w_down: f32[f, d]
+# Rotary embeddings (rotate_half), from the positions' angles.
+freqs = einsum("t,k->tk", pos, inv_freq)
+emb = concat([freqs, freqs], -1)
+cos_t = cos(emb)
+sin_t = sin(emb)
+def rope(q) {
+  rotated = concat([-q[..., e / 2:], q[..., :e / 2]], -1)
+  return q * cos_t + rotated * sin_t
+}
+# Causal in the order of the positions (the diagonal always attends).
+causal = rearrange(pos, "t -> t 1") >= pos
+bias = where(causal, 0.0, -inf)
+n = rmsnorm(x, attn_norm.weight, eps=1e-6)
+q = rearrange(n @ wq, "t (h e) -> h t e", h=h)
+k = rearrange(n @ wk, "t (h e) -> h t e", h=h)
+v = rearrange(n @ wv, "t (h e) -> h t e", h=h)
+s = einsum("h i e, h j e -> h i j", rope(q), rope(k)) * e ** -0.5 + bias
+hh = x + rearrange(softmax(s, axis=-1) @ v, "h t e -> t (h e)") @ wo
+m = hh * rsqrt(mean(hh ** 2, axis=-1, keepdim=true) + 1e-6) * mlp_norm.weight
+out = hh + (silu(m @ w_gate) * (m @ w_up)) @ w_down
+output y = norm.weight * (out * rsqrt(mean(out ** 2, axis=-1, keepdim=true) + 1e-6))
+)ein", 1e-4, 1e-4, {"layernorm"}, {"reduce"}},
     // RMSNorm has no shift: a bias after it stays an element-wise add.
     {"rmsnorm_then_bias", R"ein(
 input x: f32[3, 16]
