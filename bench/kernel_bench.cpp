@@ -151,8 +151,10 @@ void rowBench(benchmark::State &state, detail::Kernel kernel, KernelRig &rig, do
   setThreadsLabel(state, threads);
 }
 
-// With residualSum, y = layernorm(x + residual) and the sum is written too.
-void BM_LayerNorm(benchmark::State &state, bool residualSum) {
+// With residualSum, y = layernorm(x + residual) and the sum is written too;
+// variant Rms is RMSNorm (no centring, no beta).
+void BM_LayerNorm(benchmark::State &state, bool residualSum,
+                  detail::LayerNormVariant variant = detail::LayerNormVariant::Variance) {
   const int64_t rows = state.range(0), width = state.range(1);
   KernelRig rig;
   detail::LayerNorm op;
@@ -164,7 +166,8 @@ void BM_LayerNorm(benchmark::State &state, bool residualSum) {
   }
   op.y = denseView(rig.tensor(rows * width), {rows, width});
   op.gamma = denseView(rig.tensor(width), {width});
-  op.beta = denseView(rig.tensor(width), {width});
+  if (variant != detail::LayerNormVariant::Rms) op.beta = denseView(rig.tensor(width), {width});
+  op.variant = variant;
   op.epsilon = 1e-6f;
   rowBench(state, op, rig, (residualSum ? 16.0 : 8.0) * rows * width);
 }
@@ -230,6 +233,7 @@ void BM_ElementwiseBiasGelu(benchmark::State &state) {
 #define EIN_ROW_SHAPES ArgsProduct({{16384}, {1024}, {1, 2}})->Args({197, 384, 1})->Args({197, 384, 2})->UseRealTime()
 BENCHMARK_CAPTURE(BM_LayerNorm, plain, false)->EIN_ROW_SHAPES;
 BENCHMARK_CAPTURE(BM_LayerNorm, residual_sum, true)->EIN_ROW_SHAPES;
+BENCHMARK_CAPTURE(BM_LayerNorm, rms_residual_sum, true, detail::LayerNormVariant::Rms)->EIN_ROW_SHAPES;
 BENCHMARK(BM_Softmax)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ReduceMean)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ElementwiseBiasGelu)->EIN_ROW_SHAPES;

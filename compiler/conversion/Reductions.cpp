@@ -143,8 +143,12 @@ LogicalResult Lowering::lowerLayerNorm(ein::ir::LayerNormOp norm) {
   auto [residual, residualView] = optionalView(norm.getResidual(), shape);
   auto [gamma, gammaView] = optionalView(norm.getWeight(), ArrayRef<Size>(shape).take_back());
   auto [beta, betaView] = optionalView(norm.getBias(), ArrayRef<Size>(shape).take_back());
-  auto variant = norm.getVariant() == ein::ir::LayerNormVariant::unbiased_std ? ein::kern::LayerNormVariant::unbiased_std
-                                                                              : ein::kern::LayerNormVariant::variance;
+  ein::kern::LayerNormVariant variant = ein::kern::LayerNormVariant::variance;
+  switch (norm.getVariant()) {
+    case ein::ir::LayerNormVariant::variance: variant = ein::kern::LayerNormVariant::variance; break;
+    case ein::ir::LayerNormVariant::unbiased_std: variant = ein::kern::LayerNormVariant::unbiased_std; break;
+    case ein::ir::LayerNormVariant::rms: variant = ein::kern::LayerNormVariant::rms; break;
+  }
   Value result = builder.create<ein::kern::LayerNormOp>(
       norm.getLoc(), norm.getType(), input.buffer, residual, gamma, beta, sizesAttr(context(), shape),
       viewOfLayout(input), residualView, gammaView, betaView,

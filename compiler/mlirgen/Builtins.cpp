@@ -32,6 +32,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     for (const char *name : {"sum", "mean", "max", "min", "var", "std", "any", "all"})
       entries[name] = &Generator::callReduction;
     entries["layernorm"] = &Generator::callLayerNorm;
+    entries["rmsnorm"] = &Generator::callLayerNorm;
     entries["linear"] = &Generator::callLinear;
     entries["embedding"] = &Generator::callEmbedding;
     entries["masked_fill"] = &Generator::callMaskedFill;
@@ -114,29 +115,35 @@ EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
   return EValue{Tensor{logical ? truthOf(at, op) : mlir::Value(op)}};
 }
 
+// layernorm(x, weight, bias, eps=1e-5) and rmsnorm(x, weight, eps=1e-6), over
+// the last axis.
 EValue Generator::callLayerNorm(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
-  Arguments args = bindArguments(call, {"x", "weight", "bias", "eps"}, 1, false);
-  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "layernorm() argument 'x'");
-  if (typeOf(x).getRank() == 0) fail(args.get("x")->loc, "layernorm() needs a tensor with at least one axis");
+  const std::string &name = call.callee;
+  const bool rms = name == "rmsnorm";
+  Arguments args = rms ? bindArguments(call, {"x", "weight", "eps"}, 1, false)
+                       : bindArguments(call, {"x", "weight", "bias", "eps"}, 1, false);
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
+  if (typeOf(x).getRank() == 0) fail(args.get("x")->loc, name + "() needs a tensor with at least one axis");
   int64_t features = typeOf(x).getShape().back();
   auto affine = [&](const std::string &param) -> mlir::Value {
     if (!args.get(param)) return nullptr;
     mlir::Value v = tensorArgument(call, scope, args, param);
     if (shapeOf(v) != ein::Shape{features})
-      fail(args.get(param)->loc, "layernorm() " + param + " has shape " + shapeString(typeOf(v)) +
+      fail(args.get(param)->loc, name + "() " + param + " has shape " + shapeString(typeOf(v)) +
                                      " but the input's last axis is " + std::to_string(features));
     return cast(at, v, elementType(x));
   };
-  mlir::Value weight = affine("weight"), bias = affine("bias");
-  double eps = numberArgument(args.get("eps"), scope, 1e-5, "eps");
+  mlir::Value weight = affine("weight"), bias = rms ? mlir::Value() : affine("bias");
+  double eps = numberArgument(args.get("eps"), scope, rms ? 1e-6 : 1e-5,
+                              rms ? "rmsnorm() eps (RMSNorm has no bias)" : "layernorm() eps");
   auto type = inferred(ir::LayerNormOp::inferResultType(x.getType(), /*residual=*/Type(),
                                                         weight ? weight.getType() : Type(),
                                                         bias ? bias.getType() : Type()),
                        at);
   return EValue{Tensor{builder.create<ir::LayerNormOp>(
       at, type, x, /*residual=*/mlir::Value(), weight, bias, builder.getF64FloatAttr(eps),
-      ir::LayerNormVariantAttr::get(&context, ir::LayerNormVariant::variance))}};
+      ir::LayerNormVariantAttr::get(&context, rms ? ir::LayerNormVariant::rms : ir::LayerNormVariant::variance))}};
 }
 
 EValue Generator::callEmbedding(const ast::Call &call, Scope &scope) {
@@ -171,12 +178,27 @@ EValue Generator::callWhere(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
   Arguments args = bindArguments(call, {"condition", "a", "b"}, 3, false);
   mlir::Value condition = tensorArgument(call, scope, args, "condition");
+  // An integer condition is true where it is not 0.
+  if (elementType(condition).isSignlessInteger(32) || elementType(condition).isSignlessInteger(64))
+    condition = binaryOp(at, ir::BinaryKind::ne, condition, scalarConstant(at, 0.0, elementType(condition)));
   if (!elementType(condition).isInteger(1))
-    fail(args.get("condition")->loc, "where() condition must be bool, not " + typeString(elementType(condition)));
-  auto [a, b] = promote(at, evaluate(*args.get("a"), scope), args.get("a")->loc, evaluate(*args.get("b"), scope),
-                        args.get("b")->loc);
-  auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), a.getType(), b.getType()), at, "where(): ");
-  return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, a, b)}};
+    fail(args.get("condition")->loc,
+         "where() condition must be bool (or an integer, true where not 0), not " + typeString(elementType(condition)));
+  EValue a = evaluate(*args.get("a"), scope), b = evaluate(*args.get("b"), scope);
+  const auto *numberA = std::get_if<Number>(&a.value), *numberB = std::get_if<Number>(&b.value);
+  mlir::Value onTrue, onFalse;
+  if (numberA && numberB) {
+    // Two numbers, as torch.where(m, 1.0, 0.0): f32, or i64 when both are
+    // integers; the result has the condition's shape.
+    Type element = numberA->isInteger && numberB->isInteger ? Type(builder.getI64Type()) : builder.getF32Type();
+    onTrue = scalarConstant(at, numberA->value, element);
+    onFalse = scalarConstant(at, numberB->value, element);
+  } else {
+    std::tie(onTrue, onFalse) = promote(at, a, args.get("a")->loc, b, args.get("b")->loc);
+  }
+  auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), onTrue.getType(), onFalse.getType()), at,
+                       "where(): ");
+  return EValue{Tensor{builder.create<ir::WhereOp>(at, type, condition, onTrue, onFalse)}};
 }
 
 EValue Generator::callConcat(const ast::Call &call, Scope &scope) {

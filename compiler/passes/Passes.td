@@ -45,9 +45,10 @@ def FuseLayerNorm : Pass<"ein-fuse-layernorm", "mlir::func::FuncOp"> {
     Over the last axis: `(x - mean(x)) / sqrt(var(x) + eps)` (biased var)
     becomes `ein.layernorm` with variant `variance`, and
     `(x - mean(x)) / (std(x, unbiased) + eps)` with variant `unbiased_std`,
-    so each computes what it says. A scale `w` (on the centred values or on
-    the quotient) and then a shift `+ b`, both of the last axis' size, join
-    as weight and bias. A norm of a sum `x + r` (same shapes) that nothing
+    and RMSNorm, `x / sqrt(mean(x * x) + eps)`, with variant `rms`, so each
+    computes what it says. A scale `w` (on the normalised values or on the
+    quotient) and then a shift `+ b` (not for rms), both of the last axis'
+    size, join as weight and bias. A norm of a sum `x + r` (same shapes) that nothing
     else reads takes `r` as its residual. Run CSE first so `x` and the mean
     are single values.
   }];

@@ -313,13 +313,15 @@ Expected<Tensor> Evaluator::evaluate(ir::LayerNormOp op) {
   if (width == 0) return result;
   for (size_t start = 0; start < result.values.size(); start += width) {
     double *row = result.values.data() + start;
-    double mean = std::accumulate(row, row + width, 0.0) / width;
+    // RMSNorm does not centre: its spread is the mean square about 0.
+    bool rms = op.getVariant() == ir::LayerNormVariant::rms;
+    double mean = rms ? 0.0 : std::accumulate(row, row + width, 0.0) / width;
     double squares = 0;
     for (int64_t i = 0; i < width; ++i) squares += (row[i] - mean) * (row[i] - mean);
-    // torch's biased variance with eps inside the square root, or the
-    // unbiased standard deviation with eps outside it.
-    double scale = op.getVariant() == ir::LayerNormVariant::variance ? 1 / std::sqrt(squares / width + eps)
-                                                                     : 1 / (std::sqrt(squares / (width - 1)) + eps);
+    // torch's biased variance (or the mean square) with eps inside the square
+    // root, or the unbiased standard deviation with eps outside it.
+    double scale = op.getVariant() == ir::LayerNormVariant::unbiased_std ? 1 / (std::sqrt(squares / (width - 1)) + eps)
+                                                                         : 1 / std::sqrt(squares / width + eps);
     for (int64_t i = 0; i < width; ++i)
       row[i] = (row[i] - mean) * scale * (weight ? weight->values[i] : 1.0) + (bias ? bias->values[i] : 0.0);
   }

@@ -1,4 +1,4 @@
-// Replaces hand-written layer norms by ein.layernorm.
+// Replaces hand-written layer norms and RMSNorms by ein.layernorm.
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "passes/Passes.h"
@@ -53,43 +53,57 @@ Value matchCentred(Value centred) {
   return isLastAxisReduce(sub.getRhs(), ReduceKind::mean, sub.getLhs()) ? sub.getLhs() : Value();
 }
 
-// The norm that `division` computes, scale and shift not yet included.
+// mean(x * x) over the last axis, keepdim: the mean square of x (RMSNorm).
+bool isMeanSquare(Value value, Value x) {
+  auto reduce = value.getDefiningOp<ReduceOp>();
+  BinaryOp square = reduce ? binaryOf(reduce.getInput(), BinaryKind::mul) : BinaryOp();
+  return square && square.getLhs() == x && square.getRhs() == x &&
+         isLastAxisReduce(value, ReduceKind::mean, square.getResult());
+}
+
+// The norm that `division` computes, scale and shift not yet included:
+// (x - mean) / sqrt(var + eps), (x - mean) / (std_unbiased + eps) or
+// x / sqrt(mean(x * x) + eps), each with its numerator perhaps times a weight.
 std::optional<Match> matchDivision(BinaryOp division) {
   if (division.getKind() != BinaryKind::div || division.getLhs().getType() != division.getType()) return std::nullopt;
   auto type = cast<RankedTensorType>(division.getType());
   if (!type.getElementType().isF32()) return std::nullopt;
-  Match match;
-  match.root = division;
-  // Numerator: x - mean, or weight * (x - mean).
-  Value numerator = division.getLhs();
-  match.x = matchCentred(numerator);
-  if (!match.x) {
-    BinaryOp scaled = binaryOf(numerator, BinaryKind::mul);
-    if (!scaled) return std::nullopt;
-    for (auto [centred, weight] : {std::pair{scaled.getLhs(), scaled.getRhs()}, {scaled.getRhs(), scaled.getLhs()}})
-      if (Value x = matchCentred(centred); x && isFeatureVector(weight, type)) {
-        match.x = x;
-        match.weight = weight;
-      }
-    if (!match.x) return std::nullopt;
-  }
-  // Denominator: sqrt(var + eps) or std_unbiased + eps.
+  // Denominator: sqrt(spread + eps) or spread + eps.
   Value denominator = division.getRhs();
   auto sqrt = denominator.getDefiningOp<UnaryOp>();
-  BinaryOp plusEps = binaryOf(sqrt && sqrt.getKind() == UnaryKind::sqrt ? sqrt.getInput() : denominator, BinaryKind::add);
+  bool rooted = sqrt && sqrt.getKind() == UnaryKind::sqrt;
+  BinaryOp plusEps = binaryOf(rooted ? sqrt.getInput() : denominator, BinaryKind::add);
   if (!plusEps) return std::nullopt;
+  // Numerator: what is normalised (x - mean, or x itself for RMSNorm), or
+  // weight times it.
+  SmallVector<std::pair<Value, Value>, 3> numerators{{division.getLhs(), Value()}};
+  if (BinaryOp scaled = binaryOf(division.getLhs(), BinaryKind::mul))
+    for (auto [normalised, weight] : {std::pair{scaled.getLhs(), scaled.getRhs()}, {scaled.getRhs(), scaled.getLhs()}})
+      if (normalised.getType() == type && isFeatureVector(weight, type)) numerators.push_back({normalised, weight});
   for (auto [spread, eps] : {std::pair{plusEps.getLhs(), plusEps.getRhs()}, {plusEps.getRhs(), plusEps.getLhs()}}) {
     auto value = scalarConstant(eps);
     if (!value) continue;
-    if (sqrt && sqrt.getKind() == UnaryKind::sqrt && isLastAxisReduce(spread, ReduceKind::var, match.x, 0)) {
-      match.variant = LayerNormVariant::variance;
+    for (auto [normalised, weight] : numerators) {
+      Match match;
+      match.root = division;
+      match.weight = weight;
       match.eps = *value;
-      return match;
-    }
-    if (!sqrt && isLastAxisReduce(spread, ReduceKind::std, match.x, 1)) {
-      match.variant = LayerNormVariant::unbiased_std;
-      match.eps = *value;
-      return match;
+      if (Value x = matchCentred(normalised)) {
+        match.x = x;
+        if (rooted && isLastAxisReduce(spread, ReduceKind::var, x, 0)) {
+          match.variant = LayerNormVariant::variance;
+          return match;
+        }
+        if (!rooted && isLastAxisReduce(spread, ReduceKind::std, x, 1)) {
+          match.variant = LayerNormVariant::unbiased_std;
+          return match;
+        }
+      }
+      if (rooted && isMeanSquare(spread, normalised)) {
+        match.x = normalised;
+        match.variant = LayerNormVariant::rms;
+        return match;
+      }
     }
   }
   return std::nullopt;
@@ -109,6 +123,7 @@ void absorbScaleAndShift(Match &match) {
         match.root = mul;
       }
     }
+  if (match.variant == LayerNormVariant::rms) return;  // RMSNorm has no shift
   if (auto add = dyn_cast_or_null<BinaryOp>(single(match.root)); add && add.getKind() == BinaryKind::add) {
     Value bias = otherOperand(add, match.root->getResult(0));
     if (bias && isFeatureVector(bias, type) && add.getType() == type) {

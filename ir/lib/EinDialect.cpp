@@ -500,6 +500,7 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 }
 
 LogicalResult LayerNormOp::verify() {
+  if (getVariant() == LayerNormVariant::rms && getBias()) return emitOpError() << "variant rms takes no bias";
   return verifyInferred(*this, inferResultType(getInput().getType(), typeOrNull(getResidual()),
                                                typeOrNull(getWeight()), typeOrNull(getBias())));
 }

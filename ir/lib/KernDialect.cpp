@@ -356,5 +356,6 @@ LogicalResult LayerNormOp::verify() {
       failed(verifyOptionalView(*this, "gamma", getGamma(), getGammaView(), last)) ||
       failed(verifyOptionalView(*this, "beta", getBeta(), getBetaView(), last)))
     return failure();
+  if (getVariant() == LayerNormVariant::rms && getBeta()) return emitOpError() << "variant rms takes no beta";
   return success();
 }

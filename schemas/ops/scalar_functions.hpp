@@ -148,6 +148,15 @@ template <class T>
 EIN_HOST_DEVICE inline T softplus(T x) {
   return x > T(20) ? x : std::log1p(std::exp(x));
 }
+// torch.sin and torch.cos, in radians.
+template <class T>
+EIN_HOST_DEVICE inline T sin(T x) {
+  return std::sin(x);
+}
+template <class T>
+EIN_HOST_DEVICE inline T cos(T x) {
+  return std::cos(x);
+}
 
 // The registers an opcode of `arity` passes to its function (Const: its imm).
 #define EIN_OPERANDS_0(a, b, c, imm) imm

@@ -94,3 +94,11 @@ func.func @slice_step_zero(%x: tensor<7x6xf32>) -> tensor<7x6xf32> {
   %y = ein.slice %x {offsets = #ein.sizes<"0, 0">, sizes = #ein.sizes<"7, 6">, dropped = array<i64>, steps = array<i64: 0, 1>} : tensor<7x6xf32> -> tensor<7x6xf32>
   return %y : tensor<7x6xf32>
 }
+
+// -----
+
+func.func @rmsnorm_bias(%x: tensor<5x8xf32>, %b: tensor<8xf32>) -> tensor<5x8xf32> {
+  // expected-error @+1 {{variant rms takes no bias}}
+  %n = ein.layernorm %x bias %b eps = 1.0e-5 {variant = #ein<layernorm_variant rms>} : (tensor<5x8xf32>, tensor<8xf32>) -> tensor<5x8xf32>
+  return %n : tensor<5x8xf32>
+}

@@ -61,3 +61,11 @@ func.func @kern_gemm_residual_without_view(%x: tensor<3x8xf32>) -> tensor<3x3xf3
   %p = kern.gemm %x, %x residual %x {batch = #ein.sizes<"">, m = #ein.sizes<"3">, n = #ein.sizes<"3">, k = #ein.sizes<"8">, a_view = #kern.view<0, [8, 1]>, b_view = #kern.view<0, [1, 8]>, c_view = #kern.view<0, [3, 1]>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<3x8xf32>) -> tensor<3x3xf32>
   return %p : tensor<3x3xf32>
 }
+
+// -----
+
+func.func @kern_rmsnorm_beta(%x: tensor<3x8xf32>, %b: tensor<8xf32>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{variant rms takes no beta}}
+  %n = kern.layernorm %x beta %b {shape = #ein.sizes<"3, 8">, x_view = #kern.view<0, [8, 1]>, beta_view = #kern.view<0, [1]>, epsilon = 1.0e-6 : f32, variant = #kern<layernorm_variant rms>} : (tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+  return %n : tensor<3x8xf32>
+}

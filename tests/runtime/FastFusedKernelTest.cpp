@@ -209,7 +209,7 @@ class RowKernelTest : public ::testing::TestWithParam<RowCase> {
 
 TEST_P(RowKernelTest, LayerNormVariantsWithResidualAndSum) {
   const RowCase &c = GetParam();
-  for (auto variant : {fb::LayerNormVariant::Variance, fb::LayerNormVariant::UnbiasedStd}) {
+  for (auto variant : {fb::LayerNormVariant::Variance, fb::LayerNormVariant::UnbiasedStd, fb::LayerNormVariant::Rms}) {
     ArtifactBuilder builder;
     ViewSpec xView = x(builder);
     uint32_t r = builder.input("r", fb::DType::F32, {c.rows, c.width});
@@ -219,7 +219,8 @@ TEST_P(RowKernelTest, LayerNormVariantsWithResidualAndSum) {
     spec.residual = dense(r, {c.rows, c.width});
     spec.sum = dense(builder.arena(fb::DType::F32, {c.rows, c.width}), {c.rows, c.width});
     spec.gamma = ViewSpec{builder.weightsF32({2 * c.width}, randomFloats(2 * c.width, 61)), 1, {2}};  // strided
-    spec.beta = dense(builder.weightsF32({c.width}, randomFloats(c.width, 62)), {c.width});
+    if (variant != fb::LayerNormVariant::Rms)  // RMSNorm has no beta
+      spec.beta = dense(builder.weightsF32({c.width}, randomFloats(c.width, 62)), {c.width});
     spec.variant = variant;
     builder.layerNorm(spec);
     expectFastMatchesReference(builder.build(), detail::cpu::layerNormF32Fast, detail::cpu::layerNormF32Reference,

@@ -324,11 +324,14 @@ TEST_P(LayerNormTest, MatchesNaiveLoop) {
       row[col] = value;
       if (c.sum) wantSum[r * n + col] = value;
     }
-    double mean = std::accumulate(row.begin(), row.end(), 0.0) / n, squares = 0;
+    // RMSNorm does not centre: x / sqrt(mean(x^2) + eps).
+    bool rms = c.variant == fb::LayerNormVariant::Rms;
+    double mean = rms ? 0.0 : std::accumulate(row.begin(), row.end(), 0.0) / n, squares = 0;
     for (double value : row) squares += (value - mean) * (value - mean);
     for (int64_t col = 0; col < n; ++col) {
-      double norm = c.variant == fb::LayerNormVariant::Variance ? (row[col] - mean) / std::sqrt(squares / n + 1e-3f)
-                                                                : (row[col] - mean) / (std::sqrt(squares / (n - 1)) + 1e-3f);
+      double norm = c.variant == fb::LayerNormVariant::UnbiasedStd
+                        ? (row[col] - mean) / (std::sqrt(squares / (n - 1)) + 1e-3f)
+                        : (row[col] - mean) / std::sqrt(squares / n + 1e-3f);
       want[r * n + col] = norm * (c.gamma ? gamma[col] : 1.0) + (c.beta ? beta[col] : 0.0);
     }
   }
@@ -346,7 +349,11 @@ INSTANTIATE_TEST_SUITE_P(
         LayerNormCase{"unbiased_plain_197", {197}, fb::LayerNormVariant::UnbiasedStd, false, false, false, false, false},
         LayerNormCase{"variance_no_affine_1", {4, 1}, fb::LayerNormVariant::Variance, true, true, false, true, false},
         LayerNormCase{"unbiased_width_1_is_nan", {3, 1}, fb::LayerNormVariant::UnbiasedStd, false, false, false, false,
-                      false}),
+                      false},
+        LayerNormCase{"rms_residual_sum_4096", {2, 4096}, fb::LayerNormVariant::Rms, true, true, true, false, false},
+        LayerNormCase{"rms_transposed_197", {3, 5, 197}, fb::LayerNormVariant::Rms, false, false, true, false, true},
+        LayerNormCase{"rms_plain_7", {6, 7}, fb::LayerNormVariant::Rms, true, false, false, false, false},
+        LayerNormCase{"rms_width_1", {4, 1}, fb::LayerNormVariant::Rms, false, false, true, false, false}),
     [](const auto &info) { return info.param.name; });
 
 // --- gemm residual -----------------------------------------------------------------

@@ -132,6 +132,8 @@ std::vector<OpcodeCase> opcodeCases() {
       {fb::Opcode::Ne, [](D a, D b, D) { return a != b ? 1.0 : 0.0; }},
       {fb::Opcode::Select, [](D a, D b, D c) { return a != 0 ? b : c; }},
       {fb::Opcode::Softplus, [](D a, D, D) { return a > 20 ? a : std::log(1 + std::exp(a)); }},
+      {fb::Opcode::Sin, [](D a, D, D) { return std::sin(a); }},
+      {fb::Opcode::Cos, [](D a, D, D) { return std::cos(a); }},
   };
 }
 

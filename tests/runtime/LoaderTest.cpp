@@ -599,6 +599,15 @@ TEST(Verifier, RejectsBadLayerNorm) {
                  "view gamma reaches element 4 of tensor 3, which has 4 elements");
   expectRejected(build([](SmallModel &, LayerNormSpec &s) { s.variant = static_cast<fb::LayerNormVariant>(5); }),
                  "unknown layernorm variant 5");
+  EXPECT_TRUE(loadStatus(build([](SmallModel &small, LayerNormSpec &s) {
+                s.variant = fb::LayerNormVariant::Rms;
+                s.gamma = ViewSpec{small.b, 0, {1}};
+              })).ok());
+  expectRejected(build([](SmallModel &small, LayerNormSpec &s) {
+                   s.variant = fb::LayerNormVariant::Rms;
+                   s.beta = ViewSpec{small.b, 0, {1}};
+                 }),
+                 "step 0 (layernorm at ln.ein:2:2): an rms layernorm has no beta");
   expectRejected(build([](SmallModel &, LayerNormSpec &s) {
                    s.shape = {};
                    s.x.strides = {};

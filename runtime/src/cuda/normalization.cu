@@ -64,18 +64,21 @@ __global__ void layerNormKernel(LayerNormLaunch launch, int64_t rowCount) {
       if (residual) value += residual[rBase + c * launch.residual.step];
       return value;
     };
+    // RMSNorm does not centre: its squares are about 0.
+    const bool rms = launch.variant == LayerNormVariant::Rms;
     float total = 0.0f;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) total += valueAt(c);
-    const float mean = blockReduce<false>(total, scratch) / static_cast<float>(n);
+    if (!rms)
+      for (int64_t c = threadIdx.x; c < n; c += blockDim.x) total += valueAt(c);
+    const float mean = rms ? 0.0f : blockReduce<false>(total, scratch) / static_cast<float>(n);
     float squares = 0.0f;
     for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
       const float centred = valueAt(c) - mean;
       squares += centred * centred;
     }
     squares = blockReduce<false>(squares, scratch);
-    const float scale = launch.variant == LayerNormVariant::Variance
-                            ? 1.0f / sqrtf(squares / static_cast<float>(n) + launch.epsilon)
-                            : 1.0f / (sqrtf(squares / static_cast<float>(n - 1)) + launch.epsilon);
+    const float scale = launch.variant == LayerNormVariant::UnbiasedStd
+                            ? 1.0f / (sqrtf(squares / static_cast<float>(n - 1)) + launch.epsilon)
+                            : 1.0f / sqrtf(squares / static_cast<float>(n) + launch.epsilon);
     for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
       const float value = valueAt(c);
       if (sum) sum[sBase + c * launch.sum.step] = value;

@@ -367,6 +367,7 @@ StatusOr<Kernel> decodeLayerNorm(const fb::LayerNorm &in, StepChecker &check, St
   if (op.sum) EIN_RETURN_IF_ERROR(check.writable(*op.sum, op.shape, "sum"));
   std::optional<LayerNormVariant> variant = ops::fromSchema<LayerNormVariant>(in.variant());
   if (!variant) return invalid(fmt::format("unknown layernorm variant {}", static_cast<int>(in.variant())));
+  if (*variant == LayerNormVariant::Rms && op.beta) return invalid("an rms layernorm has no beta");
   op.variant = *variant;
   op.epsilon = in.epsilon();
   info.shapes["shape"] = op.shape.vector();

@@ -134,3 +134,13 @@ func.func @layernorm(%x: tensor<3x8xf32>, %r: tensor<8x3xf32>, %g: tensor<8xf32>
   %y = ein.layernorm %x residual %rt weight %g bias %b eps = 1.000000e-06 {variant = #ein<layernorm_variant unbiased_std>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
 }
+
+// -----
+
+// RMSNorm is the layer norm kernel's variant rms.
+// CHECK-LABEL: func.func @rmsnorm
+func.func @rmsnorm(%x: tensor<3x8xf32>, %r: tensor<3x8xf32>, %g: tensor<8xf32>) -> tensor<3x8xf32> {
+  // CHECK: kern.layernorm %arg0 residual %arg1 gamma %arg2 {epsilon = 9.99999997E-7 : f32, gamma_view = #kern.view<0, [1]>, residual_view = #kern.view<0, [8, 1]>, shape = #ein.sizes<"3, 8">, variant = #kern<layernorm_variant rms>, x_view = #kern.view<0, [8, 1]>}
+  %y = ein.layernorm %x residual %r weight %g eps = 1.000000e-06 {variant = #ein<layernorm_variant rms>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
+  return %y : tensor<3x8xf32>
+}

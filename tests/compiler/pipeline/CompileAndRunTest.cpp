@@ -316,6 +316,21 @@ output c = (x < 0) == m
 input x: f32[4, 5]
 output y = softplus(x) + softplus(x * 40.0) - softplus(2.0)
 )ein"},
+    {"sin_cos_and_folded", R"ein(
+input x: f32[4, 5]
+output y = sin(x * 4.0) * cos(x) - cos(x * 30.0) + sin(2.0) * cos(-0.5)
+)ein"},
+    // Both branches numbers: f32 (i64 for two integers) of the condition's
+    // shape; an integer condition is true where it is not 0.
+    {"where_of_numbers", R"ein(
+input x: f32[4, 5]
+input m: bool[4, 5]
+input k: i32[5]
+output ones = where(m, 1.0, 0.0)
+output ints = where(m, 3, -2)
+output mixed = where(m, 1, 0.5) + where(m, x, 0.0) - where(m, 0.0, x) * where(x > 0, 2.0, -3.0)
+output by_int = where(k, 2.0, -1.0) + where(k, x, -x)
+)ein"},
     {"slicing_concat_transpose", R"ein(
 input x: f32[2, 5, 8]
 output a = x[:, 0]
@@ -652,6 +667,105 @@ output d = rsqrt_form(x[2])
 output e = power_form(x[3])
 output f = root_form(x[4])
 )ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"}},
+    // rmsnorm (LlamaRMSNorm) with a residual add only the norm reads (it joins
+    // the norm), and a sum a Llama block keeps (it stays an add).
+    {"rmsnorm_with_residual", R"ein(
+dim n = 197, c = 24
+input x: f32[n, c]
+input r: f32[n, c]
+param g: f32[c]
+h = x + r
+output y = rmsnorm(h, g)
+output z = rmsnorm(h + rmsnorm(x, eps=1e-5), g, eps=1e-6)
+)ein", 1e-4, 1e-4, {"layernorm"}, {"reduce"}},
+    // Every spelling of RMSNorm is one norm step, and each computes what the
+    // built-in does (in the float64 reference).
+    {"rmsnorm_spellings", R"ein(
+input x: f32[7, 5, 24]
+param w: f32[24]
+def squared(x) {
+  return x / sqrt(mean(x * x, -1, keepdim=true) + 1e-6) * w
+}
+def rsqrt_form(x) {
+  return x * rsqrt(mean(x ** 2, axis=-1, keepdim=true) + 1e-6) * w
+}
+def llama(x) {
+  return w * (x * rsqrt(mean(x ** 2, axis=-1, keepdim=true) + 1e-6))
+}
+def power_form(x) {
+  return x * (mean(x ** 2, axis=-1, keepdim=true) + 1e-6) ** -0.5 * w
+}
+def shared(x) {
+  squares = x * x
+  ms = mean(squares, axis=-1, keepdim=true)
+  inverse = (1e-6 + ms) ** -0.5
+  return w * x * inverse
+}
+def root_form(x) {
+  return x / (mean(x ** 2, axis=-1, keepdim=true) + 1e-6) ** 0.5
+}
+# One norm per spelling, each of its own input row, so that none shares a value with another.
+output a = squared(x[0])
+output b = rsqrt_form(x[1])
+output c = llama(x[2])
+output d = power_form(x[3])
+output e = shared(x[4])
+output f = root_form(x[5])
+output builtin = rmsnorm(x[6], w)
+output builtin_a = rmsnorm(x[0], w)
+output builtin_e = rmsnorm(x[4], w, eps=1e-6)
+output builtin_f = rmsnorm(x[5])
+)ein", 1e-4, 1e-4, {"layernorm"}, {"elementwise", "reduce"},
+     {{"a", "builtin_a"}, {"e", "builtin_e"}, {"f", "builtin_f"}}},
+    // A Llama-style decoder block with every item of issue 22's language part:
+    // rotary embeddings from sin/cos of the positions' angles, a causal bias
+    // as where() of two numbers, the built-in rmsnorm, a hand-written one of
+    // a kept residual sum, and the final norm (hand-written, HF's order) of a
+    // sum only it reads, which joins it as its residual.
+    {"llama_style_block", R"ein(
+dim t = 6, d = 16, h = 2, e = 8, f = 24
+input x: f32[t, d]
+input pos: f32[t]
+param inv_freq: f32[e / 2]
+param attn_norm.weight: f32[d]
+param mlp_norm.weight: f32[d]
+param norm.weight: f32[d]
+param wq: f32[d, h * e]
+param wk: f32[d, h * e]
+param wv: f32[d, h * e]
+param wo: f32[h * e, d]
+param w_gate: f32[d, f]
+param w_up: f32[d, f]
+param w_down: f32[f, d]
+# Rotary embeddings (rotate_half), from the positions' angles.
+freqs = einsum("t,k->tk", pos, inv_freq)
+emb = concat([freqs, freqs], -1)
+cos_t = cos(emb)
+sin_t = sin(emb)
+def rope(q) {
+  rotated = concat([-q[..., e / 2:], q[..., :e / 2]], -1)
+  return q * cos_t + rotated * sin_t
+}
+# Causal in the order of the positions (the diagonal always attends).
+causal = rearrange(pos, "t -> t 1") >= pos
+bias = where(causal, 0.0, -inf)
+n = rmsnorm(x, attn_norm.weight, eps=1e-6)
+q = rearrange(n @ wq, "t (h e) -> h t e", h=h)
+k = rearrange(n @ wk, "t (h e) -> h t e", h=h)
+v = rearrange(n @ wv, "t (h e) -> h t e", h=h)
+s = einsum("h i e, h j e -> h i j", rope(q), rope(k)) * e ** -0.5 + bias
+hh = x + rearrange(softmax(s, axis=-1) @ v, "h t e -> t (h e)") @ wo
+m = hh * rsqrt(mean(hh ** 2, axis=-1, keepdim=true) + 1e-6) * mlp_norm.weight
+out = hh + (silu(m @ w_gate) * (m @ w_up)) @ w_down
+output y = norm.weight * (out * rsqrt(mean(out ** 2, axis=-1, keepdim=true) + 1e-6))
+)ein", 1e-4, 1e-4, {"layernorm"}, {"reduce"}},
+    // RMSNorm has no shift: a bias after it stays an element-wise add.
+    {"rmsnorm_then_bias", R"ein(
+input x: f32[3, 16]
+param w: f32[16]
+param b: f32[16]
+output y = x * rsqrt(mean(x ** 2, axis=-1, keepdim=true) + 1e-5) * w + b
+)ein", 1e-4, 1e-4, {"layernorm", "elementwise"}, {"reduce"}},
     {"softmax_spellings", R"ein(
 input s: f32[3, 7, 11]
 e = exp(s - max(s, axis=-1, keepdim=true))

@@ -298,6 +298,11 @@ TEST_F(ReferenceEvaluatorTest, UnaryFunctions) {
                                                          0.7310585786300049, 0.9525741268224334})));
   EXPECT_TRUE(tensorsNear(apply("silu"), floats({5}, {-0.2384058440442351, -0.1887703343990727, 0,
                                                       0.7310585786300049, 2.8577223804673})));
+  // Python's math.sin and math.cos.
+  EXPECT_TRUE(tensorsNear(apply("sin"), floats({5}, {-0.9092974268256817, -0.479425538604203, 0.0,
+                                                     0.8414709848078965, 0.1411200080598672})));
+  EXPECT_TRUE(tensorsNear(apply("cos"), floats({5}, {-0.4161468365471424, 0.8775825618903728, 1.0,
+                                                     0.5403023058681398, -0.9899924966004454})));
   // Python's math.log1p(math.exp(x)), as torch.nn.functional.softplus in float64.
   EXPECT_TRUE(tensorsNear(apply("softplus"), floats({5}, {0.1269280110429725, 0.4740769841801067,
                                                           0.6931471805599453, 1.3132616875182228,
@@ -525,6 +530,28 @@ func.func @main(%x: tensor<2x2xf32> {ein.name = "x"}, %w: tensor<2xf32> {ein.nam
   double scale = 1 / std::sqrt(2.0);  // eps = 1 inside the square root
   EXPECT_TRUE(tensorsNear(results->at("y"), floats({2, 2}, {-2 * scale + 0.5, 3 * scale - 0.5, 0.5, -0.5})));
   EXPECT_TRUE(tensorsNear(results->at("plain"), floats({2, 2}, {-1, 1, NAN, NAN})));
+}
+
+// RMSNorm: x / sqrt(mean(x^2) + eps) * w, no centring (LlamaRMSNorm), of
+// x + residual when one is given.
+TEST_F(ReferenceEvaluatorTest, RmsNorm) {
+  std::string source = R"mlir(
+func.func @main(%x: tensor<2x2xf32> {ein.name = "x"}, %w: tensor<2xf32> {ein.name = "w"},
+                %r: tensor<2x2xf32> {ein.name = "r"}) -> (tensor<2x2xf32> {ein.name = "y"},
+                                                         tensor<2x2xf32> {ein.name = "plain"}) {
+  %y = ein.layernorm %x weight %w eps = 1.0 {variant = #ein<layernorm_variant rms>} : (tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2xf32>
+  %p = ein.layernorm %x residual %r eps = 0.0 {variant = #ein<layernorm_variant rms>} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  return %y, %p : tensor<2x2xf32>, tensor<2x2xf32>
+})mlir";
+  // Row [1, 3]: mean square 5; row [5, 5]: 25. x + r: rows [2, 4] (mean
+  // square 10) and [0, 0] (0 / 0 with eps 0).
+  auto results = run(source, {{"x", floats({2, 2}, {1, 3, 5, 5})},
+                              {"w", floats({2}, {2, 3})},
+                              {"r", floats({2, 2}, {1, 1, -5, -5})}});
+  ASSERT_TRUE(static_cast<bool>(results)) << llvm::toString(results.takeError());
+  double first = 1 / std::sqrt(6.0), second = 1 / std::sqrt(26.0), third = 1 / std::sqrt(10.0);
+  EXPECT_TRUE(tensorsNear(results->at("y"), floats({2, 2}, {2 * first, 9 * first, 10 * second, 15 * second})));
+  EXPECT_TRUE(tensorsNear(results->at("plain"), floats({2, 2}, {2 * third, 4 * third, NAN, NAN})));
 }
 
 TEST_F(ReferenceEvaluatorTest, Embedding) {

@@ -259,6 +259,10 @@ TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {
             instruction(O::Add, 37, 29), instruction(O::Add, 38, 30), instruction(O::Mul, 39, 3),
             instruction(O::Softplus, 0),     // 41
             instruction(O::Add, 40, 41),     // 42
+            instruction(O::Sin, 0),          // 43
+            instruction(O::Cos, 0),          // 44
+            instruction(O::Add, 43, 44),     // 45
+            instruction(O::Add, 42, 45),     // 46
         };
         ElementwiseSpec spec{{rows, columns},
                              {dense(x, {rows, columns}), ViewSpec{y, 0, {0, 1}}, dense(flags, {rows, columns}),
@@ -311,6 +315,15 @@ TEST(CudaKernels, SoftmaxLayerNormReduce) {
         unbiased.epsilon = 1e-6f;
         unbiased.variant = fb::LayerNormVariant::UnbiasedStd;
         b.layerNorm(unbiased);
+        // RMSNorm of x + residual, no beta.
+        uint32_t y3 = b.output("y3", fb::DType::F32, {rows, n});
+        LayerNormSpec rms{{rows, n}, dense(in, {rows, n})};
+        rms.residual = dense(res, {rows, n});
+        rms.y = dense(y3, {rows, n});
+        rms.gamma = dense(gamma, {n});
+        rms.epsilon = 1e-6f;
+        rms.variant = fb::LayerNormVariant::Rms;
+        b.layerNorm(rms);
         const fb::ReduceKind kinds[] = {fb::ReduceKind::Sum, fb::ReduceKind::Mean, fb::ReduceKind::Max,
                                         fb::ReduceKind::Min, fb::ReduceKind::Prod};
         for (fb::ReduceKind kind : kinds) {

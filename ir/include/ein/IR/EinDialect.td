@@ -11,7 +11,8 @@ def Ein_UnaryKind : I32EnumAttr<"UnaryKind", "element-wise function of one tenso
   I32EnumAttrCase<"sqrt", 3>, I32EnumAttrCase<"rsqrt", 4>, I32EnumAttrCase<"abs", 5>,
   I32EnumAttrCase<"relu", 6>, I32EnumAttrCase<"gelu", 7>, I32EnumAttrCase<"gelu_tanh", 8>,
   I32EnumAttrCase<"silu", 9>, I32EnumAttrCase<"sigmoid", 10>, I32EnumAttrCase<"tanh", 11>,
-  I32EnumAttrCase<"logical_not", 12>, I32EnumAttrCase<"softplus", 13>
+  I32EnumAttrCase<"logical_not", 12>, I32EnumAttrCase<"softplus", 13>,
+  I32EnumAttrCase<"sin", 14>, I32EnumAttrCase<"cos", 15>
 ]> {
   let cppNamespace = "::ein::ir";
   let genSpecializedAttr = 0;
@@ -42,7 +43,8 @@ def Ein_ReduceKindAttr : EnumAttr<Ein_Dialect, Ein_ReduceKind, "reduce">;
 
 def Ein_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "how a layer norm divides by the spread", [
   I32EnumAttrCase<"variance", 0>,      // (x - mean) / sqrt(var + eps), biased var (nn.LayerNorm)
-  I32EnumAttrCase<"unbiased_std", 1>   // (x - mean) / (std + eps), std with n - 1 (hand-written norms)
+  I32EnumAttrCase<"unbiased_std", 1>,  // (x - mean) / (std + eps), std with n - 1 (hand-written norms)
+  I32EnumAttrCase<"rms", 2>            // x / sqrt(mean(x^2) + eps), no centring, no bias (RMSNorm)
 ]> {
   let cppNamespace = "::ein::ir";
   let genSpecializedAttr = 0;

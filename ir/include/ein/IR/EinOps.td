@@ -222,7 +222,8 @@ def Ein_LayerNormOp : Ein_Op<"layernorm", [Pure, InferTypeOpAdaptor, AttrSizedOp
     `variant` says how the centred values are scaled: `variance` is
     torch's (x - mean) / sqrt(var + eps) with the biased variance;
     `unbiased_std` is the hand-written (x - mean) / (std + eps) with std's
-    n - 1 divisor, which ein-fuse-layernorm recognises. A `residual` is
+    n - 1 divisor, which ein-fuse-layernorm recognises; `rms` is RMSNorm,
+    x / sqrt(mean(x^2) + eps) with no centring and no bias. A `residual` is
     added to the input first: the norm is of `input + residual`.
   }];
   let arguments = (ins Ein_Tensor:$input, Optional<Ein_Tensor>:$residual, Optional<Ein_Tensor>:$weight, Optional<Ein_Tensor>:$bias,

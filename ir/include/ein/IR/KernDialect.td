@@ -62,7 +62,7 @@ def Kern_MaskKind : I32EnumAttr<"MaskKind", "attention mask", [
 def Kern_MaskKindAttr : EnumAttr<Kern_Dialect, Kern_MaskKind, "mask_kind">;
 
 def Kern_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "layer norm divisor", [
-  I32EnumAttrCase<"variance", 0>, I32EnumAttrCase<"unbiased_std", 1>
+  I32EnumAttrCase<"variance", 0>, I32EnumAttrCase<"unbiased_std", 1>, I32EnumAttrCase<"rms", 2>
 ]> {
   let cppNamespace = "::ein::kern";
   let genSpecializedAttr = 0;

@@ -191,7 +191,8 @@ def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
   let description = [{
     `x' = x + residual`, then `(x' - mean) / sqrt(var + epsilon)` (variant
     `variance`, biased var) or `(x' - mean) / (std + epsilon)` (variant
-    `unbiased_std`, n - 1), times `gamma`, plus `beta`. Views index x and the
+    `unbiased_std`, n - 1) or `x' / sqrt(mean(x'^2) + epsilon)` (variant
+    `rms`, which has no beta), times `gamma`, plus `beta`. Views index x and the
     residual over `shape`, gamma and beta over its last axis; the result is
     dense over `shape`.
   }];

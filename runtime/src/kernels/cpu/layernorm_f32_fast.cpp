@@ -1,6 +1,6 @@
 // Vectorised, threaded layer norm over the last axis. Each row is staged in
 // scratch as x' = x + residual (so y or sum may alias x), then mean and the
-// variance about it (two passes, f32 with vector accumulators), then one
+// variance about it (RMSNorm: the mean square about 0; two passes, f32 with vector accumulators), then one
 // normalising pass into y. gamma and beta are staged once per chunk when
 // they are not contiguous.
 #include <algorithm>
@@ -57,11 +57,12 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
         else
           for (int64_t c = 0; c < n; ++c) ss[c * sC] = row[c];
       }
-      const float mean = isa.reduceRow(row, n, ReduceKind::Sum) / nf;
+      // RMSNorm does not centre: its squares are about 0.
+      const float mean = op.variant == LayerNormVariant::Rms ? 0.0f : isa.reduceRow(row, n, ReduceKind::Sum) / nf;
       const float squares = isa.squaredDeviation(row, n, mean);
-      const float scale = op.variant == LayerNormVariant::Variance
-                              ? 1.0f / std::sqrt(squares / nf + op.epsilon)
-                              : 1.0f / (std::sqrt(squares / static_cast<float>(n - 1)) + op.epsilon);
+      const float scale = op.variant == LayerNormVariant::UnbiasedStd
+                              ? 1.0f / (std::sqrt(squares / static_cast<float>(n - 1)) + op.epsilon)
+                              : 1.0f / std::sqrt(squares / nf + op.epsilon);
       float *ys = y + offsetOfIndex(rows, yR, op.y.offset, r);
       if (yC == 1) {
         isa.normalizeRow(row, n, mean, scale, gammaRow, betaRow, ys);

@@ -6,7 +6,7 @@
 namespace ein::detail::cpu {
 
 // Row by row: x' = x + residual (added in f32, as PyTorch does, and written to
-// `sum`), then mean and variance in double. The row is staged in scratch (n
+// `sum`), then mean and variance (RMSNorm: the mean square) in double. The row is staged in scratch (n
 // doubles) before anything is written, so y or sum may alias x in place.
 Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context) {
   const int64_t n = op.shape.back();
@@ -34,12 +34,13 @@ Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context) 
                       row[c] = value;
                       total += value;
                     }
-                    const double mean = total / double(n);
+                    // RMSNorm: no centring, the mean square about 0.
+                    const double mean = op.variant == LayerNormVariant::Rms ? 0.0 : total / double(n);
                     double squares = 0.0;
                     for (int64_t c = 0; c < n; ++c) squares += (row[c] - mean) * (row[c] - mean);
-                    const double scale = op.variant == LayerNormVariant::Variance
-                                             ? 1.0 / std::sqrt(squares / double(n) + double(op.epsilon))
-                                             : 1.0 / (std::sqrt(squares / double(n - 1)) + double(op.epsilon));
+                    const double scale = op.variant == LayerNormVariant::UnbiasedStd
+                                             ? 1.0 / (std::sqrt(squares / double(n - 1)) + double(op.epsilon))
+                                             : 1.0 / std::sqrt(squares / double(n) + double(op.epsilon));
                     for (int64_t c = 0; c < n; ++c) {
                       if (sum) sum[base[3] + c * sC] = static_cast<float>(row[c]);
                       double value = (row[c] - mean) * scale;
