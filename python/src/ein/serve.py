@@ -78,8 +78,12 @@ def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batc
     """config.pbtxt for a model of this signature: the batch dim is Triton's
     batch axis, ranged dims are -1, the rest constants."""
     def tensors(kind, tensors):
-        return ",\n".join(f'  {{ name: "{t.name}" data_type: {_TRITON_DTYPES[t.dtype]} dims: [ {_dims_text(t.axes)} ] }}'
-                          for t in tensors).join([f"{kind} [\n", "\n]\n"])
+        # Triton's batcher merges only requests of equal shapes unless an
+        # input allows ragged batches; ein._batching merges the others itself.
+        ragged = " allow_ragged_batch: true" if kind == "input" else ""
+        return ",\n".join(f'  {{ name: "{t.name}" data_type: {_TRITON_DTYPES[t.dtype]} dims: [ {_dims_text(t.axes)} ]'
+                           f'{ragged if any(isinstance(a, str) for a in t.axes) else ""} }}'
+                           for t in tensors).join([f"{kind} [\n", "\n]\n"])
 
     parameters = {"artifact": artifact, "loader": loader, "threads": str(threads), "pad_dims": ",".join(sig.pad_dims)}
     text = [f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n',
