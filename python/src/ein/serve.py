@@ -285,6 +285,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="how long the dynamic batcher waits for more requests (default 1000)")
     parser.add_argument("--instances", type=int, default=1, help="model instances (processes) (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance (default 1)")
+    parser.add_argument("--exit-timeout", type=int, default=30, metavar="SECONDS",
+                        help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 30)")
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--grpc-port", type=int, default=8001)
     args = parser.parse_args(argv)
@@ -301,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         server = Server(artifact, name=args.name or pathlib.Path(args.model).stem, pad_dims=args.pad,
                         max_batch_size=args.max_batch_size, dynamic_batching=not args.no_dynamic_batching,
                         max_queue_delay_us=args.max_queue_delay_us, instances=args.instances, threads=args.threads,
-                        http_port=args.http_port, grpc_port=args.grpc_port)
+                        http_port=args.http_port, grpc_port=args.grpc_port, exit_timeout_s=args.exit_timeout)
         stop = []
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.append(True))
