@@ -27,35 +27,64 @@ def bert_request(b, t, seed, padding=3):
     return {"ids": ids, "mask": mask}
 
 
-def test_merged_requests_get_their_own_rows(encoder):
-    sig = signature(encoder, ["t"])
-    requests = [bert_request(b, t, seed) for seed, (b, t) in enumerate(SHAPES[:4])]
-    results = run_batch(encoder, sig, requests)
+def expect_alone(encoder, requests, results):
+    """Each result is what the request gives run alone."""
     for request, result in zip(requests, results):
         alone = encoder.run(request)["sentence"]
         assert result["sentence"].shape == alone.shape
         np.testing.assert_allclose(result["sentence"], alone, rtol=1e-5, atol=1e-5)
 
 
+def run_shapes(encoder, monkeypatch):
+    """The ids shape of every run of the encoder from now on."""
+    shapes = []
+    original = type(encoder).run
+    monkeypatch.setattr(type(encoder), "run", lambda self, inputs, **kw: shapes.append(inputs["ids"].shape)
+                        or original(self, inputs, **kw))
+    return shapes
+
+
+def test_merged_requests_get_their_own_rows(encoder, monkeypatch):
+    sig = signature(encoder, ["t"])
+    requests = [bert_request(b, t, seed) for seed, (b, t) in enumerate(SHAPES[:4])]
+    shapes = run_shapes(encoder, monkeypatch)
+    results = run_batch(encoder, sig, requests, max_padding=float("inf"))
+    assert shapes == [(7, 256)]
+    monkeypatch.undo()
+    expect_alone(encoder, requests, results)
+
+
+def test_padding_stays_within_max_padding(encoder, monkeypatch):
+    sig = signature(encoder, ["t"])
+    requests = [bert_request(b, t, seed) for seed, (b, t) in enumerate(SHAPES)]
+    shapes = run_shapes(encoder, monkeypatch)
+    results = run_batch(encoder, sig, requests, max_padding=1.5)
+    # Longest first, elements padded <= 1.5 x real: 1x256 takes no other
+    # (5x256 for 656 real); 4x100 takes 3x37 (7x100 for 511) but not 2x37
+    # (9x100 for 585); 2x37 takes 1x8 (3x37 for 82) but not 2x1 (5x37 for 84).
+    assert shapes == [(1, 256), (7, 100), (3, 37), (2, 1)]
+    monkeypatch.undo()
+    expect_alone(encoder, requests, results)
+
+
 def test_without_padding_only_equal_lengths_merge(encoder, monkeypatch):
     sig = signature(encoder)
-    runs = []
-    original = type(encoder).run
-    monkeypatch.setattr(type(encoder), "run", lambda self, inputs, **kw: runs.append(inputs["ids"].shape)
-                        or original(self, inputs, **kw))
     requests = [bert_request(b, t, seed) for seed, (b, t) in enumerate(SHAPES)]
-    results = run_batch(encoder, sig, requests)
-    assert sorted(runs) == sorted([(1, 8), (5, 37), (2, 1), (1, 256), (4, 100)])
+    shapes = run_shapes(encoder, monkeypatch)
+    results = run_batch(encoder, sig, requests, max_padding=float("inf"))
+    assert sorted(shapes) == sorted([(1, 8), (5, 37), (2, 1), (1, 256), (4, 100)])
     monkeypatch.undo()
-    for request, result in zip(requests, results):
-        np.testing.assert_allclose(result["sentence"], encoder.run(request)["sentence"], rtol=1e-5, atol=1e-5)
+    expect_alone(encoder, requests, results)
 
 
-def test_more_rows_than_the_batch_dim_allows_run_in_several_batches(encoder):
+def test_more_rows_than_the_batch_dim_allows_run_in_several_batches(encoder, monkeypatch):
     sig = signature(encoder, ["t"])
     requests = [bert_request(6, 5 + i, i) for i in range(4)]  # 24 rows, b <= 16
-    for request, result in zip(requests, run_batch(encoder, sig, requests)):
-        np.testing.assert_allclose(result["sentence"], encoder.run(request)["sentence"], rtol=1e-5, atol=1e-5)
+    shapes = run_shapes(encoder, monkeypatch)
+    results = run_batch(encoder, sig, requests, max_padding=float("inf"))
+    assert shapes == [(12, 8), (12, 6)]
+    monkeypatch.undo()
+    expect_alone(encoder, requests, results)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -75,10 +104,9 @@ def test_a_malformed_request_fails_alone(encoder, change, message):
     with pytest.raises(RequestError, match=message):
         check_request(sig, bad)
     good = [bert_request(b, t, seed) for seed, (b, t) in enumerate(SHAPES[:3])]
-    results = run_batch(encoder, sig, [good[0], bad, good[1], good[2]])
+    results = run_batch(encoder, sig, [good[0], bad, good[1], good[2]], max_padding=float("inf"))
     assert isinstance(results[1], RequestError)
-    for request, result in zip(good, [results[0], results[2], results[3]]):
-        np.testing.assert_allclose(result["sentence"], encoder.run(request)["sentence"], rtol=1e-5, atol=1e-5)
+    expect_alone(encoder, good, [results[0], results[2], results[3]])
 
 
 def test_a_merged_run_that_fails_is_retried_one_by_one(encoder):
@@ -95,11 +123,9 @@ def test_a_merged_run_that_fails_is_retried_one_by_one(encoder):
     sig = signature(encoder, ["t"])
     requests = [bert_request(2, 6, 1), {"ids": np.full((1, 3), 42, np.int32), "mask": np.ones((1, 3), np.int32)},
                 bert_request(1, 9, 2)]
-    results = run_batch(Refuses42(), sig, requests)
+    results = run_batch(Refuses42(), sig, requests, max_padding=float("inf"))
     assert isinstance(results[1], RequestError) and "refused id 42" in str(results[1])
-    for index in (0, 2):
-        np.testing.assert_allclose(results[index]["sentence"], encoder.run(requests[index])["sentence"],
-                                   rtol=1e-5, atol=1e-5)
+    expect_alone(encoder, [requests[0], requests[2]], [results[0], results[2]])
 
 
 def test_models_that_cannot_be_served_are_refused_by_name(encoder):

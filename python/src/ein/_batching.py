@@ -147,14 +147,16 @@ def _own_rows(output: np.ndarray, tensor: Tensor, row: int, dims: Dict[str, int]
     return np.ascontiguousarray(output[own])
 
 
-def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]]) -> List[Union[Dict[str, np.ndarray], Exception]]:
+def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]],
+              max_padding: float = 1.5) -> List[Union[Dict[str, np.ndarray], Exception]]:
     """Runs requests together; returns, in their order, each request's
     outputs (its own rows) or the exception that failed it.
 
     Each request is checked alone first, so a malformed one fails without
     touching the others. The good ones are grouped by the dims they cannot be
-    padded in, and each group runs once, padded to its largest value of each
-    pad dim. Should a merged run still fail (a model's own run-time check),
+    padded in, and each group runs in as few runs as keep the padding within
+    ``max_padding`` times the real elements (see _runs), each padded to its
+    largest value of each pad dim. Should a merged run still fail (a model's own run-time check),
     that group's requests run one by one, so only the offending one fails.
     """
     results: List[Union[Dict[str, np.ndarray], Exception, None]] = [None] * len(requests)
@@ -168,7 +170,7 @@ def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]
         key = tuple(sorted((d, v) for d, v in dims.items() if d != sig.batch_dim and d not in sig.pad_dims))
         groups.setdefault(key, []).append(_Member(index, arrays, dims))
 
-    for members in (run for group in groups.values() for run in _runs(group, sig)):
+    for members in (run for group in groups.values() for run in _runs(group, sig, max_padding)):
         if len(members) == 1:
             _run_alone(model, members[0], results)
             continue
@@ -189,18 +191,30 @@ def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]
     return results  # type: ignore[return-value]
 
 
-def _runs(group: List[_Member], sig: Signature) -> List[List[_Member]]:
-    """A group cut into runs of at most the batch dim's maximum rows (Triton's
-    max_batch_size keeps batches within it; a direct caller may not)."""
-    runs: List[List[_Member]] = [[]]
-    rows = 0
-    for member in group:
-        if runs[-1] and rows + member.dims[sig.batch_dim] > sig.max_batch:
-            runs.append([])
-            rows = 0
-        runs[-1].append(member)
-        rows += member.dims[sig.batch_dim]
-    return [run for run in runs if run]
+def _runs(group: List[_Member], sig: Signature, max_padding: float) -> List[List[_Member]]:
+    """A group cut into runs: longest first, a run takes the next request
+    while its rows stay within the batch dim's maximum (Triton's
+    max_batch_size keeps a batch within it; a direct caller may not) and its
+    padded elements within ``max_padding`` times the real ones (padding a
+    short request to a long one costs more than running it alone)."""
+    def padded_size(dims: Dict[str, int]) -> int:
+        return int(np.prod([dims[d] for d in sig.pad_dims], dtype=np.int64))
+
+    runs: List[List[_Member]] = []
+    rows = real = 0
+    longest: Dict[str, int] = {}
+    for member in sorted(group, key=lambda m: padded_size(m.dims), reverse=True):
+        member_rows = member.dims[sig.batch_dim]
+        widest = {d: max(longest.get(d, 0), member.dims[d]) for d in sig.pad_dims}
+        member_real = member_rows * padded_size(member.dims)
+        if runs and rows + member_rows <= sig.max_batch and \
+                (rows + member_rows) * padded_size(widest) <= max_padding * (real + member_real):
+            runs[-1].append(member)
+            rows, real, longest = rows + member_rows, real + member_real, widest
+        else:
+            runs.append([member])
+            rows, real, longest = member_rows, member_real, {d: member.dims[d] for d in sig.pad_dims}
+    return runs
 
 
 def _run_alone(model, member: _Member, results: list) -> None:

@@ -36,13 +36,14 @@ class TritonPythonModel:
         self._model = load_model(parameters["loader"], path, threads=int(parameters["threads"]))
         pad_dims = [dim for dim in parameters["pad_dims"].split(",") if dim]
         self._signature = signature(self._model, pad_dims)
+        self._max_padding = float(parameters["max_padding"])
 
     # Tensors cross to and from the backend through DLPack: its as_numpy and
     # Tensor(name, array) speak NumPy 1's ABI and misread NumPy 2 arrays.
     def execute(self, requests):
         arrays = [{tensor.name(): np.from_dlpack(tensor) for tensor in request.inputs()} for request in requests]
         try:
-            results = run_batch(self._model, self._signature, arrays)
+            results = run_batch(self._model, self._signature, arrays, self._max_padding)
         except Exception as error:  # a bug here must fail this batch's requests, not the server
             results = [error] * len(requests)
         return [

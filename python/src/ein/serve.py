@@ -74,7 +74,7 @@ def _dims_text(axes) -> str:
 
 def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batching: bool,
                  max_queue_delay_us: int, instances: int, threads: int, artifact: str,
-                 loader: str = "ein:load") -> str:
+                 loader: str = "ein:load", max_padding: float = 1.5) -> str:
     """config.pbtxt for a model of this signature: the batch dim is Triton's
     batch axis, ranged dims are -1, the rest constants."""
     def tensors(kind, tensors):
@@ -85,7 +85,8 @@ def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batc
                            f'{ragged if any(isinstance(a, str) for a in t.axes) else ""} }}'
                            for t in tensors).join([f"{kind} [\n", "\n]\n"])
 
-    parameters = {"artifact": artifact, "loader": loader, "threads": str(threads), "pad_dims": ",".join(sig.pad_dims)}
+    parameters = {"artifact": artifact, "loader": loader, "threads": str(threads), "pad_dims": ",".join(sig.pad_dims),
+                  "max_padding": repr(float(max_padding))}
     text = [f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n',
             tensors("input", sig.inputs), tensors("output", sig.outputs),
             f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n"]
@@ -121,7 +122,7 @@ class Server:
     """
 
     def __init__(self, artifact: os.PathLike, *, name: str = "model", pad_dims: Sequence[str] = (),
-                 max_batch_size: Optional[int] = None, dynamic_batching: bool = True, max_queue_delay_us: int = 1000,
+                 max_padding: float = 1.5, max_batch_size: Optional[int] = None, dynamic_batching: bool = True, max_queue_delay_us: int = 1000,
                  instances: int = 1, threads: int = 1, http_port: int = 0, grpc_port: int = 0,
                  loader: str = "ein:load", files: Sequence[os.PathLike] = (), python_path: Sequence[str] = (),
                  exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None):
@@ -134,12 +135,15 @@ class Server:
         if not 1 <= max_batch_size <= self.signature.max_batch:
             raise ValueError(f"max_batch_size must be within 1..{self.signature.max_batch} (the range of the batch dim "
                              f"{self.signature.batch_dim!r}), got {max_batch_size}")
+        if max_padding < 1:
+            raise ValueError(f"max_padding is padded over real elements, at least 1, got {max_padding}")
         if instances < 1 or threads < 1:
             raise ValueError(f"instances and threads must be at least 1, got {instances} and {threads}")
         self.name = name
         self.config = model_config(name, self.signature, max_batch_size=max_batch_size,
                                    dynamic_batching=dynamic_batching, max_queue_delay_us=max_queue_delay_us,
-                                   instances=instances, threads=threads, artifact=self.artifact.name, loader=loader)
+                                   instances=instances, threads=threads, artifact=self.artifact.name, loader=loader,
+                                   max_padding=max_padding)
         self.http_port, self.grpc_port = http_port, grpc_port
         self._files = [pathlib.Path(f) for f in files]
         self._python_path = list(python_path)
@@ -279,6 +283,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="a ranged dim in which requests of different sizes are zero-padded to the longest and "
                              "batched together (the model must mask zeros, as a BERT attention mask does); "
                              "without it they batch only with requests of the same size")
+    parser.add_argument("--max-padding", type=float, default=1.5, metavar="RATIO",
+                        help="requests merge while the padded batch has at most RATIO times their elements "
+                             "(default 1.5; 1 merges only equal sizes)")
     parser.add_argument("--max-batch-size", type=int, help="Triton's max_batch_size (default: the batch dim's maximum)")
     parser.add_argument("--no-dynamic-batching", action="store_true", help="run each request alone")
     parser.add_argument("--max-queue-delay-us", type=int, default=1000,
@@ -301,6 +308,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             compile_model(artifact, weights=args.weights, random_weights=args.random_weights).save(target)
             artifact = target
         server = Server(artifact, name=args.name or pathlib.Path(args.model).stem, pad_dims=args.pad,
+                        max_padding=args.max_padding,
                         max_batch_size=args.max_batch_size, dynamic_batching=not args.no_dynamic_batching,
                         max_queue_delay_us=args.max_queue_delay_us, instances=args.instances, threads=args.threads,
                         http_port=args.http_port, grpc_port=args.grpc_port, exit_timeout_s=args.exit_timeout)
