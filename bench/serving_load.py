@@ -201,6 +201,8 @@ def main():
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance")
     parser.add_argument("--max-queue-delay-us", type=int, default=2000)
+    parser.add_argument("--max-padding", type=float, nargs="+", default=[1.5], metavar="RATIO",
+                        help="ein.serve --max-padding values to run with batching on (default 1.5)")
     parser.add_argument("--runtimes", nargs="+", default=["ein", "onnxruntime"], choices=["ein", "onnxruntime"])
     parser.add_argument("--timeout", type=float, default=60, help="per-request client timeout, seconds")
     args = parser.parse_args()
@@ -228,14 +230,16 @@ def main():
         print("| runtime | dynamic batching | requests/s | p50 ms | p99 ms | requests | failed |")
         print("|---|---|---|---|---|---|---|")
         for runtime in args.runtimes:
-            for batching in (True, False):
+            for max_padding in [*args.max_padding, None]:  # None: batching off
+                batching = max_padding is not None
                 with Server(name="encoder", pad_dims=["t"], instances=args.instances, threads=args.threads,
-                            dynamic_batching=batching, max_queue_delay_us=args.max_queue_delay_us,
-                            **servables[runtime]) as server:
+                            dynamic_batching=batching, max_padding=max_padding or 1,
+                            max_queue_delay_us=args.max_queue_delay_us, **servables[runtime]) as server:
                     latencies, failures, seconds = load_run(server.grpc_url, args.concurrency, args.duration,
                                                             args.lengths, args.timeout)
                 p50, p99 = (np.percentile(latencies, [50, 99]) * 1000) if len(latencies) else (float("nan"),) * 2
-                print(f"| {runtime} | {'on' if batching else 'off'} | {len(latencies) / seconds:.1f} | {p50:.1f} | "
+                mode = f"on, max padding {max_padding:g}" if batching else "off"
+                print(f"| {runtime} | {mode} | {len(latencies) / seconds:.1f} | {p50:.1f} | "
                       f"{p99:.1f} | {len(latencies) + len(failures)} | {len(failures)} |", flush=True)
                 for failure in failures[:3]:
                     print(f"    failure: {failure}", file=sys.stderr)
