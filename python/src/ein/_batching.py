@@ -8,7 +8,7 @@ the tests call it directly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -147,32 +147,47 @@ def _own_rows(output: np.ndarray, tensor: Tensor, row: int, dims: Dict[str, int]
     return np.ascontiguousarray(output[own])
 
 
+Result = Union[Dict[str, np.ndarray], Exception]
+
+
 def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]],
-              max_padding: float = 1.5) -> List[Union[Dict[str, np.ndarray], Exception]]:
+              max_padding: float = 1.5) -> List[Result]:
     """Runs requests together; returns, in their order, each request's
-    outputs (its own rows) or the exception that failed it.
+    outputs (its own rows) or the exception that failed it (see iter_batch)."""
+    results: List[Result] = [RuntimeError("no result")] * len(requests)
+    for index, result in iter_batch(model, sig, requests, max_padding):
+        results[index] = result
+    return results
+
+
+def iter_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]],
+               max_padding: float = 1.5) -> Iterator[Tuple[int, Result]]:
+    """Runs requests together, yielding (request index, its outputs or the
+    exception that failed it) as soon as each is known, so that a server can
+    answer the requests of a short run before a long one has finished.
 
     Each request is checked alone first, so a malformed one fails without
     touching the others. The good ones are grouped by the dims they cannot be
-    padded in, and each group runs in as few runs as keep the padding within
+    padded in, and each group is cut into runs that keep the padding within
     ``max_padding`` times the real elements (see _runs), each padded to its
-    largest value of each pad dim. Should a merged run still fail (a model's own run-time check),
-    that group's requests run one by one, so only the offending one fails.
+    largest value of each pad dim; the cheapest runs go first. Should a
+    merged run still fail (a model's own run-time check), its requests run
+    one by one, so only the offending one fails.
     """
-    results: List[Union[Dict[str, np.ndarray], Exception, None]] = [None] * len(requests)
     groups: Dict[Tuple[Tuple[str, int], ...], List[_Member]] = {}
     for index, arrays in enumerate(requests):
         try:
             dims = check_request(sig, arrays)
         except RequestError as error:
-            results[index] = error
+            yield index, error
             continue
         key = tuple(sorted((d, v) for d, v in dims.items() if d != sig.batch_dim and d not in sig.pad_dims))
         groups.setdefault(key, []).append(_Member(index, arrays, dims))
 
-    for members in (run for group in groups.values() for run in _runs(group, sig, max_padding)):
+    runs = [run for group in groups.values() for run in _runs(group, sig, max_padding)]
+    for members in sorted(runs, key=lambda run: _padded_elements(run, sig)):
         if len(members) == 1:
-            _run_alone(model, members[0], results)
+            yield members[0].index, _run_alone(model, members[0])
             continue
         run_dims = {dim: max(m.dims[dim] for m in members) for dim in members[0].dims}
         run_dims[sig.batch_dim] = sum(m.dims[sig.batch_dim] for m in members)
@@ -180,15 +195,19 @@ def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]
             outputs = model.run({t.name: _merged_input(t, sig.batch_dim, members, run_dims) for t in sig.inputs})
         except Error:
             for member in members:
-                _run_alone(model, member, results)
+                yield member.index, _run_alone(model, member)
             continue
         row = 0
         for member in members:
-            rows = member.dims[sig.batch_dim]
-            results[member.index] = {t.name: _own_rows(outputs[t.name], t, row, member.dims, sig.batch_dim)
-                                      for t in sig.outputs}
-            row += rows
-    return results  # type: ignore[return-value]
+            yield member.index, {t.name: _own_rows(outputs[t.name], t, row, member.dims, sig.batch_dim)
+                                 for t in sig.outputs}
+            row += member.dims[sig.batch_dim]
+
+
+def _padded_elements(run: List[_Member], sig: Signature) -> int:
+    """Rows times the padded size of a run: what it costs, roughly."""
+    rows = sum(m.dims[sig.batch_dim] for m in run)
+    return rows * int(np.prod([max(m.dims[d] for m in run) for d in sig.pad_dims], dtype=np.int64))
 
 
 def _runs(group: List[_Member], sig: Signature, max_padding: float) -> List[List[_Member]]:
@@ -217,10 +236,10 @@ def _runs(group: List[_Member], sig: Signature, max_padding: float) -> List[List
     return runs
 
 
-def _run_alone(model, member: _Member, results: list) -> None:
+def _run_alone(model, member: _Member) -> Result:
     try:
-        results[member.index] = model.run(member.arrays)
+        return model.run(member.arrays)
     except InputError as error:
-        results[member.index] = RequestError(str(error))
+        return RequestError(str(error))
     except Error as error:
-        results[member.index] = error
+        return error

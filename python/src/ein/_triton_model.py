@@ -14,15 +14,8 @@ import numpy as np
 
 import triton_python_backend_utils as pb_utils  # provided by the stub process only
 
-from ._batching import RequestError, run_batch, signature
+from ._batching import RequestError, iter_batch, signature
 from .serve import load_model
-
-
-def _error_response(error: Exception):
-    # Malformed requests are the client's fault (INVALID_ARG, HTTP 400);
-    # anything else is the server's.
-    code = pb_utils.TritonError.INVALID_ARG if isinstance(error, RequestError) else pb_utils.TritonError.INTERNAL
-    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(error), code))
 
 
 class TritonPythonModel:
@@ -40,15 +33,26 @@ class TritonPythonModel:
 
     # Tensors cross to and from the backend through DLPack: its as_numpy and
     # Tensor(name, array) speak NumPy 1's ABI and misread NumPy 2 arrays.
+    # Each request is answered through its response sender as soon as its run
+    # is done (execute then returns None): a caller in a short run does not
+    # wait for the long ones, and gets its next request to the other instances.
     def execute(self, requests):
         arrays = [{tensor.name(): np.from_dlpack(tensor) for tensor in request.inputs()} for request in requests]
+        unanswered = dict(enumerate(request.get_response_sender() for request in requests))
         try:
-            results = run_batch(self._model, self._signature, arrays, self._max_padding)
+            for index, result in iter_batch(self._model, self._signature, arrays, self._max_padding):
+                unanswered.pop(index).send(_response(result), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
         except Exception as error:  # a bug here must fail this batch's requests, not the server
-            results = [error] * len(requests)
-        return [
-            _error_response(result) if isinstance(result, Exception)
-            else pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(value))
-                                                            for name, value in result.items()])
-            for result in results
-        ]
+            for sender in unanswered.values():
+                sender.send(_response(error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+
+
+def _response(result):
+    if isinstance(result, Exception):
+        # Malformed requests are the client's fault (INVALID_ARG, HTTP 400);
+        # anything else is the server's.
+        code = pb_utils.TritonError.INVALID_ARG if isinstance(result, RequestError) else pb_utils.TritonError.INTERNAL
+        return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(result), code))
+    return pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor.from_dlpack(name, np.ascontiguousarray(value))
+                                                      for name, value in result.items()])
