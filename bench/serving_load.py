@@ -201,8 +201,8 @@ def main():
     parser.add_argument("--instances", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance")
     parser.add_argument("--max-queue-delay-us", type=int, default=2000)
-    parser.add_argument("--max-padding", type=float, nargs="+", default=[1.5], metavar="RATIO",
-                        help="ein.serve --max-padding values to run with batching on (default 1.5)")
+    parser.add_argument("--max-padding", type=float, nargs="+", default=[1, 1.25, 2], metavar="RATIO",
+                        help="ein.serve --max-padding values to run with batching on (default 1, 1.25, 2)")
     parser.add_argument("--runtimes", nargs="+", default=["ein", "onnxruntime"], choices=["ein", "onnxruntime"])
     parser.add_argument("--timeout", type=float, default=60, help="per-request client timeout, seconds")
     args = parser.parse_args()

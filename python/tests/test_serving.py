@@ -55,8 +55,9 @@ def direct(artifact):
 
 @pytest.fixture(scope="module")
 def server(artifact):
-    with Server(artifact, name=MODEL, pad_dims=["t"], instances=2, max_queue_delay_us=QUEUE_DELAY_US,
-                exit_timeout_s=5) as running:
+    # Any padding allowed, so that requests of different lengths merge.
+    with Server(artifact, name=MODEL, pad_dims=["t"], max_padding=100, instances=2,
+                max_queue_delay_us=QUEUE_DELAY_US, exit_timeout_s=5) as running:
         yield running
 
 

@@ -151,7 +151,7 @@ Result = Union[Dict[str, np.ndarray], Exception]
 
 
 def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]],
-              max_padding: float = 1.5) -> List[Result]:
+              max_padding: float = 1.25) -> List[Result]:
     """Runs requests together; returns, in their order, each request's
     outputs (its own rows) or the exception that failed it (see iter_batch)."""
     results: List[Result] = [RuntimeError("no result")] * len(requests)
@@ -161,7 +161,7 @@ def run_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]
 
 
 def iter_batch(model, sig: Signature, requests: Sequence[Mapping[str, np.ndarray]],
-               max_padding: float = 1.5) -> Iterator[Tuple[int, Result]]:
+               max_padding: float = 1.25) -> Iterator[Tuple[int, Result]]:
     """Runs requests together, yielding (request index, its outputs or the
     exception that failed it) as soon as each is known, so that a server can
     answer the requests of a short run before a long one has finished.

@@ -74,7 +74,7 @@ def _dims_text(axes) -> str:
 
 def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batching: bool,
                  max_queue_delay_us: int, instances: int, threads: int, artifact: str,
-                 loader: str = "ein:load", max_padding: float = 1.5) -> str:
+                 loader: str = "ein:load", max_padding: float = 1.25) -> str:
     """config.pbtxt for a model of this signature: the batch dim is Triton's
     batch axis, ranged dims are -1, the rest constants."""
     def tensors(kind, tensors):
@@ -122,7 +122,8 @@ class Server:
     """
 
     def __init__(self, artifact: os.PathLike, *, name: str = "model", pad_dims: Sequence[str] = (),
-                 max_padding: float = 1.5, max_batch_size: Optional[int] = None, dynamic_batching: bool = True, max_queue_delay_us: int = 1000,
+                 max_padding: float = 1.25, max_batch_size: Optional[int] = None, dynamic_batching: bool = True,
+                 max_queue_delay_us: int = 1000,
                  instances: int = 1, threads: int = 1, http_port: int = 0, grpc_port: int = 0,
                  loader: str = "ein:load", files: Sequence[os.PathLike] = (), python_path: Sequence[str] = (),
                  exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None):
@@ -283,9 +284,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="a ranged dim in which requests of different sizes are zero-padded to the longest and "
                              "batched together (the model must mask zeros, as a BERT attention mask does); "
                              "without it they batch only with requests of the same size")
-    parser.add_argument("--max-padding", type=float, default=1.5, metavar="RATIO",
+    parser.add_argument("--max-padding", type=float, default=1.25, metavar="RATIO",
                         help="requests merge while the padded batch has at most RATIO times their elements "
-                             "(default 1.5; 1 merges only equal sizes)")
+                             "(default 1.25; 1 merges only equal sizes)")
     parser.add_argument("--max-batch-size", type=int, help="Triton's max_batch_size (default: the batch dim's maximum)")
     parser.add_argument("--no-dynamic-batching", action="store_true", help="run each request alone")
     parser.add_argument("--max-queue-delay-us", type=int, default=1000,
