@@ -229,8 +229,9 @@ def main():
               f"lengths {args.lengths[0]}-{args.lengths[1]}; {args.instances} instances x {args.threads} threads")
         print("| runtime | dynamic batching | requests/s | p50 ms | p99 ms | requests | failed |")
         print("|---|---|---|---|---|---|---|")
-        for runtime in args.runtimes:
-            for max_padding in [*args.max_padding, None]:  # None: batching off
+        # Runtimes alternate within each mode: a shared machine's load drifts over minutes.
+        for max_padding in [*args.max_padding, None]:  # None: batching off
+            for runtime in args.runtimes:
                 batching = max_padding is not None
                 with Server(name="encoder", pad_dims=["t"], instances=args.instances, threads=args.threads,
                             dynamic_batching=batching, max_padding=max_padding or 1,

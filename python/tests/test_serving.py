@@ -9,6 +9,10 @@ without it the module skips, except under CI (CI=true), where it fails.
 """
 import concurrent.futures
 import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -26,7 +30,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from ein.serve import Server, triton_dist  # noqa: E402
+from ein.serve import Server, ServerError, free_port, triton_dist  # noqa: E402
 
 try:
     triton_dist()
@@ -212,3 +216,42 @@ def test_shutdown_under_load_finishes_or_fails_every_request(artifact, direct):
     assert status is not None and stop_seconds < 40, (status, stop_seconds)
     print(f"shutdown under load: {len(outcomes)} requests, {len(failures)} failed cleanly, "
           f"stopped in {stop_seconds:.1f} s with status {status}; first failure: {failures[0]}")
+
+
+def test_a_port_in_use_is_a_clear_error(artifact):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        server = Server(artifact, name=MODEL, http_port=port, grpc_port=free_port())
+        with pytest.raises(ServerError, match=f"failed to start HTTP service: .*'127.0.0.1:{port}' already in use"):
+            server.start(timeout_s=60)
+    assert server.process.poll() is not None
+
+
+def test_the_command_line_serves_until_interrupted(direct):
+    """python -m ein.serve on the example's source, as examples/serving/serve.sh runs it."""
+    http_port, grpc_port = free_port(), free_port()
+    command = [sys.executable, "-m", "ein.serve", str(EXAMPLES / "bert_encoder.ein"), "--random-weights", "1",
+               "--name", MODEL, "--pad", "t", "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+               "--exit-timeout", "5"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = []
+        reader = threading.Thread(target=lambda: banner.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(120)
+        assert banner and banner[0].startswith(f"serving '{MODEL}' on HTTP 127.0.0.1:{http_port}"), banner
+        request = bert_request(2, 11, 3)
+        expect(direct, request, http_infer(f"127.0.0.1:{http_port}", request))
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=60)
+        assert process.returncode == 0 and "stopped (tritonserver status 0)" in rest, rest
+    finally:
+        if process.poll() is None:  # a failed assertion: stop the server through its launcher, then the launcher
+            process.terminate()
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)

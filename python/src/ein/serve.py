@@ -49,7 +49,7 @@ from ein._triton_model import TritonPythonModel  # noqa: E402,F401
 
 
 class ServerError(RuntimeError):
-    """The server did not start, or did not stop in time; the message ends with its log."""
+    """The server could not be found or did not start; the message ends with its error lines."""
 
 
 def triton_dist(explicit: Optional[os.PathLike] = None) -> pathlib.Path:
@@ -65,7 +65,8 @@ def triton_dist(explicit: Optional[os.PathLike] = None) -> pathlib.Path:
         if candidate and (pathlib.Path(candidate) / "bin" / "tritonserver").is_file():
             return pathlib.Path(candidate)
     raise ServerError("Triton Inference Server not found: install the nvidia-pytriton wheel (scripts/python-env.sh "
-                      "does, see python/requirements-serving.txt) or point EIN_TRITON_DIR at its tritonserver folder")
+                      "does, see python/requirements-triton-server.txt) or point EIN_TRITON_DIR at its tritonserver "
+                      "folder")
 
 
 def _dims_text(axes) -> str:
@@ -176,7 +177,8 @@ class Server:
     def _failure(self, what: str) -> ServerError:
         """What went wrong: the log's error lines (Triton starts them with E),
         which its closing table would push out of a plain tail."""
-        errors = [line for line in self.log(1 << 20).splitlines() if line.startswith("E")]
+        errors = [line for line in self.log(1 << 20).splitlines()
+                  if line.startswith("E") and "CudaDriverHelper" not in line]  # no GPU: harmless
         return ServerError(f"{what}; tritonserver's errors:\n" + "\n".join(errors[-10:] or [self.log()]))
 
     def _write_repository(self) -> pathlib.Path:
@@ -202,10 +204,23 @@ class Server:
         return backends
 
     def start(self, timeout_s: float = 120) -> "Server":
-        """Starts tritonserver and waits until the model is ready."""
+        """Starts tritonserver and waits until the model is ready. Ports left
+        0 are chosen free; should another process take one first, the start
+        is tried again with new ones."""
+        chosen = {"http_port": self.http_port, "grpc_port": self.grpc_port}
+        attempts = 1 if all(chosen.values()) else 3
+        for attempt in range(1, attempts + 1):
+            for port, given in chosen.items():
+                setattr(self, port, given or free_port())
+            try:
+                return self._start_once(timeout_s)
+            except ServerError as failure:
+                if attempt == attempts or "already in use" not in str(failure):
+                    raise
+        return self
+
+    def _start_once(self, timeout_s: float) -> "Server":
         self._workdir = pathlib.Path(tempfile.mkdtemp(prefix="ein-serve-"))
-        self.http_port = self.http_port or free_port()
-        self.grpc_port = self.grpc_port or free_port()
         libs = self._triton.parent.parent / "nvidia_pytriton.libs"
         env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.environ.get("LD_LIBRARY_PATH"), str(libs)])))
         command = [
@@ -223,13 +238,14 @@ class Server:
                                             start_new_session=True)
         deadline = time.monotonic() + timeout_s
         ready = f"http://{self.http_url}/v2/models/{self.name}/ready"
+        loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 failure = self._failure(f"tritonserver exited with status {self.process.returncode}")
                 self._cleanup()
                 raise failure
             try:
-                with urllib.request.urlopen(ready, timeout=2) as response:
+                with loopback.open(ready, timeout=2) as response:
                     if response.status == 200:
                         return self
             except (urllib.error.URLError, OSError):
@@ -257,6 +273,7 @@ class Server:
         return self.process.returncode
 
     def _cleanup(self):
+        # EIN_SERVE_KEEP=1 keeps the repository and the log, for a look after the fact.
         if self._workdir is not None and not os.environ.get("EIN_SERVE_KEEP"):
             shutil.rmtree(self._workdir, ignore_errors=True)
 
