@@ -255,3 +255,11 @@ def test_the_command_line_serves_until_interrupted(direct):
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(10)
+
+
+def test_the_command_line_names_what_it_cannot_serve(capsys):
+    from ein.serve import main
+    assert main([str(EXAMPLES / "mhsa.ein"), "--random-weights", "1"]) == 1
+    assert "error: a served model needs a batch dim" in capsys.readouterr().err
+    assert main([str(EXAMPLES / "bert_encoder.ein"), "--random-weights", "1", "--pad", "c"]) == 1
+    assert "error: cannot pad dim 'c'" in capsys.readouterr().err

@@ -29,6 +29,7 @@ import urllib.request
 from typing import Optional, Sequence
 
 from ._batching import Signature, signature
+from ._errors import Error
 
 # Where scripts/python-env.sh installs the nvidia-pytriton wheel (with
 # --target, apart from the venv's packages: it pins numpy<2, and only its
@@ -316,6 +317,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--grpc-port", type=int, default=8001)
     args = parser.parse_args(argv)
 
+    try:
+        return _serve(parser, args)
+    except (Error, ServerError, ValueError, OSError) as error:  # a bad model or option: its message, no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     artifact = pathlib.Path(args.model)
     with tempfile.TemporaryDirectory(prefix="ein-serve-model-") as compiled:
         if artifact.suffix == ".ein":
