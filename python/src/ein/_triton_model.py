@@ -37,15 +37,26 @@ class TritonPythonModel:
     # is done (execute then returns None): a caller in a short run does not
     # wait for the long ones, and gets its next request to the other instances.
     def execute(self, requests):
-        arrays = [{tensor.name(): np.from_dlpack(tensor) for tensor in request.inputs()} for request in requests]
-        unanswered = dict(enumerate(request.get_response_sender() for request in requests))
+        senders, arrays = [], []
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                arrays.append({tensor.name(): np.from_dlpack(tensor) for tensor in request.inputs()})
+                senders.append(sender)
+            except Exception as error:  # Triton checked the sizes; should a tensor still not read, it fails alone
+                _send(sender, RequestError(f"an input could not be read: {error}"))
+        unanswered = dict(enumerate(senders))
         try:
             for index, result in iter_batch(self._model, self._signature, arrays, self._max_padding):
-                unanswered.pop(index).send(_response(result), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                _send(unanswered.pop(index), result)
         except Exception as error:  # a bug here must fail this batch's requests, not the server
             for sender in unanswered.values():
-                sender.send(_response(error), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                _send(sender, error)
         return None
+
+
+def _send(sender, result):
+    sender.send(_response(result), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
 
 def _response(result):
