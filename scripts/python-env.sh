@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes (or updates) the venv with the ein Python package built from this
 # checkout: Debian's python3, the pinned build tools and test requirements
-# (python/requirements-dev.txt), then `pip install ./python`, which builds
+# (python/requirements-dev.txt), the serving requirements
+# (python/requirements-serving.txt, requirements-triton-server.txt), then
+# `pip install ./python`, which builds
 # the native module into build-python/ (kept: a rebuild recompiles only what
 # changed, and ccache serves what the C++ build compiled already).
 #   scripts/python-env.sh        prints the venv's python on its last line
@@ -23,5 +25,12 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 "${pip[@]}" install -r "$root/python/requirements-dev.txt"
+# Serving (ein.serve): the clients into the venv, Triton's server files apart.
+"${pip[@]}" install -r "$root/python/requirements-serving.txt"
+triton_pin=$(grep -E '^nvidia-pytriton==' "$root/python/requirements-triton-server.txt")
+if [[ ! -d "$venv/opt/nvidia-pytriton/nvidia_pytriton-${triton_pin#*==}.dist-info" ]]; then
+  rm -rf "$venv/opt/nvidia-pytriton"
+  "${pip[@]}" install --no-deps --target "$venv/opt/nvidia-pytriton" "$triton_pin"
+fi
 "${pip[@]}" install --no-build-isolation --config-settings=build-dir="$root/build-python" "$root/python"
 echo "$venv/bin/python"

@@ -29,6 +29,9 @@ ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 # A venv (.venv-python) with the package built from this checkout into
 # build-python/ (ccache serves the objects build/ compiled), then its pytest
 # suite. pytest's status 5 (no tests collected) is a failure like any other.
+# The venv holds the serving requirements too (issue 15): test_serving.py
+# starts tritonserver on loopback, and under CI fails rather than skips
+# should they be missing.
 echo "== Python package: build and tests"
 python_start=$SECONDS
 python=$("$root/scripts/python-env.sh" | tail -n 1)
