@@ -256,6 +256,47 @@ ein_status_t *ein_session_run(ein_session_t *session) {
   return guarded([&] { return toC(session->session->run()); });
 }
 
+int64_t ein_session_position(const ein_session_t *session) { return session ? session->session->position() : 0; }
+
+ein_status_t *ein_session_reset_state(ein_session_t *session) {
+  if (!session) return invalidArgument("ein_session_reset_state: session must not be NULL");
+  return guarded([&] { return toC(session->session->resetState()); });
+}
+
+ein_status_t *ein_session_copy_state(ein_session_t *session, const ein_session_t *source) {
+  if (!session || !source) return invalidArgument("ein_session_copy_state: session and source must not be NULL");
+  return guarded([&] { return toC(session->session->copyStateFrom(*source->session)); });
+}
+
+void ein_generation_options_init(ein_generation_options_t *options) {
+  if (!options) return;
+  *options = ein_generation_options_t{};
+  options->max_new_tokens = 32;
+  options->top_p = 1.0f;
+}
+
+ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
+                           const ein_generation_options_t *options, int64_t *out_tokens, size_t *out_count) {
+  if (!session || (!prompt && prompt_length) || !options || !out_count || (!out_tokens && options->max_new_tokens > 0))
+    return invalidArgument("ein_generate: session, prompt, options, out_tokens and out_count must not be NULL");
+  if (!options->stop_tokens && options->stop_token_count)
+    return invalidArgument("ein_generate: stop_tokens is NULL but stop_token_count is not 0");
+  return guarded([&] {
+    ein::GenerationOptions generation;
+    generation.maxNewTokens = options->max_new_tokens;
+    generation.temperature = options->temperature;
+    generation.topK = options->top_k;
+    generation.topP = options->top_p;
+    generation.seed = options->seed;
+    generation.stopTokens.assign(options->stop_tokens, options->stop_tokens + options->stop_token_count);
+    auto tokens = ein::generate(*session->session, std::span<const int64_t>(prompt, prompt_length), generation);
+    if (!tokens.ok()) return toC(tokens.status());
+    std::copy(tokens.value().begin(), tokens.value().end(), out_tokens);
+    *out_count = tokens.value().size();
+    return toC(ein::Status());
+  });
+}
+
 ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor) {
   if (!session || !out_tensor) return invalidArgument("ein_session_output: session and out_tensor must not be NULL");
   return guarded([&] { return outputToC(session->session->output(index), out_tensor); });

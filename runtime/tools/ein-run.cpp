@@ -4,6 +4,8 @@
 //   ein-run MODEL.einb [--input NAME=FILE.npy]... [--random-inputs SEED [--dim NAME=VALUE]...]
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //           [--concurrency C [--rounds R]]
+//   ein-run MODEL.einb --generate N --prompt-ids 1,2,3 [--temperature T --top-k K --top-p P --seed S]
+//           [--stop-token ID]...
 //
 // A model with ranged dims runs at the shapes of its .npy inputs; random
 // inputs take each dim at its maximum (what --bench should measure: the
@@ -15,11 +17,16 @@
 // With --concurrency C as well, then compares the throughput (runs/s) of C
 // threads sharing one ein::Runner with C threads with a Session each, N runs
 // per thread in each of R rounds, and prints both medians and their ratio.
+// With --generate N, a decoder with a key/value cache (session state) runs
+// the prompt and generates up to N tokens, printing "tokens: ..." and the
+// prefill and decode speeds.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -362,6 +369,54 @@ double percentile(const std::vector<double> &sorted, double p) {
 
 }  // namespace
 
+// --generate: prefill and decode, timed apart.
+int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
+                       ein::GenerationOptions options, int threads, const std::string &deviceName) {
+  std::vector<int64_t> prompt;
+  for (size_t start = 0; start < promptIds.size();) {
+    size_t end = promptIds.find(',', start);
+    if (end == std::string::npos) end = promptIds.size();
+    const std::string id = promptIds.substr(start, end - start);
+    char *rest = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(id.c_str(), &rest, 10);
+    if (id.empty() || *rest != '\0' || errno != 0 || value < 0)
+      return fail("--prompt-ids expects token ids separated by commas (e.g. 1,2,3), got \"" + promptIds + "\"");
+    prompt.push_back(value);
+    start = end + 1;
+  }
+  if (prompt.empty()) return fail("--generate needs --prompt-ids");
+  std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
+  if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");
+  auto model = ein::Model::load(modelPath);
+  if (!model.ok()) return fail(model.status().message());
+  auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
+  if (!session.ok()) return fail(session.status().message());
+  options.maxNewTokens = tokens;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point firstToken = start;
+  options.onToken = [&, first = true](int64_t) mutable {
+    if (first) firstToken = Clock::now();
+    first = false;
+    return true;
+  };
+  auto produced = ein::generate(*session.value(), prompt, options);
+  if (!produced.ok()) return fail(produced.status().message());
+  const double prefill = std::chrono::duration<double>(firstToken - start).count();
+  const double decode = std::chrono::duration<double>(Clock::now() - firstToken).count();
+  std::string text;
+  for (int64_t token : produced.value()) text += (text.empty() ? "" : ",") + std::to_string(token);
+  std::printf("tokens: %s\n", text.c_str());
+  std::printf("prefill: %zu tokens in %.3f ms (%.1f tokens/s)\n", prompt.size(), prefill * 1e3,
+              static_cast<double>(prompt.size()) / prefill);
+  const size_t decoded = produced.value().size() > 1 ? produced.value().size() - 1 : 0;
+  if (decoded > 0)
+    std::printf("decode: %zu tokens in %.3f ms (%.1f tokens/s)\n", decoded, decode * 1e3,
+                static_cast<double>(decoded) / decode);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   CLI::App app{"ein-run: runs an ein artifact (.einb) on .npy inputs", "ein-run"};
   std::string modelPath, outputDir, deviceName = "cpu";
@@ -387,7 +442,24 @@ int main(int argc, char **argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--rounds", rounds, "rounds of --concurrency (default 5); the medians are printed")
       ->check(CLI::PositiveNumber);
+  int64_t generateTokens = -1;
+  std::string promptIds;
+  ein::GenerationOptions generation;
+  app.add_option("--generate", generateTokens,
+                 "a decoder with a key/value cache: run --prompt-ids, then generate up to N tokens")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--prompt-ids", promptIds, "with --generate: the prompt's token ids, e.g. 1,15043,29892");
+  app.add_option("--temperature", generation.temperature, "with --generate: sample at this temperature (0: greedy)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-k", generation.topK, "with --generate: sample from the K most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--top-p", generation.topP, "with --generate: sample from the smallest set of probability P")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", generation.seed, "with --generate: the sampling seed");
+  app.add_option("--stop-token", generation.stopTokens, "with --generate: stop after this token (repeatable)");
   CLI11_PARSE(app, argc, argv);
+  if (generateTokens >= 0)
+    return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName);
   if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);

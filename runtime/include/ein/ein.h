@@ -166,6 +166,32 @@ ein_status_t *ein_session_run(ein_session_t *session);
 ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor);
 ein_status_t *ein_session_output_by_name(const ein_session_t *session, const char *name, ein_tensor_t *out_tensor);
 
+/* Session state (a key/value cache): the rows appended since the session
+ * began or was reset; start over; make `session`'s state and position
+ * `source`'s (same model), to fork a prefix. */
+int64_t ein_session_position(const ein_session_t *session);
+ein_status_t *ein_session_reset_state(ein_session_t *session);
+ein_status_t *ein_session_copy_state(ein_session_t *session, const ein_session_t *source);
+
+/* Generation with a decoder whose key/value cache is session state (see
+ * ein/generate.hpp): runs the prompt, then up to max_new_tokens decode steps.
+ * temperature 0 is greedy; otherwise top_k (0: all) and top_p (1: all) cut
+ * the distribution and `seed` makes the draw reproducible. Generation stops
+ * after any of the stop tokens. The new tokens go to out_tokens (room for
+ * max_new_tokens), their count to *out_count. */
+typedef struct ein_generation_options {
+  int64_t max_new_tokens;
+  float temperature;
+  int64_t top_k;
+  float top_p;
+  uint64_t seed;
+  const int64_t *stop_tokens;
+  size_t stop_token_count;
+} ein_generation_options_t;
+void ein_generation_options_init(ein_generation_options_t *options); /* 32 tokens, greedy */
+ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
+                           const ein_generation_options_t *options, int64_t *out_tokens, size_t *out_count);
+
 /* Runners: thread-safe; see the top of this file. */
 void ein_runner_options_init(ein_runner_options_t *options); /* one thread, CPU, no cap */
 /* `options` may be NULL for the defaults. Creates the first context at once. */
