@@ -40,6 +40,10 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["transpose"] = &Generator::callTranspose;
     entries["reshape"] = &Generator::callReshape;
     entries["conv2d"] = &Generator::callConv2d;
+    entries["arange"] = &Generator::callArange;
+    entries["roll"] = &Generator::callRoll;
+    entries["pad"] = &Generator::callPad;
+    entries["take"] = &Generator::callTake;
     return entries;
   }();
   return table;

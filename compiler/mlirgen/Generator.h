@@ -302,6 +302,23 @@ class Generator {
   // and the convolution one contraction with the weight, a GEMM.
   EValue callConv2d(const ast::Call &call, Scope &scope);
 
+  // ---- index built-ins (IndexBuiltins.cpp) ----------------------------------
+
+  // An i64 constant of a static shape.
+  mlir::Value integerTensor(Location at, const std::vector<int64_t> &shape, const std::vector<int64_t> &values);
+
+  // torch.arange over integers (start and end may be sizes of ranged dims).
+  EValue callArange(const ast::Call &call, Scope &scope);
+
+  // torch.roll: a gather by a constant row index, or concats of views.
+  EValue callRoll(const ast::Call &call, Scope &scope);
+
+  // torch.nn.functional.pad with a constant value.
+  EValue callPad(const ast::Call &call, Scope &scope);
+
+  // numpy.take along one axis with a tensor of ids.
+  EValue callTake(const ast::Call &call, Scope &scope);
+
   mlir::Value einsum(const ast::Call &call, Scope &scope);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);

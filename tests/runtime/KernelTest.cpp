@@ -132,6 +132,9 @@ std::vector<OpcodeCase> opcodeCases() {
       {fb::Opcode::Ne, [](D a, D b, D) { return a != b ? 1.0 : 0.0; }},
       {fb::Opcode::Select, [](D a, D b, D c) { return a != 0 ? b : c; }},
       {fb::Opcode::Softplus, [](D a, D, D) { return a > 20 ? a : std::log(1 + std::exp(a)); }},
+      // Python's // and %: floor, and the remainder takes the divisor's sign.
+      {fb::Opcode::FloorDiv, [](D a, D b, D) { return std::floor(a / b); }},
+      {fb::Opcode::Mod, [](D a, D b, D) { return a - b * std::floor(a / b); }},
   };
 }
 
