@@ -328,6 +328,13 @@ bool matchMaskedScores(Value value, int64_t keyAxis, Attention &attention) {
   }
   SmallVector<Value> terms;
   if (!matchAdditiveTerms(value, keyAxis, attention, terms, /*depth=*/0)) return false;
+  // A constant zero term (a shifted-window mask without a shift) adds nothing.
+  llvm::erase_if(terms, [](Value term) {
+    auto constant = term.getDefiningOp<ein::ir::ConstantOp>();
+    auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : DenseElementsAttr();
+    return dense && dense.isSplat() && dense.getSplatValue<APFloat>().isZero();
+  });
+  if (terms.empty()) return true;
   attention.maskKind = MaskKind::add;
   attention.mask = terms.front();
   attention.addedMasks.assign(terms.begin() + 1, terms.end());
