@@ -23,7 +23,7 @@ mlir::Value Generator::integerTensor(Location at, const std::vector<int64_t> &sh
 // a constant that covers every value start and end may take.
 EValue Generator::callArange(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
-  Arguments args = bindArguments(call, {"start", "end", "step"}, 1, false);
+  Arguments args = bindArguments(call, {"start", "end", "step"}, 0, false);
   const ast::Expr *startExpr = args.get("start"), *endExpr = args.get("end");
   if (!endExpr) {  // arange(end): one positional argument is the end
     if (call.positional.empty()) fail(call.loc, "arange() is missing argument 'end'");
