@@ -58,7 +58,8 @@ def main():
     with torch.no_grad():
         expected = swin.double()(x.double()).float()
     os.makedirs(os.path.join(CASE, "expected"), exist_ok=True)
-    save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(CASE, "weights.safetensors"))
+    save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(CASE, "weights.safetensors"),
+              metadata={"format": "pt"})
     np.save(os.path.join(CASE, "x.npy"), x.numpy())
     np.save(os.path.join(CASE, "expected", "logits.npy"), expected.numpy())
     with open(EXAMPLE) as source:
