@@ -28,10 +28,10 @@ CONFIG = dict(img_size=32, patch_size=4, embed_dim=32, depths=(2, 2), num_heads=
 BATCH = 2
 
 
-def model(seed=0):
+def model(seed=0, config=None):
     """timm's SwinTransformer with random float32 weights (biases, norms and bias tables included)."""
     torch.manual_seed(seed)
-    swin = SwinTransformer(**CONFIG).eval()
+    swin = SwinTransformer(**(config or CONFIG)).eval()
     generator = torch.Generator().manual_seed(seed)
     state = {}
     for name, value in swin.state_dict().items():
