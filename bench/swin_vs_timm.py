@@ -23,10 +23,14 @@ import os
 import re
 import subprocess
 import tempfile
-import time
+
+import sys
 
 import numpy as np
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vit_vs_pytorch import time_runs  # noqa: E402  (warm-up, then the median of the timed runs)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "models", "swin_tiny_window4.ein")
@@ -38,17 +42,6 @@ def case_module():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def median_ms(run, runs):
-    for _ in range(3):
-        run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
 
 
 def ein_ms(ein_run, artifact, inputs, threads, runs):
@@ -107,8 +100,8 @@ def main():
         for _ in range(args.rounds):
             timings["ein"].append(ein_ms(args.ein_run, artifact, inputs, args.threads, args.runs))
             with torch.inference_mode():
-                timings["timm"].append(median_ms(lambda: swin(x), args.runs))
-            timings["ort"].append(median_ms(lambda: session.run(None, feed), args.runs))
+                timings["timm"].append(time_runs(lambda: swin(x), args.runs)[0])
+            timings["ort"].append(time_runs(lambda: session.run(None, feed), args.runs)[0])
         rows.append((batch, *(float(np.median(timings[k])) for k in ("ein", "timm", "ort")), error, ort_error))
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
     print(f"Swin (timm SwinTransformer, img {args.img}, embed {args.embed}, window {args.window}, depths (2, 2), "

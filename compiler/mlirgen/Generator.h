@@ -282,6 +282,10 @@ class Generator {
 
   EValue callConcat(const ast::Call &call, Scope &scope);
 
+  // ein.embedding and ein.concat with their shape rules' result types.
+  mlir::Value embeddingOp(Location at, mlir::Value ids, mlir::Value table);
+  mlir::Value concatOp(Location at, llvm::ArrayRef<mlir::Value> parts, int64_t axis);
+
   EValue callTranspose(const ast::Call &call, Scope &scope);
 
   // An einops rearrange of `x` by `pattern` with the given axis sizes.

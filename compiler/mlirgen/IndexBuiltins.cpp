@@ -110,9 +110,7 @@ EValue Generator::callRoll(const ast::Call &call, Scope &scope) {
       }
     }
     mlir::Value ids = integerTensor(at, dims, index);
-    mlir::Value table = rearrange(at, x, "... c -> (...) c", {}, call.loc);
-    auto type = inferred(ir::EmbeddingOp::inferResultType(ids.getType(), table.getType()), at);
-    return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, type, ids, table)}};
+    return EValue{Tensor{embeddingOp(at, ids, rearrange(at, x, "... c -> (...) c", {}, call.loc))}};
   }
   for (auto [axis, shift] : rolled) {
     ein::Shape zeros(shape.size(), 0), head = shape, tail = shape, tailOffsets = zeros;
@@ -121,9 +119,7 @@ EValue Generator::callRoll(const ast::Call &call, Scope &scope) {
     tail[axis] = shift;
     head[axis] = n - shift;
     mlir::Value last = slice(at, x, tailOffsets, tail, {}, {}), first = slice(at, x, zeros, head, {}, {});
-    llvm::SmallVector<mlir::Value> parts{last, first};
-    auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(parts).getTypes(), axis), at);
-    x = builder.create<ir::ConcatOp>(at, type, parts, builder.getI64IntegerAttr(axis));
+    x = concatOp(at, {last, first}, axis);
   }
   return EValue{Tensor{x}};
 }
@@ -166,8 +162,7 @@ EValue Generator::callPad(const ast::Call &call, Scope &scope) {
     if (before > 0) parts.push_back(filled(before));
     parts.push_back(x);
     if (after > 0) parts.push_back(filled(after));
-    auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(parts).getTypes(), axis), at);
-    x = builder.create<ir::ConcatOp>(at, type, parts, builder.getI64IntegerAttr(axis));
+    x = concatOp(at, parts, axis);
   }
   return EValue{Tensor{x}};
 }
@@ -199,8 +194,7 @@ EValue Generator::callTake(const ast::Call &call, Scope &scope) {
   // [n, rest] rows of the taken axis (a view when the axis is the first).
   std::string axisName = "x" + std::to_string(axis);
   mlir::Value table = rearrange(at, x, before + " -> " + axisName + " (" + rest + ")", {}, call.loc);
-  auto type = inferred(ir::EmbeddingOp::inferResultType(ids.getType(), table.getType()), at);
-  mlir::Value gathered = builder.create<ir::EmbeddingOp>(at, type, ids, table);
+  mlir::Value gathered = embeddingOp(at, ids, table);
   // [ids.., rest] back into x's order, the ids' axes where `axis` was.
   std::string after;
   for (int64_t i = 0; i < typeOf(ids).getRank(); ++i) idNames += " i" + std::to_string(i);
