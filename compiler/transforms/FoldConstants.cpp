@@ -65,6 +65,35 @@ int occurrences(llvm::StringRef text, llvm::StringRef name) {
   return count;
 }
 
+// `rearrange` as "P c -> Q c": the last axis alone and last on both sides;
+// returns "P -> Q", the pattern of the rows.
+std::optional<std::string> rowsPattern(ein::ir::RearrangeOp rearrange) {
+  if (rearrange.getReduction()) return std::nullopt;
+  auto [left, right] = rearrange.getPattern().split("->");
+  auto lhs = withoutLastAxis(left), rhs = withoutLastAxis(right);
+  if (!lhs || !rhs || lhs->second != rhs->second || lhs->first.empty() || rhs->first.empty() ||
+      occurrences(rearrange.getPattern(), lhs->second) != 2)
+    return std::nullopt;
+  return lhs->first + " -> " + rhs->first;
+}
+
+// The `sizes` of a rearrange without the row pattern's dropped axis.
+DictionaryAttr sizesWithout(OpBuilder &builder, ein::ir::RearrangeOp rearrange) {
+  auto [left, right] = rearrange.getPattern().split("->");
+  std::string last = withoutLastAxis(left)->second;
+  SmallVector<NamedAttribute> sizes;
+  for (NamedAttribute size : rearrange.getSizes())
+    if (size.getName() != last) sizes.push_back(size);
+  return builder.getDictionaryAttr(sizes);
+}
+
+Value createRearrange(OpBuilder &builder, Location loc, Value input, const std::string &pattern, DictionaryAttr sizes) {
+  auto type = ein::ir::RearrangeOp::inferResultType(input.getType(), pattern, sizes, false);
+  if (ein::failed(type)) return nullptr;
+  return builder.create<ein::ir::RearrangeOp>(loc, std::get<RankedTensorType>(type), input,
+                                              builder.getStringAttr(pattern), sizes, nullptr);
+}
+
 // rearrange(embedding(ids, table), "P c -> Q c") with constant ids, where the
 // pattern leaves the width axis `c` last and alone, is
 // embedding(rearrange(ids, "P -> Q"), table): the rows move, not the
@@ -75,29 +104,56 @@ void moveRearrangesIntoIds(func::FuncOp function) {
   function.walk([&](ein::ir::RearrangeOp op) { rearranges.push_back(op); });
   for (ein::ir::RearrangeOp rearrange : rearranges) {
     auto embedding = rearrange.getInput().getDefiningOp<ein::ir::EmbeddingOp>();
-    if (!embedding || !embedding->hasOneUse() || rearrange.getReduction() ||
-        !embedding.getIds().getDefiningOp<ein::ir::ConstantOp>())
+    if (!embedding || !embedding->hasOneUse() || !embedding.getIds().getDefiningOp<ein::ir::ConstantOp>())
       continue;
-    auto [left, right] = rearrange.getPattern().split("->");
-    auto lhs = withoutLastAxis(left), rhs = withoutLastAxis(right);
-    if (!lhs || !rhs || lhs->second != rhs->second || lhs->first.empty() || rhs->first.empty() ||
-        occurrences(rearrange.getPattern(), lhs->second) != 2)
-      continue;
-    SmallVector<NamedAttribute> sizes;
-    for (NamedAttribute size : rearrange.getSizes())
-      if (size.getName() != lhs->second) sizes.push_back(size);
+    std::optional<std::string> pattern = rowsPattern(rearrange);
+    if (!pattern) continue;
     OpBuilder builder(rearrange);
-    auto sizeDict = builder.getDictionaryAttr(sizes);
-    std::string pattern = lhs->first + " -> " + rhs->first;
-    auto idsType = ein::ir::RearrangeOp::inferResultType(embedding.getIds().getType(), pattern, sizeDict, false);
-    if (ein::failed(idsType)) continue;
-    Value ids = builder.create<ein::ir::RearrangeOp>(rearrange.getLoc(), std::get<RankedTensorType>(idsType),
-                                                     embedding.getIds(), builder.getStringAttr(pattern), sizeDict,
-                                                     nullptr);
+    Value ids = createRearrange(builder, rearrange.getLoc(), embedding.getIds(), *pattern,
+                                sizesWithout(builder, rearrange));
+    if (!ids) continue;
     Value gathered = builder.create<ein::ir::EmbeddingOp>(embedding.getLoc(), rearrange.getType(), ids,
                                                           embedding.getTable());
     rearrange.getResult().replaceAllUsesWith(gathered);
     rearrange.erase();
+    embedding.erase();
+  }
+}
+
+// embedding(ids, rows(rearrange(W, "P c -> Q c"))) with constant ids is
+// embedding(ids', rows(W)), ids' = the row of W each row of the rearranged
+// tensor comes from, picked by ids: a window merge before a roll is no copy
+// of its own. `rows` is "... c -> (...) c" (what roll() gathers from).
+void moveRearrangesOutOfTables(func::FuncOp function) {
+  SmallVector<ein::ir::EmbeddingOp> embeddings;
+  function.walk([&](ein::ir::EmbeddingOp op) { embeddings.push_back(op); });
+  for (ein::ir::EmbeddingOp embedding : embeddings) {
+    auto rows = embedding.getTable().getDefiningOp<ein::ir::RearrangeOp>();
+    if (!rows || rows.getPattern() != "... c -> (...) c" || !embedding.getIds().getDefiningOp<ein::ir::ConstantOp>())
+      continue;
+    auto rearrange = rows.getInput().getDefiningOp<ein::ir::RearrangeOp>();
+    std::optional<std::string> pattern = rearrange ? rowsPattern(rearrange) : std::nullopt;
+    auto source = rearrange ? dyn_cast<RankedTensorType>(rearrange.getInput().getType()) : RankedTensorType();
+    if (!pattern || !source || !source.hasStaticShape() || source.getEncoding() || source.getRank() < 2) continue;
+    OpBuilder builder(embedding);
+    Location loc = embedding.getLoc();
+    // The row numbers of W, rearranged as the rows were, then flattened.
+    SmallVector<int64_t> rowShape(source.getShape().drop_back());
+    int64_t count = 1;
+    for (int64_t size : rowShape) count *= size;
+    SmallVector<int64_t> numbers(count);
+    for (int64_t i = 0; i < count; ++i) numbers[i] = i;
+    Value iota = builder.create<ein::ir::ConstantOp>(
+        loc, DenseElementsAttr::get(RankedTensorType::get(rowShape, builder.getI64Type()), ArrayRef<int64_t>(numbers)));
+    Value moved = createRearrange(builder, loc, iota, *pattern, sizesWithout(builder, rearrange));
+    Value column = moved ? createRearrange(builder, loc, moved, "... -> (...) 1", builder.getDictionaryAttr({})) : nullptr;
+    if (!column) continue;  // left for DCE
+    Value picked = builder.create<ein::ir::EmbeddingOp>(loc, embedding.getIds(), column);
+    Value ids = createRearrange(builder, loc, picked, "... 1 -> ...", builder.getDictionaryAttr({}));
+    Value table = createRearrange(builder, loc, rearrange.getInput(), "... c -> (...) c", builder.getDictionaryAttr({}));
+    if (!ids || !table) continue;
+    Value gathered = builder.create<ein::ir::EmbeddingOp>(loc, embedding.getType(), ids, table);
+    embedding.getResult().replaceAllUsesWith(gathered);
     embedding.erase();
   }
 }
@@ -116,6 +172,7 @@ bool foldable(Operation *op) {
 struct FoldConstantsPass : ein::impl::FoldConstantsBase<FoldConstantsPass> {
   void runOnOperation() override {
     moveRearrangesIntoIds(getOperation());
+    moveRearrangesOutOfTables(getOperation());
     // In order: a folded op's users see a constant when their turn comes.
     SmallVector<Operation *> ops;
     getOperation().walk([&](Operation *op) { ops.push_back(op); });
