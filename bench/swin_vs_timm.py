@@ -93,6 +93,9 @@ def main():
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # ORT's pool spins between runs by default, which would take the cores
+        # from the runtimes timed after it.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
         feed = {session.get_inputs()[0].name: x.numpy()}
         ort_error = float(np.abs(session.run(None, feed)[0] - reference).max())
