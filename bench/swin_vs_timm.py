@@ -8,7 +8,8 @@ larger one (default: --img 224 --embed 96 --window 7, Swin-T's first two stages)
 einc compiles the example with --dim overrides. Times (medians over --runs, after
 warm-up, --rounds alternating rounds, the median of the rounds' medians): ein with
 `ein-run --bench RUNS --threads T`; timm under torch.inference_mode with
-torch.set_num_threads(T); ONNX Runtime on timm's ONNX export (opset 17, all graph
+torch.set_num_threads(T) and PyTorch's best allocator/ISA settings (as
+bench/vit_vs_pytorch.py); ONNX Runtime on timm's ONNX export (opset 17, all graph
 optimisations, intra_op_num_threads=T). Accuracy: ein's logits against timm in
 float64. Prints a table and `lscpu`'s model name.
 
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vit_vs_pytorch import time_runs  # noqa: E402  (warm-up, then the median of the timed runs)
+from vit_vs_pytorch import TORCH_ENV, time_runs  # noqa: E402  (PyTorch's best CPU settings; the timing loop)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "models", "swin_tiny_window4.ein")
@@ -62,6 +63,9 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    if any(os.environ.get(name) != value for name, value in TORCH_ENV.items()):
+        # PyTorch's allocator and ISA settings act at start-up: run again with them.
+        os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **TORCH_ENV})
 
     import onnxruntime as ort
     from safetensors.torch import save_file
