@@ -88,6 +88,8 @@ Value Lowering::binaryScalar(OpBuilder &b, Location loc, BinaryKind kind, Value 
     case BinaryKind::ge: return compare(arith::CmpFPredicate::OGE);
     case BinaryKind::eq: return compare(arith::CmpFPredicate::OEQ);
     case BinaryKind::ne: return compare(arith::CmpFPredicate::UNE);
+    case BinaryKind::floordiv: return b.create<ein::kern::FloorDivOp>(loc, x, y);
+    case BinaryKind::mod: return b.create<ein::kern::ModOp>(loc, x, y);
   }
   llvm_unreachable("unknown binary kind");
 }

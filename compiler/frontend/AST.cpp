@@ -26,6 +26,8 @@ const char *spelling(BinaryOp op) {
     case BinaryOp::Ge: return ">=";
     case BinaryOp::Eq: return "==";
     case BinaryOp::Ne: return "!=";
+    case BinaryOp::FloorDiv: return "//";
+    case BinaryOp::Mod: return "%";
   }
   return "?";
 }

@@ -67,7 +67,7 @@ struct UnaryExpr : Expr {
   ExprPtr operand;
 };
 
-enum class BinaryOp { Add, Sub, Mul, Div, MatMul, Pow, Lt, Le, Gt, Ge, Eq, Ne };
+enum class BinaryOp { Add, Sub, Mul, Div, MatMul, Pow, Lt, Le, Gt, Ge, Eq, Ne, FloorDiv, Mod };
 const char *spelling(BinaryOp op);
 
 struct BinaryExpr : Expr {

@@ -14,7 +14,7 @@ struct Token {
     Identifier, Integer, Float, String, Newline, End, Error,
     // punctuation
     LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Colon, Assign, Dot, Range, Ellipsis,
-    Plus, Minus, Star, Slash, Power, At, Less, LessEqual, Greater, GreaterEqual, Equal, NotEqual,
+    Plus, Minus, Star, Slash, SlashSlash, Percent, Power, At, Less, LessEqual, Greater, GreaterEqual, Equal, NotEqual,
   };
   Kind kind;
   std::string text;  // identifier/number spelling, unescaped string, or error message

@@ -309,9 +309,13 @@ class Parser {
 
   ExprPtr multiplicative() {
     ExprPtr lhs = unary();
-    while (at(K::Star) || at(K::Slash) || at(K::At)) {
+    while (at(K::Star) || at(K::Slash) || at(K::At) || at(K::SlashSlash) || at(K::Percent)) {
       const Token &op = advance();
-      BinaryOp kind = op.kind == K::Star ? BinaryOp::Mul : op.kind == K::Slash ? BinaryOp::Div : BinaryOp::MatMul;
+      BinaryOp kind = op.kind == K::Star         ? BinaryOp::Mul
+                      : op.kind == K::Slash      ? BinaryOp::Div
+                      : op.kind == K::SlashSlash ? BinaryOp::FloorDiv
+                      : op.kind == K::Percent    ? BinaryOp::Mod
+                                                 : BinaryOp::MatMul;
       lhs = std::make_unique<BinaryExpr>(op.loc, kind, std::move(lhs), unary());
     }
     return lhs;

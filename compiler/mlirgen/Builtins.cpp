@@ -43,6 +43,10 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["conv2d"] = &Generator::callConv2d;
     entries["scaled_dot_product_attention"] = &Generator::callScaledDotProductAttention;
     entries["append"] = &Generator::callAppend;
+    entries["arange"] = &Generator::callArange;
+    entries["roll"] = &Generator::callRoll;
+    entries["pad"] = &Generator::callPad;
+    entries["take"] = &Generator::callTake;
     return entries;
   }();
   return table;
@@ -154,8 +158,17 @@ EValue Generator::callEmbedding(const ast::Call &call, Scope &scope) {
     fail(args.get("ids")->loc, "embedding() ids must be i32 or i64, not " + typeString(elementType(ids)));
   if (typeOf(table).getRank() != 2)
     fail(args.get("table")->loc, "embedding() table must be [rows, width], got " + shapeString(typeOf(table)));
+  return EValue{Tensor{embeddingOp(at, ids, table)}};
+}
+
+mlir::Value Generator::embeddingOp(Location at, mlir::Value ids, mlir::Value table) {
   auto type = inferred(ir::EmbeddingOp::inferResultType(ids.getType(), table.getType()), at);
-  return EValue{Tensor{builder.create<ir::EmbeddingOp>(at, type, ids, table)}};
+  return builder.create<ir::EmbeddingOp>(at, type, ids, table);
+}
+
+mlir::Value Generator::concatOp(Location at, llvm::ArrayRef<mlir::Value> parts, int64_t axis) {
+  auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(parts).getTypes(), axis), at);
+  return builder.create<ir::ConcatOp>(at, type, parts, builder.getI64IntegerAttr(axis));
 }
 
 EValue Generator::callMaskedFill(const ast::Call &call, Scope &scope) {
@@ -222,8 +235,7 @@ EValue Generator::callConcat(const ast::Call &call, Scope &scope) {
                                          ein::formatShape(shapeOf(tensors[0])) + " outside axis " +
                                          std::to_string(axis));
   }
-  auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(tensors).getTypes(), axis), at);
-  return EValue{Tensor{builder.create<ir::ConcatOp>(at, type, tensors, builder.getI64IntegerAttr(axis))}};
+  return EValue{Tensor{concatOp(at, tensors, axis)}};
 }
 
 }  // namespace ein::mlirgen::detail

@@ -3,6 +3,7 @@
 #include "mlirgen/Generator.h"
 
 #include <cmath>
+#include "ops/scalar_functions.hpp"
 
 namespace ein::mlirgen::detail {
 
@@ -119,8 +120,15 @@ EValue Generator::sizeArithmetic(const ast::BinaryExpr &expr, const EValue &lhs,
                    loc(expr.loc));
       break;
     }
+    case ast::BinaryOp::FloorDiv: {
+      std::optional<int64_t> divisor = b.constant();
+      if (!divisor || *divisor <= 0)
+        fail(expr.rhs->loc, "a size over ranged dims is floor-divided only by a positive constant, not " + b.str());
+      result = ein::Size::floorDiv(a, *divisor);
+      break;
+    }
     default:
-      fail(expr.loc, "only +, -, * and / by a constant apply to a size over ranged dims (" +
+      fail(expr.loc, "only +, -, *, / and // by a constant apply to a size over ranged dims (" +
                          (std::holds_alternative<SizeValue>(lhs.value) ? a : b).str() + ")");
   }
   if (result.overflowed()) fail(expr.loc, "the size " + a.str() + " and " + b.str() + " make overflows 64 bits");
@@ -241,6 +249,12 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
         return EValue{Number{quotient, a->isInteger && b->isInteger && quotient == std::floor(quotient)}};
       }
       case ast::BinaryOp::Pow: return EValue{Number{std::pow(a->value, b->value), a->isInteger && b->isInteger && b->value >= 0}};
+      case ast::BinaryOp::FloorDiv:
+      case ast::BinaryOp::Mod: {
+        if (b->value == 0) fail(expr.loc, op == ast::BinaryOp::Mod ? "modulo by zero" : "division by zero");
+        double result = op == ast::BinaryOp::Mod ? ops::mod(a->value, b->value) : ops::floorDiv(a->value, b->value);
+        return EValue{Number{result, a->isInteger && b->isInteger}};
+      }
       default: fail(expr.loc, "comparisons of numbers are not supported");
     }
   }
@@ -269,6 +283,8 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
     case ast::BinaryOp::Ge: kind = ir::BinaryKind::ge; break;
     case ast::BinaryOp::Eq: kind = ir::BinaryKind::eq; break;
     case ast::BinaryOp::Ne: kind = ir::BinaryKind::ne; break;
+    case ast::BinaryOp::FloorDiv: kind = ir::BinaryKind::floordiv; break;
+    case ast::BinaryOp::Mod: kind = ir::BinaryKind::mod; break;
     default: fail(expr.loc, "unsupported operator");
   }
   return EValue{Tensor{binaryOp(at, kind, x, y)}};

@@ -286,6 +286,10 @@ class Generator {
 
   EValue callConcat(const ast::Call &call, Scope &scope);
 
+  // ein.embedding and ein.concat with their shape rules' result types.
+  mlir::Value embeddingOp(Location at, mlir::Value ids, mlir::Value table);
+  mlir::Value concatOp(Location at, llvm::ArrayRef<mlir::Value> parts, int64_t axis);
+
   EValue callTranspose(const ast::Call &call, Scope &scope);
 
   // An einops rearrange of `x` by `pattern` with the given axis sizes.
@@ -310,6 +314,23 @@ class Generator {
   // append(state, x, axis): x written into the state at the position; the
   // state's rows up to the position + x's, after the write.
   EValue callAppend(const ast::Call &call, Scope &scope);
+  // ---- index built-ins (IndexBuiltins.cpp) ----------------------------------
+
+  // An i64 constant of a static shape.
+  mlir::Value integerTensor(Location at, const std::vector<int64_t> &shape, const std::vector<int64_t> &values);
+
+  // torch.arange over integers (start and end may be sizes of ranged dims).
+  EValue callArange(const ast::Call &call, Scope &scope);
+
+  // torch.roll: a gather by a constant row index, or concats of views.
+  EValue callRoll(const ast::Call &call, Scope &scope);
+
+  // torch.nn.functional.pad with a constant value.
+  EValue callPad(const ast::Call &call, Scope &scope);
+
+  // numpy.take along one axis with a tensor of ids.
+  EValue callTake(const ast::Call &call, Scope &scope);
+
   mlir::Value einsum(const ast::Call &call, Scope &scope);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);

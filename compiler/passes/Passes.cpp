@@ -14,6 +14,7 @@ void registerEinDialects(mlir::DialectRegistry &registry) {
 void buildCompilerPipeline(mlir::OpPassManager &manager) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
   function.addPass(createWidenHalfFloats());
+  function.addPass(createFoldConstants());
   function.addPass(mlir::createCSEPass());
   function.addPass(createCanonicalizeFormulas());
   function.addPass(mlir::createCSEPass());

@@ -16,6 +16,19 @@ def WidenHalfFloats : Pass<"ein-widen-half-floats", "mlir::func::FuncOp"> {
   }];
 }
 
+def FoldConstants : Pass<"ein-fold-constants", "mlir::func::FuncOp"> {
+  let summary = "Compute ops of constants at compile time";
+  let description = [{
+    An ein op whose operands are all `ein.constant`s (and whose shape is
+    static, up to 2^20 elements) becomes an `ein.constant` holding its value
+    as the reference evaluator computes it (in double, then rounded to the
+    result type). So index tables and masks that a model computes from
+    `arange`, `//`, `%`, comparisons and views (Swin's relative position
+    index and shifted-window mask) are data in the artifact, not steps. An op
+    the evaluator rejects (an integer division by zero) is left in place.
+  }];
+}
+
 def CanonicalizeFormulas : Pass<"ein-canonicalize-formulas", "mlir::func::FuncOp"> {
   let summary = "Rewrite the spellings of a formula into the one the fusions match";
   let description = [{

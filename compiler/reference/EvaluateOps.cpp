@@ -164,6 +164,9 @@ Expected<Tensor> Evaluator::evaluate(ir::BinaryOp op) {
     double a = lhs.values[in[0]], b = rhs.values[in[1]];
     if (lhs.kind == ElementKind::Int && kind == ir::BinaryKind::pow && b < 0 && !failure)
       failure = "integers to negative integer powers are not allowed (as in PyTorch)";
+    if (lhs.kind == ElementKind::Int && (kind == ir::BinaryKind::floordiv || kind == ir::BinaryKind::mod) && b == 0 &&
+        !failure)
+      failure = "integer division by zero (PyTorch raises ZeroDivisionError)";
     result.values[out] = applyBinary(opcode, a, b);
   });
   if (failure) return opError(op, *failure);

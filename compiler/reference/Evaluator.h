@@ -185,6 +185,9 @@ public:
   Expected<std::map<std::string, Tensor>> run(mlir::func::FuncOp function,
                                               const std::map<std::string, Tensor> &inputs);
 
+  // `op` of constant operands (see foldConstantOp).
+  Expected<Tensor> fold(Operation *op);
+
 private:
   llvm::Error opError(Operation *op, const llvm::Twine &message) const {
     return makeError(formatLocation(op->getLoc()) + ": " + op->getName().getStringRef() + ": " + message);

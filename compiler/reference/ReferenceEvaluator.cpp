@@ -93,6 +93,17 @@ Expected<std::map<std::string, Tensor>> Evaluator::run(mlir::func::FuncOp functi
   return makeError(where + " ends without func.return");
 }
 
+Expected<Tensor> Evaluator::fold(Operation *op) {
+  if (op->getNumResults() != 1) return opError(op, "has " + llvm::Twine(op->getNumResults()) + " results");
+  for (Value operand : op->getOperands()) {
+    auto constant = operand.getDefiningOp<ir::ConstantOp>();
+    if (!constant) return opError(op, "has an operand that is not a constant");
+    if (llvm::Error error = evaluate(constant.getOperation())) return std::move(error);
+  }
+  if (llvm::Error error = evaluate(op)) return std::move(error);
+  return valueOf(op->getResult(0));
+}
+
 llvm::Error Evaluator::evaluate(Operation *op) {
   Expected<Tensor> result =
       llvm::TypeSwitch<Operation *, Expected<Tensor>>(op)
@@ -191,6 +202,13 @@ Expected<std::map<std::string, Tensor>> evaluate(mlir::func::FuncOp function,
                                                  const std::map<std::string, Tensor> &inputs,
                                                  const ParamProvider &params) {
   return Evaluator(params).run(function, inputs);
+}
+
+Expected<Tensor> foldConstantOp(mlir::Operation *op) {
+  ParamProvider none = [](llvm::StringRef name, RankedTensorType) -> Expected<Tensor> {
+    return makeError("parameter \"" + name + "\" is not a constant");
+  };
+  return Evaluator(none).fold(op);
 }
 
 ParamProvider safetensorsParams(const weights::SafetensorsFile &file) {

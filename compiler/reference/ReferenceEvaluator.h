@@ -66,6 +66,12 @@ llvm::Expected<std::map<std::string, Tensor>> evaluate(mlir::func::FuncOp functi
                                                        const std::map<std::string, Tensor> &inputs,
                                                        const ParamProvider &params);
 
+// The value of `op`, an ein op whose operands are all `ein.constant`s, as the
+// evaluator computes it: compile-time constant folding (index tables, masks).
+// An error where the op cannot be evaluated (an integer division by zero, an
+// id out of range), which the caller then leaves to run time.
+llvm::Expected<Tensor> foldConstantOp(mlir::Operation *op);
+
 // A provider reading f32-convertible tensors from a safetensors file, which
 // must outlive it. A missing name or a shape differing from the declaration
 // is an error in the words of the model language:

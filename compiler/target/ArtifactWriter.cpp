@@ -233,7 +233,7 @@ class Writer {
     int64_t bound = 0;
     for (Operation *user : argument.getUsers())
       if (auto gather = dyn_cast<kern::GatherOp>(user); gather && gather.getIds() == argument) {
-        std::optional<int64_t> rows = ir::shapeOf(gather.getTable().getType())[0].constant();
+        std::optional<int64_t> rows = kern::gatherTableShape(gather)[0].constant();
         if (rows) bound = bound == 0 ? *rows : std::min(bound, *rows);
       }
     return bound;
@@ -512,7 +512,7 @@ class Writer {
           return success();
         })
         .Case<kern::GatherOp>([&](kern::GatherOp gather) {
-          Shape idsSizes = shapeOf(gather.getIds()), table = shapeOf(gather.getTable());
+          Shape idsSizes = kern::gatherIdsShape(gather), table = kern::gatherTableShape(gather);
           auto ids = view(gather.getIds(), gather.getIdsView());
           auto tableView = denseView(gather.getTable(), table);
           Shape ySizes = idsSizes;

@@ -249,6 +249,7 @@ struct Attention {
   std::optional<std::string> head;  // the mixed batch label (talking heads)
   MaskKind maskKind = MaskKind::none;
   Value mask;
+  SmallVector<Value> addedMasks;  // further additive terms, summed into `mask`
   double maskFill = 0.0;
   Operation *pv = nullptr;  // the contraction with V, which the fused op replaces
   Value v;
@@ -288,6 +289,25 @@ bool matchUnmaskedScores(Value value, int64_t keyAxis, Attention &attention) {
   return false;
 }
 
+// `value` as the unmasked scores plus f32 terms in any grouping
+// (`s + bias + mask`, `s + (bias + mask)`, `bias + s`): a bias table, a
+// shifted-window mask, an ALiBi slope. Appends the terms to `terms`, the
+// outermost first; the sums between them must have no other use.
+bool matchAdditiveTerms(Value value, int64_t keyAxis, Attention &attention, SmallVector<Value> &terms, int depth) {
+  constexpr int kMaxTerms = 8;  // each level tries both sides: bounded work
+  auto add = binaryOf(value, BinaryKind::add);
+  if (!add || !value.hasOneUse() || depth >= kMaxTerms) return false;
+  for (auto [scores, term] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
+    if (scores.getType() != add.getType() || !cast<RankedTensorType>(term.getType()).getElementType().isF32()) continue;
+    terms.push_back(term);
+    if (matchUnmaskedScores(scores, keyAxis, attention) ||
+        matchAdditiveTerms(scores, keyAxis, attention, terms, depth + 1))
+      return true;
+    terms.pop_back();
+  }
+  return false;
+}
+
 // The masked scores ending at `value`, the softmax's input.
 bool matchMaskedScores(Value value, int64_t keyAxis, Attention &attention) {
   if (matchUnmaskedScores(value, keyAxis, attention)) return true;
@@ -306,16 +326,19 @@ bool matchMaskedScores(Value value, int64_t keyAxis, Attention &attention) {
     }
     return false;
   }
-  if (auto add = binaryOf(value, BinaryKind::add))
-    for (auto [scores, mask] : {std::pair{add.getLhs(), add.getRhs()}, {add.getRhs(), add.getLhs()}}) {
-      if (scores.getType() != add.getType() || !cast<RankedTensorType>(mask.getType()).getElementType().isF32() ||
-          !matchUnmaskedScores(scores, keyAxis, attention))
-        continue;
-      attention.maskKind = MaskKind::add;
-      attention.mask = mask;
-      return true;
-    }
-  return false;
+  SmallVector<Value> terms;
+  if (!matchAdditiveTerms(value, keyAxis, attention, terms, /*depth=*/0)) return false;
+  // A constant zero term (a shifted-window mask without a shift) adds nothing.
+  llvm::erase_if(terms, [](Value term) {
+    auto constant = term.getDefiningOp<ein::ir::ConstantOp>();
+    auto dense = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : DenseElementsAttr();
+    return dense && dense.isSplat() && dense.getSplatValue<APFloat>().isZero();
+  });
+  if (terms.empty()) return true;
+  attention.maskKind = MaskKind::add;
+  attention.mask = terms.front();
+  attention.addedMasks.assign(terms.begin() + 1, terms.end());
+  return true;
 }
 
 // The only user of `value`, or null.
@@ -423,9 +446,17 @@ class Rewriter {
     if (!q || !k || !v) return false;
     Value mask;
     if (attention.mask) {
-      auto maskType = cast<RankedTensorType>(attention.mask.getType());
+      Value sum = attention.mask;  // the additive terms as one mask operand
+      for (Value term : attention.addedMasks) {
+        auto summed = ein::ir::BinaryOp::inferResultType(BinaryKind::add, sum.getType(), term.getType());
+        if (ein::failed(summed)) return false;  // cannot happen: each term broadcasts to the scores
+        sum = builder.create<ein::ir::BinaryOp>(loc, std::get<RankedTensorType>(summed),
+                                                ein::ir::BinaryKindAttr::get(builder.getContext(), BinaryKind::add),
+                                                sum, term);
+      }
+      auto maskType = cast<RankedTensorType>(sum.getType());
       Labels maskLabels(roles.scores.end() - maskType.getRank(), roles.scores.end());
-      mask = arrange(attention.mask, singletons(maskLabels), with({roles.queries, {roles.key}}));
+      mask = arrange(sum, singletons(maskLabels), with({roles.queries, {roles.key}}));
       if (!mask) return false;
     }
     SmallVector<Labels> resultGroups = with({roles.queries, {attention.value}});

@@ -105,6 +105,21 @@ ein::Shape ein::kern::denseStrides(const ein::Shape &sizes) {
   return strides;
 }
 
+ein::Shape ein::kern::gatherIdsShape(GatherOp gather) {
+  ein::Shape result = ein::ir::shapeOf(gather.getType());
+  if (!result.empty()) result.pop_back();
+  return result;
+}
+
+ein::Shape ein::kern::gatherTableShape(GatherOp gather) {
+  ein::Shape result = ein::ir::shapeOf(gather.getType());
+  ein::Size width = result.empty() ? ein::Size(0) : result.back();
+  ein::Size elements = ein::product(ein::ir::shapeOf(gather.getTable().getType()));
+  std::optional<int64_t> constantWidth = width.constant();
+  if (!constantWidth || *constantWidth <= 0) return {elements, width};  // the verifier rejects what this cannot divide
+  return {ein::Size::floorDiv(elements, *constantWidth), width};
+}
+
 std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, const ein::Shape &sizes) {
   std::optional<int64_t> offset = view.getOffset().constant();
   if (!offset) return std::nullopt;
@@ -229,12 +244,17 @@ LogicalResult ReduceOp::verify() {
 }
 
 LogicalResult GatherOp::verify() {
-  auto table = cast<RankedTensorType>(getTable().getType());
-  if (table.getRank() != 2) return emitOpError() << "table must be [rows, width]";
-  Shape expected = shapeOfValue(getIds());
-  expected.push_back(shapeOfValue(getTable())[1]);
-  if (shapeOfValue(getResult()) != expected) return emitOpError() << "result must be [ids..., width]";
-  return verifyView(*this, "ids_view", getIdsView(), shapeOfValue(getIds()), getIds());
+  // The ids are read through ids_view over the result's leading axes, and
+  // the table densely as [rows, width] with the result's width: either
+  // buffer may hold its elements in another shape (a flatten, a slice, a
+  // split), so only the view and the result say what they are.
+  Shape result = shapeOfValue(getResult());
+  if (result.empty()) return emitOpError() << "result must be [ids..., width]";
+  std::optional<int64_t> width = result.back().constant();
+  Shape table = gatherTableShape(*this);
+  if (width && *width > 0 && table[0] * table[1] != elementsOf(getTable()))
+    return emitOpError() << "table of " << elementsOf(getTable()).str() << " elements is not rows of width " << *width;
+  return verifyView(*this, "ids_view", getIdsView(), gatherIdsShape(*this), getIds());
 }
 
 LogicalResult CopyOp::verify() {

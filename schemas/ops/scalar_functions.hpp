@@ -156,6 +156,18 @@ EIN_HOST_DEVICE inline T sin(T x) {
 template <class T>
 EIN_HOST_DEVICE inline T cos(T x) {
   return std::cos(x);
+// Python's and torch's floor division and remainder: the quotient rounds
+// towards -inf and the remainder has the sign of the divisor (-7 // 2 == -4,
+// -7 % 2 == 1, 7 % -2 == -1). On floats as torch.floor_divide and
+// torch.remainder: x // 0 is +-inf (NaN for 0 // 0) and x % 0 is NaN.
+template <class T>
+EIN_HOST_DEVICE inline T floorDiv(T a, T b) {
+  return std::floor(a / b);
+}
+template <class T>
+EIN_HOST_DEVICE inline T mod(T a, T b) {
+  T r = std::fmod(a, b);
+  return r != T(0) && ((r < T(0)) != (b < T(0))) ? r + b : r;
 }
 
 // The registers an opcode of `arity` passes to its function (Const: its imm).

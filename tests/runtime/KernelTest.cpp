@@ -134,6 +134,9 @@ std::vector<OpcodeCase> opcodeCases() {
       {fb::Opcode::Softplus, [](D a, D, D) { return a > 20 ? a : std::log(1 + std::exp(a)); }},
       {fb::Opcode::Sin, [](D a, D, D) { return std::sin(a); }},
       {fb::Opcode::Cos, [](D a, D, D) { return std::cos(a); }},
+      // Python's // and %: floor, and the remainder takes the divisor's sign.
+      {fb::Opcode::FloorDiv, [](D a, D b, D) { return std::floor(a / b); }},
+      {fb::Opcode::Mod, [](D a, D b, D) { return a - b * std::floor(a / b); }},
   };
 }
 

@@ -331,6 +331,36 @@ output ints = where(m, 3, -2)
 output mixed = where(m, 1, 0.5) + where(m, x, 0.0) - where(m, 0.0, x) * where(x > 0, 2.0, -3.0)
 output by_int = where(k, 2.0, -1.0) + where(k, x, -x)
 )ein"},
+    {"floor_division_remainder_and_folded_indices", R"ein(
+input x: f32[4, 5]
+# Integers from arange, // and % fold into constants; the float ones run.
+i = arange(-6, 6)
+output q = x // 0.7 + x % -0.6
+output folded = rearrange(i, "(a b) -> a b", b=3) // 4 + rearrange(i % 5, "(b a) -> a b", b=3)
+output ranged_free = arange(2, 14, 3) * x[0, :4]
+)ein"},
+    {"roll_pad_take_and_gathers_on_views", R"ein(
+input x: f32[2, 6, 4, 3]
+param table: f32[9, 5]
+i = rearrange(arange(24) % 9, "(a b) -> a b", b=4)
+output rolled = roll(x, [-2, 1], [1, 2])
+output rolled_last = roll(x * 2.0, 1, -1)
+output windows = rearrange(roll(x, [-1, -1], [1, 2]), "b (nh wh) (nw ww) c -> (b nh nw) (wh ww) c", wh=3, ww=2)
+output padded = pad(x, [0, 0, 1, 0, 0, 2], value=0.5)
+output taken = take(x, rearrange(i, "a b -> (a b)")[:5], axis=1)
+output rows = embedding(rearrange(i, "a b -> (a b)"), table) + embedding(i[1:, 2], table)[0]
+)ein",
+     1e-4, 1e-4, {"gather"}},
+    {"window_attention_bias_and_mask_terms", R"ein(
+dim b = 2, w = 4, h = 2, n = 9, d = 8
+input x: f32[b, w, n, 3*h*d]
+param bias: f32[h, n, n]
+param mask: f32[w, 1, n, n]
+q, k, v = rearrange(x, "b w n (k h d) -> k b w h n d", k=3, h=h)
+s = einsum("b w h i d, b w h j d -> b w h i j", q, k) * d ** -0.5 + bias + mask
+output o = einsum("b w h i j, b w h j d -> b w h i d", softmax(s, axis=-1), v)
+)ein",
+     1e-4, 1e-4, {"attention"}, {"softmax"}},
     {"slicing_concat_transpose", R"ein(
 input x: f32[2, 5, 8]
 output a = x[:, 0]

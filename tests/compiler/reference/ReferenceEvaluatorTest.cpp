@@ -388,6 +388,34 @@ TEST_F(ReferenceEvaluatorTest, IntegerDivisionIsAnError) {
   EXPECT_NE(error.find("test.mlir:3:8: ein.binary: integer division is not defined"), std::string::npos) << error;
 }
 
+// Python's (and torch's) // and %: the quotient rounds towards -inf, the
+// remainder takes the divisor's sign; the same on integers and floats.
+TEST_F(ReferenceEvaluatorTest, FloorDivisionAndRemainder) {
+  auto apply = [&](const std::string &kind, const std::string &type, const Tensor &x, const Tensor &w) {
+    std::string t = "tensor<4x" + type + ">";
+    return runOne(binaryFunction(t, t, t, "  %y = ein.binary " + kind + " %x, %w : (" + t + ", " + t + ") -> " + t),
+                  {{"x", x}, {"w", w}});
+  };
+  Tensor xi = ints({4}, {-7, 7, -7, 6}), wi = ints({4}, {2, -2, -2, 3});
+  EXPECT_TRUE(tensorsNear(apply("floordiv", "i64", xi, wi), ints({4}, {-4, -4, 3, 2})));
+  EXPECT_TRUE(tensorsNear(apply("mod", "i64", xi, wi), ints({4}, {1, -1, -1, 0})));
+  // Python: -7.5 // 2 == -4.0, 7.5 % -2 == -0.5, 1 // 0.0 is inf in torch.
+  Tensor xf = floats({4}, {-7.5, 7.5, 1, -5.25}), wf = floats({4}, {2, -2, 0, 0.5});
+  EXPECT_TRUE(tensorsNear(apply("floordiv", "f32", xf, wf), floats({4}, {-4, -4, kInf, -11})));
+  Tensor remainder = apply("mod", "f32", xf, wf);
+  EXPECT_EQ(remainder.values[0], 0.5);
+  EXPECT_EQ(remainder.values[1], -0.5);
+  EXPECT_TRUE(std::isnan(remainder.values[2]));
+  EXPECT_EQ(remainder.values[3], 0.25);
+}
+
+TEST_F(ReferenceEvaluatorTest, IntegerFloorDivisionByZeroIsAnError) {
+  std::string error = runError(binaryFunction("tensor<2xi64>", "tensor<2xi64>", "tensor<2xi64>", R"mlir(
+  %y = ein.binary mod %x, %w : (tensor<2xi64>, tensor<2xi64>) -> tensor<2xi64>)mlir"),
+                               {{"x", ints({2}, {1, 2})}, {"w", ints({2}, {1, 0})}});
+  EXPECT_NE(error.find("test.mlir:3:8: ein.binary: integer division by zero"), std::string::npos) << error;
+}
+
 TEST_F(ReferenceEvaluatorTest, WhereBroadcastsAllThreeOperands) {
   // masked_fill(s, mask, -inf): where(mask, -inf, s).
   std::string source = R"mlir(

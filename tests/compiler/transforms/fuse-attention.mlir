@@ -230,3 +230,60 @@ func.func @grouped_query(%q: tensor<2x2x3x7x4xf32>, %k: tensor<2x2x7x4xf32>, %dr
   %o = ein.einsum "b g r i j, b g j e -> b i g r e"(%p, %k) : (tensor<2x2x3x7x7xf32>, tensor<2x2x7x4xf32>) -> tensor<2x7x2x3x4xf32>
   return %o : tensor<2x7x2x3x4xf32>
 }
+
+// -----
+
+// Swin's window attention as timm writes it without fused attention: a scale,
+// then the relative position bias [h, i, j], then the shifted-window mask
+// [w, 1, i, j], each added on its own (two additive terms). They are summed
+// into the one additive mask operand.
+// CHECK-LABEL: func.func @two_additive_terms
+func.func @two_additive_terms(%q: tensor<2x4x3x16x8xf32>, %k: tensor<2x4x3x16x8xf32>, %v: tensor<2x4x3x16x8xf32>, %bias: tensor<3x16x16xf32>, %mask: tensor<4x1x16x16xf32>) -> tensor<2x4x3x16x8xf32> {
+  // CHECK: %[[SUM:.*]] = ein.binary add %arg4, %arg3 : (tensor<4x1x16x16xf32>, tensor<3x16x16xf32>) -> tensor<4x3x16x16xf32>
+  // CHECK: %[[M:.*]] = ein.rearrange "w h i j -> 1 w h i j" %[[SUM]]
+  // CHECK: ein.attention %arg0, %arg1, %arg2 mask %[[M]] scale = 2.500000e-01 {mask_kind = #ein<mask_kind add>}
+  // CHECK-NOT: ein.softmax
+  %s = ein.einsum "b w h i d, b w h j d -> b w h i j"(%q, %k) : (tensor<2x4x3x16x8xf32>, tensor<2x4x3x16x8xf32>) -> tensor<2x4x3x16x16xf32>
+  %c = ein.constant dense<2.500000e-01> : tensor<f32>
+  %t = ein.binary mul %s, %c : (tensor<2x4x3x16x16xf32>, tensor<f32>) -> tensor<2x4x3x16x16xf32>
+  %tb = ein.binary add %t, %bias : (tensor<2x4x3x16x16xf32>, tensor<3x16x16xf32>) -> tensor<2x4x3x16x16xf32>
+  %tm = ein.binary add %tb, %mask : (tensor<2x4x3x16x16xf32>, tensor<4x1x16x16xf32>) -> tensor<2x4x3x16x16xf32>
+  %p = ein.softmax %tm, axis = 4 : tensor<2x4x3x16x16xf32>
+  %o = ein.einsum "b w h i j, b w h j d -> b w h i d"(%p, %v) : (tensor<2x4x3x16x16xf32>, tensor<2x4x3x16x8xf32>) -> tensor<2x4x3x16x8xf32>
+  return %o : tensor<2x4x3x16x8xf32>
+}
+
+// -----
+
+// Three terms in any grouping, the scores in the middle: bias + (s + alibi) + mask.
+// CHECK-LABEL: func.func @three_terms_any_grouping
+func.func @three_terms_any_grouping(%q: tensor<2x5x8xf32>, %k: tensor<2x5x8xf32>, %bias: tensor<5x5xf32>, %alibi: tensor<2x1x5xf32>, %mask: tensor<2x5x5xf32>) -> tensor<2x5x8xf32> {
+  // CHECK: ein.binary add
+  // CHECK: ein.binary add
+  // CHECK: ein.attention %arg0, %arg1, %arg1 mask
+  // CHECK-NOT: ein.softmax
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x5xf32>
+  %a = ein.binary add %s, %alibi : (tensor<2x5x5xf32>, tensor<2x1x5xf32>) -> tensor<2x5x5xf32>
+  %b = ein.binary add %bias, %a : (tensor<5x5xf32>, tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %m = ein.binary add %b, %mask : (tensor<2x5x5xf32>, tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %m, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  return %o : tensor<2x5x8xf32>
+}
+
+// -----
+
+// A constant zero term (an unshifted block's window mask) adds nothing: the
+// bias alone is the mask.
+// CHECK-LABEL: func.func @zero_term_dropped
+func.func @zero_term_dropped(%q: tensor<2x5x8xf32>, %k: tensor<2x5x8xf32>, %bias: tensor<5x5xf32>) -> tensor<2x5x8xf32> {
+  // CHECK-NOT: ein.binary add
+  // CHECK: ein.attention %arg0, %arg1, %arg1 mask %{{.*}} scale = 1.000000e+00 {mask_kind = #ein<mask_kind add>}
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x5xf32>
+  %zero = ein.constant dense<0.000000e+00> : tensor<1x5x5xf32>
+  %a = ein.binary add %s, %bias : (tensor<2x5x5xf32>, tensor<5x5xf32>) -> tensor<2x5x5xf32>
+  %m = ein.binary add %a, %zero : (tensor<2x5x5xf32>, tensor<1x5x5xf32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %m, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  return %o : tensor<2x5x8xf32>
+}

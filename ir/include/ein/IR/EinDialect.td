@@ -24,7 +24,7 @@ def Ein_BinaryKind : I32EnumAttr<"BinaryKind", "element-wise function of two ten
   I32EnumAttrCase<"div", 3>, I32EnumAttrCase<"pow", 4>, I32EnumAttrCase<"maximum", 5>,
   I32EnumAttrCase<"minimum", 6>, I32EnumAttrCase<"lt", 7>, I32EnumAttrCase<"le", 8>,
   I32EnumAttrCase<"gt", 9>, I32EnumAttrCase<"ge", 10>, I32EnumAttrCase<"eq", 11>,
-  I32EnumAttrCase<"ne", 12>
+  I32EnumAttrCase<"ne", 12>, I32EnumAttrCase<"floordiv", 13>, I32EnumAttrCase<"mod", 14>
 ]> {
   let cppNamespace = "::ein::ir";
   let genSpecializedAttr = 0;

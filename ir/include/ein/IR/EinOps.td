@@ -137,7 +137,7 @@ def Ein_BinaryOp : Ein_Op<"binary", [Pure, InferTypeOpAdaptor]> {
     // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
     static ::ein::EquationResult<::mlir::RankedTensorType>
     inferResultType(BinaryKind kind, ::mlir::Type lhs, ::mlir::Type rhs);
-    static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt; }
+    static bool isComparison(BinaryKind kind) { return kind >= BinaryKind::lt && kind <= BinaryKind::ne; }
   }];
 }
 

@@ -42,4 +42,13 @@ ein::ir::SizesAttr sizesAttr(mlir::MLIRContext *context, const ein::Shape &sizes
 ein::ir::SizesAttr sizeAttr(mlir::MLIRContext *context, const ein::Size &size);
 ein::Size sizeOf(ein::ir::SizesAttr attr);
 
+// The shape a kern.gather reads its ids over: the result's axes but the last
+// (the table's width). The ids buffer's own shape may differ, as the ids may
+// be a view of it (a flatten or a slice).
+ein::Shape gatherIdsShape(GatherOp gather);
+// The [rows, width] a kern.gather reads its dense table as: the width is the
+// result's last axis. The table buffer may have another shape (a flatten of
+// `[b, h, w, c]` into rows is a view of it).
+ein::Shape gatherTableShape(GatherOp gather);
+
 }  // namespace ein::kern

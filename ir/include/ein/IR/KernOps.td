@@ -64,6 +64,14 @@ def Kern_SiluOp : Kern_ScalarActivationOp<"silu"> { let summary = "x sigmoid(x)"
 def Kern_SigmoidOp : Kern_ScalarActivationOp<"sigmoid"> { let summary = "1 / (1 + exp(-x))"; }
 def Kern_SoftplusOp : Kern_ScalarActivationOp<"softplus"> { let summary = "x > 20 ? x : log1p(exp(x))"; }
 
+class Kern_ScalarBinaryOp<string mnemonic> : Kern_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let arguments = (ins F32:$lhs, F32:$rhs);
+  let results = (outs F32:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict";
+}
+def Kern_FloorDivOp : Kern_ScalarBinaryOp<"floordiv"> { let summary = "floor(a / b), Python's //"; }
+def Kern_ModOp : Kern_ScalarBinaryOp<"mod"> { let summary = "a - b floor(a / b), Python's %"; }
+
 def Kern_SoftmaxOp : Kern_Op<"softmax", [Pure]> {
   let summary = "softmax over the last axis of `shape`";
   let description = [{
