@@ -156,6 +156,7 @@ EIN_HOST_DEVICE inline T sin(T x) {
 template <class T>
 EIN_HOST_DEVICE inline T cos(T x) {
   return std::cos(x);
+}
 // Python's and torch's floor division and remainder: the quotient rounds
 // towards -inf and the remainder has the sign of the divisor (-7 // 2 == -4,
 // -7 % 2 == 1, 7 % -2 == -1). On floats as torch.floor_divide and
