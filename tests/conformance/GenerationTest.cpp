@@ -1,0 +1,127 @@
+// The Llama-style decoder (examples/models/llama_decoder.ein) against Hugging
+// Face's LlamaForCausalLM (cases/llama_hf_tiny, written by make_llama_case.py):
+// greedy generation gives transformers' tokens one for one, and each decode
+// step over the key/value cache gives the logits one run over the whole
+// sequence gives. (The prefill logits are the case's ordinary conformance check.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ein/runtime.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kCase = fs::path(EIN_CONFORMANCE_CASES_DIR) / "llama_hf_tiny";
+
+std::string slurp(const fs::path &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+class Generation : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kCase / "generation.json")) << kCase;
+    const fs::path work = fs::path(::testing::TempDir()) / "generation_llama_hf_tiny";
+    fs::create_directories(work);
+    const fs::path artifact = work / "model.einb";
+    const std::string compile = std::string(EIN_BIN_DIR) + "/einc " + (kCase / "model.ein").string() + " -o " +
+                                artifact.string() + " --weights " + (kCase / "weights.safetensors").string() + " > " +
+                                (work / "einc.log").string() + " 2>&1";
+    ASSERT_EQ(std::system(compile.c_str()), 0) << compile << "\n" << slurp(work / "einc.log");
+    auto loaded = ein::Model::load(artifact.string());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().toString();
+    model = *loaded;
+    nlohmann::json spec = nlohmann::json::parse(slurp(kCase / "generation.json"));
+    prompt = spec["prompt"].get<std::vector<int64_t>>();
+    greedy = spec["greedy"].get<std::vector<int64_t>>();
+  }
+
+  // Runs `tokens` from the session's position; the logits [count, vocab].
+  std::vector<float> run(ein::Session &session, std::span<const int64_t> tokens) {
+    const auto count = static_cast<int64_t>(tokens.size());
+    EXPECT_TRUE(session.setInput("ids", ein::DType::I64, {1, count}, tokens.data(), tokens.size_bytes()).ok());
+    ein::Status status = session.run();
+    EXPECT_TRUE(status.ok()) << status.toString();
+    auto logits = session.output("logits");
+    if (!logits.ok()) return {};
+    const float *data = static_cast<const float *>(logits->data);
+    return std::vector<float>(data, data + logits->bytes / sizeof(float));
+  }
+
+  std::shared_ptr<const ein::Model> model;
+  std::vector<int64_t> prompt, greedy;
+};
+
+TEST_F(Generation, GreedyTokensAreTransformers) {
+  for (int threads : {1, 2}) {
+    auto session = ein::Session::create(model, {threads}).value();
+    ein::GenerationOptions options;
+    options.maxNewTokens = static_cast<int64_t>(greedy.size());
+    auto tokens = ein::generate(*session, prompt, options);
+    ASSERT_TRUE(tokens.ok()) << tokens.status().toString();
+    EXPECT_EQ(tokens.value(), greedy) << threads << " threads";
+    EXPECT_EQ(session->position(), static_cast<int64_t>(prompt.size() + greedy.size()) - 1);
+  }
+}
+
+TEST_F(Generation, DecodeStepsMatchOneRunOverTheSequence) {
+  std::vector<int64_t> sequence = prompt;
+  sequence.insert(sequence.end(), greedy.begin(), greedy.end());
+  auto whole = ein::Session::create(model).value();
+  std::vector<float> all = run(*whole, sequence);
+  const size_t vocab = all.size() / sequence.size();
+
+  auto stepwise = ein::Session::create(model).value();
+  std::vector<float> rows = run(*stepwise, std::span(sequence).first(prompt.size()));
+  for (size_t t = prompt.size(); t < sequence.size(); ++t) {
+    std::vector<float> row = run(*stepwise, std::span(sequence).subspan(t, 1));
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  ASSERT_EQ(rows.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_NEAR(rows[i], all[i], 1e-4 + 1e-4 * std::abs(all[i])) << "token " << i / vocab << ", logit " << i % vocab;
+}
+
+TEST_F(Generation, SamplingIsSeededAndStopsAtAStopToken) {
+  ein::GenerationOptions options;
+  options.maxNewTokens = 12;
+  options.temperature = 0.8f;
+  options.topK = 20;
+  options.topP = 0.9f;
+  options.seed = 5;
+  auto first = ein::Session::create(model).value(), second = ein::Session::create(model).value();
+  auto a = ein::generate(*first, prompt, options), b = ein::generate(*second, prompt, options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a.value(), b.value());
+  ASSERT_EQ(a.value().size(), 12u);
+  for (int64_t token : a.value()) EXPECT_TRUE(token >= 0 && token < 128);
+
+  options.stopTokens = {a.value()[3]};
+  ASSERT_TRUE(second->resetState().ok());
+  auto stopped = ein::generate(*second, prompt, options);
+  ASSERT_TRUE(stopped.ok());
+  const auto firstStop = std::find(a.value().begin(), a.value().end(), a.value()[3]) - a.value().begin();
+  EXPECT_EQ(stopped.value(), std::vector<int64_t>(a.value().begin(), a.value().begin() + firstStop + 1));
+}
+
+TEST_F(Generation, APromptBeyondTheCacheIsAClearError) {
+  auto session = ein::Session::create(model).value();
+  std::vector<int64_t> longPrompt(200, 3);
+  ASSERT_TRUE(ein::generate(*session, longPrompt, {.maxNewTokens = 1}).ok());
+  auto beyond = ein::generate(*session, longPrompt, {.maxNewTokens = 1});
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("holds 256 rows"), std::string::npos) << beyond.status().message();
+  EXPECT_EQ(session->position(), 200);
+}
+
+}  // namespace
