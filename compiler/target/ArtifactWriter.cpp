@@ -1,5 +1,6 @@
 #include "target/ArtifactWriter.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -98,6 +99,7 @@ class Writer {
     builder.ForceDefaults(true);
     tensors.clear();
     tensorIndex.clear();
+    scaleTensor.clear();
     weights.clear();
     inputs.clear();
     outputs.clear();
@@ -127,7 +129,11 @@ class Writer {
     for (Operation &op : body.without_terminator()) {
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
         if (failed(checkWeightLimit(param, param.getType()))) return failure();
-        if (failed(addWeights(param, param.getType(), paramBytes(param), storedAsBf16(param)))) return failure();
+        if (std::optional<Int8Layout> layout = storedAsInt8(param)) {
+          if (failed(addInt8Weights(param, *layout))) return failure();
+        } else if (failed(addWeights(param, param.getType(), paramBytes(param), storedAsBf16(param)))) {
+          return failure();
+        }
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
                                                  tensorIndex.at(param)));
         continue;
@@ -175,7 +181,8 @@ class Writer {
     auto target = options.target == ArtifactTarget::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
     auto precision = options.precision == ArtifactPrecision::Bf16   ? fb::Precision::Bf16
                      : options.precision == ArtifactPrecision::Fp16 ? fb::Precision::Fp16
-                                                            : fb::Precision::Fp32;
+                     : options.precision == ArtifactPrecision::Int8 ? fb::Precision::Int8
+                                                                    : fb::Precision::Fp32;
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                        static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, weights.size(),
@@ -273,6 +280,93 @@ class Writer {
         return false;
     }
     return true;
+  }
+
+  // --precision int8 on the CPU: a f32 parameter that only ever is a gemm's
+  // weight operand b, always through the same view, which is one [k, n]
+  // matrix for the whole batch covering each element once (a linear's weight,
+  // either orientation), is stored as s8 with a scale per column n
+  // (symmetric: scale = max_k |w| / 127, q = round_half_even(w * 127 / max)).
+  // Anything else stays f32.
+  struct Int8Layout {
+    int64_t k, n, sK, sN;
+  };
+  std::optional<Int8Layout> storedAsInt8(ir::ParamOp param) {
+    if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Int8) return std::nullopt;
+    if (!param.getType().getElementType().isF32() || param->use_empty()) return std::nullopt;
+    std::optional<Int8Layout> layout;
+    for (OpOperand &use : param->getUses()) {
+      auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
+      if (!gemm || gemm.getB() != param.getResult() || gemm.getA() == param.getResult() ||
+          gemm.getBias() == param.getResult() || gemm.getResidual() == param.getResult())
+        return std::nullopt;
+      kern::ViewAttr view = gemm.getBView();
+      const Shape &strides = view.getStrides();
+      const Shape batch = gemm.getBatch().sizes();
+      std::optional<int64_t> k = kern::sizeOf(gemm.getK()).constant(), n = kern::sizeOf(gemm.getN()).constant();
+      std::optional<int64_t> offset = view.getOffset().constant();
+      if (!k || !n || !offset || *offset != 0 || strides.size() != batch.size() + 2) return std::nullopt;
+      for (size_t axis = 0; axis < batch.size(); ++axis) {
+        std::optional<int64_t> stride = strides[axis].constant(), size = batch[axis].constant();
+        if (!stride || !size || (*stride != 0 && *size != 1)) return std::nullopt;
+      }
+      std::optional<int64_t> sK = strides[batch.size()].constant(), sN = strides[batch.size() + 1].constant();
+      if (!sK || !sN) return std::nullopt;
+      // Each element once: row-major [k, n] or its transpose [n, k].
+      const bool dense = (*sN == 1 && *sK == *n) || (*sK == 1 && *sN == *k);
+      if (!dense || *k * *n != param.getType().getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
+      Int8Layout here{*k, *n, *sK, *sN};
+      if (layout && (layout->k != here.k || layout->n != here.n || layout->sK != here.sK || layout->sN != here.sN))
+        return std::nullopt;
+      layout = here;
+    }
+    return layout;
+  }
+
+  // The parameter as s8 (its own tensor, under its name) and its scales (an
+  // f32 [n] weight tensor that gemms reading it name as b_scale).
+  LogicalResult addInt8Weights(ir::ParamOp param, const Int8Layout &layout) {
+    FailureOr<std::vector<uint8_t>> bytes = paramBytes(param);
+    if (failed(bytes)) return failure();
+    const auto count = static_cast<size_t>(layout.k * layout.n);
+    if (bytes->size() != count * 4)
+      return emitError(param.getLoc()) << "weights hold " << bytes->size() << " bytes for " << param.getType();
+    auto at = [&](int64_t p, int64_t j) {
+      float value;
+      std::memcpy(&value, bytes->data() + 4 * (p * layout.sK + j * layout.sN), 4);
+      return value;
+    };
+    std::vector<uint8_t> quantized(count);
+    std::vector<float> scales(static_cast<size_t>(layout.n));
+    for (int64_t j = 0; j < layout.n; ++j) {
+      float absMax = 0.0f;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        const float value = at(p, j);
+        if (!std::isfinite(value))
+          return emitError(param.getLoc()) << "parameter '" << param.getName()
+                                           << "' holds a value that is not finite: it cannot be quantized to int8";
+        absMax = std::max(absMax, std::fabs(value));
+      }
+      scales[static_cast<size_t>(j)] = absMax / 127.0f;
+      const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        float q = std::nearbyint(at(p, j) * inverse);
+        q = std::min(127.0f, std::max(-127.0f, q));
+        quantized[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+    }
+    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
+    uint64_t offset = weights.size();
+    weights.insert(weights.end(), quantized.begin(), quantized.end());
+    if (failed(addTensor(param, fb::Storage::Weights, 0, offset, fb::DType::I8))) return failure();
+    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
+    offset = weights.size();
+    auto *scaleBytes = reinterpret_cast<const uint8_t *>(scales.data());
+    weights.insert(weights.end(), scaleBytes, scaleBytes + scales.size() * sizeof(float));
+    std::vector<int64_t> shape{layout.n};
+    scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+    tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, offset));
+    return success();
   }
 
   // f32 bytes to bf16, rounded to nearest even (NaN stays NaN).
@@ -437,9 +531,16 @@ class Writer {
           auto c = view(result, gemm.getCView());
           auto bias = optionalView(gemm.getBias(), gemm.getBiasView());
           auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
+          // int8 weights: their scale per column (n), a dense [n] tensor.
+          flatbuffers::Offset<fb::View> bScale = 0;
+          if (auto scale = scaleTensor.find(gemm.getB()); scale != scaleTensor.end()) {
+            std::vector<int64_t> unit{1};
+            bScale = fb::CreateViewDirect(builder, scale->second, 0, &unit);
+          }
           kernel = fb::CreateGemmDirect(builder, &batch, one(gemm.getM()), one(gemm.getN()), one(gemm.getK()), a, b, c,
                                         bias,
-                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual)
+                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual,
+                                        bScale)
                        .Union();
           kind = fb::Kernel::Gemm;
           return success();
@@ -633,6 +734,7 @@ class Writer {
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
+  DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
   std::vector<uint8_t> weights;
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters;

@@ -226,6 +226,15 @@ void prepackGemmWeights(Program &program, const std::vector<bool> *eligible) {
     auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
     if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !(*eligible)[s])) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
+    if (tensor.storage == Storage::Weights && tensor.dtype == DType::I8 && op->bScale) {
+      // Verified as one matrix for the batch (the loader).
+      StatusOr<PackedMatrix> matrix =
+          packS8Weights(*op, reinterpret_cast<const int8_t *>(program.weights + tensor.offset), isa);
+      if (!matrix.ok()) continue;  // the kernel packs as it goes instead
+      op->packedB = static_cast<int32_t>(program.packed.size());
+      program.packed.push_back(std::move(matrix).value());
+      continue;
+    }
     if (tensor.storage != Storage::Weights || (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16)) continue;
     const size_t r = op->batch.size();
     bool shared = true;

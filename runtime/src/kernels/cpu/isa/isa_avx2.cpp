@@ -5,8 +5,25 @@
 
 namespace ein::detail::cpu {
 
+// s8_gemm_avx2.cpp (built with -mavx2)
+void s8GemmTileAvx2(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                    bool accumulate);
+float s8QuantizeRowAvx2(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+
+void useAvx2S8Gemm(IsaKernels &table) {
+  table.s8GemmMr = 4;
+  table.s8GemmNr = 16;
+  table.s8ActivationOffset = 0;
+  table.s8GemmTile = &s8GemmTileAvx2;
+  table.s8QuantizeRow = &s8QuantizeRowAvx2;
+}
+
 const IsaKernels &avx2Kernels() {
-  static const IsaKernels kernels = isa::makeKernels<isa::Avx2, 6, 2>("avx2");
+  static const IsaKernels kernels = [] {
+    IsaKernels table = isa::makeKernels<isa::Avx2, 6, 2>("avx2");
+    useAvx2S8Gemm(table);
+    return table;
+  }();
   return kernels;
 }
 

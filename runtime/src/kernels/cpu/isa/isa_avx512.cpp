@@ -5,8 +5,33 @@
 
 namespace ein::detail::cpu {
 
+void useAvx2S8Gemm(IsaKernels &table);  // isa_avx2.cpp: every AVX-512 CPU has AVX2
+
 const IsaKernels &avx512Kernels() {
-  static const IsaKernels kernels = isa::makeKernels<isa::Avx512, 6, 4>("avx512");
+  static const IsaKernels kernels = [] {
+    IsaKernels table = isa::makeKernels<isa::Avx512, 6, 4>("avx512");
+    useAvx2S8Gemm(table);
+    return table;
+  }();
+  return kernels;
+}
+
+// Built with -mavx512vnni (s8_gemm_avx512vnni.cpp).
+void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                          bool accumulate);
+float s8QuantizeRowAvx512vnni(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+
+const IsaKernels &avx512VnniKernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx512Kernels();
+    table.name = "avx512vnni";
+    table.s8GemmMr = 6;
+    table.s8GemmNr = 64;
+    table.s8ActivationOffset = 128;
+    table.s8GemmTile = &s8GemmTileAvx512vnni;
+    table.s8QuantizeRow = &s8QuantizeRowAvx512vnni;
+    return table;
+  }();
   return kernels;
 }
 
@@ -18,7 +43,7 @@ void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows
 
 const IsaKernels &avx512Bf16Kernels() {
   static const IsaKernels kernels = [] {
-    IsaKernels table = avx512Kernels();
+    IsaKernels table = avx512VnniKernels();
     table.name = "avx512bf16";
     table.bf16GemmTile = &bf16GemmTileAvx512bf16;
     table.bf16PackRows = &bf16PackRowsAvx512bf16;

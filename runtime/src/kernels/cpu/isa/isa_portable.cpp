@@ -5,8 +5,20 @@
 
 namespace ein::detail::cpu {
 
+// s8_gemm_portable.cpp
+void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                        bool accumulate);
+float s8QuantizeRowPortable(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+
 const IsaKernels &portableKernels() {
-  static const IsaKernels kernels = isa::makeKernels<isa::Portable, 4, 8>("portable");
+  static const IsaKernels kernels = [] {
+    IsaKernels table = isa::makeKernels<isa::Portable, 4, 8>("portable");
+    table.s8GemmMr = 4;
+    table.s8GemmNr = 16;
+    table.s8GemmTile = &s8GemmTilePortable;
+    table.s8QuantizeRow = &s8QuantizeRowPortable;
+    return table;
+  }();
   return kernels;
 }
 
