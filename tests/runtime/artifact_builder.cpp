@@ -116,7 +116,7 @@ void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     auto kernel = fb::CreateGemmDirect(b, &spec.batch, spec.m, spec.n, spec.k, viewOf(b, spec.a), viewOf(b, spec.b),
                                        viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
-                                       viewOf(b, spec.residual));
+                                       viewOf(b, spec.residual), viewOf(b, spec.bScale));
     return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
   });
 }

@@ -38,6 +38,7 @@ struct GemmSpec {
   float alpha = 1.0f;
   fb::Activation activation = fb::Activation::None;
   std::optional<ViewSpec> residual;
+  std::optional<ViewSpec> bScale;  // int8 weights b: their scale per column
 };
 
 struct AttentionSpec {
