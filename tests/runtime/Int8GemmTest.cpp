@@ -81,6 +81,23 @@ TEST_P(S8TileTest, TileSumsExactly) {
   }
 }
 
+// The scales come in with the same f32 operations on every table.
+TEST_P(S8TileTest, DequantizeRowMatchesTheDefinition) {
+  const IsaKernels &isa = *GetParam();
+  std::mt19937 random(6);
+  std::uniform_int_distribution<int32_t> sums(-2000000, 2000000), columns(-16000, 16000);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 64, 100}) {
+    std::vector<int32_t> acc(static_cast<size_t>(n)), columnSums(static_cast<size_t>(n));
+    for (int32_t &x : acc) x = sums(random);
+    for (int32_t &x : columnSums) x = columns(random);
+    std::vector<float> scale = randomFloats(n, 11), want(static_cast<size_t>(n)), got(static_cast<size_t>(n), NAN);
+    detail::cpu::dequantizeRowS8(acc.data(), columnSums.data(), isa.s8ActivationOffset, 0.0123f, scale.data(), n,
+                                 want.data());
+    isa.s8DequantizeRow(acc.data(), columnSums.data(), isa.s8ActivationOffset, 0.0123f, scale.data(), n, got.data());
+    EXPECT_EQ(got, want) << isa.name << " n " << n;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, S8TileTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
                          [](const auto &info) { return std::string(info.param->name); });
 

@@ -44,6 +44,7 @@ struct S8Scratch {
   int32_t *acc;     // kMaxMc x kMaxNc
   int32_t *columnSums;  // kMaxNc
   float *row;       // kMaxNc: one dequantized row
+  float *columnScale;  // kMaxNc: the block's column scales, contiguous
   int8_t *bPack;    // a panel packed here when b was not packed at load
   int32_t *bSums;   // kMaxNr
 };
@@ -57,7 +58,8 @@ S8Scratch scratchOf(float *base, int64_t k) {
   s.acc = reinterpret_cast<int32_t *>(s.rowScale + kMaxMc);
   s.columnSums = s.acc + kMaxMc * kMaxNc;
   s.row = reinterpret_cast<float *>(s.columnSums + kMaxNc);
-  s.bSums = reinterpret_cast<int32_t *>(s.row + kMaxNc);
+  s.columnScale = s.row + kMaxNc;
+  s.bSums = reinterpret_cast<int32_t *>(s.columnScale + kMaxNc);
   s.aQ = reinterpret_cast<uint8_t *>(s.bSums + kMaxNr);
   s.bPack = reinterpret_cast<int8_t *>(s.aQ + kMaxMc * paddedBytes(k));
   return s;
@@ -68,7 +70,7 @@ S8Scratch scratchOf(float *base, int64_t k) {
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
   // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
   const unsigned __int128 bytes = static_cast<unsigned __int128>(sizeof(float)) *
-                                      (kMaxMc + kMaxMc * kMaxNc + kMaxNc + kMaxNc + kMaxNr) +
+                                      (kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
                                   static_cast<unsigned __int128>(kMaxMc + kMaxNr) *
                                       (static_cast<uint64_t>(op.k) + 3);
   constexpr size_t kLimit = SIZE_MAX / 16;
@@ -149,14 +151,16 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
       for (int64_t ir = 0; ir < paddedRows; ir += mr)
         isa.s8GemmTile(quads, s.aQ + ir * kPadded, kPadded, panel, s.acc + ir * ldc + jr, ldc, false);
     }
+    const float *columnScale = bScale + j0 * scaleStride;
+    if (scaleStride != 1) {
+      for (int64_t j = 0; j < cols; ++j) s.columnScale[j] = bScale[(j0 + j) * scaleStride];
+      columnScale = s.columnScale;
+    }
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = i0 + i;
-      const float rowScale = s.rowScale[i];
-      const int32_t *acc = s.acc + i * ldc;
       // The offset's share (offset * the column's weights) comes off exactly
       // in int32; then the two scales.
-      for (int64_t j = 0; j < cols; ++j)
-        s.row[j] = rowScale * bScale[(j0 + j) * scaleStride] * static_cast<float>(acc[j] - offset * s.columnSums[j]);
+      isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, s.row);
       GemmEpilogueRow e{s.row, cols, op.alpha, nullptr, 0, op.activation, nullptr, 0, c + cOff + row * cM + j0 * cN, cN};
       if (bias) {
         e.bias = bias + biasOff + row * op.bias->strides[r] + j0 * op.bias->strides[r + 1];

@@ -49,4 +49,11 @@ inline float quantizeRowS8(const float *x, int64_t stride, int64_t k, int64_t kP
   return row.scale;
 }
 
+// out[j] = rowScale * columnScale[j] * (acc[j] - offset * columnSums[j]) (IsaKernels::s8DequantizeRow).
+inline void dequantizeRowS8(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                            const float *columnScale, int64_t n, float *out) {
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = rowScale * columnScale[j] * static_cast<float>(acc[j] - offset * columnSums[j]);
+}
+
 }  // namespace ein::detail::cpu

@@ -118,6 +118,11 @@ struct IsaKernels {
   // quantizeRowS8 (quantize_s8.hpp) of a contiguous row with this table's
   // s8ActivationOffset, in vectors: q[0..kPadded) and the row's scale.
   float (*s8QuantizeRow)(const float *x, int64_t k, int64_t kPadded, uint8_t *q) = nullptr;
+  // out[j] = rowScale * columnScale[j] * (acc[j] - offset * columnSums[j])
+  // for j < n (the int8 gemm's scales, before its epilogue): the same f32
+  // operations in that order on every table.
+  void (*s8DequantizeRow)(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                          const float *columnScale, int64_t n, float *out) = nullptr;
 };
 
 const IsaKernels &portableKernels();

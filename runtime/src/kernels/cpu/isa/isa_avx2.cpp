@@ -9,6 +9,8 @@ namespace ein::detail::cpu {
 void s8GemmTileAvx2(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                     bool accumulate);
 float s8QuantizeRowAvx2(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+void s8DequantizeRowAvx2(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                         const float *columnScale, int64_t n, float *out);
 
 void useAvx2S8Gemm(IsaKernels &table) {
   table.s8GemmMr = 4;
@@ -16,6 +18,7 @@ void useAvx2S8Gemm(IsaKernels &table) {
   table.s8ActivationOffset = 0;
   table.s8GemmTile = &s8GemmTileAvx2;
   table.s8QuantizeRow = &s8QuantizeRowAvx2;
+  table.s8DequantizeRow = &s8DequantizeRowAvx2;
 }
 
 const IsaKernels &avx2Kernels() {

@@ -20,6 +20,8 @@ const IsaKernels &avx512Kernels() {
 void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                           bool accumulate);
 float s8QuantizeRowAvx512vnni(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+void s8DequantizeRowAvx512vnni(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                               const float *columnScale, int64_t n, float *out);
 
 const IsaKernels &avx512VnniKernels() {
   static const IsaKernels kernels = [] {
@@ -30,6 +32,7 @@ const IsaKernels &avx512VnniKernels() {
     table.s8ActivationOffset = 128;
     table.s8GemmTile = &s8GemmTileAvx512vnni;
     table.s8QuantizeRow = &s8QuantizeRowAvx512vnni;
+    table.s8DequantizeRow = &s8DequantizeRowAvx512vnni;
     return table;
   }();
   return kernels;

@@ -9,6 +9,8 @@ namespace ein::detail::cpu {
 void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                         bool accumulate);
 float s8QuantizeRowPortable(const float *x, int64_t k, int64_t kPadded, uint8_t *q);
+void s8DequantizeRowPortable(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                             const float *columnScale, int64_t n, float *out);
 
 const IsaKernels &portableKernels() {
   static const IsaKernels kernels = [] {
@@ -17,6 +19,7 @@ const IsaKernels &portableKernels() {
     table.s8GemmNr = 16;
     table.s8GemmTile = &s8GemmTilePortable;
     table.s8QuantizeRow = &s8QuantizeRowPortable;
+    table.s8DequantizeRow = &s8DequantizeRowPortable;
     return table;
   }();
   return kernels;

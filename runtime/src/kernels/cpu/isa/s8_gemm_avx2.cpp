@@ -54,6 +54,21 @@ void s8GemmTileAvx2(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *
     for (int v = 0; v < kNv; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + r * ldc + v * 8), acc[r][v]);
 }
 
+void s8DequantizeRowAvx2(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                         const float *columnScale, int64_t n, float *out) {
+  const __m256 row = _mm256_set1_ps(rowScale);
+  const __m256i off = _mm256_set1_epi32(offset);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(columnSums + j));
+    const __m256i exact = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(acc + j)),
+                                           _mm256_mullo_epi32(off, sums));
+    const __m256 scale = _mm256_mul_ps(row, _mm256_loadu_ps(columnScale + j));
+    _mm256_storeu_ps(out + j, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(exact)));
+  }
+  dequantizeRowS8(acc + j, columnSums + j, offset, rowScale, columnScale + j, n - j, out + j);
+}
+
 // quantizeRowS8 (offset 0) on a contiguous row, 8 floats at a time; the
 // int32 results narrow 32 at a time (vpackssdw, vpacksswb, then vpermd to undo
 // their per-lane order), the tail one by one.

@@ -50,6 +50,19 @@ void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const in
     for (int v = 0; v < kNv; ++v) _mm512_storeu_si512(c + r * ldc + v * 16, acc[r][v]);
 }
 
+void s8DequantizeRowAvx512vnni(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                               const float *columnScale, int64_t n, float *out) {
+  const __m512 row = _mm512_set1_ps(rowScale);
+  const __m512i off = _mm512_set1_epi32(offset);
+  for (int64_t j = 0; j < n; j += 16) {
+    const auto lanes = static_cast<__mmask16>(n - j >= 16 ? 0xffff : (1u << (n - j)) - 1);
+    const __m512i exact = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(lanes, acc + j),
+                                           _mm512_mullo_epi32(off, _mm512_maskz_loadu_epi32(lanes, columnSums + j)));
+    const __m512 scale = _mm512_mul_ps(row, _mm512_maskz_loadu_ps(lanes, columnScale + j));
+    _mm512_mask_storeu_ps(out + j, lanes, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(exact)));
+  }
+}
+
 // quantizeRowS8 with offset 128 on a contiguous row, 16 floats at a time:
 // |x| max (and whether all are finite), then x * inverse clamped to +-127,
 // converted with the default rounding (nearest even), narrowed (vpmovsdb)

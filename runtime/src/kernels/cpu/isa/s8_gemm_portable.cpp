@@ -30,6 +30,11 @@ void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8
     for (int j = 0; j < kNr; ++j) c[r * ldc + j] = acc[r][j];
 }
 
+void s8DequantizeRowPortable(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                             const float *columnScale, int64_t n, float *out) {
+  dequantizeRowS8(acc, columnSums, offset, rowScale, columnScale, n, out);
+}
+
 float s8QuantizeRowPortable(const float *x, int64_t k, int64_t kPadded, uint8_t *q) {
   return quantizeRowS8(x, 1, k, kPadded, 0, q);
 }
