@@ -80,17 +80,22 @@ class Writer {
 
   FailureOr<std::vector<uint8_t>> run() {
     // The weight segment's file offset is a field of the FlatBuffer: build
-    // once to learn the buffer's size, then again with the final offset. All
-    // scalar fields are forced present, so both builds have the same size.
+    // once to learn the buffer's size (sizing: weights are laid out but not
+    // read), then again with the final offset, reading each parameter once
+    // straight into the file after the header's room. All scalar fields are
+    // forced present, so both builds have the same size. So einc holds the
+    // weights once (the file), plus one parameter at a time.
+    sizing = true;
     if (failed(build(0))) return failure();
     uint64_t weightsOffset = alignTo(builder.GetSize(), kWeightAlignment);
+    sizing = false;
+    segmentBase = weightsOffset;
+    weights.reserve(weightsOffset + segmentSize);
     if (failed(build(weightsOffset))) return failure();
     if (alignTo(builder.GetSize(), kWeightAlignment) != weightsOffset)
       return function.emitError() << "internal error: artifact header changed size between builds";
-    std::vector<uint8_t> file(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
-    file.resize(weightsOffset, 0);
-    file.insert(file.end(), weights.begin(), weights.end());
-    return file;
+    std::memcpy(weights.data(), builder.GetBufferPointer(), builder.GetSize());
+    return std::move(weights);
   }
 
  private:
@@ -100,7 +105,8 @@ class Writer {
     tensors.clear();
     tensorIndex.clear();
     scaleTensor.clear();
-    weights.clear();
+    weights.assign(sizing ? 0 : segmentBase, 0);
+    segmentSize = 0;
     inputs.clear();
     outputs.clear();
     parameters.clear();
@@ -131,7 +137,8 @@ class Writer {
         if (failed(checkWeightLimit(param, param.getType()))) return failure();
         if (std::optional<Int8Layout> layout = storedAsInt8(param)) {
           if (failed(addInt8Weights(param, *layout))) return failure();
-        } else if (failed(addWeights(param, param.getType(), paramBytes(param), storedAsBf16(param)))) {
+        } else if (failed(addWeights(param, param.getType(), [&] { return paramBytes(param); },
+                                     storedAsBf16(param)))) {
           return failure();
         }
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
@@ -139,7 +146,8 @@ class Writer {
         continue;
       }
       if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
-        if (failed(addWeights(constant, constant.getType(), constantBytes(constant)))) return failure();
+        if (failed(addWeights(constant, constant.getType(), [&] { return constantBytes(constant); })))
+          return failure();
         continue;
       }
       if (!isa<kern::KernDialect>(op.getDialect()))
@@ -185,19 +193,28 @@ class Writer {
                                                                     : fb::Precision::Fp32;
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
-                                       static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, weights.size(),
+                                       static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, segmentSize,
                                        precision, &dims, &sizeTables, &checks);
     fb::FinishSizePrefixedModelBuffer(builder, model);
     return success();
   }
 
-  // Each parameter is read once, though the header is built twice.
+  // A parameter's bytes, read once: by the second build (the first only sizes).
   FailureOr<std::vector<uint8_t>> paramBytes(ir::ParamOp param) {
-    auto cached = paramCache.find(param.getName());
-    if (cached != paramCache.end()) return cached->second;
-    auto bytes = params(param.getName(), param.getType(), param.getLoc());
-    if (failed(bytes)) return failure();
-    return paramCache[param.getName()] = std::move(*bytes);
+    return params(param.getName(), param.getType(), param.getLoc());
+  }
+
+  // Appends `size` bytes (64-aligned) to the weight segment and returns their
+  // offset there; while sizing, only counts them.
+  uint64_t appendWeights(const uint8_t *data, size_t size) {
+    segmentSize = alignTo(segmentSize, kWeightAlignment);
+    const uint64_t offset = segmentSize;
+    segmentSize += size;
+    if (!sizing) {
+      weights.resize(segmentBase + offset, 0);
+      weights.insert(weights.end(), data, data + size);
+    }
+    return offset;
   }
 
   // Ids feeding a gather must index its table: record the row count so that
@@ -258,8 +275,8 @@ class Writer {
   // random weights would otherwise exhaust memory).
   LogicalResult checkWeightLimit(Value value, RankedTensorType type) {
     uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
-    if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(weights.size(), limits::kMaxWeightBytes))
-      return emitError(value.getLoc()) << "the weights reach " << weights.size() + bytes
+    if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(segmentSize, limits::kMaxWeightBytes))
+      return emitError(value.getLoc()) << "the weights reach " << segmentSize + bytes
                                        << " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
     return success();
   }
@@ -326,9 +343,18 @@ class Writer {
   // The parameter as s8 (its own tensor, under its name) and its scales (an
   // f32 [n] weight tensor that gemms reading it name as b_scale).
   LogicalResult addInt8Weights(ir::ParamOp param, const Int8Layout &layout) {
+    const auto count = static_cast<size_t>(layout.k * layout.n);
+    std::vector<int64_t> shape{layout.n};
+    if (sizing) {  // the layout only
+      if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(nullptr, count), fb::DType::I8)))
+        return failure();
+      const uint64_t scales = appendWeights(nullptr, static_cast<size_t>(layout.n) * sizeof(float));
+      scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+      tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, scales));
+      return success();
+    }
     FailureOr<std::vector<uint8_t>> bytes = paramBytes(param);
     if (failed(bytes)) return failure();
-    const auto count = static_cast<size_t>(layout.k * layout.n);
     if (bytes->size() != count * 4)
       return emitError(param.getLoc()) << "weights hold " << bytes->size() << " bytes for " << param.getType();
     auto at = [&](int64_t p, int64_t j) {
@@ -355,15 +381,12 @@ class Writer {
         quantized[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<uint8_t>(static_cast<int8_t>(q));
       }
     }
-    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
-    uint64_t offset = weights.size();
-    weights.insert(weights.end(), quantized.begin(), quantized.end());
-    if (failed(addTensor(param, fb::Storage::Weights, 0, offset, fb::DType::I8))) return failure();
-    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
-    offset = weights.size();
-    auto *scaleBytes = reinterpret_cast<const uint8_t *>(scales.data());
-    weights.insert(weights.end(), scaleBytes, scaleBytes + scales.size() * sizeof(float));
-    std::vector<int64_t> shape{layout.n};
+    bytes->clear();
+    bytes->shrink_to_fit();
+    if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
+      return failure();
+    const uint64_t offset =
+        appendWeights(reinterpret_cast<const uint8_t *>(scales.data()), scales.size() * sizeof(float));
     scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
     tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, offset));
     return success();
@@ -384,17 +407,22 @@ class Writer {
     return out;
   }
 
-  LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes,
-                           bool asBf16 = false) {
-    if (failed(bytes)) return failure();
+  // `read` gives the value's bytes; it is not called while sizing.
+  LogicalResult addWeights(Value value, RankedTensorType type,
+                           llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read, bool asBf16 = false) {
     uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
-    if (bytes->size() != expected)
-      return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type << " (expected "
-                                       << expected << ")";
-    if (asBf16) *bytes = toBf16(*bytes);
-    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
-    uint64_t offset = weights.size();
-    weights.insert(weights.end(), bytes->begin(), bytes->end());
+    uint64_t offset;
+    if (sizing) {
+      offset = appendWeights(nullptr, asBf16 ? expected / 2 : expected);
+    } else {
+      FailureOr<std::vector<uint8_t>> bytes = read();
+      if (failed(bytes)) return failure();
+      if (bytes->size() != expected)
+        return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type
+                                         << " (expected " << expected << ")";
+      if (asBf16) *bytes = toBf16(*bytes);
+      offset = appendWeights(bytes->data(), bytes->size());
+    }
     return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
                                        asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
   }
@@ -730,12 +758,15 @@ class Writer {
   const ParamBytesProvider &params;
   const ArtifactOptions &options;
 
-  llvm::StringMap<std::vector<uint8_t>> paramCache;
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
   DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
+  // The artifact file being built: segmentBase bytes of room for the header,
+  // then the weight segment (empty while sizing).
   std::vector<uint8_t> weights;
+  bool sizing = false;
+  uint64_t segmentBase = 0, segmentSize = 0;
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs;
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters;
   std::vector<flatbuffers::Offset<fb::Step>> steps;
