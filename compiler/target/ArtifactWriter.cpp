@@ -10,6 +10,7 @@
 #include "ein/IR/OpTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "ops/scalar_functions.hpp"
 #include "ops/schema_enums.hpp"
 
 using namespace mlir;
@@ -105,6 +106,7 @@ class Writer {
     tensors.clear();
     tensorIndex.clear();
     scaleTensor.clear();
+    weightOffset.clear();
     weights.assign(sizing ? 0 : segmentBase, 0);
     segmentSize = 0;
     inputs.clear();
@@ -152,6 +154,13 @@ class Writer {
       }
       if (!isa<kern::KernDialect>(op.getDialect()))
         return op.emitOpError() << "cannot be serialised: the artifact holds kernel (kern) ops only";
+      if (op.hasAttr(kern::kFoldedAttr)) {  // computed here, stored with the weights
+        auto type = cast<RankedTensorType>(op.getResult(0).getType());
+        if (failed(checkWeightLimit(op.getResult(0), type)) ||
+            failed(addWeights(op.getResult(0), type, [&] { return foldedBytes(op); })))
+          return failure();
+        continue;
+      }
       Value result = op.getResult(0);
       FailureOr<uint32_t> id = failure();
       if (auto output = outputIndex.find(result); output != outputIndex.end()) {
@@ -197,6 +206,70 @@ class Writer {
                                        precision, &dims, &sizeTables, &checks);
     fb::FinishSizePrefixedModelBuffer(builder, model);
     return success();
+  }
+
+  // ---- constant folding ----------------------------------------------------
+
+  // The f32 value of element `index` of a weight tensor already written (a
+  // parameter, constant or folded result: f32, kern-plan-memory checked).
+  float weightAt(Value value, int64_t index) const {
+    float x;
+    std::memcpy(&x, weights.data() + segmentBase + weightOffset.at(value) + 4 * index, 4);
+    return x;
+  }
+
+  // A folded element-wise or copy kernel's result (f32, row-major), computed
+  // as the runtime's kernels would: the element-wise program in f32 by the op
+  // table's scalar definitions, inputs read through their views.
+  FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op) {
+    Shape shape = ir::shapeOf(op.getResult(0).getType());
+    std::vector<int64_t> sizes;
+    for (const Size &size : shape) sizes.push_back(*size.constant());
+    struct Input {
+      Value value;
+      int64_t offset;
+      std::vector<int64_t> strides;
+    };
+    auto inputOf = [](Value value, kern::ViewAttr view) {
+      Input input{value, *view.getOffset().constant(), {}};
+      for (const Size &stride : view.getStrides()) input.strides.push_back(*stride.constant());
+      return input;
+    };
+    std::vector<Input> inputs;
+    std::vector<fb::Instruction> program;
+    if (auto copy = dyn_cast<kern::CopyOp>(op)) {
+      inputs.push_back(inputOf(copy.getX(), copy.getXView()));
+    } else {
+      auto elementwise = cast<kern::ElementwiseOp>(op);
+      for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
+        inputs.push_back(inputOf(input, cast<kern::ViewAttr>(attr)));
+      auto compiled = compileProgram(elementwise);
+      if (failed(compiled)) return failure();
+      program = std::move(*compiled);
+    }
+    int64_t count = 1;
+    for (int64_t size : sizes) count *= size;
+    std::vector<uint8_t> bytes(static_cast<size_t>(count) * 4);
+    std::vector<int64_t> index(sizes.size(), 0);
+    std::vector<float> registers(inputs.size() + program.size());
+    for (int64_t flat = 0; flat < count; ++flat) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        int64_t at = inputs[i].offset;
+        for (size_t axis = 0; axis < sizes.size(); ++axis) at += index[axis] * inputs[i].strides[axis];
+        registers[i] = weightAt(inputs[i].value, at);
+      }
+      for (size_t p = 0; p < program.size(); ++p) {
+        const fb::Instruction &in = program[p];
+        registers[inputs.size() + p] =
+            ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
+                                 registers[in.c()], in.imm());
+      }
+      std::memcpy(bytes.data() + 4 * flat, &registers.back(), 4);
+      for (size_t axis = sizes.size(); axis-- > 0;)
+        if (++index[axis] < sizes[axis]) break;
+        else index[axis] = 0;
+    }
+    return bytes;
   }
 
   // A parameter's bytes, read once: by the second build (the first only sizes).
@@ -423,6 +496,7 @@ class Writer {
       if (asBf16) *bytes = toBf16(*bytes);
       offset = appendWeights(bytes->data(), bytes->size());
     }
+    weightOffset[value] = offset;
     return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
                                        asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
   }
@@ -762,6 +836,7 @@ class Writer {
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
   DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
+  DenseMap<Value, uint64_t> weightOffset;  // where a weight tensor's bytes start in the segment
   // The artifact file being built: segmentBase bytes of room for the header,
   // then the weight segment (empty while sizing).
   std::vector<uint8_t> weights;
