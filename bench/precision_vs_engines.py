@@ -207,21 +207,9 @@ def bert_onnx(weights, batch, tokens, path):
 
 # ---- workers (one engine per process) ------------------------------------------
 
-def time_runs(run, runs):
-    import time
-    for _ in range(3):
-        run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1e3)
-    times.sort()
-    return times[len(times) // 2]
-
-
 def worker(args):
     import numpy as np
+    from vit_vs_pytorch import time_runs  # this folder is on sys.path: warm-up calls, then the median
     feed = {name: np.load(path) for name, path in json.loads(args.feed).items()}
     threads = int(args.threads)
     if args.worker.startswith("ort"):
@@ -241,7 +229,7 @@ def worker(args):
         request = compiled.create_infer_request()
         run = lambda: request.infer(feed)[compiled.output(0)]
     out = np.array(run())
-    median = time_runs(run, args.runs)
+    median = time_runs(run, args.runs)[0]
     np.save(args.output, out)
     print(json.dumps({"median_ms": median}))
 

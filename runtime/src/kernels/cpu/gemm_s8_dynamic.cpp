@@ -10,8 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/blocking.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/gemm_blocks.hpp"
 #include "kernels/cpu/quantize_s8.hpp"
 #include "util/status_macros.hpp"
 
@@ -88,42 +87,18 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
   const int8_t *b = context.data<const int8_t>(op.b);
   const float *bScale = context.data<const float>(*op.bScale) + op.bScale->offset;
   const int64_t scaleStride = op.bScale->strides[0];
-  float *c = context.data<float>(op.c);
-  const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
-  const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
   // Packed for another table (a test forcing one): pack as we go instead.
   if (packed && (!packed->s8Quads || packed->nr != nr)) packed = nullptr;
 
   const size_t r = op.batch.size();
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
-  const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
   const int64_t kPadded = static_cast<int64_t>(paddedBytes(k)), quads = kPadded / 4;
-  const int64_t mc = blockSize(m, kMaxMc, mr), mBlocks = ceilDiv(m, mc);
-  const int64_t panels = ceilDiv(n, nr);
-  int64_t nBlocks = ceilDiv(n, kMaxNc);
-  for (int64_t more = nBlocks; more <= std::min(panels, 4 * nBlocks); ++more)
-    if (batchCount * mBlocks * more % context.threads() == 0) {
-      nBlocks = more;
-      break;
-    }
-  const int64_t nc = ceilDiv(panels, nBlocks) * nr;
-  nBlocks = ceilDiv(n, nc);
+  const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
 
-  context.parallelFor(batchCount * mBlocks * nBlocks, [&](int64_t item, int thread) {
-    const int64_t batchIndex = item / (mBlocks * nBlocks), block = item % (mBlocks * nBlocks);
-    const int64_t i0 = block / nBlocks * mc, j0 = block % nBlocks * nc;
-    const int64_t rows = std::min(mc, m - i0), cols = std::min(nc, n - j0);
-    int64_t aOff = op.a.offset, cOff = op.c.offset;
-    int64_t biasOff = op.bias ? op.bias->offset : 0, resOff = op.residual ? op.residual->offset : 0;
-    for (size_t axis = r, rest = static_cast<size_t>(batchIndex); axis-- > 0;) {
-      const int64_t index = static_cast<int64_t>(rest % static_cast<size_t>(op.batch[axis]));
-      rest /= static_cast<size_t>(op.batch[axis]);
-      aOff += index * op.a.strides[axis];
-      cOff += index * op.c.strides[axis];
-      if (bias) biasOff += index * op.bias->strides[axis];
-      if (residual) resOff += index * op.residual->strides[axis];
-    }
+  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+    const GemmItem it = gemmItem(op, items, item);
+    const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a;
     const S8Scratch s = scratchOf(context.threadScratch(thread), k);
     // The block's rows of a, quantized (rows past m: zeros, never stored).
     const int64_t paddedRows = roundUp(rows, mr);
@@ -156,21 +131,11 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
       for (int64_t j = 0; j < cols; ++j) s.columnScale[j] = bScale[(j0 + j) * scaleStride];
       columnScale = s.columnScale;
     }
+    // The offset's share (offset * the column's weights) comes off exactly in
+    // int32; then the two scales, then the f32 gemm's epilogue.
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t row = i0 + i;
-      // The offset's share (offset * the column's weights) comes off exactly
-      // in int32; then the two scales.
       isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, s.row);
-      GemmEpilogueRow e{s.row, cols, op.alpha, nullptr, 0, op.activation, nullptr, 0, c + cOff + row * cM + j0 * cN, cN};
-      if (bias) {
-        e.bias = bias + biasOff + row * op.bias->strides[r] + j0 * op.bias->strides[r + 1];
-        e.biasStride = op.bias->strides[r + 1];
-      }
-      if (residual) {
-        e.residual = residual + resOff + row * op.residual->strides[r] + j0 * op.residual->strides[r + 1];
-        e.residualStride = op.residual->strides[r + 1];
-      }
-      isa.gemmEpilogue(e);
+      gemmEpilogueRow(op, context, it, i, s.row);
     }
   });
   return Status();

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/isa/s8_gemm.hpp"
 #include "kernels/cpu/quantize_s8.hpp"
 
 namespace ein::detail::cpu {

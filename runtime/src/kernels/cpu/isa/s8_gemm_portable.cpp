@@ -3,6 +3,7 @@
 // quantize_s8.hpp).
 #include <cstdint>
 
+#include "kernels/cpu/isa/s8_gemm.hpp"
 #include "kernels/cpu/quantize_s8.hpp"
 
 namespace ein::detail::cpu {
