@@ -241,10 +241,11 @@ std::string testName(const ::testing::TestParamInfo<Conformance::ParamType> &inf
 // CUDA's bf16; bf16_avx2 forces the path that widens the weights to f32
 // (where the CPU has AVX2; a missing ISA falls back to the best one). int8
 // (int8 gemm weights, gemm inputs quantized per row at run time) on the best
-// table and on avx2 (the vpmaddubsw sign-trick tile instead of VNNI).
+// table, on avx2vnni (the 256-bit AVX-VNNI tile) and on avx2 (the vpmaddubsw
+// sign-trick tile); a missing ISA falls back to the best one.
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                          ::testing::Combine(kCases, ::testing::Values("cpu"),
-                                            ::testing::Values("fp32", "bf16", "bf16_avx2", "int8", "int8_avx2")),
+                                            ::testing::Values("fp32", "bf16", "bf16_avx2", "int8", "int8_avx2vnni", "int8_avx2")),
                          testName);
 #if defined(EIN_HAVE_CUDA)
 INSTANTIATE_TEST_SUITE_P(Cuda, Conformance,

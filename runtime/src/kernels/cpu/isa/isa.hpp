@@ -40,7 +40,7 @@ void evaluateLanesF32(const Instruction &in, const float *a, const float *b, con
                       int64_t count);
 
 struct IsaKernels {
-  const char *name;  // "avx512bf16", "avx512", "avx2", "portable"
+  const char *name;  // "avx512bf16", "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
@@ -127,6 +127,8 @@ struct IsaKernels {
 
 const IsaKernels &portableKernels();
 const IsaKernels &avx2Kernels();
+// avx2 with the int8 gemm on AVX-VNNI's (VEX, 256-bit) vpdpbusd.
+const IsaKernels &avx2VnniKernels();
 const IsaKernels &avx512Kernels();
 // avx512 with the int8 gemm on AVX512_VNNI's vpdpbusd.
 const IsaKernels &avx512VnniKernels();

@@ -15,4 +15,15 @@ const IsaKernels &avx2Kernels() {
   return kernels;
 }
 
+// s8_gemm_avxvnni.cpp, built with -mavxvnni.
+const IsaKernels &avx2VnniKernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx2Kernels();
+    table.name = "avx2vnni";
+    EIN_USE_S8_GEMM(table, Avxvnni, 6, 16, 128);
+    return table;
+  }();
+  return kernels;
+}
+
 }  // namespace ein::detail::cpu

@@ -19,7 +19,12 @@ std::vector<const IsaKernels *> supportedKernels() {
     if (vnni) tables.push_back(&avx512VnniKernels());
     tables.push_back(&avx512Kernels());
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(&avx2Kernels());
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    // AVX-VNNI (VEX vpdpbusd) for the int8 gemm where there is no AVX-512
+    // (or it is forced away); f32 work as on avx2.
+    if (__builtin_cpu_supports("avxvnni")) tables.push_back(&avx2VnniKernels());
+    tables.push_back(&avx2Kernels());
+  }
 #endif
   tables.push_back(&portableKernels());
   return tables;

@@ -1,5 +1,5 @@
-// The int8 gemm's per-ISA pieces (s8_gemm_avx512vnni.cpp, s8_gemm_avx2.cpp,
-// s8_gemm_portable.cpp, each built for its ISA) and how a table takes them
+// The int8 gemm's per-ISA pieces (s8_gemm_avx512vnni.cpp, s8_gemm_avxvnni.cpp,
+// s8_gemm_avx2.cpp, s8_gemm_portable.cpp, each built for its ISA) and how a table takes them
 // (see IsaKernels::s8GemmTile).
 #pragma once
 
@@ -17,6 +17,7 @@ namespace ein::detail::cpu {
                             const float *columnScale, int64_t n, float *out);
 EIN_S8_GEMM_FUNCTIONS(Avx512vnni)
 EIN_S8_GEMM_FUNCTIONS(Avx2)
+EIN_S8_GEMM_FUNCTIONS(Avxvnni)
 EIN_S8_GEMM_FUNCTIONS(Portable)
 #undef EIN_S8_GEMM_FUNCTIONS
 
