@@ -254,6 +254,7 @@ TEST(Int8Loader, AcceptsAnInt8GemmAndRefusesEveryMalformedOne) {
   using fb::DType;
   using fb::Precision;
   EXPECT_EQ(loadError(int8Gemm(Precision::Int8, DType::I8, true, DType::F32)), "loaded");
+  EXPECT_EQ(loadError(int8LinearArtifact()), "loaded");
   EXPECT_EQ(loadError(int8Gemm(Precision::Int8, DType::F32, false, DType::F32)), "loaded") << "f32 weights stay allowed";
   EXPECT_NE(loadError(int8Gemm(Precision::Fp32, DType::I8, true, DType::F32)).find("i8 tensor must be a weight of an int8 artifact"), std::string::npos);
   EXPECT_NE(loadError(int8Gemm(Precision::Bf16, DType::I8, true, DType::F32)).find("int8 artifact"), std::string::npos);
