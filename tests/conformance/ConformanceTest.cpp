@@ -85,9 +85,9 @@ TEST_P(Conformance, MatchesPyTorch) {
 
   nlohmann::json spec = nlohmann::json::parse(slurp(caseDir / "case.json"));
   double atol = spec["tolerance"]["atol"].get<double>(), rtol = spec["tolerance"]["rtol"].get<double>();
-  // int8: every gemm input quantized per row to 8 bits (the worst case
-  // seen, vit_block and vit_timm_tiny, needs 4.6e-2; the int32 sums are
-  // exact, so every ISA gives the same error).
+  // int8: every gemm input quantized per row to 8 bits, attention in bf16
+  // where the CPU has AVX512_BF16 (the worst case seen, vit_timm_tiny there,
+  // needs 5.3e-2; the int32 sums are exact on every ISA).
   const double widened = precision == "bf16" ? 2e-2 : precision == "fp16" ? 5e-3 : precision == "int8" ? 6e-2 : 0.0;
   atol = std::max(atol, widened);
   rtol = std::max(rtol, widened);

@@ -290,7 +290,8 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
   EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
   op.scale = in.scale();
   op.maskFill = in.mask_fill();
-  op.bf16 = check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu;
+  op.bf16 = (check.program().precision == Precision::Bf16 || check.program().precision == Precision::Int8) &&
+            check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
                                  op.maskKind, op.mask, info));
   // Each output row reads keys x (head_dim + value_dim) elements of k and v.
