@@ -52,6 +52,10 @@ class KernelRig {
       auto *bytes = reinterpret_cast<uint8_t *>(values.data());
       for (int64_t i = 0; i < elements; ++i) bytes[i] = generator() % 8 != 0;
     }
+    if (dtype == ein::DType::I8) {  // int8 weights in [-127, 127], 4 a float
+      auto *bytes = reinterpret_cast<int8_t *>(values.data());
+      for (int64_t i = 0; i < elements; ++i) bytes[i] = static_cast<int8_t>(static_cast<int>(generator() % 255) - 127);
+    }
     if (dtype == ein::DType::BF16) {  // the same values, rounded, packed 2 a float
       auto *halves = reinterpret_cast<uint16_t *>(values.data());
       for (int64_t i = 0; i < elements; ++i) halves[i] = floatToBfloat(values[static_cast<size_t>(i)]);
@@ -115,7 +119,8 @@ inline detail::View denseView(uint32_t tensor, std::initializer_list<int64_t> sh
 }
 
 // A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed),
-// f32 or bf16 (a bf16 artifact's weights: the bf16 gemm where the CPU has it).
+// f32 or bf16 (a bf16 artifact's weights: the bf16 gemm where the CPU has it)
+// or int8 (an int8 artifact's: the s8 gemm with activations quantized per row).
 inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
                                ein::DType weights = ein::DType::F32) {
   detail::Gemm gemm;
@@ -125,6 +130,7 @@ inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
   gemm.a = denseView(rig.tensor(m * k), {m, k});
   gemm.b = denseView(rig.tensor(k * n, weights, detail::Storage::Weights), {k, n});
   gemm.c = denseView(rig.tensor(m * n), {m, n});
+  if (weights == ein::DType::I8) gemm.bScale = denseView(rig.tensor(n), {n});  // int8: a scale per column
   return gemm;
 }
 

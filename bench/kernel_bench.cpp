@@ -20,11 +20,14 @@ void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std:
 // bf16: bf16 weights (einc --precision bf16), so the bf16 gemm
 // (bf16_gemm_..._avx512bf16) where the CPU has AVX512_BF16, else the f32 gemm
 // on weights widened while packing.
-void BM_GemmWeights(benchmark::State &state, bool coldWeights, bool bf16 = false) {
+// int8: int8 weights (einc --precision int8): the s8 gemm (gemm_s8_dynamic,
+// s8_gemm_..._avx512vnni where the CPU has AVX512_VNNI), rows of a quantized
+// per call.
+void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weights = ein::DType::F32) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
-  detail::Gemm gemm = weightGemm(rig, m, k, n, bf16 ? ein::DType::BF16 : ein::DType::F32);
+  detail::Gemm gemm = weightGemm(rig, m, k, n, weights);
   rig.finish(gemm, threads);
   for (auto _ : state) {
     if (coldWeights) {
@@ -48,8 +51,10 @@ void vitGemmShapes(benchmark::internal::Benchmark *bench) {
 }
 BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, cold, true)->Apply(vitGemmShapes);
-BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, true)->Apply(vitGemmShapes);
-BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, true)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, ein::DType::BF16)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, ein::DType::BF16)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, int8_cached, false, ein::DType::I8)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, int8_cold, true, ein::DType::I8)->Apply(vitGemmShapes);
 
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.

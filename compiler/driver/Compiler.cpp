@@ -117,6 +117,7 @@ std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name) {
   if (name == "fp32") return ArtifactPrecision::Fp32;
   if (name == "bf16") return ArtifactPrecision::Bf16;
   if (name == "fp16") return ArtifactPrecision::Fp16;
+  if (name == "int8") return ArtifactPrecision::Int8;
   return std::nullopt;
 }
 
@@ -144,7 +145,11 @@ mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &di
 
 mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const PipelineOptions &options) {
   if (options.precision == ArtifactPrecision::Fp16 && options.target != ArtifactTarget::Cuda) {
-    error("precision fp16 needs target cuda: the cpu kernels compute in fp32 or bf16");
+    error("precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16 or int8");
+    return mlir::failure();
+  }
+  if (options.precision == ArtifactPrecision::Int8 && options.target != ArtifactTarget::Cpu) {
+    error("precision int8 needs target cpu: the cuda kernels compute in fp32, bf16 or fp16");
     return mlir::failure();
   }
   mlir::PassManager manager(&context);

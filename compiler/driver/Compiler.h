@@ -56,7 +56,7 @@ struct ModelSource {
 // Reads the model at `path`; an unreadable file is reported to `sink`.
 std::optional<ModelSource> readModelFile(const std::string &path, const DiagnosticSink &sink);
 
-// "cpu"/"cuda" and "fp32"/"bf16"/"fp16", as einc --target and --precision spell them.
+// "cpu"/"cuda" and "fp32"/"bf16"/"fp16"/"int8", as einc --target and --precision spell them.
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name);
 

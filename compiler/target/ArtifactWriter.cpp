@@ -1,5 +1,6 @@
 #include "target/ArtifactWriter.h"
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "ein/IR/OpTable.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "ops/scalar_functions.hpp"
 #include "ops/schema_enums.hpp"
 
 using namespace mlir;
@@ -79,17 +81,22 @@ class Writer {
 
   FailureOr<std::vector<uint8_t>> run() {
     // The weight segment's file offset is a field of the FlatBuffer: build
-    // once to learn the buffer's size, then again with the final offset. All
-    // scalar fields are forced present, so both builds have the same size.
+    // once to learn the buffer's size (sizing: weights are laid out but not
+    // read), then again with the final offset, reading each parameter once
+    // straight into the file after the header's room. All scalar fields are
+    // forced present, so both builds have the same size. So einc holds the
+    // weights once (the file), plus one parameter at a time.
+    sizing = true;
     if (failed(build(0))) return failure();
     uint64_t weightsOffset = alignTo(builder.GetSize(), kWeightAlignment);
+    sizing = false;
+    segmentBase = weightsOffset;
+    weights.reserve(weightsOffset + segmentSize);
     if (failed(build(weightsOffset))) return failure();
     if (alignTo(builder.GetSize(), kWeightAlignment) != weightsOffset)
       return function.emitError() << "internal error: artifact header changed size between builds";
-    std::vector<uint8_t> file(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
-    file.resize(weightsOffset, 0);
-    file.insert(file.end(), weights.begin(), weights.end());
-    return file;
+    std::memcpy(weights.data(), builder.GetBufferPointer(), builder.GetSize());
+    return std::move(weights);
   }
 
  private:
@@ -98,7 +105,10 @@ class Writer {
     builder.ForceDefaults(true);
     tensors.clear();
     tensorIndex.clear();
-    weights.clear();
+    scaleTensor.clear();
+    weightOffset.clear();
+    weights.assign(sizing ? 0 : segmentBase, 0);
+    segmentSize = 0;
     inputs.clear();
     outputs.clear();
     states.clear();
@@ -129,13 +139,19 @@ class Writer {
     for (Operation &op : body.without_terminator()) {
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
         if (failed(checkWeightLimit(param, param.getType()))) return failure();
-        if (failed(addWeights(param, param.getType(), paramBytes(param), storedAsBf16(param)))) return failure();
+        if (std::optional<Int8Layout> layout = storedAsInt8(param)) {
+          if (failed(addInt8Weights(param, *layout))) return failure();
+        } else if (failed(addWeights(param, param.getType(), [&] { return paramBytes(param); },
+                                     storedAsBf16(param)))) {
+          return failure();
+        }
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
                                                  tensorIndex.at(param)));
         continue;
       }
       if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
-        if (failed(addWeights(constant, constant.getType(), constantBytes(constant)))) return failure();
+        if (failed(addWeights(constant, constant.getType(), [&] { return constantBytes(constant); })))
+          return failure();
         continue;
       }
       if (auto state = dyn_cast<ir::StateOp>(op)) {
@@ -159,6 +175,13 @@ class Writer {
       }
       if (!isa<kern::KernDialect>(op.getDialect()))
         return op.emitOpError() << "cannot be serialised: the artifact holds kernel (kern) ops only";
+      if (op.hasAttr(kern::kFoldedAttr)) {  // computed here, stored with the weights
+        auto type = cast<RankedTensorType>(op.getResult(0).getType());
+        if (failed(checkWeightLimit(op.getResult(0), type)) ||
+            failed(addWeights(op.getResult(0), type, [&] { return foldedBytes(op); })))
+          return failure();
+        continue;
+      }
       Value result = op.getResult(0);
       FailureOr<uint32_t> id = failure();
       if (auto output = outputIndex.find(result); output != outputIndex.end()) {
@@ -208,23 +231,97 @@ class Writer {
     auto target = options.target == ArtifactTarget::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
     auto precision = options.precision == ArtifactPrecision::Bf16   ? fb::Precision::Bf16
                      : options.precision == ArtifactPrecision::Fp16 ? fb::Precision::Fp16
-                                                            : fb::Precision::Fp32;
+                     : options.precision == ArtifactPrecision::Int8 ? fb::Precision::Int8
+                                                                    : fb::Precision::Fp32;
     auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                        options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
-                                       static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, weights.size(),
+                                       static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, segmentSize,
                                        precision, &dims, &sizeTables, &checks, &states, stateBytes, positionDim,
                                        positionAdvance);
     fb::FinishSizePrefixedModelBuffer(builder, model);
     return success();
   }
 
-  // Each parameter is read once, though the header is built twice.
+  // ---- constant folding ----------------------------------------------------
+
+  // The f32 value of element `index` of a weight tensor already written (a
+  // parameter, constant or folded result: f32, kern-plan-memory checked).
+  float weightAt(Value value, int64_t index) const {
+    float x;
+    std::memcpy(&x, weights.data() + segmentBase + weightOffset.at(value) + 4 * index, 4);
+    return x;
+  }
+
+  // A folded element-wise or copy kernel's result (f32, row-major), computed
+  // as the runtime's kernels would: the element-wise program in f32 by the op
+  // table's scalar definitions, inputs read through their views.
+  FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op) {
+    Shape shape = ir::shapeOf(op.getResult(0).getType());
+    std::vector<int64_t> sizes;
+    for (const Size &size : shape) sizes.push_back(*size.constant());
+    struct Input {
+      Value value;
+      int64_t offset;
+      std::vector<int64_t> strides;
+    };
+    auto inputOf = [](Value value, kern::ViewAttr view) {
+      Input input{value, *view.getOffset().constant(), {}};
+      for (const Size &stride : view.getStrides()) input.strides.push_back(*stride.constant());
+      return input;
+    };
+    std::vector<Input> inputs;
+    std::vector<fb::Instruction> program;
+    if (auto copy = dyn_cast<kern::CopyOp>(op)) {
+      inputs.push_back(inputOf(copy.getX(), copy.getXView()));
+    } else {
+      auto elementwise = cast<kern::ElementwiseOp>(op);
+      for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
+        inputs.push_back(inputOf(input, cast<kern::ViewAttr>(attr)));
+      auto compiled = compileProgram(elementwise);
+      if (failed(compiled)) return failure();
+      program = std::move(*compiled);
+    }
+    int64_t count = 1;
+    for (int64_t size : sizes) count *= size;
+    std::vector<uint8_t> bytes(static_cast<size_t>(count) * 4);
+    std::vector<int64_t> index(sizes.size(), 0);
+    std::vector<float> registers(inputs.size() + program.size());
+    for (int64_t flat = 0; flat < count; ++flat) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        int64_t at = inputs[i].offset;
+        for (size_t axis = 0; axis < sizes.size(); ++axis) at += index[axis] * inputs[i].strides[axis];
+        registers[i] = weightAt(inputs[i].value, at);
+      }
+      for (size_t p = 0; p < program.size(); ++p) {
+        const fb::Instruction &in = program[p];
+        registers[inputs.size() + p] =
+            ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
+                                 registers[in.c()], in.imm());
+      }
+      std::memcpy(bytes.data() + 4 * flat, &registers.back(), 4);
+      for (size_t axis = sizes.size(); axis-- > 0;)
+        if (++index[axis] < sizes[axis]) break;
+        else index[axis] = 0;
+    }
+    return bytes;
+  }
+
+  // A parameter's bytes, read once: by the second build (the first only sizes).
   FailureOr<std::vector<uint8_t>> paramBytes(ir::ParamOp param) {
-    auto cached = paramCache.find(param.getName());
-    if (cached != paramCache.end()) return cached->second;
-    auto bytes = params(param.getName(), param.getType(), param.getLoc());
-    if (failed(bytes)) return failure();
-    return paramCache[param.getName()] = std::move(*bytes);
+    return params(param.getName(), param.getType(), param.getLoc());
+  }
+
+  // Appends `size` bytes (64-aligned) to the weight segment and returns their
+  // offset there; while sizing, only counts them.
+  uint64_t appendWeights(const uint8_t *data, size_t size) {
+    segmentSize = alignTo(segmentSize, kWeightAlignment);
+    const uint64_t offset = segmentSize;
+    segmentSize += size;
+    if (!sizing) {
+      weights.resize(segmentBase + offset, 0);
+      weights.insert(weights.end(), data, data + size);
+    }
+    return offset;
   }
 
   // Ids feeding a gather must index its table: record the row count so that
@@ -285,8 +382,8 @@ class Writer {
   // random weights would otherwise exhaust memory).
   LogicalResult checkWeightLimit(Value value, RankedTensorType type) {
     uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
-    if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(weights.size(), limits::kMaxWeightBytes))
-      return emitError(value.getLoc()) << "the weights reach " << weights.size() + bytes
+    if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(segmentSize, limits::kMaxWeightBytes))
+      return emitError(value.getLoc()) << "the weights reach " << segmentSize + bytes
                                        << " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
     return success();
   }
@@ -309,6 +406,99 @@ class Writer {
     return true;
   }
 
+  // --precision int8 on the CPU: a f32 parameter that only ever is a gemm's
+  // weight operand b, always through the same view, which is one [k, n]
+  // matrix for the whole batch covering each element once (a linear's weight,
+  // either orientation), is stored as s8 with a scale per column n
+  // (symmetric: scale = max_k |w| / 127, q = round_half_even(w * 127 / max)).
+  // Anything else stays f32.
+  struct Int8Layout {
+    int64_t k, n, sK, sN;
+  };
+  std::optional<Int8Layout> storedAsInt8(ir::ParamOp param) {
+    if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Int8) return std::nullopt;
+    if (!param.getType().getElementType().isF32() || param->use_empty()) return std::nullopt;
+    std::optional<Int8Layout> layout;
+    for (OpOperand &use : param->getUses()) {
+      auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
+      if (!gemm || gemm.getB() != param.getResult() || gemm.getA() == param.getResult() ||
+          gemm.getBias() == param.getResult() || gemm.getResidual() == param.getResult())
+        return std::nullopt;
+      kern::ViewAttr view = gemm.getBView();
+      const Shape &strides = view.getStrides();
+      const Shape batch = gemm.getBatch().sizes();
+      std::optional<int64_t> k = kern::sizeOf(gemm.getK()).constant(), n = kern::sizeOf(gemm.getN()).constant();
+      std::optional<int64_t> offset = view.getOffset().constant();
+      if (!k || !n || !offset || *offset != 0 || strides.size() != batch.size() + 2) return std::nullopt;
+      for (size_t axis = 0; axis < batch.size(); ++axis) {
+        std::optional<int64_t> stride = strides[axis].constant(), size = batch[axis].constant();
+        if (!stride || !size || (*stride != 0 && *size != 1)) return std::nullopt;
+      }
+      std::optional<int64_t> sK = strides[batch.size()].constant(), sN = strides[batch.size() + 1].constant();
+      if (!sK || !sN) return std::nullopt;
+      // Each element once: row-major [k, n] or its transpose [n, k].
+      const bool dense = (*sN == 1 && *sK == *n) || (*sK == 1 && *sN == *k);
+      if (!dense || *k * *n != param.getType().getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
+      Int8Layout here{*k, *n, *sK, *sN};
+      if (layout && (layout->k != here.k || layout->n != here.n || layout->sK != here.sK || layout->sN != here.sN))
+        return std::nullopt;
+      layout = here;
+    }
+    return layout;
+  }
+
+  // The parameter as s8 (its own tensor, under its name) and its scales (an
+  // f32 [n] weight tensor that gemms reading it name as b_scale).
+  LogicalResult addInt8Weights(ir::ParamOp param, const Int8Layout &layout) {
+    const auto count = static_cast<size_t>(layout.k * layout.n);
+    std::vector<int64_t> shape{layout.n};
+    if (sizing) {  // the layout only
+      if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(nullptr, count), fb::DType::I8)))
+        return failure();
+      const uint64_t scales = appendWeights(nullptr, static_cast<size_t>(layout.n) * sizeof(float));
+      scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+      tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, scales));
+      return success();
+    }
+    FailureOr<std::vector<uint8_t>> bytes = paramBytes(param);
+    if (failed(bytes)) return failure();
+    if (bytes->size() != count * 4)
+      return emitError(param.getLoc()) << "weights hold " << bytes->size() << " bytes for " << param.getType();
+    auto at = [&](int64_t p, int64_t j) {
+      float value;
+      std::memcpy(&value, bytes->data() + 4 * (p * layout.sK + j * layout.sN), 4);
+      return value;
+    };
+    std::vector<uint8_t> quantized(count);
+    std::vector<float> scales(static_cast<size_t>(layout.n));
+    for (int64_t j = 0; j < layout.n; ++j) {
+      float absMax = 0.0f;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        const float value = at(p, j);
+        if (!std::isfinite(value))
+          return emitError(param.getLoc()) << "parameter '" << param.getName()
+                                           << "' holds a value that is not finite: it cannot be quantized to int8";
+        absMax = std::max(absMax, std::fabs(value));
+      }
+      scales[static_cast<size_t>(j)] = absMax / 127.0f;
+      const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        float q = std::nearbyint(at(p, j) * inverse);
+        q = std::min(127.0f, std::max(-127.0f, q));
+        quantized[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+    }
+    bytes->clear();
+    bytes->shrink_to_fit();
+    if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
+      return failure();
+    const uint64_t offset =
+        appendWeights(reinterpret_cast<const uint8_t *>(scales.data()), scales.size() * sizeof(float));
+    scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+    tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, offset));
+    return success();
+  }
+
   // f32 bytes to bf16, rounded to nearest even (NaN stays NaN).
   static std::vector<uint8_t> toBf16(const std::vector<uint8_t> &f32) {
     std::vector<uint8_t> out(f32.size() / 2);
@@ -324,17 +514,23 @@ class Writer {
     return out;
   }
 
-  LogicalResult addWeights(Value value, RankedTensorType type, FailureOr<std::vector<uint8_t>> bytes,
-                           bool asBf16 = false) {
-    if (failed(bytes)) return failure();
+  // `read` gives the value's bytes; it is not called while sizing.
+  LogicalResult addWeights(Value value, RankedTensorType type,
+                           llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read, bool asBf16 = false) {
     uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
-    if (bytes->size() != expected)
-      return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type << " (expected "
-                                       << expected << ")";
-    if (asBf16) *bytes = toBf16(*bytes);
-    weights.resize(alignTo(weights.size(), kWeightAlignment), 0);
-    uint64_t offset = weights.size();
-    weights.insert(weights.end(), bytes->begin(), bytes->end());
+    uint64_t offset;
+    if (sizing) {
+      offset = appendWeights(nullptr, asBf16 ? expected / 2 : expected);
+    } else {
+      FailureOr<std::vector<uint8_t>> bytes = read();
+      if (failed(bytes)) return failure();
+      if (bytes->size() != expected)
+        return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type
+                                         << " (expected " << expected << ")";
+      if (asBf16) *bytes = toBf16(*bytes);
+      offset = appendWeights(bytes->data(), bytes->size());
+    }
+    weightOffset[value] = offset;
     return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
                                        asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
   }
@@ -471,9 +667,16 @@ class Writer {
           auto c = view(result, gemm.getCView());
           auto bias = optionalView(gemm.getBias(), gemm.getBiasView());
           auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
+          // int8 weights: their scale per column (n), a dense [n] tensor.
+          flatbuffers::Offset<fb::View> bScale = 0;
+          if (auto scale = scaleTensor.find(gemm.getB()); scale != scaleTensor.end()) {
+            std::vector<int64_t> unit{1};
+            bScale = fb::CreateViewDirect(builder, scale->second, 0, &unit);
+          }
           kernel = fb::CreateGemmDirect(builder, &batch, one(gemm.getM()), one(gemm.getN()), one(gemm.getK()), a, b, c,
                                         bias,
-                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual)
+                                        gemm.getAlpha().convertToFloat(), toSchema<fb::Activation>(gemm.getActivation()), residual,
+                                        bScale)
                        .Union();
           kind = fb::Kernel::Gemm;
           return success();
@@ -665,11 +868,16 @@ class Writer {
   const ParamBytesProvider &params;
   const ArtifactOptions &options;
 
-  llvm::StringMap<std::vector<uint8_t>> paramCache;
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
+  DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
+  DenseMap<Value, uint64_t> weightOffset;  // where a weight tensor's bytes start in the segment
+  // The artifact file being built: segmentBase bytes of room for the header,
+  // then the weight segment (empty while sizing).
   std::vector<uint8_t> weights;
+  bool sizing = false;
+  uint64_t segmentBase = 0, segmentSize = 0;
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs, states;
   uint64_t stateBytes = 0;
   std::vector<flatbuffers::Offset<fb::Parameter>> parameters;

@@ -18,7 +18,7 @@ using ParamBytesProvider =
                                                         mlir::Location declaredAt)>;
 
 enum class ArtifactTarget { Cpu, Cuda };
-enum class ArtifactPrecision { Fp32, Bf16, Fp16 };
+enum class ArtifactPrecision { Fp32, Bf16, Fp16, Int8 };
 
 struct ArtifactOptions {
   std::string source;  // the model file, recorded for messages and ein-inspect

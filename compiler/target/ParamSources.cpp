@@ -58,12 +58,15 @@ ParamBytesProvider SafetensorsParams::provider() {
                                    << " in the file and " << typeString(type) << " in " << describe(declaredAt);
     if (exact) {
       llvm::ArrayRef<uint8_t> bytes = file.bytes(*entry);
-      return std::vector<uint8_t>(bytes.begin(), bytes.end());
+      std::vector<uint8_t> copy(bytes.begin(), bytes.end());
+      file.release(*entry);
+      return copy;
     }
     if (!element.isF32())
       return emitError(declaredAt) << "parameter \"" << name << "\": " << element << " weights are not supported yet";
     auto values = file.toF32(*entry);
     if (!values) return emitError(declaredAt) << llvm::toString(values.takeError());
+    file.release(*entry);
     std::vector<uint8_t> bytes(values->size() * sizeof(float));
     std::memcpy(bytes.data(), values->data(), bytes.size());
     return bytes;

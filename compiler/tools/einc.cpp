@@ -1,7 +1,7 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
 //   einc MODEL.ein -o MODEL.einb [--weights W.safetensors | --random-weights SEED]
-//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16]
+//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8]
 //        [--print-ir-after-all] [--dump-ir DIR]
 //   einc MODEL.ein --emit=mlir      prints the ein dialect from the front end
 #include <CLI/CLI.hpp>
@@ -124,8 +124,9 @@ int main(int argc, char **argv) {
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", options.precision,
                  "fp32 (default); bf16: bf16 gemm weights and bf16 gemm/attention arithmetic with f32 accumulation "
-                 "(cpu and cuda); fp16: as bf16 in fp16 (cuda only)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+                 "(cpu and cuda); fp16: as bf16 in fp16 (cuda only); int8: gemm weights as int8 with a scale per output "
+                 "channel, gemm inputs quantized per row at run time, int32 sums (cpu only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
   app.add_option("--emit", options.emit, "artifact (default) or mlir: print the ein dialect from the front end")
       ->check(CLI::IsMember({"artifact", "mlir"}));
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");

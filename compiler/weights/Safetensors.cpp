@@ -1,5 +1,8 @@
 #include "weights/Safetensors.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -290,6 +293,18 @@ const TensorEntry *SafetensorsFile::find(llvm::StringRef name) const {
 llvm::ArrayRef<uint8_t> SafetensorsFile::bytes(const TensorEntry &entry) const {
   assert(entry.end <= data_.size() && "entry from another file");
   return data_.slice(entry.begin, entry.end - entry.begin);
+}
+
+void SafetensorsFile::release(const TensorEntry &entry) const {
+  assert(entry.end <= data_.size() && "entry from another file");
+  if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
+  // The whole pages inside the entry: a read-only private file mapping, so
+  // the kernel drops them and would read them again on a later access.
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data_.data() + entry.begin);
+  const auto end = reinterpret_cast<uintptr_t>(data_.data() + entry.end);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
 }
 
 llvm::Expected<std::vector<float>> SafetensorsFile::toF32(const TensorEntry &entry) const {

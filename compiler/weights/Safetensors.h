@@ -81,6 +81,11 @@ public:
   // The raw little-endian bytes of `entry`, which must come from this file.
   // They are not aligned: read them with memcpy or llvm::support::endian.
   llvm::ArrayRef<uint8_t> bytes(const TensorEntry &entry) const;
+  // Drops the file's pages that only `entry` covers from memory (a mapped
+  // file: they count as resident once read; their contents stay valid, read
+  // again if used), so a reader that copies tensors out one at a time holds
+  // about one copy of the weights.
+  void release(const TensorEntry &entry) const;
 
   // The values of a floating-point entry (isFloatingPoint: F64, F32, F16,
   // BF16, F8_E5M2, F8_E4M3) as f32, in row-major order. Integer and boolean

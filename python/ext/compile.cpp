@@ -113,7 +113,7 @@ Outcome compileRequest(Request request) {
   std::optional<ArtifactPrecision> precision = driver::parsePrecision(request.precision);
   if (!target || !precision) {
     compilation.error(!target ? "target must be \"cpu\" or \"cuda\", got \"" + request.target + "\""
-                              : "precision must be \"fp32\", \"bf16\" or \"fp16\", got \"" + request.precision + "\"");
+                              : "precision must be \"fp32\", \"bf16\", \"fp16\" or \"int8\", got \"" + request.precision + "\"");
     return outcome;
   }
   driver::PipelineOptions options{*target, *precision, /*printIrAfterAll=*/false, request.dumpIr};

@@ -96,6 +96,18 @@ def test_dump_ir_writes_every_pass(tmp_path):
     assert any(name.endswith("-kern-plan-memory.mlir") for name in names)
 
 
+def test_int8_precision_quantizes_gemm_weights():
+    model = ein.compile(LINEAR_RELU, random_weights=1, precision="int8")
+    assert model.precision == "int8" and model.target == "cpu"
+    assert "i8[" in model.describe()
+    reference = ein.compile(LINEAR_RELU, random_weights=1)
+    x = np.random.default_rng(0).standard_normal(model.inputs[0].shape).astype(np.float32)
+    got, want = model.run({"x": x}), reference.run({"x": x})
+    for name in want:
+        error = np.abs(got[name] - want[name]).max()
+        assert 0 < error <= 0.05 * np.abs(want[name]).max()  # quantized, and close
+
+
 def test_bf16_precision_is_recorded():
     model = ein.compile(LINEAR_RELU, random_weights=1, precision="bf16")
     assert model.precision == "bf16" and model.target == "cpu"

@@ -72,7 +72,9 @@ def test_bad_arguments():
         ein.compile(LINEAR_RELU, weights=dict(linear_relu_weights(), **{"fc.bias": np.zeros(5, np.complex64)}))
     with pytest.raises(ein.CompileError, match="precision fp16 needs target cuda"):
         ein.compile(LINEAR_RELU, random_weights=1, precision="fp16")
-    with pytest.raises(ein.CompileError, match='precision must be "fp32", "bf16" or "fp16", got "fp8"'):
+    with pytest.raises(ein.CompileError, match="precision int8 needs target cpu"):
+        ein.compile(LINEAR_RELU, random_weights=1, precision="int8", target="cuda")
+    with pytest.raises(ein.CompileError, match='precision must be "fp32", "bf16", "fp16" or "int8", got "fp8"'):
         ein.compile(LINEAR_RELU, random_weights=1, precision="fp8")
     with pytest.raises(FileNotFoundError):
         ein.compile("no/such/model.ein", random_weights=1)

@@ -150,6 +150,7 @@ const char *precisionName(Precision precision) {
     case Precision::Fp32: return "fp32";
     case Precision::Bf16: return "bf16";
     case Precision::Fp16: return "fp16";
+    case Precision::Int8: return "int8";
   }
   return "unknown";
 }

@@ -56,6 +56,7 @@ struct Gemm {
   float alpha = 1.0f;
   Activation activation = Activation::None;
   std::optional<View> residual;
+  std::optional<View> bScale;  // int8 b: its f32 scale per column, indexed [n]
   int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
 };
 
@@ -163,11 +164,23 @@ struct PackedMatrix {
   int nr = 0;
   int64_t k = 0, n = 0;
   bool bf16Pairs = false;
+  // int8 weights (s8Quads): panels of ceil(k / 4) quads x nr columns x 4
+  // bytes (IsaKernels::s8GemmTile's layout), then every panel column's sum
+  // of its weights (int32, nr per panel).
+  bool s8Quads = false;
   const float *panel(int64_t column) const {
     return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;
   }
   const uint32_t *pairPanel(int64_t column) const {
     return reinterpret_cast<const uint32_t *>(data.data()) + column / nr * ((k + 1) / 2) * nr;
+  }
+  int64_t s8PanelBytes() const { return (k + 3) / 4 * 4 * nr; }
+  const int8_t *s8Panel(int64_t column) const {
+    return reinterpret_cast<const int8_t *>(data.data()) + column / nr * s8PanelBytes();
+  }
+  const int32_t *s8ColumnSums(int64_t column) const {
+    const int64_t panels = (n + nr - 1) / nr;
+    return reinterpret_cast<const int32_t *>(data.data() + panels * s8PanelBytes()) + column / nr * nr;
   }
 };
 

@@ -10,6 +10,7 @@ size_t dtypeSize(DType dtype) {
     case DType::I32: return 4;
     case DType::I64: return 8;
     case DType::Bool: return 1;
+    case DType::I8: return 1;
   }
   return 0;
 }
@@ -22,6 +23,7 @@ const char *dtypeName(DType dtype) {
     case DType::I32: return "i32";
     case DType::I64: return "i64";
     case DType::Bool: return "bool";
+    case DType::I8: return "i8";
   }
   return "unknown";
 }

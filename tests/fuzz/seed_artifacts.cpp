@@ -20,6 +20,8 @@ int main(int argc, char **argv) {
       // Dims, size expressions and a check, for the evaluator and instantiation.
       {"dynamic_every_kernel.einb", ein::testing::dynamicEveryKernelArtifact()},
       {"dynamic_doubling.einb", ein::testing::dynamicDoublingArtifact(0, 8)},
+      // int8 weights with their scales (Gemm.b_scale), for the int8 checks.
+      {"int8_linear.einb", ein::testing::int8LinearArtifact()},
   };
   for (const auto &[name, bytes] : artifacts) {
     std::string path = std::string(argv[1]) + "/" + name;

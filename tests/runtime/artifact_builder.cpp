@@ -116,7 +116,7 @@ void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     auto kernel = fb::CreateGemmDirect(b, &spec.batch, spec.m, spec.n, spec.k, viewOf(b, spec.a), viewOf(b, spec.b),
                                        viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
-                                       viewOf(b, spec.residual));
+                                       viewOf(b, spec.residual), viewOf(b, spec.bScale));
     return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
   });
 }
@@ -458,6 +458,23 @@ std::vector<uint8_t> dynamicDoublingArtifact(int64_t min, int64_t max,
   a.checks.push_back({fb::CheckKind::LessEqual, s.field(t + 1), 6, "test.ein:3:5", "pad[:t + 1] needs t + 1 <= 6"});
   if (edit) edit(a);
   return a.build();
+}
+
+std::vector<uint8_t> int8LinearArtifact() {
+  ArtifactBuilder builder;
+  builder.precision = fb::Precision::Int8;
+  uint32_t x = builder.input("x", fb::DType::F32, {2, 8});
+  std::vector<uint8_t> q(24);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(static_cast<int8_t>(int(i * 37 % 255) - 127));
+  uint32_t w = builder.weights(fb::DType::I8, {3, 8}, q, "w");
+  uint32_t scale = builder.weightsF32({3}, {0.01f, 0.02f, 0.005f});
+  uint32_t bias = builder.weightsF32({3}, {0.5f, -1.0f, 0.25f}, "b");
+  uint32_t y = builder.output("y", fb::DType::F32, {2, 3});
+  GemmSpec spec{{}, 2, 3, 8, ViewSpec{x, 0, {8, 1}}, ViewSpec{w, 0, {1, 8}}, ViewSpec{y, 0, {3, 1}}};
+  spec.bias = ViewSpec{bias, 0, {0, 1}};
+  spec.bScale = ViewSpec{scale, 0, {1}};
+  builder.gemm(spec);
+  return builder.build();
 }
 
 std::vector<uint8_t> doublingArtifact(fb::Target target) {

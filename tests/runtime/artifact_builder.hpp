@@ -38,6 +38,7 @@ struct GemmSpec {
   float alpha = 1.0f;
   fb::Activation activation = fb::Activation::None;
   std::optional<ViewSpec> residual;
+  std::optional<ViewSpec> bScale;  // int8 weights b: their scale per column
 };
 
 struct AttentionSpec {
@@ -236,6 +237,10 @@ std::vector<uint8_t> fusedKernelArtifact();
 
 // y = x * 2 for x f32[2, 3]; flags bool[4] is passed through as flags_out.
 std::vector<uint8_t> doublingArtifact(fb::Target target = fb::Target::Cpu);
+// An int8 CPU artifact: y[2, 3] = x[2, 8] . w with int8 weights w [3, 8] read
+// transposed, a scale per column and an f32 bias (einc --precision int8's
+// shape of a linear).
+std::vector<uint8_t> int8LinearArtifact();
 
 // Builds one model either static (every size a constant: the dims' values)
 // or dynamic (the dims ranged, sizes as expressions), from the same code, so

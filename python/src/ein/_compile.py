@@ -83,7 +83,8 @@ def compile(
     dims: dim values that replace the model's: an integer pins one (``einc --dim
         NAME=SIZE``), a ``(min, max)`` pair makes it ranged (``--dim NAME=MIN..MAX``).
     precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
-        accumulation) or "fp16" (CUDA only).
+        accumulation), "fp16" (CUDA only) or "int8" (CPU only: GEMM weights
+        int8 per output channel, GEMM inputs quantized per row at run time).
     target: "cpu" or "cuda".
     dump_ir: a folder that receives the IR before the first pass and after
         each (``einc --dump-ir``).

@@ -89,7 +89,7 @@ class Model:
 
     name = _forwarded("name", "The artifact's path, or the model's file name for a compiled model.")
     target = _forwarded("target", 'The device the artifact was compiled for: "cpu" or "cuda".')
-    precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16" or "fp16".')
+    precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16", "fp16" or "int8".')
     threads = _forwarded("threads", "Kernel threads per run() call.")
 
     def describe(self) -> str:

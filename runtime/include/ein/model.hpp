@@ -67,8 +67,10 @@ struct StepInfo {
 // The arithmetic an artifact allows its target (einc --precision): tensors stay
 // f32 in memory; with Bf16 or Fp16 the CUDA attention and gemm kernels feed the
 // tensor cores in that type and accumulate in f32. Matches ein.schema.Precision.
-enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16 };
-const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16"
+// Int8 (CPU): gemm weights as int8 with a scale per output column, the
+// gemms' inputs quantized per row at run time, int32 sums.
+enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16, Int8 };
+const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16", "int8"
 
 namespace detail {
 struct Program;

@@ -37,6 +37,7 @@ StatusOr<DType> decodeDType(fb::DType dtype) {
     case fb::DType::I32: return DType::I32;
     case fb::DType::I64: return DType::I64;
     case fb::DType::Bool: return DType::Bool;
+    case fb::DType::I8: return DType::I8;
   }
   return invalid(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
 }
@@ -57,6 +58,10 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
   Tensor tensor;
   EIN_ASSIGN_OR_RETURN(tensor.dtype, decodeDType(in.dtype()));
   EIN_ASSIGN_OR_RETURN(tensor.storage, decodeStorage(in.storage()));
+  // int8 is a storage type of quantized gemm weights (decodeGemm checks
+  // where they are read); nothing computes or returns int8 values.
+  if (tensor.dtype == DType::I8 && (tensor.storage != Storage::Weights || program.precision != Precision::Int8))
+    return invalid("an i8 tensor must be a weight of an int8 artifact");
   std::vector<int64_t> shape = readInt64Vector(in.shape());
   if (shape.size() > kMaxRank)
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
@@ -232,8 +237,11 @@ StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, Arti
     case fb::Precision::Fp32: program->precision = Precision::Fp32; break;
     case fb::Precision::Bf16: program->precision = Precision::Bf16; break;
     case fb::Precision::Fp16: program->precision = Precision::Fp16; break;
+    case fb::Precision::Int8: program->precision = Precision::Int8; break;
     default: return invalid(fmt::format("unknown precision {}", static_cast<int>(model.precision())));
   }
+  if (program->precision == Precision::Int8 && program->target != Device::Cpu)
+    return invalid("precision int8 is for the cpu target only");
   program->producer = model.producer() ? model.producer()->str() : "";
   program->source = model.source() ? model.source()->str() : "";
   program->arenaBytes = model.arena_bytes();

@@ -208,11 +208,29 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.a, "a", {DType::F32}));
   // A bf16 artifact for the CPU (einc --precision bf16) stores gemm weights,
   // and only those, as bf16: b may then be a bf16 weight tensor.
-  if (check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu &&
-      check.tensorOf(gemm.b).storage == Storage::Weights)
+  const bool cpuWeights = check.program().target == Device::Cpu && check.tensorOf(gemm.b).storage == Storage::Weights;
+  if (check.program().precision == Precision::Bf16 && cpuWeights)
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::BF16}));
+  else if (check.program().precision == Precision::Int8 && cpuWeights)
+    EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::I8}));
   else
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
+  // An int8 gemm: b is one int8 matrix for the whole batch, with a scale per
+  // column (n) in an f32 weight tensor; b_scale belongs to int8 b only.
+  if (check.tensorOf(gemm.b).dtype == DType::I8) {
+    for (size_t axis = 0; axis < gemm.batch.size(); ++axis)
+      if (gemm.b.strides[axis] != 0 && gemm.batch[axis] != 1)
+        return invalid("int8 weights b must be one matrix shared by the batch (batch strides 0)");
+    if (!in.b_scale()) return invalid("int8 weights b need a b_scale view");
+    // The int32 sums of 8-bit products stay exact up to this k.
+    if (gemm.k > 65536) return invalid(fmt::format("an int8 gemm's k is at most 65536, not {}", gemm.k));
+    EIN_ASSIGN_OR_RETURN(View scale, check.view(in.b_scale(), Dims{gemm.n}, "b_scale"));
+    EIN_RETURN_IF_ERROR(check.dtypeIn(scale, "b_scale", {DType::F32}));
+    if (check.tensorOf(scale).storage != Storage::Weights) return invalid("b_scale must view a weight tensor");
+    gemm.bScale = scale;
+  } else if (in.b_scale()) {
+    return invalid("b_scale is only for int8 weights b");
+  }
   EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.c, "c", {DType::F32}));
   if (gemm.bias) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.bias, "bias", {DType::F32}));
   if (gemm.residual) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.residual, "residual", {DType::F32}));
@@ -230,6 +248,7 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
   info.attributes["activation"] = fb::EnumNameActivation(in.activation());
   info.attributes["bias"] = gemm.bias ? "yes" : "no";
   info.attributes["residual"] = gemm.residual ? "yes" : "no";
+  if (gemm.bScale) info.attributes["weights"] = "int8";
   if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
   return Kernel(std::move(gemm));
 }
@@ -272,7 +291,8 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
   EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
   op.scale = in.scale();
   op.maskFill = in.mask_fill();
-  op.bf16 = check.program().precision == Precision::Bf16 && check.program().target == Device::Cpu;
+  op.bf16 = (check.program().precision == Precision::Bf16 || check.program().precision == Precision::Int8) &&
+            check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
                                  op.maskKind, op.mask, info));
   if (in.causal()) {

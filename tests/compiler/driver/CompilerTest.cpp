@@ -63,7 +63,14 @@ TEST(Compilation, Fp16OnTheCpuIsAnErrorWithoutAPlace) {
   ASSERT_EQ(diagnostics.size(), 1u);
   EXPECT_EQ(diagnostics[0].file, "");
   EXPECT_EQ(diagnostics[0].rendered, "");
-  EXPECT_EQ(diagnostics[0].message, "precision fp16 needs target cuda: the cpu kernels compute in fp32 or bf16");
+  EXPECT_EQ(diagnostics[0].message, "precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16 or int8");
+}
+
+TEST(Compilation, Int8OnCudaIsAnErrorWithoutAPlace) {
+  std::vector<Diagnostic> diagnostics;
+  EXPECT_FALSE(compile(kDoubling, diagnostics, {ein::ArtifactTarget::Cuda, ein::ArtifactPrecision::Int8}));
+  ASSERT_EQ(diagnostics.size(), 1u);
+  EXPECT_EQ(diagnostics[0].message, "precision int8 needs target cpu: the cuda kernels compute in fp32, bf16 or fp16");
 }
 
 TEST(Compilation, DumpsTheIrOfEveryPass) {

@@ -796,6 +796,16 @@ param w: f32[16]
 param b: f32[16]
 output y = x * rsqrt(mean(x ** 2, axis=-1, keepdim=true) + 1e-5) * w + b
 )ein", 1e-4, 1e-4, {"layernorm", "elementwise"}, {"reduce"}},
+    // Constant folding (kern-plan-memory marks, einc computes): element-wise
+    // kernels of parameters only are stored with the weights; no step left
+    // but the gemm, also with a folded input read transposed and sliced.
+    {"folded_weights", R"ein(
+input x: f32[3, 8]
+param w: f32[6, 8]
+param pos: f32[10, 8]
+scaled = w * 0.5 + exp(-w)
+output y = x @ rearrange(scaled, "o i -> i o") + x @ rearrange(pos[2:8] * 0.125 - scaled, "o i -> i o")
+)ein", 1e-5, 1e-5, {"gemm"}, {"elementwise", "copy"}},
     {"softmax_spellings", R"ein(
 input s: f32[3, 7, 11]
 e = exp(s - max(s, axis=-1, keepdim=true))

@@ -23,6 +23,10 @@ namespace ein::kern {
 
 // Attributes the memory planner puts on every op that owns a buffer.
 inline constexpr const char *kArenaOffsetAttr = "kern.arena_offset";
+// On an element-wise or copy kernel of weights only (kern-plan-memory): einc
+// computes it once and stores the result with the weights; it gets no arena
+// room and no step.
+inline constexpr const char *kFoldedAttr = "kern.folded";
 inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
 
 // The flat element range [min, max] a view reaches over `sizes`; false when

@@ -46,6 +46,8 @@ inline void loadAsF32(const std::byte *base, DType dtype, int64_t offset, int64_
     case DType::I64: return load([](int64_t x) { return static_cast<float>(x); }, reinterpret_cast<const int64_t *>(base));
     case DType::Bool:
       return load([](uint8_t x) { return x != 0 ? 1.0f : 0.0f; }, reinterpret_cast<const uint8_t *>(base));
+    case DType::I8:  // int8 gemm weights only (the loader); read as their values
+      return load([](int8_t x) { return static_cast<float>(x); }, reinterpret_cast<const int8_t *>(base));
   }
 }
 
@@ -68,6 +70,7 @@ inline void storeFromF32(std::byte *base, DType dtype, int64_t offset, int64_t s
     case DType::I64: return store(floatToInt<int64_t>, reinterpret_cast<int64_t *>(base));
     case DType::Bool:
       return store([](float x) { return static_cast<uint8_t>(x != 0.0f); }, reinterpret_cast<uint8_t *>(base));
+    case DType::I8: return store(floatToInt<int8_t>, reinterpret_cast<int8_t *>(base));  // never written (the loader)
   }
 }
 

@@ -10,8 +10,7 @@
 
 #include "ein/half_float.hpp"
 
-#include "kernels/cpu/blocking.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "kernels/cpu/gemm_blocks.hpp"
 
 namespace ein::detail::cpu {
 namespace {
@@ -90,9 +89,6 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const bool bIsBf16 = context.dtype(op.b) == DType::BF16;
   const float *b = bIsBf16 ? nullptr : context.data<const float>(op.b);
   const uint16_t *b16 = bIsBf16 ? context.data<const uint16_t>(op.b) : nullptr;
-  float *c = context.data<float>(op.c);
-  const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
-  const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
   // Packed for another ISA (a test forcing one): pack as we go instead.
   if (packed && (packed->nr != nr || (packed->bf16Pairs && !isa.bf16GemmTile))) packed = nullptr;
@@ -103,38 +99,13 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
 
   const size_t r = op.batch.size();
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
-  const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
   // bf16 blocks of k start at even rows, where the weights' pairs start.
-  const int64_t mc = blockSize(m, kMaxMc, mr), kc = k > 0 ? blockSize(k, kKc, bf16 ? 2 : 1) : 0;
-  const int64_t mBlocks = ceilDiv(m, mc);
-  // Column blocks: as wide as allowed, but as many as it takes to give every
-  // thread the same number of items (few items make a small gemm uneven).
-  const int64_t panels = ceilDiv(n, nr);
-  int64_t nBlocks = ceilDiv(n, kMaxNc);
-  for (int64_t more = nBlocks; more <= std::min(panels, 4 * nBlocks); ++more)
-    if (batchCount * mBlocks * more % context.threads() == 0) {
-      nBlocks = more;
-      break;
-    }
-  const int64_t nc = ceilDiv(panels, nBlocks) * nr;
-  nBlocks = ceilDiv(n, nc);
+  const int64_t kc = k > 0 ? blockSize(k, kKc, bf16 ? 2 : 1) : 0;
+  const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
 
-  context.parallelFor(batchCount * mBlocks * nBlocks, [&](int64_t item, int thread) {
-    // Which batch element and block; then each operand's offset there.
-    const int64_t batchIndex = item / (mBlocks * nBlocks), block = item % (mBlocks * nBlocks);
-    const int64_t i0 = block / nBlocks * mc, j0 = block % nBlocks * nc;
-    const int64_t rows = std::min(mc, m - i0), cols = std::min(nc, n - j0);
-    int64_t aOff = op.a.offset, bOff = op.b.offset, cOff = op.c.offset;
-    int64_t biasOff = op.bias ? op.bias->offset : 0, resOff = op.residual ? op.residual->offset : 0;
-    for (size_t axis = r, rest = static_cast<size_t>(batchIndex); axis-- > 0;) {
-      const int64_t index = static_cast<int64_t>(rest % static_cast<size_t>(op.batch[axis]));
-      rest /= static_cast<size_t>(op.batch[axis]);
-      aOff += index * op.a.strides[axis];
-      bOff += index * op.b.strides[axis];
-      cOff += index * op.c.strides[axis];
-      if (bias) biasOff += index * op.bias->strides[axis];
-      if (residual) resOff += index * op.residual->strides[axis];
-    }
+  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+    const GemmItem it = gemmItem(op, items, item);
+    const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a, bOff = it.b;
     float *aPack = context.threadScratch(thread);
     float *bPack = aPack + kMaxMc * kKc;
     float *acc = bPack + kKc * kMaxNr;
@@ -201,20 +172,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         }
       }
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t row = i0 + i;
-      GemmEpilogueRow e{acc + i * ldc, cols, op.alpha, nullptr, 0, op.activation, nullptr, 0,
-                        c + cOff + row * cM + j0 * cN, cN};
-      if (bias) {
-        e.bias = bias + biasOff + row * op.bias->strides[r] + j0 * op.bias->strides[r + 1];
-        e.biasStride = op.bias->strides[r + 1];
-      }
-      if (residual) {
-        e.residual = residual + resOff + row * op.residual->strides[r] + j0 * op.residual->strides[r + 1];
-        e.residualStride = op.residual->strides[r + 1];
-      }
-      isa.gemmEpilogue(e);
-    }
+    for (int64_t i = 0; i < rows; ++i) gemmEpilogueRow(op, context, it, i, acc + i * ldc);
   });
   return Status();
 }
@@ -226,6 +184,15 @@ void prepackGemmWeights(Program &program, const std::vector<bool> *eligible) {
     auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
     if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !(*eligible)[s])) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
+    if (tensor.storage == Storage::Weights && tensor.dtype == DType::I8 && op->bScale) {
+      // Verified as one matrix for the batch (the loader).
+      StatusOr<PackedMatrix> matrix =
+          packS8Weights(*op, reinterpret_cast<const int8_t *>(program.weights + tensor.offset), isa);
+      if (!matrix.ok()) continue;  // the kernel packs as it goes instead
+      op->packedB = static_cast<int32_t>(program.packed.size());
+      program.packed.push_back(std::move(matrix).value());
+      continue;
+    }
     if (tensor.storage != Storage::Weights || (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16)) continue;
     const size_t r = op->batch.size();
     bool shared = true;

@@ -13,13 +13,18 @@ Status invoke(const detail::Kernel &kernel, const KernelContext &context) {
   return Run(std::get<Op>(kernel), context);
 }
 
+// int8 weights (an int8 artifact's gemms) or f32/bf16 ones.
+Status gemmFast(const Gemm &op, const KernelContext &context) {
+  return op.bScale ? gemmS8Dynamic(op, context) : gemmF32Packed(op, context);
+}
+
 }  // namespace
 
 KernelFn selectKernel(const detail::Kernel &kernel) {
   return std::visit(
       [](const auto &op) -> KernelFn {
         using Op = std::decay_t<decltype(op)>;
-        if constexpr (std::is_same_v<Op, Gemm>) return &invoke<Gemm, gemmF32Packed>;
+        if constexpr (std::is_same_v<Op, Gemm>) return &invoke<Gemm, gemmFast>;
         if constexpr (std::is_same_v<Op, Elementwise>) return &invoke<Elementwise, elementwiseF32Fast>;
         if constexpr (std::is_same_v<Op, Softmax>) return &invoke<Softmax, softmaxF32Fast>;
         if constexpr (std::is_same_v<Op, Reduce>) return &invoke<Reduce, reduceF32Fast>;
@@ -68,7 +73,8 @@ bool needsNoScratch(const detail::Kernel &kernel) {
 // reference is its oracle in the tests, with the same scratch).
 size_t scratchFloats(const detail::Kernel &kernel) {
   if (needsNoScratch(kernel)) return 0;
-  if (std::holds_alternative<Gemm>(kernel)) return gemmF32PackedScratchFloats();
+  if (const auto *op = std::get_if<Gemm>(&kernel))
+    return op->bScale ? gemmS8DynamicScratchFloats(*op) : gemmF32PackedScratchFloats();
   if (const auto *op = std::get_if<Elementwise>(&kernel)) return op->registerCount() * kElementwiseBlock;
   if (const auto *op = std::get_if<Softmax>(&kernel)) return static_cast<size_t>(op->shape.back());
   if (const auto *op = std::get_if<Reduce>(&kernel))

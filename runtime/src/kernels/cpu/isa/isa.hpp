@@ -40,7 +40,7 @@ void evaluateLanesF32(const Instruction &in, const float *a, const float *b, con
                       int64_t count);
 
 struct IsaKernels {
-  const char *name;  // "avx512bf16", "avx512", "avx2", "portable"
+  const char *name;  // "avx512bf16", "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
@@ -103,12 +103,36 @@ struct IsaKernels {
   // contiguous rows convert and store a vector at a time.
   void (*bf16PackRows)(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                        int64_t ldd) = nullptr;
+
+  // The int8 gemm (int8 artifacts), on every table: exact int32 sums of
+  // 8-bit products. c[r * ldc + j] (+)= sum_p A[r][p] * b[p][j] over the
+  // s8GemmMr x s8GemmNr tile and p < 4 * quads, where A[r][p] is the byte
+  // a[r * lda + p] and b is a packed panel: b[(q * nr + j) * 4 + t] = b[4q + t][j]
+  // (s8). The tile reads A as u8 where s8ActivationOffset is 128 (VNNI's
+  // vpdpbusd: the driver stores q + 128 and subtracts 128 * the column sums of
+  // b) and as s8 where it is 0 (AVX2's vpsignb/vpmaddubsw, portable C++).
+  int s8GemmMr = 0, s8GemmNr = 0;
+  uint8_t s8ActivationOffset = 0;
+  void (*s8GemmTile)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                     bool accumulate) = nullptr;
+  // quantizeRowS8 (quantize_s8.hpp) of a contiguous row with this table's
+  // s8ActivationOffset, in vectors: q[0..kPadded) and the row's scale.
+  float (*s8QuantizeRow)(const float *x, int64_t k, int64_t kPadded, uint8_t *q) = nullptr;
+  // out[j] = rowScale * columnScale[j] * (acc[j] - offset * columnSums[j])
+  // for j < n (the int8 gemm's scales, before its epilogue): the same f32
+  // operations in that order on every table.
+  void (*s8DequantizeRow)(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
+                          const float *columnScale, int64_t n, float *out) = nullptr;
 };
 
 const IsaKernels &portableKernels();
 const IsaKernels &avx2Kernels();
+// avx2 with the int8 gemm on AVX-VNNI's (VEX, 256-bit) vpdpbusd.
+const IsaKernels &avx2VnniKernels();
 const IsaKernels &avx512Kernels();
-// avx512 plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
+// avx512 with the int8 gemm on AVX512_VNNI's vpdpbusd.
+const IsaKernels &avx512VnniKernels();
+// avx512vnni plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
 const IsaKernels &avx512Bf16Kernels();
 
 // The fastest table this CPU runs. EIN_CPU_ISA=avx512|avx2|portable in the
