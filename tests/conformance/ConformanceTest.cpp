@@ -91,6 +91,10 @@ TEST_P(Conformance, MatchesPyTorch) {
   const double widened = precision == "bf16" ? 2e-2 : precision == "fp16" ? 5e-3 : precision == "int8" ? 6e-2 : 0.0;
   atol = std::max(atol, widened);
   rtol = std::max(rtol, widened);
+  // A case whose outputs are large next to some of their elements (logits)
+  // may widen int8's absolute tolerance in case.json ("int8_atol").
+  if (precision == "int8" && spec["tolerance"].contains("int8_atol"))
+    atol = std::max(atol, spec["tolerance"]["int8_atol"].get<double>());
 
   fs::path artifact = work / "model.einb";
   std::string compile = std::string(EIN_BIN_DIR) + "/einc " + (caseDir / "model.ein").string() + " -o " +

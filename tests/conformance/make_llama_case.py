@@ -72,7 +72,9 @@ def main():
         "inputs": {"ids": {"dtype": "int64", "shape": list(prompt.shape)}},
         "outputs": {"logits": list(logits.shape)},
         "tolerance": {"atol": 1e-4, "rtol": 1e-3,
-                      "rule": "|got - expected| <= atol + rtol * |expected| for every element"},
+                      "rule": "|got - expected| <= atol + rtol * |expected| for every element",
+                      # int8 rounds each activation row to 8 bits: up to ~2.5% of the largest logit (3.8).
+                      "int8_atol": 0.1},
         "expected_computed_in": "float64 (transformers " + transformers.__version__ + "), stored as float32",
     }
     with open(os.path.join(CASE, "case.json"), "w") as out:
