@@ -8,6 +8,7 @@
 
 #include "arrays.hpp"
 #include "ein/describe.hpp"
+#include "ein/generate.hpp"
 #include "errors.hpp"
 
 namespace nb = nanobind;
@@ -180,8 +181,34 @@ PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &info
 }  // namespace
 
 PyModel::PyModel(std::shared_ptr<const Model> model, int threads) : loaded(std::move(model)), defaultThreads(threads) {
-  // The first runner now, so that a model that cannot run here fails at load.
-  runnerFor(threads);
+  // The first runner (a session, for a model with state) now, so that a
+  // model that cannot run here fails at load.
+  if (loaded->states().empty()) {
+    runnerFor(threads);
+  } else if (auto session = Session::create(loaded, {.threads = threads}); !session.ok()) {
+    throwStatus(session.status());
+  }
+}
+
+std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
+                                       int64_t topK, float topP, uint64_t seed,
+                                       const std::vector<int64_t> &stopTokens, int threads) {
+  auto session = Session::create(loaded, {.threads = threads ? threads : defaultThreads});
+  if (!session.ok()) throwStatus(session.status());
+  GenerationOptions options;
+  options.maxNewTokens = maxNewTokens;
+  options.temperature = temperature;
+  options.topK = topK;
+  options.topP = topP;
+  options.seed = seed;
+  options.stopTokens = stopTokens;
+  StatusOr<std::vector<int64_t>> tokens = std::vector<int64_t>();
+  {
+    nb::gil_scoped_release released;
+    tokens = ein::generate(*session.value(), prompt, options);
+  }
+  if (!tokens.ok()) throwStatus(tokens.status());
+  return std::move(tokens).value();
 }
 
 Runner &PyModel::runnerFor(int threads) {
@@ -263,7 +290,9 @@ void bindModel(nb::module_ &module) {
                    [](const PyModel &self) { return std::string(precisionName(self.model().precision())); })
       .def("describe", &PyModel::describe)
       .def("save", &PyModel::save, nb::arg("path"))
-      .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"));
+      .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"))
+      .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"));
 }
 
 }  // namespace ein::python

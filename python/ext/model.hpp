@@ -36,6 +36,10 @@ class PyModel {
   // model's); outputs named in `out` are written there, the others into new
   // NumPy arrays. Returns name -> array.
   nanobind::dict run(nanobind::dict inputs, nanobind::dict out, int threads);
+  // ein::generate in a new session (a decoder with a key/value cache).
+  std::vector<int64_t> generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
+                                int64_t topK, float topP, uint64_t seed, const std::vector<int64_t> &stopTokens,
+                                int threads);
 
  private:
   // The runner with `threads` kernel threads per call, made on first use;

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -124,6 +124,23 @@ class Model:
             raise TypeError(f"inputs must be a mapping of input names to arrays, got {type(inputs).__name__}")
         threads = 0 if threads is None else _check_threads(threads)
         return self._native.run(dict(inputs), dict(out or {}), threads)
+
+    def generate(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = (),
+                 threads: Optional[int] = None) -> List[int]:
+        """Generates tokens with a decoder whose key/value cache is session state.
+
+        Runs ``prompt`` (token ids) in a new session, then one decode step per
+        new token, and returns the new tokens (ids in, ids out: pair it with a
+        tokenizer, e.g. the ``tokenizers`` package). ``temperature`` 0 is
+        greedy; otherwise the logits are divided by it and cut to ``top_k``
+        (0: all) and ``top_p`` (1: all), and ``seed`` makes the draw
+        reproducible. Generation stops after any of ``stop_tokens``. The model
+        needs an integer ``ids`` input [1, t] and a ``logits`` output [1, t, vocab].
+        """
+        threads = 0 if threads is None else _check_threads(threads)
+        return self._native.generate([int(t) for t in prompt], int(max_new_tokens), float(temperature), int(top_k),
+                                     float(top_p), int(seed), [int(t) for t in stop_tokens], threads)
 
     def __repr__(self) -> str:
         signature = lambda infos: ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in infos)
