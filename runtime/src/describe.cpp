@@ -65,10 +65,19 @@ std::string describeModel(const Model &model) {
   text += fmt::format("  producer: {}\n  source:   {}\n", model.producer(), model.source());
   const bool dynamic = !model.dims().empty();
   if (dynamic) text += "dims: " + dimRangesText(model.dims()) + "\n";
+  if (model.positionDim() >= 0)
+    text += fmt::format("position: {} (the rows a session's state holds before a run)\n",
+                        model.dims()[static_cast<size_t>(model.positionDim())].name);
   text += "inputs:\n" + tensorLines(model.inputs());
   text += "outputs:\n" + tensorLines(model.outputs());
   text += fmt::format("params: {} tensors, {} bytes\n", model.params().size(), paramsByteSize(model));
   text += tensorLines(model.params());
+  if (!model.states().empty()) {
+    uint64_t stateBytes = 0;
+    for (const TensorInfo &state : model.states()) stateBytes += state.byteSize();
+    text += fmt::format("state: {} tensors, {} bytes per session\n", model.states().size(), stateBytes);
+    text += tensorLines(model.states());
+  }
   text += fmt::format("memory: arena {} bytes{}, weight segment {} bytes\n", model.arenaBytes(),
                       dynamic ? " at the dims' maxima" : "", model.weightsBytes());
   if (dynamic && model.steps().empty())

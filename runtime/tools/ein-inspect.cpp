@@ -40,6 +40,10 @@ nlohmann::json modelJson(const ein::Model &model) {
   nlohmann::json params = nlohmann::json::array();
   for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
   out["params"] = {{"count", model.params().size()}, {"bytes", ein::paramsByteSize(model)}, {"tensors", params}};
+  nlohmann::json states = nlohmann::json::array();
+  for (const ein::TensorInfo &state : model.states()) states.push_back(tensorJson(state));
+  out["states"] = states;
+  if (model.positionDim() >= 0) out["position"] = model.dims()[static_cast<size_t>(model.positionDim())].name;
   out["arena_bytes"] = model.arenaBytes();
   // With dims, the arena (and the steps' sizes) are those at the dims' maxima.
   out["sizes_at"] = model.dims().empty() ? "fixed" : "dims' maxima";

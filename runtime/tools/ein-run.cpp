@@ -320,6 +320,8 @@ ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const st
   const std::vector<ein::DimInfo> &dims = model.dims();
   std::vector<int64_t> values;
   for (const ein::DimInfo &dim : dims) values.push_back(dim.max);
+  // The position of a model with state is the session's: 0 in a new one.
+  if (model.positionDim() >= 0) values[static_cast<size_t>(model.positionDim())] = 0;
   for (const std::string &arg : dimArgs) {
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
@@ -340,6 +342,10 @@ ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const st
     }
     if (equals == std::string::npos || parsed == 0 || parsed != arg.size() - equals - 1)
       return ein::Status(ein::StatusCode::InvalidArgument, "--dim expects NAME=VALUE, got \"" + arg + "\"");
+    if (dim - dims.begin() == model.positionDim())
+      return ein::Status(ein::StatusCode::InvalidArgument,
+                         "--dim " + arg + ": " + name + " is the session's position (0 for ein-run's one run; "
+                         "--generate moves it)");
     values[static_cast<size_t>(dim - dims.begin())] = value;
   }
   return values;
@@ -350,7 +356,8 @@ ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const st
 std::vector<int64_t> dimsOfInputs(const ein::Model &model, const std::vector<InputValue> &values) {
   std::vector<int64_t> dims;
   for (const ein::DimInfo &dim : model.dims()) {
-    int64_t value = -1;
+    // The position dim is the new session's: 0.
+    int64_t value = static_cast<int64_t>(dims.size()) == model.positionDim() ? 0 : -1;
     for (size_t i = 0; i < values.size() && value < 0; ++i)
       for (size_t axis = 0; axis < model.inputs()[i].dims.size() && axis < values[i].shape.size(); ++axis)
         if (model.inputs()[i].dims[axis] == dim.name) {
