@@ -66,6 +66,12 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   for (uint32_t tensor : atMaxima.inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
   for (uint32_t tensor : atMaxima.outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
   EIN_RETURN_IF_ERROR(dynamic->findDimSources(atMaxima));
+  // The steps shown and the weights packed once come from the maxima; for a
+  // model with state, from the maxima with its position at 0: a full cache
+  // cannot take the largest chunk (a check excludes the plain maxima).
+  StatusOr<MaximaProbe> atPositionZero = Status(StatusCode::NotFound, "no position dim");
+  if (base.positionDim >= 0) atPositionZero = dynamic->decodeAtPositionZero();
+  MaximaProbe &stepsProbe = atPositionZero.ok() ? atPositionZero.value() : probe.value();
 
   base.dynamicBase = true;
   base.inputs = atMaxima.inputs;
@@ -77,7 +83,7 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   base.outputTensors = atMaxima.outputTensors;
   showDims(dynamic->sizes_, dynamic->inputFields_, base.inputs);
   showDims(dynamic->sizes_, dynamic->outputFields_, base.outputs);
-  dynamic->packWeightsAtMaxima(probe.value(), base);
+  dynamic->packWeightsAtMaxima(stepsProbe, base);
   return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
 }
 
@@ -100,6 +106,21 @@ StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtMaxima() const {
   probe.program = copyFixedParts(base_);
   if (Status status = decodeTensors(model_, SizeResolver(probe.values), arena, *probe.program); !status.ok())
     return invalid(fmt::format("{}: {}", where, status.message()));
+  return probe;
+}
+
+// The program at the dims' maxima but the position dim's minimum, the
+// arena's claim not held to these sizes.
+StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtPositionZero() const {
+  MaximaProbe probe;
+  std::vector<int64_t> dims;
+  for (const DimInfo &dim : sizes_.dims()) dims.push_back(dim.max);
+  dims[static_cast<size_t>(base_.positionDim)] = sizes_.dims()[static_cast<size_t>(base_.positionDim)].min;
+  SizeProgram::Values values = sizes_.valuesAt(dims);
+  if (!values.missing.empty()) return sizes_.noValue(values.missing.front(), dims);
+  probe.values = std::move(values.values);
+  probe.program = copyFixedParts(base_);
+  EIN_RETURN_IF_ERROR(decodeTensors(model_, SizeResolver(probe.values), ArenaClaim::PlannedForOtherSizes, *probe.program));
   return probe;
 }
 

@@ -73,6 +73,7 @@ class DynamicProgram {
   DynamicProgram(const schema::Model &model, SizeProgram sizes, const Program &base)
       : model_(model), sizes_(std::move(sizes)), base_(base) {}
   StatusOr<MaximaProbe> decodeAtMaxima() const;
+  StatusOr<MaximaProbe> decodeAtPositionZero() const;
   Status checkWeightsAreFixed(const Program &atMaxima) const;
   void packWeightsAtMaxima(MaximaProbe &probe, Program &base);
   Status findDimSources(const Program &probe);
