@@ -107,7 +107,7 @@ void dumpStatement(const Stmt &statement, const std::string &indent, std::string
     }
     case Stmt::Kind::Input: {
       const auto &decl = static_cast<const InputDecl &>(statement);
-      out += "input " + decl.name + ": " + dumpType(decl.type);
+      out += "input " + decl.name.str() + ": " + dumpType(decl.type);
       break;
     }
     case Stmt::Kind::Param: {
@@ -117,7 +117,7 @@ void dumpStatement(const Stmt &statement, const std::string &indent, std::string
     }
     case Stmt::Kind::Output: {
       const auto &decl = static_cast<const OutputDecl &>(statement);
-      out += "output " + decl.name + (decl.value ? " = " + dump(*decl.value) : "");
+      out += "output " + decl.name.str() + (decl.value ? " = " + dump(*decl.value) : "");
       break;
     }
     case Stmt::Kind::Assign: {

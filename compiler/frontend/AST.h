@@ -150,7 +150,7 @@ struct DimDecl : Stmt {
 
 struct InputDecl : Stmt {
   explicit InputDecl(SourceLoc loc) : Stmt(Kind::Input, loc) {}
-  std::string name;
+  Name name;  // dotted names may interpolate a loop variable: `input past.{i}.key: ...`
   TypeExpr type;
 };
 
@@ -163,7 +163,7 @@ struct ParamDecl : Stmt {
 
 struct OutputDecl : Stmt {
   explicit OutputDecl(SourceLoc loc) : Stmt(Kind::Output, loc) {}
-  std::string name;
+  Name name;
   ExprPtr value;  // null for `output y` (marks an existing value)
 };
 

@@ -144,7 +144,7 @@ class Parser {
       if (first.text == "input") {
         advance();
         auto decl = std::make_unique<InputDecl>(loc);
-        decl->name = expectIdentifier("an input name");
+        decl->name = dottedName();
         expect(K::Colon, "':' and a type after the input name");
         decl->type = typeExpr();
         return decl;
@@ -160,7 +160,7 @@ class Parser {
       if (first.text == "output") {
         advance();
         auto decl = std::make_unique<OutputDecl>(loc);
-        decl->name = expectIdentifier("an output name");
+        decl->name = dottedName();
         if (at(K::Assign)) {
           advance();
           decl->value = expression();

@@ -120,6 +120,7 @@ class Generator {
   void checkLimits(RankedTensorType type, Location at, const std::string &what);
 
   void declareInput(const ast::InputDecl &decl, Scope &scope);
+  void bindDeclared(const ast::Name &written, const std::string &name, EValue value, Scope &scope);
 
   // "p.fc1.weight" with p = namespace "blocks.3.mlp" -> "blocks.3.mlp.fc1.weight".
   std::string resolveName(const ast::Name &name, Scope &scope);
@@ -349,6 +350,7 @@ class Generator {
   std::map<std::string, ein::Size> dims;  // a constant, or the dim itself when ranged
   std::map<std::string, Param> params;
   std::map<std::string, Param> states;
+  std::map<std::string, EValue> dottedValues;  // inputs and outputs with dotted names
   std::string position;  // the position dim's name, when declared
   Location positionAt = builder.getUnknownLoc();
   std::set<std::string> appendedStates;

@@ -193,12 +193,22 @@ void Generator::checkLimits(RankedTensorType type, Location at, const std::strin
 }
 
 void Generator::declareInput(const ast::InputDecl &decl, Scope &scope) {
-  if (&scope != &globals) fail(decl.loc, "inputs are declared at the top level, not inside a block");
-  if (lookup(decl.name, scope)) fail(decl.loc, "'" + decl.name + "' is already defined");
+  if (&scope != &globals) fail(decl.loc, "inputs are declared at the top level or in loops, not inside a block");
+  const std::string name = resolveName(decl.name, scope);
+  if (lookup(name, scope) || dottedValues.count(name) || params.count(name) ||
+      llvm::is_contained(inputNames, name))
+    fail(decl.loc, "'" + name + "' is already defined");
   RankedTensorType type = tensorType(decl.type, scope);
   mlir::Value argument = body->addArgument(type, loc(decl.loc));
-  inputNames.push_back(decl.name);
-  scope[decl.name] = EValue{Tensor{argument}};
+  inputNames.push_back(name);
+  bindDeclared(decl.name, name, EValue{Tensor{argument}}, scope);
+}
+
+// A declared input's or output's value: a plain name in the scope, a dotted
+// one (`past.{i}.key`, resolved) where dotted names are looked up.
+void Generator::bindDeclared(const ast::Name &written, const std::string &name, EValue value, Scope &scope) {
+  if (written.segments.size() == 1) scope[name] = std::move(value);
+  else dottedValues[name] = std::move(value);
 }
 
 std::string Generator::resolveName(const ast::Name &name, Scope &scope) {
@@ -276,19 +286,20 @@ std::string Generator::describe(Location at) {
 }
 
 void Generator::declareOutput(const ast::OutputDecl &decl, Scope &scope) {
-  if (&scope != &globals) fail(decl.loc, "outputs are declared at the top level, not inside a block");
+  if (&scope != &globals) fail(decl.loc, "outputs are declared at the top level or in loops, not inside a block");
+  const std::string name = resolveName(decl.name, scope);
   for (const auto &output : outputs)
-    if (output.first == decl.name) fail(decl.loc, "output '" + decl.name + "' is declared twice");
+    if (output.first == name) fail(decl.loc, "output '" + name + "' is declared twice");
   mlir::Value value;
   if (decl.value) {
     value = tensor(evaluate(*decl.value, scope), decl.value->loc, "an output");
-    scope[decl.name] = EValue{Tensor{value}};
+    bindDeclared(decl.name, name, EValue{Tensor{value}}, scope);
   } else {
-    const EValue *existing = lookup(decl.name, scope);
-    if (!existing) fail(decl.loc, "output '" + decl.name + "' names no value (write `output " + decl.name + " = ...`)");
+    std::optional<EValue> existing = resolveValue(decl.name, scope);
+    if (!existing) fail(decl.loc, "output '" + name + "' names no value (write `output " + name + " = ...`)");
     value = tensor(*existing, decl.loc, "an output");
   }
-  outputs.emplace_back(decl.name, value);
+  outputs.emplace_back(name, value);
 }
 
 void Generator::assign(const ast::Assign &statement, Scope &scope) {
@@ -479,6 +490,7 @@ std::optional<EValue> Generator::resolveValue(const ast::Name &name, Scope &scop
   std::string full = resolveName(name, scope);
   if (auto param = params.find(full); param != params.end()) return EValue{Tensor{param->second.value}};
   if (auto state = states.find(full); state != states.end()) return EValue{Tensor{state->second.value}};
+  if (auto declared = dottedValues.find(full); declared != dottedValues.end()) return declared->second;
   return std::nullopt;
 }
 

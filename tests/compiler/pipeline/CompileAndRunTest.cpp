@@ -487,6 +487,16 @@ output kept = scaled_dot_product_attention(q, k, v, mask=keep, scale=0.5)
 output added = scaled_dot_product_attention(q, k, v, bias)
 output added_formula = softmax(q @ transpose(k, -1, -2) / sqrt(8) + bias, axis=-1) @ v
 )ein", 1e-4, 1e-4, {"attention"}, {"softmax"}, {{"y", "y_formula"}, {"added", "added_formula"}}},
+    {"inputs_and_outputs_declared_per_layer_in_a_loop", R"ein(
+dim t = 4, c = 8
+input x: f32[t, c]
+for i in 0..3 {
+  input past.{i}.key: f32[5, c]
+  output present.{i}.key = concat([past.{i}.key, x * (i + 1.0)], axis=0)
+}
+output last = present.2.key[-1] + past.0.key[0]
+output present.1.key_again = present.1.key * 1.0
+)ein", 1e-5, 1e-5, {}, {}, {{"present.1.key", "present.1.key_again"}}},
     {"sdpa_causal", R"ein(
 input q: f32[2, 3, 7, 8]
 input k: f32[2, 3, 7, 8]
