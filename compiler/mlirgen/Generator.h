@@ -126,6 +126,8 @@ class Generator {
   std::string resolveName(const ast::Name &name, Scope &scope);
 
   void declareParam(const ast::ParamDecl &decl, Scope &scope);
+  template <typename StorageOp>
+  mlir::Value atTop(Location at, RankedTensorType type, const std::string &name);
   // `state name: f32[...]`: session state, read and written by append().
   void declareState(const ast::ParamDecl &decl, Scope &scope);
   void finishState();

@@ -251,14 +251,19 @@ void Generator::declareParam(const ast::ParamDecl &decl, Scope &scope) {
                          typeString(existing->second.type) + " at " + describe(existing->second.declaredAt));
     return;
   }
-  // Parameters go to the top of the function, in declaration order, so
-  // every use is dominated.
+  params.emplace(name, Param{atTop<ir::ParamOp>(loc(decl.loc), type, name), type, loc(decl.loc)});
+}
+
+// Parameters and states go to the top of the function, in declaration order,
+// so every use is dominated.
+template <typename StorageOp>
+mlir::Value Generator::atTop(Location at, RankedTensorType type, const std::string &name) {
   mlir::OpBuilder::InsertionGuard guard(builder);
   if (lastParam) builder.setInsertionPointAfter(lastParam);
   else builder.setInsertionPointToStart(body);
-  auto op = builder.create<ir::ParamOp>(loc(decl.loc), type, builder.getStringAttr(name));
+  auto op = builder.create<StorageOp>(at, type, builder.getStringAttr(name));
   lastParam = op;
-  params.emplace(name, Param{op, type, loc(decl.loc)});
+  return op;
 }
 
 void Generator::declareState(const ast::ParamDecl &decl, Scope &scope) {
@@ -271,12 +276,7 @@ void Generator::declareState(const ast::ParamDecl &decl, Scope &scope) {
     fail(decl.loc, "state \"" + name + "\" must be f32 (the kernels' type), not " + typeString(type.getElementType()));
   if (states.count(name) || params.count(name))
     fail(decl.loc, "\"" + name + "\" is declared twice (state names are unique and differ from parameters)");
-  mlir::OpBuilder::InsertionGuard guard(builder);
-  if (lastParam) builder.setInsertionPointAfter(lastParam);
-  else builder.setInsertionPointToStart(body);
-  auto op = builder.create<ir::StateOp>(loc(decl.loc), type, builder.getStringAttr(name));
-  lastParam = op;
-  states.emplace(name, Param{op, type, loc(decl.loc)});
+  states.emplace(name, Param{atTop<ir::StateOp>(loc(decl.loc), type, name), type, loc(decl.loc)});
 }
 
 std::string Generator::describe(Location at) {
