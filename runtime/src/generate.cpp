@@ -103,6 +103,8 @@ StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_
   if (prompt.empty()) return invalidArgument("the prompt is empty");
   if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
   if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
+  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
+    return invalidArgument("temperature must be a finite number >= 0");
   StatusOr<const TensorInfo *> ids = pick(model.inputs(), options.idsInput, "ids", isIds, "ids input");
   if (!ids.ok()) return ids.status();
   StatusOr<const TensorInfo *> logitsInfo = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
@@ -114,7 +116,11 @@ StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_
   uint64_t state = options.seed;
   StatusOr<std::span<const float>> logits = step(session, *ids.value(), logitsName, prompt);
   while (logits.ok() && static_cast<int64_t>(produced.size()) < options.maxNewTokens) {
-    const int64_t token = chooseToken(logits.value(), options, state);
+    const std::span<const float> row = logits.value();
+    if (std::any_of(row.begin(), row.end(), [](float logit) { return std::isnan(logit); }))
+      return Status(StatusCode::OutOfRange,
+                    fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced.size()));
+    const int64_t token = chooseToken(row, options, state);
     produced.push_back(token);
     if (options.onToken && !options.onToken(token)) break;
     if (std::find(options.stopTokens.begin(), options.stopTokens.end(), token) != options.stopTokens.end()) break;
