@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""LLM prefill/decode benchmark (issue 22): ein vs transformers vs llama.cpp, batch 1, 2 threads.
+
+A random-weight Llama-style decoder (hidden 768, 12 layers, 12 query / 4 key-value heads of 64,
+SwiGLU 2048, vocab 32000, untied lm_head: ~125M parameters) is made with transformers'
+LlamaForCausalLM, saved as safetensors, compiled with einc (examples/models/llama_decoder.ein,
+cache capacity 2304) at fp32 / bf16 / int8, and written as GGUF (f32, f16, bf16, q8_0) directly
+with the `gguf` package (q/k rows permuted as llama.cpp's convert_hf_to_gguf.py does, a dummy
+32000-token SPM vocabulary with byte tokens).
+
+Measured (each engine/precision in its own subprocess, alternated over --rounds rounds, medians):
+  prefill tokens/s at 128 and 1024 prompt tokens;
+  decode tokens/s at context 128 and 2048 (prefill that many tokens, then time --steps steps).
+  ein:          `ein-run m.einb --generate N --prompt-ids ... --threads 2`, its printed
+                "prefill: ... tokens/s" and "decode: ... tokens/s" (no --stop-token, so it decodes N).
+  transformers: torch.set_num_threads(2), no_grad; prefill = one forward over the prompt (use_cache);
+                decode = manual greedy step loop passing the cache (transformers 5: `cache=`, formerly
+                past_key_values), timed per step; prefill keeps only the last logits (logits_to_keep=1).
+  llama.cpp:    llama_cpp.Llama(n_threads=2, n_threads_batch=2, n_ctx=2304, n_batch=2048);
+                prefill = llama.eval(prompt); decode = llama.eval([token]) per step.
+DRAM read bandwidth: torch.sum over a 1.5 GB float32 tensor with 2 threads (and numpy's 1-thread sum);
+achieved bandwidth = bytes of weights read per token (all gemm weights + lm_head; not the embedding
+table) x decode tokens/s. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
+
+Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
+safetensors, numpy, gguf and llama-cpp-python (CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python).
+Run:   /work/wt-swin/.venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir /tmp/llm_bench]
+       (--skip-llamacpp, --skip-hf leave engines out; --profile prints ein's EIN_PROFILE time per op kind of
+       one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
+
+Results on this machine (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
+tokens/s, medians; DRAM read ~47-52 GB/s by a 2-thread torch sum):
+                prefill128 prefill1024 decode128 decode2048
+  ein fp32         1722       1769        104        86
+  ein bf16         2760       2673        198       113
+  ein int8         3430       3290        305       134
+  transformers     869        1056         42        36
+  llama.cpp f32    1307       1192        134       107
+  llama.cpp f16    1741       1393        223       152
+  llama.cpp bf16   2018       1671        224       151
+  llama.cpp q8_0   1453       1209        288       176
+All precisions compile. ein fp32 and llama.cpp f32 greedy tokens equal transformers' (16 tokens).
+ein's decode gemms run at ~43-48 GB/s (near DRAM bandwidth); at context 2048 its attention over the
+f32 cache costs 2.7 ms/step in fp32 and 4.2-4.3 ms/step in bf16/int8 (44-56% of the step), which is
+why ein trails llama.cpp (f16 cache) at long context.
+"""
+import argparse
+import json
+import re
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EINC = os.path.join(ROOT, "build", "bin", "einc")
+EIN_RUN = os.path.join(ROOT, "build", "bin", "ein-run")
+MODEL_EIN = os.path.join(ROOT, "examples", "models", "llama_decoder.ein")
+CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+              num_key_value_heads=4, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
+              rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+CACHE = 2304
+DIMS = dict(vocab=32000, hidden=768, heads=12, kv_heads=4, head_dim=64, inter=2048, layers=12, cache=CACHE)
+PREFILL_LENGTHS = (128, 1024)
+DECODE_CONTEXTS = (128, 2048)
+THREADS = 2
+
+
+def prompt(n, seed=1):
+    import random
+    r = random.Random(seed + n)
+    return [r.randrange(3, CONFIG["vocab_size"]) for _ in range(n)]
+
+
+# ---------------------------------------------------------------- preparation
+def make_model(work):
+    import numpy as np
+    import torch
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+    path = os.path.join(work, "weights.safetensors")
+    if os.path.exists(path):
+        return path
+    torch.manual_seed(0)
+    llama = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+    g = torch.Generator().manual_seed(0)
+    state = {}
+    for name, value in llama.state_dict().items():  # unit-variance activations, so greedy tokens are well separated
+        noise = torch.randn(value.shape, generator=g)
+        if value.dim() == 1:
+            value = 1 + 0.2 * noise
+        elif name.endswith("embed_tokens.weight"):
+            value = noise
+        else:
+            value = noise / np.sqrt(value.shape[1])
+        state[name] = value.float().contiguous()
+    save_file(state, path, metadata={"format": "pt"})
+    return path
+
+
+def compile_ein(work, weights, precision):
+    out = os.path.join(work, f"llama_{precision}.einb")
+    if os.path.exists(out):
+        return out, None
+    cmd = [EINC, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
+    for k, v in DIMS.items():
+        cmd += ["--dim", f"{k}={v}"]
+    cmd += ["--dim", f"t=1..{CACHE}", "--dim", f"past=0..{CACHE}"]
+    print("+", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, (p.stderr or p.stdout).strip()[-2000:]
+    return out, None
+
+
+def write_gguf(work, weights, kind):
+    """GGUF of the same weights: kind in f32, f16, bf16, q8_0."""
+    import numpy as np
+    import gguf
+    from safetensors.numpy import load_file
+    out = os.path.join(work, f"llama_{kind}.gguf")
+    if os.path.exists(out):
+        return out
+    st = load_file(weights)
+    c = CONFIG
+    w = gguf.GGUFWriter(out, "llama")
+    w.add_name("ein-bench-llama")
+    w.add_context_length(c["max_position_embeddings"])
+    w.add_embedding_length(c["hidden_size"])
+    w.add_block_count(c["num_hidden_layers"])
+    w.add_feed_forward_length(c["intermediate_size"])
+    w.add_head_count(c["num_attention_heads"])
+    w.add_head_count_kv(c["num_key_value_heads"])
+    w.add_rope_dimension_count(c["head_dim"])
+    w.add_rope_freq_base(c["rope_theta"])
+    w.add_layer_norm_rms_eps(c["rms_norm_eps"])
+    w.add_vocab_size(c["vocab_size"])
+    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+             "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[kind]
+    w.add_file_type(ftype)
+    # dummy SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then plain pieces
+    toks, types = [b"<unk>", b"<s>", b"</s>"], [2, 3, 3]
+    toks += [f"<0x{i:02X}>".encode() for i in range(256)]
+    types += [6] * 256
+    toks += [f"\u2581t{i}".encode() for i in range(c["vocab_size"] - len(toks))]
+    types += [1] * (c["vocab_size"] - len(types))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(toks)
+    w.add_token_scores([0.0] * len(toks))
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(False)
+
+    def permute(x, n_head):  # HF rotate-half layout -> llama.cpp's interleaved rope pairs
+        return x.reshape(n_head, 2, x.shape[0] // n_head // 2, *x.shape[1:]).swapaxes(1, 2).reshape(x.shape)
+
+    def add(name, x, quantizable=True):
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if x.ndim == 1 or not quantizable or kind == "f32":
+            w.add_tensor(name, x)
+        elif kind == "f16":
+            w.add_tensor(name, x.astype(np.float16))
+        else:
+            q = gguf.GGMLQuantizationType.BF16 if kind == "bf16" else gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(name, gguf.quants.quantize(x, q), raw_dtype=q)
+
+    add("token_embd.weight", st["model.embed_tokens.weight"])
+    add("output_norm.weight", st["model.norm.weight"])
+    add("output.weight", st["lm_head.weight"])
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        add(f"blk.{i}.attn_norm.weight", st[p + "input_layernorm.weight"])
+        add(f"blk.{i}.ffn_norm.weight", st[p + "post_attention_layernorm.weight"])
+        add(f"blk.{i}.attn_q.weight", permute(st[p + "self_attn.q_proj.weight"], c["num_attention_heads"]))
+        add(f"blk.{i}.attn_k.weight", permute(st[p + "self_attn.k_proj.weight"], c["num_key_value_heads"]))
+        add(f"blk.{i}.attn_v.weight", st[p + "self_attn.v_proj.weight"])
+        add(f"blk.{i}.attn_output.weight", st[p + "self_attn.o_proj.weight"])
+        add(f"blk.{i}.ffn_gate.weight", st[p + "mlp.gate_proj.weight"])
+        add(f"blk.{i}.ffn_up.weight", st[p + "mlp.up_proj.weight"])
+        add(f"blk.{i}.ffn_down.weight", st[p + "mlp.down_proj.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+def weight_bytes_per_token(precision):
+    """Bytes of weights a decode step reads: every gemm weight and the lm_head (one embedding row is negligible)."""
+    c = CONFIG
+    h, i, kv = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * c["head_dim"]
+    per_layer = h * h * 2 + h * kv * 2 + 3 * h * i
+    n = per_layer * c["num_hidden_layers"] + c["vocab_size"] * h
+    per = {"fp32": 4, "f32": 4, "bf16": 2, "f16": 2, "int8": 1 + 4 / h, "q8_0": 34 / 32}[precision]
+    return n * per
+
+
+# ---------------------------------------------------------------- workers (one process each)
+def worker_ein(einb, mode, n, steps, profile=False):
+    ids = ",".join(map(str, prompt(n)))
+    gen = 1 if mode == "prefill" else steps
+    cmd = [EIN_RUN, einb, "--generate", str(gen), "--prompt-ids", ids, "--threads", str(THREADS)]
+    env = dict(os.environ)
+    if profile:
+        env["EIN_PROFILE"] = "1"
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr[-2000:])
+    text = p.stdout + "\n" + p.stderr
+    res = {}
+    for key, value in re.findall(r"^(prefill|decode):.*\(([0-9.]+) tokens/s\)", text, re.M):
+        res[key] = float(value)
+    if profile:
+        res["profile"] = p.stderr
+    res["stdout"] = p.stdout[-3000:]
+    return res[mode] if not profile else res
+
+
+def decode_profile(einb, n, steps):
+    """EIN_PROFILE of a decode step: (prefill n + `steps` steps) minus (prefill n alone), per step."""
+    def prof(g):
+        r = worker_ein(einb, "decode", n, g, profile=True)
+        d = {m[0]: float(m[1]) for m in re.findall(r"profile: (\w+)\s+([0-9.]+) ms", r["profile"])}
+        return d, r
+    a, _ = prof(1)
+    b, r = prof(steps + 1)
+    out = {k: (b[k] - a.get(k, 0.0)) / steps for k in b}
+    out["sum of ops"] = sum(out.values())
+    out["measured step"] = 1000.0 / r["decode"]
+    return out
+
+
+def worker_hf(weights, mode, n, steps):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.set_num_threads(THREADS)
+    model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+    model.load_state_dict(load_file(weights))
+    ids = torch.tensor([prompt(n)])
+    with torch.no_grad():
+        model(ids[:, :16])  # warm up
+        t0 = time.perf_counter()
+        out = model(ids, use_cache=True, logits_to_keep=1)
+        t1 = time.perf_counter()
+        if mode == "prefill":
+            return n / (t1 - t0)
+        past = out.cache
+        tok = out.logits[:, -1:].argmax(-1)
+        times = []
+        for _ in range(steps):
+            s = time.perf_counter()
+            out = model(tok, cache=past, use_cache=True)
+            past = out.cache
+            tok = out.logits[:, -1:].argmax(-1)
+            times.append(time.perf_counter() - s)
+        return len(times) / sum(times)
+
+
+def llamacpp_argmax(llm):
+    """The last token's greedy choice (Llama.eval no longer fills llm.scores unless logits_all)."""
+    import numpy as np
+    return int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))))
+
+
+def worker_llamacpp(gguf_path, mode, n, steps):
+    import numpy as np
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=gguf_path, n_threads=THREADS, n_threads_batch=THREADS, n_ctx=CACHE,
+                          n_batch=2048, verbose=False)
+    toks = prompt(n)
+    llm.eval(toks[:16])  # warm up
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(toks)
+    t1 = time.perf_counter()
+    if mode == "prefill":
+        return n / (t1 - t0)
+    tok = llamacpp_argmax(llm)
+    s = time.perf_counter()
+    for _ in range(steps):
+        llm.eval([tok])
+        tok = llamacpp_argmax(llm)
+    return steps / (time.perf_counter() - s)
+
+
+def worker_bandwidth():
+    import numpy as np
+    import torch
+    a = np.ones(1536 * 1024 * 1024 // 4, dtype=np.float32)  # 1.5 GB
+    a.sum()
+    t = []
+    for _ in range(5):
+        s = time.perf_counter(); a.sum(); t.append(time.perf_counter() - s)
+    np1 = a.nbytes / min(t) / 1e9
+    torch.set_num_threads(THREADS)
+    x = torch.from_numpy(a)
+    x.sum()
+    t = []
+    for _ in range(5):
+        s = time.perf_counter(); x.sum(); t.append(time.perf_counter() - s)
+    return {"numpy_sum_1thread_GBps": np1, "torch_sum_2threads_GBps": a.nbytes / min(t) / 1e9}
+
+
+def worker_correctness(weights, einb, n_new=16):
+    import torch
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.set_num_threads(THREADS)
+    model = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
+    model.load_state_dict(load_file(weights))
+    ids = prompt(32, seed=7)
+    with torch.no_grad():
+        hf = model.generate(torch.tensor([ids]), max_new_tokens=n_new, do_sample=False, num_beams=1,
+                            pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
+    p = subprocess.run([EIN_RUN, einb, "--generate", str(n_new), "--prompt-ids", ",".join(map(str, ids)),
+                        "--threads", str(THREADS)], capture_output=True, text=True)
+    res = {}
+    gg = os.path.join(os.path.dirname(einb), "llama_f32.gguf")
+    if os.path.exists(gg):
+        try:
+            import llama_cpp
+            llm = llama_cpp.Llama(model_path=gg, n_threads=THREADS, n_ctx=256, verbose=False)
+            llm.eval(ids)
+            lc = []
+            for _ in range(n_new):
+                lc.append(llamacpp_argmax(llm))
+                llm.eval([lc[-1]])
+            res = {"llamacpp_f32": lc, "llamacpp_f32_match": lc == hf}
+        except ImportError:
+            pass
+    m = re.search(r"^tokens: ([0-9,]+)", p.stdout, re.M)
+    ein = [int(x) for x in m.group(1).split(",")] if m else None
+    return {"prompt_length": len(ids), "hf": hf, "ein": ein, "match": ein == hf,
+            "ein_error": None if m else (p.stdout + p.stderr)[-1000:], **res}
+
+
+# ---------------------------------------------------------------- orchestration
+def sub(args):
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": p.stderr.strip()[-1500:]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--worker")
+    ap.add_argument("--workdir", default="/tmp/llm_bench")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--skip-llamacpp", action="store_true")
+    ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if a.worker:
+        w = json.loads(a.worker)
+        fn = {"ein": worker_ein, "hf": worker_hf, "llamacpp": worker_llamacpp}.get(w["engine"])
+        if w["engine"] == "bandwidth":
+            r = worker_bandwidth()
+        elif w["engine"] == "correct":
+            r = worker_correctness(w["weights"], w["einb"])
+        else:
+            r = fn(w["path"], w["mode"], w["n"], w["steps"])
+        print(json.dumps(r))
+        return
+
+    os.makedirs(a.workdir, exist_ok=True)
+    weights = make_model(a.workdir)
+    engines, failures = [], {}
+    for prec in ("fp32", "bf16", "int8"):
+        path, err = compile_ein(a.workdir, weights, prec)
+        if path:
+            engines.append(("ein", prec, path))
+        else:
+            failures[f"ein {prec} compile"] = err
+    if not a.skip_hf:
+        engines.append(("hf", "fp32", weights))
+    if not a.skip_llamacpp:
+        for kind in ("f32", "f16", "bf16", "q8_0"):
+            try:
+                engines.append(("llamacpp", kind, write_gguf(a.workdir, weights, kind)))
+            except Exception as e:  # noqa: BLE001
+                failures[f"gguf {kind}"] = repr(e)
+    print("engines:", [(e, p) for e, p, _ in engines], flush=True)
+    if failures:
+        print("failures:", json.dumps(failures, indent=1), flush=True)
+
+    results = {}
+    if any(e == "ein" and p == "fp32" for e, p, _ in engines):
+        einb = [x for e, p, x in engines if e == "ein" and p == "fp32"][0]
+        c = sub({"engine": "correct", "weights": weights, "einb": einb})
+        print("correctness:", json.dumps(c), flush=True)
+        results["correctness"] = c
+    if a.profile:
+        for eng, prec, path in engines:
+            if eng == "ein":
+                for n in DECODE_CONTEXTS:
+                    print(f"ein {prec} decode step at context {n}, ms per step by op kind:", flush=True)
+                    for k, ms in decode_profile(path, n, 200).items():
+                        print(f"   {k:<12}{ms:8.3f}", flush=True)
+    bw = sub({"engine": "bandwidth"})
+    print("bandwidth:", bw, flush=True)
+    results["bandwidth"] = bw
+    cells = [("prefill", n) for n in PREFILL_LENGTHS] + [("decode", n) for n in DECODE_CONTEXTS]
+    raw = {}
+    for rnd in range(a.rounds):
+        order = engines if rnd % 2 == 0 else engines[::-1]
+        for mode, n in cells:
+            for eng, prec, path in order:
+                r = sub({"engine": eng, "path": path, "mode": mode, "n": n, "steps": a.steps})
+                key = f"{eng}/{prec}/{mode}{n}"
+                if isinstance(r, dict):
+                    print(key, "ERROR", r["error"][-400:], flush=True)
+                    failures[key] = r["error"]
+                    continue
+                raw.setdefault(key, []).append(r)
+                print(f"round {rnd} {key}: {r:.1f} tok/s", flush=True)
+    results["raw"] = raw
+    results["failures"] = failures
+
+    gbps = bw.get("torch_sum_2threads_GBps", float("nan"))
+    print("\n" + os.popen("lscpu | grep 'Model name'").read().strip(), f"| {THREADS} threads, batch 1, medians of "
+          f"{a.rounds} rounds, {a.steps} decode steps")
+    print(f"DRAM read bandwidth: torch sum 2 threads {gbps:.1f} GB/s, numpy sum 1 thread "
+          f"{bw.get('numpy_sum_1thread_GBps', float('nan')):.1f} GB/s")
+    head = f"{'engine':<10}{'prec':<6}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
+        "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS)
+    print(head)
+    for eng, prec, _ in engines:
+        row = f"{eng:<10}{prec:<6}"
+        med = {}
+        for mode, n in cells:
+            v = raw.get(f"{eng}/{prec}/{mode}{n}")
+            med[(mode, n)] = statistics.median(v) if v else float("nan")
+            row += f"{med[(mode, n)]:>12.1f}"
+        wb = weight_bytes_per_token(prec)
+        row += f"{wb / 1e6:>10.0f}" + "".join(f"{wb * med[('decode', n)] / 1e9:>10.1f}" for n in DECODE_CONTEXTS)
+        print(row)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
