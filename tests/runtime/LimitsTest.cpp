@@ -51,6 +51,14 @@ TEST(Limits, TensorElementsCountNonzeroSizes) {
   }
 }
 
+TEST(Limits, SessionStateOnlyWhatItsTensorsNeed) {
+  // A session allocates the state the artifact claims (a fuzzed artifact
+  // claimed 4 GiB for none).
+  CopyModel model;
+  model.builder.stateBytes = uint64_t{1} << 32;
+  expectRejected(model.build(), "the state of 4294967296 bytes is larger than its tensors need (0 bytes");
+}
+
 TEST(Limits, Rank) {
   CopyModel model;
   model.builder.tensor({fb::DType::F32, std::vector<int64_t>(17, 1), fb::Storage::Arena, 0, 0});

@@ -218,7 +218,7 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
                                      &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),
                                      weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()), precision,
                                      dims.empty() ? nullptr : &dimTable, sizes.empty() ? nullptr : &sizeTable,
-                                     checks.empty() ? nullptr : &checkTable);
+                                     checks.empty() ? nullptr : &checkTable, nullptr, stateBytes);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

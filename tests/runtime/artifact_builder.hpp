@@ -162,6 +162,7 @@ class ArtifactBuilder {
   fb::Target target = fb::Target::Cpu;
   fb::Precision precision = fb::Precision::Fp32;  // the CUDA gemm/attention arithmetic
   std::optional<uint64_t> arenaBytes, weightsOffset, weightsBytes;
+  uint64_t stateBytes = 0;  // the session state a model claims (it has no state tensors)
   std::vector<TensorSpec> tensors;
   struct BindingSpec {
     std::string name;

@@ -185,6 +185,18 @@ Status checkArenaJustified(const Program &program) {
   return Status();
 }
 
+// Each session allocates the state as claimed; state tensors have fixed
+// shapes, so the claim is checked at any sizes.
+Status checkStateJustified(const Program &program) {
+  uint64_t stateEnd = 0;
+  for (const Tensor &tensor : program.tensors)
+    if (tensor.storage == Storage::State) stateEnd = std::max(stateEnd, tensor.offset + tensor.byteSize);
+  if (program.stateBytes > (stateEnd + kArenaRounding - 1) / kArenaRounding * kArenaRounding)
+    return invalid(fmt::format("the state of {} bytes is larger than its tensors need ({} bytes, rounded up to {})",
+                               program.stateBytes, stateEnd, kArenaRounding));
+  return Status();
+}
+
 }  // namespace
 
 Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaClaim arena, Program &program) {
@@ -199,6 +211,7 @@ Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaCla
     program.tensors.push_back(std::move(tensor).value());
   }
   if (arena == ArenaClaim::JustifiedByTheseSizes) EIN_RETURN_IF_ERROR(checkArenaJustified(program));
+  EIN_RETURN_IF_ERROR(checkStateJustified(program));
   EIN_RETURN_IF_ERROR(decodeBindings(model.inputs(), Storage::Input, program, program.inputs, program.inputTensors));
   EIN_RETURN_IF_ERROR(
       decodeBindings(model.outputs(), Storage::Output, program, program.outputs, program.outputTensors));
