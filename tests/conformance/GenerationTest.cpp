@@ -31,7 +31,10 @@ class Generation : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kCase / "generation.json")) << kCase;
-    const fs::path work = fs::path(::testing::TempDir()) / "generation_llama_hf_tiny";
+    // One folder per test: ctest runs the tests in parallel processes.
+    const fs::path work = fs::path(::testing::TempDir()) /
+                          ("generation_llama_hf_tiny_" +
+                           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(work);
     const fs::path artifact = work / "model.einb";
     const std::string compile = std::string(EIN_BIN_DIR) + "/einc " + (kCase / "model.ein").string() + " -o " +
