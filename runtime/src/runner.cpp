@@ -176,7 +176,7 @@ StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTe
     if (!context.givenInputs[i])
       return Status(StatusCode::InvalidArgument,
                     fmt::format("input \"{}\" ({}) is not given", infos[i].name, describe(infos[i])));
-  StatusOr<const Program *> program = context.selector->select(context.inputShapes, /*position=*/0, *context.executor);
+  StatusOr<const Program *> program = context.selector->select(context.inputShapes, /*position=*/0, *context.executor);  // state: a new sequence
   if (!program.ok()) return program.status();
   for (size_t i = 0; i < infos.size(); ++i) {
     const InputTensor *input = context.givenInputs[i];
@@ -262,11 +262,6 @@ StatusOr<std::unique_ptr<Runner>> Runner::create(std::shared_ptr<const Model> mo
   if (Status status = detail::checkCanRun(model.get(), options.threads, options.device, options.deviceIndex);
       !status.ok())
     return status;
-  if (model->program().stateBytes > 0)
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("'{}' keeps session state (a key/value cache): run it in a Session (one per sequence), "
-                              "not a Runner, whose runs share no state",
-                              model->name()));
   if (options.maxConcurrentRuns < 0)
     return Status(StatusCode::InvalidArgument,
                   fmt::format("maxConcurrentRuns must be 0 (no cap) or more, got {}", options.maxConcurrentRuns));
