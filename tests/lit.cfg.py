@@ -14,4 +14,8 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py.in", "Inputs", "CMakeLists.txt
 config.environment["PATH"] = os.pathsep.join(
     [config.ein_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 config.substitutions.append(("%conformance", config.ein_conformance_dir))
+# Sanitizer builds (EIN_SANITIZE): their allocators and shadow memory change
+# what memory measurements see.
+if config.ein_sanitize:
+  config.available_features.add("sanitizers")
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
