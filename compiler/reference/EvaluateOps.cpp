@@ -208,15 +208,7 @@ Expected<Tensor> Evaluator::evaluate(ir::SoftmaxOp op) {
   int64_t outer = product(ArrayRef<int64_t>(result.shape).take_front(axis));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
-      double *row = result.values.data() + o * length * inner + i;
-      // exp(x - max) / sum: a row of only -inf gives exp(NaN), so NaN, as torch.softmax.
-      // A NaN anywhere in the row makes max NaN, and so the whole row, as torch.
-      double max = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < length; ++j)
-        if (std::isnan(row[j * inner]) || row[j * inner] > max) max = std::isnan(max) ? max : row[j * inner];
-      double sum = 0;
-      for (int64_t j = 0; j < length; ++j) sum += row[j * inner] = std::exp(row[j * inner] - max);
-      for (int64_t j = 0; j < length; ++j) row[j * inner] /= sum;
+      softmaxInPlace(result.values.data() + o * length * inner + i, length, inner);
     }
   }
   return result;
@@ -406,13 +398,10 @@ Expected<Tensor> Evaluator::evaluate(ir::AttentionOp op) {
         if (positions > 0 && j > i % positions + J - positions) score = -std::numeric_limits<double>::infinity();
         row[j] = score;
       }
-      double max = -std::numeric_limits<double>::infinity();
-      for (double score : row) max = std::isnan(score) || std::isnan(max) ? NAN : std::max(max, score);
-      double sum = 0;
-      for (double &score : row) sum += score = std::exp(score - max);
+      softmaxInPlace(row.data(), J, 1);
       for (int64_t e = 0; e < E; ++e) {
         double value = 0;
-        for (int64_t j = 0; j < J; ++j) value += row[j] / sum * vb[j * E + e];
+        for (int64_t j = 0; j < J; ++j) value += row[j] * vb[j * E + e];
         result.values[(b * I + i) * E + e] = J == 0 ? 0.0 : value;
       }
     }

@@ -120,6 +120,18 @@ void forEachBroadcast(ArrayRef<int64_t> shape, ArrayRef<const Tensor *> operands
   } while (nextIndex(index, shape));
 }
 
+// softmax over `length` elements `stride` apart, in place, as torch.softmax:
+// exp(x - max) / sum; a row of only -inf gives exp(NaN), so NaN, and a NaN
+// anywhere makes the max NaN, and so the whole row.
+inline void softmaxInPlace(double *row, int64_t length, int64_t stride) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < length; ++j)
+    if (std::isnan(row[j * stride]) || row[j * stride] > max) max = std::isnan(max) ? max : row[j * stride];
+  double sum = 0;
+  for (int64_t j = 0; j < length; ++j) sum += row[j * stride] = std::exp(row[j * stride] - max);
+  for (int64_t j = 0; j < length; ++j) row[j * stride] /= sum;
+}
+
 // The evaluator computes at concrete sizes: its shapes are integers, and the
 // shape rules (ein::Shape, of sizes) see them as constant sizes.
 using Dims = std::vector<int64_t>;

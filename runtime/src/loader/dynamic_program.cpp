@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "io_checks.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "loader/flatbuffer_vectors.hpp"
@@ -69,9 +71,9 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   // The steps shown and the weights packed once come from the maxima; for a
   // model with state, from the maxima with its position at 0: a full cache
   // cannot take the largest chunk (a check excludes the plain maxima).
-  StatusOr<MaximaProbe> atPositionZero = Status(StatusCode::NotFound, "no position dim");
+  std::optional<StatusOr<MaximaProbe>> atPositionZero;
   if (base.positionDim >= 0) atPositionZero = dynamic->decodeAtPositionZero();
-  MaximaProbe &stepsProbe = atPositionZero.ok() ? atPositionZero.value() : probe.value();
+  MaximaProbe &stepsProbe = atPositionZero && atPositionZero->ok() ? atPositionZero->value() : probe.value();
 
   base.dynamicBase = true;
   base.inputs = atMaxima.inputs;
