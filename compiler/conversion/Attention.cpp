@@ -7,24 +7,59 @@ ein::kern::MaskKind Lowering::toKernMask(ein::ir::MaskKind kind) {
   return static_cast<ein::kern::MaskKind>(static_cast<int>(kind));
 }
 
+std::optional<Shape> Lowering::inputStridesFor(ein::ir::RearrangeOp rearrange, ArrayRef<Size> resultStrides) {
+  if (rearrange.getReduction()) return std::nullopt;
+  Shape inputShape = shapeOf(rearrange.getInput());
+  auto planned = ein::planEinops(ein::EinopsKind::Rearrange, rearrange.getPattern(), inputShape, rearrange.getSizeMap());
+  if (ein::failed(planned)) return std::nullopt;  // a repeat: its result cannot be written once per element
+  const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
+  // A result axis splits into its elementary axes row-major.
+  Shape elementary(plan.outputAxes.size(), 0);
+  for (auto [axis, group] : llvm::enumerate(plan.outputGroups)) {
+    Size stride = resultStrides[axis];
+    for (int member : llvm::reverse(group)) {
+      elementary[member] = stride;
+      stride = stride * plan.outputAxisSizes[member];
+    }
+  }
+  Shape inputAxisStrides(plan.inputAxes.size(), 0);
+  for (auto [output, source] : llvm::enumerate(plan.outputSource))
+    if (source >= 0) inputAxisStrides[source] = elementary[output];  // else a unit axis "1"
+  // Each input axis must be its elementary axes laid out as one.
+  Shape strides;
+  for (size_t dim = 0; dim < inputShape.size(); ++dim) {
+    Shape sizes, axisStrides;
+    for (size_t axis = 0; axis < plan.inputAxes.size(); ++axis)
+      if (plan.inputAxisDim[axis] == static_cast<int>(dim)) {
+        sizes.push_back(plan.inputAxisSizes[axis]);
+        axisStrides.push_back(inputAxisStrides[axis]);
+      }
+    auto merged = mergeAxes(sizes, axisStrides);
+    if (!merged) return std::nullopt;
+    strides.push_back(merged->second);
+  }
+  return strides;
+}
+
 Lowering::Placement Lowering::placeAttentionOutput(Operation *op) {
   Value result = op->getResult(0);
   auto type = cast<RankedTensorType>(result.getType());
-  Shape shape = shapeOf(result);
-  Placement dense{type, denseStrides(shape)};
-  auto merge = result.hasOneUse() ? dyn_cast<ein::ir::RearrangeOp>(*result.getUsers().begin()) : nullptr;
-  if (!merge || merge.getReduction()) return dense;
-  auto planned = ein::planEinops(ein::EinopsKind::Rearrange, merge.getPattern(), shape, merge.getSizeMap());
-  if (ein::failed(planned)) return dense;
-  const ein::EinopsPlan &plan = std::get<ein::EinopsPlan>(planned);
-  if (plan.inputAxes.size() != static_cast<size_t>(type.getRank()) || llvm::is_contained(plan.outputSource, -1))
-    return dense;
-  // Each result axis is one elementary axis of the rearranged, dense buffer.
-  Shape elementary = denseStrides(plan.outputAxisSizes);
-  Placement placement{merge.getType(), Shape(type.getRank(), 0)};
-  for (size_t o = 0; o < plan.outputSource.size(); ++o)
-    placement.strides[plan.inputAxisDim[plan.outputSource[o]]] = elementary[o];
-  return placement;
+  // The rearranges that alone read the result, one after the other.
+  SmallVector<ein::ir::RearrangeOp> chain;
+  for (Value value = result; value.hasOneUse();) {
+    auto next = dyn_cast<ein::ir::RearrangeOp>(*value.getUsers().begin());
+    if (!next || next.getReduction()) break;
+    chain.push_back(next);
+    value = next.getResult();
+  }
+  // The longest of them whose result the op can write densely.
+  for (; !chain.empty(); chain.pop_back()) {
+    std::optional<Shape> strides = denseStrides(shapeOf(chain.back()));
+    for (ein::ir::RearrangeOp rearrange : llvm::reverse(chain))
+      if (strides) strides = inputStridesFor(rearrange, *strides);
+    if (strides) return Placement{chain.back().getType(), *strides};
+  }
+  return Placement{type, denseStrides(shapeOf(result))};
 }
 
 template <typename Op>

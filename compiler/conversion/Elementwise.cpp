@@ -137,9 +137,16 @@ LogicalResult Lowering::lowerConcat(ein::ir::ConcatOp concat) {
     views.push_back(viewOf(context(), layout.offset, layout.strides));
     sizes.push_back(layout.sizes[axis]);
   }
-  Value result = builder.create<ein::kern::ConcatOp>(concat.getLoc(), concat.getType(), buffers,
-                                                     builder.getArrayAttr(views), builder.getI64IntegerAttr(axis),
-                                                     sizesAttr(context(), sizes));
+  // Each part a copy; kern-fuse-elementwise may compute parts in place later.
+  SmallVector<int64_t> partInputs(buffers.size(), 1);
+  auto result = builder.create<ein::kern::ConcatOp>(
+      concat.getLoc(), concat.getType(), buffers, builder.getArrayAttr(views), builder.getDenseI64ArrayAttr(partInputs),
+      builder.getI64IntegerAttr(axis), sizesAttr(context(), sizes), buffers.size());
+  OpBuilder::InsertionGuard guard(builder);
+  for (Region &part : result.getParts()) {
+    Block *body = builder.createBlock(&part);
+    builder.create<ein::kern::YieldOp>(concat.getLoc(), body->addArgument(builder.getF32Type(), concat.getLoc()));
+  }
   layouts[concat] = denseLayout(result);
   return success();
 }

@@ -160,10 +160,16 @@ class Lowering {
 
   static ein::kern::MaskKind toKernMask(ein::ir::MaskKind kind);
 
+  // The strides of `rearrange`'s input axes under which its result (it only
+  // permutes, splits and merges axes) has `resultStrides`, or none where an
+  // input axis would not be one strided axis.
+  static std::optional<Shape> inputStridesFor(ein::ir::RearrangeOp rearrange, ArrayRef<Size> resultStrides);
+
   // Where an attention op writes its result [batch.., I, E]: straight into
-  // the layout of a following rearrange that only permutes and merges its
-  // axes (the head merge "b h n d -> b n (h d)"), so that rearrange is a dense
-  // view and needs no copy; else densely.
+  // the layout of the last of the rearranges that alone read it one after
+  // the other (the head merge "b h n d -> b n (h d)", after the regrouping of
+  // grouped-query heads) that it can write densely, so they are views and
+  // need no copy; else densely.
   struct Placement {
     RankedTensorType bufferType;
     Shape strides;  // of the op's result axes in the buffer

@@ -12,7 +12,7 @@ namespace ein::mlirgen::detail {
 // bool mask keeps where true, a float one is added; both broadcast to
 // [..., L, S]. Query heads (axis -3) may be a multiple of the key heads
 // (grouped-query attention): each group of query heads shares one key head,
-// read in place, never repeated. `causal` is aligned bottom-right: the L
+// read in place by the fused op, never repeated. `causal` is aligned bottom-right: the L
 // queries are the last L of the S positions (a chunk after S - L cached
 // keys), so query l sees keys up to l + S - L.
 EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &scope) {
@@ -84,22 +84,12 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
     }
   }
 
-  // Groups of query heads become one key head's queries: [.., g, (r l), e].
-  const ast::SourceLoc &where = call.loc;
+  // Grouped-query attention is written as Hugging Face's repeat_kv: each key
+  // and value head repeated for its group of query heads. ein-fuse-attention
+  // turns the repeats back into reads in place (no copies).
   if (group > 1) {
-    q = rearrange(at, q, "... (g r) l e -> ... g (r l) e", {{"r", group}}, where);
-    if (mask) {
-      ein::Shape ms = shapeOf(mask);
-      bool perHead = ms.size() >= 3 && ms[ms.size() - 3] != 1;
-      if (perHead) {
-        mask = rearrange(at, mask, "... (g r) l s -> ... g (r l) s", {{"r", group}}, where);
-      } else {
-        // One mask for every head: r copies stacked along the queries.
-        llvm::SmallVector<mlir::Value> copies(static_cast<size_t>(group), mask);
-        auto type = inferred(ir::ConcatOp::inferResultType(mlir::ValueRange(copies).getTypes(), ms.size() - 2), at);
-        mask = builder.create<ir::ConcatOp>(at, type, copies, builder.getI64IntegerAttr(int64_t(ms.size()) - 2));
-      }
-    }
+    k = rearrange(at, k, "... h s e -> ... (h g) s e", {{"g", group}}, call.loc);
+    v = rearrange(at, v, "... h s e -> ... (h g) s e", {{"g", group}}, call.loc);
   }
   auto type = inferred(ir::AttentionOp::inferResultType(q.getType(), k.getType(), v.getType(),
                                                         mask ? mask.getType() : Type(), maskKind),
@@ -108,7 +98,6 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
   mlir::Value result = builder.create<ir::AttentionOp>(
       at, type, q, k, v, mask, builder.getF64FloatAttr(scale), ir::MaskKindAttr::get(&context, maskKind),
       builder.getF64FloatAttr(-std::numeric_limits<double>::infinity()), causalPositions);
-  if (group > 1) result = rearrange(at, result, "... g (r l) e -> ... (g r) l e", {{"r", group}}, where);
   return EValue{Tensor{result}};
 }
 

@@ -277,7 +277,7 @@ class Writer {
       auto elementwise = cast<kern::ElementwiseOp>(op);
       for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
         inputs.push_back(inputOf(input, cast<kern::ViewAttr>(attr)));
-      auto compiled = compileProgram(elementwise);
+      auto compiled = compileProgram(elementwise.getBody().front());
       if (failed(compiled)) return failure();
       program = std::move(*compiled);
     }
@@ -630,23 +630,34 @@ class Writer {
     return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
   }
 
-  // One copy per part, each into its slab of the result.
+  // One step per part, each writing its slab of the result: a copy, or the
+  // part's element-wise program.
   LogicalResult addConcatSteps(kern::ConcatOp concat) {
     Value result = concat.getResult();
     Shape shape = ir::shapeOf(concat.getType());
     Shape strides = kern::denseStrides(shape);
     std::vector<int64_t> strideFields = fields(strides);
     int64_t axis = concat.getAxis();
-    Size start = 0;
-    for (auto [input, attr, size] : llvm::zip(concat.getInputs(), concat.getInputViews(), concat.getSizes().sizes())) {
+    for (auto [part, size] : llvm::enumerate(concat.getSizes().sizes())) {
       Shape partShape = shape;
       partShape[axis] = size;
       std::vector<int64_t> partFields = fields(partShape);
-      auto x = view(input, cast<kern::ViewAttr>(attr));
-      auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), field(start * strides[axis]), &strideFields);
-      start += size;
-      auto kernel = fb::CreateCopyDirect(builder, &partFields, x, y).Union();
-      steps.push_back(fb::CreateStep(builder, fb::Kernel::Copy, kernel, builder.CreateString(describe(concat.getLoc()))));
+      std::vector<flatbuffers::Offset<fb::View>> inputs;
+      for (auto [input, attr] : llvm::zip(concat.partInputs(part), concat.partViews(part)))
+        inputs.push_back(view(input, cast<kern::ViewAttr>(attr)));
+      auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), field(concat.partStart(part) * strides[axis]),
+                                    &strideFields);
+      flatbuffers::Offset<void> kernel;
+      fb::Kernel kind = fb::Kernel::Copy;
+      if (concat.isCopy(part)) {
+        kernel = fb::CreateCopyDirect(builder, &partFields, inputs.front(), y).Union();
+      } else {
+        auto program = compileProgram(concat.getParts()[part].front());
+        if (failed(program)) return failure();
+        kernel = fb::CreateElementwiseDirect(builder, &partFields, &inputs, y, &*program).Union();
+        kind = fb::Kernel::Elementwise;
+      }
+      steps.push_back(fb::CreateStep(builder, kind, kernel, builder.CreateString(describe(concat.getLoc()))));
     }
     return success();
   }
@@ -683,7 +694,7 @@ class Writer {
         })
         .Case<kern::ElementwiseOp>([&](kern::ElementwiseOp elementwise) -> LogicalResult {
           // Any result type: the kernel computes in f32 and stores the result's dtype.
-          auto program = compileProgram(elementwise);
+          auto program = compileProgram(elementwise.getBody().front());
           if (failed(program)) return failure();
           std::vector<flatbuffers::Offset<fb::View>> views;
           for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
@@ -800,8 +811,7 @@ class Writer {
 
   // Translates an elementwise body into register instructions: block
   // arguments are registers 0..n-1 and each instruction defines the next one.
-  FailureOr<std::vector<fb::Instruction>> compileProgram(kern::ElementwiseOp elementwise) {
-    Block &block = elementwise.getBody().front();
+  FailureOr<std::vector<fb::Instruction>> compileProgram(Block &block) {
     DenseMap<Value, uint16_t> registers;
     for (BlockArgument argument : block.getArguments())
       registers[argument] = static_cast<uint16_t>(argument.getArgNumber());

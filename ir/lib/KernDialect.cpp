@@ -1,5 +1,7 @@
 #include "ein/IR/KernDialect.h"
 
+#include <numeric>
+
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -196,6 +198,29 @@ LogicalResult GemmOp::verify() {
   return success();
 }
 
+namespace {
+
+// An element-wise body: one f32 argument per input, ending in kern.yield.
+LogicalResult verifyScalarBody(Operation *op, StringRef name, Block &body, size_t inputs) {
+  if (body.getNumArguments() != inputs)
+    return op->emitOpError() << name << " has " << body.getNumArguments() << " arguments for " << inputs
+                             << " inputs";
+  for (BlockArgument argument : body.getArguments())
+    if (!argument.getType().isF32()) return op->emitOpError() << name << " arguments must be f32";
+  if (body.empty() || !isa<YieldOp>(body.back())) return op->emitOpError() << name << " must end in kern.yield";
+  return success();
+}
+
+// Integer results are computed in f32: exact below 2^24, which covers the
+// masks and ids models compute with.
+LogicalResult verifyComputedResult(Operation *op, Type element) {
+  if (!element.isF32() && !element.isF16() && !element.isBF16() && !element.isSignlessInteger())
+    return op->emitOpError() << "result must be f32, f16, bf16 or a signless integer, got " << element;
+  return success();
+}
+
+}  // namespace
+
 LogicalResult ElementwiseOp::verify() {
   if (getInputViews().size() != getInputs().size())
     return emitOpError() << "has " << getInputViews().size() << " input views for " << getInputs().size()
@@ -206,20 +231,8 @@ LogicalResult ElementwiseOp::verify() {
     if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
     if (failed(verifyView(*this, "input view " + std::to_string(index), viewAttr, shape, input))) return failure();
   }
-  Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError() << "body has " << body.getNumArguments() << " arguments for " << getInputs().size()
-                         << " inputs";
-  for (BlockArgument argument : body.getArguments())
-    if (!argument.getType().isF32()) return emitOpError() << "body arguments must be f32";
-  if (body.empty() || !isa<YieldOp>(body.back()))
-    return emitOpError() << "body must end in kern.yield";
-  Type resultElement = getType().getElementType();
-  // Integer results are computed in f32: exact below 2^24, which covers the
-  // masks and ids models compute with.
-  if (!resultElement.isF32() && !resultElement.isF16() && !resultElement.isBF16() && !resultElement.isSignlessInteger())
-    return emitOpError() << "result must be f32, f16, bf16 or a signless integer, got " << resultElement;
-  return success();
+  if (failed(verifyScalarBody(*this, "body", getBody().front(), getInputs().size()))) return failure();
+  return verifyComputedResult(*this, getType().getElementType());
 }
 
 LogicalResult SoftmaxOp::verify() {
@@ -274,27 +287,66 @@ LogicalResult AppendOp::verify() {
   return verifyView(*this, "state_view", getStateView(), shape, getState());
 }
 
-LogicalResult ConcatOp::verify() {
-  size_t parts = getInputs().size();
+OperandRange ConcatOp::partInputs(size_t part) {
+  ArrayRef<int64_t> counts = getPartInputs();
+  int64_t first = std::accumulate(counts.begin(), counts.begin() + part, int64_t(0));
+  return getInputs().slice(first, counts[part]);
+}
+
+ArrayRef<Attribute> ConcatOp::partViews(size_t part) {
+  ArrayRef<int64_t> counts = getPartInputs();
+  int64_t first = std::accumulate(counts.begin(), counts.begin() + part, int64_t(0));
+  return getInputViews().getValue().slice(first, counts[part]);
+}
+
+Size ConcatOp::partStart(size_t part) {
   Shape sizes = getSizes().sizes();
-  if (getInputViews().size() != parts || sizes.size() != parts)
-    return emitOpError() << "has " << getInputViews().size() << " views and " << sizes.size() << " sizes for "
-                         << parts << " inputs";
+  Size start = 0;
+  for (size_t i = 0; i < part; ++i) start += sizes[i];
+  return start;
+}
+
+bool ConcatOp::isCopy(size_t part) {
+  Block &body = getParts()[part].front();
+  if (body.getNumArguments() != 1 || !llvm::hasSingleElement(body)) return false;
+  auto yield = cast<YieldOp>(body.back());
+  return yield.getValue() == body.getArgument(0) &&
+         cast<RankedTensorType>(partInputs(part).front().getType()).getElementType() == getType().getElementType();
+}
+
+LogicalResult ConcatOp::verify() {
+  size_t parts = getParts().size();
+  Shape sizes = getSizes().sizes();
+  ArrayRef<int64_t> counts = getPartInputs();
+  if (sizes.size() != parts || counts.size() != parts)
+    return emitOpError() << "has " << sizes.size() << " sizes and " << counts.size() << " input counts for " << parts
+                         << " parts";
+  if (llvm::any_of(counts, [](int64_t count) { return count < 0; }))
+    return emitOpError() << "part input counts must be non-negative";
+  if (std::accumulate(counts.begin(), counts.end(), int64_t(0)) != static_cast<int64_t>(getInputs().size()) ||
+      getInputViews().size() != getInputs().size())
+    return emitOpError() << "part input counts add up to "
+                         << std::accumulate(counts.begin(), counts.end(), int64_t(0)) << " with "
+                         << getInputViews().size() << " views, for " << getInputs().size() << " inputs";
   Shape shape = shapeOfValue(getResult());
   int64_t axis = getAxis();
   if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
     return emitOpError() << "axis " << axis << " is outside the result's " << shape.size() << " axes";
   Size total = 0;
-  for (auto [index, view, input, size] : llvm::enumerate(getInputViews(), getInputs(), sizes)) {
-    auto viewAttr = dyn_cast<ViewAttr>(view);
-    if (!viewAttr) return emitOpError() << "input view " << index << " is not a #kern.view";
-    if (cast<RankedTensorType>(input.getType()).getElementType() != getType().getElementType())
-      return emitOpError() << "input " << index << " has another element type than the result";
+  for (size_t part = 0; part < parts; ++part) {
     Shape partShape(shape);
-    partShape[axis] = size;
-    if (failed(verifyView(*this, "input view " + std::to_string(index), viewAttr, partShape, input)))
+    partShape[axis] = sizes[part];
+    for (auto [index, view, input] : llvm::enumerate(partViews(part), partInputs(part))) {
+      auto viewAttr = dyn_cast<ViewAttr>(view);
+      std::string name = "part " + std::to_string(part) + " input view " + std::to_string(index);
+      if (!viewAttr) return emitOpError() << name << " is not a #kern.view";
+      if (failed(verifyView(*this, name, viewAttr, partShape, input))) return failure();
+    }
+    if (failed(verifyScalarBody(*this, "part " + std::to_string(part) + " body", getParts()[part].front(),
+                                counts[part])))
       return failure();
-    total += size;
+    if (!isCopy(part) && failed(verifyComputedResult(*this, getType().getElementType()))) return failure();
+    total += sizes[part];
   }
   if (total != shape[axis])
     return emitOpError() << "parts add up to " << total.str() << " along axis " << axis << ", the result has "

@@ -99,7 +99,13 @@ func.func @concat(%x: tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
   %t = ein.rearrange "b e m -> b m e" %x {sizes = {}} : tensor<2x4x3xf32> -> tensor<2x3x4xf32>
   %u = ein.rearrange "b m e -> b e m" %t {sizes = {}} : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
   // CHECK-NOT: kern.copy
-  // CHECK: kern.concat %{{.*}}, %arg0 {axis = 1 : i64, input_views = [#kern.view<0, [0, 0, 1]>, #kern.view<0, [12, 3, 1]>], sizes = #ein.sizes<"1, 4">} : (tensor<1x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
+  // CHECK: kern.concat %{{.*}}, %arg0 {axis = 1 : i64, input_views = [#kern.view<0, [0, 0, 1]>, #kern.view<0, [12, 3, 1]>], part_inputs = array<i64: 1, 1>, sizes = #ein.sizes<"1, 4">} : (tensor<1x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32> {
+  // CHECK-NEXT: ^bb0(%[[A:.*]]: f32):
+  // CHECK-NEXT: kern.yield %[[A]]
+  // CHECK-NEXT: }, {
+  // CHECK-NEXT: ^bb0(%[[B:.*]]: f32):
+  // CHECK-NEXT: kern.yield %[[B]]
+  // CHECK-NEXT: }
   %y = ein.concat(%tokens, %u) axis = 1 : (tensor<2x1x3xf32>, tensor<2x4x3xf32>) -> tensor<2x5x3xf32>
   return %y : tensor<2x5x3xf32>
 }
@@ -143,4 +149,39 @@ func.func @rmsnorm(%x: tensor<3x8xf32>, %r: tensor<3x8xf32>, %g: tensor<8xf32>) 
   // CHECK: kern.layernorm %arg0 residual %arg1 gamma %arg2 {epsilon = 9.99999997E-7 : f32, gamma_view = #kern.view<0, [1]>, residual_view = #kern.view<0, [8, 1]>, shape = #ein.sizes<"3, 8">, variant = #kern<layernorm_variant rms>, x_view = #kern.view<0, [8, 1]>}
   %y = ein.layernorm %x residual %r weight %g eps = 1.000000e-06 {variant = #ein<layernorm_variant rms>} : (tensor<3x8xf32>, tensor<3x8xf32>, tensor<8xf32>) -> tensor<3x8xf32>
   return %y : tensor<3x8xf32>
+}
+
+// -----
+
+// Grouped-query attention (each group of query heads as more queries of its
+// key head) with one query per head, a decode step: the result is written
+// straight into the layout of the head merge that follows the regrouping of
+// the heads, so neither rearrange copies.
+// CHECK-LABEL: func.func @grouped_attention_merged_heads
+func.func @grouped_attention_merged_heads(%q: tensor<1x6x1x8xf32>, %k: tensor<1x2x9x8xf32>, %v: tensor<1x2x9x8xf32>) -> tensor<1x1x48xf32> {
+  // CHECK-NOT: kern.copy
+  // CHECK: %[[A:.*]] = kern.attention %arg0, %arg1, %arg2 {{.*}}out_view = #kern.view<0, [0, 24, 8, 1]>{{.*}} -> tensor<1x1x48xf32>
+  // CHECK-NEXT: return %[[A]]
+  %gq = ein.rearrange "a0 (h g) l a3 -> a0 h (g l) a3" %q {sizes = {g = 3 : i64}} : tensor<1x6x1x8xf32> -> tensor<1x2x3x8xf32>
+  %a = ein.attention %gq, %k, %v scale = 5.000000e-01 : (tensor<1x2x3x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9x8xf32>) -> tensor<1x2x3x8xf32>
+  %r = ein.rearrange "a0 h (g l) a3 -> a0 (h g) l a3" %a {sizes = {g = 3 : i64}} : tensor<1x2x3x8xf32> -> tensor<1x6x1x8xf32>
+  %o = ein.rearrange "b h t d -> b t (h d)" %r {sizes = {}} : tensor<1x6x1x8xf32> -> tensor<1x1x48xf32>
+  return %o : tensor<1x1x48xf32>
+}
+
+// -----
+
+// With two queries per head the merged layout would need two strides along
+// the grouped queries: the op writes the regrouped heads densely, and the
+// head merge copies.
+// CHECK-LABEL: func.func @grouped_attention_two_queries
+func.func @grouped_attention_two_queries(%q: tensor<1x6x2x8xf32>, %k: tensor<1x2x9x8xf32>, %v: tensor<1x2x9x8xf32>) -> tensor<1x2x48xf32> {
+  // CHECK: %[[A:.*]] = kern.attention %arg0, %arg1, %arg2 {{.*}}out_view = #kern.view<0, [0, 48, 8, 1]>{{.*}} -> tensor<1x6x2x8xf32>
+  // CHECK-NEXT: %[[C:.*]] = kern.copy %[[A]]
+  // CHECK-NEXT: return %[[C]]
+  %gq = ein.rearrange "a0 (h g) l a3 -> a0 h (g l) a3" %q {sizes = {g = 3 : i64}} : tensor<1x6x2x8xf32> -> tensor<1x2x6x8xf32>
+  %a = ein.attention %gq, %k, %v scale = 5.000000e-01 : (tensor<1x2x6x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9x8xf32>) -> tensor<1x2x6x8xf32>
+  %r = ein.rearrange "a0 h (g l) a3 -> a0 (h g) l a3" %a {sizes = {g = 3 : i64}} : tensor<1x2x6x8xf32> -> tensor<1x6x2x8xf32>
+  %o = ein.rearrange "b h t d -> b t (h d)" %r {sizes = {}} : tensor<1x6x2x8xf32> -> tensor<1x2x48xf32>
+  return %o : tensor<1x2x48xf32>
 }

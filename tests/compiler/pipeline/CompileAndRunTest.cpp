@@ -822,6 +822,68 @@ e = exp(s - max(s, axis=-1, keepdim=true))
 output reciprocal = e * (1 / sum(e, axis=-1, keepdim=true))
 output power = e * sum(e, axis=-1, keepdim=true) ** -1
 )ein", 1e-5, 1e-4, {"softmax"}, {"elementwise", "reduce"}},
+    // Rotary embeddings written by hand (rotate_half: slices, a negation and
+    // a concat): the element-wise step is distributed over the concat's parts,
+    // each computing its slab in place, so no copy is left; q and k feed
+    // grouped-query causal attention, whose result is written in place too.
+    {"rotary_by_hand_without_copies", R"ein(
+dim b = 2, t = 5, h = 4, kv = 2, d = 8
+input x: f32[b, t, h * d]
+input pos: f32[t]
+param wq: f32[h * d, h * d]
+param wk: f32[kv * d, h * d]
+param wv: f32[kv * d, h * d]
+inv_freq = 1.0 / 10000.0 ** (arange(0, d, 2) / d)
+freqs = einsum("t, f -> t f", pos, inv_freq)
+angles = concat([freqs, freqs], axis=-1)
+def rotary(x) {
+  rotated = concat([-x[..., d / 2:], x[..., :d / 2]], axis=-1)
+  return x * cos(angles) + rotated * sin(angles)
+}
+q = rotary(rearrange(linear(x, wq), "b t (h d) -> b h t d", h=h))
+k = rotary(rearrange(linear(x, wk), "b t (h d) -> b h t d", h=kv))
+v = rearrange(linear(x, wv), "b t (h d) -> b h t d", h=kv)
+output q_rotated = q * 1.0
+output y = scaled_dot_product_attention(q, k, v, causal=true)
+)ein", 1e-4, 1e-4, {"attention", "elementwise"}, {"copy"}},
+    // The same rotation of one tensor as its own output, and with each half
+    // computed further (a consumer of the concat with a broadcast operand).
+    {"rotary_concat_parts_computed_in_place", R"ein(
+input x: f32[3, 2, 6]
+input c: f32[2, 6]
+input s: f32[6]
+rotated = concat([-x[..., 3:], x[..., :3]], axis=-1)
+output y = x * c + rotated * s
+output z = relu(concat([x[..., :2] * 2.0, exp(x[..., 2:])], axis=-1) - s)
+)ein", 1e-5, 1e-5, {"elementwise"}, {"copy"}},
+    // Hugging Face's repeat_kv written by hand (each key/value head repeated
+    // for its group of query heads, adjacent or cycling) before causal
+    // attention over a cache of earlier keys: grouped-query attention that
+    // reads the keys and values in place, no repeat copies.
+    {"repeat_kv_by_hand_is_grouped_query", R"ein(
+input q: f32[2, 6, 3, 8]
+input keys: f32[2, 2, 9, 8]
+input values: f32[2, 2, 9, 4]
+input mask: f32[2, 6, 3, 9]
+def repeat_kv(x) { return repeat(x, "b h t d -> b (h g) t d", g=3) }
+output y = scaled_dot_product_attention(q, repeat_kv(keys), repeat_kv(values), causal=true)
+output masked = scaled_dot_product_attention(q, repeat_kv(keys), repeat_kv(values), mask=mask, causal=true)
+output grouped = scaled_dot_product_attention(q, keys, values, causal=true)
+output cycled = scaled_dot_product_attention(q, repeat(keys, "b h t d -> b (g h) t d", g=3),
+                                             repeat(values, "b h t d -> b (g h) t d", g=3))
+s = einsum("b h i d, b h j d -> b h i j", q, repeat_kv(keys)) * 8 ** -0.5
+output by_hand = einsum("b h i j, b h j e -> b h i e", softmax(s, axis=-1), repeat_kv(values))
+)ein", 1e-4, 1e-4, {"attention"}, {"copy", "softmax"}, {{"y", "grouped"}}},
+    // One query per head (a decode step): grouped-query attention writes its
+    // result straight into the layout of the head merge that follows.
+    {"grouped_query_decode_head_merge_in_place", R"ein(
+input q: f32[2, 6, 1, 8]
+input keys: f32[2, 2, 9, 8]
+input values: f32[2, 2, 9, 8]
+a = scaled_dot_product_attention(q, repeat(keys, "b h t d -> b (h g) t d", g=3),
+                                 repeat(values, "b h t d -> b (h g) t d", g=3), causal=true)
+output merged = rearrange(a, "b h t d -> b t (h d)")
+)ein", 1e-4, 1e-4, {"attention"}, {"copy"}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fusion, CompileAndRun, ::testing::ValuesIn(kFusionCases),

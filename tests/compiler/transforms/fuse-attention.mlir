@@ -287,3 +287,38 @@ func.func @zero_term_dropped(%q: tensor<2x5x8xf32>, %k: tensor<2x5x8xf32>, %bias
   %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
   return %o : tensor<2x5x8xf32>
 }
+
+// -----
+
+// Hugging Face's repeat_kv (each key/value head repeated for its group of
+// query heads) before causal attention is grouped-query attention: the key
+// and value are read in place and each group of query heads becomes more
+// queries of its key head; a per-head mask is grouped alike.
+// CHECK-LABEL: func.func @repeat_kv
+func.func @repeat_kv(%q: tensor<1x6x3x8xf32>, %k: tensor<1x2x9x8xf32>, %v: tensor<1x2x9x4xf32>, %m: tensor<1x6x3x9xf32>) -> tensor<1x6x3x4xf32> {
+  // CHECK-NEXT: %[[Q:.*]] = ein.rearrange "a0 (h g) l a3 -> a0 h (g l) a3" %arg0 {sizes = {g = 3 : i64}} : tensor<1x6x3x8xf32> -> tensor<1x2x9x8xf32>
+  // CHECK-NEXT: %[[M:.*]] = ein.rearrange "a0 (h g) l a3 -> a0 h (g l) a3" %arg3 {sizes = {g = 3 : i64}} : tensor<1x6x3x9xf32> -> tensor<1x2x9x9xf32>
+  // CHECK-NEXT: %[[A:.*]] = ein.attention %[[Q]], %arg1, %arg2 mask %[[M]] scale = 5.000000e-01 {causal_positions = #ein.sizes<"3">, mask_kind = #ein<mask_kind add>} : (tensor<1x2x9x8xf32>, tensor<1x2x9x8xf32>, tensor<1x2x9x4xf32>, tensor<1x2x9x9xf32>) -> tensor<1x2x9x4xf32>
+  // CHECK-NEXT: %[[O:.*]] = ein.rearrange "a0 h (g l) a3 -> a0 (h g) l a3" %[[A]] {sizes = {g = 3 : i64}} : tensor<1x2x9x4xf32> -> tensor<1x6x3x4xf32>
+  // CHECK-NEXT: return %[[O]]
+  %rk = ein.rearrange "b h t d -> b (h g) t d" %k {sizes = {g = 3 : i64}} : tensor<1x2x9x8xf32> -> tensor<1x6x9x8xf32>
+  %rv = ein.rearrange "b h t d -> b (h g) t d" %v {sizes = {g = 3 : i64}} : tensor<1x2x9x4xf32> -> tensor<1x6x9x4xf32>
+  %a = ein.attention %q, %rk, %rv mask %m scale = 5.000000e-01 {causal_positions = #ein.sizes<"3">, mask_kind = #ein<mask_kind add>} : (tensor<1x6x3x8xf32>, tensor<1x6x9x8xf32>, tensor<1x6x9x4xf32>, tensor<1x6x3x9xf32>) -> tensor<1x6x3x4xf32>
+  return %a : tensor<1x6x3x4xf32>
+}
+
+// -----
+
+// Heads repeated cycling ((g h)) group the query heads the same way; a mask
+// shared by the heads is stacked for each query head of a group.
+// CHECK-LABEL: func.func @repeat_kv_cycled_shared_mask
+func.func @repeat_kv_cycled_shared_mask(%q: tensor<4x3x8xf32>, %k: tensor<2x9x8xf32>, %v: tensor<2x9x8xf32>, %m: tensor<3x9xi1>) -> tensor<4x3x8xf32> {
+  // CHECK-NEXT: %[[Q:.*]] = ein.rearrange "(g h) l a2 -> h (g l) a2" %arg0 {sizes = {g = 2 : i64}} : tensor<4x3x8xf32> -> tensor<2x6x8xf32>
+  // CHECK-NEXT: %[[M:.*]] = ein.concat(%arg3, %arg3) axis = 0 : (tensor<3x9xi1>, tensor<3x9xi1>) -> tensor<6x9xi1>
+  // CHECK-NEXT: %[[A:.*]] = ein.attention %[[Q]], %arg1, %arg2 mask %[[M]]
+  // CHECK-NEXT: ein.rearrange "h (g l) a2 -> (g h) l a2" %[[A]]
+  %rk = ein.rearrange "h t d -> (g h) t d" %k {sizes = {g = 2 : i64}} : tensor<2x9x8xf32> -> tensor<4x9x8xf32>
+  %rv = ein.rearrange "h t d -> (g h) t d" %v {sizes = {g = 2 : i64}} : tensor<2x9x8xf32> -> tensor<4x9x8xf32>
+  %a = ein.attention %q, %rk, %rv mask %m scale = 5.000000e-01 {mask_kind = #ein<mask_kind keep>} : (tensor<4x3x8xf32>, tensor<4x9x8xf32>, tensor<4x9x8xf32>, tensor<3x9xi1>) -> tensor<4x3x8xf32>
+  return %a : tensor<4x3x8xf32>
+}

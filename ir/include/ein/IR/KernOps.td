@@ -46,8 +46,8 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Kern_YieldOp : Kern_Op<"yield", [Pure, Terminator, HasParent<"ElementwiseOp">]> {
-  let summary = "the result element of an elementwise body";
+def Kern_YieldOp : Kern_Op<"yield", [Pure, Terminator, ParentOneOf<["ElementwiseOp", "ConcatOp"]>]> {
+  let summary = "the result element of an elementwise body or of a concat part";
   let arguments = (ins F32:$value);
   let assemblyFormat = "$value attr-dict";
 }
@@ -130,17 +130,34 @@ def Kern_AppendOp : Kern_Op<"append", [MemoryEffects<[MemWrite]>]> {
 }
 
 def Kern_ConcatOp : Kern_Op<"concat", [Pure]> {
-  let summary = "joins tensors along one axis";
+  let summary = "joins parts along one axis, each a copy or an element-wise program";
   let description = [{
-    Part `i` has the result's shape except `sizes[i]` along `axis`; it is read
-    from `inputs[i]` through `input_views[i]` and written into the result at
-    the running offset along `axis`. The runtime runs one copy per part.
+    Part `i` has the result's shape except `sizes[i]` along `axis` and is
+    written into the result at the running offset along `axis`. It reads the
+    next `part_inputs[i]` inputs, each through its view in `input_views`
+    over the part's shape, and its body region computes each element from
+    them as a kern.elementwise body does (in f32, stored as the result's
+    type). A part whose body yields its one input of the result's type is a
+    copy. kern-fuse-elementwise puts element-wise producers of a part and an
+    element-wise user of the whole concat into the parts' bodies, so a
+    concat of computed parts is written in place and costs no copy.
   }];
-  let arguments = (ins Variadic<Kern_Tensor>:$inputs, ArrayAttr:$input_views, I64Attr:$axis,
-                       Ein_SizesAttr:$sizes);
+  let arguments = (ins Variadic<Kern_Tensor>:$inputs, ArrayAttr:$input_views, DenseI64ArrayAttr:$part_inputs,
+                       I64Attr:$axis, Ein_SizesAttr:$sizes);
   let results = (outs Kern_Tensor:$result);
-  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let regions = (region VariadicRegion<SizedRegion<1>>:$parts);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result) $parts";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // Part `part`'s inputs and their views: the next part_inputs[part] of each.
+    ::mlir::OperandRange partInputs(size_t part);
+    ::llvm::ArrayRef<::mlir::Attribute> partViews(size_t part);
+    // Where part `part` starts along the axis.
+    ::ein::Size partStart(size_t part);
+    // Whether part `part` is a plain copy: its body yields its only input,
+    // which has the result's element type.
+    bool isCopy(size_t part);
+  }];
 }
 
 def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
