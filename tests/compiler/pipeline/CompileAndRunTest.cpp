@@ -869,11 +869,20 @@ def repeat_kv(x) { return repeat(x, "b h t d -> b (h g) t d", g=3) }
 output y = scaled_dot_product_attention(q, repeat_kv(keys), repeat_kv(values), causal=true)
 output masked = scaled_dot_product_attention(q, repeat_kv(keys), repeat_kv(values), mask=mask, causal=true)
 output grouped = scaled_dot_product_attention(q, keys, values, causal=true)
-output cycled = scaled_dot_product_attention(q, repeat(keys, "b h t d -> b (g h) t d", g=3),
-                                             repeat(values, "b h t d -> b (g h) t d", g=3))
 s = einsum("b h i d, b h j d -> b h i j", q, repeat_kv(keys)) * 8 ** -0.5
 output by_hand = einsum("b h i j, b h j e -> b h i e", softmax(s, axis=-1), repeat_kv(values))
 )ein", 1e-4, 1e-4, {"attention"}, {"copy", "softmax"}, {{"y", "grouped"}}},
+    // Heads repeated cycling ((g h), the whole axis over again) group the
+    // query heads the same way; the queries and the result, whose grouped
+    // heads are not adjacent, are copied (the kernel's one query axis would
+    // need two strides), but the keys and values are still read in place.
+    {"repeat_kv_cycled_is_grouped_query", R"ein(
+input q: f32[2, 6, 3, 8]
+input keys: f32[2, 2, 9, 8]
+input values: f32[2, 2, 9, 4]
+output y = scaled_dot_product_attention(q, repeat(keys, "b h t d -> b (g h) t d", g=3),
+                                        repeat(values, "b h t d -> b (g h) t d", g=3))
+)ein", 1e-4, 1e-4, {"attention"}, {"softmax"}},
     // One query per head (a decode step): grouped-query attention writes its
     // result straight into the layout of the head merge that follows.
     {"grouped_query_decode_head_merge_in_place", R"ein(

@@ -18,6 +18,8 @@ def Kern_Dialect : Dialect {
   }];
   let cppNamespace = "::ein::kern";
   let useDefaultAttributePrinterParser = 1;
+  // Views and sizes are built of ein's #ein.sizes.
+  let dependentDialects = ["::ein::ir::EinDialect"];
 }
 
 class Kern_Op<string mnemonic, list<Trait> traits = []> :
