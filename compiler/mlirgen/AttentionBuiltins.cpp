@@ -12,9 +12,9 @@ namespace ein::mlirgen::detail {
 // bool mask keeps where true, a float one is added; both broadcast to
 // [..., L, S]. Query heads (axis -3) may be a multiple of the key heads
 // (grouped-query attention): each group of query heads shares one key head,
-// read in place by the fused op, never repeated. `causal` is aligned bottom-right: the L
-// queries are the last L of the S positions (a chunk after S - L cached
-// keys), so query l sees keys up to l + S - L.
+// read in place by the fused op, never repeated. `causal` is aligned
+// bottom-right: the L queries are the last L of the S positions (a chunk
+// after S - L cached keys), so query l sees keys up to l + S - L.
 EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
   const std::string name = "scaled_dot_product_attention()";
