@@ -18,11 +18,11 @@ void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std:
 // the packed weights are flushed from the caches before each run, as in a
 // whole model (whose weights are read once per run).
 // bf16: bf16 weights (einc --precision bf16), so the bf16 gemm
-// (bf16_gemm_..._avx512bf16) where the CPU has AVX512_BF16, else the f32 gemm
-// on weights widened while packing.
+// (bf16_gemm_amx on AMX, bf16_gemm_avx512bf16 where the CPU has AVX512_BF16),
+// else the f32 gemm on weights widened while packing.
 // int8: int8 weights (einc --precision int8): the s8 gemm (gemm_s8_dynamic,
-// s8_gemm_..._avx512vnni where the CPU has AVX512_VNNI), rows of a quantized
-// per call.
+// s8_gemm_amx on AMX, s8_gemm_avx512vnni where the CPU has AVX512_VNNI), rows
+// of a quantized per call. EIN_CPU_ISA picks a lower table (bench/gemm_isa.py).
 void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weights = ein::DType::F32) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
@@ -40,13 +40,17 @@ void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weight
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
-// ViT-S/16's and ViT-B/16's gemm shapes (batch 1 and 8), 1 and 2 threads.
+// ViT-S/16's and ViT-B/16's gemm shapes (batch 1 and 8) and BERT-base's fc1
+// at 8 x 128 tokens, 1 and 2 threads (bench/gemm_isa.py compares the ISA
+// tables on some of them).
 void vitGemmShapes(benchmark::internal::Benchmark *bench) {
   bench->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
       ->ArgsProduct({{197}, {384}, {1536}, {1, 2}})
       ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
       ->ArgsProduct({{1576}, {384}, {1152}, {1, 2}})
+      ->ArgsProduct({{1576}, {384}, {1536}, {1, 2}})
       ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+      ->ArgsProduct({{1024}, {768}, {3072}, {1, 2}})
       ->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
