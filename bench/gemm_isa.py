@@ -3,7 +3,10 @@
 BM_GemmWeights (weights packed at load, cached) once per table with
 EIN_CPU_ISA=<table> (each in its own process), the tables alternating for
 --rounds rounds, and prints the median GFLOP/s (int8: GOP/s) of each shape,
-thread count and table as a Markdown table, with each table over the first.
+thread count and table as a Markdown table, with each table over the last.
+On 1 thread the rate is per second of the benchmark thread's CPU time, so
+that preemption on a shared machine does not count; on 2 threads it is per
+second of wall time.
 
 Shapes (m x k x n): ViT-S/16 at batch 1 and 8 (197 and 1576 tokens: qkv
 384 -> 1152, fc1 384 -> 1536) and BERT-base at 8 x 128 tokens (fc1 768 ->
@@ -19,11 +22,12 @@ import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = [(197, 384, 1152), (1576, 384, 1536), (1024, 768, 3072)]
+UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 def run(bench, table, kind, shapes, threads, repetitions):
     names = "|".join(f"{m}/{k}/{n}/{t}" for m, k, n in shapes for t in threads)
-    command = [bench, f"--benchmark_filter=BM_GemmWeights/{kind}_cached/({names})$", "--benchmark_format=json",
+    command = [bench, f"--benchmark_filter=BM_GemmWeights/{kind}_cached/({names})/real_time$", "--benchmark_format=json",
                f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true"]
     out = subprocess.run(command, check=True, capture_output=True, text=True,
                          env=dict(os.environ, EIN_CPU_ISA=table)).stdout
@@ -31,7 +35,10 @@ def run(bench, table, kind, shapes, threads, repetitions):
     for row in json.loads(out)["benchmarks"]:
         if row.get("aggregate_name") == "median":
             m, k, n, t = map(int, row["run_name"].split("/")[2:6])
-            result[(m, k, n, t)] = row["GFLOPS"]
+            # 1 thread: per second of the benchmark thread's CPU time (a shared
+            # machine's preemption left out); 2 threads: per second of wall time.
+            seconds = (row["cpu_time"] if t == 1 else row["real_time"]) * UNITS[row["time_unit"]]
+            result[(m, k, n, t)] = 2.0 * m * n * k / seconds * 1e-9
     return result
 
 

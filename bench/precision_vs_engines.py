@@ -27,7 +27,8 @@ An ein engine may name the ISA table it is forced to: "ein-bf16@avx512bf16"
 runs with EIN_CPU_ISA=avx512bf16 (AMX against AVX512_BF16 on one machine).
 
 Every engine runs in its own process, the engines alternate for --rounds
-rounds, and each figure is the median of the rounds' medians. Accuracy: the
+rounds, and each figure is the median of the rounds' medians (--statistic min:
+the fastest run of all rounds, for a machine other jobs oversubscribe). Accuracy: the
 largest |output - ONNX Runtime fp32| relative to the largest fp32 output, and
 for ViT at batch 8 the top-1 agreement with ONNX Runtime fp32.
 
@@ -292,9 +293,9 @@ def worker(args):
         request = compiled.create_infer_request()
         run = lambda: request.infer(feed)[compiled.output(0)]
     out = np.array(run())
-    median = time_runs(run, args.runs)[0]
+    median, fastest = time_runs(run, args.runs)
     np.save(args.output, out)
-    print(json.dumps({"median_ms": median}))
+    print(json.dumps({"median_ms": median, "min_ms": fastest}))
 
 
 def run_ein(args, artifact, feed, threads, out_dir, isa=None):
@@ -303,7 +304,7 @@ def run_ein(args, artifact, feed, threads, out_dir, isa=None):
         command += ["--input", f"{name}={path}"]
     env = dict(os.environ, EIN_CPU_ISA=isa) if isa else None
     text = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
-    return float(re.search(r"median ([\d.]+) ms", text).group(1))
+    return float(re.search(rf"{args.statistic} ([\d.]+) ms", text).group(1))
 
 
 def main():
@@ -315,6 +316,9 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--runs", type=int, default=10, help="timed runs per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--statistic", choices=["median", "min"], default="median",
+                        help="per engine: the median of the rounds' medians, or the least of their fastest runs "
+                             "(on a shared, oversubscribed machine, the run least disturbed)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--onnx", help=argparse.SUPPRESS)
@@ -390,8 +394,9 @@ def main():
                                "--output", outputs[engine], "--threads", str(threads), "--runs", str(args.runs),
                                "--config", config, "--weights", os.path.join(work, f"{model}.safetensors")]
                     result = subprocess.run(command, check=True, capture_output=True, text=True)
-                    medians[engine].append(json.loads(result.stdout.strip().splitlines()[-1])["median_ms"])
-            ms = {engine: float(np.median(values)) for engine, values in medians.items()}
+                    medians[engine].append(json.loads(result.stdout.strip().splitlines()[-1])[args.statistic + "_ms"])
+            pick = np.median if args.statistic == "median" else np.min
+            ms = {engine: float(pick(values)) for engine, values in medians.items()}
             reference = np.load(outputs["ort-fp32"]).astype(np.float64) if "ort-fp32" in outputs else None
             error, agree = {}, {}
             for engine, path in outputs.items():
