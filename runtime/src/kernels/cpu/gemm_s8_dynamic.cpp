@@ -38,11 +38,6 @@ void packS8Panel(const int8_t *b, int64_t sK, int64_t sN, int64_t k, int64_t col
 }
 
 struct S8Scratch {
-  // The (batch, row block) whose rows aQ and rowScale hold (-1: none yet in
-  // this call): consecutive items of a thread that share their rows (column
-  // blocks of one row block) quantize them once. Bytes (scratch is only
-  // float-aligned), read and written through the functions below.
-  std::byte *quantizedRows;
   uint8_t *aQ;      // kMaxMc rows of kPadded bytes
   float *rowScale;  // kMaxMc
   int32_t *acc;     // kMaxMc x kMaxNc
@@ -58,8 +53,7 @@ size_t paddedBytes(int64_t k) { return static_cast<size_t>((k + 3) / 4 * 4); }
 S8Scratch scratchOf(float *base, int64_t k) {
   auto *bytes = reinterpret_cast<std::byte *>(base);
   S8Scratch s;
-  s.quantizedRows = bytes;
-  s.rowScale = reinterpret_cast<float *>(bytes + 16);
+  s.rowScale = reinterpret_cast<float *>(bytes + PreparedRows::kScratchFloats * sizeof(float));
   s.acc = reinterpret_cast<int32_t *>(s.rowScale + kMaxMc);
   s.columnSums = s.acc + kMaxMc * kMaxNc;
   s.row = reinterpret_cast<float *>(s.columnSums + kMaxNc);
@@ -70,19 +64,12 @@ S8Scratch scratchOf(float *base, int64_t k) {
   return s;
 }
 
-int64_t quantizedRowsOf(const S8Scratch &s) {
-  int64_t rows;
-  std::memcpy(&rows, s.quantizedRows, sizeof rows);
-  return rows;
-}
-void setQuantizedRows(const S8Scratch &s, int64_t rows) { std::memcpy(s.quantizedRows, &rows, sizeof rows); }
-
 }  // namespace
 
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
   // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
-  const unsigned __int128 bytes = 16 + static_cast<unsigned __int128>(sizeof(float)) *
-                                      (kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(sizeof(float)) *
+                                      (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
                                   static_cast<unsigned __int128>(kMaxMc + kMaxNr) *
                                       (static_cast<uint64_t>(op.k) + 3);
   constexpr size_t kLimit = SIZE_MAX / 16;
@@ -108,8 +95,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t kPadded = static_cast<int64_t>(paddedBytes(k)), quads = kPadded / 4;
   const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
-  for (int thread = 0; thread < context.threads(); ++thread)
-    setQuantizedRows(scratchOf(context.threadScratch(thread), k), -1);
+  PreparedRows::forgetAll(context);
 
   context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
     const GemmItem it = gemmItem(op, items, item);
@@ -118,7 +104,8 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     // The block's rows of a, quantized (rows past m: zeros, never stored),
     // unless this thread's previous item had the same rows.
     const int64_t paddedRows = roundUp(rows, mr);
-    if (const int64_t rowsOf = item / items.nBlocks; quantizedRowsOf(s) != rowsOf) {
+    const PreparedRows prepared(context.threadScratch(thread));
+    if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); !prepared.hold(rowBlock)) {
       for (int64_t i = 0; i < rows; ++i) {
         const float *src = a + aOff + (i0 + i) * aM;
         uint8_t *dst = s.aQ + i * kPadded;
@@ -126,7 +113,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
                                 : quantizeRowS8(src, aK, k, kPadded, static_cast<uint8_t>(offset), dst);
       }
       std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
-      setQuantizedRows(s, rowsOf);
+      prepared.set(rowBlock);
     }
     const int64_t ldc = roundUp(cols, nr);
     for (int64_t jr = 0; jr < cols; jr += nr) {
