@@ -3,7 +3,7 @@
 BM_GemmWeights (weights packed at load, cached) once per table with
 EIN_CPU_ISA=<table> (each in its own process), the tables alternating for
 --rounds rounds, and prints the median GFLOP/s (int8: GOP/s) of each shape,
-thread count and table as a Markdown table, with each table over the last.
+thread count and table as a Markdown table, with the first table over each other.
 On 1 thread the rate is per second of the benchmark thread's CPU time, so
 that preemption on a shared machine does not count; on 2 threads it is per
 second of wall time.
@@ -61,13 +61,13 @@ def main():
                     samples[table].setdefault(key, []).append(value)
         print(f"\n{kind} gemm, {unit} (median of {args.rounds} rounds), weights cached\n")
         print("| m x k x n | threads | " + " | ".join(tables) + " | " +
-              " | ".join(f"{t}/{tables[-1]}" for t in tables[:-1]) + " |")
+              " | ".join(f"{tables[0]}/{t}" for t in tables[1:]) + " |")
         print("|---" * (2 + 2 * len(tables) - 1) + "|")
         for m, k, n in SHAPES:
             for t in threads:
                 medians = [statistics.median(samples[table].get((m, k, n, t), [float("nan")])) for table in tables]
                 print(f"| {m} x {k} x {n} | {t} | " + " | ".join(f"{v:.0f}" for v in medians) + " | " +
-                      " | ".join(f"{v / medians[-1]:.2f}x" for v in medians[:-1]) + " |")
+                      " | ".join(f"{medians[0] / v:.2f}x" for v in medians[1:]) + " |")
 
 
 if __name__ == "__main__":
