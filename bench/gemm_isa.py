@@ -33,7 +33,7 @@ def run(bench, table, kind, shapes, threads, repetitions):
                          env=dict(os.environ, EIN_CPU_ISA=table)).stdout
     result = {}
     for row in json.loads(out)["benchmarks"]:
-        if row.get("aggregate_name") == "median":
+        if row.get("aggregate_name") == "median" or (repetitions == 1 and row.get("run_type") == "iteration"):
             m, k, n, t = map(int, row["run_name"].split("/")[2:6])
             # 1 thread: per second of the benchmark thread's CPU time (a shared
             # machine's preemption left out); 2 threads: per second of wall time.
