@@ -70,7 +70,7 @@ inline GemmItem gemmItem(const Gemm &op, const GemmItems &items, int64_t item) {
 // only float-aligned; forgotten (-1) on every thread before each call.
 class PreparedRows {
  public:
-  static constexpr size_t kScratchFloats = 4;
+  static constexpr size_t kScratchFloats = 16;  // a cache line, so what follows keeps the scratch's alignment
   explicit PreparedRows(float *scratch) : at_(reinterpret_cast<std::byte *>(scratch)) {}
   static int64_t rowBlock(const GemmItems &items, int64_t item) { return item / items.nBlocks; }
   bool hold(int64_t rowBlock) const {
