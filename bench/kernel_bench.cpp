@@ -18,11 +18,11 @@ void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std:
 // the packed weights are flushed from the caches before each run, as in a
 // whole model (whose weights are read once per run).
 // bf16: bf16 weights (einc --precision bf16), so the bf16 gemm
-// (bf16_gemm_..._avx512bf16) where the CPU has AVX512_BF16, else the f32 gemm
-// on weights widened while packing.
+// (bf16_gemm_amx on AMX, bf16_gemm_avx512bf16 where the CPU has AVX512_BF16),
+// else the f32 gemm on weights widened while packing.
 // int8: int8 weights (einc --precision int8): the s8 gemm (gemm_s8_dynamic,
-// s8_gemm_..._avx512vnni where the CPU has AVX512_VNNI), rows of a quantized
-// per call.
+// s8_gemm_amx on AMX, s8_gemm_avx512vnni where the CPU has AVX512_VNNI), rows
+// of a quantized per call. EIN_CPU_ISA picks a lower table (bench/gemm_isa.py).
 void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weights = ein::DType::F32) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
@@ -40,13 +40,17 @@ void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weight
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
-// ViT-S/16's and ViT-B/16's gemm shapes (batch 1 and 8), 1 and 2 threads.
+// ViT-S/16's and ViT-B/16's gemm shapes (batch 1 and 8) and BERT-base's fc1
+// at 8 x 128 tokens, 1 and 2 threads (bench/gemm_isa.py compares the ISA
+// tables on some of them).
 void vitGemmShapes(benchmark::internal::Benchmark *bench) {
   bench->ArgsProduct({{197}, {384}, {1152}, {1, 2}})
       ->ArgsProduct({{197}, {384}, {1536}, {1, 2}})
       ->ArgsProduct({{197}, {1536}, {384}, {1, 2}})
       ->ArgsProduct({{1576}, {384}, {1152}, {1, 2}})
+      ->ArgsProduct({{1576}, {384}, {1536}, {1, 2}})
       ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+      ->ArgsProduct({{1024}, {768}, {3072}, {1, 2}})
       ->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
@@ -79,7 +83,10 @@ BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime(
 
 // Flash attention, q, k, v, out [b=1, h, n, 64]: args heads, tokens, mask (0
 // none, 1 additive [n, n] f32, 2 boolean keep [n, n], 3 additive -inf on the
-// last half of the keys (padding); broadcast over heads), threads.
+// last half of the keys (padding), 4 the same with finfo.min (-3.4e38,
+// PyTorch's usual fill); broadcast over heads), threads. 3 and 4 against 1
+// (the same additive mask with finite values) show whether the masked keys'
+// underflowing exponentials cost anything (subnormals on Intel cores).
 void BM_FlashAttention(benchmark::State &state) {
   const int64_t h = state.range(0), n = state.range(1), d = 64;
   const int64_t mask = state.range(2);
@@ -98,12 +105,13 @@ void BM_FlashAttention(benchmark::State &state) {
     op.maskKind = mask == 1 ? detail::MaskKind::Add : detail::MaskKind::Keep;
     op.mask = detail::View{rig.tensor(n * n, mask == 1 ? ein::DType::F32 : ein::DType::Bool), 0, {0, 0, n, 1}};
   }
-  if (mask == 3) {  // padding: the last half of the keys masked with -inf (additive)
+  if (mask >= 3) {  // padding: the last half of the keys masked with -inf or finfo.min (additive)
     op.maskKind = detail::MaskKind::Add;
     uint32_t id = rig.tensor(n * n);
     float *values = rig.values(id);
+    const float fill = mask == 3 ? -INFINITY : -3.4028235e38f;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) values[i * n + j] = j < n / 2 ? 0.0f : -INFINITY;
+      for (int64_t j = 0; j < n; ++j) values[i * n + j] = j < n / 2 ? 0.0f : fill;
     op.mask = detail::View{id, 0, {0, 0, n, 1}};
   }
   rig.finish(op, threads);
@@ -115,7 +123,7 @@ void BM_FlashAttention(benchmark::State &state) {
 }
 BENCHMARK(BM_FlashAttention)
     ->ArgsProduct({{6}, {197}, {0, 1, 2}, {1, 2}})
-    ->ArgsProduct({{8}, {1024}, {0, 1, 3}, {1, 2}})
+    ->ArgsProduct({{8}, {1024}, {0, 1, 3, 4}, {1, 2}})
     ->Args({8, 8192, 0, 2})
     ->Args({8, 8192, 1, 2})
     ->UseRealTime()

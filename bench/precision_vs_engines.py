@@ -18,16 +18,23 @@ sequential execution; its int8 is onnxruntime.quantization.quantize_dynamic
 with its defaults (int8 weights per tensor, u8 activations per tensor);
 OpenVINO with INFERENCE_NUM_THREADS = threads, one stream, LATENCY, and
 INFERENCE_PRECISION_HINT f32 ("ov-f32") or left at its default ("ov-default":
-bf16 on CPUs with AVX512_BF16 or AMX). PyTorch is not in this script: torch
-could not be installed where it was written (no package index with it
-reachable); bench/vit_vs_pytorch.py times PyTorch eager fp32 on ViT.
+bf16 on CPUs with AVX512_BF16 or AMX). PyTorch eager ("torch-fp32", and
+"torch-bf16": the same under torch.autocast("cpu", torch.bfloat16)) runs the
+same model written with torch.nn.functional (F.scaled_dot_product_attention)
+under inference_mode with torch.set_num_threads(threads); they are left out of
+the default engines (add them with --engines) since torch is a large install.
+An ein engine may name the ISA table it is forced to: "ein-bf16@avx512bf16"
+runs with EIN_CPU_ISA=avx512bf16 (AMX against AVX512_BF16 on one machine).
 
 Every engine runs in its own process, the engines alternate for --rounds
-rounds, and each figure is the median of the rounds' medians. Accuracy: the
+rounds, and each figure is the median of the rounds' medians (--statistic min:
+the fastest run of all rounds; --statistic cpu: the median of the rounds' CPU
+time per run, for 1 thread on a machine other jobs oversubscribe). Accuracy: the
 largest |output - ONNX Runtime fp32| relative to the largest fp32 output, and
 for ViT at batch 8 the top-1 agreement with ONNX Runtime fp32.
 
-Needs numpy, safetensors, onnx, onnxruntime and openvino:
+Needs numpy, safetensors, onnx, onnxruntime and openvino (and torch for the
+torch engines):
   python3 -m venv .venv-bench && .venv-bench/bin/pip install numpy safetensors onnx onnxruntime openvino
   .venv-bench/bin/python bench/precision_vs_engines.py [--threads 1,2] [--rounds 3]
 """
@@ -35,9 +42,11 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VIT = os.path.join(ROOT, "examples", "models", "vit_small_patch16_224.ein")
@@ -205,6 +214,52 @@ def bert_onnx(weights, batch, tokens, path):
            [helper.make_tensor_value_info("sentence", TensorProto.FLOAT, [batch, c])])
 
 
+# ---- PyTorch (the same model as the ONNX graphs) ----------------------------------
+
+def torch_forward(model, weights, batch, tokens):
+    """The model as a function of the feed, on the same weights (torch tensors)."""
+    import torch
+    import torch.nn.functional as F
+    linear = lambda x, name: F.linear(x, weights[name + ".weight"], weights[name + ".bias"])
+    norm = lambda x, name, eps: F.layer_norm(x, x.shape[-1:], weights[name + ".weight"], weights[name + ".bias"], eps)
+    if model == "vit":
+        e, heads, p = VIT_DIMS["embed"], VIT_DIMS["heads"], VIT_DIMS["patch"]
+
+        def forward(img):
+            x = F.conv2d(img, weights["patch_embed.proj.weight"], weights["patch_embed.proj.bias"], stride=p)
+            x = x.flatten(2).transpose(1, 2)
+            x = torch.cat([weights["cls_token"].expand(batch, -1, -1), x], dim=1) + weights["pos_embed"]
+            n = x.shape[1]
+            for i in range(VIT_DIMS["depth"]):
+                b = f"blocks.{i}."
+                qkv = linear(norm(x, b + "norm1", 1e-6), b + "attn.qkv").reshape(batch, n, 3, heads, e // heads)
+                q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+                a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, n, e)
+                x = x + linear(a, b + "attn.proj")
+                x = x + linear(F.gelu(linear(norm(x, b + "norm2", 1e-6), b + "mlp.fc1")), b + "mlp.fc2")
+            return linear(norm(x, "norm", 1e-6)[:, 0], "head")
+        return lambda feed: forward(feed["img"])
+    c, h, d = BERT_DIMS["c"], BERT_DIMS["h"], BERT_DIMS["d"]
+
+    def forward(ids, mask):
+        x = weights["embeddings.word_embeddings.weight"][ids.long()]
+        x = norm(x + weights["embeddings.position_embeddings.weight"][:tokens], "embeddings.LayerNorm", 1e-12)
+        keep = mask.to(x.dtype)
+        padding = ((1.0 - keep) * -10000.0).reshape(batch, 1, 1, tokens)
+        for i in range(BERT_DIMS["layers"]):
+            b = f"encoder.layer.{i}."
+            heads = lambda name: linear(x, b + name).reshape(batch, tokens, h, d).transpose(1, 2)
+            q, k, v = heads("attention.self.query"), heads("attention.self.key"), heads("attention.self.value")
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=padding.to(q.dtype))
+            a = linear(a.transpose(1, 2).reshape(batch, tokens, c), b + "attention.output.dense")
+            x = norm(a + x, b + "attention.output.LayerNorm", 1e-12)
+            y = linear(F.gelu(linear(x, b + "intermediate.dense")), b + "output.dense")
+            x = norm(y + x, b + "output.LayerNorm", 1e-12)
+        keep3 = keep.unsqueeze(2)
+        return (x * keep3).sum(1) / keep3.sum(1)
+    return lambda feed: forward(feed["ids"], feed["mask"])
+
+
 # ---- workers (one engine per process) ------------------------------------------
 
 def worker(args):
@@ -212,7 +267,19 @@ def worker(args):
     from vit_vs_pytorch import time_runs  # this folder is on sys.path: warm-up calls, then the median
     feed = {name: np.load(path) for name, path in json.loads(args.feed).items()}
     threads = int(args.threads)
-    if args.worker.startswith("ort"):
+    if args.worker.startswith("torch"):
+        import torch
+        from safetensors.torch import load_file
+        torch.set_num_threads(threads)
+        model, shape = args.config.split(":")
+        batch, tokens = (int(shape), 0) if model == "vit" else map(int, shape.split("x"))
+        forward = torch_forward(model, load_file(args.weights), batch, tokens)
+        tensors = {name: torch.from_numpy(array) for name, array in feed.items()}
+
+        def run():
+            with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=args.worker == "torch-bf16"):
+                return forward(tensors).float().numpy()
+    elif args.worker.startswith("ort"):
         import onnxruntime
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
@@ -229,17 +296,28 @@ def worker(args):
         request = compiled.create_infer_request()
         run = lambda: request.infer(feed)[compiled.output(0)]
     out = np.array(run())
-    median = time_runs(run, args.runs)[0]
+    median, fastest = time_runs(run, args.runs)
+    start = time.process_time()
+    for _ in range(args.runs):
+        run()
+    cpu = (time.process_time() - start) * 1e3 / args.runs
     np.save(args.output, out)
-    print(json.dumps({"median_ms": median}))
+    print(json.dumps({"median_ms": median, "min_ms": fastest, "cpu_ms": cpu}))
 
 
-def run_ein(args, artifact, feed, threads, out_dir):
-    command = [args.ein_run, artifact, "--threads", str(threads), "--bench", str(args.runs), "--output-dir", out_dir]
-    for name, path in feed.items():
-        command += ["--input", f"{name}={path}"]
-    text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return float(re.search(r"median ([\d.]+) ms", text).group(1))
+def run_ein(args, artifact, feed, threads, out_dir, isa=None):
+    def bench(runs):
+        command = [args.ein_run, artifact, "--threads", str(threads), "--bench", str(runs), "--output-dir", out_dir]
+        for name, path in feed.items():
+            command += ["--input", f"{name}={path}"]
+        env = dict(os.environ, EIN_CPU_ISA=isa) if isa else None
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        text = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return text, (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3
+    if args.statistic == "cpu":  # the CPU time of `runs` more runs, per run (loading and warm-up cancel)
+        return (bench(args.runs + 1)[1] - bench(1)[1]) / args.runs
+    return float(re.search(rf"{args.statistic} ([\d.]+) ms", bench(args.runs)[0]).group(1))
 
 
 def main():
@@ -251,11 +329,18 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--runs", type=int, default=10, help="timed runs per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--statistic", choices=["median", "min", "cpu"], default="median",
+                        help="per engine: the median of the rounds' medians, the least of their fastest runs "
+                             "(on a shared, oversubscribed machine, the run least disturbed), or the median of "
+                             "the rounds' CPU time per run (1 thread on an oversubscribed machine: waiting for "
+                             "a core does not count)")
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--onnx", help=argparse.SUPPRESS)
     parser.add_argument("--feed", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--weights", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
@@ -300,9 +385,11 @@ def main():
         artifacts = {}
         for engine in engines:
             if engine.startswith("ein-"):
-                artifacts[engine] = os.path.join(work, f"{tag}_{engine}.einb")
-                subprocess.run([args.einc, source, "--weights", os.path.join(work, f"{model}.safetensors"),
-                                "--precision", engine[4:], "-o", artifacts[engine]] + dims, check=True)
+                precision = engine[4:].split("@")[0]
+                artifacts[engine] = os.path.join(work, f"{tag}_ein-{precision}.einb")
+                if list(artifacts.values()).count(artifacts[engine]) == 1:  # one compile per precision
+                    subprocess.run([args.einc, source, "--weights", os.path.join(work, f"{model}.safetensors"),
+                                    "--precision", precision, "-o", artifacts[engine]] + dims, check=True)
         for threads in map(int, args.threads.split(",")):
             medians = {engine: [] for engine in engines}
             outputs = {}
@@ -311,17 +398,20 @@ def main():
                     out_dir = os.path.join(work, f"out_{tag}_{engine}_t{threads}")
                     os.makedirs(out_dir, exist_ok=True)
                     if engine.startswith("ein-"):
-                        medians[engine].append(run_ein(args, artifacts[engine], feed_paths, threads, out_dir))
+                        isa = engine.split("@")[1] if "@" in engine else None
+                        medians[engine].append(run_ein(args, artifacts[engine], feed_paths, threads, out_dir, isa))
                         out_name = "logits.npy" if model == "vit" else "sentence.npy"
                         outputs[engine] = os.path.join(out_dir, out_name)
                         continue
                     outputs[engine] = os.path.join(out_dir, "out.npy")
                     command = [sys.executable, os.path.abspath(__file__), "--worker", engine, "--onnx",
                                onnx_int8 if engine == "ort-int8" else onnx_fp32, "--feed", json.dumps(feed_paths),
-                               "--output", outputs[engine], "--threads", str(threads), "--runs", str(args.runs)]
+                               "--output", outputs[engine], "--threads", str(threads), "--runs", str(args.runs),
+                               "--config", config, "--weights", os.path.join(work, f"{model}.safetensors")]
                     result = subprocess.run(command, check=True, capture_output=True, text=True)
-                    medians[engine].append(json.loads(result.stdout.strip().splitlines()[-1])["median_ms"])
-            ms = {engine: float(np.median(values)) for engine, values in medians.items()}
+                    medians[engine].append(json.loads(result.stdout.strip().splitlines()[-1])[args.statistic + "_ms"])
+            pick = np.min if args.statistic == "min" else np.median
+            ms = {engine: float(pick(values)) for engine, values in medians.items()}
             reference = np.load(outputs["ort-fp32"]).astype(np.float64) if "ort-fp32" in outputs else None
             error, agree = {}, {}
             for engine, path in outputs.items():

@@ -247,14 +247,16 @@ std::string testName(const ::testing::TestParamInfo<Conformance::ParamType> &inf
 
 // bf16 on the CPU (bf16 gemm weights; bf16 gemm and attention arithmetic
 // where the CPU has AVX512_BF16) is held to the same widened tolerance as
-// CUDA's bf16; bf16_avx2 forces the path that widens the weights to f32
-// (where the CPU has AVX2; a missing ISA falls back to the best one). int8
+// CUDA's bf16: on the best table (amx where the CPU has AMX), on avx512bf16
+// (vdpbf16ps) and on avx2 (the path that widens the weights to f32). int8
 // (int8 gemm weights, gemm inputs quantized per row at run time) on the best
-// table, on avx2vnni (the 256-bit AVX-VNNI tile) and on avx2 (the vpmaddubsw
-// sign-trick tile); a missing ISA falls back to the best one.
+// table, on avx512vnni (vpdpbusd), avx2vnni (the 256-bit AVX-VNNI tile) and
+// avx2 (the vpmaddubsw sign-trick tile). A missing ISA falls back to the
+// best one.
 INSTANTIATE_TEST_SUITE_P(Cpu, Conformance,
                          ::testing::Combine(kCases, ::testing::Values("cpu"),
-                                            ::testing::Values("fp32", "bf16", "bf16_avx2", "int8", "int8_avx2vnni", "int8_avx2")),
+                                            ::testing::Values("fp32", "bf16", "bf16_avx512bf16", "bf16_avx2", "int8",
+                                                              "int8_avx512vnni", "int8_avx2vnni", "int8_avx2")),
                          testName);
 #if defined(EIN_HAVE_CUDA)
 INSTANTIATE_TEST_SUITE_P(Cuda, Conformance,

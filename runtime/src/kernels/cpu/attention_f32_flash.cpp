@@ -25,7 +25,7 @@
 namespace ein::detail::cpu {
 namespace {
 
-constexpr int64_t kQueryTile = 64;    // queries per work item
+constexpr int64_t kQueryTile = 64;    // queries per work item (a multiple of amx's 32-row bf16 tile)
 constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
 constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
 
@@ -78,16 +78,19 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t qI = op.q.strides[r], qD = op.q.strides[r + 1], kJ = op.k.strides[r], kD = op.k.strides[r + 1],
                 vJ = op.v.strides[r], vE = op.v.strides[r + 1], oI = op.out.strides[r], oE = op.out.strides[r + 1];
   const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
-  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  // A bf16 artifact on a CPU with the bf16 gemm: keys, values, the scaled
+  // queries and the probabilities are rounded to bf16 as they are packed,
+  // q . k and p . v run on the bf16 tile (f32 accumulation: the taller
+  // bf16GemmTallTile where the table has one, amx's 32 rows); the softmax,
+  // its running max and sum, and the output stay f32.
+  const bool bf16 = op.bf16 && isa.bf16GemmTile;
+  const bool tall = bf16 && isa.bf16GemmTallTile;
+  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  const int mr = tall ? isa.bf16GemmTallMr : isa.gemmMr, nr = isa.gemmNr;
   const FlashScratch layout(op, mr, nr);
   // Query tiles of equal size, each a whole number of register tiles.
   const int64_t queryTile = blockSize(I, kQueryTile, mr);
   const int64_t tiles = ceilDiv(I, queryTile);
-  // A bf16 artifact on a CPU with the bf16 gemm: keys, values, the scaled
-  // queries and the probabilities are rounded to bf16 as they are packed,
-  // q . k and p . v run on bf16GemmTile (f32 accumulation); the softmax, its
-  // running max and sum, and the output stay f32.
-  const bool bf16 = op.bf16 && isa.bf16GemmTile;
   const int64_t dPairs = (D + 1) / 2, jPairs = (J + 1) / 2;
   for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
@@ -141,8 +144,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairs;
         for (int64_t jr = 0; jr < keys; jr += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            isa.bf16GemmTile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock,
-                             false, nullptr, 0);
+            bf16Tile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock, false,
+                     nullptr, 0);
       } else {
         keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
       }
@@ -178,8 +181,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            isa.bf16GemmTile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr,
-                             0);
+            bf16Tile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr, 0);
         continue;
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/blocking.hpp"
 #include "kernels/cpu/kernels.hpp"
@@ -60,6 +62,30 @@ inline GemmItem gemmItem(const Gemm &op, const GemmItems &items, int64_t item) {
   }
   return it;
 }
+
+// A thread's note, at the start of its scratch, of which (batch, row block)
+// the rows of a prepared there (quantized, or packed as bf16 pairs) belong
+// to: the column blocks of one row block are consecutive items, so a thread
+// that gets several of them prepares the rows once. Bytes, since scratch is
+// only float-aligned; forgotten (-1) on every thread before each call.
+class PreparedRows {
+ public:
+  static constexpr size_t kScratchFloats = 16;  // a cache line, so what follows keeps the scratch's alignment
+  explicit PreparedRows(float *scratch) : at_(reinterpret_cast<std::byte *>(scratch)) {}
+  static int64_t rowBlock(const GemmItems &items, int64_t item) { return item / items.nBlocks; }
+  bool hold(int64_t rowBlock) const {
+    int64_t held;
+    std::memcpy(&held, at_, sizeof held);
+    return held == rowBlock;
+  }
+  void set(int64_t rowBlock) const { std::memcpy(at_, &rowBlock, sizeof rowBlock); }
+  static void forgetAll(const KernelContext &context) {
+    for (int thread = 0; thread < context.threads(); ++thread) PreparedRows(context.threadScratch(thread)).set(-1);
+  }
+
+ private:
+  std::byte *at_;
+};
 
 // Row i of the item (acc: its cols sums, f32, may be overwritten) through the
 // fused epilogue into c.

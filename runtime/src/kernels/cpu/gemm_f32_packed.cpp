@@ -75,7 +75,7 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
 }  // namespace
 
 size_t gemmF32PackedScratchFloats() {
-  return static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
+  return PreparedRows::kScratchFloats + static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
 }
 
 Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
@@ -96,17 +96,24 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // bf16 artifact on a CPU with the bf16 gemm): activations are rounded to
   // bf16 while packed, products and sums are f32.
   const bool bf16 = packed && packed->bf16Pairs;
+  // The bf16 tile: the table's taller one where it has one (amx), and the
+  // row blocks in its rows.
+  const bool tall = bf16 && isa.bf16GemmTallTile;
+  const int tileMr = tall ? isa.bf16GemmTallMr : mr;
+  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
 
   const size_t r = op.batch.size();
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   // bf16 blocks of k start at even rows, where the weights' pairs start.
   const int64_t kc = k > 0 ? blockSize(k, kKc, bf16 ? 2 : 1) : 0;
-  const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
+  const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, kMaxMc, kMaxNc, context.threads());
+  PreparedRows::forgetAll(context);
 
   context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
     const GemmItem it = gemmItem(op, items, item);
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a, bOff = it.b;
-    float *aPack = context.threadScratch(thread);
+    const PreparedRows prepared(context.threadScratch(thread));
+    float *aPack = context.threadScratch(thread) + PreparedRows::kScratchFloats;
     float *bPack = aPack + kMaxMc * kKc;
     float *acc = bPack + kKc * kMaxNr;
     const int64_t ldc = roundUp(cols, nr);
@@ -114,24 +121,28 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
     for (int64_t p0 = 0; p0 < k; p0 += kc) {
       const int64_t depth = std::min(kc, k - p0);
       if (bf16) {
-        // The block's rows of a as rows of bf16 pairs (in aPack's room), then
-        // the tile over each weight panel's pairs from row p0 on.
+        // The block's rows of a as rows of bf16 pairs (in aPack's room; kept
+        // for the thread's next item where k is one block), then the tile
+        // over each weight panel's pairs from row p0 on.
         const int64_t pairs = (depth + 1) / 2;
         auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
-        for (int64_t ir = 0; ir < rows; ir += mr)
-          isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
-                           aPairs + ir * pairs, pairs);
+        if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); depth < k || !prepared.hold(rowBlock)) {
+          for (int64_t ir = 0; ir < rows; ir += tileMr)
+            isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(tileMr, rows - ir),
+                             depth, tileMr, aPairs + ir * pairs, pairs);
+          prepared.set(depth < k ? -1 : rowBlock);
+        }
         for (int64_t jr = 0; jr < cols; jr += nr) {
           const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
           const char *next = nullptr;
           int64_t slice = 0;
           if (jr + nr < cols) {
             next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
-            slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, mr)), 64);
+            slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, tileMr)), 64);
           }
-          for (int64_t ir = 0; ir < rows; ir += mr)
-            isa.bf16GemmTile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
-                             next ? next + ir / mr * slice : nullptr, slice);
+          for (int64_t ir = 0; ir < rows; ir += tileMr)
+            bf16Tile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+                     next ? next + ir / tileMr * slice : nullptr, slice);
         }
         continue;
       }

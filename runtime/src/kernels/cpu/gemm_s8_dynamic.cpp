@@ -53,7 +53,7 @@ size_t paddedBytes(int64_t k) { return static_cast<size_t>((k + 3) / 4 * 4); }
 S8Scratch scratchOf(float *base, int64_t k) {
   auto *bytes = reinterpret_cast<std::byte *>(base);
   S8Scratch s;
-  s.rowScale = reinterpret_cast<float *>(bytes);
+  s.rowScale = reinterpret_cast<float *>(bytes + PreparedRows::kScratchFloats * sizeof(float));
   s.acc = reinterpret_cast<int32_t *>(s.rowScale + kMaxMc);
   s.columnSums = s.acc + kMaxMc * kMaxNc;
   s.row = reinterpret_cast<float *>(s.columnSums + kMaxNc);
@@ -69,7 +69,7 @@ S8Scratch scratchOf(float *base, int64_t k) {
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
   // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
   const unsigned __int128 bytes = static_cast<unsigned __int128>(sizeof(float)) *
-                                      (kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
+                                      (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
                                   static_cast<unsigned __int128>(kMaxMc + kMaxNr) *
                                       (static_cast<uint64_t>(op.k) + 3);
   constexpr size_t kLimit = SIZE_MAX / 16;
@@ -95,20 +95,26 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t kPadded = static_cast<int64_t>(paddedBytes(k)), quads = kPadded / 4;
   const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
+  PreparedRows::forgetAll(context);
 
   context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
     const GemmItem it = gemmItem(op, items, item);
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a;
     const S8Scratch s = scratchOf(context.threadScratch(thread), k);
-    // The block's rows of a, quantized (rows past m: zeros, never stored).
+    // The block's rows of a, quantized (rows past m: zeros, never stored),
+    // unless this thread's previous item had the same rows.
     const int64_t paddedRows = roundUp(rows, mr);
-    for (int64_t i = 0; i < rows; ++i) {
-      const float *src = a + aOff + (i0 + i) * aM;
-      uint8_t *dst = s.aQ + i * kPadded;
-      s.rowScale[i] = aK == 1 ? isa.s8QuantizeRow(src, k, kPadded, dst)
-                              : quantizeRowS8(src, aK, k, kPadded, static_cast<uint8_t>(offset), dst);
+    const PreparedRows prepared(context.threadScratch(thread));
+    if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); !prepared.hold(rowBlock)) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float *src = a + aOff + (i0 + i) * aM;
+        uint8_t *dst = s.aQ + i * kPadded;
+        s.rowScale[i] = aK == 1 ? isa.s8QuantizeRow(src, k, kPadded, dst)
+                                : quantizeRowS8(src, aK, k, kPadded, static_cast<uint8_t>(offset), dst);
+      }
+      std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
+      prepared.set(rowBlock);
     }
-    std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
     const int64_t ldc = roundUp(cols, nr);
     for (int64_t jr = 0; jr < cols; jr += nr) {
       const int8_t *panel;

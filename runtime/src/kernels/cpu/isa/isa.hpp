@@ -40,7 +40,7 @@ void evaluateLanesF32(const Instruction &in, const float *a, const float *b, con
                       int64_t count);
 
 struct IsaKernels {
-  const char *name;  // "avx512bf16", "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"
+  const char *name;  // "amx", "avx512bf16", "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
   // c[r * ldc + j] (+)= sum_p a[p * mr + r] * b[p * nr + j] over the full
   // mr x nr tile: a and b are packed panels of kc steps; accumulate adds to c.
@@ -89,8 +89,8 @@ struct IsaKernels {
   void (*expInPlace)(float *x, int64_t n);
   void (*activateInPlace)(float *x, int64_t n, Activation activation);
 
-  // bf16 arithmetic with f32 accumulation: only the avx512bf16 table has it
-  // (null elsewhere, where bf16 weights are widened to f32 while packing).
+  // bf16 arithmetic with f32 accumulation: only the avx512bf16 and amx tables
+  // have it (null elsewhere, where bf16 weights are widened to f32 while packing).
   // c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * nr + j] over the mr x nr
   // tile, where each uint32 holds a pair of bf16 (element 2q in the low half,
   // 2q + 1 in the high half) and . is the pair's dot product (vdpbf16ps: the
@@ -103,6 +103,13 @@ struct IsaKernels {
   // contiguous rows convert and store a vector at a time.
   void (*bf16PackRows)(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                        int64_t ldd) = nullptr;
+  // A taller tile for the gemm's bf16 path, as bf16GemmTile but over
+  // bf16GemmTallMr x gemmNr (amx: 32 x 64 from tile registers); null where
+  // the gemm uses bf16GemmTile. Attention keeps bf16GemmTile (its blocks
+  // are gemmMr rows).
+  int bf16GemmTallMr = 0;
+  void (*bf16GemmTallTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                           bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
 
   // The int8 gemm (int8 artifacts), on every table: exact int32 sums of
   // 8-bit products. c[r * ldc + j] (+)= sum_p A[r][p] * b[p][j] over the
@@ -111,6 +118,7 @@ struct IsaKernels {
   // (s8). The tile reads A as u8 where s8ActivationOffset is 128 (VNNI's
   // vpdpbusd: the driver stores q + 128 and subtracts 128 * the column sums of
   // b) and as s8 where it is 0 (AVX2's vpsignb/vpmaddubsw, portable C++).
+  // amx's tile (tdpbusd) is 32 x 64 over the same panels as avx512vnni's 6 x 64.
   int s8GemmMr = 0, s8GemmNr = 0;
   uint8_t s8ActivationOffset = 0;
   void (*s8GemmTile)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
@@ -134,8 +142,15 @@ const IsaKernels &avx512Kernels();
 const IsaKernels &avx512VnniKernels();
 // avx512vnni plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
 const IsaKernels &avx512Bf16Kernels();
+// avx512bf16 with the gemms' bf16 and int8 tiles on AMX (tdpbf16ps, tdpbusd).
+const IsaKernels &amxKernels();
 
-// The fastest table this CPU runs. EIN_CPU_ISA=avx512|avx2|portable in the
+// Whether this CPU has AMX (tile, bf16, int8), the OS saves the tile state
+// (XCR0) and lets this process use it (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+// once): where the amx table is offered.
+bool amxUsable();
+
+// The fastest table this CPU runs. EIN_CPU_ISA=<a table's name> in the
 // environment picks a lower one (to compare, or to test a path).
 const IsaKernels &bestKernels();
 // Every table this CPU can run, best first.

@@ -43,4 +43,25 @@ const IsaKernels &avx512Bf16Kernels() {
   return kernels;
 }
 
+// Built with -mamx-tile and -mamx-bf16 / -mamx-int8 (bf16_gemm_amx.cpp, s8_gemm_amx.cpp).
+void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                     bool accumulate, const char *prefetch, int64_t prefetchBytes);
+void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                   bool accumulate);
+
+// Every AMX CPU has AVX512_BF16 and AVX512_VNNI: the k tails of the AMX
+// tiles, attention's bf16 tile, row quantization and f32 work are avx512bf16's.
+const IsaKernels &amxKernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx512Bf16Kernels();
+    table.name = "amx";
+    table.bf16GemmTallMr = 32;
+    table.bf16GemmTallTile = &bf16GemmTileAmx;
+    table.s8GemmMr = 32;  // the same 64-column panels and offset as avx512vnni
+    table.s8GemmTile = &s8GemmTileAmx;
+    return table;
+  }();
+  return kernels;
+}
+
 }  // namespace ein::detail::cpu

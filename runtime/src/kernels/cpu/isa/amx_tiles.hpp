@@ -1,0 +1,48 @@
+// What the AMX tiles (bf16_gemm_amx.cpp, s8_gemm_amx.cpp) share: one tile
+// configuration, loaded once per thread, and the register roles of the
+// 32 x 64 gemm tile built from it. Include only from files built with
+// -mamx-tile (runtime/CMakeLists.txt).
+//
+// The configuration: all 8 tile registers 16 rows x 64 bytes. tmm0..tmm3
+// hold a 32 x 32 block of c (16 x 16 f32 or int32 each: rows 0-15 and
+// 16-31, columns 0-15 and 16-31), tmm4/tmm5 the two 16-row halves of a's
+// 64-byte slice of k (16 bf16 pairs or 16 u8 quads), tmm6/tmm7 the two
+// 16-column halves of b's 16 pair or quad rows. The packed panels are
+// already what the tiles read: a panel row is 64 columns of one pair or
+// quad (IsaKernels::bf16GemmTile, s8GemmTile), so a B tile is 16 of its rows
+// at a stride of 256 bytes, and a 32 x 64 tile runs as two 32 x 32 halves.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace ein::detail::cpu::amx {
+
+inline constexpr int kMr = 32, kNr = 64;         // the gemm tile the tables see
+inline constexpr int kTileRows = 16, kTileBytes = 64;
+inline constexpr int64_t kPanelRowBytes = kNr * 4;  // a panel row: 64 pairs or quads
+
+// Loads the configuration on this thread the first time (the OS keeps it
+// with the thread's state; isa_select.cpp asked for the permission to use
+// tile data before offering the amx table). Every thread that runs a tile
+// (the thread pool's workers included) passes through here.
+inline void configureTiles() {
+  struct alignas(64) TileConfig {
+    uint8_t palette = 1, startRow = 0;
+    uint8_t reserved[14] = {};
+    uint16_t bytesPerRow[16] = {};
+    uint8_t rows[16] = {};
+  };
+  static thread_local bool configured = false;
+  if (configured) return;
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytesPerRow[t] = kTileBytes;
+    config.rows[t] = kTileRows;
+  }
+  _tile_loadconfig(&config);
+  configured = true;
+}
+
+}  // namespace ein::detail::cpu::amx
