@@ -79,15 +79,8 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
   if (batchCount * I * E == 0) return Status();
   if (!attentionF32DecodeApplies(op))
     return Status(StatusCode::Internal, "decode attention on more queries or other strides than it handles");
-  const float *q = context.data<const float>(op.q);
-  const float *k = context.data<const float>(op.k);
-  const float *v = context.data<const float>(op.v);
-  float *out = context.data<float>(op.out);
-  const void *mask = op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr;
-  const size_t r = op.batch.size();
-  const int64_t qI = op.q.strides[r], qD = op.q.strides[r + 1], kJ = op.k.strides[r], vJ = op.v.strides[r],
-                oI = op.out.strides[r], oE = op.out.strides[r + 1];
-  const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
+  const auto [q, k, v, out, mask] = attentionData(op, context);
+  const auto [qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ] = attentionStrides(op);  // kD = vE = 1
   const DecodeScratch layout(I, D, E);
   const int threads = context.threads();
 

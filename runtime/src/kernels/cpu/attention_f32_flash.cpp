@@ -69,15 +69,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t I = op.queries, J = op.keys, D = op.headDim, E = op.valueDim;
   const int64_t batchCount = op.batch.product();
   if (batchCount * I * E == 0) return Status();
-  const float *q = context.data<const float>(op.q);
-  const float *k = context.data<const float>(op.k);
-  const float *v = context.data<const float>(op.v);
-  float *out = context.data<float>(op.out);
-  const void *mask = op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr;
-  const size_t r = op.batch.size();
-  const int64_t qI = op.q.strides[r], qD = op.q.strides[r + 1], kJ = op.k.strides[r], kD = op.k.strides[r + 1],
-                vJ = op.v.strides[r], vE = op.v.strides[r + 1], oI = op.out.strides[r], oE = op.out.strides[r + 1];
-  const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
+  const auto [q, k, v, out, mask] = attentionData(op, context);
+  const auto [qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ] = attentionStrides(op);
   const int mr = isa.gemmMr, nr = isa.gemmNr;
   const FlashScratch layout(op, mr, nr);
   // Query tiles of equal size, each a whole number of register tiles.

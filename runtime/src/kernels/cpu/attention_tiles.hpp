@@ -18,6 +18,28 @@
 
 namespace ein::detail::cpu {
 
+// An attention step's operands at run time: the data of q, k, v, out and the
+// mask (null without one), and the strides of each one's two inner axes.
+struct AttentionData {
+  const float *q, *k, *v;
+  float *out;
+  const void *mask;
+};
+inline AttentionData attentionData(const Attention &op, const KernelContext &context) {
+  return {context.data<const float>(op.q), context.data<const float>(op.k), context.data<const float>(op.v),
+          context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
+}
+struct AttentionStrides {
+  int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
+};
+inline AttentionStrides attentionStrides(const Attention &op) {
+  const size_t r = op.batch.size();
+  return {op.q.strides[r],   op.q.strides[r + 1],   op.k.strides[r],
+          op.k.strides[r + 1], op.v.strides[r],     op.v.strides[r + 1],
+          op.out.strides[r], op.out.strides[r + 1], op.mask ? op.mask->strides[r] : 0,
+          op.mask ? op.mask->strides[r + 1] : 0};
+}
+
 // A thread's scratch starts with a tag: the batch index whose keys and values
 // are packed there (-1: none), so its next tile of that index reuses them.
 inline constexpr int64_t kPackedTagFloats = 16;
