@@ -25,7 +25,9 @@ table) x decode tokens/s. Correctness: ein fp32 greedy tokens vs transformers' g
 Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
 safetensors, numpy, gguf and llama-cpp-python (CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python).
 Run:   /work/wt-swin/.venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir /tmp/llm_bench]
-       (--skip-llamacpp, --skip-hf leave engines out; --profile prints ein's EIN_PROFILE time per op kind of
+       (--skip-llamacpp, --skip-hf leave engines out; --einc/--ein-run use other builds' tools;
+       --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
+       e.g. main's, alternated with the others; --profile prints ein's EIN_PROFILE time per op kind of
        one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
 
 Results on this machine (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
@@ -99,11 +101,11 @@ def make_model(work):
     return path
 
 
-def compile_ein(work, weights, precision):
+def compile_ein(work, weights, precision, einc=EINC):
     out = os.path.join(work, f"llama_{precision}.einb")
     if os.path.exists(out):
         return out, None
-    cmd = [EINC, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
+    cmd = [einc, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
     for k, v in DIMS.items():
         cmd += ["--dim", f"{k}={v}"]
     cmd += ["--dim", f"t=1..{CACHE}", "--dim", f"past=0..{CACHE}"]
@@ -199,10 +201,10 @@ def weight_bytes_per_token(precision):
 
 
 # ---------------------------------------------------------------- workers (one process each)
-def worker_ein(einb, mode, n, steps, profile=False):
+def worker_ein(einb, mode, n, steps, profile=False, ein_run=None):
     ids = ",".join(map(str, prompt(n)))
     gen = 1 if mode == "prefill" else steps
-    cmd = [EIN_RUN, einb, "--generate", str(gen), "--prompt-ids", ids, "--threads", str(THREADS)]
+    cmd = [ein_run or EIN_RUN, einb, "--generate", str(gen), "--prompt-ids", ids, "--threads", str(THREADS)]
     env = dict(os.environ)
     if profile:
         env["EIN_PROFILE"] = "1"
@@ -219,10 +221,10 @@ def worker_ein(einb, mode, n, steps, profile=False):
     return res[mode] if not profile else res
 
 
-def decode_profile(einb, n, steps):
+def decode_profile(einb, n, steps, ein_run=None):
     """EIN_PROFILE of a decode step: (prefill n + `steps` steps) minus (prefill n alone), per step."""
     def prof(g):
-        r = worker_ein(einb, "decode", n, g, profile=True)
+        r = worker_ein(einb, "decode", n, g, profile=True, ein_run=ein_run)
         d = {m[0]: float(m[1]) for m in re.findall(r"profile: (\w+)\s+([0-9.]+) ms", r["profile"])}
         return d, r
     a, _ = prof(1)
@@ -305,7 +307,7 @@ def worker_bandwidth():
     return {"numpy_sum_1thread_GBps": np1, "torch_sum_2threads_GBps": a.nbytes / min(t) / 1e9}
 
 
-def worker_correctness(weights, einb, n_new=16):
+def worker_correctness(weights, einb, n_new=16, ein_run=None):
     import torch
     from safetensors.torch import load_file
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -316,7 +318,7 @@ def worker_correctness(weights, einb, n_new=16):
     with torch.no_grad():
         hf = model.generate(torch.tensor([ids]), max_new_tokens=n_new, do_sample=False, num_beams=1,
                             pad_token_id=0, eos_token_id=None)[0, len(ids):].tolist()
-    p = subprocess.run([EIN_RUN, einb, "--generate", str(n_new), "--prompt-ids", ",".join(map(str, ids)),
+    p = subprocess.run([ein_run or EIN_RUN, einb, "--generate", str(n_new), "--prompt-ids", ",".join(map(str, ids)),
                         "--threads", str(THREADS)], capture_output=True, text=True)
     res = {}
     gg = os.path.join(os.path.dirname(einb), "llama_f32.gguf")
@@ -357,14 +359,19 @@ def main():
     ap.add_argument("--skip-hf", action="store_true")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--einc", default=EINC)
+    ap.add_argument("--ein-run", default=EIN_RUN)
+    ap.add_argument("--baseline-ein-run")
     a = ap.parse_args()
     if a.worker:
         w = json.loads(a.worker)
         fn = {"ein": worker_ein, "hf": worker_hf, "llamacpp": worker_llamacpp}.get(w["engine"])
-        if w["engine"] == "bandwidth":
+        if w["engine"] in ("ein", "ein-base"):
+            r = worker_ein(w["path"], w["mode"], w["n"], w["steps"], ein_run=w["ein_run"])
+        elif w["engine"] == "bandwidth":
             r = worker_bandwidth()
         elif w["engine"] == "correct":
-            r = worker_correctness(w["weights"], w["einb"])
+            r = worker_correctness(w["weights"], w["einb"], ein_run=w["ein_run"])
         else:
             r = fn(w["path"], w["mode"], w["n"], w["steps"])
         print(json.dumps(r))
@@ -374,9 +381,11 @@ def main():
     weights = make_model(a.workdir)
     engines, failures = [], {}
     for prec in ("fp32", "bf16", "int8"):
-        path, err = compile_ein(a.workdir, weights, prec)
+        path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
+            if a.baseline_ein_run:
+                engines.append(("ein-base", prec, path))
         else:
             failures[f"ein {prec} compile"] = err
     if not a.skip_hf:
@@ -394,7 +403,7 @@ def main():
     results = {}
     if any(e == "ein" and p == "fp32" for e, p, _ in engines):
         einb = [x for e, p, x in engines if e == "ein" and p == "fp32"][0]
-        c = sub({"engine": "correct", "weights": weights, "einb": einb})
+        c = sub({"engine": "correct", "weights": weights, "einb": einb, "ein_run": a.ein_run})
         print("correctness:", json.dumps(c), flush=True)
         results["correctness"] = c
     if a.profile:
@@ -402,7 +411,7 @@ def main():
             if eng == "ein":
                 for n in DECODE_CONTEXTS:
                     print(f"ein {prec} decode step at context {n}, ms per step by op kind:", flush=True)
-                    for k, ms in decode_profile(path, n, 200).items():
+                    for k, ms in decode_profile(path, n, 200, a.ein_run).items():
                         print(f"   {k:<12}{ms:8.3f}", flush=True)
     bw = sub({"engine": "bandwidth"})
     print("bandwidth:", bw, flush=True)
@@ -413,7 +422,8 @@ def main():
         order = engines if rnd % 2 == 0 else engines[::-1]
         for mode, n in cells:
             for eng, prec, path in order:
-                r = sub({"engine": eng, "path": path, "mode": mode, "n": n, "steps": a.steps})
+                r = sub({"engine": eng, "path": path, "mode": mode, "n": n, "steps": a.steps,
+                         "ein_run": a.baseline_ein_run if eng == "ein-base" else a.ein_run})
                 key = f"{eng}/{prec}/{mode}{n}"
                 if isinstance(r, dict):
                     print(key, "ERROR", r["error"][-400:], flush=True)

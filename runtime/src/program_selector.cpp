@@ -37,7 +37,17 @@ StatusOr<const Program *> ProgramSelector::select(InputShapes shapes, int64_t po
   if (Kept *kept = find(shapes, position)) return prepare(*kept, executor);
   StatusOr<DimBinding> binding = dynamic->bind(shapes, position);
   if (!binding.ok()) return binding.status();
-  StatusOr<std::unique_ptr<const Program>> instance = dynamic->instantiate(binding.value());
+  for (auto kept = kept_.begin(); kept != kept_.end(); ++kept) {
+    if (!dynamic->sameDimsButPosition(*kept->program, binding->dims)) continue;
+    if (prepared_ == kept->program.get()) prepared_ = nullptr;  // its steps change: prepare it again
+    if (Status status = dynamic->reposition(*kept->program, binding.value()); !status.ok()) {
+      kept_.erase(kept);
+      return status;
+    }
+    ++repositions_;
+    return prepare(*kept, executor);
+  }
+  StatusOr<std::unique_ptr<Program>> instance = dynamic->instantiate(binding.value());
   if (!instance.ok()) return instance.status();
   ++instantiations_;
   if (kept_.size() < kKeptInstantiations) {

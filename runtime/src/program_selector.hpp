@@ -5,7 +5,10 @@
 // cost one read of the dims and a comparison of the shapes; dims seen
 // recently re-prepare the executor for their kept instantiation; new dims
 // are bound (checked), instantiated and prepared, replacing the least
-// recently used instantiation when kKeptInstantiations are kept.
+// recently used instantiation when kKeptInstantiations are kept. A model
+// with state keeps one instantiation per dims but its position: each decode
+// step moves it to the new position (DynamicProgram::reposition), decoding
+// again only the steps the position changes.
 #pragma once
 
 #include <cstddef>
@@ -38,10 +41,12 @@ class ProgramSelector {
   // How many times the program was instantiated (for tests: the same shapes
   // twice instantiate once).
   size_t instantiations() const { return instantiations_; }
+  // How many times a kept instantiation was moved to a new position.
+  size_t repositions() const { return repositions_; }
 
  private:
   struct Kept {
-    std::unique_ptr<const Program> program;
+    std::unique_ptr<Program> program;  // this context's own: reposition() changes it
     uint64_t lastUse = 0;
   };
 
@@ -54,7 +59,7 @@ class ProgramSelector {
   const Program *prepared_ = nullptr;  // the one the executor runs
   std::vector<int64_t> dims_;          // scratch for reading the dims, kept to avoid allocating
   uint64_t uses_ = 0;
-  size_t instantiations_ = 0;
+  size_t instantiations_ = 0, repositions_ = 0;
 };
 
 }  // namespace ein::detail

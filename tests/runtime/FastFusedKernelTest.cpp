@@ -134,6 +134,106 @@ INSTANTIATE_TEST_SUITE_P(
                       FlashCase{"no_head_dim", 1, 1, 5, 9, 0, 3, fb::MaskKind::None, false, false}),
     [](const auto &info) { return info.param.name; });
 
+// --- decode attention --------------------------------------------------------------
+
+// A decode step's grouped-query attention: `groups` query heads of
+// `positions` new tokens per key head (queries = groups x positions, query i
+// at position i mod positions), against the first `keys` rows of a cache of
+// `keys + 5` rows, as a session's state holds them.
+struct DecodeCase {
+  std::string name;
+  int64_t kvHeads, groups, positions, keys, headDim, valueDim;
+  bool causal;
+  fb::MaskKind mask = fb::MaskKind::None;
+};
+
+void PrintTo(const DecodeCase &c, std::ostream *out) { *out << c.name; }
+
+std::vector<uint8_t> decodeArtifact(const DecodeCase &c) {
+  const int64_t B = c.kvHeads, I = c.groups * c.positions, J = c.keys, D = c.headDim, E = c.valueDim, rows = J + 5;
+  ArtifactBuilder builder;
+  const uint32_t q = builder.input("q", fb::DType::F32, {B, I, D});
+  const uint32_t k = builder.input("k_cache", fb::DType::F32, {B, rows, D});
+  const uint32_t v = builder.input("v_cache", fb::DType::F32, {B, rows, E});
+  const uint32_t out = builder.output("out", fb::DType::F32, {B, I, E});
+  std::optional<ViewSpec> maskView;
+  if (c.mask != fb::MaskKind::None) {
+    // [i, j], shared by the heads: row 0 masked entirely, row 1 in its first
+    // 150 keys (past a key block), the rest at random.
+    std::vector<float> add = randomFloats(I * J, 43, -3.0f, 1.0f);
+    std::vector<uint8_t> flags(I * J);
+    std::mt19937 generator(44);
+    for (auto &flag : flags) flag = generator() % 4 != 0;
+    for (int64_t i = 0; i < std::min<int64_t>(I, 2); ++i)
+      for (int64_t j = 0; j < (i == 0 ? J : std::min<int64_t>(J - 1, 150)); ++j) {
+        add[i * J + j] = -INFINITY;
+        flags[i * J + j] = c.mask == fb::MaskKind::Keep ? 0 : 1;
+      }
+    uint32_t id = c.mask == fb::MaskKind::Add ? builder.weightsF32({I, J}, add)
+                                              : builder.weights(fb::DType::Bool, {I, J}, flags);
+    maskView = ViewSpec{id, 0, {0, J, 1}};
+  }
+  AttentionSpec spec{{B},
+                     I,
+                     J,
+                     D,
+                     E,
+                     1.0f / std::sqrt(float(std::max<int64_t>(D, 1))),
+                     ViewSpec{q, 0, {I * D, D, 1}},
+                     ViewSpec{k, 0, {rows * D, D, 1}},
+                     ViewSpec{v, 0, {rows * E, E, 1}},
+                     ViewSpec{out, 0, {I * E, E, 1}},
+                     c.mask,
+                     maskView};
+  spec.causalPositions = c.causal ? c.positions : 0;
+  builder.attention(spec);
+  return builder.build();
+}
+
+class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
+
+// On every ISA and 1-4 threads (4 threads split one key head's keys into
+// ranges whose partial results are combined; 1 thread never does).
+TEST_P(DecodeAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
+  StepHarness harness(decodeArtifact(GetParam()));
+  ASSERT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(harness.program().steps[0].kernel)));
+  std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2, 3, 4}) {
+      std::vector<float> got = harness.run(detail::cpu::attentionF32Decode, *isa, threads);
+      expectNear(got, want, 2e-5, std::string(isa->name) + " threads " + std::to_string(threads));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DecodeAttentionTest,
+    ::testing::Values(DecodeCase{"one_key", 1, 1, 1, 1, 1, 1, true},
+                      DecodeCase{"gqa3_context128", 4, 3, 1, 128, 64, 64, true},
+                      DecodeCase{"gqa3_context2048", 4, 3, 1, 2048, 64, 64, true},
+                      DecodeCase{"mqa8_context2049", 1, 8, 1, 2049, 64, 64, true},
+                      DecodeCase{"mha_context1000", 2, 1, 1, 1000, 32, 48, false},
+                      DecodeCase{"chunk_of_3_after_cache", 2, 2, 3, 300, 16, 16, true},
+                      DecodeCase{"odd_sizes", 1, 1, 1, 777, 7, 5, true},
+                      DecodeCase{"add_mask_rows_hidden", 1, 2, 1, 600, 32, 24, false, fb::MaskKind::Add},
+                      DecodeCase{"keep_mask_split", 1, 4, 1, 1100, 16, 16, true, fb::MaskKind::Keep},
+                      DecodeCase{"drop_mask", 2, 3, 1, 301, 8, 8, false, fb::MaskKind::Drop},
+                      DecodeCase{"no_keys", 1, 2, 1, 0, 4, 5, false}),
+    [](const auto &info) { return info.param.name; });
+
+// More than kDecodeQueries queries go to the flash kernel; rows at any
+// stride (heads interleaved with positions) stay here.
+TEST(DecodeAttentionTest, AppliesToFewQueriesOverRowsAtAnyStride) {
+  DecodeCase few{"few", 1, 8, 1, 64, 16, 16, true}, many{"many", 1, 3, 3, 64, 16, 16, true};
+  StepHarness fewHarness(decodeArtifact(few)), manyHarness(decodeArtifact(many));
+  EXPECT_TRUE(detail::cpu::attentionF32DecodeApplies(
+      std::get<detail::Attention>(fewHarness.program().steps[0].kernel)));
+  EXPECT_FALSE(detail::cpu::attentionF32DecodeApplies(
+      std::get<detail::Attention>(manyHarness.program().steps[0].kernel)));
+  FlashCase permuted{"odd_7_permuted", 2, 3, 1, 7, 5, 3, fb::MaskKind::None, false, true};
+  StepHarness strided(flashArtifact(permuted, false));
+  EXPECT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(strided.program().steps[0].kernel)));
+}
+
 // --- talking heads ----------------------------------------------------------------
 
 struct TalkingCase {

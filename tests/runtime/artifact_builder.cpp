@@ -164,7 +164,8 @@ void ArtifactBuilder::attention(const AttentionSpec &spec, const std::string &lo
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     auto kernel = fb::CreateAttentionDirect(b, &spec.batch, spec.queries, spec.keys, spec.headDim, spec.valueDim,
                                             spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
-                                            viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill);
+                                            viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill,
+                                            spec.causalPositions > 0, spec.causalPositions);
     return fb::CreateStepDirect(b, fb::Kernel::Attention, kernel.Union(), location.c_str());
   });
 }

@@ -49,6 +49,7 @@ struct AttentionSpec {
   fb::MaskKind maskKind = fb::MaskKind::None;
   std::optional<ViewSpec> mask;
   float maskFill = -INFINITY;
+  int64_t causalPositions = 0;  // 0: not causal
 };
 
 struct TalkingHeadsSpec {

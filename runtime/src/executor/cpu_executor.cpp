@@ -106,9 +106,12 @@ class CpuExecutor final : public Executor {
 
  private:
   // Scratch sized for the largest need prepared so far: a dynamic model's
-  // contexts allocate only when a run needs more than any before.
+  // contexts allocate only when a run needs more than any before, and then
+  // half as much again, so a need that creeps up (attention over a cache
+  // growing by a row per decode step) allocates a logarithmic number of times.
   Status growScratch(size_t floatsPerThread) {
     if (scratchAllocated_ && floatsPerThread <= scratchStride_) return Status();
+    if (scratchAllocated_) floatsPerThread = std::max(floatsPerThread, (scratchStride_ + scratchStride_ / 2 + 15) / 16 * 16);
     // The product is checked so a hostile size fails the allocation instead of wrapping.
     const auto threads = static_cast<size_t>(threads_);
     if (floatsPerThread > SIZE_MAX / sizeof(float) / threads)

@@ -68,6 +68,7 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   for (uint32_t tensor : atMaxima.inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
   for (uint32_t tensor : atMaxima.outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
   EIN_RETURN_IF_ERROR(dynamic->findDimSources(atMaxima));
+  dynamic->findPositionDependents();
   // The steps shown and the weights packed once come from the maxima; for a
   // model with state, from the maxima with its position at 0: a full cache
   // cannot take the largest chunk (a check excludes the plain maxima).
@@ -169,6 +170,48 @@ Status DynamicProgram::findDimSources(const Program &probe) {
   return Status();
 }
 
+void DynamicProgram::findPositionDependents() {
+  if (base_.positionDim < 0) return;
+  const auto position = static_cast<size_t>(base_.positionDim);
+  const size_t tensorCount = model_.tensors() ? model_.tensors()->size() : 0;
+  std::vector<bool> moves(tensorCount, false);
+  for (uint32_t id = 0; id < tensorCount; ++id)
+    for (int64_t field : shapeFields(model_, id))
+      if (sizes_.dependsOnDim(field, position)) moves[id] = true;
+  for (uint32_t id = 0; id < tensorCount; ++id)
+    if (moves[id]) positionTensors_.push_back(id);
+  const size_t stepCount = model_.steps() ? model_.steps()->size() : 0;
+  std::vector<int64_t> fields;
+  std::vector<uint32_t> tensors;
+  for (uint32_t s = 0; s < stepCount; ++s) {
+    fields.clear();
+    tensors.clear();
+    collectStepReferences(*model_.steps()->Get(s), fields, tensors);
+    bool depends = false;
+    for (int64_t field : fields) depends = depends || sizes_.dependsOnDim(field, position);
+    for (uint32_t tensor : tensors) depends = depends || (tensor < tensorCount && moves[tensor]);
+    if (depends) positionSteps_.push_back(s);
+  }
+}
+
+bool DynamicProgram::sameDimsButPosition(const Program &program, std::span<const int64_t> dims) const {
+  if (base_.positionDim < 0 || program.dimValues.size() != dims.size()) return false;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (d != static_cast<size_t>(base_.positionDim) && program.dimValues[d] != dims[d]) return false;
+  return true;
+}
+
+Status DynamicProgram::reposition(Program &program, const DimBinding &binding) const {
+  const SizeResolver resolve(binding.values);
+  if (Status status = redecode(model_, resolve, positionTensors_, positionSteps_, program); !status.ok())
+    return Status(status.code(),
+                  fmt::format("{}: at {}: {}", base_.name, dimsAt(sizes_, binding.dims), status.message()));
+  for (uint32_t s : positionSteps_)
+    if (auto *gemm = std::get_if<Gemm>(&program.steps[s].kernel)) gemm->packedB = packedByStep_[s];
+  program.dimValues = binding.dims;
+  return Status();
+}
+
 bool DynamicProgram::readDims(InputShapes shapes, int64_t position, std::vector<int64_t> &dims) const {
   if (shapes.size() != inputFields_.size()) return false;
   for (size_t i = 0; i < shapes.size(); ++i)
@@ -235,7 +278,7 @@ std::string DynamicProgram::axisMismatch(size_t input, size_t axis, int64_t give
   return fmt::format("{}, but the model expects {}", head, expected);
 }
 
-StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBinding &binding) const {
+StatusOr<std::unique_ptr<Program>> DynamicProgram::instantiate(const DimBinding &binding) const {
   std::unique_ptr<Program> program = copyFixedParts(base_);
   const SizeResolver resolve(binding.values);
   Status status = decodeTensors(model_, resolve, ArenaClaim::PlannedForOtherSizes, *program);
@@ -246,7 +289,7 @@ StatusOr<std::unique_ptr<const Program>> DynamicProgram::instantiate(const DimBi
   for (size_t s = 0; s < program->steps.size(); ++s)
     if (auto *gemm = std::get_if<Gemm>(&program->steps[s].kernel)) gemm->packedB = packedByStep_[s];
   program->dimValues = binding.dims;
-  return std::unique_ptr<const Program>(std::move(program));
+  return program;
 }
 
 StatusOr<std::vector<std::vector<int64_t>>> DynamicProgram::shapesAt(const std::vector<std::vector<int64_t>> &fields,

@@ -49,7 +49,14 @@ class DynamicProgram {
   StatusOr<DimBinding> bind(InputShapes shapes, int64_t position = 0) const;
   // The program at `binding`: every tensor, view and step verified at these
   // sizes (the arena at the planned offsets), gemm weights pre-packed at load.
-  StatusOr<std::unique_ptr<const Program>> instantiate(const DimBinding &binding) const;
+  StatusOr<std::unique_ptr<Program>> instantiate(const DimBinding &binding) const;
+  // `program` (an instantiation at the same dims but the position) moved to
+  // `binding`'s position: only the tensors and steps that depend on the
+  // position are decoded and verified again, as instantiate() would. On an
+  // error `program` is left part-way and must be discarded.
+  Status reposition(Program &program, const DimBinding &binding) const;
+  // Whether `program` is an instantiation at `dims` except, perhaps, the position.
+  bool sameDimsButPosition(const Program &program, std::span<const int64_t> dims) const;
   // Each output's shape at `binding`.
   std::vector<std::vector<int64_t>> outputShapes(const DimBinding &binding) const;
   // Each input's shape at `dims` (each within its range).
@@ -77,6 +84,7 @@ class DynamicProgram {
   Status checkWeightsAreFixed(const Program &atMaxima) const;
   void packWeightsAtMaxima(MaximaProbe &probe, Program &base);
   Status findDimSources(const Program &probe);
+  void findPositionDependents();
   Status checkInputAxes(InputShapes shapes, std::span<const int64_t> dims, const SizeProgram::Values &values) const;
   StatusOr<std::vector<std::vector<int64_t>>> shapesAt(const std::vector<std::vector<int64_t>> &fields,
                                                        std::span<const int64_t> dims,
@@ -90,6 +98,9 @@ class DynamicProgram {
   std::vector<std::vector<int64_t>> inputFields_, outputFields_;
   std::vector<AxisOfInput> dimSources_;  // per dim: the first input axis that is exactly it
   std::vector<int32_t> packedByStep_;    // per step: its gemm's entry in base_.packed, or -1
+  // The tensors whose shapes depend on the position dim, and the steps that
+  // read a (size) field depending on it or view such a tensor.
+  std::vector<uint32_t> positionTensors_, positionSteps_;
 };
 
 }  // namespace ein::detail

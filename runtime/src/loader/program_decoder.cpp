@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/step_decoder.hpp"
@@ -229,6 +230,37 @@ Status decodeSteps(const fb::Model &model, const SizeResolver &sizes, Program &p
   for (size_t index = 0; index < stepCount; ++index)
     EIN_RETURN_IF_ERROR(
         decodeStep(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(index)), index, sizes, program));
+  return Status();
+}
+
+Status redecode(const fb::Model &model, const SizeResolver &sizes, std::span<const uint32_t> tensors,
+                std::span<const uint32_t> steps, Program &program) {
+  const size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
+  const size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
+  for (uint32_t id : tensors) {
+    StatusOr<Tensor> tensor = decodeTensor(*model.tensors()->Get(id), program, inputCount, outputCount, sizes);
+    if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
+    program.tensors[id] = std::move(tensor).value();
+  }
+  // What decodeTensors derives from tensors' shapes: the bound infos' shapes
+  // and the state's claim (bindings and storage no size changes).
+  if (!tensors.empty()) {
+    auto reshape = [&](std::vector<TensorInfo> &infos, const std::vector<uint32_t> &ids) {
+      for (size_t i = 0; i < infos.size(); ++i) infos[i].shape = program.tensors[ids[i]].shape.vector();
+    };
+    reshape(program.inputs, program.inputTensors);
+    reshape(program.outputs, program.outputTensors);
+    reshape(program.states, program.stateTensors);
+    EIN_RETURN_IF_ERROR(checkStateJustified(program));
+  }
+  if (program.positionDim >= 0) {
+    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(model.position_advance(), "position_advance"));
+    if (program.positionAdvance < 0)
+      return invalid(fmt::format("the position advances by {} rows, a negative number", program.positionAdvance));
+  }
+  for (uint32_t index : steps)
+    EIN_RETURN_IF_ERROR(
+        decodeStep(*model.steps()->Get(index), index, sizes, program, program.steps[index], program.stepInfos[index]));
   return Status();
 }
 

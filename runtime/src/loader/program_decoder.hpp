@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 
 #include "ein/status.hpp"
@@ -31,5 +32,12 @@ enum class ArenaClaim { JustifiedByTheseSizes, PlannedForOtherSizes };
 Status decodeTensors(const schema::Model &model, const SizeResolver &sizes, ArenaClaim arena, Program &program);
 // The steps, appended to `program` (after decodeTensors).
 Status decodeSteps(const schema::Model &model, const SizeResolver &sizes, Program &program);
+// Decodes again, in `program` (decoded by decodeTensors and decodeSteps at
+// other sizes), the listed tensors and steps at `sizes`, each verified as
+// there, with what depends on tensors' shapes (the bound infos, the state's
+// claim) and the position's advance: the steps not listed must be the same
+// at both sizes. On an error `program` is left part-way, to be discarded.
+Status redecode(const schema::Model &model, const SizeResolver &sizes, std::span<const uint32_t> tensors,
+                std::span<const uint32_t> steps, Program &program);
 
 }  // namespace ein::detail

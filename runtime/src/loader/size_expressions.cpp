@@ -212,12 +212,15 @@ int64_t readLong(const uint8_t *at) {
 
 const uint8_t *follow(const uint8_t *offset) { return offset + flatbuffers::ReadScalar<flatbuffers::uoffset_t>(offset); }
 
-// Checks every (size) field of a verified table and of the tables below it,
-// guided by the schema's mini-reflection tables (--reflect-names): a generic
-// walk, so a kernel added to the schema is covered without code here.
-// Structs are skipped: the only one, SizeOp, holds no (size) field.
-Status checkTableReferences(const flatbuffers::Table &table, const flatbuffers::TypeTable &type,
-                            size_t expressionCount) {
+// Calls onSize(name, value) for every (size) field of a verified table and
+// of the tables below it, and onTensor(value) for every field named
+// "tensor" (a View's, a Binding's): guided by the schema's mini-reflection
+// tables (--reflect-names), a generic walk, so a kernel added to the schema
+// is covered without code here. Structs are skipped: the only one, SizeOp,
+// holds no (size) field.
+template <typename OnSize, typename OnTensor>
+Status walkReferences(const flatbuffers::Table &table, const flatbuffers::TypeTable &type, OnSize &onSize,
+                      OnTensor &onTensor) {
   for (size_t i = 0; i < type.num_elems; ++i) {
     const uint8_t *field = table.GetAddressOf(flatbuffers::FieldIndexToOffset(static_cast<flatbuffers::voffset_t>(i)));
     if (!field) continue;
@@ -232,12 +235,12 @@ Status checkTableReferences(const flatbuffers::Table &table, const flatbuffers::
     }
     if (code.base_type == flatbuffers::ET_LONG) {
       if (!isSizeField(type.names[i])) continue;
-      for (flatbuffers::uoffset_t j = 0; j < count; ++j) {
-        const int64_t value = readLong(code.is_repeating ? elements + j * sizeof(int64_t) : field);
-        if (Status status = checkReference(value, expressionCount, fmt::format("field {} ({})", type.names[i], value));
-            !status.ok())
-          return status;
-      }
+      for (flatbuffers::uoffset_t j = 0; j < count; ++j)
+        EIN_RETURN_IF_ERROR(onSize(type.names[i], readLong(code.is_repeating ? elements + j * sizeof(int64_t) : field)));
+      continue;
+    }
+    if (code.base_type == flatbuffers::ET_UINT && !code.is_repeating && std::strcmp(type.names[i], "tensor") == 0) {
+      onTensor(flatbuffers::ReadScalar<uint32_t>(field));
       continue;
     }
     if (code.base_type != flatbuffers::ET_SEQUENCE || !ref) continue;
@@ -250,15 +253,14 @@ Status checkTableReferences(const flatbuffers::Table &table, const flatbuffers::
       const size_t member = tag ? *tag : 0;
       if (member == 0 || member >= ref->num_elems || ref->type_codes[member].sequence_ref < 0) continue;
       const flatbuffers::TypeTable *memberType = ref->type_refs[ref->type_codes[member].sequence_ref]();
-      EIN_RETURN_IF_ERROR(checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(follow(field)),
-                                               *memberType, expressionCount));
+      EIN_RETURN_IF_ERROR(
+          walkReferences(*reinterpret_cast<const flatbuffers::Table *>(follow(field)), *memberType, onSize, onTensor));
       continue;
     }
     if (ref->st != flatbuffers::ST_TABLE) continue;
     for (flatbuffers::uoffset_t j = 0; j < count; ++j) {
       const uint8_t *child = follow(code.is_repeating ? elements + j * sizeof(flatbuffers::uoffset_t) : field);
-      EIN_RETURN_IF_ERROR(
-          checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(child), *ref, expressionCount));
+      EIN_RETURN_IF_ERROR(walkReferences(*reinterpret_cast<const flatbuffers::Table *>(child), *ref, onSize, onTensor));
     }
   }
   return Status();
@@ -386,6 +388,11 @@ std::vector<bool> SizeProgram::dimsUsed(int64_t field) const {
   return used;
 }
 
+bool SizeProgram::dependsOnDim(int64_t field, size_t dim) const {
+  const std::vector<bool> used = dimsUsed(field);
+  return dim < used.size() && used[dim];
+}
+
 bool SizeProgram::dependsOnDims(int64_t field) const {
   for (bool used : dimsUsed(field))
     if (used) return true;
@@ -413,8 +420,21 @@ StatusOr<int64_t> SizeResolver::operator()(int64_t field, const char *what) cons
 }
 
 Status checkSizeReferences(const fb::Model &model, size_t expressionCount) {
-  return checkTableReferences(*reinterpret_cast<const flatbuffers::Table *>(&model), *fb::ModelTypeTable(),
-                              expressionCount);
+  auto onSize = [&](const char *name, int64_t value) {
+    return checkReference(value, expressionCount, fmt::format("field {} ({})", name, value));
+  };
+  auto onTensor = [](uint32_t) {};
+  return walkReferences(*reinterpret_cast<const flatbuffers::Table *>(&model), *fb::ModelTypeTable(), onSize,
+                        onTensor);
+}
+
+void collectStepReferences(const fb::Step &step, std::vector<int64_t> &sizeFields, std::vector<uint32_t> &tensors) {
+  auto onSize = [&](const char *, int64_t value) {
+    sizeFields.push_back(value);
+    return Status();
+  };
+  auto onTensor = [&](uint32_t tensor) { tensors.push_back(tensor); };
+  (void)walkReferences(*reinterpret_cast<const flatbuffers::Table *>(&step), *fb::StepTypeTable(), onSize, onTensor);
 }
 
 }  // namespace ein::detail

@@ -74,8 +74,9 @@ class SizeProgram {
   std::string text(int64_t field) const;
   // The dim a field is exactly (its expression is the single op Dim), if any.
   std::optional<size_t> bareDim(int64_t field) const;
-  // Whether a field's value depends on any dim.
+  // Whether a field's value depends on any dim, or on dim `dim`.
   bool dependsOnDims(int64_t field) const;
+  bool dependsOnDim(int64_t field, size_t dim) const;
   // "t = 7, b = 2": the dims the fields depend on, at `dimValues`.
   std::string dimsText(std::initializer_list<int64_t> fields, std::span<const int64_t> dimValues) const;
 
@@ -110,5 +111,8 @@ class SizeResolver {
 // artifact, all of which are (size) fields except Binding.upper_bound,
 // Dim.min, Dim.max and SizeOp.operand.
 Status checkSizeReferences(const schema::Model &model, size_t expressionCount);
+// Appends the (size) fields of a verified step (the same walk) and the
+// tensors its views name.
+void collectStepReferences(const schema::Step &step, std::vector<int64_t> &sizeFields, std::vector<uint32_t> &tensors);
 
 }  // namespace ein::detail

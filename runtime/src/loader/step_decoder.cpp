@@ -539,7 +539,17 @@ StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo
 }  // namespace
 
 Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes, Program &program) {
+  Step decoded;
   StepInfo info;
+  EIN_RETURN_IF_ERROR(decodeStep(step, index, sizes, program, decoded, info));
+  program.steps.push_back(std::move(decoded));
+  program.stepInfos.push_back(std::move(info));
+  return Status();
+}
+
+Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes, const Program &program, Step &out,
+                  StepInfo &info) {
+  info = StepInfo{};
   info.op = kernelName(step.kernel_type());
   info.location = step.location() ? step.location()->str() : "";
   std::string label = info.location.empty() ? fmt::format("step {} ({})", index, info.op)
@@ -550,8 +560,7 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   StepChecker check(program, sizes);
   StatusOr<Kernel> kernel = decodeKernel(step, check, info);
   if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
-  program.steps.push_back(Step{std::move(kernel).value(), std::move(label)});
-  program.stepInfos.push_back(std::move(info));
+  out = Step{std::move(kernel).value(), std::move(label)};
   return Status();
 }
 

@@ -17,5 +17,8 @@ namespace ein::detail {
 // Every (size) field is read through `sizes`: the one decoder serves a static
 // program at load and each instantiation of a dynamic one.
 Status decodeStep(const schema::Step &step, size_t index, const SizeResolver &sizes, Program &program);
+// The same into `out` and `info`, verified against `program`'s tensors.
+Status decodeStep(const schema::Step &step, size_t index, const SizeResolver &sizes, const Program &program, Step &out,
+                  StepInfo &info);
 
 }  // namespace ein::detail

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "driver/Compiler.h"
+#include "../../runtime/session_test_peer.hpp"
 #include "ein/runtime.hpp"
 #include "target/ParamSources.h"
 
@@ -100,6 +101,9 @@ TEST(SessionState, ChunkedRunsMatchOneRun) {
   EXPECT_EQ(chunked->position(), 3);
   for (int64_t t = 3; t < 8; ++t) expectNear(run(*chunked, t, t + 1), rowsOf(all, 8, t, t + 1));  // decode steps
   EXPECT_EQ(chunked->position(), 8);
+  // The prefill's chunk and the first decode step instantiate; the later
+  // steps move the decode step's instantiation to their positions.
+  EXPECT_EQ(ein::detail::SessionTestPeer::instantiations(*chunked), 2u);
 }
 
 TEST(SessionState, AnAppendPastTheCapacityFailsAndKeepsTheState) {

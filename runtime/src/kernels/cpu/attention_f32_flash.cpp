@@ -69,15 +69,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   const int64_t I = op.queries, J = op.keys, D = op.headDim, E = op.valueDim;
   const int64_t batchCount = op.batch.product();
   if (batchCount * I * E == 0) return Status();
-  const float *q = context.data<const float>(op.q);
-  const float *k = context.data<const float>(op.k);
-  const float *v = context.data<const float>(op.v);
-  float *out = context.data<float>(op.out);
-  const void *mask = op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr;
-  const size_t r = op.batch.size();
-  const int64_t qI = op.q.strides[r], qD = op.q.strides[r + 1], kJ = op.k.strides[r], kD = op.k.strides[r + 1],
-                vJ = op.v.strides[r], vE = op.v.strides[r + 1], oI = op.out.strides[r], oE = op.out.strides[r + 1];
-  const int64_t mI = op.mask ? op.mask->strides[r] : 0, mJ = op.mask ? op.mask->strides[r + 1] : 0;
+  const auto [q, k, v, out, mask] = attentionData(op, context);
+  const auto [qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ] = attentionStrides(op);
   // A bf16 artifact on a CPU with the bf16 gemm: keys, values, the scaled
   // queries and the probabilities are rounded to bf16 as they are packed,
   // q . k and p . v run on the bf16 tile (f32 accumulation: the taller
@@ -159,19 +152,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
         if (hidden > 0)
           std::fill(row + std::max<int64_t>(keys - hidden, 0), row + keys, -std::numeric_limits<float>::infinity());
-        const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
-        const float newMax = std::isnan(blockMax) ? blockMax : std::max(m[t], blockMax);
-        if (newMax == -std::numeric_limits<float>::infinity()) {
-          // Every score so far is -inf: nothing to add yet.
-          std::fill(row, row + keys, 0.0f);
-          continue;
-        }
-        const float correction = std::exp(m[t] - newMax);  // 0 when m was -inf
-        l[t] = l[t] * correction + isa.expShiftSum(row, width, newMax);
-        // (o is still zero while m is -inf.)
-        if (correction != 1.0f && m[t] != -std::numeric_limits<float>::infinity())
-          isa.scaleInPlace(o + t * ldo, ldo, correction);
-        m[t] = newMax;
+        foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
       }
       // O += p . v for the block (rows past the tile hold finite junk).
       if (bf16) {
@@ -189,14 +170,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
           isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
                            nullptr, 0);
     }
-    for (int64_t t = 0; t < rows; ++t) {
-      const float inverse = l[t] == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l[t];
-      isa.scaleInPlace(o + t * ldo, E, inverse);
-      float *dst = out + oOff + (i0 + t) * oI;
-      if (oE == 1) std::memcpy(dst, o + t * ldo, sizeof(float) * static_cast<size_t>(E));
-      else
-        for (int64_t e = 0; e < E; ++e) dst[e * oE] = o[t * ldo + e];
-    }
+    for (int64_t t = 0; t < rows; ++t) storeAttentionRow(isa, o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
   };
   // With enough batch indices (heads) to go round, each thread takes whole
   // indices, so their keys and values are packed once; otherwise the query

@@ -1,12 +1,15 @@
 // The pieces both fast attention kernels (flash and talking heads) are built
-// from: the per-thread scratch tag, packing keys and values
-// into the register tile's panels, scaling a query tile, a tile's scores
-// against a run of keys, and masking a row of scores.
+// from (and the decode kernel's): the per-thread scratch tag, packing keys
+// and values into the register tile's panels, scaling a query tile, a tile's
+// scores against a run of keys, masking a row of scores, the online softmax's
+// step and a finished row's store.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "ein/half_float.hpp"
 #include "kernels/cpu/attention_mask.hpp"
@@ -14,6 +17,28 @@
 #include "kernels/cpu/kernels.hpp"
 
 namespace ein::detail::cpu {
+
+// An attention step's operands at run time: the data of q, k, v, out and the
+// mask (null without one), and the strides of each one's two inner axes.
+struct AttentionData {
+  const float *q, *k, *v;
+  float *out;
+  const void *mask;
+};
+inline AttentionData attentionData(const Attention &op, const KernelContext &context) {
+  return {context.data<const float>(op.q), context.data<const float>(op.k), context.data<const float>(op.v),
+          context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
+}
+struct AttentionStrides {
+  int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
+};
+inline AttentionStrides attentionStrides(const Attention &op) {
+  const size_t r = op.batch.size();
+  return {op.q.strides[r],   op.q.strides[r + 1],   op.k.strides[r],
+          op.k.strides[r + 1], op.v.strides[r],     op.v.strides[r + 1],
+          op.out.strides[r], op.out.strides[r + 1], op.mask ? op.mask->strides[r] : 0,
+          op.mask ? op.mask->strides[r + 1] : 0};
+}
 
 // A thread's scratch starts with a tag: the batch index whose keys and values
 // are packed there (-1: none), so its next tile of that index reuses them.
@@ -131,6 +156,37 @@ inline void maskKeys(const IsaKernels &isa, MaskKind kind, float *row, int64_t k
     isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, keys, kind == MaskKind::Keep, fill);
   else
     for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(kind, row[j], mask, at + j * mJ, fill);
+}
+
+// The online softmax's step for one query row: folds a block of its scores
+// row[0..width) (-inf where hidden) into its running max m and sum l,
+// rescaling its accumulator o[0..oWidth) to the new max, and leaves the row
+// as exp(s - m') (all 0 while every score so far is -inf):
+//   m' = max(m, max_j s_j), l = l * exp(m - m') + sum_j exp(s_j - m').
+// A NaN score makes m NaN, and with it the row.
+inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, float &m, float &l, float *o,
+                              int64_t oWidth) {
+  const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
+  const float newMax = std::isnan(blockMax) ? blockMax : std::max(m, blockMax);
+  if (newMax == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + width, 0.0f);  // nothing to add yet
+    return;
+  }
+  const float correction = std::exp(m - newMax);  // 0 when m was -inf
+  l = l * correction + isa.expShiftSum(row, width, newMax);
+  // (o is still zero while m is -inf.)
+  if (correction != 1.0f && m != -std::numeric_limits<float>::infinity()) isa.scaleInPlace(o, oWidth, correction);
+  m = newMax;
+}
+
+// dst[e * dE] = o[e] / l for e < E (o is scaled in place); NaN where l is 0
+// (every score -inf), as softmax gives.
+inline void storeAttentionRow(const IsaKernels &isa, float *o, int64_t E, float l, float *dst, int64_t dE) {
+  const float inverse = l == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l;
+  isa.scaleInPlace(o, E, inverse);
+  if (dE == 1) std::memcpy(dst, o, sizeof(float) * static_cast<size_t>(E));
+  else
+    for (int64_t e = 0; e < E; ++e) dst[e * dE] = o[e];
 }
 
 }  // namespace ein::detail::cpu

@@ -18,6 +18,11 @@ Status gemmFast(const Gemm &op, const KernelContext &context) {
   return op.bScale ? gemmS8Dynamic(op, context) : gemmF32Packed(op, context);
 }
 
+// A decode step's few queries against a long cache, or any other attention.
+Status attentionFast(const Attention &op, const KernelContext &context) {
+  return attentionF32DecodeApplies(op) ? attentionF32Decode(op, context) : attentionF32Flash(op, context);
+}
+
 }  // namespace
 
 KernelFn selectKernel(const detail::Kernel &kernel) {
@@ -30,7 +35,7 @@ KernelFn selectKernel(const detail::Kernel &kernel) {
         if constexpr (std::is_same_v<Op, Reduce>) return &invoke<Reduce, reduceF32Fast>;
         if constexpr (std::is_same_v<Op, Gather>) return &invoke<Gather, gatherF32Reference>;
         if constexpr (std::is_same_v<Op, Copy>) return &invoke<Copy, copyReference>;
-        if constexpr (std::is_same_v<Op, Attention>) return &invoke<Attention, attentionF32Flash>;
+        if constexpr (std::is_same_v<Op, Attention>) return &invoke<Attention, attentionFast>;
         if constexpr (std::is_same_v<Op, TalkingHeadsAttention>)
           return &invoke<TalkingHeadsAttention, talkingHeadsAttentionF32Fast>;
         if constexpr (std::is_same_v<Op, LayerNorm>) return &invoke<LayerNorm, layerNormF32Fast>;
@@ -80,7 +85,8 @@ size_t scratchFloats(const detail::Kernel &kernel) {
   if (const auto *op = std::get_if<Reduce>(&kernel))
     return static_cast<size_t>(op->shape.dropFirst(op->shape.size() - op->reducedRank).product());
   if (const auto *op = std::get_if<Attention>(&kernel))
-    return std::max(doublesAsFloats(static_cast<uint64_t>(op->keys)), attentionF32FlashScratchFloats(*op));
+    return std::max({doublesAsFloats(static_cast<uint64_t>(op->keys)), attentionF32FlashScratchFloats(*op),
+                     attentionF32DecodeScratchFloats(*op)});
   if (const auto *op = std::get_if<TalkingHeadsAttention>(&kernel))
     return std::max(doublesAsFloats(static_cast<unsigned __int128>(2) * static_cast<uint64_t>(op->heads) *
                                     static_cast<uint64_t>(op->keys)),

@@ -91,6 +91,13 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context);
 // memory is O(keys) per thread (the packed keys and values of one batch).
 Status attentionF32Flash(const Attention &op, const KernelContext &context);
 size_t attentionF32FlashScratchFloats(const Attention &op);
+// Decode-shaped attention (flash-decoding): up to kDecodeQueries queries per
+// batch index, keys and values contiguous along d and e, streamed once where
+// they lie, the keys split across threads when the batch is small.
+inline constexpr int64_t kDecodeQueries = 8;
+bool attentionF32DecodeApplies(const Attention &op);
+Status attentionF32Decode(const Attention &op, const KernelContext &context);
+size_t attentionF32DecodeScratchFloats(const Attention &op);
 // Talking heads: all heads of a query tile together, one key row at a time.
 Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context);
 size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op);

@@ -77,6 +77,16 @@ struct IsaKernels {
   // of x, for i < n (talking heads' mixing of every head into one).
   void (*weightedSum)(float *y, const float *x, int64_t xStride, int64_t rows, const float *w, int64_t wStride,
                       float bias, int64_t n);
+  // s[t * lds + j] = sum_d a[t * lda + d] * b[j * ldb + d] for t < rows,
+  // j < n, d < depth: a few rows against many, both stored row by row
+  // (decode attention's queries against the keys where they lie).
+  void (*rowDots)(const float *a, int64_t lda, int64_t rows, const float *b, int64_t ldb, int64_t n, int64_t depth,
+                  float *s, int64_t lds);
+  // o[t * ldo + e] += sum_j p[t * ldp + j] * b[j * ldb + e] for t < rows,
+  // j < n, e < width (decode attention's probabilities times the values
+  // where they lie).
+  void (*addRowProducts)(const float *p, int64_t ldp, int64_t rows, const float *b, int64_t ldb, int64_t n,
+                         int64_t width, float *o, int64_t ldo);
   // sum (x[i] - mean)^2: the second pass of a variance.
   float (*squaredDeviation)(const float *x, int64_t n, float mean);
   // y[i] = (x[i] - mean) * scale * gamma[i] + beta[i]; gamma, beta may be null.

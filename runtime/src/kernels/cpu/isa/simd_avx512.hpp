@@ -51,6 +51,16 @@ struct Avx512 {
   // p * 2^n for integral n in [-127, 128] (one instruction, no overflow in between).
   static V scaleByPow2(V p, V n) { return _mm512_scalef_ps(p, n); }
   static float reduceAdd(V v) { return _mm512_reduce_add_ps(v); }
+  // out[i] = the sum of vector i's lanes, four at once: pairs interleaved
+  // and added, then the four 128-bit lanes added.
+  static void reduceAdd4(V a, V b, V c, V d, float *out) {
+    const V ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));  // a0 b0 a1 b1 per lane
+    const V cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+    const V abcd = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));  // a b c d per lane
+    const __m256 half = _mm256_add_ps(_mm512_castps512_ps256(abcd),
+                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(abcd), 1)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1)));
+  }
   static float reduceMax(V v) { return _mm512_reduce_max_ps(v); }
 };
 

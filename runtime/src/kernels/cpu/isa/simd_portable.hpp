@@ -42,6 +42,7 @@ struct Portable {
     return mul(mul(p, pow2(half)), pow2(sub(n, half)));
   }
   static float reduceAdd(V v) { return v; }
+  static void reduceAdd4(V a, V b, V c, V d, float *out) { out[0] = a, out[1] = b, out[2] = c, out[3] = d; }
   static float reduceMax(V v) { return v; }
 };
 
