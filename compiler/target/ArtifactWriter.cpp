@@ -138,8 +138,8 @@ class Writer {
 
     for (Operation &op : body.without_terminator()) {
       // A weight only folded kernels read is stored in its folded form alone
-      // (q, k and v weights as their concatenation); foldedBytes computes it
-      // where a fold reads it.
+      // (q, k and v weights as their concatenation); unstoredBytes computes
+      // it where a fold reads it.
       if (isa<ir::ParamOp, ir::ConstantOp>(op) && readOnlyByFolds(op.getResult(0))) continue;
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
         if (failed(checkWeightLimit(param, param.getType())) ||
@@ -178,9 +178,7 @@ class Writer {
       if (op.hasAttr(kern::kFoldedAttr)) {  // computed here, stored with the weights
         auto type = cast<RankedTensorType>(op.getResult(0).getType());
         if (readOnlyByFolds(op.getResult(0))) continue;
-        if (failed(checkWeightLimit(op.getResult(0), type)) ||
-            failed(addGemmWeights(op.getResult(0), type, [&] { return foldedBytes(op); })))
-          return failure();
+        if (failed(checkWeightLimit(op.getResult(0), type)) || failed(addFoldedWeights(op, type))) return failure();
         continue;
       }
       Value result = op.getResult(0);
@@ -261,10 +259,29 @@ class Writer {
     return foldedBytes(*producer);
   }
 
-  // A folded element-wise, copy or concat kernel's result (f32, row-major),
-  // computed as the runtime's kernels would: the element-wise program in f32
-  // by the op table's scalar definitions, inputs read through their views.
+  // A folded kernel's result, stored with the weights: as f32, written
+  // straight into the weight segment (einc holds no second copy of it).
+  LogicalResult addFoldedWeights(Operation &op, RankedTensorType type) {
+    Value result = op.getResult(0);
+    if (storedAsInt8(result, type) || storedAsBf16(result, type))
+      return addGemmWeights(result, type, [&] { return foldedBytes(op); });
+    const uint64_t offset = appendWeights(nullptr, static_cast<size_t>(type.getNumElements()) * 4);
+    if (!sizing && failed(fold(op, weights.data() + segmentBase + offset))) return failure();
+    weightOffset[result] = offset;
+    return success(succeeded(addTensor(result, fb::Storage::Weights, 0, offset)));
+  }
+
   FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(cast<RankedTensorType>(op.getResult(0).getType()).getNumElements()) * 4);
+    if (failed(fold(op, bytes.data()))) return failure();
+    return bytes;
+  }
+
+  // Computes a folded element-wise, copy or concat kernel's result (f32,
+  // row-major) into `out`, as the runtime's kernels would: the element-wise
+  // program in f32 by the op table's scalar definitions, inputs read through
+  // their views.
+  LogicalResult fold(Operation &op, uint8_t *out) {
     Shape shape = ir::shapeOf(op.getResult(0).getType());
     std::vector<int64_t> sizes;
     for (const Size &size : shape) sizes.push_back(*size.constant());
@@ -304,8 +321,7 @@ class Writer {
     };
     int64_t count = 1;
     for (int64_t size : sizes) count *= size;
-    std::vector<uint8_t> bytes(static_cast<size_t>(count) * 4);
-    if (count == 0) return bytes;
+    if (count == 0) return success();
     if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
       // Each part into its place along the axis, one input at a time.
       const auto axis = static_cast<size_t>(concat.getAxis());
@@ -321,11 +337,11 @@ class Writer {
             int64_t flat = 0;
             for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
             const float x = (*input)->at(index);
-            std::memcpy(bytes.data() + 4 * flat, &x, 4);
+            std::memcpy(out + 4 * flat, &x, 4);
           } while (next(index, extent));
         start += extent[axis];
       }
-      return bytes;
+      return success();
     }
     std::vector<std::unique_ptr<Input>> inputs;
     std::vector<fb::Instruction> program;
@@ -356,9 +372,9 @@ class Writer {
             ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
                                  registers[in.c()], in.imm());
       }
-      std::memcpy(bytes.data() + 4 * flat++, &registers.back(), 4);
+      std::memcpy(out + 4 * flat++, &registers.back(), 4);
     } while (next(index, sizes));
-    return bytes;
+    return success();
   }
 
   // A parameter's bytes, read once: by the second build (the first only sizes).
@@ -366,15 +382,17 @@ class Writer {
     return params(param.getName(), param.getType(), param.getLoc());
   }
 
-  // Appends `size` bytes (64-aligned) to the weight segment and returns their
-  // offset there; while sizing, only counts them.
+  // Appends `size` bytes (64-aligned; zeros where `data` is null) to the
+  // weight segment and returns their offset there; while sizing, only counts
+  // them.
   uint64_t appendWeights(const uint8_t *data, size_t size) {
     segmentSize = alignTo(segmentSize, kWeightAlignment);
     const uint64_t offset = segmentSize;
     segmentSize += size;
     if (!sizing) {
       weights.resize(segmentBase + offset, 0);
-      weights.insert(weights.end(), data, data + size);
+      if (data) weights.insert(weights.end(), data, data + size);
+      else weights.resize(segmentBase + offset + size, 0);  // the caller fills them
     }
     return offset;
   }
