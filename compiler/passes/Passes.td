@@ -88,11 +88,12 @@ def FuseAttention : Pass<"ein-fuse-attention", "mlir::func::FuncOp"> {
 }
 
 def FuseParallelLinears : Pass<"ein-fuse-parallel-linears", "mlir::func::FuncOp"> {
-  let summary = "Fuse linears that read the same input into one over concatenated weights";
+  let summary = "Fuse projections of one input into one GEMM over concatenated weights";
   let description = [{
-    Horizontal GEMM fusion. Linears that read the same input, whose weights
-    (and biases, all or none) are parameters of one element type, become one
-    linear over the weights (and biases) concatenated along the output axis,
+    Horizontal GEMM fusion. Projections that read the same input (all
+    `linear(x, w[, b])` or all `x @ w`), whose weights (and biases, all or
+    none) are parameters of one element type, become one projection over
+    the weights (and biases) concatenated along the output axis,
     in the order the linears come; each part is a slice of the fused result
     along its last axis, which lowering turns into a strided view, so the
     consumers (a head split, attention, an append into a cache, SwiGLU's
