@@ -10,8 +10,9 @@ Models (random weights, einc --random-weights 1), at fp32 / bf16 / int8:
     at hidden 768, 12 query / 4 key-value heads of 64, SwiGLU 2048, vocab 32000, 4 layers;
     `ein-run --generate STEPS --prompt-ids (128 ids)`: prefill and decode tokens/s.
 Both artifacts run on this build's ein-run (the runtime reads either). Rounds alternate the two
-compilers; each figure is the median over rounds; ratios are after / before (latency: < 1 is
-faster; tokens/s: > 1 is faster). Prints `lscpu`'s model name with the table.
+compilers; each figure is the median over rounds, and the best round (the least disturbed by
+other load: min latency, max tokens/s); ratios are after / before (latency: < 1 is faster;
+tokens/s: > 1 is faster). Prints `lscpu`'s model name with the table.
 
 Run:  python3 bench/parallel_linears.py --before /work/main/build/bin/einc [--rounds 5] [--threads 2]
 """
@@ -50,7 +51,7 @@ def compile_model(einc, model, dims, precision, output):
 def bert_median_ms(artifact, batch, tokens, runs, threads):
     out = subprocess.run([EIN_RUN, artifact, "--random-inputs", "1", "--dim", f"b={batch}", "--dim", f"t={tokens}",
                           "--bench", str(runs), "--threads", str(threads)], capture_output=True, text=True, check=True)
-    return float(re.search(r"median ([0-9.]+) ms", out.stdout).group(1))
+    return float(re.search(r"median ([0-9.]+) ms", out.stdout).group(1)), float(re.search(r"min ([0-9.]+) ms", out.stdout).group(1))
 
 
 def llama_tokens_per_s(artifact, prompt, steps, threads):
@@ -71,33 +72,42 @@ def main():
     parser.add_argument("--prompt", type=int, default=128)
     parser.add_argument("--steps", type=int, default=32)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
     args = parser.parse_args()
+    precisions = args.precisions.split(",")
     workdir = args.workdir or tempfile.mkdtemp(prefix="parallel_linears_")
     os.makedirs(workdir, exist_ok=True)
     compilers = {"before": args.before, "after": EINC}
     artifacts = {}
     for name, einc in compilers.items():
-        for precision in PRECISIONS:
+        for precision in precisions:
             for model, path, dims in (("bert", BERT, BERT_DIMS), ("llama", LLAMA, LLAMA_DIMS)):
                 artifact = os.path.join(workdir, f"{model}-{precision}-{name}.einb")
                 compile_model(einc, path, dims, precision, artifact)
                 artifacts[(model, precision, name)] = artifact
 
     results = {}  # (row, precision, name) -> [values]
+    best = {}  # the same, the best round: min latency or max tokens/s
     for round_index in range(args.rounds):
         order = list(compilers) if round_index % 2 == 0 else list(reversed(list(compilers)))
-        for precision in PRECISIONS:
+        for precision in precisions:
             for name in order:
                 for batch, tokens in SHAPES:
-                    value = bert_median_ms(artifacts[("bert", precision, name)], batch, tokens, args.runs, args.threads)
+                    value, fastest = bert_median_ms(artifacts[("bert", precision, name)], batch, tokens, args.runs,
+                                                    args.threads)
                     results.setdefault((f"bert ({batch},{tokens}) ms", precision, name), []).append(value)
+                    best.setdefault((f"bert ({batch},{tokens}) ms", precision, name), []).append(fastest)
                 prefill, decode = llama_tokens_per_s(artifacts[("llama", precision, name)], args.prompt, args.steps,
                                                      args.threads)
                 results.setdefault((f"llama prefill{args.prompt} tok/s", precision, name), []).append(prefill)
                 results.setdefault((f"llama decode tok/s", precision, name), []).append(decode)
+                for key, value in (((f"llama prefill{args.prompt} tok/s", precision, name), prefill),
+                                   ((f"llama decode tok/s", precision, name), decode)):
+                    best.setdefault(key, []).append(-value)
 
     print(f"CPU: {cpu_model()}; {args.threads} threads; {args.rounds} rounds, medians")
-    print(f"{'':28} {'precision':>9} {'before':>10} {'after':>10} {'after/before':>13}")
+    print(f"{'':28} {'precision':>9} {'before':>10} {'after':>10} {'after/before':>13}"
+          f" {'best before':>12} {'best after':>11} {'after/before':>13}")
     rows = []
     for (row, precision, name) in results:
         if (row, precision) not in rows:
@@ -105,7 +115,10 @@ def main():
     for row, precision in rows:
         before = statistics.median(results[(row, precision, "before")])
         after = statistics.median(results[(row, precision, "after")])
-        print(f"{row:28} {precision:>9} {before:10.3f} {after:10.3f} {after / before:13.3f}")
+        best_before = abs(min(best[(row, precision, "before")]))
+        best_after = abs(min(best[(row, precision, "after")]))
+        print(f"{row:28} {precision:>9} {before:10.3f} {after:10.3f} {after / before:13.3f}"
+              f" {best_before:12.3f} {best_after:11.3f} {best_after / best_before:13.3f}")
 
 
 if __name__ == "__main__":
