@@ -170,7 +170,7 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
     dumper->dump("frontend", module);
     manager.addInstrumentation(std::move(dumper));
   }
-  buildCompilerPipeline(manager);
+  buildCompilerPipeline(manager, {options.fuseParallelLinears});
   return manager.run(module);
 }
 

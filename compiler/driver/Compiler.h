@@ -67,6 +67,9 @@ struct PipelineOptions {
   bool printIrAfterAll = false;
   // Write the IR before the first pass and after each to DIR/NN-pass.mlir.
   std::string dumpIrDir;
+  // Horizontal GEMM fusion (ein-fuse-parallel-linears); off only in tests
+  // that compare a model with and without it.
+  bool fuseParallelLinears = true;
 };
 
 // One model on its way to an artifact: an MLIR context, the source text for

@@ -11,7 +11,7 @@ void registerEinDialects(mlir::DialectRegistry &registry) {
                   mlir::math::MathDialect>();
 }
 
-void buildCompilerPipeline(mlir::OpPassManager &manager) {
+void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineOptions &options) {
   mlir::OpPassManager &function = manager.nest<mlir::func::FuncOp>();
   function.addPass(createWidenHalfFloats());
   function.addPass(createFoldConstants());
@@ -21,6 +21,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager) {
   function.addPass(createFuseSoftmax());
   function.addPass(createFuseLayerNorm());
   function.addPass(createFuseAttention());
+  if (options.fuseParallelLinears) function.addPass(createFuseParallelLinears());
   function.addPass(createPlanContractions());
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());

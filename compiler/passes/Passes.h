@@ -19,7 +19,13 @@ namespace ein {
 // Registers every dialect the compiler's IR may contain.
 void registerEinDialects(mlir::DialectRegistry &registry);
 
+// What the pipeline may leave out, so that a test can compare a model
+// compiled with and without a fusion.
+struct CompilerPipelineOptions {
+  bool fuseParallelLinears = true;  // ein-fuse-parallel-linears
+};
+
 // The pipeline einc runs after the front end: ein -> kern -> planned memory.
-void buildCompilerPipeline(mlir::OpPassManager &manager);
+void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineOptions &options = {});
 
 }  // namespace ein

@@ -87,6 +87,29 @@ def FuseAttention : Pass<"ein-fuse-attention", "mlir::func::FuncOp"> {
   }];
 }
 
+def FuseParallelLinears : Pass<"ein-fuse-parallel-linears", "mlir::func::FuncOp"> {
+  let summary = "Fuse projections of one input into one GEMM over concatenated weights";
+  let description = [{
+    Horizontal GEMM fusion. Projections that read the same input (all
+    `linear(x, w[, b])` or all `x @ w`), whose weights (and biases, all or
+    none) are parameters of one element type, become one projection over
+    the weights (and biases) concatenated along the output axis,
+    in the order the linears come; each part is a slice of the fused result
+    along its last axis, which lowering turns into a strided view, so the
+    consumers (a head split, attention, an append into a cache, SwiGLU's
+    product) read the fused GEMM's output in place. The concatenations are
+    expressions of parameters only: kern-plan-memory folds them, so einc
+    stores the fused weight once, and at bf16/int8 it is stored as any GEMM
+    weight is (bf16; int8 with its per-column scales). Every output column
+    is computed from the same row and column as before, so results are
+    unchanged. Epilogues: an activation that would become its GEMM's
+    epilogue (a linear's only reader, not itself read only by element-wise
+    ops) must be the same for every part, and then applies to the fused
+    result; a linear whose only reader adds to it (a residual, which joins
+    its GEMM) stays alone.
+  }];
+}
+
 def PlanContractions : Pass<"ein-plan-contractions", "mlir::func::FuncOp"> {
   let summary = "Split einsums of three or more operands into pairwise contractions";
   let description = [{

@@ -137,14 +137,14 @@ class Writer {
     for (auto [index, value] : llvm::enumerate(ret.getOperands())) outputIndex[value] = static_cast<uint32_t>(index);
 
     for (Operation &op : body.without_terminator()) {
+      // A weight only folded kernels read is stored in its folded form alone
+      // (q, k and v weights as their concatenation); unstoredBytes computes
+      // it where a fold reads it.
+      if (isa<ir::ParamOp, ir::ConstantOp>(op) && readOnlyByFolds(op.getResult(0))) continue;
       if (auto param = dyn_cast<ir::ParamOp>(op)) {
-        if (failed(checkWeightLimit(param, param.getType()))) return failure();
-        if (std::optional<Int8Layout> layout = storedAsInt8(param)) {
-          if (failed(addInt8Weights(param, *layout))) return failure();
-        } else if (failed(addWeights(param, param.getType(), [&] { return paramBytes(param); },
-                                     storedAsBf16(param)))) {
+        if (failed(checkWeightLimit(param, param.getType())) ||
+            failed(addGemmWeights(param, param.getType(), [&] { return paramBytes(param); })))
           return failure();
-        }
         parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
                                                  tensorIndex.at(param)));
         continue;
@@ -177,9 +177,8 @@ class Writer {
         return op.emitOpError() << "cannot be serialised: the artifact holds kernel (kern) ops only";
       if (op.hasAttr(kern::kFoldedAttr)) {  // computed here, stored with the weights
         auto type = cast<RankedTensorType>(op.getResult(0).getType());
-        if (failed(checkWeightLimit(op.getResult(0), type)) ||
-            failed(addWeights(op.getResult(0), type, [&] { return foldedBytes(op); })))
-          return failure();
+        if (readOnlyByFolds(op.getResult(0))) continue;
+        if (failed(checkWeightLimit(op.getResult(0), type)) || failed(addFoldedWeights(op, type))) return failure();
         continue;
       }
       Value result = op.getResult(0);
@@ -244,66 +243,142 @@ class Writer {
 
   // ---- constant folding ----------------------------------------------------
 
-  // The f32 value of element `index` of a weight tensor already written (a
-  // parameter, constant or folded result: f32, kern-plan-memory checked).
-  float weightAt(Value value, int64_t index) const {
-    float x;
-    std::memcpy(&x, weights.data() + segmentBase + weightOffset.at(value) + 4 * index, 4);
-    return x;
+  // Whether every reader of `value` (a weight) is a folded kernel.
+  static bool readOnlyByFolds(Value value) {
+    return !value.use_empty() &&
+           llvm::all_of(value.getUsers(), [](Operation *user) { return user->hasAttr(kern::kFoldedAttr); });
   }
 
-  // A folded element-wise or copy kernel's result (f32, row-major), computed
-  // as the runtime's kernels would: the element-wise program in f32 by the op
-  // table's scalar definitions, inputs read through their views.
+  // The f32 bytes of a weight a fold reads (a parameter, constant or folded
+  // result: f32, kern-plan-memory checked) that is not in the weight segment,
+  // computed now.
+  FailureOr<std::vector<uint8_t>> unstoredBytes(Value value) {
+    Operation *producer = value.getDefiningOp();
+    if (auto param = dyn_cast<ir::ParamOp>(producer)) return paramBytes(param);
+    if (auto constant = dyn_cast<ir::ConstantOp>(producer)) return constantBytes(constant);
+    return foldedBytes(*producer);
+  }
+
+  // A folded kernel's result, stored with the weights: as f32, written
+  // straight into the weight segment (einc holds no second copy of it).
+  LogicalResult addFoldedWeights(Operation &op, RankedTensorType type) {
+    Value result = op.getResult(0);
+    if (storedAsInt8(result, type) || storedAsBf16(result, type))
+      return addGemmWeights(result, type, [&] { return foldedBytes(op); });
+    const uint64_t offset = appendWeights(nullptr, static_cast<size_t>(type.getNumElements()) * 4);
+    if (!sizing && failed(fold(op, weights.data() + segmentBase + offset))) return failure();
+    weightOffset[result] = offset;
+    return success(succeeded(addTensor(result, fb::Storage::Weights, 0, offset)));
+  }
+
   FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op) {
+    std::vector<uint8_t> bytes(static_cast<size_t>(cast<RankedTensorType>(op.getResult(0).getType()).getNumElements()) * 4);
+    if (failed(fold(op, bytes.data()))) return failure();
+    return bytes;
+  }
+
+  // Computes a folded element-wise, copy or concat kernel's result (f32,
+  // row-major) into `out`, as the runtime's kernels would: the element-wise
+  // program in f32 by the op table's scalar definitions, inputs read through
+  // their views.
+  LogicalResult fold(Operation &op, uint8_t *out) {
     Shape shape = ir::shapeOf(op.getResult(0).getType());
     std::vector<int64_t> sizes;
     for (const Size &size : shape) sizes.push_back(*size.constant());
     struct Input {
-      Value value;
+      std::vector<uint8_t> computed;  // empty where the weight segment holds it
+      const uint8_t *data;
       int64_t offset;
       std::vector<int64_t> strides;
+      float at(const std::vector<int64_t> &index) const {
+        int64_t element = offset;
+        for (size_t axis = 0; axis < index.size(); ++axis) element += index[axis] * strides[axis];
+        float x;
+        std::memcpy(&x, data + 4 * element, 4);
+        return x;
+      }
     };
-    auto inputOf = [](Value value, kern::ViewAttr view) {
-      Input input{value, *view.getOffset().constant(), {}};
-      for (const Size &stride : view.getStrides()) input.strides.push_back(*stride.constant());
+    auto inputOf = [&](Value value, kern::ViewAttr view) -> FailureOr<std::unique_ptr<Input>> {
+      auto input = std::make_unique<Input>();
+      if (auto stored = weightOffset.find(value); stored != weightOffset.end()) {
+        input->data = weights.data() + segmentBase + stored->second;
+      } else {
+        FailureOr<std::vector<uint8_t>> bytes = unstoredBytes(value);
+        if (failed(bytes)) return failure();
+        input->computed = std::move(*bytes);
+        input->data = input->computed.data();
+      }
+      input->offset = *view.getOffset().constant();
+      for (const Size &stride : view.getStrides()) input->strides.push_back(*stride.constant());
       return input;
     };
-    std::vector<Input> inputs;
-    std::vector<fb::Instruction> program;
-    if (auto copy = dyn_cast<kern::CopyOp>(op)) {
-      inputs.push_back(inputOf(copy.getX(), copy.getXView()));
-    } else {
-      auto elementwise = cast<kern::ElementwiseOp>(op);
-      for (auto [input, attr] : llvm::zip(elementwise.getInputs(), elementwise.getInputViews()))
-        inputs.push_back(inputOf(input, cast<kern::ViewAttr>(attr)));
-      auto compiled = compileProgram(elementwise.getBody().front());
-      if (failed(compiled)) return failure();
-      program = std::move(*compiled);
-    }
+    // Steps through a row-major index over `extent`; false after the last.
+    auto next = [](std::vector<int64_t> &index, const std::vector<int64_t> &extent) {
+      for (size_t axis = extent.size(); axis-- > 0;)
+        if (++index[axis] < extent[axis]) return true;
+        else index[axis] = 0;
+      return false;
+    };
     int64_t count = 1;
     for (int64_t size : sizes) count *= size;
-    std::vector<uint8_t> bytes(static_cast<size_t>(count) * 4);
-    std::vector<int64_t> index(sizes.size(), 0);
-    std::vector<float> registers(inputs.size() + program.size());
-    for (int64_t flat = 0; flat < count; ++flat) {
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        int64_t at = inputs[i].offset;
-        for (size_t axis = 0; axis < sizes.size(); ++axis) at += index[axis] * inputs[i].strides[axis];
-        registers[i] = weightAt(inputs[i].value, at);
+    if (count == 0) return success();
+    // Runs `program` over `inputs` at every index of `extent`, writing each
+    // result at its row-major place in `out`, `start` further along `axis`
+    // (a concat part's slab; 0 for a whole result). A copy is the empty
+    // program: its result register is its one input.
+    auto evaluate = [&](ValueRange values, ArrayRef<Attribute> views, Block *body, const std::vector<int64_t> &extent,
+                        size_t axis, int64_t start) -> LogicalResult {
+      std::vector<std::unique_ptr<Input>> inputs;
+      for (auto [value, attr] : llvm::zip(values, views)) {
+        FailureOr<std::unique_ptr<Input>> input = inputOf(value, cast<kern::ViewAttr>(attr));
+        if (failed(input)) return failure();
+        inputs.push_back(std::move(*input));
       }
-      for (size_t p = 0; p < program.size(); ++p) {
-        const fb::Instruction &in = program[p];
-        registers[inputs.size() + p] =
-            ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
-                                 registers[in.c()], in.imm());
+      std::vector<fb::Instruction> program;
+      if (body) {
+        auto compiled = compileProgram(*body);
+        if (failed(compiled)) return failure();
+        program = std::move(*compiled);
       }
-      std::memcpy(bytes.data() + 4 * flat, &registers.back(), 4);
-      for (size_t axis = sizes.size(); axis-- > 0;)
-        if (++index[axis] < sizes[axis]) break;
-        else index[axis] = 0;
+      for (int64_t size : extent)
+        if (size == 0) return success();
+      std::vector<int64_t> index(extent.size(), 0);
+      std::vector<float> registers(inputs.size() + program.size());
+      do {
+        for (size_t i = 0; i < inputs.size(); ++i) registers[i] = inputs[i]->at(index);
+        for (size_t p = 0; p < program.size(); ++p) {
+          const fb::Instruction &in = program[p];
+          registers[inputs.size() + p] =
+              ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
+                                   registers[in.c()], in.imm());
+        }
+        int64_t flat = 0;
+        for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
+        std::memcpy(out + 4 * flat, &registers.back(), 4);
+      } while (next(index, extent));
+      return success();
+    };
+    if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
+      // Each part into its slab along the axis.
+      const auto axis = static_cast<size_t>(concat.getAxis());
+      for (auto [part, size] : llvm::enumerate(concat.getSizes().sizes())) {
+        std::vector<int64_t> extent = sizes;
+        extent[axis] = *size.constant();
+        Block *body = concat.isCopy(part) ? nullptr : &concat.getParts()[part].front();
+        if (failed(evaluate(concat.partInputs(part), concat.partViews(part), body, extent, axis,
+                            *concat.partStart(part).constant())))
+          return failure();
+      }
+      return success();
     }
-    return bytes;
+    if (auto copy = dyn_cast<kern::CopyOp>(op)) {
+      Value x = copy.getX();
+      Attribute view = copy.getXViewAttr();
+      return evaluate(x, view, nullptr, sizes, 0, 0);
+    }
+    auto elementwise = cast<kern::ElementwiseOp>(op);
+    return evaluate(elementwise.getInputs(), elementwise.getInputViews().getValue(), &elementwise.getBody().front(),
+                    sizes, 0, 0);
   }
 
   // A parameter's bytes, read once: by the second build (the first only sizes).
@@ -311,15 +386,17 @@ class Writer {
     return params(param.getName(), param.getType(), param.getLoc());
   }
 
-  // Appends `size` bytes (64-aligned) to the weight segment and returns their
-  // offset there; while sizing, only counts them.
+  // Appends `size` bytes (64-aligned; zeros where `data` is null) to the
+  // weight segment and returns their offset there; while sizing, only counts
+  // them.
   uint64_t appendWeights(const uint8_t *data, size_t size) {
     segmentSize = alignTo(segmentSize, kWeightAlignment);
     const uint64_t offset = segmentSize;
     segmentSize += size;
     if (!sizing) {
       weights.resize(segmentBase + offset, 0);
-      weights.insert(weights.end(), data, data + size);
+      if (data) weights.insert(weights.end(), data, data + size);
+      else weights.resize(segmentBase + offset + size, 0);  // the caller fills them
     }
     return offset;
   }
@@ -388,20 +465,27 @@ class Writer {
     return success();
   }
 
-  // --precision bf16 on the CPU: a f32 parameter that only ever is a gemm's
-  // weight operand b is stored as bf16, half the bytes to map and stream. The
-  // runtime packs it for its bf16 gemm, or widens it to f32 while packing, so
-  // every path computes with exactly these bf16-rounded weights. A parameter
-  // with any other use (a bias, a norm's gamma, a gather table) stays f32.
-  bool storedAsBf16(ir::ParamOp param) {
+  // A parameter or folded weight, stored as gemm weights are at the
+  // artifact's precision (bf16, int8) or else as it is.
+  LogicalResult addGemmWeights(Value value, RankedTensorType type,
+                               llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
+    if (std::optional<Int8Layout> layout = storedAsInt8(value, type)) return addInt8Weights(value, *layout, read);
+    return addWeights(value, type, read, storedAsBf16(value, type));
+  }
+
+  // --precision bf16 on the CPU: a f32 parameter (or folded weight) that
+  // only ever is a gemm's weight operand b is stored as bf16, half the bytes
+  // to map and stream. The runtime packs it for its bf16 gemm, or widens it
+  // to f32 while packing, so every path computes with exactly these
+  // bf16-rounded weights. A parameter with any other use (a bias, a norm's
+  // gamma, a gather table) stays f32.
+  bool storedAsBf16(Value value, RankedTensorType type) {
     if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Bf16) return false;
-    if (!param.getType().getElementType().isF32() || param->use_empty()) return false;
-    for (OpOperand &use : param->getUses()) {
+    if (!type.getElementType().isF32() || value.use_empty()) return false;
+    for (OpOperand &use : value.getUses()) {
       auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
-      if (!gemm || gemm.getB() != param.getResult()) return false;
-      if (gemm.getA() == param.getResult() || gemm.getBias() == param.getResult() ||
-          gemm.getResidual() == param.getResult())
-        return false;
+      if (!gemm || gemm.getB() != value) return false;
+      if (gemm.getA() == value || gemm.getBias() == value || gemm.getResidual() == value) return false;
     }
     return true;
   }
@@ -415,14 +499,14 @@ class Writer {
   struct Int8Layout {
     int64_t k, n, sK, sN;
   };
-  std::optional<Int8Layout> storedAsInt8(ir::ParamOp param) {
+  std::optional<Int8Layout> storedAsInt8(Value value, RankedTensorType type) {
     if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Int8) return std::nullopt;
-    if (!param.getType().getElementType().isF32() || param->use_empty()) return std::nullopt;
+    if (!type.getElementType().isF32() || value.use_empty()) return std::nullopt;
     std::optional<Int8Layout> layout;
-    for (OpOperand &use : param->getUses()) {
+    for (OpOperand &use : value.getUses()) {
       auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
-      if (!gemm || gemm.getB() != param.getResult() || gemm.getA() == param.getResult() ||
-          gemm.getBias() == param.getResult() || gemm.getResidual() == param.getResult())
+      if (!gemm || gemm.getB() != value || gemm.getA() == value || gemm.getBias() == value ||
+          gemm.getResidual() == value)
         return std::nullopt;
       kern::ViewAttr view = gemm.getBView();
       const Shape &strides = view.getStrides();
@@ -438,7 +522,7 @@ class Writer {
       if (!sK || !sN) return std::nullopt;
       // Each element once: row-major [k, n] or its transpose [n, k].
       const bool dense = (*sN == 1 && *sK == *n) || (*sK == 1 && *sN == *k);
-      if (!dense || *k * *n != param.getType().getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
+      if (!dense || *k * *n != type.getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
       Int8Layout here{*k, *n, *sK, *sN};
       if (layout && (layout->k != here.k || layout->n != here.n || layout->sK != here.sK || layout->sN != here.sN))
         return std::nullopt;
@@ -447,38 +531,44 @@ class Writer {
     return layout;
   }
 
-  // The parameter as s8 (its own tensor, under its name) and its scales (an
-  // f32 [n] weight tensor that gemms reading it name as b_scale).
-  LogicalResult addInt8Weights(ir::ParamOp param, const Int8Layout &layout) {
+  // The weights as s8 (their own tensor; a parameter's under its name) and
+  // their scales (an f32 [n] weight tensor that gemms reading them name as
+  // b_scale). A folded weight (a concatenation) is quantized as computed, so
+  // the scales of concatenated weights are theirs concatenated.
+  LogicalResult addInt8Weights(Value value, const Int8Layout &layout,
+                               llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
     const auto count = static_cast<size_t>(layout.k * layout.n);
     std::vector<int64_t> shape{layout.n};
     if (sizing) {  // the layout only
-      if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(nullptr, count), fb::DType::I8)))
+      if (failed(addTensor(value, fb::Storage::Weights, 0, appendWeights(nullptr, count), fb::DType::I8)))
         return failure();
       const uint64_t scales = appendWeights(nullptr, static_cast<size_t>(layout.n) * sizeof(float));
-      scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+      scaleTensor[value] = static_cast<uint32_t>(tensors.size());
       tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, scales));
       return success();
     }
-    FailureOr<std::vector<uint8_t>> bytes = paramBytes(param);
+    FailureOr<std::vector<uint8_t>> bytes = read();
     if (failed(bytes)) return failure();
     if (bytes->size() != count * 4)
-      return emitError(param.getLoc()) << "weights hold " << bytes->size() << " bytes for " << param.getType();
+      return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << value.getType();
     auto at = [&](int64_t p, int64_t j) {
-      float value;
-      std::memcpy(&value, bytes->data() + 4 * (p * layout.sK + j * layout.sN), 4);
-      return value;
+      float weight;
+      std::memcpy(&weight, bytes->data() + 4 * (p * layout.sK + j * layout.sN), 4);
+      return weight;
     };
     std::vector<uint8_t> quantized(count);
     std::vector<float> scales(static_cast<size_t>(layout.n));
     for (int64_t j = 0; j < layout.n; ++j) {
       float absMax = 0.0f;
       for (int64_t p = 0; p < layout.k; ++p) {
-        const float value = at(p, j);
-        if (!std::isfinite(value))
-          return emitError(param.getLoc()) << "parameter '" << param.getName()
-                                           << "' holds a value that is not finite: it cannot be quantized to int8";
-        absMax = std::max(absMax, std::fabs(value));
+        const float weight = at(p, j);
+        if (!std::isfinite(weight)) {
+          auto param = value.getDefiningOp<ir::ParamOp>();
+          return emitError(value.getLoc())
+                 << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                 << " holds a value that is not finite: it cannot be quantized to int8";
+        }
+        absMax = std::max(absMax, std::fabs(weight));
       }
       scales[static_cast<size_t>(j)] = absMax / 127.0f;
       const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
@@ -490,11 +580,11 @@ class Writer {
     }
     bytes->clear();
     bytes->shrink_to_fit();
-    if (failed(addTensor(param, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
+    if (failed(addTensor(value, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
       return failure();
     const uint64_t offset =
         appendWeights(reinterpret_cast<const uint8_t *>(scales.data()), scales.size() * sizeof(float));
-    scaleTensor[param.getResult()] = static_cast<uint32_t>(tensors.size());
+    scaleTensor[value] = static_cast<uint32_t>(tensors.size());
     tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, offset));
     return success();
   }

@@ -1,9 +1,9 @@
 // Places every kernel result that is not a model output in one arena, each
 // buffer as large as its tensor gets over the dims' ranges: one plan serves
-// every run. First, element-wise and copy kernels of parameters and constants
-// only (a scaled, transposed or offset weight) are marked kern.folded: einc
-// computes them once and stores them with the weights (constant folding), so
-// they need no arena room.
+// every run. First, element-wise, copy and concat kernels of parameters and
+// constants only (a scaled, transposed, offset or concatenated weight) are
+// marked kern.folded: einc computes them once and stores them with the
+// weights (constant folding), so they need no arena room.
 #include <algorithm>
 
 #include "ein/IR/EinDialect.h"
@@ -35,14 +35,14 @@ bool staticView(ein::kern::ViewAttr view) {
   return llvm::all_of(view.getStrides(), [](const ein::Size &stride) { return stride.constant().has_value(); });
 }
 
-// Whether `op` is an f32 element-wise or copy kernel of a static shape, not a
+// Whether `op` is an f32 element-wise, copy or concat kernel of a static shape, not a
 // model output, whose inputs are all f32 parameters, constants or folded
 // results read through static views, and whose result is no larger than
 // those inputs together (folding never grows the weights: a broadcast
 // stays a kernel).
 bool foldable(Operation &op, Operation *terminator, const llvm::DenseSet<Operation *> &folded) {
   using namespace ein;
-  if (!isa<kern::ElementwiseOp, kern::CopyOp>(op) || op.getNumResults() != 1) return false;
+  if (!isa<kern::ElementwiseOp, kern::CopyOp, kern::ConcatOp>(op) || op.getNumResults() != 1) return false;
   auto type = cast<RankedTensorType>(op.getResult(0).getType());
   if (!type.getElementType().isF32() || !type.hasStaticShape()) return false;
   if (llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; })) return false;
@@ -57,6 +57,9 @@ bool foldable(Operation &op, Operation *terminator, const llvm::DenseSet<Operati
   if (auto elementwise = dyn_cast<kern::ElementwiseOp>(op)) {
     if (elementwise.getInputs().empty()) return false;
     for (Attribute view : elementwise.getInputViews())
+      if (!staticView(cast<kern::ViewAttr>(view))) return false;
+  } else if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
+    for (Attribute view : concat.getInputViews())
       if (!staticView(cast<kern::ViewAttr>(view))) return false;
   } else if (!staticView(cast<kern::CopyOp>(op).getXView())) {
     return false;

@@ -816,6 +816,24 @@ param pos: f32[10, 8]
 scaled = w * 0.5 + exp(-w)
 output y = x @ rearrange(scaled, "o i -> i o") + x @ rearrange(pos[2:8] * 0.125 - scaled, "o i -> i o")
 )ein", 1e-5, 1e-5, {"gemm"}, {"elementwise", "copy"}},
+    // Horizontal GEMM fusion: q/k/v linears with biases become one gemm,
+    // `x @ gate` and `x @ up` another; the parts are strided views of it.
+    {"parallel_projections", R"ein(
+input x: f32[2, 5, 12]
+param q.weight: f32[8, 12]
+param q.bias: f32[8]
+param k.weight: f32[4, 12]
+param k.bias: f32[4]
+param v.weight: f32[4, 12]
+param v.bias: f32[4]
+param gate: f32[12, 6]
+param up: f32[12, 6]
+q = linear(x, q.weight, q.bias)
+k = linear(x, k.weight, k.bias)
+v = linear(x, v.weight, v.bias)
+output attended = q[..., 4:] * k + rearrange(v, "b t d -> b t d")
+output swiglu = silu(x @ gate) * (x @ up)
+)ein", 1e-4, 1e-4, {"gemm"}, {"copy"}},
     {"softmax_spellings", R"ein(
 input s: f32[3, 7, 11]
 e = exp(s - max(s, axis=-1, keepdim=true))
