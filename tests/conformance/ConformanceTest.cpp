@@ -20,7 +20,7 @@
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
 #if defined(EIN_HAVE_CUDA)
-#include "cuda/cuda_executor.hpp"
+#include "executor/backend.hpp"
 #endif
 
 namespace fs = std::filesystem;
@@ -74,9 +74,13 @@ TEST_P(Conformance, MatchesPyTorch) {
   const std::string precision = variant.substr(0, variant.find('_'));
   const std::string isa = variant.find('_') == std::string::npos ? "" : variant.substr(variant.find('_') + 1);
 #if defined(EIN_HAVE_CUDA)
-  if (device == "cuda")
-    if (ein::StatusOr<int> devices = ein::detail::cudaDeviceCount(); !devices.ok())
+  if (device == "cuda") {
+    // The backend library is built with the tests, so only a missing GPU skips.
+    ein::StatusOr<const ein::detail::Backend *> cuda = ein::detail::backendFor(ein::Device::Cuda);
+    ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+    if (ein::StatusOr<int> devices = cuda.value()->deviceCount(); !devices.ok())
       GTEST_SKIP() << devices.status().message();
+  }
 #endif
   const fs::path caseDir = conformanceCases().at(name);
   fs::path work = fs::path(::testing::TempDir()) / ("conformance_" + name + "_" + device + "_" + variant);

@@ -1,8 +1,8 @@
 // The seam between a session and a device. A session validates and holds the
 // host-side inputs and outputs; an executor runs the verified program on one
-// device. The CPU executor runs the reference kernels; a CUDA executor would
-// own device memory for the arena and weights, upload the inputs and download
-// the outputs inside run().
+// device. The CPU executor runs the CPU kernels; the CUDA executor owns device
+// memory for the arena and weights, uploads the inputs and downloads the
+// outputs inside run().
 #pragma once
 
 #include <cstddef>
@@ -33,14 +33,11 @@ class Executor {
   virtual std::span<std::byte> state() = 0;
 };
 
-// Whether this build can run on `device`, and the error when it cannot.
-bool deviceAvailable(Device device);
-Status deviceUnavailable(Device device);
-
 // An executor for the model whose program is `program` (which must outlive
-// the executor) on `options.device`: allocates the arena and what does not
-// depend on sizes, then prepares `program` itself when it has steps (a
-// static model); a dynamic model's contexts prepare each instantiation.
+// the executor) on `options.device`, from that device's backend
+// (backend.hpp): allocates the arena and what does not depend on sizes, then
+// prepares `program` itself when it has steps (a static model); a dynamic
+// model's contexts prepare each instantiation.
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options);
 
 }  // namespace ein::detail
