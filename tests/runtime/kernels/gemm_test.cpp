@@ -1,14 +1,18 @@
-// The fast CPU kernels against the reference kernels (their oracle), for every
-// instruction set this CPU runs and for one and two threads, on random shapes
-// with odd sizes, strided and permuted operands, broadcasts and epilogues.
-// Also the vector math and the thread pool they rely on.
+// The gemm: the reference kernel against a naive loop (batch axes, a
+// transposed and broadcast b, bias, activations, the residual added after the
+// activation), the packed f32 kernel and the bf16 kernel against the
+// reference on every instruction set this CPU has, with one and two threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <random>
 
 #include "artifact_builder.hpp"
+#include "kernel_test_support.hpp"
 #include "kernels/cpu/kernels.hpp"
 #include "ops/scalar_functions.hpp"
 #include "step_harness.hpp"
@@ -16,145 +20,107 @@
 namespace ein::testing {
 namespace {
 
-using detail::cpu::IsaKernels;
-using detail::cpu::KernelContext;
+// --- gemm -------------------------------------------------------------------
 
-std::string isaName(const IsaKernels *isa) { return isa->name; }
+struct GemmCase {
+  int64_t m, n, k;
+  fb::Activation activation;
+};
 
-// --- vector math -------------------------------------------------------------
-
-class VectorMathTest : public ::testing::TestWithParam<const IsaKernels *> {};
-
-TEST_P(VectorMathTest, ExpIsAccurateAndKeepsIeeeSpecials) {
-  std::vector<float> x;
-  for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
-  for (float v : {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, 88.7f, 88.8f, -87.3f, -87.4f, 1e-8f}) x.push_back(v);
-  std::vector<float> y = x;
-  GetParam()->expInPlace(y.data(), static_cast<int64_t>(y.size()));
-  for (size_t i = 0; i < x.size(); ++i) {
-    double want = std::exp(double(x[i]));
-    if (std::isnan(x[i])) {
-      EXPECT_TRUE(std::isnan(y[i]));
-    } else if (want > 3.4028234e38) {
-      EXPECT_EQ(y[i], INFINITY) << x[i];
-    } else if (x[i] < -87.33f) {
-      EXPECT_EQ(y[i], 0.0f) << x[i];  // below exp(-87.33) = 1.183e-38: flushed, never subnormal
-    } else if (want < 1.1754944e-38) {
-      ADD_FAILURE() << "exp(" << x[i] << ") is subnormal above -87.33";
-    } else {
-      EXPECT_NEAR(y[i], want, 3e-7 * want) << x[i];
-    }
-  }
-  EXPECT_EQ(y[x.size() - 10], 0.0f);  // exp(-inf) is exactly 0
+void PrintTo(const GemmCase &c, std::ostream *out) {
+  *out << "m=" << c.m << " n=" << c.n << " k=" << c.k << " " << fb::EnumNameActivation(c.activation);
 }
 
-TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
-  std::vector<float> x;
-  for (float v = -12.0f; v <= 12.0f; v += 0.00731f) x.push_back(v);
-  x.push_back(NAN);
-  using detail::Activation;
-  for (Activation activation : {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu}) {
-    std::vector<float> y = x;
-    GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), activation);
-    for (size_t i = 0; i + 1 < x.size(); ++i) {
-      const double v = x[i], want = ops::activate(activation, v);
-      ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
-    }
-    // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
-    if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
-    else EXPECT_TRUE(std::isnan(y.back()));
-  }
+class GemmTest : public ::testing::TestWithParam<GemmCase> {};
+
+// C[b0, b1, m, n] = alpha * A[b0, b1, m, k] . Bt[b1, n, k]^T + bias[n]: B is
+// stored transposed and broadcast over b0 (stride 0), the bias broadcast over
+// everything but n, and C written with a padded row stride.
+TEST_P(GemmTest, MatchesNaiveLoopWithBatchTransposeAndBroadcast) {
+  const auto [m, n, k, activation] = GetParam();
+  const int64_t b0 = 2, b1 = 3, cRow = n + 3;
+  std::vector<float> a = randomFloats(b0 * b1 * m * k, 1), bt = randomFloats(b1 * n * k, 2),
+                     bias = randomFloats(n, 3);
+  const float alpha = 0.75f;
+  ArtifactBuilder builder;
+  uint32_t aId = builder.input("a", fb::DType::F32, {b0, b1, m, k});
+  uint32_t btId = builder.input("bt", fb::DType::F32, {b1, n, k});
+  uint32_t cId = builder.output("c", fb::DType::F32, {b0, b1, m, cRow});
+  uint32_t biasId = builder.weightsF32({n}, bias, "bias");
+  builder.gemm({{b0, b1}, m, n, k, dense(aId, {b0, b1, m, k}), {btId, 0, {0, n * k, 1, k}},
+                {cId, 0, {b1 * m * cRow, m * cRow, cRow, 1}}, ViewSpec{biasId, 0, {0, 0, 0, 1}}, alpha, activation});
+  auto session = loadAndRun(builder.build(), {{"a", bytesOf(a)}, {"bt", bytesOf(bt)}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  std::vector<float> got = valuesOf<float>(session.value()->output("c").value());
+
+  std::vector<double> want(got.size(), 0.0);  // the padding columns stay zero
+  for (int64_t i0 = 0; i0 < b0; ++i0)
+    for (int64_t i1 = 0; i1 < b1; ++i1)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < k; ++p)
+            sum += double(a[((i0 * b1 + i1) * m + i) * k + p]) * bt[(i1 * n + j) * k + p];
+          want[((i0 * b1 + i1) * m + i) * cRow + j] = activate(activation, alpha * sum + bias[j]);
+        }
+  expectClose(got, want, 1e-5, "gemm");
 }
 
-// Every opcode of the vector interpreter (its vector form, or the per-lane
-// path for those without one) against its scalar definition in double, on
-// values that cross zero, ties between operands, and NaN.
-TEST_P(VectorMathTest, ElementwiseOpcodesMatchTheScalarDefinitions) {
-  constexpr int64_t kBlock = static_cast<int64_t>(detail::cpu::kElementwiseBlock), count = kBlock - 3;
-  std::vector<float> registers(4 * kBlock, 0.0f);
-  float *a = registers.data(), *b = a + kBlock, *c = b + kBlock, *out = c + kBlock;
-  for (int64_t e = 0; e < count; ++e) {
-    a[e] = -12.0f + 24.0f * static_cast<float>(e) / static_cast<float>(count);
-    b[e] = e % 5 == 0 ? a[e] : 0.25f + 1.75f * static_cast<float>(e % 11) / 10.0f;
-    c[e] = static_cast<float>(e % 7) - 3.0f;
-  }
-  a[count - 1] = NAN;
-  const float imm = 0.75f;
-  for (int value = 0; value < ops::kValueCount<ops::Opcode>; ++value) {
-    const auto opcode = static_cast<ops::Opcode>(value);
-    const detail::Instruction instruction{opcode, 0, 1, 2, imm};
-    GetParam()->elementwiseBlock(&instruction, 1, 3, registers.data(), count);
-    for (int64_t e = 0; e < count; ++e) {
-      const double want = ops::evaluate<double>(opcode, a[e], b[e], c[e], imm);
-      if (std::isnan(want)) {
-        ASSERT_TRUE(std::isnan(out[e])) << ops::info(opcode).name << " at " << a[e] << ", " << b[e];
-        continue;
+INSTANTIATE_TEST_SUITE_P(Sizes, GemmTest,
+                         ::testing::Values(GemmCase{1, 1, 1, fb::Activation::None},
+                                           GemmCase{7, 5, 197, fb::Activation::None},
+                                           GemmCase{197, 7, 1, fb::Activation::Relu},
+                                           GemmCase{7, 197, 7, fb::Activation::Gelu},
+                                           GemmCase{5, 7, 13, fb::Activation::GeluTanh},
+                                           GemmCase{7, 1, 7, fb::Activation::Silu}),
+                         [](const auto &info) {
+                           const GemmCase &c = info.param;
+                           return "m" + std::to_string(c.m) + "_n" + std::to_string(c.n) + "_k" + std::to_string(c.k) +
+                                  "_" + fb::EnumNameActivation(c.activation);
+                         });
+
+TEST(Gemm, EmptyReductionGivesBiasOnly) {
+  ArtifactBuilder builder;
+  uint32_t a = builder.input("a", fb::DType::F32, {3, 0});
+  uint32_t b = builder.input("b", fb::DType::F32, {0, 2});
+  uint32_t c = builder.output("c", fb::DType::F32, {3, 2});
+  uint32_t bias = builder.weightsF32({2}, {1.5f, -2.0f});
+  builder.gemm({{}, 3, 2, 0, dense(a, {3, 0}), dense(b, {0, 2}), dense(c, {3, 2}), ViewSpec{bias, 0, {0, 1}}});
+  auto session = loadAndRun(builder.build(), {{"a", {}}, {"b", {}}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  EXPECT_EQ(valuesOf<float>(session.value()->output("c").value()),
+            (std::vector<float>{1.5f, -2.0f, 1.5f, -2.0f, 1.5f, -2.0f}));
+}
+
+// --- gemm residual -----------------------------------------------------------------
+
+// c = gelu(a . b + bias) + residual, with the residual broadcast over the
+// batch (stride 0) and stored transposed; the activation applies before the
+// residual is added.
+TEST(GemmResidual, AddedAfterTheActivation) {
+  const int64_t batch = 3, m = 7, n = 197, k = 13;
+  std::vector<float> a = randomFloats(batch * m * k, 31), b = randomFloats(k * n, 32), bias = randomFloats(n, 33),
+                     residual = randomFloats(n * m, 34);
+  ArtifactBuilder builder;
+  uint32_t aId = builder.input("a", fb::DType::F32, {batch, m, k});
+  uint32_t bId = builder.weightsF32({k, n}, b);
+  uint32_t biasId = builder.weightsF32({n}, bias);
+  uint32_t rId = builder.input("r", fb::DType::F32, {n, m});
+  uint32_t cId = builder.output("c", fb::DType::F32, {batch, m, n});
+  builder.gemm({{batch}, m, n, k, dense(aId, {batch, m, k}), {bId, 0, {0, n, 1}}, dense(cId, {batch, m, n}),
+                ViewSpec{biasId, 0, {0, 0, 1}}, 1.0f, fb::Activation::Gelu, ViewSpec{rId, 0, {0, 1, m}}});
+  auto session = loadAndRun(builder.build(), {{"a", bytesOf(a)}, {"r", bytesOf(residual)}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  std::vector<float> got = valuesOf<float>(session.value()->output("c").value());
+  std::vector<double> want(got.size());
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = bias[j];
+        for (int64_t l = 0; l < k; ++l) sum += double(a[(p * m + i) * k + l]) * b[l * n + j];
+        want[(p * m + i) * n + j] = 0.5 * sum * (1 + std::erf(sum / std::sqrt(2.0))) + residual[j * m + i];
       }
-      ASSERT_NEAR(out[e], want, 2e-6 * std::max(1.0, std::fabs(want)))
-          << ops::info(opcode).name << " at " << a[e] << ", " << b[e] << ", " << c[e];
-    }
-  }
-}
-
-TEST_P(VectorMathTest, WeightedSumOfRowsWithATail) {
-  // y[i] = bias + sum_h w[h * 2] * x[h * 40 + i] for 3 rows and 37 columns
-  // (whole vectors and a scalar tail).
-  const std::vector<float> x = randomFloats(3 * 40, 11), w = randomFloats(6, 12);
-  std::vector<float> y(37);
-  GetParam()->weightedSum(y.data(), x.data(), 40, 3, w.data(), 2, 0.25f, 37);
-  for (int64_t i = 0; i < 37; ++i) {
-    double want = 0.25;
-    for (int64_t h = 0; h < 3; ++h) want += double(w[h * 2]) * x[h * 40 + i];
-    EXPECT_NEAR(y[i], want, 1e-6) << i;
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Isas, VectorMathTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
-                         [](const auto &info) { return isaName(info.param); });
-
-// --- thread pool -------------------------------------------------------------
-
-TEST(ThreadPool, RunsEveryItemOnceAcrossManyRuns) {
-  detail::ThreadPool pool(3);
-  EXPECT_EQ(pool.threads(), 3);
-  std::vector<std::atomic<int>> hits(1000);
-  std::atomic<int> maxThread{0};
-  for (int run = 0; run < 200; ++run) {
-    int64_t count = run % 7 == 0 ? 1 : 1 + run * 5;
-    pool.run(count, [&](int64_t item, int thread) {
-      hits[item].fetch_add(1);
-      int seen = maxThread.load();
-      while (thread > seen && !maxThread.compare_exchange_weak(seen, thread)) {
-      }
-    });
-  }
-  int64_t total = 0;
-  for (auto &hit : hits) total += hit.load();
-  int64_t want = 0;
-  for (int run = 0; run < 200; ++run) want += run % 7 == 0 ? 1 : 1 + run * 5;
-  EXPECT_EQ(total, want);
-  EXPECT_EQ(hits[0].load(), 200);
-  EXPECT_LT(maxThread.load(), 3);
-}
-
-TEST(ParallelChunks, CoverEveryItemOnceInChunksTheThreadsShareEvenly) {
-  detail::ThreadPool pool(2);
-  const std::vector<detail::Tensor> tensors;
-  const KernelContext context{tensors, nullptr, nullptr, 0, &pool, &detail::cpu::portableKernels(), nullptr};
-  struct Case {
-    int64_t total, grain, wantChunks;
-  };
-  // 197 rows of 384 at the layernorm's grain: 4 chunks, two per thread.
-  for (const Case &c : {Case{197, 85, 4}, Case{1, 1, 1}, Case{5, 100, 1}, Case{1000, 1, 8}, Case{3, 1, 3}}) {
-    std::vector<std::atomic<int>> hits(static_cast<size_t>(c.total));
-    std::atomic<int> chunks{0};
-    context.parallelChunks(c.total, c.grain, [&](int64_t begin, int64_t end, int) {
-      chunks.fetch_add(1);
-      for (int64_t item = begin; item < end; ++item) hits[static_cast<size_t>(item)].fetch_add(1);
-    });
-    for (const auto &hit : hits) ASSERT_EQ(hit.load(), 1) << "total " << c.total;
-    EXPECT_EQ(chunks.load(), c.wantChunks) << "total " << c.total << " grain " << c.grain;
-  }
+  expectClose(got, want, 1e-5, "gemm residual");
 }
 
 // --- gemm ----------------------------------------------------------------------
