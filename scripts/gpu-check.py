@@ -38,7 +38,7 @@ KIT = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("OUT") or tempfile.mkdtemp(prefix="ein-check-")
 os.makedirs(OUT, exist_ok=True)
 SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR", "/tmp/ein-kit-build")
-# bf16/fp16 widen the cases' tolerances to these (runtime/src/cuda/README.md).
+# bf16/fp16 widen the cases' tolerances to these (runtime/src/backends/cuda/README.md).
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
 STARTED = time.time()
 BUDGET = 560.0  # seconds for the whole invocation (--budget)

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "ein/describe.hpp"
-#include "executor/backend.hpp"
+#include "backends/backend.hpp"
 #include "util/limits.hpp"
 
 namespace ein::detail {

@@ -10,7 +10,7 @@
 #include "loader/artifact_framing.hpp"
 #include "loader/dynamic_program.hpp"
 #include "loader/program_decoder.hpp"
-#include "executor/backend.hpp"
+#include "backends/backend.hpp"
 #include "program.hpp"
 
 namespace ein {

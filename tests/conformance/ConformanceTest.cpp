@@ -3,7 +3,7 @@
 // ein-run, and every output compared with the PyTorch float64 results in place. On
 // the CPU at fp32, bf16 and int8; with the CUDA backend built, also with --target cuda at
 // fp32, bf16 and fp16, where fp32 keeps the case's tolerances and bf16/fp16
-// widen them as runtime/src/cuda/README.md documents. The CUDA cases skip with
+// widen them as runtime/src/backends/cuda/README.md documents. The CUDA cases skip with
 // the CUDA runtime's reason where no GPU can be used.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
 #if defined(EIN_HAVE_CUDA)
-#include "executor/backend.hpp"
+#include "backends/backend.hpp"
 #endif
 
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <vector>
 
-#include "kernels/cpu/kernels.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::testing {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "io_checks.hpp"
-#include "executor/backend.hpp"
+#include "backends/backend.hpp"
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/program_decoder.hpp"
 #include "util/status_macros.hpp"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "artifact_builder.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
 #include "step_harness.hpp"
 
 namespace ein::testing {

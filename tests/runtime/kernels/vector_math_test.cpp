@@ -12,7 +12,7 @@
 
 #include "artifact_builder.hpp"
 #include "kernel_test_support.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
 #include "ops/scalar_functions.hpp"
 #include "step_harness.hpp"
 
