@@ -13,7 +13,7 @@
 #endif
 
 #include "ein/half_float.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
 #include "program.hpp"
 #include "util/thread_pool.hpp"
 

@@ -38,7 +38,7 @@ KIT = os.path.dirname(os.path.abspath(__file__))
 OUT = os.environ.get("OUT") or tempfile.mkdtemp(prefix="ein-check-")
 os.makedirs(OUT, exist_ok=True)
 SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR", "/tmp/ein-kit-build")
-# bf16/fp16 widen the cases' tolerances to these (runtime/src/cuda/README.md).
+# bf16/fp16 widen the cases' tolerances to these (runtime/src/backends/cuda/README.md).
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
 STARTED = time.time()
 BUDGET = 560.0  # seconds for the whole invocation (--budget)
@@ -194,11 +194,15 @@ def step_env():
     try:
         folder = binaries(step)
         step.record(True, "binaries used", folder=folder)
-        for name in ("ein-run", "ein-inspect", "cuda_runtime_tests", "attention_bench"):
+        # libein_cuda.so: the CUDA backend ein-run and the tests load, beside them (prebuilt) or in ../lib.
+        backend = [p for p in (os.path.join(folder, "libein_cuda.so"), os.path.join(folder, "..", "lib", "libein_cuda.so"))
+                   if os.path.exists(p)]
+        step.record(bool(backend), "libein_cuda.so", path=backend[0] if backend else "not found")
+        for name in ("ein-run", "ein-inspect", "cuda_runtime_tests", "attention_bench", *backend):
             status, out, err = step.run(["ldd", os.path.join(folder, name)], 30)
             missing = [line.strip() for line in out.splitlines() if "not found" in line]
             cublas = [line.strip() for line in out.splitlines() if "cublasLt" in line]
-            step.record(status == 0 and not missing, f"ldd {name}", cublasLt=cublas[0] if cublas else "-",
+            step.record(status == 0 and not missing, f"ldd {os.path.basename(name)}", cublasLt=cublas[0] if cublas else "-",
                         missing=missing)
         status, out, err = step.run([os.path.join(folder, "cuda_runtime_tests"), "--gtest_list_tests"], 60)
         step.record(status == 0, "cuda_runtime_tests --gtest_list_tests",

@@ -2,7 +2,8 @@
 # Packs what a lent GPU machine needs to check the CUDA backend. That machine
 # has nvcc, CMake, a C++ compiler and PyTorch but none of our Debian build
 # dependencies (and no network), so everything is built or gathered here:
-#   - bin/: ein-run, ein-inspect, cuda_runtime_tests (EIN_ENABLE_CUDA=ON,
+#   - bin/: ein-run, ein-inspect, cuda_runtime_tests and libein_cuda.so, the
+#     CUDA backend they load from their own folder (EIN_ENABLE_CUDA=ON,
 #     libstdc++/libgcc linked in, RUNPATH to the usual CUDA library folders)
 #     and the attention benchmark, for sm_80 and sm_90; bin-dynamic/: the same
 #     linked against the system's libstdc++ (glibc 2.34 and GCC 12's libstdc++
@@ -45,10 +46,13 @@ for variant in static dynamic; do
   if [[ $variant == dynamic ]]; then folder=$build-dynamic; out=$kit/bin-dynamic; link_flags=""; fi
   link_flags+="-Wl,--enable-new-dtags,-rpath,$cuda_runpath"
   cmake -S "$root" -B "$folder" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF \
-    -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="$link_flags" >/dev/null
-  cmake --build "$folder" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests
+    -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="$link_flags" \
+    -DCMAKE_MODULE_LINKER_FLAGS="$link_flags" >/dev/null
+  cmake --build "$folder" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests ein_cuda
   mkdir -p "$out"
-  cp "$folder/bin/ein-run" "$folder/bin/ein-inspect" "$folder/bin/cuda_runtime_tests" "$out/"
+  # The runtime looks for libein_cuda.so beside the binary that holds it first.
+  cp "$folder/bin/ein-run" "$folder/bin/ein-inspect" "$folder/bin/cuda_runtime_tests" "$folder/lib/libein_cuda.so" \
+    "$out/"
   static_flags=()
   if [[ $variant == static ]]; then static_flags=(-Xcompiler -static-libstdc++,-static-libgcc); fi
   nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -77,10 +81,12 @@ build_schema=$build/schemas/include/ein/schema/ein_artifact_generated.h
 
 # The source fallback: what the runtime's CMake files need, and nothing of /usr/include beyond the toolchains.
 src="$kit/src"
-mkdir -p "$src/runtime" "$src/tests/runtime/cuda" "$src/bench/cuda" "$src/deps/include/ein/schema" "$src/deps/googletest"
+mkdir -p "$src/runtime" "$src/schemas" "$src/tests/runtime/cuda" "$src/bench/cuda" "$src/deps/include/ein/schema" \
+  "$src/deps/googletest"
 cp "$root/scripts/gpu-kit/CMakeLists.txt" "$src/CMakeLists.txt"
 cp -r "$root/cmake" "$src/"
 cp -r "$root/runtime/CMakeLists.txt" "$root/runtime/include" "$root/runtime/src" "$root/runtime/tools" "$src/runtime/"
+cp -r "$root/schemas/ops" "$src/schemas/"
 cp "$root/tests/runtime/artifact_builder.hpp" "$root/tests/runtime/artifact_builder.cpp" "$src/tests/runtime/"
 cp "$root"/tests/runtime/cuda/* "$src/tests/runtime/cuda/"
 cp "$root/bench/cuda/attention_bench.cu" "$src/bench/cuda/"

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/kernels.hpp"
-#include "cuda/launch_plan.hpp"
+#include "backends/cuda/kernels.hpp"
+#include "backends/cuda/launch_plan.hpp"
 
 namespace ec = ein::cuda;
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "ein/describe.hpp"
-#include "executor/executor.hpp"
+#include "backends/backend.hpp"
 #include "util/limits.hpp"
 
 namespace ein::detail {
@@ -21,14 +21,14 @@ std::string namesOf(const std::vector<TensorInfo> &infos) {
 Status checkCanRun(const Model *model, int threads, Device device, int deviceIndex) {
   if (!model) return Status(StatusCode::InvalidArgument, "no model");
   if (threads < 1) return Status(StatusCode::InvalidArgument, fmt::format("threads must be at least 1, got {}", threads));
-  if (!deviceAvailable(device)) return deviceUnavailable(device);
   if (deviceIndex < -1 || (device == Device::Cpu && deviceIndex > 0))
     return Status(StatusCode::InvalidArgument, fmt::format("no device {}:{}", deviceName(device), deviceIndex));
   if (device != model->target())
     return Status(StatusCode::InvalidArgument,
                   fmt::format("{} was compiled for {}; it cannot run on {} (recompile with --target {})", model->name(),
                               deviceName(model->target()), deviceName(device), deviceName(device)));
-  return Status();
+  // The device's backend, loaded now if it is a library.
+  return backendFor(device).status();
 }
 
 std::string describe(const TensorInfo &info) {

@@ -10,7 +10,7 @@
 #include "loader/artifact_framing.hpp"
 #include "loader/dynamic_program.hpp"
 #include "loader/program_decoder.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/backend.hpp"
 #include "program.hpp"
 
 namespace ein {
@@ -35,8 +35,7 @@ Status decodeStatic(const schema::Model &model, const detail::SizeProgram &sizes
       !status.ok())
     return status;
   if (Status status = detail::decodeSteps(model, resolve, program); !status.ok()) return status;
-  // Once per model, shared by its sessions.
-  detail::cpu::prepackGemmWeights(program);
+  detail::prepareWeightsForTarget(program, nullptr);
   return Status();
 }
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ein/model.hpp"
-#include "executor/executor.hpp"
+#include "backends/executor.hpp"
 #include "loader/dynamic_program.hpp"
 #include "program.hpp"
 

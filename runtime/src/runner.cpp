@@ -7,7 +7,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "executor/executor.hpp"
+#include "backends/executor.hpp"
 #include "io_checks.hpp"
 #include "program.hpp"
 #include "program_selector.hpp"

@@ -3,7 +3,7 @@
 // runtime, double in the compiler's constant folding and reference
 // evaluator). Host and device code: the CPU reference kernels and scalar
 // fallbacks, the CUDA kernels and the compiler all compute these functions.
-// The CPU's vector kernels (runtime/src/kernels/cpu/isa) have their own SIMD
+// The CPU's vector kernels (runtime/src/backends/cpu/kernels/isa) have their own SIMD
 // forms, tested against these.
 //
 // Math goes through std:: so that T picks the float or double function (nvcc

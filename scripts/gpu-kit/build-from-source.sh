@@ -6,7 +6,7 @@
 # libraries). Only this machine's GPU architecture is built, so it fits one
 # device call (about 2-3 minutes on 16 cores).
 #   gpu-kit/build-from-source.sh [BUILD_DIR]      (default /tmp/ein-kit-build)
-# The binaries land in BUILD_DIR/bin. EIN_KIT_CUDA_ARCH=90 builds for sm_90
+# The binaries land in BUILD_DIR/bin, the CUDA backend they load in BUILD_DIR/lib. EIN_KIT_CUDA_ARCH=90 builds for sm_90
 # where no GPU is present to ask (the default, native, needs one);
 # EIN_KIT_LIBRARY_DIRS (colon-separated, check.py sets it) is where to look
 # for libcublasLt when the toolkit has none.
@@ -19,7 +19,7 @@ generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$kit/src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
   -DCMAKE_CUDA_ARCHITECTURES="$arch"
-cmake --build "$build" -j"$(nproc)" --target ein-run ein-inspect cuda_runtime_tests
+cmake --build "$build" -j"$(nproc)" --target ein-run ein-inspect cuda_runtime_tests ein_cuda
 # The bench needs no cuBLASLt symbol, but the library's objects name it: the same folders as above.
 library_flags=()
 IFS=: read -r -a library_dirs <<< "${EIN_KIT_LIBRARY_DIRS:-}"

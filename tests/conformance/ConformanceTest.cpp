@@ -3,7 +3,7 @@
 // ein-run, and every output compared with the PyTorch float64 results in place. On
 // the CPU at fp32, bf16 and int8; with the CUDA backend built, also with --target cuda at
 // fp32, bf16 and fp16, where fp32 keeps the case's tolerances and bf16/fp16
-// widen them as runtime/src/cuda/README.md documents. The CUDA cases skip with
+// widen them as runtime/src/backends/cuda/README.md documents. The CUDA cases skip with
 // the CUDA runtime's reason where no GPU can be used.
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
 #if defined(EIN_HAVE_CUDA)
-#include "cuda/cuda_executor.hpp"
+#include "backends/backend.hpp"
 #endif
 
 namespace fs = std::filesystem;
@@ -74,9 +74,13 @@ TEST_P(Conformance, MatchesPyTorch) {
   const std::string precision = variant.substr(0, variant.find('_'));
   const std::string isa = variant.find('_') == std::string::npos ? "" : variant.substr(variant.find('_') + 1);
 #if defined(EIN_HAVE_CUDA)
-  if (device == "cuda")
-    if (ein::StatusOr<int> devices = ein::detail::cudaDeviceCount(); !devices.ok())
+  if (device == "cuda") {
+    // The backend library is built with the tests, so only a missing GPU skips.
+    ein::StatusOr<const ein::detail::Backend *> cuda = ein::detail::backendFor(ein::Device::Cuda);
+    ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+    if (ein::StatusOr<int> devices = cuda.value()->deviceCount(); !devices.ok())
       GTEST_SKIP() << devices.status().message();
+  }
 #endif
   const fs::path caseDir = conformanceCases().at(name);
   fs::path work = fs::path(::testing::TempDir()) / ("conformance_" + name + "_" + device + "_" + variant);

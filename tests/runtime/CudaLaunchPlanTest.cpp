@@ -1,4 +1,4 @@
-// The CUDA backend's launch arithmetic (runtime/src/cuda/launch_plan.hpp),
+// The CUDA backend's launch arithmetic (runtime/src/backends/cuda/launch_plan.hpp),
 // which needs no GPU and no CUDA headers, so it is tested in every build:
 // the tiled gemm's grid for any m, cuBLASLt's bias alignment rule, and the
 // tensor-core attention's key tile for a device's shared-memory limit.
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/launch_plan.hpp"
+#include "backends/cuda/launch_plan.hpp"
 
 namespace ein::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "ein/half_float.hpp"
-#include "kernels/cpu/element_io.hpp"
+#include "backends/cpu/kernels/element_io.hpp"
 
 namespace ein {
 namespace {

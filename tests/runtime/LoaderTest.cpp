@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "artifact_builder.hpp"
+#include "program.hpp"
 
 namespace ein::testing {
 namespace {
@@ -37,6 +38,27 @@ struct SmallModel {
     return builder.build();
   }
 };
+
+// The gemm weights are packed at load for the backend that will run the
+// model, and only for it: a CUDA artifact keeps no packed copy on the host.
+TEST(Loader, PacksGemmWeightsOnlyForTheCpuTarget) {
+  for (fb::Target target : {fb::Target::Cpu, fb::Target::Cuda}) {
+    SmallModel small;
+    small.builder.target = target;
+    std::vector<uint8_t> bytes = small.build();
+    auto model = Model::loadFromMemory(bytes.data(), bytes.size());
+    ASSERT_TRUE(model.ok()) << model.status().toString();
+    const detail::Program &program = model.value()->program();
+    const auto &gemm = std::get<detail::Gemm>(program.steps[0].kernel);
+    if (target == fb::Target::Cpu) {
+      ASSERT_EQ(program.packed.size(), 1u);
+      EXPECT_EQ(gemm.packedB, 0);
+    } else {
+      EXPECT_TRUE(program.packed.empty());
+      EXPECT_EQ(gemm.packedB, -1);
+    }
+  }
+}
 
 Status loadStatus(const std::vector<uint8_t> &bytes) {
   auto model = Model::loadFromMemory(bytes.data(), bytes.size(), "bad.einb");

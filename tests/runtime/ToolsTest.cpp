@@ -2,6 +2,9 @@
 // written .npy files, and errors (non-zero exit, message on stderr).
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -133,9 +136,7 @@ TEST_F(ToolsTest, RunErrorsExitNonZeroWithAMessage) {
 
   Result cuda = einRun(model + " --random-inputs 1 --device cuda");
   EXPECT_NE(cuda.exitCode, 0);
-  EXPECT_TRUE(cuda.err.find("device cuda is not available") != std::string::npos ||
-              cuda.err.find("cannot run on cuda") != std::string::npos)
-      << cuda.err;
+  EXPECT_NE(cuda.err.find("every.einb was compiled for cpu; it cannot run on cuda"), std::string::npos) << cuda.err;
   Result badDevice = einRun(model + " --random-inputs 1 --device cuda:x");
   EXPECT_NE(badDevice.exitCode, 0);
   EXPECT_NE(badDevice.err.find("unknown device \"cuda:x\" (devices: cpu, cuda, cuda:N)"), std::string::npos)
@@ -154,6 +155,45 @@ TEST_F(ToolsTest, RunErrorsExitNonZeroWithAMessage) {
   Result noFile = einRun(dir + "/absent.einb");
   EXPECT_NE(noFile.exitCode, 0);
   EXPECT_NE(noFile.err.find("no such file"), std::string::npos) << noFile.err;
+}
+
+// A CUDA artifact loads the CUDA backend library (libein_cuda.so) only when
+// it runs; each way that fails is a clear error, never a crash.
+TEST_F(ToolsTest, RunSaysWhyTheCudaBackendCannotBeUsed) {
+  const std::string cudaModel = dir + "/doubling_cuda.einb";
+  writeFile(cudaModel, doublingArtifact(fb::Target::Cuda));
+  const std::string arguments = cudaModel + " --random-inputs 1 --device cuda";
+  Result absent = run("EIN_CUDA_BACKEND=" + dir + "/absent.so " EIN_RUN_PATH, arguments);
+  EXPECT_NE(absent.exitCode, 0);
+  EXPECT_NE(absent.err.find("device cuda is not available: EIN_CUDA_BACKEND names " + dir +
+                            "/absent.so, which does not exist"),
+            std::string::npos)
+      << absent.err;
+  Result notALibrary = run("EIN_CUDA_BACKEND=" + cudaModel + " " EIN_RUN_PATH, arguments);
+  EXPECT_NE(notALibrary.exitCode, 0);
+  EXPECT_NE(notALibrary.err.find("device cuda is not available: the CUDA backend library could not be loaded: " +
+                                 cudaModel),
+            std::string::npos)
+      << notALibrary.err;
+  // A shared library that is not a backend: the C math library this test links.
+  Dl_info libm;
+  ASSERT_NE(dladdr(reinterpret_cast<void *>(static_cast<double (*)(double)>(&::cos)), &libm), 0);
+  Result otherLibrary = run("EIN_CUDA_BACKEND=" + std::string(libm.dli_fname) + " " EIN_RUN_PATH, arguments);
+  EXPECT_NE(otherLibrary.exitCode, 0);
+  EXPECT_NE(otherLibrary.err.find(std::string(libm.dli_fname) + " is not an ein backend library (no ein_cuda_backend)"),
+            std::string::npos)
+      << otherLibrary.err;
+  // Where the build put it: a GPU runs the model, none is the CUDA runtime's
+  // reason; a CPU-only build has no library to find.
+  Result found = einRun(arguments);
+  if (EIN_HAVE_CUDA_BACKEND) {
+    EXPECT_TRUE(found.exitCode == 0 || found.err.find("no CUDA device") != std::string::npos) << found.err;
+  } else {
+    EXPECT_NE(found.exitCode, 0);
+    EXPECT_NE(found.err.find("device cuda is not available: no CUDA backend library libein_cuda.so (tried "),
+              std::string::npos)
+        << found.err;
+  }
 }
 
 TEST_F(ToolsTest, RunReportsRuntimeErrors) {

@@ -11,7 +11,7 @@
 
 #include "artifact_builder.hpp"
 #include "ein/half_float.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
 
 namespace ein::testing {
 

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "io_checks.hpp"
-#include "kernels/cpu/kernels.hpp"
+#include "backends/backend.hpp"
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/program_decoder.hpp"
 #include "util/status_macros.hpp"
@@ -149,7 +149,7 @@ void DynamicProgram::packWeightsAtMaxima(MaximaProbe &probe, Program &base) {
   std::vector<bool> fixedWeights(stepCount);
   for (size_t s = 0; s < stepCount; ++s)
     fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
-  cpu::prepackGemmWeights(*probe.program, &fixedWeights);
+  prepareWeightsForTarget(*probe.program, &fixedWeights);
   for (size_t s = 0; s < stepCount; ++s)
     if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
   base.packed = std::move(probe.program->packed);

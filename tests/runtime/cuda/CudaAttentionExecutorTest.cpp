@@ -5,7 +5,7 @@
 // (causal), Add and Drop masks broadcast over heads, odd and tiny lengths.
 // Each is compared with attention in double on the host from the same
 // bf16/fp16-rounded q, k and v, at 5e-3 (bf16) and 1e-3 (fp16) relative
-// (runtime/src/cuda/README.md). The executor picks the key tile for this
+// (runtime/src/backends/cuda/README.md). The executor picks the key tile for this
 // device's shared memory.
 #include <gtest/gtest.h>
 

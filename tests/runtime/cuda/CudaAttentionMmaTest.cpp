@@ -3,7 +3,7 @@
 // against attention in double on the host from the same bf16/fp16-rounded
 // q, k and v, so the tolerance measures the kernel (P rounded before P V,
 // f32 accumulation) rather than the inputs' rounding: 5e-3 (bf16) and 1e-3
-// (fp16) relative, as runtime/src/cuda/README.md explains. Also the fp32
+// (fp16) relative, as runtime/src/backends/cuda/README.md explains. Also the fp32
 // flash kernel on the unrounded data, at the fp32 tolerance.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <cmath>
 #include <vector>
 
-#include "cuda/kernels.hpp"
-#include "cuda/launch_plan.hpp"
+#include "backends/cuda/kernels.hpp"
+#include "backends/cuda/launch_plan.hpp"
 #include "cuda_test_support.hpp"
 #include "ein/half_float.hpp"
 

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <string>
 
-#include "cuda/gemm_cublaslt.hpp"
+#include "backends/cuda/gemm_cublaslt.hpp"
 #include "cuda_test_support.hpp"
 
 namespace ein::testing {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "artifact_builder.hpp"
-#include "cuda/cuda_executor.hpp"
+#include "backends/cuda/cuda_executor.hpp"
 
 // Skips the calling test, with the CUDA runtime's reason, when no CUDA device
 // can be used ("no CUDA device: cudaGetDeviceCount returned ...").

@@ -1,0 +1,129 @@
+#include "backends/backend.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "util/status_macros.hpp"
+
+namespace ein::detail {
+namespace {
+
+struct ObjectSearch {
+  uintptr_t address = 0;
+  std::string path;
+  bool found = false;
+};
+
+// dl_iterate_phdr's callback: the object whose loaded segments hold `address`.
+int findObject(dl_phdr_info *info, size_t, void *data) {
+  auto *search = static_cast<ObjectSearch *>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr) &segment = info->dlpi_phdr[i];
+    const uintptr_t start = info->dlpi_addr + segment.p_vaddr;
+    if (segment.p_type == PT_LOAD && search->address >= start && search->address - start < segment.p_memsz) {
+      search->path = info->dlpi_name ? info->dlpi_name : "";
+      search->found = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// The folder of the binary that holds the runtime: the executable (whose
+// name the loader leaves empty) or the shared object (the Python module).
+std::string runtimeFolder() {
+  ObjectSearch search;
+  search.address = reinterpret_cast<uintptr_t>(&runtimeFolder);
+  dl_iterate_phdr(findObject, &search);
+  std::string path = search.path;
+  if (search.found && path.empty()) {
+    char exe[PATH_MAX];
+    const ssize_t length = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (length > 0) path.assign(exe, static_cast<size_t>(length));
+  }
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+Status unavailable(std::string why) {
+  return Status(StatusCode::Unimplemented, "device cuda is not available: " + std::move(why));
+}
+
+// The backend of the library dlopen gave; `library` names it in messages.
+StatusOr<const Backend *> backendOf(void *handle, const std::string &library) {
+  // Never closed: the backend's executors live as long as their sessions.
+  auto *entry = reinterpret_cast<BackendEntry *>(dlsym(handle, kCudaBackendEntry));
+  if (!entry) return unavailable(fmt::format("{} is not an ein backend library (no {})", library, kCudaBackendEntry));
+  const Backend *backend = entry(BackendAbi{});
+  if (!backend)
+    return unavailable(fmt::format("{} was built for another version of the runtime; use the {} of the same build",
+                                   library, kCudaBackendLibrary));
+  return backend;
+}
+
+// A library that is there but cannot be loaded (a missing libcublasLt.so,
+// say) is the answer, not a reason to look further.
+StatusOr<const Backend *> openBackend(const std::string &path) {
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return unavailable(fmt::format("the CUDA backend library could not be loaded: {}", dlerror()));
+  return backendOf(handle, path);
+}
+
+// Where backend.hpp says, in that order.
+StatusOr<const Backend *> loadCudaBackend() {
+  if (const char *path = std::getenv("EIN_CUDA_BACKEND"); path && *path) {
+    if (access(path, F_OK) != 0) return unavailable(fmt::format("EIN_CUDA_BACKEND names {}, which does not exist", path));
+    return openBackend(path);
+  }
+  std::string tried;
+  if (const std::string folder = runtimeFolder(); !folder.empty())
+    for (const std::string &candidate :
+         {folder + "/" + kCudaBackendLibrary, folder + "/../lib/" + kCudaBackendLibrary}) {
+      if (access(candidate.c_str(), F_OK) == 0) return openBackend(candidate);
+      tried += candidate + ", ";
+    }
+  void *handle = dlopen(kCudaBackendLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (!handle)
+    return unavailable(fmt::format(
+        "no CUDA backend library {} (tried {}then the dynamic linker: {}); it is built beside the runtime when nvcc "
+        "is found (-DEIN_ENABLE_CUDA), and EIN_CUDA_BACKEND may name its path",
+        kCudaBackendLibrary, tried, dlerror()));
+  return backendOf(handle, kCudaBackendLibrary);
+}
+
+}  // namespace
+
+StatusOr<const Backend *> backendFor(Device device) {
+  switch (device) {
+    case Device::Cpu: return &cpuBackend();
+    case Device::Cuda: {
+      // Loaded once per process, on first use; a failure is remembered too.
+      static const StatusOr<const Backend *> cuda = loadCudaBackend();
+      return cuda;
+    }
+  }
+  return Status(StatusCode::InvalidArgument, "unknown device");
+}
+
+void prepareWeightsForTarget(Program &program, const std::vector<bool> *eligible) {
+  if (StatusOr<const Backend *> backend = backendFor(program.target); backend.ok())
+    backend.value()->prepareWeights(program, eligible);
+}
+
+StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) {
+  EIN_ASSIGN_OR_RETURN(const Backend *backend, backendFor(options.device));
+  StatusOr<std::unique_ptr<Executor>> executor = backend->createExecutor(program, options);
+  if (!executor.ok() || program.dynamicBase) return executor;
+  if (Status status = executor.value()->prepare(program); !status.ok()) return status;
+  return executor;
+}
+
+}  // namespace ein::detail

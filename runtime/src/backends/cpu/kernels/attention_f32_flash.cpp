@@ -1,0 +1,192 @@
+// Flash attention (Dao et al. 2022) on the CPU. A work item is one batch
+// index and a tile of queries; it walks the keys in blocks, computing the
+// block's scores as a small gemm (queries x keys, through the ISA's register
+// tile), masking them, and folding them into each query's running max m,
+// running sum l and output accumulator O with the online softmax:
+//   m' = max(m, max_j s_j),  O = O * exp(m - m') + sum_j exp(s_j - m') v_j,
+//   l = l * exp(m - m') + sum_j exp(s_j - m')
+// and finally out = O / l. Memory is O(keys) per thread: the keys (transposed
+// into the gemm's column panels) and values of the batch index being worked
+// on, packed once per thread and reused by its next items of that index.
+//
+// IEEE corner cases follow the reference: a row whose scores are all -inf
+// has l == 0 and gives NaN; a NaN score makes the max NaN, +inf makes
+// exp(inf - inf) NaN, and either way the row is NaN.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/kernels/attention_tiles.hpp"
+#include "backends/cpu/kernels/flush_subnormals.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+#include "backends/cpu/kernels/strided_loop.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+constexpr int64_t kQueryTile = 64;    // queries per work item (a multiple of amx's 32-row bf16 tile)
+constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
+constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
+
+// Per-thread scratch, in floats, for a register tile of mr x nr.
+struct FlashScratch {
+  int64_t keysPad, valuesPad, rowsPad;
+  int64_t kt, v, q, s, o, m, l, bp, total;
+  FlashScratch(const Attention &op, int64_t mr, int64_t nr) {
+    keysPad = roundUp(op.keys, nr);
+    valuesPad = roundUp(op.valueDim, nr);
+    rowsPad = roundUp(kQueryTile, mr);
+    kt = kPackedTagFloats;
+    v = kt + keysPad * op.headDim;
+    q = v + op.keys * valuesPad;
+    s = q + rowsPad * op.headDim;
+    o = s + rowsPad * kKeyBlock;
+    m = o + rowsPad * valuesPad;
+    l = m + rowsPad;
+    bp = l + rowsPad;  // the bf16 path's pairs: p [rowsPad][128], then q [rowsPad][ceil(D / 2)]
+    total = bp + rowsPad * (kKeyBlock / 2 + op.headDim);
+  }
+};
+
+}  // namespace
+
+size_t attentionF32FlashScratchFloats(const Attention &op) {
+  // Saturating: a hostile size makes the allocation fail instead of wrapping.
+  const unsigned __int128 keysPad = static_cast<unsigned __int128>(op.keys) + kMaxNr;
+  const unsigned __int128 valuesPad = static_cast<unsigned __int128>(op.valueDim) + kMaxNr;
+  const unsigned __int128 rowsPad = kQueryTile + kMaxMr;
+  const unsigned __int128 total = kPackedTagFloats + keysPad * static_cast<uint64_t>(op.headDim) +
+                                  static_cast<uint64_t>(op.keys) * valuesPad + rowsPad * static_cast<uint64_t>(op.headDim) +
+                                  rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad +
+                                  rowsPad * (kKeyBlock / 2 + static_cast<uint64_t>(op.headDim));
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return total > kLimit ? kLimit : static_cast<size_t>(total);
+}
+
+Status attentionF32Flash(const Attention &op, const KernelContext &context) {
+  const IsaKernels &isa = *context.isa;
+  const int64_t I = op.queries, J = op.keys, D = op.headDim, E = op.valueDim;
+  const int64_t batchCount = op.batch.product();
+  if (batchCount * I * E == 0) return Status();
+  const auto [q, k, v, out, mask] = attentionData(op, context);
+  const auto [qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ] = attentionStrides(op);
+  // A bf16 artifact on a CPU with the bf16 gemm: keys, values, the scaled
+  // queries and the probabilities are rounded to bf16 as they are packed,
+  // q . k and p . v run on the bf16 tile (f32 accumulation: the taller
+  // bf16GemmTallTile where the table has one, amx's 32 rows); the softmax,
+  // its running max and sum, and the output stay f32.
+  const bool bf16 = op.bf16 && isa.bf16GemmTile;
+  const bool tall = bf16 && isa.bf16GemmTallTile;
+  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  const int mr = tall ? isa.bf16GemmTallMr : isa.gemmMr, nr = isa.gemmNr;
+  const FlashScratch layout(op, mr, nr);
+  // Query tiles of equal size, each a whole number of register tiles.
+  const int64_t queryTile = blockSize(I, kQueryTile, mr);
+  const int64_t tiles = ceilDiv(I, queryTile);
+  const int64_t dPairs = (D + 1) / 2, jPairs = (J + 1) / 2;
+  for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
+
+  auto tile = [&](int64_t item, int thread) {
+    const int64_t b = item / tiles, i0 = item % tiles * queryTile, rows = std::min(queryTile, I - i0);
+    const int64_t rowsPad = roundUp(rows, mr);
+    float *scratch = context.threadScratch(thread);
+    float *kt = scratch + layout.kt, *vp = scratch + layout.v, *qs = scratch + layout.q, *s = scratch + layout.s,
+          *o = scratch + layout.o, *m = scratch + layout.m, *l = scratch + layout.l;
+    const int64_t qOff = offsetOfIndex(op.batch, op.q.strides, op.q.offset, b);
+    const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
+    const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
+    const int64_t ldo = layout.valuesPad;
+
+    if (J == 0) {  // softmax over nothing: the weighted sum is empty
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t e = 0; e < E; ++e) out[oOff + (i0 + t) * oI + e * oE] = 0.0f;
+      return;
+    }
+    auto *pp = reinterpret_cast<uint32_t *>(scratch + layout.bp), *qp = pp + layout.rowsPad * (kKeyBlock / 2);
+    if (packedIndex(scratch) != b) {
+      const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+      const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+      if (bf16) {
+        packKeyPairs(keys, kJ, kD, J, D, nr, reinterpret_cast<uint32_t *>(kt));
+        packValuePairs(values, vJ, vE, J, E, nr, reinterpret_cast<uint32_t *>(vp));
+      } else {
+        packKeys(keys, kJ, kD, J, D, nr, kt);
+        packValues(values, vJ, vE, J, E, nr, vp);
+      }
+      setPackedIndex(scratch, b);
+    }
+    // The query tile, pre-scaled, as plain rows (rows past the tile are 0);
+    // for bf16, then as pairs in register-tile panels.
+    scaleQueries(q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
+    if (bf16)
+      for (int64_t ir = 0; ir < rowsPad; ir += mr)
+        isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairs, dPairs);
+    std::fill(o, o + rowsPad * ldo, 0.0f);
+    std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
+    std::fill(l, l + rowsPad, 0.0f);
+
+    // Causal: key blocks past what any row of the tile sees are skipped.
+    int64_t keyEnd = 0;
+    for (int64_t t = 0; t < rows; ++t) keyEnd = std::max(keyEnd, op.visibleKeys(i0 + t));
+    for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyBlock) {
+      const int64_t keys = std::min(kKeyBlock, J - j0);
+      // s[t, j] = q_t . k_j for the block (bf16: whole panels, the last one's
+      // padded keys scoring 0 past `keys`, which the row ignores).
+      if (bf16) {
+        const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairs;
+        for (int64_t jr = 0; jr < keys; jr += nr)
+          for (int64_t ir = 0; ir < rowsPad; ir += mr)
+            bf16Tile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock, false,
+                     nullptr, 0);
+      } else {
+        keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
+      }
+      // The row's softmax runs over whole vectors: the columns past the last
+      // key (scores of zero-padded keys) become -inf, adding nothing.
+      const int64_t width = std::min(roundUp(keys, isa.vectorFloats), kKeyBlock);
+      for (int64_t t = 0; t < rows; ++t) {
+        float *row = s + t * kKeyBlock;
+        std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
+        maskKeys(isa, op.maskKind, row, keys, mask, mOff + (i0 + t) * mI + j0 * mJ, mJ, op.maskFill);
+        const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
+        if (hidden > 0)
+          std::fill(row + std::max<int64_t>(keys - hidden, 0), row + keys, -std::numeric_limits<float>::infinity());
+        foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
+      }
+      // O += p . v for the block (rows past the tile hold finite junk).
+      if (bf16) {
+        const int64_t pairs = (keys + 1) / 2;
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, keys, mr, pp + ir * pairs, pairs);
+        const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
+        for (int64_t e0 = 0; e0 < E; e0 += nr)
+          for (int64_t ir = 0; ir < rowsPad; ir += mr)
+            bf16Tile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr, 0);
+        continue;
+      }
+      for (int64_t e0 = 0; e0 < E; e0 += nr)
+        for (int64_t ir = 0; ir < rowsPad; ir += mr)
+          isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
+                           nullptr, 0);
+    }
+    for (int64_t t = 0; t < rows; ++t) storeAttentionRow(isa, o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
+  };
+  // With enough batch indices (heads) to go round, each thread takes whole
+  // indices, so their keys and values are packed once; otherwise the query
+  // tiles are spread too.
+  // Each work item flushes subnormals (masked keys' tiny weights) to 0.
+  if (batchCount >= 2 * context.threads() || tiles == 1)
+    context.parallelFor(batchCount, [&](int64_t b, int thread) {
+      const FlushSubnormalsScope flush;
+      for (int64_t t = 0; t < tiles; ++t) tile(b * tiles + t, thread);
+    });
+  else
+    context.parallelFor(batchCount * tiles, [&](int64_t item, int thread) {
+      const FlushSubnormalsScope flush;
+      tile(item, thread);
+    });
+  return Status();
+}
+
+}  // namespace ein::detail::cpu

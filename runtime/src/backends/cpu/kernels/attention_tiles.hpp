@@ -1,0 +1,192 @@
+// The pieces both fast attention kernels (flash and talking heads) are built
+// from (and the decode kernel's): the per-thread scratch tag, packing keys
+// and values into the register tile's panels, scaling a query tile, a tile's
+// scores against a run of keys, masking a row of scores, the online softmax's
+// step and a finished row's store.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "ein/half_float.hpp"
+#include "backends/cpu/kernels/attention_mask.hpp"
+#include "backends/cpu/kernels/blocking.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+
+namespace ein::detail::cpu {
+
+// An attention step's operands at run time: the data of q, k, v, out and the
+// mask (null without one), and the strides of each one's two inner axes.
+struct AttentionData {
+  const float *q, *k, *v;
+  float *out;
+  const void *mask;
+};
+inline AttentionData attentionData(const Attention &op, const KernelContext &context) {
+  return {context.data<const float>(op.q), context.data<const float>(op.k), context.data<const float>(op.v),
+          context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
+}
+struct AttentionStrides {
+  int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
+};
+inline AttentionStrides attentionStrides(const Attention &op) {
+  const size_t r = op.batch.size();
+  return {op.q.strides[r],   op.q.strides[r + 1],   op.k.strides[r],
+          op.k.strides[r + 1], op.v.strides[r],     op.v.strides[r + 1],
+          op.out.strides[r], op.out.strides[r + 1], op.mask ? op.mask->strides[r] : 0,
+          op.mask ? op.mask->strides[r + 1] : 0};
+}
+
+// A thread's scratch starts with a tag: the batch index whose keys and values
+// are packed there (-1: none), so its next tile of that index reuses them.
+inline constexpr int64_t kPackedTagFloats = 16;
+inline int64_t packedIndex(const float *scratch) {
+  int64_t index;
+  std::memcpy(&index, scratch, sizeof index);
+  return index;
+}
+inline void setPackedIndex(float *scratch, int64_t index) { std::memcpy(scratch, &index, sizeof index); }
+
+// kt: keys j < J (element d at k[j * kJ + d * kD]) in panels of nr, each
+// [d][nr], the last panel's missing keys zero. Loops run along each key.
+inline void packKeys(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
+  std::fill(kt + J / nr * nr * D, kt + roundUp(J, nr) * D, 0.0f);
+  for (int64_t j = 0; j < J; ++j) {
+    float *column = kt + j / nr * nr * D + j % nr;
+    const float *key = k + j * kJ;
+    for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+  }
+}
+
+// vp: value columns e < E (element at v[j * vJ + e * vE]) in panels of nr
+// columns, each [j][nr], columns past E zero.
+inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
+  for (int64_t e0 = 0; e0 < E; e0 += nr) {
+    float *panel = vp + e0 * J;
+    const int64_t cols = std::min<int64_t>(nr, E - e0);
+    for (int64_t j = 0; j < J; ++j) {
+      const float *value = v + j * vJ + e0 * vE;
+      float *row = panel + j * nr;
+      if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
+      else
+        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+      std::fill(row + cols, row + nr, 0.0f);
+    }
+  }
+}
+
+// The bf16 attention's operands (IsaKernels::bf16GemmTile's layout), each
+// element rounded to nearest even. kp: keys in panels of nr, each
+// [ceil(D / 2)][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys and an odd
+// D's last partner zero.
+inline void packKeyPairs(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, uint32_t *kp) {
+  const int64_t pairs = (D + 1) / 2;
+  std::fill(kp + J / nr * nr * pairs, kp + roundUp(J, nr) * pairs, 0u);
+  for (int64_t j = 0; j < J; ++j) {
+    uint32_t *column = kp + j / nr * nr * pairs + j % nr;
+    const float *key = k + j * kJ;
+    for (int64_t q = 0; q < pairs; ++q) {
+      const uint32_t high = 2 * q + 1 < D ? floatToBfloat(key[(2 * q + 1) * kD]) : 0u;
+      column[q * nr] = floatToBfloat(key[2 * q * kD]) | high << 16;
+    }
+  }
+}
+
+// vp: value columns in panels of nr, each [ceil(J / 2)][nr] pairs
+// (v[2q][e], v[2q + 1][e]), columns past E and an odd J's last partner zero.
+inline void packValuePairs(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, uint32_t *vp) {
+  const int64_t pairs = (J + 1) / 2;
+  for (int64_t e0 = 0; e0 < E; e0 += nr) {
+    uint32_t *panel = vp + e0 * pairs;
+    const int64_t cols = std::min<int64_t>(nr, E - e0);
+    for (int64_t q = 0; q < pairs; ++q) {
+      const float *even = v + 2 * q * vJ + e0 * vE, *odd = even + vJ;
+      const bool hasOdd = 2 * q + 1 < J;
+      uint32_t *row = panel + q * nr;
+      for (int64_t e = 0; e < nr; ++e)
+        row[e] = e < cols ? floatToBfloat(even[e * vE]) | (hasOdd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u)
+                          : 0u;
+    }
+  }
+}
+
+// qs[t * D + d] = scale * q[t * qI + d * qD] for t < rows, zero up to rowsPad.
+inline void scaleQueries(const float *q, int64_t qI, int64_t qD, int64_t rows, int64_t rowsPad, int64_t D, float scale,
+                         float *qs) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *query = q + t * qI;
+    if (qD == 1)  // the usual layout, as a loop the compiler vectorises
+      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d];
+    else
+      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d * qD];
+  }
+  std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
+}
+
+// s[t * ldS + j] = qs_t . k_j for t < rowsPad and j up to `keys` rounded to a
+// vector, with kt packed by packKeys: whole register tiles, then a last,
+// partly filled panel one vector at a time (197 keys: 208 columns, not 256).
+inline void keyScores(const IsaKernels &isa, const float *qs, int64_t rowsPad, int64_t D, const float *kt, int64_t keys,
+                      float *s, int64_t ldS) {
+  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  for (int64_t jr = 0; jr < keys; jr += nr) {
+    const float *panel = kt + jr * D;
+    for (int64_t ir = 0; ir < rowsPad; ir += mr) {
+      float *scores = s + ir * ldS + jr;
+      if (jr + nr <= keys)
+        isa.gemmTileRows(D, qs + ir * D, D, panel, scores, ldS, false, nullptr, 0);
+      else
+        for (int64_t jv = 0; jr + jv < keys; jv += isa.vectorFloats)
+          isa.gemmTileRowsVector(D, qs + ir * D, D, panel + jv, nr, scores + jv, ldS, false);
+    }
+  }
+}
+
+// Masks a row of `keys` scores whose mask elements are at mask[at + j * mJ]:
+// a vector at a time where the keys are contiguous in the mask.
+inline void maskKeys(const IsaKernels &isa, MaskKind kind, float *row, int64_t keys, const void *mask, int64_t at,
+                     int64_t mJ, float fill) {
+  if (kind == MaskKind::None) return;
+  if (kind == MaskKind::Add && mJ == 1)
+    isa.addScaled(row, static_cast<const float *>(mask) + at, keys, 1.0f);
+  else if (mJ == 1)
+    isa.maskRow(row, static_cast<const uint8_t *>(mask) + at, keys, kind == MaskKind::Keep, fill);
+  else
+    for (int64_t j = 0; j < keys; ++j) row[j] = maskScore(kind, row[j], mask, at + j * mJ, fill);
+}
+
+// The online softmax's step for one query row: folds a block of its scores
+// row[0..width) (-inf where hidden) into its running max m and sum l,
+// rescaling its accumulator o[0..oWidth) to the new max, and leaves the row
+// as exp(s - m') (all 0 while every score so far is -inf):
+//   m' = max(m, max_j s_j), l = l * exp(m - m') + sum_j exp(s_j - m').
+// A NaN score makes m NaN, and with it the row.
+inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, float &m, float &l, float *o,
+                              int64_t oWidth) {
+  const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
+  const float newMax = std::isnan(blockMax) ? blockMax : std::max(m, blockMax);
+  if (newMax == -std::numeric_limits<float>::infinity()) {
+    std::fill(row, row + width, 0.0f);  // nothing to add yet
+    return;
+  }
+  const float correction = std::exp(m - newMax);  // 0 when m was -inf
+  l = l * correction + isa.expShiftSum(row, width, newMax);
+  // (o is still zero while m is -inf.)
+  if (correction != 1.0f && m != -std::numeric_limits<float>::infinity()) isa.scaleInPlace(o, oWidth, correction);
+  m = newMax;
+}
+
+// dst[e * dE] = o[e] / l for e < E (o is scaled in place); NaN where l is 0
+// (every score -inf), as softmax gives.
+inline void storeAttentionRow(const IsaKernels &isa, float *o, int64_t E, float l, float *dst, int64_t dE) {
+  const float inverse = l == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l;
+  isa.scaleInPlace(o, E, inverse);
+  if (dE == 1) std::memcpy(dst, o, sizeof(float) * static_cast<size_t>(E));
+  else
+    for (int64_t e = 0; e < E; ++e) dst[e * dE] = o[e];
+}
+
+}  // namespace ein::detail::cpu

@@ -1,0 +1,241 @@
+// The fast f32 gemm: Goto-style blocking around the ISA's register tile.
+// Work is split into (batch, row block, column block) items over the
+// threads; each item accumulates its mc x nc block of c in thread scratch over
+// k in kc steps (so c, which may alias the residual, is written once, after
+// the epilogue), with a packed from any strides and b either pre-packed at
+// load (weights) or packed per panel here (any strides).
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "ein/half_float.hpp"
+
+#include "backends/cpu/kernels/gemm_blocks.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+// Block sizes: an mc x kc block of a, the mc x nc accumulator block and the
+// kc x nr panel of b being used stay in L2 (and the register tile's rows of a
+// in L1). kc 768 takes a transformer's K = 384 or 768 in one pass, so c is
+// written once; measured on Zen 5: 2.5% faster on ViT-S than 256 (where the
+// panel fits L1 but c is reloaded), and 2-3% faster on ViT-B than 384.
+constexpr int64_t kKc = 768, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
+
+// dst[p * mr + r] = a[(row + r) * sM + (col + p) * sK] for a panel of mr rows
+// (rows past `rows` are zero) and kc columns.
+void packA(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, float *dst) {
+  for (int r = 0; r < mr; ++r) {
+    if (r >= rows) {
+      for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = 0.0f;
+      continue;
+    }
+    const float *src = a + r * sM;
+    if (sK == 1)
+      for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p];
+    else
+      for (int64_t p = 0; p < kc; ++p) dst[p * mr + r] = src[p * sK];
+  }
+}
+
+inline float widen(float x) { return x; }
+inline float widen(uint16_t bf16) { return bfloatToFloat(bf16); }
+
+// dst[p * nr + j] = b[p * sK + j * sN] for kc rows and nr columns (columns
+// past `cols` are zero); bf16 weights (a bf16 artifact on a CPU without the
+// bf16 gemm) are widened to f32 here, so the f32 tile computes with exactly
+// the bf16-rounded weights.
+template <typename T>
+void packB(const T *b, int64_t sK, int64_t sN, int64_t kc, int64_t cols, int nr, float *dst) {
+  for (int64_t p = 0; p < kc; ++p) {
+    float *row = dst + p * nr;
+    const T *src = b + p * sK;
+    if constexpr (std::is_same_v<T, float>)
+      if (sN == 1 && cols == nr) {
+        std::memcpy(row, src, sizeof(float) * nr);
+        continue;
+      }
+    for (int64_t j = 0; j < nr; ++j) row[j] = j < cols ? widen(src[j * sN]) : 0.0f;
+  }
+}
+
+// The bf16 gemm's weight panel: dst[q * nr + j] = the pair (b[2q][j],
+// b[2q + 1][j]) for q < ceil(k / 2) (an odd k's last row paired with zero;
+// columns past `cols` zero), the layout vdpbf16ps reads.
+void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t cols, int nr, uint32_t *dst) {
+  for (int64_t q = 0; q < (k + 1) / 2; ++q) {
+    uint32_t *row = dst + q * nr;
+    const uint16_t *even = b + 2 * q * sK, *odd = even + sK;
+    const bool hasOdd = 2 * q + 1 < k;
+    for (int64_t j = 0; j < nr; ++j)
+      row[j] = j < cols ? uint32_t(even[j * sN]) | (hasOdd ? uint32_t(odd[j * sN]) << 16 : 0u) : 0u;
+  }
+}
+
+}  // namespace
+
+size_t gemmF32PackedScratchFloats() {
+  return PreparedRows::kScratchFloats + static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
+}
+
+Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
+  const int64_t m = op.m, n = op.n, k = op.k;
+  const int64_t batchCount = op.batch.product();
+  if (m == 0 || n == 0 || batchCount == 0) return Status();
+  const IsaKernels &isa = *context.isa;
+  const int mr = isa.gemmMr, nr = isa.gemmNr;
+  const float *a = context.data<const float>(op.a);
+  // b is f32, or bf16 weights of a bf16 artifact (the loader allows no other).
+  const bool bIsBf16 = context.dtype(op.b) == DType::BF16;
+  const float *b = bIsBf16 ? nullptr : context.data<const float>(op.b);
+  const uint16_t *b16 = bIsBf16 ? context.data<const uint16_t>(op.b) : nullptr;
+  const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
+  // Packed for another ISA (a test forcing one): pack as we go instead.
+  if (packed && (packed->nr != nr || (packed->bf16Pairs && !isa.bf16GemmTile))) packed = nullptr;
+  // bf16 arithmetic exactly where the weights were packed as bf16 pairs (a
+  // bf16 artifact on a CPU with the bf16 gemm): activations are rounded to
+  // bf16 while packed, products and sums are f32.
+  const bool bf16 = packed && packed->bf16Pairs;
+  // The bf16 tile: the table's taller one where it has one (amx), and the
+  // row blocks in its rows.
+  const bool tall = bf16 && isa.bf16GemmTallTile;
+  const int tileMr = tall ? isa.bf16GemmTallMr : mr;
+  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+
+  const size_t r = op.batch.size();
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  // bf16 blocks of k start at even rows, where the weights' pairs start.
+  const int64_t kc = k > 0 ? blockSize(k, kKc, bf16 ? 2 : 1) : 0;
+  const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, kMaxMc, kMaxNc, context.threads());
+  PreparedRows::forgetAll(context);
+
+  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+    const GemmItem it = gemmItem(op, items, item);
+    const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a, bOff = it.b;
+    const PreparedRows prepared(context.threadScratch(thread));
+    float *aPack = context.threadScratch(thread) + PreparedRows::kScratchFloats;
+    float *bPack = aPack + kMaxMc * kKc;
+    float *acc = bPack + kKc * kMaxNr;
+    const int64_t ldc = roundUp(cols, nr);
+    if (k == 0) std::memset(acc, 0, sizeof(float) * static_cast<size_t>(roundUp(rows, mr) * ldc));
+    for (int64_t p0 = 0; p0 < k; p0 += kc) {
+      const int64_t depth = std::min(kc, k - p0);
+      if (bf16) {
+        // The block's rows of a as rows of bf16 pairs (in aPack's room; kept
+        // for the thread's next item where k is one block), then the tile
+        // over each weight panel's pairs from row p0 on.
+        const int64_t pairs = (depth + 1) / 2;
+        auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
+        if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); depth < k || !prepared.hold(rowBlock)) {
+          for (int64_t ir = 0; ir < rows; ir += tileMr)
+            isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(tileMr, rows - ir),
+                             depth, tileMr, aPairs + ir * pairs, pairs);
+          prepared.set(depth < k ? -1 : rowBlock);
+        }
+        for (int64_t jr = 0; jr < cols; jr += nr) {
+          const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
+          const char *next = nullptr;
+          int64_t slice = 0;
+          if (jr + nr < cols) {
+            next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
+            slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, tileMr)), 64);
+          }
+          for (int64_t ir = 0; ir < rows; ir += tileMr)
+            bf16Tile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+                     next ? next + ir / tileMr * slice : nullptr, slice);
+        }
+        continue;
+      }
+      // Rows of a that are contiguous along k are read in place by the
+      // register tile; only the rest (and a last partial panel) is packed.
+      const bool aInPlace = aK == 1;
+      for (int64_t ir = 0; ir < rows; ir += mr)
+        if (!aInPlace || ir + mr > rows)
+          packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
+                aPack + ir * depth);
+      for (int64_t jr = 0; jr < cols; jr += nr) {
+        const float *panel;
+        if (packed) {
+          panel = packed->panel(j0 + jr) + p0 * nr;
+        } else {
+          const int64_t from = bOff + p0 * bK + (j0 + jr) * bN, width = std::min<int64_t>(nr, cols - jr);
+          if (bIsBf16)
+            packB(b16 + from, bK, bN, depth, width, nr, bPack);
+          else
+            packB(b + from, bK, bN, depth, width, nr, bPack);
+          panel = bPack;
+        }
+        // While this panel is used, each row tile pulls a slice of the next
+        // weight panel into L2.
+        const char *next = nullptr;
+        int64_t slice = 0;
+        if (packed && jr + nr < cols) {
+          next = reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
+          slice = roundUp(ceilDiv(depth * nr * static_cast<int64_t>(sizeof(float)), ceilDiv(rows, mr)), 64);
+        }
+        for (int64_t ir = 0; ir < rows; ir += mr) {
+          const char *prefetch = next ? next + ir / mr * slice : nullptr;
+          if (aInPlace && ir + mr <= rows)
+            isa.gemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, panel, acc + ir * ldc + jr, ldc, p0 > 0,
+                             prefetch, slice);
+          else
+            isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0, prefetch, slice);
+        }
+      }
+    }
+    for (int64_t i = 0; i < rows; ++i) gemmEpilogueRow(op, context, it, i, acc + i * ldc);
+  });
+  return Status();
+}
+
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible) {
+  const IsaKernels &isa = bestKernels();
+  const int nr = isa.gemmNr;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
+    if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !(*eligible)[s])) continue;
+    const Tensor &tensor = program.tensors[op->b.tensor];
+    if (tensor.storage == Storage::Weights && tensor.dtype == DType::I8 && op->bScale) {
+      // Verified as one matrix for the batch (the loader).
+      StatusOr<PackedMatrix> matrix =
+          packS8Weights(*op, reinterpret_cast<const int8_t *>(program.weights + tensor.offset), isa);
+      if (!matrix.ok()) continue;  // the kernel packs as it goes instead
+      op->packedB = static_cast<int32_t>(program.packed.size());
+      program.packed.push_back(std::move(matrix).value());
+      continue;
+    }
+    if (tensor.storage != Storage::Weights || (tensor.dtype != DType::F32 && tensor.dtype != DType::BF16)) continue;
+    const size_t r = op->batch.size();
+    bool shared = true;
+    for (size_t axis = 0; axis < r; ++axis) shared &= op->b.strides[axis] == 0 || op->batch[axis] == 1;
+    // Only matrices that do not repeat elements: packing then costs no more
+    // than the weights' own size.
+    if (!shared || op->k * op->n > tensor.numElements) continue;
+    // bf16 weights stay bf16 (as pairs) where the CPU has the bf16 gemm, and
+    // are widened to f32 panels elsewhere.
+    const bool pairs = tensor.dtype == DType::BF16 && isa.bf16GemmTile;
+    const int64_t panels = ceilDiv(op->n, nr), rowsPerPanel = pairs ? (op->k + 1) / 2 : op->k;
+    StatusOr<AlignedBuffer> buffer =
+        AlignedBuffer::allocate(static_cast<size_t>(panels * rowsPerPanel * nr) * sizeof(float), "packed weights");
+    if (!buffer.ok()) continue;  // the kernel packs as it goes instead
+    PackedMatrix matrix{std::move(buffer).value(), nr, op->k, op->n, pairs};
+    const int64_t bK = op->b.strides[r], bN = op->b.strides[r + 1];
+    const std::byte *base = program.weights + tensor.offset;
+    for (int64_t panel = 0; panel < panels; ++panel) {
+      const int64_t cols = std::min<int64_t>(nr, op->n - panel * nr), first = op->b.offset + panel * nr * bN;
+      if (pairs)
+        packBPairs(reinterpret_cast<const uint16_t *>(base) + first, bK, bN, op->k, cols, nr,
+                   reinterpret_cast<uint32_t *>(matrix.data.data()) + panel * rowsPerPanel * nr);
+      else if (tensor.dtype == DType::BF16)
+        packB(reinterpret_cast<const uint16_t *>(base) + first, bK, bN, op->k, cols, nr,
+              reinterpret_cast<float *>(matrix.data.data()) + panel * op->k * nr);
+      else
+        packB(reinterpret_cast<const float *>(base) + first, bK, bN, op->k, cols, nr,
+              reinterpret_cast<float *>(matrix.data.data()) + panel * op->k * nr);
+    }
+    op->packedB = static_cast<int32_t>(program.packed.size());
+    program.packed.push_back(std::move(matrix));
+  }
+}
+
+}  // namespace ein::detail::cpu

@@ -1,0 +1,168 @@
+// The int8 gemm of int8 artifacts (the schema's Gemm with I8 weights): each
+// row of a is quantized to s8 at run time (quantize_s8.hpp, one scale per
+// row), b is s8 with a scale per column (quantized by einc), the ISA's tile
+// sums the 8-bit products exactly in int32, and the scales are folded in
+// before the f32 epilogue (bias, activation, residual) that the f32 gemm
+// uses. Work is split into (batch, row block, column block) items as there;
+// each item quantizes its rows over the whole of k (the row's scale needs all
+// of them), so k is not blocked: k <= 65536 (the loader), which also keeps
+// the int32 sums from overflowing (255 * 127 * 65536 < 2^31).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels/gemm_blocks.hpp"
+#include "backends/cpu/kernels/quantize_s8.hpp"
+#include "util/status_macros.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+constexpr int64_t kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
+
+// dst[(q * nr + j) * 4 + t] = b[(4q + t) * sK + j * sN] for 4q + t < k and
+// j < cols, else 0; sums[j] = the column's sum (0 past cols).
+void packS8Panel(const int8_t *b, int64_t sK, int64_t sN, int64_t k, int64_t cols, int nr, int8_t *dst,
+                 int32_t *sums) {
+  const int64_t quads = (k + 3) / 4;
+  std::memset(dst, 0, static_cast<size_t>(quads * nr * 4));
+  for (int64_t j = 0; j < nr; ++j) {
+    int32_t sum = 0;
+    if (j < cols)
+      for (int64_t p = 0; p < k; ++p) {
+        const int8_t value = b[p * sK + j * sN];
+        dst[(p / 4 * nr + j) * 4 + p % 4] = value;
+        sum += value;
+      }
+    sums[j] = sum;
+  }
+}
+
+struct S8Scratch {
+  uint8_t *aQ;      // kMaxMc rows of kPadded bytes
+  float *rowScale;  // kMaxMc
+  int32_t *acc;     // kMaxMc x kMaxNc
+  int32_t *columnSums;  // kMaxNc
+  float *row;       // kMaxNc: one dequantized row
+  float *columnScale;  // kMaxNc: the block's column scales, contiguous
+  int8_t *bPack;    // a panel packed here when b was not packed at load
+  int32_t *bSums;   // kMaxNr
+};
+
+size_t paddedBytes(int64_t k) { return static_cast<size_t>((k + 3) / 4 * 4); }
+
+S8Scratch scratchOf(float *base, int64_t k) {
+  auto *bytes = reinterpret_cast<std::byte *>(base);
+  S8Scratch s;
+  s.rowScale = reinterpret_cast<float *>(bytes + PreparedRows::kScratchFloats * sizeof(float));
+  s.acc = reinterpret_cast<int32_t *>(s.rowScale + kMaxMc);
+  s.columnSums = s.acc + kMaxMc * kMaxNc;
+  s.row = reinterpret_cast<float *>(s.columnSums + kMaxNc);
+  s.columnScale = s.row + kMaxNc;
+  s.bSums = reinterpret_cast<int32_t *>(s.columnScale + kMaxNc);
+  s.aQ = reinterpret_cast<uint8_t *>(s.bSums + kMaxNr);
+  s.bPack = reinterpret_cast<int8_t *>(s.aQ + kMaxMc * paddedBytes(k));
+  return s;
+}
+
+}  // namespace
+
+size_t gemmS8DynamicScratchFloats(const Gemm &op) {
+  // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(sizeof(float)) *
+                                      (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
+                                  static_cast<unsigned __int128>(kMaxMc + kMaxNr) *
+                                      (static_cast<uint64_t>(op.k) + 3);
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return bytes / sizeof(float) + 1 > kLimit ? kLimit : static_cast<size_t>(bytes / sizeof(float) + 1);
+}
+
+Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
+  const int64_t m = op.m, n = op.n, k = op.k;
+  const int64_t batchCount = op.batch.product();
+  if (m == 0 || n == 0 || batchCount == 0) return Status();
+  const IsaKernels &isa = *context.isa;
+  const int mr = isa.s8GemmMr, nr = isa.s8GemmNr;
+  const int32_t offset = isa.s8ActivationOffset;
+  const float *a = context.data<const float>(op.a);
+  const int8_t *b = context.data<const int8_t>(op.b);
+  const float *bScale = context.data<const float>(*op.bScale) + op.bScale->offset;
+  const int64_t scaleStride = op.bScale->strides[0];
+  const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
+  // Packed for another table (a test forcing one): pack as we go instead.
+  if (packed && (!packed->s8Quads || packed->nr != nr)) packed = nullptr;
+
+  const size_t r = op.batch.size();
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  const int64_t kPadded = static_cast<int64_t>(paddedBytes(k)), quads = kPadded / 4;
+  const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
+  PreparedRows::forgetAll(context);
+
+  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+    const GemmItem it = gemmItem(op, items, item);
+    const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a;
+    const S8Scratch s = scratchOf(context.threadScratch(thread), k);
+    // The block's rows of a, quantized (rows past m: zeros, never stored),
+    // unless this thread's previous item had the same rows.
+    const int64_t paddedRows = roundUp(rows, mr);
+    const PreparedRows prepared(context.threadScratch(thread));
+    if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); !prepared.hold(rowBlock)) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const float *src = a + aOff + (i0 + i) * aM;
+        uint8_t *dst = s.aQ + i * kPadded;
+        s.rowScale[i] = aK == 1 ? isa.s8QuantizeRow(src, k, kPadded, dst)
+                                : quantizeRowS8(src, aK, k, kPadded, static_cast<uint8_t>(offset), dst);
+      }
+      std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
+      prepared.set(rowBlock);
+    }
+    const int64_t ldc = roundUp(cols, nr);
+    for (int64_t jr = 0; jr < cols; jr += nr) {
+      const int8_t *panel;
+      const int32_t *sums;
+      if (packed) {
+        panel = packed->s8Panel(j0 + jr);
+        sums = packed->s8ColumnSums(j0 + jr);
+      } else {
+        packS8Panel(b + op.b.offset + (j0 + jr) * bN, bK, bN, k, std::min<int64_t>(nr, cols - jr), nr, s.bPack,
+                    s.bSums);
+        panel = s.bPack;
+        sums = s.bSums;
+      }
+      std::memcpy(s.columnSums + jr, sums, sizeof(int32_t) * static_cast<size_t>(nr));
+      for (int64_t ir = 0; ir < paddedRows; ir += mr)
+        isa.s8GemmTile(quads, s.aQ + ir * kPadded, kPadded, panel, s.acc + ir * ldc + jr, ldc, false);
+    }
+    const float *columnScale = bScale + j0 * scaleStride;
+    if (scaleStride != 1) {
+      for (int64_t j = 0; j < cols; ++j) s.columnScale[j] = bScale[(j0 + j) * scaleStride];
+      columnScale = s.columnScale;
+    }
+    // The offset's share (offset * the column's weights) comes off exactly in
+    // int32; then the two scales, then the f32 gemm's epilogue.
+    for (int64_t i = 0; i < rows; ++i) {
+      isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, s.row);
+      gemmEpilogueRow(op, context, it, i, s.row);
+    }
+  });
+  return Status();
+}
+
+// The int8 weights of a gemm packed for `isa`'s tile, with column sums.
+StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaKernels &isa) {
+  const int nr = isa.s8GemmNr;
+  const int64_t panels = ceilDiv(op.n, nr), panelBytes = static_cast<int64_t>(paddedBytes(op.k)) * nr;
+  EIN_ASSIGN_OR_RETURN(AlignedBuffer buffer,
+                       AlignedBuffer::allocate(static_cast<size_t>(panels * (panelBytes + nr * 4)), "packed weights"));
+  PackedMatrix matrix{std::move(buffer), nr, op.k, op.n, false};
+  matrix.s8Quads = true;
+  const size_t r = op.batch.size();
+  const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    const int64_t cols = std::min<int64_t>(nr, op.n - panel * nr);
+    packS8Panel(b + op.b.offset + panel * nr * bN, bK, bN, op.k, cols, nr,
+                const_cast<int8_t *>(matrix.s8Panel(panel * nr)), const_cast<int32_t *>(matrix.s8ColumnSums(panel * nr)));
+  }
+  return matrix;
+}
+
+}  // namespace ein::detail::cpu

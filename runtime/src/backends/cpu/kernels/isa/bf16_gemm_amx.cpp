@@ -1,0 +1,90 @@
+// The bf16 gemm's 32 x 64 tile on AMX (tdpbf16ps). Built with -mamx-tile
+// -mamx-bf16 -mavx512bf16 and used only through the amx table
+// (isa_avx512.cpp), which isa_select.cpp offers only where the CPU has AMX
+// and the OS lets this process use it.
+//
+// One tdpbf16ps multiplies a 16 x 32 bf16 tile by a 32 x 16 one into 16 x 16
+// f32 sums: 8192 multiply-adds where vdpbf16ps does 32. The products of two
+// bf16 are exact in f32 and are added in f32, as on AVX512_BF16.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/blocking.hpp"
+#include "backends/cpu/kernels/isa/amx_tiles.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+using amx::kMr;
+using amx::kNr;
+
+inline __m512bh asBf16(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
+
+// c (+)= the pairs [from, pairs) of the 32 x 64 tile with vdpbf16ps: the k
+// tail a 16-pair tile step does not cover (the panels hold ceil(k / 2)
+// pairs, not a multiple of 16).
+void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                 int64_t ldc) {
+  for (int r = 0; r < kMr; ++r) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[v] = _mm512_loadu_ps(c + r * ldc + v * 16);
+    for (int64_t q = from; q < pairs; ++q) {
+      const __m512bh ar = asBf16(_mm512_set1_epi32(static_cast<int>(a[r * lda + q])));
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) acc[v] = _mm512_dpbf16_ps(acc[v], ar, asBf16(_mm512_loadu_si512(b + q * kNr + v * 16)));
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(c + r * ldc + v * 16, acc[v]);
+  }
+}
+
+}  // namespace
+
+// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < 32, j < 64
+// (IsaKernels::bf16GemmTallTile): per 32-column half, 4 f32 tiles of c over
+// 16 pairs of k at a time, then the k tail on AVX512_BF16.
+void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                     bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  amx::configureTiles();
+  const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4, cStride = ldc * 4;
+  // The next weight panel into L2, spread over both halves' steps.
+  const int64_t lines = prefetchBytes / 64;
+  int64_t line = 0;
+  const int64_t perStep = steps > 0 ? ceilDiv(lines, 2 * steps) : 0;
+  for (int half = 0; half < 2; ++half) {
+    float *ch = c + half * 32;
+    const uint32_t *bh = b + half * 32;
+    if (accumulate) {
+      _tile_loadd(0, ch, cStride);
+      _tile_loadd(1, ch + 16, cStride);
+      _tile_loadd(2, ch + 16 * ldc, cStride);
+      _tile_loadd(3, ch + 16 * ldc + 16, cStride);
+    } else {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t q = s * amx::kTileRows;
+      for (int64_t i = 0; i < perStep && line < lines; ++i) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
+      _tile_loadd(4, a + q, aStride);
+      _tile_loadd(5, a + 16 * lda + q, aStride);
+      _tile_loadd(6, bh + q * kNr, amx::kPanelRowBytes);
+      _tile_loadd(7, bh + q * kNr + 16, amx::kPanelRowBytes);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, ch, cStride);
+    _tile_stored(1, ch + 16, cStride);
+    _tile_stored(2, ch + 16 * ldc, cStride);
+    _tile_stored(3, ch + 16 * ldc + 16, cStride);
+  }
+  if (steps * amx::kTileRows < pairs) addPairTail(steps * amx::kTileRows, pairs, a, lda, b, c, ldc);
+}
+
+}  // namespace ein::detail::cpu

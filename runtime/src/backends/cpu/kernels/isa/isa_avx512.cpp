@@ -1,0 +1,67 @@
+// The avx512 kernel table. Built with this ISA's compiler flags (runtime/CMakeLists.txt);
+// selected only on CPUs that support it.
+#include "backends/cpu/kernels/isa/isa_kernels.hpp"
+#include "backends/cpu/kernels/isa/s8_gemm.hpp"
+#include "backends/cpu/kernels/isa/simd_avx512.hpp"
+
+namespace ein::detail::cpu {
+
+const IsaKernels &avx512Kernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = isa::makeKernels<isa::Avx512, 6, 4>("avx512");
+    EIN_USE_S8_GEMM(table, Avx2, 4, 16, 0);  // every AVX-512 CPU has AVX2
+    return table;
+  }();
+  return kernels;
+}
+
+// s8_gemm_avx512vnni.cpp, built with -mavx512vnni.
+const IsaKernels &avx512VnniKernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx512Kernels();
+    table.name = "avx512vnni";
+    EIN_USE_S8_GEMM(table, Avx512vnni, 6, 64, 128);
+    return table;
+  }();
+  return kernels;
+}
+
+// Built with -mavx512bf16 (bf16_gemm_avx512bf16.cpp).
+void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                            bool accumulate, const char *prefetch, int64_t prefetchBytes);
+void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
+                            int64_t ldd);
+
+const IsaKernels &avx512Bf16Kernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx512VnniKernels();
+    table.name = "avx512bf16";
+    table.bf16GemmTile = &bf16GemmTileAvx512bf16;
+    table.bf16PackRows = &bf16PackRowsAvx512bf16;
+    return table;
+  }();
+  return kernels;
+}
+
+// Built with -mamx-tile and -mamx-bf16 / -mamx-int8 (bf16_gemm_amx.cpp, s8_gemm_amx.cpp).
+void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                     bool accumulate, const char *prefetch, int64_t prefetchBytes);
+void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                   bool accumulate);
+
+// Every AMX CPU has AVX512_BF16 and AVX512_VNNI: the k tails of the AMX
+// tiles, attention's bf16 tile, row quantization and f32 work are avx512bf16's.
+const IsaKernels &amxKernels() {
+  static const IsaKernels kernels = [] {
+    IsaKernels table = avx512Bf16Kernels();
+    table.name = "amx";
+    table.bf16GemmTallMr = 32;
+    table.bf16GemmTallTile = &bf16GemmTileAmx;
+    table.s8GemmMr = 32;  // the same 64-column panels and offset as avx512vnni
+    table.s8GemmTile = &s8GemmTileAmx;
+    return table;
+  }();
+  return kernels;
+}
+
+}  // namespace ein::detail::cpu

@@ -1,0 +1,116 @@
+// Reference CPU kernels: plain loops computing exactly what the schema's
+// comments say, for any rank and any (verified) strides. They are the
+// baseline that faster kernels are tested against.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "ein/status.hpp"
+#include "backends/cpu/kernels/isa/isa.hpp"
+#include "program.hpp"
+#include "util/thread_pool.hpp"
+
+namespace ein::detail::cpu {
+
+// What a kernel sees of one run.
+struct KernelContext {
+  const std::vector<Tensor> &tensors;
+  std::byte *const *bases;  // base address of every tensor
+  // Working memory: scratchFloats(kernel) floats for each thread, thread t's
+  // at scratch + t * scratchStride.
+  float *scratch;
+  size_t scratchStride = 0;
+  ThreadPool *pool = nullptr;  // null: everything runs on the caller, as thread 0
+  const IsaKernels *isa = nullptr;  // the fast kernels' instruction set
+  const std::vector<PackedMatrix> *packed = nullptr;  // the program's pre-packed weights
+
+  float *threadScratch(int thread) const { return scratch + static_cast<size_t>(thread) * scratchStride; }
+  int threads() const { return pool ? pool->threads() : 1; }
+  // body(item, thread) for each item in [0, count), spread over the threads.
+  template <typename Body>
+  void parallelFor(int64_t count, Body &&body) const {
+    if (pool) return pool->run(count, body);
+    for (int64_t item = 0; item < count; ++item) body(item, 0);
+  }
+
+  // body(begin, end, thread) over [0, total) in contiguous chunks of at least
+  // `grain` items, about four per thread so uneven chunks still balance, and
+  // a multiple of the threads where there are more chunks than threads (197
+  // rows at grain 85: 4 chunks of 50, not 3 of 66, two of them on one thread).
+  template <typename Body>
+  void parallelChunks(int64_t total, int64_t grain, Body &&body) const {
+    if (total <= 0) return;
+    grain = grain < 1 ? 1 : grain;
+    int64_t chunks = (total + grain - 1) / grain;
+    if (chunks > 4 * threads()) chunks = 4 * threads();
+    if (chunks > threads()) chunks = std::min(total, (chunks + threads() - 1) / threads() * threads());
+    if (threads() == 1) chunks = 1;
+    const int64_t size = (total + chunks - 1) / chunks;
+    parallelFor((total + size - 1) / size, [&](int64_t chunk, int thread) {
+      const int64_t begin = chunk * size, end = begin + size < total ? begin + size : total;
+      body(begin, end, thread);
+    });
+  }
+
+  template <typename T>
+  T *data(const View &view) const {
+    return reinterpret_cast<T *>(bases[view.tensor]);
+  }
+  DType dtype(const View &view) const { return tensors[view.tensor].dtype; }
+};
+
+Status gemmF32Reference(const Gemm &op, const KernelContext &context);
+Status elementwiseF32Reference(const Elementwise &op, const KernelContext &context);
+Status softmaxF32Reference(const Softmax &op, const KernelContext &context);
+Status reduceF32Reference(const Reduce &op, const KernelContext &context);
+Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
+Status copyReference(const Copy &op, const KernelContext &context);
+
+// Fast kernels (threads, SIMD through context.isa); the reference kernels
+// above are their oracle in the tests.
+Status gemmF32Packed(const Gemm &op, const KernelContext &context);
+size_t gemmF32PackedScratchFloats();
+// The int8 gemm (op.bScale: int8 weights; gemm_s8_dynamic.cpp): rows of a
+// quantized at run time, int32 sums on the ISA's s8 tile, f32 epilogue.
+Status gemmS8Dynamic(const Gemm &op, const KernelContext &context);
+size_t gemmS8DynamicScratchFloats(const Gemm &op);
+// op's int8 weights b packed for isa's s8 tile, with their column sums.
+StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaKernels &isa);
+// Packs, for the running CPU's kernels, the weight operand b of every gemm
+// that shares one dense weight matrix across its batch (Gemm::packedB);
+// with `eligible`, only the steps it marks (a dynamic program's gemms whose
+// weight operand no dim changes).
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nullptr);
+Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
+Status reduceF32Fast(const Reduce &op, const KernelContext &context);
+Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);
+Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context);
+// Flash attention: query tiles against key blocks with an online softmax;
+// memory is O(keys) per thread (the packed keys and values of one batch).
+Status attentionF32Flash(const Attention &op, const KernelContext &context);
+size_t attentionF32FlashScratchFloats(const Attention &op);
+// Decode-shaped attention (flash-decoding): up to kDecodeQueries queries per
+// batch index, keys and values contiguous along d and e, streamed once where
+// they lie, the keys split across threads when the batch is small.
+inline constexpr int64_t kDecodeQueries = 8;
+bool attentionF32DecodeApplies(const Attention &op);
+Status attentionF32Decode(const Attention &op, const KernelContext &context);
+size_t attentionF32DecodeScratchFloats(const Attention &op);
+// Talking heads: all heads of a query tile together, one key row at a time.
+Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context);
+size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op);
+Status attentionF32Reference(const Attention &op, const KernelContext &context);
+Status talkingHeadsAttentionF32Reference(const TalkingHeadsAttention &op, const KernelContext &context);
+Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context);
+
+// The CPU kernel table: the function that runs a decoded step (the fast
+// kernel where there is one, else the reference), chosen once when a session
+// is created.
+using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &context);
+KernelFn selectKernel(const detail::Kernel &kernel);
+// Working memory the chosen kernel needs, in floats per thread.
+size_t scratchFloats(const detail::Kernel &kernel);
+
+}  // namespace ein::detail::cpu

@@ -1,0 +1,295 @@
+// The CUDA executor's planning: each program step becomes the launches it
+// enqueues at run time, with its views merged and checked once, here.
+#include "backends/cuda/cuda_executor_impl.hpp"
+
+namespace ein::detail::cuda_host {
+
+Status CudaExecutor::plan(size_t step, const Gemm &op) {
+  const size_t r = op.batch.size();
+  std::vector<Dims> strides{op.a.strides.first(r), op.b.strides.first(r), op.c.strides.first(r)};
+  if (op.bias) strides.push_back(op.bias->strides.first(r));
+  if (op.residual) strides.push_back(op.residual->strides.first(r));
+  const Space space = merge(op.batch, strides);
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 2));
+  ec::GemmLaunch launch;
+  launch.batch = shapeOf(space.sizes);
+  launch.m = op.m;
+  launch.n = op.n;
+  launch.k = op.k;
+  auto matrix = [&](const View &v, size_t index) {
+    return view(v, space.strides[index], {v.strides[r], v.strides[r + 1]});
+  };
+  launch.a = matrix(op.a, 0);
+  launch.b = matrix(op.b, 1);
+  launch.c = matrix(op.c, 2);
+  size_t next = 3;
+  if (op.bias) launch.bias = matrix(*op.bias, next++);
+  if (op.residual) launch.residual = matrix(*op.residual, next++);
+  launch.alpha = op.alpha;
+  launch.activation = op.activation;
+
+  std::string why;
+  std::unique_ptr<ec::LtGemm> lt =
+      ec::LtGemm::plan(lt_, launch, static_cast<ec::Precision>(program_->precision), &why);
+  if (verbose_)
+    std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
+                 lt ? "cuBLASLt" : ("tiled gemm (" + why + ")").c_str());
+  if (lt) {
+    const ec::LtGemm *gemm = lt.get();
+    gemms_.push_back(std::move(lt));
+    steps_.push_back([gemm](cudaStream_t stream) { return gemm->run(stream); });
+  } else {
+    steps_.push_back([launch](cudaStream_t stream) { return launched("gemm", ec::launchGemmTiled(launch, stream)); });
+  }
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Elementwise &op) {
+  std::vector<Dims> strides;
+  for (const View &input : op.inputs) strides.push_back(input.strides);
+  strides.push_back(op.output.strides);
+  const Space space = merge(op.shape, strides);
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 0));
+
+  // Registers onto slots: a slot is freed after its register's last read, so
+  // long programs need few slots.
+  const size_t inputCount = op.inputs.size(), registers = op.registerCount();
+  if (registers == 0) return fail(step, StatusCode::InvalidArtifact, "an element-wise step with no registers");
+  std::vector<int64_t> lastUse(registers, -1);  // -1: never read
+  for (size_t i = 0; i < op.program.size(); ++i) {
+    const Instruction &in = op.program[i];
+    const uint16_t reads[3] = {in.a, in.b, in.c};
+    for (int o = 0; o < operandCount(in.opcode); ++o) lastUse[reads[o]] = int64_t(i);
+  }
+  lastUse[registers - 1] = int64_t(op.program.size());  // the result lives to the end
+  std::vector<int> slotOf(registers, -1);
+  std::vector<int> freeSlots;
+  int slotCount = 0;
+  auto take = [&]() {
+    if (!freeSlots.empty()) {
+      const int slot = freeSlots.back();
+      freeSlots.pop_back();
+      return slot;
+    }
+    return slotCount++;
+  };
+  std::vector<uint8_t> table(ec::elementwiseTableBytes(int(inputCount), int(op.program.size())));
+  auto *inputs = reinterpret_cast<ec::ElementwiseInput *>(table.data());
+  auto *program = reinterpret_cast<ec::Instruction *>(table.data() + sizeof(ec::ElementwiseInput) * inputCount);
+  for (size_t v = 0; v < inputCount; ++v) {
+    slotOf[v] = take();
+    ec::ElementwiseInput input;
+    input.view = view(op.inputs[v], space.strides[v]);
+    input.type = static_cast<ec::ElementType>(program_->tensors[op.inputs[v].tensor].dtype);
+    input.slot = static_cast<uint8_t>(slotOf[v]);
+    std::memcpy(&inputs[v], &input, sizeof input);
+  }
+  for (size_t v = 0; v < inputCount; ++v)  // inputs never read are free once loaded
+    if (lastUse[v] < 0) freeSlots.push_back(slotOf[v]);
+  for (size_t i = 0; i < op.program.size(); ++i) {
+    const Instruction &in = op.program[i];
+    ec::Instruction out;
+    out.op = in.opcode;
+    const uint16_t reads[3] = {in.a, in.b, in.c};
+    uint8_t *targets[3] = {&out.a, &out.b, &out.c};
+    for (int o = 0; o < operandCount(in.opcode); ++o) *targets[o] = static_cast<uint8_t>(slotOf[reads[o]]);
+    out.imm = in.imm;
+    for (int o = 0; o < operandCount(in.opcode); ++o) {  // operands read for the last time free their slots
+      const uint16_t reg = reads[o];
+      bool seen = false;
+      for (int p = 0; p < o; ++p) seen |= reads[p] == reg;
+      if (!seen && lastUse[reg] == int64_t(i)) freeSlots.push_back(slotOf[reg]);
+    }
+    slotOf[inputCount + i] = take();
+    out.out = static_cast<uint8_t>(slotOf[inputCount + i]);
+    std::memcpy(&program[i], &out, sizeof out);
+    if (slotCount > ec::kMaxSlots) break;
+  }
+  if (slotCount > ec::kMaxSlots)
+    return fail(step, StatusCode::Unimplemented,
+                fmt::format("the element-wise program needs more than {} live registers", ec::kMaxSlots));
+  if (table.size() > 40 * 1024)
+    return fail(step, StatusCode::Unimplemented, "the element-wise program is too long for the CUDA interpreter");
+
+  EIN_ASSIGN_OR_RETURN(DeviceMemory memory, allocate(table.size(), "an element-wise program"));
+  const cudaError_t error = cudaMemcpy(memory.get(), table.data(), table.size(), cudaMemcpyHostToDevice);
+  if (error != cudaSuccess) return fail(step, StatusCode::Internal, "uploading the program: " + cudaMessage(error));
+  ec::ElementwiseLaunch launch;
+  launch.shape = shapeOf(space.sizes);
+  launch.inputCount = static_cast<int32_t>(inputCount);
+  launch.instructionCount = static_cast<int32_t>(op.program.size());
+  launch.resultSlot = static_cast<uint8_t>(slotOf[registers - 1]);
+  launch.table = memory.get();
+  launch.output = view(op.output, space.strides.back());
+  launch.outputType = static_cast<ec::ElementType>(program_->tensors[op.output.tensor].dtype);
+  tables_.push_back(std::move(memory));
+  steps_.push_back(
+      [launch](cudaStream_t stream) { return launched("element-wise", ec::launchElementwise(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Softmax &op) {
+  const size_t r = op.shape.size() - 1;
+  const Space space = merge(op.shape.first(r), {op.x.strides.first(r), op.y.strides.first(r)});
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 0));
+  ec::SoftmaxLaunch launch;
+  launch.rows = shapeOf(space.sizes);
+  launch.length = op.shape.back();
+  launch.x = {view(op.x, space.strides[0]), op.x.strides[r]};
+  launch.y = {view(op.y, space.strides[1]), op.y.strides[r]};
+  steps_.push_back([launch](cudaStream_t stream) { return launched("softmax", ec::launchSoftmax(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const LayerNorm &op) {
+  const size_t r = op.shape.size() - 1;
+  std::vector<Dims> strides{op.x.strides.first(r), op.y.strides.first(r)};
+  if (op.residual) strides.push_back(op.residual->strides.first(r));
+  if (op.sum) strides.push_back(op.sum->strides.first(r));
+  const Space space = merge(op.shape.first(r), strides);
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 0));
+  ec::LayerNormLaunch launch;
+  launch.rows = shapeOf(space.sizes);
+  launch.length = op.shape.back();
+  launch.x = {view(op.x, space.strides[0]), op.x.strides[r]};
+  launch.y = {view(op.y, space.strides[1]), op.y.strides[r]};
+  size_t next = 2;
+  if (op.residual) launch.residual = {view(*op.residual, space.strides[next++]), op.residual->strides[r]};
+  if (op.sum) launch.sum = {view(*op.sum, space.strides[next++]), op.sum->strides[r]};
+  launch.gamma = vectorView(op.gamma);
+  launch.beta = vectorView(op.beta);
+  launch.epsilon = op.epsilon;
+  launch.variant = op.variant;
+  steps_.push_back([launch](cudaStream_t stream) { return launched("layernorm", ec::launchLayerNorm(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Reduce &op) {
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  const Space kept = merge(op.shape.first(keptRank), {op.x.strides.first(keptRank), op.y.strides});
+  const Space reduced = merge(op.shape.dropFirst(keptRank), {op.x.strides.dropFirst(keptRank)});
+  EIN_RETURN_IF_ERROR(checkRank(step, kept.sizes.size(), 0));
+  EIN_RETURN_IF_ERROR(checkRank(step, reduced.sizes.size(), 0));
+  ec::ReduceLaunch launch;
+  launch.kept = shapeOf(kept.sizes);
+  launch.reduced = shapeOf(reduced.sizes);
+  launch.x = view(op.x, kept.strides[0]);
+  launch.xReduced = view(op.x, reduced.strides[0]);
+  launch.xReduced.offset = 0;
+  launch.y = view(op.y, kept.strides[1]);
+  launch.kind = op.kind;
+  steps_.push_back([launch](cudaStream_t stream) { return launched("reduce", ec::launchReduce(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Gather &op) {
+  const size_t r = op.idsShape.size();
+  const Space space = merge(op.idsShape, {op.ids.strides, op.y.strides.first(r)});
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 1));
+  ec::GatherLaunch launch;
+  launch.ids = shapeOf(space.sizes);
+  launch.idsView = view(op.ids, space.strides[0]);
+  launch.wideIds = program_->tensors[op.ids.tensor].dtype == DType::I64;
+  launch.y = view(op.y, space.strides[1], {op.y.strides[r]});
+  launch.table = {static_cast<const float *>(base(op.table.tensor)), op.table.offset, op.table.strides[1]};
+  launch.tableRowStride = op.table.strides[0];
+  launch.rows = op.rows;
+  launch.width = op.width;
+  launch.firstBadId = static_cast<unsigned long long *>(errorSlots_.get()) + gathers_.size();
+  gathers_.push_back({step, launch.ids, launch.idsView, launch.wideIds, op.rows});
+  steps_.push_back([launch](cudaStream_t stream) { return launched("gather", ec::launchGather(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Copy &op) {
+  const Space space = merge(op.shape, {op.x.strides, op.y.strides});
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), 0));
+  ec::CopyLaunch launch;
+  launch.shape = shapeOf(space.sizes);
+  launch.x = view(op.x, space.strides[0]);
+  launch.y = view(op.y, space.strides[1]);
+  launch.elementSize = static_cast<int32_t>(elementBytes(program_->tensors[op.x.tensor].dtype));
+  steps_.push_back([launch](cudaStream_t stream) { return launched("copy", ec::launchCopy(launch, stream)); });
+  return Status();
+}
+
+// The fields both attention launches share: the batch axes merged where every
+// view allows, the sizes, and q, k, v, out and the mask with their `inner`
+// trailing axes (I/J and D/E; with the heads axis first for talking heads).
+template <typename Launch, typename Op>
+Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inner, Launch &launch) {
+  const size_t r = op.batch.size();
+  std::vector<Dims> strides{op.q.strides.first(r), op.k.strides.first(r), op.v.strides.first(r),
+                            op.out.strides.first(r)};
+  if (op.mask) strides.push_back(op.mask->strides.first(r));
+  const Space space = merge(op.batch, strides);
+  EIN_RETURN_IF_ERROR(checkRank(step, space.sizes.size(), inner));
+  launch.batch = shapeOf(space.sizes);
+  launch.queries = op.queries;
+  launch.keys = op.keys;
+  launch.headDim = op.headDim;
+  launch.valueDim = op.valueDim;
+  launch.scale = op.scale;
+  auto operand = [&](const View &v, size_t index) {
+    std::vector<int64_t> strides = space.strides[index];  // the merged batch axes, then the trailing ones
+    for (size_t axis = r; axis < r + inner; ++axis) strides.push_back(v.strides[axis]);
+    return view(v, strides);
+  };
+  launch.q = operand(op.q, 0);
+  launch.k = operand(op.k, 1);
+  launch.v = operand(op.v, 2);
+  launch.out = operand(op.out, 3);
+  if (op.mask) launch.mask = operand(*op.mask, 4);
+  launch.maskKind = op.maskKind;
+  launch.maskFill = op.maskFill;
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Attention &op) {
+  ec::AttentionLaunch launch;
+  EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
+  launch.causalPositions = op.causalPositions;
+  const auto precision = static_cast<ec::Precision>(program_->precision);
+  // The widest key tile whose shared memory the device allows (head dim 128
+  // with 64 keys needs more than sm_86/sm_89's 99 KB); none: the fp32 kernel.
+  const int keyTile = ec::mmaKeyTile(int(op.headDim), properties_.sharedMemPerBlockOptin);
+  const bool tensorCores = precision != ec::Precision::Fp32 && ec::attentionMmaSupports(launch) && keyTile > 0;
+  if (!tensorCores && !ec::attentionF32FlashSupports(launch))
+    return fail(step, StatusCode::Unimplemented,
+                fmt::format("attention with head_dim {} and value_dim {}: the CUDA kernels take up to {}", op.headDim,
+                            op.valueDim, ec::kFlashF32MaxDim));
+  if (verbose_)
+    std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
+                 tensorCores ? fmt::format("flash attention on tensor cores, {} keys a tile", keyTile).c_str()
+                            : "flash attention in fp32");
+  if (tensorCores)
+    steps_.push_back([launch, precision, keyTile](cudaStream_t stream) {
+      return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, keyTile, stream));
+    });
+  else
+    steps_.push_back([launch](cudaStream_t stream) {
+      return launched("attention", ec::launchAttentionF32Flash(launch, stream));
+    });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const TalkingHeadsAttention &op) {
+  ec::TalkingHeadsLaunch launch;
+  EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 3, launch));
+  launch.heads = op.heads;
+  launch.preMix = matrixView(op.preMix);
+  launch.postMix = matrixView(op.postMix);
+  launch.preBias = vectorView(op.preBias);
+  launch.postBias = vectorView(op.postBias);
+  const size_t shared = ec::talkingHeadsSharedBytes(launch);
+  if (shared > properties_.sharedMemPerBlockOptin)
+    return fail(step, StatusCode::Unimplemented,
+                fmt::format("talking-heads attention needs {} bytes of shared memory; the device has {}", shared,
+                            properties_.sharedMemPerBlockOptin));
+  steps_.push_back([launch](cudaStream_t stream) {
+    return launched("talking-heads attention", ec::launchTalkingHeads(launch, stream));
+  });
+  return Status();
+}
+
+}  // namespace ein::detail::cuda_host

@@ -1,0 +1,161 @@
+// The CUDA kernels' launch functions, one per step kind. Each takes a plain
+// description of the step (views already resolved to device addresses and
+// merged to at most kMaxRank axes by the executor), enqueues its kernel(s) on
+// `stream` and returns the launch error (cudaGetLastError), cudaSuccess when
+// the launch was accepted. Nothing here allocates.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/cuda/device_types.hpp"
+
+namespace ein::cuda {
+
+// ---- element-wise (elementwise.cu) -------------------------------------------
+// The register program, renumbered onto at most kMaxSlots live slots.
+inline constexpr int kMaxSlots = 32;
+
+struct Instruction {
+  Op op = Op::Const;
+  uint8_t a = 0, b = 0, c = 0;  // operand slots
+  uint8_t out = 0;              // result slot
+  float imm = 0.0f;
+};
+
+struct ElementwiseInput {
+  DeviceView view;  // over ElementwiseLaunch::shape
+  ElementType type = ElementType::F32;
+  uint8_t slot = 0;
+};
+
+struct ElementwiseLaunch {
+  Shape shape;
+  int32_t inputCount = 0, instructionCount = 0;
+  uint8_t resultSlot = 0;
+  // Device memory: inputCount ElementwiseInput, then instructionCount Instruction.
+  const void *table = nullptr;
+  DeviceView output;
+  ElementType outputType = ElementType::F32;  // the result is computed in f32, stored as this
+};
+size_t elementwiseTableBytes(int inputCount, int instructionCount);
+cudaError_t launchElementwise(const ElementwiseLaunch &launch, cudaStream_t stream);
+
+// ---- softmax and layernorm (normalization.cu) ---------------------------------
+// Rows over `rows` (strides 0..rows.rank-1), the normalised axis `length`
+// long with stride `step` in each view.
+struct RowView {
+  DeviceView view;
+  int64_t step = 0;
+};
+
+struct SoftmaxLaunch {
+  Shape rows;
+  int64_t length = 0;
+  RowView x, y;
+};
+cudaError_t launchSoftmax(const SoftmaxLaunch &launch, cudaStream_t stream);
+
+struct VectorView {  // [n]
+  const float *data = nullptr;
+  int64_t offset = 0, stride = 0;
+};
+
+struct LayerNormLaunch {
+  Shape rows;
+  int64_t length = 0;
+  RowView x, y, residual, sum;  // residual and sum: data null when absent
+  VectorView gamma, beta;       // data null when absent
+  float epsilon = 0.0f;
+  LayerNormVariant variant = LayerNormVariant::Variance;
+};
+cudaError_t launchLayerNorm(const LayerNormLaunch &launch, cudaStream_t stream);
+
+// ---- reduce, gather, copy (reduce_gather_copy.cu) -------------------------------
+struct ReduceLaunch {
+  Shape kept, reduced;
+  DeviceView x;         // strides over kept
+  DeviceView xReduced;  // strides over reduced (offset unused)
+  DeviceView y;         // over kept
+  ReduceKind kind = ReduceKind::Sum;
+};
+cudaError_t launchReduce(const ReduceLaunch &launch, cudaStream_t stream);
+
+struct GatherLaunch {
+  Shape ids;
+  DeviceView idsView;  // over ids
+  bool wideIds = false;  // i64, else i32
+  DeviceView y;          // over ids, then stride[ids.rank] along the width
+  VectorView table;      // row r, column w at offset + r * rowStride + w * stride
+  int64_t tableRowStride = 0;
+  int64_t rows = 0, width = 0;
+  // The smallest row-major number of an id outside [0, rows) is atomicMin'd
+  // here (the executor sets it to all ones before each run).
+  unsigned long long *firstBadId = nullptr;
+};
+cudaError_t launchGather(const GatherLaunch &launch, cudaStream_t stream);
+
+struct CopyLaunch {
+  Shape shape;
+  DeviceView x, y;
+  int32_t elementSize = 4;  // 1, 2, 4 or 8 bytes
+};
+cudaError_t launchCopy(const CopyLaunch &launch, cudaStream_t stream);
+
+// ---- gemm (gemm_fallback.cu; cuBLASLt in gemm_cublaslt.cpp) ----------------------
+// Views carry the batch strides, then [m, k] / [k, n] / [m, n].
+struct GemmLaunch {
+  Shape batch;
+  int64_t m = 0, n = 0, k = 0;
+  DeviceView a, b, c, bias, residual;  // bias, residual: data null when absent
+  float alpha = 1.0f;
+  Activation activation = Activation::None;
+};
+// Any strides: c = act(alpha * a b + bias) + residual, fp32 throughout.
+cudaError_t launchGemmTiled(const GemmLaunch &launch, cudaStream_t stream);
+// After a library gemm wrote c = alpha * a b: c = act(c + bias) + residual in place.
+cudaError_t launchGemmEpilogue(const GemmLaunch &launch, cudaStream_t stream);
+
+// ---- attention (attention_f32_flash.cu, attention_bf16_mma.cu, talking_heads_f32.cu) ----
+// Views carry the batch strides, then two: q [i, d], k [j, d], v [j, e],
+// out [i, e], mask [i, j].
+struct AttentionLaunch {
+  Shape batch;
+  int64_t queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  DeviceView q, k, v, out, mask;  // mask: data null without one
+  MaskKind maskKind = MaskKind::None;
+  float maskFill = 0.0f;
+  int64_t causalPositions = 0;  // causal when > 0: query i sees key j <= i % P + keys - P
+};
+// fp32 everywhere; head_dim and value_dim up to kFlashF32MaxDim.
+inline constexpr int64_t kFlashF32MaxDim = 256;
+bool attentionF32FlashSupports(const AttentionLaunch &launch);
+cudaError_t launchAttentionF32Flash(const AttentionLaunch &launch, cudaStream_t stream);
+// Tensor cores (bf16 or fp16 operands, f32 accumulation and softmax):
+// head_dim == value_dim in {64, 128}. `keyTile` is one of kMmaKeyTiles,
+// chosen with mmaKeyTile (launch_plan.hpp) for the device's shared memory.
+bool attentionMmaSupports(const AttentionLaunch &launch);
+cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, int keyTile, cudaStream_t stream);
+
+// Views carry the batch strides, then three: [h, i, d] and so on.
+struct MatrixView {  // [heads, heads]
+  const float *data = nullptr;
+  int64_t offset = 0, rowStride = 0, columnStride = 0;
+};
+struct TalkingHeadsLaunch {
+  Shape batch;
+  int64_t heads = 0, queries = 0, keys = 0, headDim = 0, valueDim = 0;
+  float scale = 1.0f;
+  DeviceView q, k, v, out, mask;
+  MatrixView preMix, postMix;   // data null when absent
+  VectorView preBias, postBias;  // data null when absent
+  MaskKind maskKind = MaskKind::None;
+  float maskFill = 0.0f;
+};
+// Shared memory it needs, in bytes; the executor refuses a step above the device's limit.
+size_t talkingHeadsSharedBytes(const TalkingHeadsLaunch &launch);
+cudaError_t launchTalkingHeads(const TalkingHeadsLaunch &launch, cudaStream_t stream);
+
+}  // namespace ein::cuda

@@ -1,0 +1,43 @@
+// The seam between a session and a device. A session validates and holds the
+// host-side inputs and outputs; an executor runs the verified program on one
+// device. The CPU executor runs the CPU kernels; the CUDA executor owns device
+// memory for the arena and weights, uploads the inputs and downloads the
+// outputs inside run().
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "ein/session.hpp"
+#include "ein/status.hpp"
+#include "program.hpp"
+
+namespace ein::detail {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Makes `program` the one run() runs: the model's program it was created
+  // for, or an instantiation of a dynamic model's program (the same tensors
+  // in the same arena places, sizes within the planned maxima). `program`
+  // must outlive its use. Chooses kernels and plans launches; grows only
+  // memory whose need depends on the sizes (kernel scratch, device copies
+  // of inputs and outputs), never the arena.
+  virtual Status prepare(const Program &program) = 0;
+  // Runs the prepared program. inputs[i] and outputs[i] are host buffers of
+  // its i-th input and output, of the sizes it gives. Errors name the
+  // failing step.
+  virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
+  // The session's state (Program::stateBytes, zeros at first), host memory.
+  virtual std::span<std::byte> state() = 0;
+};
+
+// An executor for the model whose program is `program` (which must outlive
+// the executor) on `options.device`, from that device's backend
+// (backend.hpp): allocates the arena and what does not depend on sizes, then
+// prepares `program` itself when it has steps (a static model); a dynamic
+// model's contexts prepare each instantiation.
+StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options);
+
+}  // namespace ein::detail

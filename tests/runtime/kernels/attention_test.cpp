@@ -1,0 +1,322 @@
+// Attention: the reference kernel against a naive loop (masks of each kind
+// with broadcast strides, fully masked rows, causal, grouped heads,
+// cross-attention, single queries); the flash kernel, f32 and bf16, against
+// the reference on every instruction set this CPU has, with one and two
+// threads; the decode kernel (few queries over a long cache, keys split
+// across threads) against the reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "artifact_builder.hpp"
+#include "kernel_test_support.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+#include "ops/scalar_functions.hpp"
+#include "step_harness.hpp"
+
+namespace ein::testing {
+namespace {
+
+// --- attention ----------------------------------------------------------------
+
+struct AttentionCase {
+  std::string name;
+  int64_t batch, heads, queries, keys, headDim, valueDim;
+  fb::MaskKind mask;
+  bool maskPerBatch;   // else broadcast over batch and heads (zero strides)
+  bool permuted;       // operands stored [i, h, b, d] instead of [b, h, i, d]
+  int maskedRows;      // query rows whose mask removes every key
+  float fill = -INFINITY;
+};
+
+void PrintTo(const AttentionCase &c, std::ostream *out) { *out << c.name; }
+
+class AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
+
+TEST_P(AttentionTest, MatchesNaiveLoop) {
+  const AttentionCase c = GetParam();
+  const int64_t B = c.batch, H = c.heads, I = c.queries, J = c.keys, D = c.headDim, E = c.valueDim;
+  const std::vector<size_t> perm = c.permuted ? std::vector<size_t>{2, 1, 0, 3} : std::vector<size_t>{};
+  Layout qL({B, H, I, D}, perm), kL({B, H, J, D}, perm), vL({B, H, J, E}, perm), oL({B, H, I, E}, perm);
+  std::vector<float> q = randomFloats(product(qL.storageShape), 1), k = randomFloats(product(kL.storageShape), 2),
+                     v = randomFloats(product(vL.storageShape), 3);
+  // Mask: [B, I, J] per batch (broadcast over heads) or [I, J] broadcast over both.
+  const int64_t maskBatches = c.maskPerBatch ? B : 1;
+  std::vector<float> addMask = randomFloats(maskBatches * I * J, 4, -3.0f, 1.0f);
+  std::vector<uint8_t> boolMask(maskBatches * I * J);
+  std::mt19937 generator(5);
+  for (auto &flag : boolMask) flag = generator() % 4 != 0;
+  // Rows 0..maskedRows-1 of every mask batch lose every key.
+  for (int64_t mb = 0; mb < maskBatches; ++mb)
+    for (int64_t i = 0; i < std::min<int64_t>(c.maskedRows, I); ++i)
+      for (int64_t j = 0; j < J; ++j) {
+        addMask[(mb * I + i) * J + j] = -INFINITY;
+        boolMask[(mb * I + i) * J + j] = c.mask == fb::MaskKind::Keep ? 0 : 1;
+      }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(std::max<int64_t>(D, 1)));
+
+  ArtifactBuilder builder;
+  uint32_t qId = builder.input("q", fb::DType::F32, qL.storageShape);
+  uint32_t kId = builder.input("k", fb::DType::F32, kL.storageShape);
+  uint32_t vId = builder.input("v", fb::DType::F32, vL.storageShape);
+  uint32_t oId = builder.output("out", fb::DType::F32, oL.storageShape);
+  std::optional<ViewSpec> maskView;
+  if (c.mask != fb::MaskKind::None) {
+    uint32_t maskId = c.mask == fb::MaskKind::Add ? builder.weightsF32({maskBatches, I, J}, addMask)
+                                                  : builder.weights(fb::DType::Bool, {maskBatches, I, J}, boolMask);
+    maskView = ViewSpec{maskId, 0, {c.maskPerBatch ? I * J : 0, 0, J, 1}};
+  }
+  builder.attention({{B, H}, I, J, D, E, scale, qL.view(qId), kL.view(kId), vL.view(vId), oL.view(oId), c.mask,
+                     maskView, c.fill});
+  auto session = loadAndRun(builder.build(), {{"q", bytesOf(q)}, {"k", bytesOf(k)}, {"v", bytesOf(v)}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  std::vector<float> got = valuesOf<float>(session.value()->output("out").value());
+
+  std::vector<double> want(got.size(), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < I; ++i) {
+        std::vector<double> row(J);
+        for (int64_t j = 0; j < J; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += double(q[qL.at({b, h, i, d})]) * k[kL.at({b, h, j, d})];
+          size_t m = ((c.maskPerBatch ? b : 0) * I + i) * J + j;
+          row[j] = applyMask(c.mask, double(scale) * dot, c.mask == fb::MaskKind::Add ? addMask[m] : boolMask[m],
+                             c.fill);
+        }
+        naiveSoftmax(row);
+        for (int64_t e = 0; e < E; ++e) {
+          double sum = 0;
+          for (int64_t j = 0; j < J; ++j) sum += row[j] * v[vL.at({b, h, j, e})];
+          want[oL.at({b, h, i, e})] = sum;
+        }
+      }
+  if (c.maskedRows > 0 && c.fill == -INFINITY && J > 0) {
+    ASSERT_TRUE(std::isnan(want[oL.at({0, 0, 0, 0})])) << "a fully masked row gives NaN";
+  }
+  expectClose(got, want, 1e-5, c.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Values(AttentionCase{"tiny_no_mask", 1, 1, 1, 1, 1, 1, fb::MaskKind::None, false, false, 0},
+                      AttentionCase{"odd_no_mask_permuted", 2, 3, 7, 7, 5, 3, fb::MaskKind::None, false, true, 0},
+                      AttentionCase{"vit_197_add_broadcast", 1, 2, 197, 197, 64, 64, fb::MaskKind::Add, false, false, 0},
+                      AttentionCase{"cross_keep_fully_masked", 2, 2, 13, 9, 8, 6, fb::MaskKind::Keep, true, true, 2},
+                      AttentionCase{"single_query_keep", 2, 4, 1, 197, 16, 16, fb::MaskKind::Keep, true, false, 0},
+                      AttentionCase{"single_key_drop", 1, 3, 7, 1, 7, 7, fb::MaskKind::Drop, true, false, 0},
+                      AttentionCase{"drop_fully_masked", 2, 1, 7, 11, 4, 5, fb::MaskKind::Drop, true, false, 3},
+                      AttentionCase{"drop_finite_fill", 2, 1, 7, 11, 4, 5, fb::MaskKind::Drop, true, true, 3, -1e9f},
+                      AttentionCase{"add_fully_masked", 1, 2, 9, 17, 3, 2, fb::MaskKind::Add, true, true, 1},
+                      AttentionCase{"no_keys", 1, 2, 3, 0, 4, 5, fb::MaskKind::None, false, false, 0}),
+    [](const auto &info) { return info.param.name; });
+
+// --- attention -------------------------------------------------------------------
+
+struct FlashCase {
+  std::string name;
+  int64_t batch, heads, queries, keys, headDim, valueDim;
+  fb::MaskKind mask;
+  bool maskPerHead;  // else broadcast over heads (stride 0) and batch
+  bool permuted;     // q, k, v, out stored [i, b, h, d]
+  float fill = -INFINITY;
+};
+
+void PrintTo(const FlashCase &c, std::ostream *out) { *out << c.name; }
+
+class FlashAttentionTest : public ::testing::TestWithParam<FlashCase> {};
+
+// The case's attention step; bf16: in a bf16 artifact (einc --precision bf16).
+std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16) {
+  const int64_t B = c.batch, H = c.heads, I = c.queries, J = c.keys, D = c.headDim, E = c.valueDim;
+  ArtifactBuilder builder;
+  if (bf16) builder.precision = fb::Precision::Bf16;
+  // [b, h, x, d] logically; permuted storage [x, b, h, d].
+  auto operand = [&](const std::string &name, int64_t rows, int64_t width, bool output) {
+    std::vector<int64_t> shape = c.permuted ? std::vector<int64_t>{rows, B, H, width} : std::vector<int64_t>{B, H, rows, width};
+    uint32_t id = output ? builder.output(name, fb::DType::F32, shape) : builder.input(name, fb::DType::F32, shape);
+    std::vector<int64_t> strides = c.permuted ? std::vector<int64_t>{H * width, width, B * H * width, 1}
+                                              : std::vector<int64_t>{H * rows * width, rows * width, width, 1};
+    return ViewSpec{id, 0, strides};
+  };
+  ViewSpec q = operand("q", I, D, false), k = operand("k", J, D, false), v = operand("v", J, E, false);
+  ViewSpec out = operand("out", I, E, true);
+  std::optional<ViewSpec> maskView;
+  if (c.mask != fb::MaskKind::None) {
+    // [h or 1, i, j]: row 0 masked entirely, row 1 masked in its first 150
+    // keys (a whole key block, then more), the rest at random.
+    const int64_t maskHeads = c.maskPerHead ? H : 1;
+    std::vector<float> add = randomFloats(maskHeads * I * J, 41, -3.0f, 1.0f);
+    std::vector<uint8_t> flags(maskHeads * I * J);
+    std::mt19937 generator(42);
+    for (auto &flag : flags) flag = generator() % 4 != 0;
+    for (int64_t h = 0; h < maskHeads; ++h)
+      for (int64_t i = 0; i < std::min<int64_t>(I, 2); ++i)
+        for (int64_t j = 0; j < (i == 0 ? J : std::min<int64_t>(J - 1, 150)); ++j) {
+          add[(h * I + i) * J + j] = -INFINITY;
+          flags[(h * I + i) * J + j] = c.mask == fb::MaskKind::Keep ? 0 : 1;
+        }
+    uint32_t id = c.mask == fb::MaskKind::Add ? builder.weightsF32({maskHeads, I, J}, add)
+                                              : builder.weights(fb::DType::Bool, {maskHeads, I, J}, flags);
+    maskView = ViewSpec{id, 0, {0, c.maskPerHead ? I * J : 0, J, 1}};
+  }
+  builder.attention({{B, H}, I, J, D, E, 1.0f / std::sqrt(float(std::max<int64_t>(D, 1))), q, k, v, out, c.mask,
+                     maskView, c.fill});
+  return builder.build();
+}
+
+TEST_P(FlashAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
+  expectFastMatchesReference(flashArtifact(GetParam(), false), detail::cpu::attentionF32Flash,
+                             detail::cpu::attentionF32Reference, 2e-5);
+}
+
+// A bf16 artifact: on the avx512bf16 table q . k and p . v run in bf16 (q
+// scaled, then rounded; k, v and the probabilities rounded), so the oracle
+// is the reference on the bf16-rounded q, k, v, within what rounding the
+// scaled queries and the probabilities (relative 2^-9 each) can move a
+// softmax-weighted average of values in [-1, 1]. Every other ISA computes
+// in f32 exactly as for an f32 artifact.
+TEST_P(FlashAttentionTest, Bf16MatchesReferenceOnBf16RoundedOperands) {
+  StepHarness harness(flashArtifact(GetParam(), true));
+  const auto &op = std::get<detail::Attention>(harness.program().steps[0].kernel);
+  EXPECT_TRUE(op.bf16);
+  std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  std::vector<std::pair<std::string, std::vector<float>>> bf16Runs;
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2}) {
+      std::vector<float> got = harness.run(detail::cpu::attentionF32Flash, *isa, threads);
+      std::string what = std::string(isa->name) + " threads " + std::to_string(threads);
+      if (isa->bf16GemmTile) {
+        bf16Runs.emplace_back(what, std::move(got));
+      } else {
+        expectNear(got, want, 2e-5, what + " (f32)");
+      }
+    }
+  if (bf16Runs.empty()) return;
+  for (uint32_t tensor : {op.q.tensor, op.k.tensor, op.v.tensor}) harness.roundToBf16(tensor);
+  std::vector<float> wantRounded = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  for (const auto &[what, got] : bf16Runs) expectNear(got, wantRounded, 1e-2, what + " (bf16)");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, FlashAttentionTest,
+    ::testing::Values(FlashCase{"one", 1, 1, 1, 1, 1, 1, fb::MaskKind::None, false, false},
+                      FlashCase{"odd_7_permuted", 2, 3, 7, 7, 5, 3, fb::MaskKind::None, false, true},
+                      FlashCase{"vit_197", 1, 2, 197, 197, 64, 64, fb::MaskKind::None, false, false},
+                      FlashCase{"add_mask_blocks", 1, 2, 70, 300, 16, 40, fb::MaskKind::Add, true, false},
+                      FlashCase{"keep_broadcast_cross", 2, 2, 13, 290, 8, 6, fb::MaskKind::Keep, false, true},
+                      FlashCase{"drop_finite_fill", 1, 2, 9, 140, 4, 5, fb::MaskKind::Drop, true, false, -1e9f},
+                      FlashCase{"drop_inf_fill", 1, 2, 9, 140, 4, 5, fb::MaskKind::Drop, true, true},
+                      FlashCase{"single_query", 2, 4, 1, 197, 64, 64, fb::MaskKind::None, false, false},
+                      FlashCase{"single_key", 1, 3, 7, 1, 7, 7, fb::MaskKind::None, false, false},
+                      FlashCase{"no_keys", 1, 2, 3, 0, 4, 5, fb::MaskKind::None, false, false},
+                      FlashCase{"no_head_dim", 1, 1, 5, 9, 0, 3, fb::MaskKind::None, false, false}),
+    [](const auto &info) { return info.param.name; });
+
+// --- decode attention --------------------------------------------------------------
+
+// A decode step's grouped-query attention: `groups` query heads of
+// `positions` new tokens per key head (queries = groups x positions, query i
+// at position i mod positions), against the first `keys` rows of a cache of
+// `keys + 5` rows, as a session's state holds them.
+struct DecodeCase {
+  std::string name;
+  int64_t kvHeads, groups, positions, keys, headDim, valueDim;
+  bool causal;
+  fb::MaskKind mask = fb::MaskKind::None;
+};
+
+void PrintTo(const DecodeCase &c, std::ostream *out) { *out << c.name; }
+
+std::vector<uint8_t> decodeArtifact(const DecodeCase &c) {
+  const int64_t B = c.kvHeads, I = c.groups * c.positions, J = c.keys, D = c.headDim, E = c.valueDim, rows = J + 5;
+  ArtifactBuilder builder;
+  const uint32_t q = builder.input("q", fb::DType::F32, {B, I, D});
+  const uint32_t k = builder.input("k_cache", fb::DType::F32, {B, rows, D});
+  const uint32_t v = builder.input("v_cache", fb::DType::F32, {B, rows, E});
+  const uint32_t out = builder.output("out", fb::DType::F32, {B, I, E});
+  std::optional<ViewSpec> maskView;
+  if (c.mask != fb::MaskKind::None) {
+    // [i, j], shared by the heads: row 0 masked entirely, row 1 in its first
+    // 150 keys (past a key block), the rest at random.
+    std::vector<float> add = randomFloats(I * J, 43, -3.0f, 1.0f);
+    std::vector<uint8_t> flags(I * J);
+    std::mt19937 generator(44);
+    for (auto &flag : flags) flag = generator() % 4 != 0;
+    for (int64_t i = 0; i < std::min<int64_t>(I, 2); ++i)
+      for (int64_t j = 0; j < (i == 0 ? J : std::min<int64_t>(J - 1, 150)); ++j) {
+        add[i * J + j] = -INFINITY;
+        flags[i * J + j] = c.mask == fb::MaskKind::Keep ? 0 : 1;
+      }
+    uint32_t id = c.mask == fb::MaskKind::Add ? builder.weightsF32({I, J}, add)
+                                              : builder.weights(fb::DType::Bool, {I, J}, flags);
+    maskView = ViewSpec{id, 0, {0, J, 1}};
+  }
+  AttentionSpec spec{{B},
+                     I,
+                     J,
+                     D,
+                     E,
+                     1.0f / std::sqrt(float(std::max<int64_t>(D, 1))),
+                     ViewSpec{q, 0, {I * D, D, 1}},
+                     ViewSpec{k, 0, {rows * D, D, 1}},
+                     ViewSpec{v, 0, {rows * E, E, 1}},
+                     ViewSpec{out, 0, {I * E, E, 1}},
+                     c.mask,
+                     maskView};
+  spec.causalPositions = c.causal ? c.positions : 0;
+  builder.attention(spec);
+  return builder.build();
+}
+
+class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
+
+// On every ISA and 1-4 threads (4 threads split one key head's keys into
+// ranges whose partial results are combined; 1 thread never does).
+TEST_P(DecodeAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
+  StepHarness harness(decodeArtifact(GetParam()));
+  ASSERT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(harness.program().steps[0].kernel)));
+  std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2, 3, 4}) {
+      std::vector<float> got = harness.run(detail::cpu::attentionF32Decode, *isa, threads);
+      expectNear(got, want, 2e-5, std::string(isa->name) + " threads " + std::to_string(threads));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DecodeAttentionTest,
+    ::testing::Values(DecodeCase{"one_key", 1, 1, 1, 1, 1, 1, true},
+                      DecodeCase{"gqa3_context128", 4, 3, 1, 128, 64, 64, true},
+                      DecodeCase{"gqa3_context2048", 4, 3, 1, 2048, 64, 64, true},
+                      DecodeCase{"mqa8_context2049", 1, 8, 1, 2049, 64, 64, true},
+                      DecodeCase{"mha_context1000", 2, 1, 1, 1000, 32, 48, false},
+                      DecodeCase{"chunk_of_3_after_cache", 2, 2, 3, 300, 16, 16, true},
+                      DecodeCase{"odd_sizes", 1, 1, 1, 777, 7, 5, true},
+                      DecodeCase{"add_mask_rows_hidden", 1, 2, 1, 600, 32, 24, false, fb::MaskKind::Add},
+                      DecodeCase{"keep_mask_split", 1, 4, 1, 1100, 16, 16, true, fb::MaskKind::Keep},
+                      DecodeCase{"drop_mask", 2, 3, 1, 301, 8, 8, false, fb::MaskKind::Drop},
+                      DecodeCase{"no_keys", 1, 2, 1, 0, 4, 5, false}),
+    [](const auto &info) { return info.param.name; });
+
+// More than kDecodeQueries queries go to the flash kernel; rows at any
+// stride (heads interleaved with positions) stay here.
+TEST(DecodeAttentionTest, AppliesToFewQueriesOverRowsAtAnyStride) {
+  DecodeCase few{"few", 1, 8, 1, 64, 16, 16, true}, many{"many", 1, 3, 3, 64, 16, 16, true};
+  StepHarness fewHarness(decodeArtifact(few)), manyHarness(decodeArtifact(many));
+  EXPECT_TRUE(detail::cpu::attentionF32DecodeApplies(
+      std::get<detail::Attention>(fewHarness.program().steps[0].kernel)));
+  EXPECT_FALSE(detail::cpu::attentionF32DecodeApplies(
+      std::get<detail::Attention>(manyHarness.program().steps[0].kernel)));
+  FlashCase permuted{"odd_7_permuted", 2, 3, 1, 7, 5, 3, fb::MaskKind::None, false, true};
+  StepHarness strided(flashArtifact(permuted, false));
+  EXPECT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(strided.program().steps[0].kernel)));
+}
+
+}  // namespace
+}  // namespace ein::testing

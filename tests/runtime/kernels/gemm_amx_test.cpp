@@ -1,0 +1,95 @@
+// The AMX table (tdpbf16ps, tdpbusd): offered exactly where the CPU and OS
+// allow it, and its bf16 tile against exact sums. The int8 tile and both
+// whole gemms on the amx table (forced, 1 and 2 threads: the pool's workers
+// load their own tile configuration) are checked with every other table by
+// S8TileTest, Int8GemmTest and Bf16GemmFastTest; the checks here that need
+// AMX skip, with the reason, on CPUs without it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "ein/half_float.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+
+namespace ein::testing {
+namespace {
+
+using detail::cpu::IsaKernels;
+
+const IsaKernels *amxTable() {
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    if (std::strcmp(isa->name, "amx") == 0) return isa;
+  return nullptr;
+}
+
+TEST(AmxTable, OfferedFirstExactlyWhereUsable) {
+  const IsaKernels *amx = amxTable();
+  EXPECT_EQ(amx != nullptr, detail::cpu::amxUsable());
+  if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX (CPUID leaf 7, XCR0 tile state, arch_prctl)";
+  EXPECT_EQ(detail::cpu::supportedKernels().front(), amx) << "amx is the best table where it is usable";
+  EXPECT_EQ(amx->s8GemmNr, detail::cpu::avx512VnniKernels().s8GemmNr) << "int8 panels shared with avx512vnni";
+  EXPECT_EQ(amx->s8ActivationOffset, 128);
+  EXPECT_EQ(amx->gemmNr, detail::cpu::avx512Bf16Kernels().gemmNr) << "bf16 pair panels shared with avx512bf16";
+  ASSERT_NE(amx->bf16GemmTallTile, nullptr);
+  EXPECT_EQ(amx->bf16GemmTallMr, 32);
+}
+
+// c (+)= a . b over the 32 x 64 tile for depths around the tile's 16 pairs
+// (the k tail on AVX512_BF16), accumulating or not, with strided a and c:
+// within f32 summation error of the exact (double) sums of the bf16 products.
+TEST(AmxTable, Bf16TallTileMatchesExactSums) {
+  const IsaKernels *amx = amxTable();
+  if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
+  const int mr = amx->bf16GemmTallMr, nr = amx->gemmNr;
+  std::mt19937 random(21);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto bf16 = [&] { return floatToBfloat(value(random)); };
+  for (int64_t pairs : {1, 15, 16, 17, 31, 32, 48, 100, 384}) {
+    const int64_t lda = pairs + 3, ldc = nr + 5;
+    std::vector<uint32_t> a(static_cast<size_t>(mr * lda)), b(static_cast<size_t>(pairs * nr));
+    for (uint32_t &x : a) x = bf16() | uint32_t(bf16()) << 16;
+    for (uint32_t &x : b) x = bf16() | uint32_t(bf16()) << 16;
+    auto low = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x))); };
+    auto high = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x >> 16))); };
+    for (bool accumulate : {false, true}) {
+      std::vector<float> c(static_cast<size_t>(mr * ldc), 0.5f);
+      std::vector<double> want(c.begin(), c.end());
+      for (int r = 0; r < mr; ++r)
+        for (int j = 0; j < nr; ++j) {
+          double sum = accumulate ? want[r * ldc + j] : 0.0;
+          for (int64_t q = 0; q < pairs; ++q) {
+            const uint32_t x = a[r * lda + q], y = b[q * nr + j];
+            sum += low(x) * low(y) + high(x) * high(y);
+          }
+          want[r * ldc + j] = sum;
+        }
+      amx->bf16GemmTallTile(pairs, a.data(), lda, b.data(), c.data(), ldc, accumulate, nullptr, 0);
+      int failures = 0;
+      for (size_t i = 0; i < c.size() && failures < 8; ++i)
+        if (std::fabs(c[i] - want[i]) > 2e-6 * double(2 * pairs)) {
+          ++failures;
+          ADD_FAILURE() << "pairs " << pairs << (accumulate ? " accumulating" : "") << " element " << i << ": got "
+                        << c[i] << ", want " << want[i];
+        }
+    }
+  }
+}
+
+// A thread that never ran a tile before (no configuration loaded) runs one.
+TEST(AmxTable, EveryThreadLoadsItsOwnTileConfiguration) {
+  const IsaKernels *amx = amxTable();
+  if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
+  const int mr = amx->s8GemmMr, nr = amx->s8GemmNr;
+  std::vector<uint8_t> a(static_cast<size_t>(mr * 64), 129);  // s8 value 1
+  std::vector<int8_t> b(static_cast<size_t>(16 * nr * 4), 2);
+  std::vector<int32_t> c(static_cast<size_t>(mr * nr), -1);
+  std::thread([&] { amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false); }).join();
+  // 64 products of 129 * 2 (the driver subtracts 128 * the column sum later).
+  for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
+}
+
+}  // namespace
+}  // namespace ein::testing

@@ -1,0 +1,114 @@
+// The vector math every fast kernel is built from, per instruction set this
+// CPU has: exp, the activations and each element-wise opcode against the
+// scalar definitions (schemas/ops/scalar_functions.hpp), weighted row sums.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+
+#include "artifact_builder.hpp"
+#include "kernel_test_support.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+#include "ops/scalar_functions.hpp"
+#include "step_harness.hpp"
+
+namespace ein::testing {
+namespace {
+
+// --- vector math -------------------------------------------------------------
+
+class VectorMathTest : public ::testing::TestWithParam<const IsaKernels *> {};
+
+TEST_P(VectorMathTest, ExpIsAccurateAndKeepsIeeeSpecials) {
+  std::vector<float> x;
+  for (float v = -100.0f; v <= 100.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {-INFINITY, INFINITY, NAN, 0.0f, -0.0f, 88.7f, 88.8f, -87.3f, -87.4f, 1e-8f}) x.push_back(v);
+  std::vector<float> y = x;
+  GetParam()->expInPlace(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    double want = std::exp(double(x[i]));
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i]));
+    } else if (want > 3.4028234e38) {
+      EXPECT_EQ(y[i], INFINITY) << x[i];
+    } else if (x[i] < -87.33f) {
+      EXPECT_EQ(y[i], 0.0f) << x[i];  // below exp(-87.33) = 1.183e-38: flushed, never subnormal
+    } else if (want < 1.1754944e-38) {
+      ADD_FAILURE() << "exp(" << x[i] << ") is subnormal above -87.33";
+    } else {
+      EXPECT_NEAR(y[i], want, 3e-7 * want) << x[i];
+    }
+  }
+  EXPECT_EQ(y[x.size() - 10], 0.0f);  // exp(-inf) is exactly 0
+}
+
+TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
+  std::vector<float> x;
+  for (float v = -12.0f; v <= 12.0f; v += 0.00731f) x.push_back(v);
+  x.push_back(NAN);
+  using detail::Activation;
+  for (Activation activation : {Activation::Relu, Activation::Gelu, Activation::GeluTanh, Activation::Silu}) {
+    std::vector<float> y = x;
+    GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), activation);
+    for (size_t i = 0; i + 1 < x.size(); ++i) {
+      const double v = x[i], want = ops::activate(activation, v);
+      ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
+    }
+    // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
+    if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
+    else EXPECT_TRUE(std::isnan(y.back()));
+  }
+}
+
+// Every opcode of the vector interpreter (its vector form, or the per-lane
+// path for those without one) against its scalar definition in double, on
+// values that cross zero, ties between operands, and NaN.
+TEST_P(VectorMathTest, ElementwiseOpcodesMatchTheScalarDefinitions) {
+  constexpr int64_t kBlock = static_cast<int64_t>(detail::cpu::kElementwiseBlock), count = kBlock - 3;
+  std::vector<float> registers(4 * kBlock, 0.0f);
+  float *a = registers.data(), *b = a + kBlock, *c = b + kBlock, *out = c + kBlock;
+  for (int64_t e = 0; e < count; ++e) {
+    a[e] = -12.0f + 24.0f * static_cast<float>(e) / static_cast<float>(count);
+    b[e] = e % 5 == 0 ? a[e] : 0.25f + 1.75f * static_cast<float>(e % 11) / 10.0f;
+    c[e] = static_cast<float>(e % 7) - 3.0f;
+  }
+  a[count - 1] = NAN;
+  const float imm = 0.75f;
+  for (int value = 0; value < ops::kValueCount<ops::Opcode>; ++value) {
+    const auto opcode = static_cast<ops::Opcode>(value);
+    const detail::Instruction instruction{opcode, 0, 1, 2, imm};
+    GetParam()->elementwiseBlock(&instruction, 1, 3, registers.data(), count);
+    for (int64_t e = 0; e < count; ++e) {
+      const double want = ops::evaluate<double>(opcode, a[e], b[e], c[e], imm);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(out[e])) << ops::info(opcode).name << " at " << a[e] << ", " << b[e];
+        continue;
+      }
+      ASSERT_NEAR(out[e], want, 2e-6 * std::max(1.0, std::fabs(want)))
+          << ops::info(opcode).name << " at " << a[e] << ", " << b[e] << ", " << c[e];
+    }
+  }
+}
+
+TEST_P(VectorMathTest, WeightedSumOfRowsWithATail) {
+  // y[i] = bias + sum_h w[h * 2] * x[h * 40 + i] for 3 rows and 37 columns
+  // (whole vectors and a scalar tail).
+  const std::vector<float> x = randomFloats(3 * 40, 11), w = randomFloats(6, 12);
+  std::vector<float> y(37);
+  GetParam()->weightedSum(y.data(), x.data(), 40, 3, w.data(), 2, 0.25f, 37);
+  for (int64_t i = 0; i < 37; ++i) {
+    double want = 0.25;
+    for (int64_t h = 0; h < 3; ++h) want += double(w[h * 2]) * x[h * 40 + i];
+    EXPECT_NEAR(y[i], want, 1e-6) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, VectorMathTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
+                         [](const auto &info) { return isaName(info.param); });
+
+}  // namespace
+}  // namespace ein::testing
