@@ -19,19 +19,11 @@ using ein::ir::UnaryOp;
 
 namespace {
 
-// The activations kern-fuse-gemm-epilogue moves into a GEMM.
+// The activations kern-fuse-gemm-epilogue moves into a GEMM: those the op
+// table lists as GEMM epilogue activations (kern's Activation, by name).
 bool isEpilogueActivation(UnaryKind kind) {
-  switch (kind) {
-    case UnaryKind::relu:
-    case UnaryKind::gelu:
-    case UnaryKind::gelu_tanh:
-    case UnaryKind::silu:
-    case UnaryKind::sigmoid:
-    case UnaryKind::softplus:
-      return true;
-    default:
-      return false;
-  }
+  std::optional<ein::kern::Activation> activation = ein::kern::symbolizeActivation(ein::ir::stringifyUnaryKind(kind));
+  return activation && *activation != ein::kern::Activation::none;
 }
 
 bool isElementwise(Operation *op) { return isa<UnaryOp, ein::ir::BinaryOp, ein::ir::WhereOp, ein::ir::CastOp>(op); }

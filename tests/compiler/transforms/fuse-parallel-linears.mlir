@@ -78,6 +78,30 @@ func.func @same_activation(%x: tensor<3x8xf32>) -> (tensor<3x2xf32>, tensor<3x2x
 
 // -----
 
+// An activation that is no GEMM epilogue (the op table's epilogue
+// activations are relu, gelu, gelu_tanh, silu) on one part only does not
+// keep the parts apart: it stays on its part's slice, an element-wise kernel
+// either way.
+// CHECK-LABEL: func.func @activation_not_an_epilogue
+func.func @activation_not_an_epilogue(%x: tensor<3x8xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>) {
+  // CHECK: %[[L:.*]] = ein.linear %arg0, %{{.*}} : (tensor<3x8xf32>, tensor<8x8xf32>) -> tensor<3x8xf32>
+  // CHECK-NEXT: %[[P:.*]] = ein.slice %[[L]] {{.*}}offsets = #ein.sizes<"0, 0">, sizes = #ein.sizes<"3, 4">
+  // CHECK-NEXT: %[[Q:.*]] = ein.slice %[[L]] {{.*}}offsets = #ein.sizes<"0, 4">, sizes = #ein.sizes<"3, 4">
+  // CHECK: ein.unary sigmoid %[[P]]
+  %w1 = ein.param "a.weight" : tensor<4x8xf32>
+  %w2 = ein.param "b.weight" : tensor<4x8xf32>
+  %w3 = ein.param "c.weight" : tensor<2x4xf32>
+  %w4 = ein.param "d.weight" : tensor<2x4xf32>
+  %a = ein.linear %x, %w1 : (tensor<3x8xf32>, tensor<4x8xf32>) -> tensor<3x4xf32>
+  %sa = ein.unary sigmoid %a : tensor<3x4xf32>
+  %b = ein.linear %x, %w2 : (tensor<3x8xf32>, tensor<4x8xf32>) -> tensor<3x4xf32>
+  %c = ein.linear %sa, %w3 : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  %d = ein.linear %b, %w4 : (tensor<3x4xf32>, tensor<2x4xf32>) -> tensor<3x2xf32>
+  return %c, %d : tensor<3x2xf32>, tensor<3x2xf32>
+}
+
+// -----
+
 // Left alone: an activation epilogue on one part only; a residual add (it
 // joins its GEMM); a bias on one part only; a weight that is no parameter;
 // and linears of different inputs.
