@@ -45,4 +45,32 @@ inline void configureTiles() {
   configured = true;
 }
 
+// tmm0..tmm3 = the 32 x 32 block of c (4-byte sums: f32 or int32) whose
+// rows are ldc elements apart, or zeros where the tile does not accumulate.
+inline void loadBlockC(void *c, int64_t ldc, bool accumulate) {
+  if (!accumulate) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    return;
+  }
+  char *p = static_cast<char *>(c);
+  const int64_t stride = ldc * 4;
+  _tile_loadd(0, p, stride);
+  _tile_loadd(1, p + kTileBytes, stride);
+  _tile_loadd(2, p + kTileRows * stride, stride);
+  _tile_loadd(3, p + kTileRows * stride + kTileBytes, stride);
+}
+
+// The 32 x 32 block of c = tmm0..tmm3, as loadBlockC reads it.
+inline void storeBlockC(void *c, int64_t ldc) {
+  char *p = static_cast<char *>(c);
+  const int64_t stride = ldc * 4;
+  _tile_stored(0, p, stride);
+  _tile_stored(1, p + kTileBytes, stride);
+  _tile_stored(2, p + kTileRows * stride, stride);
+  _tile_stored(3, p + kTileRows * stride + kTileBytes, stride);
+}
+
 }  // namespace ein::detail::cpu::amx

@@ -48,7 +48,7 @@ void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, co
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes) {
   amx::configureTiles();
-  const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4, cStride = ldc * 4;
+  const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4;
   // The next weight panel into L2, spread over both halves' steps.
   const int64_t lines = prefetchBytes / 64;
   int64_t line = 0;
@@ -56,17 +56,7 @@ void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32
   for (int half = 0; half < 2; ++half) {
     float *ch = c + half * 32;
     const uint32_t *bh = b + half * 32;
-    if (accumulate) {
-      _tile_loadd(0, ch, cStride);
-      _tile_loadd(1, ch + 16, cStride);
-      _tile_loadd(2, ch + 16 * ldc, cStride);
-      _tile_loadd(3, ch + 16 * ldc + 16, cStride);
-    } else {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-    }
+    amx::loadBlockC(ch, ldc, accumulate);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t q = s * amx::kTileRows;
       for (int64_t i = 0; i < perStep && line < lines; ++i) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
@@ -79,10 +69,7 @@ void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
     }
-    _tile_stored(0, ch, cStride);
-    _tile_stored(1, ch + 16, cStride);
-    _tile_stored(2, ch + 16 * ldc, cStride);
-    _tile_stored(3, ch + 16 * ldc + 16, cStride);
+    amx::storeBlockC(ch, ldc);
   }
   if (steps * amx::kTileRows < pairs) addPairTail(steps * amx::kTileRows, pairs, a, lda, b, c, ldc);
 }

@@ -49,21 +49,11 @@ void addQuadTail(int64_t from, int64_t quads, const uint8_t *a, int64_t lda, con
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                    bool accumulate) {
   amx::configureTiles();
-  const int64_t steps = quads / amx::kTileRows, cStride = ldc * 4;
+  const int64_t steps = quads / amx::kTileRows;
   for (int half = 0; half < 2; ++half) {
     int32_t *ch = c + half * 32;
     const int8_t *bh = b + half * 32 * 4;
-    if (accumulate) {
-      _tile_loadd(0, ch, cStride);
-      _tile_loadd(1, ch + 16, cStride);
-      _tile_loadd(2, ch + 16 * ldc, cStride);
-      _tile_loadd(3, ch + 16 * ldc + 16, cStride);
-    } else {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-    }
+    amx::loadBlockC(ch, ldc, accumulate);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t q = s * amx::kTileRows;
       _tile_loadd(4, a + 4 * q, lda);
@@ -75,10 +65,7 @@ void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
       _tile_dpbusd(2, 5, 6);
       _tile_dpbusd(3, 5, 7);
     }
-    _tile_stored(0, ch, cStride);
-    _tile_stored(1, ch + 16, cStride);
-    _tile_stored(2, ch + 16 * ldc, cStride);
-    _tile_stored(3, ch + 16 * ldc + 16, cStride);
+    amx::storeBlockC(ch, ldc);
   }
   if (steps * amx::kTileRows < quads) addQuadTail(steps * amx::kTileRows, quads, a, lda, b, c, ldc);
 }
