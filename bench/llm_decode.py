@@ -271,6 +271,18 @@ def llamacpp_argmax(llm):
 def worker_llamacpp(gguf_path, mode, n, steps):
     import numpy as np
     import llama_cpp
+    if gguf_path.endswith("_q8_0.gguf") and "amx_int8" in open("/proc/cpuinfo").read():
+        # llama.cpp's AMX q8_0 kernels (an "extra buffer type") run tilezero on a thread without a tile
+        # configuration and die of SIGILL on these CPUs (llama-cpp-python 0.3.36); without extra buffer
+        # types q8_0 runs on its AVX-512 VNNI dot products.
+        import llama_cpp.llama_cpp as api
+        defaults = api.llama_model_default_params
+
+        def without_extra_buffers():
+            params = defaults()
+            params.use_extra_bufts = False
+            return params
+        api.llama_model_default_params = without_extra_buffers
     llm = llama_cpp.Llama(model_path=gguf_path, n_threads=THREADS, n_threads_batch=THREADS, n_ctx=CACHE,
                           n_batch=2048, verbose=False)
     toks = prompt(n)
