@@ -91,11 +91,15 @@ def FuseParallelLinears : Pass<"ein-fuse-parallel-linears", "mlir::func::FuncOp"
   let summary = "Fuse projections of one input into one GEMM over concatenated weights";
   let description = [{
     Horizontal GEMM fusion. Projections that read the same input (all
-    `linear(x, w[, b])` or all `x @ w`), whose weights (and biases, all or
-    none) are parameters of one element type, become one projection over
-    the weights (and biases) concatenated along the output axis,
-    in the order the linears come; each part is a slice of the fused result
-    along its last axis, which lowering turns into a strided view, so the
+    `linear(x, w[, b])`, all `x @ w`, or two-operand einsums of one
+    equation by a parameter, e.g. `einsum("s d, h d e -> h s e", x, w)`),
+    whose weights (and biases, all or none) are parameters of one element
+    type agreeing on every axis but the output one, become one projection
+    over the weights (and biases) concatenated along the output axis (an
+    einsum's: the outermost weight label the result keeps and the input
+    lacks, such as the heads), in the order the projections come; each part
+    is a slice of the fused result along that axis (a linear's or matmul's
+    last), which lowering turns into a strided view, so the
     consumers (a head split, attention, an append into a cache, SwiGLU's
     product) read the fused GEMM's output in place. The concatenations are
     expressions of parameters only: kern-plan-memory folds them, so einc

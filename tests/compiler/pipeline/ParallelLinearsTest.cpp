@@ -1,9 +1,10 @@
 // Horizontal GEMM fusion (ein-fuse-parallel-linears) against the same model
 // compiled without it: the example BERT encoder (q/k/v with biases, a padding
-// mask) and Llama decoder (q/k/v appended to a key/value cache, SwiGLU's gate
-// and up), at every CPU precision. Each output column is computed from the
-// same row and the same weight column either way, so fp32 results are
-// bit-identical; bf16 and int8 store the fused weight as they store any GEMM
+// mask), Llama decoder (q/k/v appended to a key/value cache, SwiGLU's gate
+// and up) and multi-head self-attention with einsum projections by stacked
+// per-head weights, at every CPU precision. Each output column is computed
+// from the same row and the same weight column either way, so fp32 results
+// are bit-identical; bf16 and int8 store the fused weight as they store any GEMM
 // weight (int8: the per-column scales concatenated) and stay within a
 // tolerance of the unfused model (in practice identical too).
 #include <gtest/gtest.h>
@@ -65,7 +66,7 @@ struct Input {
 };
 
 template <typename T>
-Input integers(const std::string &name, ein::DType dtype, std::vector<int64_t> shape, const std::vector<T> &values) {
+Input tensorInput(const std::string &name, ein::DType dtype, std::vector<int64_t> shape, const std::vector<T> &values) {
   Input input{name, dtype, std::move(shape), std::vector<uint8_t>(values.size() * sizeof(T))};
   std::memcpy(input.bytes.data(), values.data(), input.bytes.size());
   return input;
@@ -113,7 +114,7 @@ Example bertEncoder() {
   for (int i = 0; i < 14; ++i) mask[static_cast<size_t>(i)] = i < 7 || i % 7 < 4;
   return {"bert_encoder.ein",
           {},
-          {{integers("ids", ein::DType::I32, {2, 7}, ids), integers("mask", ein::DType::I32, {2, 7}, mask)}},
+          {{tensorInput("ids", ein::DType::I32, {2, 7}, ids), tensorInput("mask", ein::DType::I32, {2, 7}, mask)}},
           "sentence",
           4 * 2};  // per layer: q, k, v -> one
 }
@@ -122,11 +123,20 @@ Example llamaDecoder() {
   // A prompt of 5 tokens, then two decode steps.
   return {"llama_decoder.ein",
           {{"hidden", {96, 96}}, {"inter", {160, 160}}},
-          {{integers<int64_t>("ids", ein::DType::I64, {1, 5}, {3, 17, 42, 99, 5})},
-           {integers<int64_t>("ids", ein::DType::I64, {1, 1}, {77})},
-           {integers<int64_t>("ids", ein::DType::I64, {1, 1}, {8})}},
+          {{tensorInput<int64_t>("ids", ein::DType::I64, {1, 5}, {3, 17, 42, 99, 5})},
+           {tensorInput<int64_t>("ids", ein::DType::I64, {1, 1}, {77})},
+           {tensorInput<int64_t>("ids", ein::DType::I64, {1, 1}, {8})}},
           "logits",
           2 * 3};  // per layer: q, k, v -> one; gate, up -> one
+}
+
+Example multiHeadSelfAttention() {
+  // q, k and v as einsums by stacked per-head weights [h, d, e].
+  std::mt19937 generator(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(5 * 16);
+  for (float &value : x) value = uniform(generator);
+  return {"mhsa.ein", {}, {{tensorInput("x", ein::DType::F32, {5, 16}, x)}}, "y", 2};  // q, k, v -> one
 }
 
 void expectFusionKeepsResults(const Example &example, ein::ArtifactPrecision precision, double tolerance) {
@@ -164,5 +174,15 @@ TEST(ParallelLinears, LlamaDecoderFp32IsBitIdentical) {
 }
 TEST(ParallelLinears, LlamaDecoderBf16) { expectFusionKeepsResults(llamaDecoder(), ein::ArtifactPrecision::Bf16, 1e-3); }
 TEST(ParallelLinears, LlamaDecoderInt8) { expectFusionKeepsResults(llamaDecoder(), ein::ArtifactPrecision::Int8, 1e-3); }
+
+TEST(ParallelLinears, EinsumHeadsFp32IsBitIdentical) {
+  expectFusionKeepsResults(multiHeadSelfAttention(), ein::ArtifactPrecision::Fp32, 0.0);
+}
+TEST(ParallelLinears, EinsumHeadsBf16) {
+  expectFusionKeepsResults(multiHeadSelfAttention(), ein::ArtifactPrecision::Bf16, 1e-3);
+}
+TEST(ParallelLinears, EinsumHeadsInt8) {
+  expectFusionKeepsResults(multiHeadSelfAttention(), ein::ArtifactPrecision::Int8, 1e-3);
+}
 
 }  // namespace

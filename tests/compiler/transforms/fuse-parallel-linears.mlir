@@ -153,3 +153,35 @@ func.func @matmul(%x: tensor<5x8xf32>) -> (tensor<5x2xf32>, tensor<5x3xf32>, ten
   %d = ein.matmul %a, %w4 : (tensor<5x4xf32>, tensor<4x3xf32>) -> tensor<5x3xf32>
   return %c, %d, %b : tensor<5x2xf32>, tensor<5x3xf32>, tensor<5x4xf32>
 }
+
+// -----
+
+// Einsums of one input by parameters: multi-head projections with stacked
+// per-head weights fuse along the heads (the outermost weight axis the
+// result keeps and the input lacks), also with fewer heads on one part (a
+// grouped key); parts are slices of the heads. Left apart: a weight that
+// differs on another axis (value width 3), a different equation, the
+// weight as the other operand, and an einsum of two inputs.
+// CHECK-LABEL: func.func @einsum_heads
+func.func @einsum_heads(%x: tensor<5x8xf32>, %y: tensor<5x8xf32>)
+    -> (tensor<4x5x2xf32>, tensor<2x5x2xf32>, tensor<4x5x3xf32>, tensor<5x4x2xf32>, tensor<4x5x2xf32>, tensor<5x5xf32>) {
+  // CHECK: %[[W:.*]] = ein.concat(%{{.*}}, %{{.*}}) axis = 0 : (tensor<4x8x2xf32>, tensor<2x8x2xf32>) -> tensor<6x8x2xf32>
+  // CHECK-NEXT: %[[E:.*]] = ein.einsum "s d, h d e -> h s e"(%arg0, %[[W]]) : (tensor<5x8xf32>, tensor<6x8x2xf32>) -> tensor<6x5x2xf32>
+  // CHECK-NEXT: %[[Q:.*]] = ein.slice %[[E]] {{.*}}offsets = #ein.sizes<"0, 0, 0">, sizes = #ein.sizes<"4, 5, 2">
+  // CHECK-NEXT: %[[K:.*]] = ein.slice %[[E]] {{.*}}offsets = #ein.sizes<"4, 0, 0">, sizes = #ein.sizes<"2, 5, 2">
+  // CHECK-NOT: ein.concat
+  // CHECK-NOT: ein.slice
+  // CHECK: return %[[Q]], %[[K]]
+  %wq = ein.param "q" : tensor<4x8x2xf32>
+  %wk = ein.param "k" : tensor<2x8x2xf32>
+  %wv = ein.param "v" : tensor<4x8x3xf32>
+  %wo = ein.param "o" : tensor<4x8x2xf32>
+  %wp = ein.param "p" : tensor<4x2x8xf32>
+  %q = ein.einsum "s d, h d e -> h s e"(%x, %wq) : (tensor<5x8xf32>, tensor<4x8x2xf32>) -> tensor<4x5x2xf32>
+  %k = ein.einsum "s d, h d e -> h s e"(%x, %wk) : (tensor<5x8xf32>, tensor<2x8x2xf32>) -> tensor<2x5x2xf32>
+  %v = ein.einsum "s d, h d e -> h s e"(%x, %wv) : (tensor<5x8xf32>, tensor<4x8x3xf32>) -> tensor<4x5x3xf32>
+  %o = ein.einsum "s d, h d e -> s h e"(%x, %wo) : (tensor<5x8xf32>, tensor<4x8x2xf32>) -> tensor<5x4x2xf32>
+  %p = ein.einsum "h e d, s d -> h s e"(%wp, %x) : (tensor<4x2x8xf32>, tensor<5x8xf32>) -> tensor<4x5x2xf32>
+  %z = ein.einsum "s d, t d -> s t"(%x, %y) : (tensor<5x8xf32>, tensor<5x8xf32>) -> tensor<5x5xf32>
+  return %q, %k, %v, %o, %p, %z : tensor<4x5x2xf32>, tensor<2x5x2xf32>, tensor<4x5x3xf32>, tensor<5x4x2xf32>, tensor<4x5x2xf32>, tensor<5x5xf32>
+}
