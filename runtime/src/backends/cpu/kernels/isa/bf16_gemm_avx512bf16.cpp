@@ -98,4 +98,24 @@ void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows
   }
 }
 
+// dst[j] = bf16 pair (a[j], b[j]) (see IsaKernels::bf16InterleaveRows):
+// vcvtne2ps2bf16 puts 16 of a's bf16 in the low half of a vector and 16 of
+// b's in the high half, and one vpermw interleaves them into 16 pairs; the
+// tail through masked loads (0 past n) and a masked store.
+void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst) {
+  alignas(64) static constexpr uint16_t kPairOrder[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                          21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                          11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kPairOrder);
+  auto store = [&](int64_t j, __mmask16 lanes) {
+    const __m512 low = _mm512_maskz_loadu_ps(lanes, a + j);
+    const __m512 high = b ? _mm512_maskz_loadu_ps(lanes, b + j) : _mm512_setzero_ps();
+    const __m512bh packed = _mm512_cvtne2ps_pbh(high, low);
+    _mm512_mask_storeu_epi32(dst + j, lanes, _mm512_permutexvar_epi16(order, reinterpret_cast<const __m512i &>(packed)));
+  };
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) store(j, 0xffff);
+  if (j < n) store(j, static_cast<__mmask16>((1u << (n - j)) - 1));
+}
+
 }  // namespace ein::detail::cpu
