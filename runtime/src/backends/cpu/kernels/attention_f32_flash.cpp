@@ -164,6 +164,10 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       // (scores of zero-padded keys) become -inf, adding nothing.
       const int64_t pairs = roundUp((keys + 1) / 2, pairStep);
       const int64_t width = std::min(std::max(roundUp(keys, isa.vectorFloats), bf16 ? 2 * pairs : 0), kKeyBlock);
+      // bf16: each row's probabilities go straight to its pairs, `pairs` of
+      // them over the first 2 * pairs columns (the rest are -inf, 0 after
+      // exp); the rows past the tile's are zero.
+      if (bf16) std::fill(pp + rows * pairs, pp + rowsPad * pairs, 0u);
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kKeyBlock;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
@@ -171,12 +175,13 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
         if (hidden > 0)
           std::fill(row + std::max<int64_t>(keys - hidden, 0), row + keys, -std::numeric_limits<float>::infinity());
-        foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
+        if (bf16)
+          foldScoresIntoRow(isa, row, 2 * pairs, m[t], l[t], o + t * ldo, ldo, pp + t * pairs);
+        else
+          foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
       }
-      // O += p . v for the block (rows past the tile hold finite junk).
+      // O += p . v for the block (f32: rows past the tile hold finite junk).
       if (bf16) {
-        for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, 2 * pairs, mr, pp + ir * pairs, pairs);
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)

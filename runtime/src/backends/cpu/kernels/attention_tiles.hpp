@@ -172,17 +172,21 @@ inline void maskKeys(const IsaKernels &isa, MaskKind kind, float *row, int64_t k
 // rescaling its accumulator o[0..oWidth) to the new max, and leaves the row
 // as exp(s - m') (all 0 while every score so far is -inf):
 //   m' = max(m, max_j s_j), l = l * exp(m - m') + sum_j exp(s_j - m').
-// A NaN score makes m NaN, and with it the row.
+// A NaN score makes m NaN, and with it the row. With `pairs` (the bf16
+// path), the exponentials go to pairs[0..width / 2) as bf16 pairs
+// (IsaKernels::bf16ExpShiftSumPairs) instead, width even; the row is left
+// as it was.
 inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, float &m, float &l, float *o,
-                              int64_t oWidth) {
+                              int64_t oWidth, uint32_t *pairs = nullptr) {
   const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
   const float newMax = std::isnan(blockMax) ? blockMax : std::max(m, blockMax);
-  if (newMax == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + width, 0.0f);  // nothing to add yet
+  if (newMax == -std::numeric_limits<float>::infinity()) {  // nothing to add yet
+    if (pairs) std::fill(pairs, pairs + width / 2, 0u);
+    else std::fill(row, row + width, 0.0f);
     return;
   }
   const float correction = std::exp(m - newMax);  // 0 when m was -inf
-  l = l * correction + isa.expShiftSum(row, width, newMax);
+  l = l * correction + (pairs ? isa.bf16ExpShiftSumPairs(row, width, newMax, pairs) : isa.expShiftSum(row, width, newMax));
   // (o is still zero while m is -inf.)
   if (correction != 1.0f && m != -std::numeric_limits<float>::infinity()) isa.scaleInPlace(o, oWidth, correction);
   m = newMax;
