@@ -26,12 +26,13 @@ inline __m512bh asBf16(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
 // exp(d) for d <= 0, to the accuracy a bf16 probability needs: 2^t with
 // t = d log2(e) split as n + f (n = round(t), |f| <= 1/2), 2^f by a degree 4
 // fit of ours (relative error 3.7e-6 in f32, exact at f = 0) and vscalefps
-// for 2^n: about half the operations of isa::vexp's ~1 ulp Cephes form. t is
-// clamped at -125 and every lane with d < isa::kExpUnderflow (-inf too) is
-// zeroed by the mask, so no lane computes a subnormal (see isa::vexp); NaN
-// passes the clamp (vmaxps returns its second operand) and stays NaN.
+// for 2^n: about half the operations of isa::vexp's ~1 ulp Cephes form. No
+// lane computes a subnormal (see isa::vexp): t is clamped at -126, where the
+// lanes kept (d >= isa::kExpUnderflow, t >= -125.993) have 2^n p >= 2^-126,
+// and the others (-inf too) are zeroed by vscalefps's mask. NaN passes the
+// clamp (vmaxps returns its second operand) and stays NaN.
 inline __m512 expNonPositive(__m512 d) {
-  const __m512 t = _mm512_max_ps(_mm512_set1_ps(-125.0f), _mm512_mul_ps(d, _mm512_set1_ps(1.44269504088896341f)));
+  const __m512 t = _mm512_max_ps(_mm512_set1_ps(-126.0f), _mm512_mul_ps(d, _mm512_set1_ps(1.44269504088896341f)));
   const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_sub_ps(t, n);
   __m512 p = _mm512_set1_ps(0.00957009382545948f);
