@@ -86,7 +86,15 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // its running max and sum, and the output stay f32.
   const bool bf16 = op.bf16 && isa.bf16GemmTile;
   const bool tall = bf16 && isa.bf16GemmTallTile;
-  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  const auto bf16FullTile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  // A tile whose columns past `columns` are not needed (the last keys' or
+  // values' panel): only the tile's first half where the table has one.
+  auto bf16Tile = [&, halfTile = tall ? isa.bf16GemmTallHalfTile : nullptr](
+                      int64_t columns, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                      int64_t ldc, bool accumulate) {
+    if (halfTile && 2 * columns <= isa.gemmNr) halfTile(pairs, a, lda, b, c, ldc, accumulate);
+    else bf16FullTile(pairs, a, lda, b, c, ldc, accumulate, nullptr, 0);
+  };
   const int mr = tall ? isa.bf16GemmTallMr : isa.gemmMr, nr = isa.gemmNr;
   // The tall tile's operands padded with zero pairs to its k step (amx: 16
   // pairs), so no tile ends in its slow tail: the scaled queries and keys
@@ -154,8 +162,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairsPad;
         for (int64_t jr = 0; jr < keys; jr += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            bf16Tile(dPairsPad, qp + ir * dPairsPad, dPairsPad, kp + jr * dPairsPad, s + ir * kKeyBlock + jr,
-                     kKeyBlock, false, nullptr, 0);
+            bf16Tile(keys - jr, dPairsPad, qp + ir * dPairsPad, dPairsPad, kp + jr * dPairsPad,
+                     s + ir * kKeyBlock + jr, kKeyBlock, false);
       } else {
         keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
       }
@@ -185,8 +193,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            bf16Tile(pairs, pp + ir * pairs, pairs, values + e0 * jPairsPad, o + ir * ldo + e0, ldo, true, nullptr,
-                     0);
+            bf16Tile(E - e0, pairs, pp + ir * pairs, pairs, values + e0 * jPairsPad, o + ir * ldo + e0, ldo, true);
         continue;
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)

@@ -120,6 +120,11 @@ struct IsaKernels {
   int bf16GemmTallMr = 0;
   void (*bf16GemmTallTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                            bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
+  // As bf16GemmTallTile over the tile's first gemmNr / 2 columns only (b is
+  // still a whole panel): attention's last keys or values that fill no more
+  // than half a panel. Null where the tall tile is.
+  void (*bf16GemmTallHalfTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                               int64_t ldc, bool accumulate) = nullptr;
   // The tall tile's step over k in pairs (amx: 16): a pair count that is
   // not a multiple of it ends in a slower tail, so operands that can be
   // padded with zero pairs (attention's) are padded to it.
