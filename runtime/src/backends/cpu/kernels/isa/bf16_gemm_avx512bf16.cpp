@@ -127,19 +127,23 @@ void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows
 float bf16ExpShiftSumPairsAvx512bf16(const float *x, int64_t n, float shift, uint32_t *dst) {
   const __m512 s = _mm512_set1_ps(shift);
   __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n; j += 32) {
-    const int64_t left = n - j;
-    const auto low = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-    const auto high = static_cast<__mmask16>(left >= 32 ? 0xffff : left > 16 ? (1u << (left - 16)) - 1 : 0);
+  // The 32 scores from x[j] (lanes past n masked: loaded as 0, their
+  // exponentials zeroed, their pairs not stored).
+  auto step = [&](int64_t j, __mmask16 low, __mmask16 high, __mmask16 pairs) {
     const __m512 e0 = _mm512_maskz_mov_ps(low, expNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(low, x + j), s)));
     const __m512 e1 =
         _mm512_maskz_mov_ps(high, expNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(high, x + j + 16), s)));
     sum0 = _mm512_add_ps(sum0, e0);
     sum1 = _mm512_add_ps(sum1, e1);
     const __m512bh packed = _mm512_cvtne2ps_pbh(e1, e0);
-    const auto pairs = static_cast<__mmask16>(left >= 32 ? 0xffff : (1u << ((left + 1) / 2)) - 1);
     _mm512_mask_storeu_epi32(dst + j / 2, pairs, reinterpret_cast<const __m512i &>(packed));
-  }
+  };
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) step(j, 0xffff, 0xffff, 0xffff);
+  if (const int64_t left = n - j; left > 0)
+    step(j, static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1),
+         static_cast<__mmask16>(left > 16 ? (1u << (left - 16)) - 1 : 0),
+         static_cast<__mmask16>((1u << ((left + 1) / 2)) - 1));
   return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
 }
 
