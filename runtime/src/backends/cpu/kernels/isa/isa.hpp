@@ -122,7 +122,7 @@ struct IsaKernels {
                            bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
   // As bf16GemmTallTile over the tile's first gemmNr / 2 columns only (b is
   // still a whole panel): attention's last keys or values that fill no more
-  // than half a panel. Null where the tall tile is.
+  // than half a panel. Null where bf16GemmTallTile is.
   void (*bf16GemmTallHalfTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
                                int64_t ldc, bool accumulate) = nullptr;
   // The tall tile's step over k in pairs (amx: 16): a pair count that is
