@@ -81,22 +81,25 @@ void BM_GemmBatchedScores(benchmark::State &state) {
 }
 BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime();
 
-// Flash attention, q, k, v, out [b=1, h, n, 64]: args heads, tokens, mask (0
+// Flash attention, q, k, v, out [b=1, h, n, d]: args heads, tokens, d, mask (0
 // none, 1 additive [n, n] f32, 2 boolean keep [n, n], 3 additive -inf on the
 // last half of the keys (padding), 4 the same with finfo.min (-3.4e38,
 // PyTorch's usual fill); broadcast over heads), threads. 3 and 4 against 1
 // (the same additive mask with finite values) show whether the masked keys'
 // underflowing exponentials cost anything (subnormals on Intel cores).
-void BM_FlashAttention(benchmark::State &state) {
-  const int64_t h = state.range(0), n = state.range(1), d = 64;
-  const int64_t mask = state.range(2);
-  const int threads = static_cast<int>(state.range(3));
+// bf16: the step of a bf16 artifact (einc --precision bf16): q . k and p . v
+// on the bf16 tile (AMX's or AVX512_BF16's; f32 on tables without one).
+void BM_FlashAttention(benchmark::State &state, bool bf16) {
+  const int64_t h = state.range(0), n = state.range(1), d = state.range(2);
+  const int64_t mask = state.range(3);
+  const int threads = static_cast<int>(state.range(4));
   KernelRig rig;
   detail::Attention op;
   op.batch = {1, h};
   op.queries = op.keys = n;
   op.headDim = op.valueDim = d;
-  op.scale = 0.125f;
+  op.scale = 1.0f / std::sqrt(float(d));
+  op.bf16 = bf16;
   op.q = denseView(rig.tensor(h * n * d), {1, h, n, d});
   op.k = denseView(rig.tensor(h * n * d), {1, h, n, d});
   op.v = denseView(rig.tensor(h * n * d), {1, h, n, d});
@@ -121,13 +124,17 @@ void BM_FlashAttention(benchmark::State &state) {
   state.counters["scratch_MiB"] = static_cast<double>(rig.scratchBytes()) / (1 << 20);
   setThreadsLabel(state, threads);
 }
-BENCHMARK(BM_FlashAttention)
-    ->ArgsProduct({{6}, {197}, {0, 1, 2}, {1, 2}})
-    ->ArgsProduct({{8}, {1024}, {0, 1, 3, 4}, {1, 2}})
-    ->Args({8, 8192, 0, 2})
-    ->Args({8, 8192, 1, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+void flashAttentionShapes(benchmark::internal::Benchmark *bench) {
+  bench->ArgsProduct({{6}, {197}, {64}, {0, 1, 2}, {1, 2}})        // ViT-S/16
+      ->ArgsProduct({{96}, {128}, {32, 64}, {0, 3}, {1, 2}})        // MiniLM, BERT-base at 8 x 128 tokens
+      ->ArgsProduct({{8}, {1024}, {64}, {0, 1, 3, 4}, {1, 2}})
+      ->Args({8, 8192, 64, 0, 2})
+      ->Args({8, 8192, 64, 1, 2})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+BENCHMARK_CAPTURE(BM_FlashAttention, f32, false)->Apply(flashAttentionShapes);
+BENCHMARK_CAPTURE(BM_FlashAttention, bf16, true)->Apply(flashAttentionShapes);
 
 // Talking heads with both mixes, [1, 6, 197, 64]: arg threads.
 void BM_TalkingHeads(benchmark::State &state) {

@@ -125,6 +125,8 @@ struct FlashCase {
   bool maskPerHead;  // else broadcast over heads (stride 0) and batch
   bool permuted;     // q, k, v, out stored [i, b, h, d]
   float fill = -INFINITY;
+  bool causal = false;    // query i sees keys j <= i + keys - queries
+  bool sharedKv = false;  // one key and value head for all heads (multi-query), not permuted
 };
 
 void PrintTo(const FlashCase &c, std::ostream *out) { *out << c.name; }
@@ -144,7 +146,13 @@ std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16) {
                                               : std::vector<int64_t>{H * rows * width, rows * width, width, 1};
     return ViewSpec{id, 0, strides};
   };
-  ViewSpec q = operand("q", I, D, false), k = operand("k", J, D, false), v = operand("v", J, E, false);
+  // Shared keys and values: [b, 1, j, d] read with a head stride of 0.
+  auto shared = [&](const std::string &name, int64_t width) {
+    return ViewSpec{builder.input(name, fb::DType::F32, {B, 1, J, width}), 0, {J * width, 0, width, 1}};
+  };
+  ViewSpec q = operand("q", I, D, false);
+  ViewSpec k = c.sharedKv ? shared("k", D) : operand("k", J, D, false);
+  ViewSpec v = c.sharedKv ? shared("v", E) : operand("v", J, E, false);
   ViewSpec out = operand("out", I, E, true);
   std::optional<ViewSpec> maskView;
   if (c.mask != fb::MaskKind::None) {
@@ -165,8 +173,10 @@ std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16) {
                                               : builder.weights(fb::DType::Bool, {maskHeads, I, J}, flags);
     maskView = ViewSpec{id, 0, {0, c.maskPerHead ? I * J : 0, J, 1}};
   }
-  builder.attention({{B, H}, I, J, D, E, 1.0f / std::sqrt(float(std::max<int64_t>(D, 1))), q, k, v, out, c.mask,
-                     maskView, c.fill});
+  AttentionSpec spec{{B, H}, I, J, D, E, 1.0f / std::sqrt(float(std::max<int64_t>(D, 1))), q, k, v, out, c.mask,
+                     maskView, c.fill};
+  spec.causalPositions = c.causal ? I : 0;
+  builder.attention(spec);
   return builder.build();
 }
 
@@ -215,7 +225,22 @@ INSTANTIATE_TEST_SUITE_P(
                       FlashCase{"single_query", 2, 4, 1, 197, 64, 64, fb::MaskKind::None, false, false},
                       FlashCase{"single_key", 1, 3, 7, 1, 7, 7, fb::MaskKind::None, false, false},
                       FlashCase{"no_keys", 1, 2, 3, 0, 4, 5, fb::MaskKind::None, false, false},
-                      FlashCase{"no_head_dim", 1, 1, 5, 9, 0, 3, fb::MaskKind::None, false, false}),
+                      FlashCase{"no_head_dim", 1, 1, 5, 9, 0, 3, fb::MaskKind::None, false, false},
+                      // Head dims 32 to 128 (bf16: pairs padded to amx's 16-pair step where
+                      // not a multiple), odd lengths, causal, -inf masks, shared heads, odd
+                      // key blocks (513 keys: a last block of one key).
+                      FlashCase{"d32_197_causal", 1, 2, 197, 197, 32, 32, fb::MaskKind::None, false, false, -INFINITY,
+                                true},
+                      FlashCase{"d80_add_mask_odd", 1, 2, 77, 301, 80, 80, fb::MaskKind::Add, true, false},
+                      FlashCase{"d128_keep_causal", 1, 2, 130, 130, 128, 128, fb::MaskKind::Keep, true, false,
+                                -INFINITY, true},
+                      FlashCase{"d64_drop_513_keys", 1, 2, 5, 513, 64, 64, fb::MaskKind::Drop, false, false},
+                      FlashCase{"d40_e70_causal_cross", 1, 1, 33, 95, 40, 70, fb::MaskKind::None, false, false,
+                                -INFINITY, true},
+                      FlashCase{"shared_kv_heads", 2, 4, 33, 65, 64, 64, fb::MaskKind::None, false, false, -INFINITY,
+                                false, true},
+                      FlashCase{"shared_kv_add_causal", 1, 3, 128, 128, 64, 64, fb::MaskKind::Add, false, false,
+                                -INFINITY, true, true}),
     [](const auto &info) { return info.param.name; });
 
 // --- decode attention --------------------------------------------------------------

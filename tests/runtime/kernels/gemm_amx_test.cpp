@@ -34,12 +34,14 @@ TEST(AmxTable, OfferedFirstExactlyWhereUsable) {
   EXPECT_EQ(amx->s8ActivationOffset, 128);
   EXPECT_EQ(amx->gemmNr, detail::cpu::avx512Bf16Kernels().gemmNr) << "bf16 pair panels shared with avx512bf16";
   ASSERT_NE(amx->bf16GemmTallTile, nullptr);
+  ASSERT_NE(amx->bf16GemmTallHalfTile, nullptr);
   EXPECT_EQ(amx->bf16GemmTallMr, 32);
 }
 
 // c (+)= a . b over the 32 x 64 tile for depths around the tile's 16 pairs
 // (the k tail on AVX512_BF16), accumulating or not, with strided a and c:
 // within f32 summation error of the exact (double) sums of the bf16 products.
+// The half tile: the same over the first 32 columns, the others untouched.
 TEST(AmxTable, Bf16TallTileMatchesExactSums) {
   const IsaKernels *amx = amxTable();
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
@@ -54,11 +56,11 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
     for (uint32_t &x : b) x = bf16() | uint32_t(bf16()) << 16;
     auto low = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x))); };
     auto high = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x >> 16))); };
-    for (bool accumulate : {false, true}) {
+    for (auto [accumulate, half] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       std::vector<float> c(static_cast<size_t>(mr * ldc), 0.5f);
       std::vector<double> want(c.begin(), c.end());
       for (int r = 0; r < mr; ++r)
-        for (int j = 0; j < nr; ++j) {
+        for (int j = 0; j < (half ? nr / 2 : nr); ++j) {
           double sum = accumulate ? want[r * ldc + j] : 0.0;
           for (int64_t q = 0; q < pairs; ++q) {
             const uint32_t x = a[r * lda + q], y = b[q * nr + j];
@@ -66,12 +68,16 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
           }
           want[r * ldc + j] = sum;
         }
-      amx->bf16GemmTallTile(pairs, a.data(), lda, b.data(), c.data(), ldc, accumulate, nullptr, 0);
+      if (half)
+        amx->bf16GemmTallHalfTile(pairs, a.data(), lda, b.data(), c.data(), ldc, accumulate);
+      else
+        amx->bf16GemmTallTile(pairs, a.data(), lda, b.data(), c.data(), ldc, accumulate, nullptr, 0);
       int failures = 0;
       for (size_t i = 0; i < c.size() && failures < 8; ++i)
         if (std::fabs(c[i] - want[i]) > 2e-6 * double(2 * pairs)) {
           ++failures;
-          ADD_FAILURE() << "pairs " << pairs << (accumulate ? " accumulating" : "") << " element " << i << ": got "
+          ADD_FAILURE() << "pairs " << pairs << (accumulate ? " accumulating" : "") << (half ? " half" : "")
+                        << " element " << i << ": got "
                         << c[i] << ", want " << want[i];
         }
     }

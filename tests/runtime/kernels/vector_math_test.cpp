@@ -11,6 +11,7 @@
 #include <random>
 
 #include "artifact_builder.hpp"
+#include "ein/half_float.hpp"
 #include "kernel_test_support.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "ops/scalar_functions.hpp"
@@ -104,6 +105,68 @@ TEST_P(VectorMathTest, WeightedSumOfRowsWithATail) {
     double want = 0.25;
     for (int64_t h = 0; h < 3; ++h) want += double(w[h * 2]) * x[h * 40 + i];
     EXPECT_NEAR(y[i], want, 1e-6) << i;
+  }
+}
+
+// The bf16 tables' softmax step (attention's probabilities as bf16 pairs):
+// within 2^-9 (bf16's rounding) of exp(x - shift) and the returned sum within
+// 4e-6 of the exact one; 1 exactly at the shift, 0 (never subnormal) below
+// -87.33 and for -inf, NaN for NaN; an odd n's last partner zero and nothing
+// past ceil(n / 2) pairs written.
+TEST_P(VectorMathTest, Bf16ExpShiftSumPairsRoundsExpToPairs) {
+  const IsaKernels &isa = *GetParam();
+  if (!isa.bf16ExpShiftSumPairs) GTEST_SKIP() << isa.name << " has no bf16 gemm";
+  const float shift = 3.5f;
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 197, 224}) {
+    std::vector<float> x = randomFloats(n, 31 + n, -20.0f, shift);
+    if (n > 3) x[3] = shift;
+    if (n > 5) x[5] = -INFINITY;
+    if (n > 7) x[7] = shift - 87.4f;  // below the underflow bound: 0
+    if (n > 9) x[9] = shift - 87.2f;  // above it: tiny but normal
+    const std::vector<float> before = x;
+    const int64_t pairs = (n + 1) / 2;
+    std::vector<uint32_t> dst(static_cast<size_t>(pairs + 2), 0xdeadbeefu);
+    const float sum = isa.bf16ExpShiftSumPairs(x.data(), n, shift, dst.data());
+    EXPECT_EQ(x, before) << "the scores are only read";
+    EXPECT_EQ(dst[pairs], 0xdeadbeefu) << "nothing past ceil(n / 2) pairs is written";
+    double wantSum = 0.0;
+    for (int64_t j = 0; j < 2 * pairs; ++j) {
+      const uint16_t bits = static_cast<uint16_t>(dst[j / 2] >> (j % 2 * 16));
+      const float got = bfloatToFloat(bits);
+      if (j >= n) {
+        EXPECT_EQ(bits, 0u) << "n " << n << ": the odd last partner is zero";
+        continue;
+      }
+      const double want = x[j] - shift < -87.33 ? 0.0 : std::exp(double(x[j]) - shift);
+      wantSum += want;
+      if (x[j] == shift) EXPECT_EQ(got, 1.0f) << "n " << n;
+      if (want == 0.0) EXPECT_EQ(bits, 0u) << "n " << n << " x " << x[j];
+      else EXPECT_NEAR(got, want, want * 0x1p-8) << "n " << n << " x " << x[j];
+      EXPECT_TRUE(got == 0.0f || std::fabs(got) >= 1.1754944e-38f) << "subnormal at x " << x[j];
+    }
+    EXPECT_NEAR(sum, wantSum, 4e-6 * wantSum) << "n " << n;
+  }
+  float nan[2] = {NAN, 0.0f};
+  uint32_t pair = 0;
+  isa.bf16ExpShiftSumPairs(nan, 2, 0.0f, &pair);
+  EXPECT_TRUE(std::isnan(bfloatToFloat(static_cast<uint16_t>(pair))));
+  EXPECT_EQ(bfloatToFloat(static_cast<uint16_t>(pair >> 16)), 1.0f);
+}
+
+// dst[j] = (bf16(a[j]), bf16(b[j])), b null: zero partners, for lengths
+// around the vector of 16 pairs; nothing past n written.
+TEST_P(VectorMathTest, Bf16InterleaveRowsPairsTwoRows) {
+  const IsaKernels &isa = *GetParam();
+  if (!isa.bf16InterleaveRows) GTEST_SKIP() << isa.name << " has no bf16 gemm";
+  for (int64_t n : {1, 7, 16, 17, 33, 64}) {
+    const std::vector<float> a = randomFloats(n, 51), b = randomFloats(n, 52);
+    for (bool withB : {true, false}) {
+      std::vector<uint32_t> dst(static_cast<size_t>(n + 1), 0xdeadbeefu);
+      isa.bf16InterleaveRows(a.data(), withB ? b.data() : nullptr, n, dst.data());
+      for (int64_t j = 0; j < n; ++j)
+        EXPECT_EQ(dst[j], floatToBfloat(a[j]) | (withB ? uint32_t(floatToBfloat(b[j])) << 16 : 0u)) << n << " " << j;
+      EXPECT_EQ(dst[n], 0xdeadbeefu);
+    }
   }
 }
 

@@ -111,7 +111,7 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
     const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
     const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
     const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
-    scaleQueries(q + offsetOfIndex(op.batch, op.q.strides, op.q.offset, b), qI, qD, I, I, D, op.scale, qs);
+    scaleQueries(isa, q + offsetOfIndex(op.batch, op.q.strides, op.q.offset, b), qI, qD, I, I, D, op.scale, qs);
     std::fill(o, o + I * E, 0.0f);
     std::fill(m, m + I, -std::numeric_limits<float>::infinity());
     std::fill(l, l + I, 0.0f);

@@ -28,38 +28,46 @@ namespace {
 constexpr int64_t kQueryTile = 64;    // queries per work item (a multiple of amx's 32-row bf16 tile)
 constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
 constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
+constexpr int64_t kMaxPairStep = 16;        // the largest bf16GemmTallPairStep of any ISA
 
-// Per-thread scratch, in floats, for a register tile of mr x nr.
+// Per-thread scratch, in floats (a bf16 pair takes one), for a register tile
+// of mr x nr whose bf16 operands are padded to pairStep pairs.
 struct FlashScratch {
-  int64_t keysPad, valuesPad, rowsPad;
-  int64_t kt, v, q, s, o, m, l, bp, total;
-  FlashScratch(const Attention &op, int64_t mr, int64_t nr) {
+  int64_t keysPad, valuesPad, rowsPad, dPairs, dPairsPad, jPairsPad;
+  int64_t kt, v, q, s, o, m, l, bp, keyRows, total;
+  FlashScratch(const Attention &op, int64_t mr, int64_t nr, int64_t pairStep) {
     keysPad = roundUp(op.keys, nr);
     valuesPad = roundUp(op.valueDim, nr);
     rowsPad = roundUp(kQueryTile, mr);
+    dPairs = (op.headDim + 1) / 2;
+    dPairsPad = roundUp(dPairs, pairStep);
+    jPairsPad = roundUp((op.keys + 1) / 2, pairStep);
     kt = kPackedTagFloats;
-    v = kt + keysPad * op.headDim;
-    q = v + op.keys * valuesPad;
+    v = kt + keysPad * std::max(op.headDim, dPairsPad);
+    q = v + std::max(op.keys, jPairsPad) * valuesPad;
     s = q + rowsPad * op.headDim;
     o = s + rowsPad * kKeyBlock;
     m = o + rowsPad * valuesPad;
     l = m + rowsPad;
-    bp = l + rowsPad;  // the bf16 path's pairs: p [rowsPad][128], then q [rowsPad][ceil(D / 2)]
-    total = bp + rowsPad * (kKeyBlock / 2 + op.headDim);
+    bp = l + rowsPad;  // the bf16 path's pairs: p [rowsPad][128], then q [rowsPad][dPairsPad]
+    keyRows = bp + rowsPad * (kKeyBlock / 2 + dPairsPad);  // a panel of keys as rows of pairs, [nr][dPairs]
+    total = keyRows + nr * dPairs;
   }
 };
 
 }  // namespace
 
 size_t attentionF32FlashScratchFloats(const Attention &op) {
-  // Saturating: a hostile size makes the allocation fail instead of wrapping.
+  // FlashScratch's total for any ISA, bounded above and saturating: a
+  // hostile size makes the allocation fail instead of wrapping.
   const unsigned __int128 keysPad = static_cast<unsigned __int128>(op.keys) + kMaxNr;
   const unsigned __int128 valuesPad = static_cast<unsigned __int128>(op.valueDim) + kMaxNr;
   const unsigned __int128 rowsPad = kQueryTile + kMaxMr;
-  const unsigned __int128 total = kPackedTagFloats + keysPad * static_cast<uint64_t>(op.headDim) +
-                                  static_cast<uint64_t>(op.keys) * valuesPad + rowsPad * static_cast<uint64_t>(op.headDim) +
+  const unsigned __int128 headDim = static_cast<unsigned __int128>(op.headDim) + kMaxPairStep;
+  const unsigned __int128 keys = static_cast<unsigned __int128>(op.keys) + 2 * kMaxPairStep;
+  const unsigned __int128 total = kPackedTagFloats + keysPad * headDim + keys * valuesPad + rowsPad * headDim +
                                   rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad +
-                                  rowsPad * (kKeyBlock / 2 + static_cast<uint64_t>(op.headDim));
+                                  rowsPad * (kKeyBlock / 2 + headDim) + kMaxNr * headDim;
   constexpr size_t kLimit = SIZE_MAX / 16;
   return total > kLimit ? kLimit : static_cast<size_t>(total);
 }
@@ -78,13 +86,27 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // its running max and sum, and the output stay f32.
   const bool bf16 = op.bf16 && isa.bf16GemmTile;
   const bool tall = bf16 && isa.bf16GemmTallTile;
-  const auto bf16Tile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  const auto bf16FullTile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
+  // A tile whose columns past `columns` are not needed (the last keys' or
+  // values' panel): only the tile's first half where the table has one.
+  auto bf16Tile = [&, halfTile = tall ? isa.bf16GemmTallHalfTile : nullptr](
+                      int64_t columns, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                      int64_t ldc, bool accumulate) {
+    if (halfTile && 2 * columns <= isa.gemmNr) halfTile(pairs, a, lda, b, c, ldc, accumulate);
+    else bf16FullTile(pairs, a, lda, b, c, ldc, accumulate, nullptr, 0);
+  };
   const int mr = tall ? isa.bf16GemmTallMr : isa.gemmMr, nr = isa.gemmNr;
-  const FlashScratch layout(op, mr, nr);
+  // The tall tile's operands padded with zero pairs to its k step (amx: 16
+  // pairs), so no tile ends in its slow tail: the scaled queries and keys
+  // to dPairsPad, each block's probabilities and the values to `pairStep`.
+  const int64_t pairStep = tall ? isa.bf16GemmTallPairStep : 1;
+  if (pairStep > kMaxPairStep)
+    return Status(StatusCode::Internal, "attention: the bf16 tile's pair step exceeds the scratch bound");
+  const FlashScratch layout(op, mr, nr, pairStep);
   // Query tiles of equal size, each a whole number of register tiles.
   const int64_t queryTile = blockSize(I, kQueryTile, mr);
   const int64_t tiles = ceilDiv(I, queryTile);
-  const int64_t dPairs = (D + 1) / 2, jPairs = (J + 1) / 2;
+  const int64_t dPairs = layout.dPairs, dPairsPad = layout.dPairsPad, jPairsPad = layout.jPairsPad;
   for (int thread = 0; thread < context.threads(); ++thread) setPackedIndex(context.threadScratch(thread), -1);
 
   auto tile = [&](int64_t item, int thread) {
@@ -104,12 +126,13 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       return;
     }
     auto *pp = reinterpret_cast<uint32_t *>(scratch + layout.bp), *qp = pp + layout.rowsPad * (kKeyBlock / 2);
+    auto *keyRows = reinterpret_cast<uint32_t *>(scratch + layout.keyRows);
     if (packedIndex(scratch) != b) {
       const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
       const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
       if (bf16) {
-        packKeyPairs(keys, kJ, kD, J, D, nr, reinterpret_cast<uint32_t *>(kt));
-        packValuePairs(values, vJ, vE, J, E, nr, reinterpret_cast<uint32_t *>(vp));
+        packKeyPairs(isa, keys, kJ, kD, J, D, nr, dPairsPad, reinterpret_cast<uint32_t *>(kt), keyRows);
+        packValuePairs(isa, values, vJ, vE, J, E, nr, jPairsPad, reinterpret_cast<uint32_t *>(vp));
       } else {
         packKeys(keys, kJ, kD, J, D, nr, kt);
         packValues(values, vJ, vE, J, E, nr, vp);
@@ -118,10 +141,12 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
     }
     // The query tile, pre-scaled, as plain rows (rows past the tile are 0);
     // for bf16, then as pairs in register-tile panels.
-    scaleQueries(q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
+    scaleQueries(isa, q + qOff + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
     if (bf16)
-      for (int64_t ir = 0; ir < rowsPad; ir += mr)
-        isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairs, dPairs);
+      for (int64_t ir = 0; ir < rowsPad; ir += mr) {
+        isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairsPad, dPairsPad);
+        for (int64_t r = ir; r < ir + mr; ++r) std::fill(qp + r * dPairsPad + dPairs, qp + (r + 1) * dPairsPad, 0u);
+      }
     std::fill(o, o + rowsPad * ldo, 0.0f);
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
@@ -134,17 +159,23 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       // s[t, j] = q_t . k_j for the block (bf16: whole panels, the last one's
       // padded keys scoring 0 past `keys`, which the row ignores).
       if (bf16) {
-        const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairs;
+        const uint32_t *kp = reinterpret_cast<const uint32_t *>(kt) + j0 * dPairsPad;
         for (int64_t jr = 0; jr < keys; jr += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            bf16Tile(dPairs, qp + ir * dPairs, dPairs, kp + jr * dPairs, s + ir * kKeyBlock + jr, kKeyBlock, false,
-                     nullptr, 0);
+            bf16Tile(keys - jr, dPairsPad, qp + ir * dPairsPad, dPairsPad, kp + jr * dPairsPad,
+                     s + ir * kKeyBlock + jr, kKeyBlock, false);
       } else {
         keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
       }
-      // The row's softmax runs over whole vectors: the columns past the last
-      // key (scores of zero-padded keys) become -inf, adding nothing.
-      const int64_t width = std::min(roundUp(keys, isa.vectorFloats), kKeyBlock);
+      // The row's softmax runs over whole vectors, and in bf16 over the
+      // block's pairs padded to pairStep: the columns past the last key
+      // (scores of zero-padded keys) become -inf, adding nothing.
+      const int64_t pairs = roundUp((keys + 1) / 2, pairStep);
+      const int64_t width = std::min(std::max(roundUp(keys, isa.vectorFloats), bf16 ? 2 * pairs : 0), kKeyBlock);
+      // bf16: each row's probabilities go straight to its pairs, `pairs` of
+      // them over the first 2 * pairs columns (the rest are -inf, 0 after
+      // exp); the rows past the tile's are zero.
+      if (bf16) std::fill(pp + rows * pairs, pp + rowsPad * pairs, 0u);
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kKeyBlock;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
@@ -152,17 +183,17 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
         if (hidden > 0)
           std::fill(row + std::max<int64_t>(keys - hidden, 0), row + keys, -std::numeric_limits<float>::infinity());
-        foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
+        if (bf16)
+          foldScoresIntoRow(isa, row, 2 * pairs, m[t], l[t], o + t * ldo, ldo, pp + t * pairs);
+        else
+          foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * ldo, ldo);
       }
-      // O += p . v for the block (rows past the tile hold finite junk).
+      // O += p . v for the block (f32: rows past the tile hold finite junk).
       if (bf16) {
-        const int64_t pairs = (keys + 1) / 2;
-        for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.bf16PackRows(s + ir * kKeyBlock, kKeyBlock, 1, mr, keys, mr, pp + ir * pairs, pairs);
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            bf16Tile(pairs, pp + ir * pairs, pairs, values + e0 * jPairs, o + ir * ldo + e0, ldo, true, nullptr, 0);
+            bf16Tile(E - e0, pairs, pp + ir * pairs, pairs, values + e0 * jPairsPad, o + ir * ldo + e0, ldo, true);
         continue;
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)

@@ -80,48 +80,57 @@ inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_
 
 // The bf16 attention's operands (IsaKernels::bf16GemmTile's layout), each
 // element rounded to nearest even. kp: keys in panels of nr, each
-// [ceil(D / 2)][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys and an odd
-// D's last partner zero.
-inline void packKeyPairs(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, uint32_t *kp) {
+// [pairsPad][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys, an odd D's
+// last partner and the pairs from ceil(D / 2) to pairsPad zero. Each panel's
+// keys are converted as rows of pairs into `rows` ([nr][ceil(D / 2)], a
+// vector at a time where a key is contiguous), then transposed.
+inline void packKeyPairs(const IsaKernels &isa, const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr,
+                         int64_t pairsPad, uint32_t *kp, uint32_t *rows) {
   const int64_t pairs = (D + 1) / 2;
-  std::fill(kp + J / nr * nr * pairs, kp + roundUp(J, nr) * pairs, 0u);
-  for (int64_t j = 0; j < J; ++j) {
-    uint32_t *column = kp + j / nr * nr * pairs + j % nr;
-    const float *key = k + j * kJ;
-    for (int64_t q = 0; q < pairs; ++q) {
-      const uint32_t high = 2 * q + 1 < D ? floatToBfloat(key[(2 * q + 1) * kD]) : 0u;
-      column[q * nr] = floatToBfloat(key[2 * q * kD]) | high << 16;
-    }
+  for (int64_t j0 = 0; j0 < J; j0 += nr) {
+    isa.bf16PackRows(k + j0 * kJ, kJ, kD, std::min<int64_t>(nr, J - j0), D, nr, rows, pairs);
+    uint32_t *panel = kp + j0 * pairsPad;
+    for (int64_t q = 0; q < pairs; ++q)
+      for (int n = 0; n < nr; ++n) panel[q * nr + n] = rows[n * pairs + q];
+    std::fill(panel + pairs * nr, panel + pairsPad * nr, 0u);
   }
 }
 
-// vp: value columns in panels of nr, each [ceil(J / 2)][nr] pairs
-// (v[2q][e], v[2q + 1][e]), columns past E and an odd J's last partner zero.
-inline void packValuePairs(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, uint32_t *vp) {
+// vp: value columns in panels of nr, each [pairsPad][nr] pairs
+// (v[2q][e], v[2q + 1][e]), columns past E, an odd J's last partner and the
+// pairs from ceil(J / 2) to pairsPad zero; contiguous rows of values are
+// interleaved a vector at a time.
+inline void packValuePairs(const IsaKernels &isa, const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr,
+                           int64_t pairsPad, uint32_t *vp) {
   const int64_t pairs = (J + 1) / 2;
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
-    uint32_t *panel = vp + e0 * pairs;
+    uint32_t *panel = vp + e0 * pairsPad;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t q = 0; q < pairs; ++q) {
-      const float *even = v + 2 * q * vJ + e0 * vE, *odd = even + vJ;
-      const bool hasOdd = 2 * q + 1 < J;
+      const float *even = v + 2 * q * vJ + e0 * vE, *odd = 2 * q + 1 < J ? even + vJ : nullptr;
       uint32_t *row = panel + q * nr;
-      for (int64_t e = 0; e < nr; ++e)
-        row[e] = e < cols ? floatToBfloat(even[e * vE]) | (hasOdd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u)
-                          : 0u;
+      if (vE == 1)
+        isa.bf16InterleaveRows(even, odd, cols, row);
+      else
+        for (int64_t e = 0; e < cols; ++e)
+          row[e] = floatToBfloat(even[e * vE]) | (odd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u);
+      std::fill(row + cols, row + nr, 0u);
     }
+    std::fill(panel + pairs * nr, panel + pairsPad * nr, 0u);
   }
 }
 
 // qs[t * D + d] = scale * q[t * qI + d * qD] for t < rows, zero up to rowsPad.
-inline void scaleQueries(const float *q, int64_t qI, int64_t qD, int64_t rows, int64_t rowsPad, int64_t D, float scale,
-                         float *qs) {
+inline void scaleQueries(const IsaKernels &isa, const float *q, int64_t qI, int64_t qD, int64_t rows, int64_t rowsPad,
+                         int64_t D, float scale, float *qs) {
   for (int64_t t = 0; t < rows; ++t) {
     const float *query = q + t * qI;
-    if (qD == 1)  // the usual layout, as a loop the compiler vectorises
-      for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d];
-    else
+    if (qD == 1) {  // the usual layout: a copy, scaled in vectors
+      std::memcpy(qs + t * D, query, sizeof(float) * static_cast<size_t>(D));
+      isa.scaleInPlace(qs + t * D, D, scale);
+    } else {
       for (int64_t d = 0; d < D; ++d) qs[t * D + d] = scale * query[d * qD];
+    }
   }
   std::fill(qs + rows * D, qs + rowsPad * D, 0.0f);
 }
@@ -163,17 +172,21 @@ inline void maskKeys(const IsaKernels &isa, MaskKind kind, float *row, int64_t k
 // rescaling its accumulator o[0..oWidth) to the new max, and leaves the row
 // as exp(s - m') (all 0 while every score so far is -inf):
 //   m' = max(m, max_j s_j), l = l * exp(m - m') + sum_j exp(s_j - m').
-// A NaN score makes m NaN, and with it the row.
+// A NaN score makes m NaN, and with it the row. With `pairs` (the bf16
+// path), the exponentials go to pairs[0..width / 2) as bf16 pairs
+// (IsaKernels::bf16ExpShiftSumPairs) instead, width even; the row is left
+// as it was.
 inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, float &m, float &l, float *o,
-                              int64_t oWidth) {
+                              int64_t oWidth, uint32_t *pairs = nullptr) {
   const float blockMax = isa.reduceRow(row, width, ReduceKind::Max);
   const float newMax = std::isnan(blockMax) ? blockMax : std::max(m, blockMax);
-  if (newMax == -std::numeric_limits<float>::infinity()) {
-    std::fill(row, row + width, 0.0f);  // nothing to add yet
+  if (newMax == -std::numeric_limits<float>::infinity()) {  // nothing to add yet
+    if (pairs) std::fill(pairs, pairs + width / 2, 0u);
+    else std::fill(row, row + width, 0.0f);
     return;
   }
   const float correction = std::exp(m - newMax);  // 0 when m was -inf
-  l = l * correction + isa.expShiftSum(row, width, newMax);
+  l = l * correction + (pairs ? isa.bf16ExpShiftSumPairs(row, width, newMax, pairs) : isa.expShiftSum(row, width, newMax));
   // (o is still zero while m is -inf.)
   if (correction != 1.0f && m != -std::numeric_limits<float>::infinity()) isa.scaleInPlace(o, oWidth, correction);
   m = newMax;

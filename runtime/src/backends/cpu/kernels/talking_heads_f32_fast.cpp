@@ -121,7 +121,7 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
     }
     // Scores of every head: tableA[h][t][j] = scale * q_t . k_j (0 past the keys and rows).
     for (int64_t h = 0; h < H; ++h) {
-      scaleQueries(q + qOff + h * qH + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
+      scaleQueries(isa, q + qOff + h * qH + i0 * qI, qI, qD, rows, rowsPad, D, op.scale, qs);
       keyScores(isa, qs, rowsPad, D, kt + h * layout.headKeys, J, tableA + h * headTable, ldS);
     }
     float *logits = tableA;

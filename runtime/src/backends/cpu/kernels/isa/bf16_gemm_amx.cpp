@@ -21,39 +21,41 @@ using amx::kNr;
 
 inline __m512bh asBf16(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
 
-// c (+)= the pairs [from, pairs) of the 32 x 64 tile with vdpbf16ps: the k
-// tail a 16-pair tile step does not cover (the panels hold ceil(k / 2)
-// pairs, not a multiple of 16).
+// c (+)= the pairs [from, pairs) of the 32 x (32 * Halves) tile with
+// vdpbf16ps: the k tail a 16-pair tile step does not cover (the panels hold
+// ceil(k / 2) pairs, not a multiple of 16).
+template <int Halves>
 void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
                  int64_t ldc) {
+  constexpr int kVectors = 2 * Halves;
   for (int r = 0; r < kMr; ++r) {
-    __m512 acc[4];
+    __m512 acc[kVectors];
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) acc[v] = _mm512_loadu_ps(c + r * ldc + v * 16);
+    for (int v = 0; v < kVectors; ++v) acc[v] = _mm512_loadu_ps(c + r * ldc + v * 16);
     for (int64_t q = from; q < pairs; ++q) {
       const __m512bh ar = asBf16(_mm512_set1_epi32(static_cast<int>(a[r * lda + q])));
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) acc[v] = _mm512_dpbf16_ps(acc[v], ar, asBf16(_mm512_loadu_si512(b + q * kNr + v * 16)));
+      for (int v = 0; v < kVectors; ++v)
+        acc[v] = _mm512_dpbf16_ps(acc[v], ar, asBf16(_mm512_loadu_si512(b + q * kNr + v * 16)));
     }
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) _mm512_storeu_ps(c + r * ldc + v * 16, acc[v]);
+    for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(c + r * ldc + v * 16, acc[v]);
   }
 }
 
-}  // namespace
-
-// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < 32, j < 64
-// (IsaKernels::bf16GemmTallTile): per 32-column half, 4 f32 tiles of c over
-// 16 pairs of k at a time, then the k tail on AVX512_BF16.
-void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
-                     bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < 32 and
+// j < 32 * Halves: per 32-column half, 4 f32 tiles of c over 16 pairs of k
+// at a time, then the k tail on AVX512_BF16.
+template <int Halves>
+void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                       int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes) {
   amx::configureTiles();
   const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4;
   // The next weight panel into L2, spread over both halves' steps.
   const int64_t lines = prefetchBytes / 64;
   int64_t line = 0;
-  const int64_t perStep = steps > 0 ? ceilDiv(lines, 2 * steps) : 0;
-  for (int half = 0; half < 2; ++half) {
+  const int64_t perStep = steps > 0 ? ceilDiv(lines, Halves * steps) : 0;
+  for (int half = 0; half < Halves; ++half) {
     float *ch = c + half * 32;
     const uint32_t *bh = b + half * 32;
     amx::loadBlockC(ch, ldc, accumulate);
@@ -71,7 +73,21 @@ void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32
     }
     amx::storeBlockC(ch, ldc);
   }
-  if (steps * amx::kTileRows < pairs) addPairTail(steps * amx::kTileRows, pairs, a, lda, b, c, ldc);
+  if (steps * amx::kTileRows < pairs) addPairTail<Halves>(steps * amx::kTileRows, pairs, a, lda, b, c, ldc);
+}
+
+}  // namespace
+
+// The whole 32 x 64 tile (IsaKernels::bf16GemmTallTile).
+void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                     bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  bf16GemmHalvesAmx<2>(pairs, a, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+// Its first 32 columns (IsaKernels::bf16GemmTallHalfTile).
+void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                         bool accumulate) {
+  bf16GemmHalvesAmx<1>(pairs, a, lda, b, c, ldc, accumulate, nullptr, 0);
 }
 
 }  // namespace ein::detail::cpu

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/isa/isa_kernels.hpp"
 #include "ein/half_float.hpp"
 
 namespace ein::detail::cpu {
@@ -21,6 +22,27 @@ namespace {
 constexpr int kMr = 6, kNv = 4;  // the avx512 table's 6 x 64 tile, so packed panels are shared
 
 inline __m512bh asBf16(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
+
+// exp(d) for d <= 0, to the accuracy a bf16 probability needs: 2^t with
+// t = d log2(e) split as n + f (n = round(t), |f| <= 1/2), 2^f by a degree 4
+// fit of ours (relative error 3.7e-6 in f32, exact at f = 0) and vscalefps
+// for 2^n: about half the operations of isa::vexp's ~1 ulp Cephes form. No
+// lane computes a subnormal (see isa::vexp): t is clamped at -126, where the
+// lanes kept (d >= isa::kExpUnderflow, t >= -125.993) have 2^n p >= 2^-126,
+// and the others (-inf too) are zeroed by vscalefps's mask. NaN passes the
+// clamp (vmaxps returns its second operand) and stays NaN.
+inline __m512 expNonPositive(__m512 d) {
+  const __m512 t = _mm512_max_ps(_mm512_set1_ps(-126.0f), _mm512_mul_ps(d, _mm512_set1_ps(1.44269504088896341f)));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(0.00957009382545948f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05591786280274391f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.240247443318367f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931217908859253f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  const __mmask16 kept = _mm512_cmp_ps_mask(d, _mm512_set1_ps(isa::kExpUnderflow), _CMP_NLT_UQ);  // NaN kept
+  return _mm512_maskz_scalef_ps(kept, p, n);
+}
 
 }  // namespace
 
@@ -96,6 +118,53 @@ void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows
       out[q] = low | high << 16;
     }
   }
+}
+
+// dst[q] = bf16 pair (exp(x[2q] - shift), exp(x[2q + 1] - shift)), returning
+// the sum (see IsaKernels::bf16ExpShiftSumPairs): 32 scores at a time, two
+// vectors of exponentials added to two sums and rounded into 16 pairs by one
+// vcvtne2ps2bf16; the tail through masked loads, lanes past n zeroed.
+float bf16ExpShiftSumPairsAvx512bf16(const float *x, int64_t n, float shift, uint32_t *dst) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+  // The 32 scores from x[j] (lanes past n masked: loaded as 0, their
+  // exponentials zeroed, their pairs not stored).
+  auto step = [&](int64_t j, __mmask16 low, __mmask16 high, __mmask16 pairs) {
+    const __m512 e0 = _mm512_maskz_mov_ps(low, expNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(low, x + j), s)));
+    const __m512 e1 =
+        _mm512_maskz_mov_ps(high, expNonPositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(high, x + j + 16), s)));
+    sum0 = _mm512_add_ps(sum0, e0);
+    sum1 = _mm512_add_ps(sum1, e1);
+    const __m512bh packed = _mm512_cvtne2ps_pbh(e1, e0);
+    _mm512_mask_storeu_epi32(dst + j / 2, pairs, reinterpret_cast<const __m512i &>(packed));
+  };
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) step(j, 0xffff, 0xffff, 0xffff);
+  if (const int64_t left = n - j; left > 0)
+    step(j, static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1),
+         static_cast<__mmask16>(left > 16 ? (1u << (left - 16)) - 1 : 0),
+         static_cast<__mmask16>((1u << ((left + 1) / 2)) - 1));
+  return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
+// dst[j] = bf16 pair (a[j], b[j]) (see IsaKernels::bf16InterleaveRows):
+// vcvtne2ps2bf16 puts 16 of a's bf16 in the low half of a vector and 16 of
+// b's in the high half, and one vpermw interleaves them into 16 pairs; the
+// tail through masked loads (0 past n) and a masked store.
+void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst) {
+  alignas(64) static constexpr uint16_t kPairOrder[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                          21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                          11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i order = _mm512_load_si512(kPairOrder);
+  auto store = [&](int64_t j, __mmask16 lanes) {
+    const __m512 low = _mm512_maskz_loadu_ps(lanes, a + j);
+    const __m512 high = b ? _mm512_maskz_loadu_ps(lanes, b + j) : _mm512_setzero_ps();
+    const __m512bh packed = _mm512_cvtne2ps_pbh(high, low);
+    _mm512_mask_storeu_epi32(dst + j, lanes, _mm512_permutexvar_epi16(order, reinterpret_cast<const __m512i &>(packed)));
+  };
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) store(j, 0xffff);
+  if (j < n) store(j, static_cast<__mmask16>((1u << (n - j)) - 1));
 }
 
 }  // namespace ein::detail::cpu

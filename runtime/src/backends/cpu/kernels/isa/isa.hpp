@@ -120,6 +120,25 @@ struct IsaKernels {
   int bf16GemmTallMr = 0;
   void (*bf16GemmTallTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                            bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
+  // As bf16GemmTallTile over the tile's first gemmNr / 2 columns only (b is
+  // still a whole panel): attention's last keys or values that fill no more
+  // than half a panel. Null where bf16GemmTallTile is.
+  void (*bf16GemmTallHalfTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                               int64_t ldc, bool accumulate) = nullptr;
+  // The tall tile's step over k in pairs (amx: 16): a pair count that is
+  // not a multiple of it ends in a slower tail, so operands that can be
+  // padded with zero pairs (attention's) are padded to it.
+  int bf16GemmTallPairStep = 1;
+  // dst[j] = the bf16 pair (a[j], b[j]) for j < n, rounded to nearest even,
+  // b null: zero partners. Two rows of a matrix whose k runs down the rows
+  // (attention's values) as a row of the bf16 gemm's b panel.
+  void (*bf16InterleaveRows)(const float *a, const float *b, int64_t n, uint32_t *dst) = nullptr;
+  // A softmax step whose probabilities feed the bf16 gemm: p[j] = exp(x[j] - shift)
+  // for j < n (shift >= every x[j], as a row's max is; exactly 1 at x[j] == shift,
+  // 0 below kExpUnderflow and for -inf, NaN for NaN; relative error under 4e-6,
+  // far below bf16's rounding), stored as the bf16 pairs dst[q] = (p[2q], p[2q + 1])
+  // for q < ceil(n / 2) (an odd n's last partner zero); returns the f32 sum of p.
+  float (*bf16ExpShiftSumPairs)(const float *x, int64_t n, float shift, uint32_t *dst) = nullptr;
 
   // The int8 gemm (int8 artifacts), on every table: exact int32 sums of
   // 8-bit products. c[r * ldc + j] (+)= sum_p A[r][p] * b[p][j] over the

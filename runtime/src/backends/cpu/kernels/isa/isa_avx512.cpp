@@ -31,6 +31,8 @@ void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const
                             bool accumulate, const char *prefetch, int64_t prefetchBytes);
 void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                             int64_t ldd);
+void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst);
+float bf16ExpShiftSumPairsAvx512bf16(const float *x, int64_t n, float shift, uint32_t *dst);
 
 const IsaKernels &avx512Bf16Kernels() {
   static const IsaKernels kernels = [] {
@@ -38,6 +40,8 @@ const IsaKernels &avx512Bf16Kernels() {
     table.name = "avx512bf16";
     table.bf16GemmTile = &bf16GemmTileAvx512bf16;
     table.bf16PackRows = &bf16PackRowsAvx512bf16;
+    table.bf16InterleaveRows = &bf16InterleaveRowsAvx512bf16;
+    table.bf16ExpShiftSumPairs = &bf16ExpShiftSumPairsAvx512bf16;
     return table;
   }();
   return kernels;
@@ -46,6 +50,8 @@ const IsaKernels &avx512Bf16Kernels() {
 // Built with -mamx-tile and -mamx-bf16 / -mamx-int8 (bf16_gemm_amx.cpp, s8_gemm_amx.cpp).
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes);
+void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                         bool accumulate);
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                    bool accumulate);
 
@@ -57,6 +63,8 @@ const IsaKernels &amxKernels() {
     table.name = "amx";
     table.bf16GemmTallMr = 32;
     table.bf16GemmTallTile = &bf16GemmTileAmx;
+    table.bf16GemmTallHalfTile = &bf16GemmHalfTileAmx;
+    table.bf16GemmTallPairStep = 16;
     table.s8GemmMr = 32;  // the same 64-column panels and offset as avx512vnni
     table.s8GemmTile = &s8GemmTileAmx;
     return table;

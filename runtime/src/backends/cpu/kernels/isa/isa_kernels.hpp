@@ -267,14 +267,19 @@ float reduceRow(const float *x, int64_t n, ReduceKind kind) {
     acc[0] = combine(acc[0], v);
   }
   const V all = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
-  float lanes[W];
-  S::store(lanes, all);
-  float result = lanes[0];
   bool sawNan = std::isnan(S::reduceAdd(nan));
   auto scalar = [&](float a, float b) {
     return isMax ? std::max(a, b) : isMin ? std::min(a, b) : isProd ? a * b : a + b;
   };
-  for (int lane = 1; lane < W; ++lane) result = scalar(result, lanes[lane]);
+  float result;
+  if (isMax) {
+    result = S::reduceMax(all);  // a tree, not a chain of W dependent steps (softmax's rows are short)
+  } else {
+    float lanes[W];
+    S::store(lanes, all);
+    result = lanes[0];
+    for (int lane = 1; lane < W; ++lane) result = scalar(result, lanes[lane]);
+  }
   for (; i < n; ++i) {
     sawNan |= std::isnan(x[i]);
     result = scalar(result, x[i]);
