@@ -85,6 +85,12 @@ class KernelRig {
     (void)fn_(program_.steps[0].kernel, context);
   }
   size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
+  // Bytes of weights packed at load (what a memory-bound gemm streams).
+  size_t packedBytes() const {
+    size_t bytes = 0;
+    for (const detail::PackedMatrix &matrix : program_.packed) bytes += matrix.data.size();
+    return bytes;
+  }
   // A tensor's values, to set before finish() (masks).
   float *values(uint32_t tensor) { return buffers_[tensor].data(); }
 

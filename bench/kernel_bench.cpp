@@ -60,6 +60,67 @@ BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, ein::DType::BF16)->Apply(vitG
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cached, false, ein::DType::I8)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cold, true, ein::DType::I8)->Apply(vitGemmShapes);
 
+// Batch-1 decode's gemms, as in a 125M Llama (hidden 768: fused q/k/v 1280,
+// fused gate/up 4096, lm_head 32000; down 2048 -> 768), at 1 to 8 rows (the
+// gemv up to kGemvMaxRows, then the tiles), cold: weight_GBps is the packed
+// weights streamed per second, to set against BM_StreamRead's plain read of
+// as many bytes in the same process (memory-bound: the goal is its speed).
+void decodeGemmShapes(benchmark::internal::Benchmark *bench) {
+  bench->ArgsProduct({{1, 2, 4, 5, 8}, {768}, {1280, 4096, 32000}, {1, 2}})
+      ->ArgsProduct({{1, 2, 4, 5, 8}, {2048}, {768}, {1, 2}})
+      ->UseRealTime();
+}
+void BM_DecodeGemm(benchmark::State &state, ein::DType weights) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  KernelRig rig;
+  detail::Gemm gemm = weightGemm(rig, m, k, n, weights);
+  rig.finish(gemm, threads);
+  for (auto _ : state) {
+    state.PauseTiming();
+    rig.evictPackedWeights();
+    state.ResumeTiming();
+    rig.run();
+  }
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(rig.packedBytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK_CAPTURE(BM_DecodeGemm, f32, ein::DType::F32)->Apply(decodeGemmShapes);
+BENCHMARK_CAPTURE(BM_DecodeGemm, bf16, ein::DType::BF16)->Apply(decodeGemmShapes);
+BENCHMARK_CAPTURE(BM_DecodeGemm, int8, ein::DType::I8)->Apply(decodeGemmShapes);
+
+// The plain streaming read the decode gemms are held to: the sum of a cold
+// buffer of MiB (arg 0) by the ISA table's vector reduction, split into one
+// contiguous run per thread (arg 1), as the gemv splits its panels.
+void BM_StreamRead(benchmark::State &state) {
+  const int64_t floats = state.range(0) * (1 << 20) / 4;
+  const int threads = static_cast<int>(state.range(1));
+  std::vector<float> buffer(static_cast<size_t>(floats), 1.0f);
+  std::unique_ptr<detail::ThreadPool> pool = threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr;
+  const detail::cpu::IsaKernels &isa = detail::cpu::bestKernels();
+  std::vector<float> sums(static_cast<size_t>(threads));
+  auto read = [&](int64_t run, int) {
+    const int64_t begin = floats * run / threads, end = floats * (run + 1) / threads;
+    sums[static_cast<size_t>(run)] = isa.reduceRow(buffer.data() + begin, end - begin, detail::ReduceKind::Sum);
+  };
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int64_t at = 0; at < floats; at += 16) flushLine(buffer.data() + at);
+    state.ResumeTiming();
+    if (pool)
+      pool->run(threads, read);
+    else
+      read(0, 0);
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["weight_GBps"] =
+      benchmark::Counter(static_cast<double>(floats) * 4e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+// The packed sizes of the decode gemms above: 3.75, 12, 94 and 6 MiB (f32).
+BENCHMARK(BM_StreamRead)->ArgsProduct({{4, 12, 96}, {1, 2}})->UseRealTime();
+
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.
 void BM_GemmBatchedScores(benchmark::State &state) {

@@ -41,6 +41,17 @@ class StepHarness {
 
   const detail::Program &program() const { return model_->program(); }
 
+  // Packs the gemm weights for `isa`'s kernels instead of the best table's
+  // (what loading does on a CPU whose best table `isa` is), so that a test
+  // reaches the paths that only packed weights take on every table.
+  void packWeightsFor(const IsaKernels &isa) {
+    auto &program = const_cast<detail::Program &>(model_->program());  // the harness's own model
+    program.packed.clear();
+    for (detail::Step &step : program.steps)
+      if (auto *gemm = std::get_if<detail::Gemm>(&step.kernel)) gemm->packedB = -1;
+    detail::cpu::prepackGemmWeights(program, nullptr, &isa);
+  }
+
   // Rounds tensor `id`'s starting values to bf16 (nearest even): the operand
   // a bf16 kernel computes with, for a reference to run on.
   void roundToBf16(uint32_t id) {

@@ -186,6 +186,44 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
     });
 
+// Gemms of 1 to 8 rows with the int8 weights packed for each table in turn
+// (as a CPU whose best table it is would load them): rows up to
+// kGemvMaxRows take the gemv (IsaKernels::s8GemvPanel), more the tiles.
+class Int8GemvTest : public ::testing::TestWithParam<Int8GemmShape> {};
+
+TEST_P(Int8GemvTest, MatchesTheInt8ReferenceOnEveryPackedTableAndThreadCount) {
+  StepHarness harness(int8GemmArtifact(GetParam()));
+  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+  for (const IsaKernels *isa : detail::cpu::supportedKernels()) {
+    harness.packWeightsFor(*isa);
+    const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
+    ASSERT_GE(gemm.packedB, 0) << isa->name;
+    EXPECT_EQ(harness.program().packed[gemm.packedB].nr, isa->s8GemmNr) << isa->name;
+    for (int threads : {1, 2})
+      expectNear(harness.run(detail::cpu::gemmS8Dynamic, *isa, threads), want, 2e-6,
+                 std::string(isa->name) + " threads " + std::to_string(threads));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rows, Int8GemvTest,
+    ::testing::Values(Int8GemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
+                      Int8GemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
+                      Int8GemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
+                      Int8GemmShape{1, 2, 129, 1601, false, false, 1, true, Activation::GeluTanh, 1.0f},
+                      Int8GemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
+                      Int8GemmShape{1, 4, 64, 1, false, false, 1, false, Activation::None, 1.0f},
+                      Int8GemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
+                      Int8GemmShape{1, 5, 129, 300, false, false, 1, true, Activation::Silu, 1.0f},
+                      Int8GemmShape{1, 6, 70, 383, true, false, 0, false, Activation::None, 1.0f},
+                      Int8GemmShape{1, 7, 33, 64, false, true, 2, true, Activation::Relu, 2.0f},
+                      Int8GemmShape{2, 8, 191, 129, false, false, 1, false, Activation::Gelu, 1.0f}),
+    [](const auto &info) {
+      const Int8GemmShape &s = info.param;
+      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
+             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
+    });
+
 // The int8 reference approximates the f32 gemm on the dequantized weights
 // within the activations' quantization error (half a step per element).
 TEST(Int8Gemm, ApproximatesTheF32GemmOfTheDequantizedWeights) {

@@ -273,5 +273,64 @@ INSTANTIATE_TEST_SUITE_P(
              (s.broadcastB ? "" : "_batchedB");
     });
 
+// --- gemv (few rows, weights packed at load) -----------------------------------
+
+// Gemms of 1 to 8 rows with the weights packed for each table in turn (as a
+// CPU whose best table it is would load them): rows up to kGemvMaxRows take
+// the gemv (IsaKernels::gemvPanel, bf16GemvPanel), more the register tiles.
+class GemvTest : public ::testing::TestWithParam<GemmShape> {};
+
+// On every table and 1 and 2 threads, `kernel` on weights packed for the
+// table against `want`.
+void expectEveryPackedTableMatches(StepHarness &harness, const std::vector<float> &want, double tolerance) {
+  for (const IsaKernels *isa : detail::cpu::supportedKernels()) {
+    harness.packWeightsFor(*isa);
+    const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
+    ASSERT_GE(gemm.packedB, 0) << isa->name;
+    EXPECT_EQ(harness.program().packed[gemm.packedB].nr, isa->gemmNr) << isa->name;
+    for (int threads : {1, 2})
+      expectNear(harness.run(detail::cpu::gemmF32Packed, *isa, threads), want, tolerance,
+                 std::string(isa->name) + " threads " + std::to_string(threads));
+  }
+}
+
+TEST_P(GemvTest, F32MatchesReferenceOnEveryPackedTableAndThreadCount) {
+  StepHarness harness(gemmArtifact(GetParam()));
+  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+  expectEveryPackedTableMatches(harness, want, 2e-5 * std::sqrt(double(GetParam().k + 1)));
+}
+
+// a rounded to bf16 first, so that the bf16 arithmetic of tables with the
+// bf16 gemm and the f32 arithmetic on widened weights of the others have the
+// same oracle.
+TEST_P(GemvTest, Bf16MatchesReferenceOnEveryPackedTableAndThreadCount) {
+  StepHarness harness(gemmArtifact(GetParam(), true));
+  harness.roundToBf16(std::get<detail::Gemm>(harness.program().steps[0].kernel).a.tensor);
+  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+  expectEveryPackedTableMatches(harness, want, 2e-5 * std::sqrt(double(GetParam().k + 1)));
+}
+
+// Odd n (a partial last panel) and k (a bf16 pair's zero half), k from 1 to
+// past the tiles' k block, strided a, a batch sharing the weights, and every
+// epilogue.
+INSTANTIATE_TEST_SUITE_P(
+    Rows, GemvTest,
+    ::testing::Values(GemmShape{1, 1, 131, 97, false, false, true, true, 1, false, Activation::None, 1.0f},
+                      GemmShape{1, 1, 70, 771, false, true, true, true, 0, true, Activation::Gelu, 1.0f},
+                      GemmShape{2, 1, 65, 257, true, false, true, true, 2, true, Activation::Silu, -1.25f},
+                      GemmShape{1, 2, 129, 1601, false, false, true, true, 1, true, Activation::GeluTanh, 1.0f},
+                      GemmShape{1, 3, 200, 33, true, true, true, true, 2, false, Activation::Relu, 0.5f},
+                      GemmShape{1, 4, 64, 1, false, false, true, true, 1, false, Activation::None, 1.0f},
+                      GemmShape{3, 4, 17, 300, false, false, true, true, 1, true, Activation::Gelu, 1.0f},
+                      GemmShape{1, 5, 129, 300, false, false, true, true, 1, true, Activation::Silu, 1.0f},
+                      GemmShape{1, 6, 70, 383, true, false, true, true, 0, false, Activation::None, 1.0f},
+                      GemmShape{1, 7, 33, 64, false, true, true, true, 2, true, Activation::Relu, 2.0f},
+                      GemmShape{2, 8, 191, 129, false, false, true, true, 1, false, Activation::Gelu, 1.0f}),
+    [](const auto &info) {
+      const GemmShape &s = info.param;
+      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
+             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
+    });
+
 }  // namespace
 }  // namespace ein::testing

@@ -63,6 +63,24 @@ inline GemmItem gemmItem(const Gemm &op, const GemmItems &items, int64_t item) {
   return it;
 }
 
+// body(begin, end, thread) over items [0, count) in one contiguous run per
+// thread: the gemv's panels (items of one panel each, as planned by
+// gemvItems), which lie one after another in the packed weights, so each
+// thread streams its share of them front to back.
+template <typename Body>
+void forEachGemvRun(const KernelContext &context, int64_t count, Body &&body) {
+  const int64_t runs = std::min<int64_t>(context.threads(), count);
+  context.parallelFor(runs, [&](int64_t run, int thread) { body(count * run / runs, count * (run + 1) / runs, thread); });
+}
+
+// The gemv's items: all m rows of one panel of nr columns (gemmItem's
+// order: batch, then panels).
+inline GemmItems gemvItems(int64_t m, int64_t n, int nr) { return GemmItems{m, 1, nr, ceilDiv(n, nr)}; }
+
+// Whether a gemm of m rows takes the gemv path (IsaKernels::gemvPanel and
+// its bf16/int8 forms): weights packed at load, and few rows.
+inline bool useGemv(int64_t m, bool packedWeights) { return packedWeights && m <= kGemvMaxRows; }
+
 // A thread's note, at the start of its scratch, of which (batch, row block)
 // the rows of a prepared there (quantized, or packed as bf16 pairs) belong
 // to: the column blocks of one row block are consecutive items, so a thread

@@ -72,10 +72,58 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
   }
 }
 
+// The gemv path (useGemv): each thread takes one contiguous run of the
+// packed panels and computes all m rows of each from registers, then the
+// epilogue of the panel's columns. Rows of a are read in place where they
+// are contiguous along k (f32), else copied into scratch; bf16 pair panels
+// get a's rows as bf16 pairs (once per thread and batch element).
+void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
+  const IsaKernels &isa = *context.isa;
+  const int nr = packed.nr;
+  const int64_t m = op.m, k = op.k, pairs = (k + 1) / 2;
+  const size_t r = op.batch.size();
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1];
+  const float *a = context.data<const float>(op.a);
+  const GemmItems items = gemvItems(m, op.n, nr);
+  forEachGemvRun(context, items.count(op.batch.product()), [&](int64_t begin, int64_t end, int thread) {
+    float *acc = context.threadScratch(thread), *rows = acc + kGemvMaxRows * kMaxNr;
+    auto *rowPairs = reinterpret_cast<uint32_t *>(rows);
+    const float *aRows = nullptr;
+    int64_t lda = aM, preparedBatch = -1;
+    for (int64_t item = begin; item < end; ++item) {
+      const GemmItem it = gemmItem(op, items, item);
+      if (const int64_t batchIndex = item / items.nBlocks; batchIndex != preparedBatch) {
+        preparedBatch = batchIndex;
+        if (packed.bf16Pairs) {
+          isa.bf16PackRows(a + it.a, aM, aK, m, k, static_cast<int>(m), rowPairs, pairs);
+        } else if (aK == 1) {
+          aRows = a + it.a;
+        } else {
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t p = 0; p < k; ++p) rows[i * k + p] = a[it.a + i * aM + p * aK];
+          aRows = rows;
+          lda = k;
+        }
+      }
+      if (packed.bf16Pairs)
+        isa.bf16GemvPanel(static_cast<int>(m), pairs, rowPairs, pairs, packed.pairPanel(it.j0), acc, nr);
+      else
+        isa.gemvPanel(static_cast<int>(m), k, aRows, lda, packed.panel(it.j0), acc, nr);
+      for (int64_t i = 0; i < m; ++i) gemmEpilogueRow(op, context, it, i, acc + i * nr);
+    }
+  });
+}
+
 }  // namespace
 
-size_t gemmF32PackedScratchFloats() {
-  return PreparedRows::kScratchFloats + static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
+size_t gemmF32PackedScratchFloats(const Gemm &op) {
+  const size_t tiles = PreparedRows::kScratchFloats + static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
+  if (op.m > kGemvMaxRows) return tiles;
+  // The gemv's sums and rows of a; saturated, so that a hostile k makes the
+  // allocation fail instead of wrapping.
+  constexpr uint64_t kLimit = SIZE_MAX / 16;
+  const uint64_t k = std::min<uint64_t>(static_cast<uint64_t>(op.k), kLimit / kGemvMaxRows);
+  return std::max<size_t>(tiles, static_cast<size_t>(std::min<uint64_t>(kLimit, kGemvMaxRows * (kMaxNr + k))));
 }
 
 Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
@@ -96,6 +144,10 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // bf16 artifact on a CPU with the bf16 gemm): activations are rounded to
   // bf16 while packed, products and sums are f32.
   const bool bf16 = packed && packed->bf16Pairs;
+  if (useGemv(m, packed != nullptr)) {
+    gemvF32Packed(op, context, *packed);
+    return Status();
+  }
   // The bf16 tile: the table's taller one where it has one (amx), and the
   // row blocks in its rows.
   const bool tall = bf16 && isa.bf16GemmTallTile;
@@ -188,8 +240,8 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   return Status();
 }
 
-void prepackGemmWeights(Program &program, const std::vector<bool> *eligible) {
-  const IsaKernels &isa = bestKernels();
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible, const IsaKernels *forIsa) {
+  const IsaKernels &isa = forIsa ? *forIsa : bestKernels();
   const int nr = isa.gemmNr;
   for (size_t s = 0; s < program.steps.size(); ++s) {
     auto *op = std::get_if<Gemm>(&program.steps[s].kernel);

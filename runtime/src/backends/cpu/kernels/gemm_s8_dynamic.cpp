@@ -64,6 +64,58 @@ S8Scratch scratchOf(float *base, int64_t k) {
   return s;
 }
 
+// rows rows of a (from a + aOffset) quantized into s.aQ (kPadded bytes
+// apart) and s.rowScale.
+void quantizeRows(const KernelContext &context, const Gemm &op, int64_t aOffset, int64_t rows, int64_t kPadded,
+                  const S8Scratch &s) {
+  const IsaKernels &isa = *context.isa;
+  const size_t r = op.batch.size();
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1];
+  const float *a = context.data<const float>(op.a) + aOffset;
+  for (int64_t i = 0; i < rows; ++i) {
+    uint8_t *dst = s.aQ + i * kPadded;
+    s.rowScale[i] = aK == 1 ? isa.s8QuantizeRow(a + i * aM, op.k, kPadded, dst)
+                            : quantizeRowS8(a + i * aM, aK, op.k, kPadded, isa.s8ActivationOffset, dst);
+  }
+}
+
+// The block's columns' scales, contiguous (in s.columnScale where b's are not).
+const float *columnScales(const Gemm &op, const KernelContext &context, int64_t j0, int64_t cols,
+                          const S8Scratch &s) {
+  const float *bScale = context.data<const float>(*op.bScale) + op.bScale->offset;
+  const int64_t stride = op.bScale->strides[0];
+  if (stride == 1) return bScale + j0;
+  for (int64_t j = 0; j < cols; ++j) s.columnScale[j] = bScale[(j0 + j) * stride];
+  return s.columnScale;
+}
+
+// The gemv path (useGemv): as gemvF32Packed (gemm_f32_packed.cpp), over the
+// int8 panels, each thread quantizing the rows of a for itself.
+void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
+  const IsaKernels &isa = *context.isa;
+  const int nr = packed.nr;
+  const int64_t m = op.m, kPadded = static_cast<int64_t>(paddedBytes(op.k));
+  const GemmItems items = gemvItems(m, op.n, nr);
+  forEachGemvRun(context, items.count(op.batch.product()), [&](int64_t begin, int64_t end, int thread) {
+    const S8Scratch s = scratchOf(context.threadScratch(thread), op.k);
+    int64_t preparedBatch = -1;
+    for (int64_t item = begin; item < end; ++item) {
+      const GemmItem it = gemmItem(op, items, item);
+      if (const int64_t batchIndex = item / items.nBlocks; batchIndex != preparedBatch) {
+        preparedBatch = batchIndex;
+        quantizeRows(context, op, it.a, m, kPadded, s);
+      }
+      isa.s8GemvPanel(static_cast<int>(m), kPadded / 4, s.aQ, kPadded, packed.s8Panel(it.j0), s.acc, nr);
+      const float *columnScale = columnScales(op, context, it.j0, it.cols, s);
+      for (int64_t i = 0; i < m; ++i) {
+        isa.s8DequantizeRow(s.acc + i * nr, packed.s8ColumnSums(it.j0), isa.s8ActivationOffset, s.rowScale[i],
+                            columnScale, it.cols, s.row);
+        gemmEpilogueRow(op, context, it, i, s.row);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
@@ -83,16 +135,17 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
   const IsaKernels &isa = *context.isa;
   const int mr = isa.s8GemmMr, nr = isa.s8GemmNr;
   const int32_t offset = isa.s8ActivationOffset;
-  const float *a = context.data<const float>(op.a);
   const int8_t *b = context.data<const int8_t>(op.b);
-  const float *bScale = context.data<const float>(*op.bScale) + op.bScale->offset;
-  const int64_t scaleStride = op.bScale->strides[0];
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
   // Packed for another table (a test forcing one): pack as we go instead.
   if (packed && (!packed->s8Quads || packed->nr != nr)) packed = nullptr;
+  if (useGemv(m, packed != nullptr)) {
+    gemvS8Packed(op, context, *packed);
+    return Status();
+  }
 
   const size_t r = op.batch.size();
-  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  const int64_t aM = op.a.strides[r], bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const int64_t kPadded = static_cast<int64_t>(paddedBytes(k)), quads = kPadded / 4;
   const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
   PreparedRows::forgetAll(context);
@@ -106,12 +159,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     const int64_t paddedRows = roundUp(rows, mr);
     const PreparedRows prepared(context.threadScratch(thread));
     if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); !prepared.hold(rowBlock)) {
-      for (int64_t i = 0; i < rows; ++i) {
-        const float *src = a + aOff + (i0 + i) * aM;
-        uint8_t *dst = s.aQ + i * kPadded;
-        s.rowScale[i] = aK == 1 ? isa.s8QuantizeRow(src, k, kPadded, dst)
-                                : quantizeRowS8(src, aK, k, kPadded, static_cast<uint8_t>(offset), dst);
-      }
+      quantizeRows(context, op, aOff + i0 * aM, rows, kPadded, s);
       std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
       prepared.set(rowBlock);
     }
@@ -132,11 +180,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
       for (int64_t ir = 0; ir < paddedRows; ir += mr)
         isa.s8GemmTile(quads, s.aQ + ir * kPadded, kPadded, panel, s.acc + ir * ldc + jr, ldc, false);
     }
-    const float *columnScale = bScale + j0 * scaleStride;
-    if (scaleStride != 1) {
-      for (int64_t j = 0; j < cols; ++j) s.columnScale[j] = bScale[(j0 + j) * scaleStride];
-      columnScale = s.columnScale;
-    }
+    const float *columnScale = columnScales(op, context, j0, cols, s);
     // The offset's share (offset * the column's weights) comes off exactly in
     // int32; then the two scales, then the f32 gemm's epilogue.
     for (int64_t i = 0; i < rows; ++i) {

@@ -79,7 +79,7 @@ bool needsNoScratch(const detail::Kernel &kernel) {
 size_t scratchFloats(const detail::Kernel &kernel) {
   if (needsNoScratch(kernel)) return 0;
   if (const auto *op = std::get_if<Gemm>(&kernel))
-    return op->bScale ? gemmS8DynamicScratchFloats(*op) : gemmF32PackedScratchFloats();
+    return op->bScale ? gemmS8DynamicScratchFloats(*op) : gemmF32PackedScratchFloats(*op);
   if (const auto *op = std::get_if<Elementwise>(&kernel)) return op->registerCount() * kElementwiseBlock;
   if (const auto *op = std::get_if<Softmax>(&kernel)) return static_cast<size_t>(op->shape.back());
   if (const auto *op = std::get_if<Reduce>(&kernel))

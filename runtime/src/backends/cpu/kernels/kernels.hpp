@@ -71,18 +71,19 @@ Status copyReference(const Copy &op, const KernelContext &context);
 // Fast kernels (threads, SIMD through context.isa); the reference kernels
 // above are their oracle in the tests.
 Status gemmF32Packed(const Gemm &op, const KernelContext &context);
-size_t gemmF32PackedScratchFloats();
+size_t gemmF32PackedScratchFloats(const Gemm &op);
 // The int8 gemm (op.bScale: int8 weights; gemm_s8_dynamic.cpp): rows of a
 // quantized at run time, int32 sums on the ISA's s8 tile, f32 epilogue.
 Status gemmS8Dynamic(const Gemm &op, const KernelContext &context);
 size_t gemmS8DynamicScratchFloats(const Gemm &op);
 // op's int8 weights b packed for isa's s8 tile, with their column sums.
 StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaKernels &isa);
-// Packs, for the running CPU's kernels, the weight operand b of every gemm
-// that shares one dense weight matrix across its batch (Gemm::packedB);
-// with `eligible`, only the steps it marks (a dynamic program's gemms whose
-// weight operand no dim changes).
-void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nullptr);
+// Packs, for the running CPU's kernels (or `isa`'s: tests), the weight
+// operand b of every gemm that shares one dense weight matrix across its
+// batch (Gemm::packedB); with `eligible`, only the steps it marks (a dynamic
+// program's gemms whose weight operand no dim changes).
+void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nullptr,
+                        const IsaKernels *isa = nullptr);
 Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
 Status reduceF32Fast(const Reduce &op, const KernelContext &context);
 Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/isa/isa.hpp"
 #include "backends/cpu/kernels/isa/isa_kernels.hpp"
 #include "ein/half_float.hpp"
 
@@ -44,41 +45,62 @@ inline __m512 expNonPositive(__m512 d) {
   return _mm512_maskz_scalef_ps(kept, p, n);
 }
 
-}  // namespace
-
-// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] (see IsaKernels::bf16GemmTile):
-// 24 accumulators, 4 weight vectors loaded and 6 activation pairs broadcast
-// per pair of k.
-void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
-                            bool accumulate, const char *prefetch, int64_t prefetchBytes) {
-  __m512 acc[kMr][kNv];
+// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < MR: MR x 4
+// accumulators, 4 weight vectors loaded and MR activation pairs broadcast
+// per pair of k. The tile (NextPanel) pulls one line of the next weight
+// panel every few steps, as the f32 tile does; the gemv pulls its own
+// panel's lines kGemvPrefetchBytes ahead.
+template <int MR, bool NextPanel>
+[[gnu::always_inline]] inline void bf16Tile(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                                            int64_t ldc, bool accumulate, const char *prefetch,
+                                            int64_t prefetchBytes) {
+  __m512 acc[MR][kNv];
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * 16) : _mm512_setzero_ps();
-  // One line of the next weight panel every few steps, as the f32 tile does.
   const int64_t lines = prefetchBytes / 64;
   const int64_t every = lines > 0 ? (pairs / lines > 1 ? pairs / lines : 1) : pairs + 1;
   int64_t line = 0, countdown = every;
   for (int64_t q = 0; q < pairs; ++q) {
-    if (--countdown == 0) {
-      countdown = every;
-      if (line < lines) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
+    if constexpr (NextPanel) {
+      if (--countdown == 0) {
+        countdown = every;
+        if (line < lines) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
+      }
     }
     __m512bh bv[kNv];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) bv[v] = asBf16(_mm512_loadu_si512(b + q * kNv * 16 + v * 16));
+    for (int v = 0; v < kNv; ++v) {
+      if constexpr (!NextPanel) __builtin_prefetch(b + q * kNv * 16 + v * 16 + kGemvPrefetchBytes / 4, 0, 3);
+      bv[v] = asBf16(_mm512_loadu_si512(b + q * kNv * 16 + v * 16));
+    }
 #pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < MR; ++r) {
       const __m512bh ar = asBf16(_mm512_set1_epi32(static_cast<int>(a[r * lda + q])));
 #pragma GCC unroll 4
       for (int v = 0; v < kNv; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], ar, bv[v]);
     }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) _mm512_storeu_ps(c + r * ldc + v * 16, acc[r][v]);
+}
+
+}  // namespace
+
+// (see IsaKernels::bf16GemmTile)
+void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                            bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  bf16Tile<kMr, true>(pairs, a, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+// (see IsaKernels::bf16GemvPanel)
+void bf16GemvPanelAvx512bf16(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                             int64_t ldc) {
+  withGemvRows(rows,
+               [&](auto mr) { bf16Tile<decltype(mr)::value, false>(pairs, a, lda, b, c, ldc, false, nullptr, 0); });
 }
 
 // dst[r * ldd + q] = bf16 pair (a[r][2q], a[r][2q + 1]) (see IsaKernels::bf16PackRows).

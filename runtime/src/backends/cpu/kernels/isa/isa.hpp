@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "program.hpp"
@@ -25,6 +26,27 @@ struct GemmEpilogueRow {
   float *out;
   int64_t outStride;
 };
+
+// Gemms of at most this many rows (batch-1 decode, a few draft tokens) take
+// the gemv path (IsaKernels::gemvPanel and its bf16/int8 forms) where the
+// weights were packed at load: memory-bound, so it reads each panel once
+// without padding a to the register tile's rows.
+inline constexpr int64_t kGemvMaxRows = 4;
+// How far ahead of its reads the gemv prefetches the panel it streams.
+inline constexpr int64_t kGemvPrefetchBytes = 1024;
+
+// body(std::integral_constant<int, rows>{}) for 1 <= rows <= kGemvMaxRows:
+// the gemv kernels' row count as a compile-time constant.
+template <typename Body>
+[[gnu::always_inline]] inline void withGemvRows(int rows, Body &&body) {
+  static_assert(kGemvMaxRows == 4, "one case per row count");
+  switch (rows) {
+    case 1: return body(std::integral_constant<int, 1>{});
+    case 2: return body(std::integral_constant<int, 2>{});
+    case 3: return body(std::integral_constant<int, 3>{});
+    default: return body(std::integral_constant<int, 4>{});
+  }
+}
 
 // Elements per register in the element-wise interpreter (a multiple of every
 // ISA's vector width).
@@ -58,6 +80,12 @@ struct IsaKernels {
   // last keys) without computing the panel's zero padding.
   void (*gemmTileRowsVector)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                              int64_t ldc, bool accumulate);
+  // The gemv (a gemm of at most kGemvMaxRows rows: decode) over one packed
+  // weight panel: c[r * ldc + j] = sum_p a[r * lda + p] * b[p * gemmNr + j]
+  // for r < rows, j < gemmNr, p < k. The panel is read once, front to back,
+  // with every row's sums in registers (no padded rows), pulling lines
+  // kGemvPrefetchBytes ahead.
+  void (*gemvPanel)(int rows, int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc);
   int vectorFloats;  // floats per SIMD register
   void (*gemmEpilogue)(const GemmEpilogueRow &row);
 
@@ -117,6 +145,10 @@ struct IsaKernels {
   // bf16GemmTallMr x gemmNr (amx: 32 x 64 from tile registers); null where
   // the gemm uses bf16GemmTile. Attention keeps bf16GemmTile (its blocks
   // are gemmMr rows).
+  // The gemv over a bf16 pair panel (as gemvPanel, with a and b as in
+  // bf16GemmTile): null where bf16GemmTile is.
+  void (*bf16GemvPanel)(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                        int64_t ldc) = nullptr;
   int bf16GemmTallMr = 0;
   void (*bf16GemmTallTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                            bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
@@ -152,6 +184,10 @@ struct IsaKernels {
   uint8_t s8ActivationOffset = 0;
   void (*s8GemmTile)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                      bool accumulate) = nullptr;
+  // The gemv over an int8 panel (as s8GemmTile, for rows <= kGemvMaxRows
+  // rows of a, without padding rows; c is not accumulated into).
+  void (*s8GemvPanel)(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                      int64_t ldc) = nullptr;
   // quantizeRowS8 (quantize_s8.hpp) of a contiguous row with this table's
   // s8ActivationOffset, in vectors: q[0..kPadded) and the row's scale.
   float (*s8QuantizeRow)(const float *x, int64_t k, int64_t kPadded, uint8_t *q) = nullptr;

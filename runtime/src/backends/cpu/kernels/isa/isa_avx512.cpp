@@ -29,6 +29,8 @@ const IsaKernels &avx512VnniKernels() {
 // Built with -mavx512bf16 (bf16_gemm_avx512bf16.cpp).
 void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                             bool accumulate, const char *prefetch, int64_t prefetchBytes);
+void bf16GemvPanelAvx512bf16(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
+                             int64_t ldc);
 void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                             int64_t ldd);
 void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst);
@@ -39,6 +41,7 @@ const IsaKernels &avx512Bf16Kernels() {
     IsaKernels table = avx512VnniKernels();
     table.name = "avx512bf16";
     table.bf16GemmTile = &bf16GemmTileAvx512bf16;
+    table.bf16GemvPanel = &bf16GemvPanelAvx512bf16;
     table.bf16PackRows = &bf16PackRowsAvx512bf16;
     table.bf16InterleaveRows = &bf16InterleaveRowsAvx512bf16;
     table.bf16ExpShiftSumPairs = &bf16ExpShiftSumPairsAvx512bf16;

@@ -199,6 +199,61 @@ void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b,
   gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
 }
 
+// The gemv's MR rows over one panel of NV vectors (see IsaKernels::gemvPanel).
+// One row alone would be a chain of k dependent FMAs per accumulator, so it
+// keeps two sets of sums (even and odd steps).
+template <class S, int MR, int NV>
+[[gnu::always_inline]] inline void gemvPanelRows(int64_t k, const float *a, int64_t lda, const float *b, float *c,
+                                                 int64_t ldc) {
+  using V = typename S::V;
+  constexpr int W = S::W, NR = NV * W, U = MR == 1 ? 2 : 1;
+  V acc[U][MR][NV];
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[u][r][v] = S::zero();
+  int64_t p = 0;
+  for (; p + U <= k; p += U)
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      const float *row = b + (p + u) * NR;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        if ((v * W * 4) % 64 == 0) __builtin_prefetch(row + v * W + kGemvPrefetchBytes / 4, 0, 3);
+      V bv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v] = S::load(row + v * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        const V ar = S::set1(a[r * lda + p + u]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[u][r][v] = S::fmadd(ar, bv[v], acc[u][r][v]);
+      }
+    }
+  for (; p < k; ++p)
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const V ar = S::set1(a[r * lda + p]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[0][r][v] = S::fmadd(ar, S::load(b + p * NR + v * W), acc[0][r][v]);
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      V sum = acc[0][r][v];
+      if constexpr (U == 2) sum = S::add(sum, acc[U - 1][r][v]);
+      S::store(c + r * ldc + v * W, sum);
+    }
+}
+
+template <class S, int NV>
+void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { gemvPanelRows<S, decltype(mr)::value, NV>(k, a, lda, b, c, ldc); });
+}
+
 template <class S>
 void gemmEpilogue(const GemmEpilogueRow &e) {
   using V = typename S::V;
@@ -575,6 +630,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmTile = &gemmTile<S, MR, NV>;
   kernels.gemmTileRows = &gemmTileRows<S, MR, NV>;
   kernels.gemmTileRowsVector = &gemmTileRowsVector<S, MR>;
+  kernels.gemvPanel = &gemvPanel<S, NV>;
   kernels.vectorFloats = S::W;
   kernels.gemmEpilogue = &gemmEpilogue<S>;
   kernels.reduceRow = &reduceRow<S>;

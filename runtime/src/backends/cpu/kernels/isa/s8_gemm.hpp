@@ -12,6 +12,8 @@ namespace ein::detail::cpu {
 #define EIN_S8_GEMM_FUNCTIONS(Isa)                                                                              \
   void s8GemmTile##Isa(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc, \
                        bool accumulate);                                                                        \
+  void s8GemvPanel##Isa(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,  \
+                        int64_t ldc);                                                                           \
   float s8QuantizeRow##Isa(const float *x, int64_t k, int64_t kPadded, uint8_t *q);                             \
   void s8DequantizeRow##Isa(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,     \
                             const float *columnScale, int64_t n, float *out);
@@ -29,6 +31,7 @@ EIN_S8_GEMM_FUNCTIONS(Portable)
     (table).s8GemmNr = (nr);                        \
     (table).s8ActivationOffset = (offset);          \
     (table).s8GemmTile = &s8GemmTile##Isa;          \
+    (table).s8GemvPanel = &s8GemvPanel##Isa;        \
     (table).s8QuantizeRow = &s8QuantizeRow##Isa;    \
     (table).s8DequantizeRow = &s8DequantizeRow##Isa; \
   } while (false)

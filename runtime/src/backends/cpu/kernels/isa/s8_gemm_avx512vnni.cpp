@@ -21,23 +21,26 @@ namespace {
 
 constexpr int kMr = 6, kNv = 4;  // 6 x 64 int32 accumulators: 24 registers
 
-}  // namespace
-
-// c[r * ldc + j] (+)= sum_p a[r * lda + p] (u8) * b[p][j] (s8) (see IsaKernels::s8GemmTile).
-void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                          bool accumulate) {
-  __m512i acc[kMr][kNv];
+// c[r * ldc + j] (+)= sum_p a[r * lda + p] (u8) * b[p][j] (s8) for r < MR;
+// the gemv (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+template <int MR, bool Prefetch>
+[[gnu::always_inline]] inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                                          int64_t ldc, bool accumulate) {
+  __m512i acc[MR][kNv];
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v)
       acc[r][v] = accumulate ? _mm512_loadu_si512(c + r * ldc + v * 16) : _mm512_setzero_si512();
   for (int64_t q = 0; q < quads; ++q) {
     __m512i bv[kNv];
 #pragma GCC unroll 4
-    for (int v = 0; v < kNv; ++v) bv[v] = _mm512_loadu_si512(b + (q * kNv * 16 + v * 16) * 4);
+    for (int v = 0; v < kNv; ++v) {
+      if constexpr (Prefetch) __builtin_prefetch(b + (q * kNv * 16 + v * 16) * 4 + kGemvPrefetchBytes, 0, 3);
+      bv[v] = _mm512_loadu_si512(b + (q * kNv * 16 + v * 16) * 4);
+    }
 #pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < MR; ++r) {
       int32_t quad;
       std::memcpy(&quad, a + r * lda + 4 * q, 4);
       const __m512i ar = _mm512_set1_epi32(quad);
@@ -46,9 +49,23 @@ void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const in
     }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) _mm512_storeu_si512(c + r * ldc + v * 16, acc[r][v]);
+}
+
+}  // namespace
+
+// (see IsaKernels::s8GemmTile)
+void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                          bool accumulate) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+}
+
+// (see IsaKernels::s8GemvPanel)
+void s8GemvPanelAvx512vnni(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                           int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
 }
 
 void s8DequantizeRowAvx512vnni(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,

@@ -19,25 +19,26 @@ namespace {
 
 constexpr int kMr = 6, kNv = 2;  // 6 x 16 int32 accumulators: 12 registers, 2 of b, 1 broadcast
 
-}  // namespace
-
-// c[r * ldc + j] (+)= sum_p a[r * lda + p] (u8) * b[p][j] (s8) (see IsaKernels::s8GemmTile).
-void s8GemmTileAvxvnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                       bool accumulate) {
-  __m256i acc[kMr][kNv];
+// c[r * ldc + j] (+)= sum_p a[r * lda + p] * b[p][j] for r < MR; the gemv
+// (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+template <int MR, bool Prefetch>
+inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                   bool accumulate) {
+  __m256i acc[MR][kNv];
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < kNv; ++v)
       acc[r][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + r * ldc + v * 8))
                              : _mm256_setzero_si256();
   for (int64_t q = 0; q < quads; ++q) {
+    if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 8 * 4 + kGemvPrefetchBytes, 0, 3);
     __m256i bv[kNv];
 #pragma GCC unroll 2
     for (int v = 0; v < kNv; ++v)
       bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + (q * kNv * 8 + v * 8) * 4));
 #pragma GCC unroll 6
-    for (int r = 0; r < kMr; ++r) {
+    for (int r = 0; r < MR; ++r) {
       int32_t quad;
       std::memcpy(&quad, a + r * lda + 4 * q, 4);
       const __m256i ar = _mm256_set1_epi32(quad);
@@ -46,9 +47,23 @@ void s8GemmTileAvxvnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_
     }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < kMr; ++r)
+  for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < kNv; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + r * ldc + v * 8), acc[r][v]);
+}
+
+}  // namespace
+
+// (see IsaKernels::s8GemmTile)
+void s8GemmTileAvxvnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                       bool accumulate) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+}
+
+// (see IsaKernels::s8GemvPanel)
+void s8GemvPanelAvxvnni(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                        int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
 }
 
 // AVX2's quantization (s8_gemm_avx2.cpp), then + 128 (mod 256) on every byte.

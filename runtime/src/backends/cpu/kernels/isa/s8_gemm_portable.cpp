@@ -11,24 +11,40 @@ namespace {
 
 constexpr int kMr = 4, kNr = 16;
 
-}  // namespace
-
-// c[r * ldc + j] (+)= sum_p a[r * lda + p] (s8) * b[p][j] (s8) (see IsaKernels::s8GemmTile).
-void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                        bool accumulate) {
-  int32_t acc[kMr][kNr];
-  for (int r = 0; r < kMr; ++r)
+// c[r * ldc + j] (+)= sum_p a[r * lda + p] * b[p][j] for r < MR; the gemv
+// (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+template <int MR, bool Prefetch>
+inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                   bool accumulate) {
+  int32_t acc[MR][kNr];
+  for (int r = 0; r < MR; ++r)
     for (int j = 0; j < kNr; ++j) acc[r][j] = accumulate ? c[r * ldc + j] : 0;
-  for (int64_t q = 0; q < quads; ++q)
-    for (int r = 0; r < kMr; ++r) {
+  for (int64_t q = 0; q < quads; ++q) {
+    if constexpr (Prefetch) __builtin_prefetch(b + q * kNr * 4 + kGemvPrefetchBytes, 0, 3);
+    for (int r = 0; r < MR; ++r) {
       const auto *row = reinterpret_cast<const int8_t *>(a + r * lda + 4 * q);
       for (int j = 0; j < kNr; ++j) {
         const int8_t *column = b + (q * kNr + j) * 4;
         acc[r][j] += row[0] * column[0] + row[1] * column[1] + row[2] * column[2] + row[3] * column[3];
       }
     }
-  for (int r = 0; r < kMr; ++r)
+  }
+  for (int r = 0; r < MR; ++r)
     for (int j = 0; j < kNr; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+}  // namespace
+
+// (see IsaKernels::s8GemmTile)
+void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
+                        bool accumulate) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+}
+
+// (see IsaKernels::s8GemvPanel)
+void s8GemvPanelPortable(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
+                         int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
 }
 
 void s8DequantizeRowPortable(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
