@@ -140,8 +140,11 @@ TEST_P(VectorMathTest, Bf16ExpShiftSumPairsRoundsExpToPairs) {
       const double want = x[j] - shift < -87.33 ? 0.0 : std::exp(double(x[j]) - shift);
       wantSum += want;
       if (x[j] == shift) EXPECT_EQ(got, 1.0f) << "n " << n;
-      if (want == 0.0) EXPECT_EQ(bits, 0u) << "n " << n << " x " << x[j];
-      else EXPECT_NEAR(got, want, want * 0x1p-8) << "n " << n << " x " << x[j];
+      if (want == 0.0) {
+        EXPECT_EQ(bits, 0u) << "n " << n << " x " << x[j];
+      } else {
+        EXPECT_NEAR(got, want, want * 0x1p-8) << "n " << n << " x " << x[j];
+      }
       EXPECT_TRUE(got == 0.0f || std::fabs(got) >= 1.1754944e-38f) << "subnormal at x " << x[j];
     }
     EXPECT_NEAR(sum, wantSum, 4e-6 * wantSum) << "n " << n;
