@@ -139,7 +139,9 @@ TEST_P(VectorMathTest, Bf16ExpShiftSumPairsRoundsExpToPairs) {
       }
       const double want = x[j] - shift < -87.33 ? 0.0 : std::exp(double(x[j]) - shift);
       wantSum += want;
-      if (x[j] == shift) EXPECT_EQ(got, 1.0f) << "n " << n;
+      if (x[j] == shift) {
+        EXPECT_EQ(got, 1.0f) << "n " << n;
+      }
       if (want == 0.0) {
         EXPECT_EQ(bits, 0u) << "n " << n << " x " << x[j];
       } else {
