@@ -27,7 +27,8 @@ safetensors, numpy, gguf and llama-cpp-python (CMAKE_ARGS="-DGGML_NATIVE=ON" pip
 Run:   /work/wt-swin/.venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir /tmp/llm_bench]
        (--skip-llamacpp, --skip-hf leave engines out; --einc/--ein-run use other builds' tools;
        --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
-       e.g. main's, alternated with the others; --profile prints ein's EIN_PROFILE time per op kind of
+       e.g. main's, alternated with the others (with --baseline-einc PATH, artifacts that build's einc
+       compiled instead, for when the artifact format differs between the two); --profile prints ein's EIN_PROFILE time per op kind of
        one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
 
 Results on this machine (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
@@ -101,8 +102,8 @@ def make_model(work):
     return path
 
 
-def compile_ein(work, weights, precision, einc=EINC):
-    out = os.path.join(work, f"llama_{precision}.einb")
+def compile_ein(work, weights, precision, einc=EINC, suffix=""):
+    out = os.path.join(work, f"llama_{precision}{suffix}.einb")
     if os.path.exists(out):
         return out, None
     cmd = [einc, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
@@ -362,6 +363,7 @@ def main():
     ap.add_argument("--einc", default=EINC)
     ap.add_argument("--ein-run", default=EIN_RUN)
     ap.add_argument("--baseline-ein-run")
+    ap.add_argument("--baseline-einc")
     a = ap.parse_args()
     if a.worker:
         w = json.loads(a.worker)
@@ -384,7 +386,13 @@ def main():
         path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
-            if a.baseline_ein_run:
+            if a.baseline_ein_run and a.baseline_einc:
+                base, err = compile_ein(a.workdir, weights, prec, a.baseline_einc, suffix="_base")
+                if base:
+                    engines.append(("ein-base", prec, base))
+                else:
+                    failures[f"ein-base {prec} compile"] = err
+            elif a.baseline_ein_run:
                 engines.append(("ein-base", prec, path))
         else:
             failures[f"ein {prec} compile"] = err
@@ -408,10 +416,11 @@ def main():
         results["correctness"] = c
     if a.profile:
         for eng, prec, path in engines:
-            if eng == "ein":
+            if eng in ("ein", "ein-base"):
+                run = a.baseline_ein_run if eng == "ein-base" else a.ein_run
                 for n in DECODE_CONTEXTS:
-                    print(f"ein {prec} decode step at context {n}, ms per step by op kind:", flush=True)
-                    for k, ms in decode_profile(path, n, 200, a.ein_run).items():
+                    print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)
+                    for k, ms in decode_profile(path, n, 200, run).items():
                         print(f"   {k:<12}{ms:8.3f}", flush=True)
     bw = sub({"engine": "bandwidth"})
     print("bandwidth:", bw, flush=True)

@@ -35,11 +35,21 @@ class StepHarness {
         values = randomFloats(static_cast<size_t>(tensor.numElements), 100 + static_cast<uint32_t>(id));
       else
         values.assign(static_cast<size_t>(tensor.numElements), NAN);
+      if (tensor.dtype == DType::BF16) values = packBf16(values);
       initial_.push_back(values);
     }
   }
 
   const detail::Program &program() const { return model_->program(); }
+
+  // An f32 tensor's values rounded to bf16 (nearest even), two to a float's
+  // bytes: a bf16 tensor's buffer (a bf16 key/value cache).
+  static std::vector<float> packBf16(const std::vector<float> &values) {
+    std::vector<float> packed((values.size() + 1) / 2);
+    auto *bits = reinterpret_cast<uint16_t *>(packed.data());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = floatToBfloat(values[i]);
+    return packed;
+  }
 
   // Rounds tensor `id`'s starting values to bf16 (nearest even): the operand
   // a bf16 kernel computes with, for a reference to run on.

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/attention_mask.hpp"
@@ -20,15 +21,24 @@ namespace ein::detail::cpu {
 
 // An attention step's operands at run time: the data of q, k, v, out and the
 // mask (null without one), and the strides of each one's two inner axes.
+// k and v are f32, or bf16 with op.bf16KeyValues (KeyValue<T> reads them).
 struct AttentionData {
-  const float *q, *k, *v;
+  const float *q;
+  const void *k, *v;
   float *out;
   const void *mask;
 };
 inline AttentionData attentionData(const Attention &op, const KernelContext &context) {
-  return {context.data<const float>(op.q), context.data<const float>(op.k), context.data<const float>(op.v),
+  return {context.data<const float>(op.q), context.bases[op.k.tensor], context.bases[op.v.tensor],
           context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
 }
+
+// A key or value element as f32 and as bf16 bits (rounded to nearest even
+// from f32; a bf16 cache's bits as they are).
+inline float keyValueFloat(float x) { return x; }
+inline float keyValueFloat(uint16_t bits) { return bfloatToFloat(bits); }
+inline uint32_t keyValueBfloat(float x) { return floatToBfloat(x); }
+inline uint32_t keyValueBfloat(uint16_t bits) { return bits; }
 struct AttentionStrides {
   int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
 };
@@ -52,63 +62,66 @@ inline void setPackedIndex(float *scratch, int64_t index) { std::memcpy(scratch,
 
 // kt: keys j < J (element d at k[j * kJ + d * kD]) in panels of nr, each
 // [d][nr], the last panel's missing keys zero. Loops run along each key.
-inline void packKeys(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
+template <class T>
+void packKeys(const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
   std::fill(kt + J / nr * nr * D, kt + roundUp(J, nr) * D, 0.0f);
   for (int64_t j = 0; j < J; ++j) {
     float *column = kt + j / nr * nr * D + j % nr;
-    const float *key = k + j * kJ;
-    for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+    const T *key = k + j * kJ;
+    for (int64_t d = 0; d < D; ++d) column[d * nr] = keyValueFloat(key[d * kD]);
   }
 }
 
 // vp: value columns e < E (element at v[j * vJ + e * vE]) in panels of nr
 // columns, each [j][nr], columns past E zero.
-inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
+template <class T>
+void packValues(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     float *panel = vp + e0 * J;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t j = 0; j < J; ++j) {
-      const float *value = v + j * vJ + e0 * vE;
+      const T *value = v + j * vJ + e0 * vE;
       float *row = panel + j * nr;
-      if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
+      if (std::is_same_v<T, float> && vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
       else
-        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = keyValueFloat(value[ee * vE]);
       std::fill(row + cols, row + nr, 0.0f);
     }
   }
 }
 
 // The bf16 attention's operands (IsaKernels::bf16GemmTile's layout), each
-// element rounded to nearest even. kp: keys in panels of nr, each
+// f32 element rounded to nearest even (a bf16 cache's taken as it is). kp: keys in panels of nr, each
 // [ceil(D / 2)][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys and an odd
 // D's last partner zero.
-inline void packKeyPairs(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, uint32_t *kp) {
+template <class T>
+void packKeyPairs(const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, uint32_t *kp) {
   const int64_t pairs = (D + 1) / 2;
   std::fill(kp + J / nr * nr * pairs, kp + roundUp(J, nr) * pairs, 0u);
   for (int64_t j = 0; j < J; ++j) {
     uint32_t *column = kp + j / nr * nr * pairs + j % nr;
-    const float *key = k + j * kJ;
+    const T *key = k + j * kJ;
     for (int64_t q = 0; q < pairs; ++q) {
-      const uint32_t high = 2 * q + 1 < D ? floatToBfloat(key[(2 * q + 1) * kD]) : 0u;
-      column[q * nr] = floatToBfloat(key[2 * q * kD]) | high << 16;
+      const uint32_t high = 2 * q + 1 < D ? keyValueBfloat(key[(2 * q + 1) * kD]) : 0u;
+      column[q * nr] = keyValueBfloat(key[2 * q * kD]) | high << 16;
     }
   }
 }
 
 // vp: value columns in panels of nr, each [ceil(J / 2)][nr] pairs
 // (v[2q][e], v[2q + 1][e]), columns past E and an odd J's last partner zero.
-inline void packValuePairs(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, uint32_t *vp) {
+template <class T>
+void packValuePairs(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, uint32_t *vp) {
   const int64_t pairs = (J + 1) / 2;
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     uint32_t *panel = vp + e0 * pairs;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t q = 0; q < pairs; ++q) {
-      const float *even = v + 2 * q * vJ + e0 * vE, *odd = even + vJ;
+      const T *even = v + 2 * q * vJ + e0 * vE, *odd = even + vJ;
       const bool hasOdd = 2 * q + 1 < J;
       uint32_t *row = panel + q * nr;
       for (int64_t e = 0; e < nr; ++e)
-        row[e] = e < cols ? floatToBfloat(even[e * vE]) | (hasOdd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u)
-                          : 0u;
+        row[e] = e < cols ? keyValueBfloat(even[e * vE]) | (hasOdd ? keyValueBfloat(odd[e * vE]) << 16 : 0u) : 0u;
     }
   }
 }

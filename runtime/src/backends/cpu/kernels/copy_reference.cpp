@@ -1,13 +1,41 @@
 #include <cstring>
 
+#include "ein/half_float.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
 namespace ein::detail::cpu {
 
+namespace {
+
+// y[i..] = x[i..] rounded to bf16 (to nearest even): an f32 row appended to
+// a bf16 key/value cache.
+void copyF32ToBf16(const Copy &op, const KernelContext &context) {
+  const float *x = context.data<const float>(op.x);
+  uint16_t *y = context.data<uint16_t>(op.y);
+  if (op.shape.empty()) {
+    y[op.y.offset] = floatToBfloat(x[op.x.offset]);
+    return;
+  }
+  const size_t outerRank = op.shape.size() - 1;
+  const Dims xOuter = op.x.strides.first(outerRank), yOuter = op.y.strides.first(outerRank);
+  const int64_t length = op.shape.back(), xStep = op.x.strides.back(), yStep = op.y.strides.back();
+  forEachIndex<2>(op.shape.first(outerRank), {op.x.offset, op.y.offset}, {&xOuter, &yOuter},
+                  [&](const std::array<int64_t, 2> &at) {
+                    for (int64_t i = 0; i < length; ++i) y[at[1] + i * yStep] = floatToBfloat(x[at[0] + i * xStep]);
+                  });
+}
+
+}  // namespace
+
 // y[i..] = x[i..] for any dtype, element by element as bytes; rows that are
-// contiguous on both sides are copied whole.
+// contiguous on both sides are copied whole. The one conversion, f32 into
+// bf16, rounds (copyF32ToBf16).
 Status copyReference(const Copy &op, const KernelContext &context) {
+  if (context.dtype(op.x) != context.dtype(op.y)) {
+    copyF32ToBf16(op, context);
+    return Status();
+  }
   const size_t elementSize = dtypeSize(context.dtype(op.x));
   const std::byte *x = context.bases[op.x.tensor];
   std::byte *y = context.bases[op.y.tensor];
