@@ -364,6 +364,9 @@ def main():
     ap.add_argument("--ein-run", default=EIN_RUN)
     ap.add_argument("--baseline-ein-run")
     ap.add_argument("--baseline-einc")
+    ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated")
+    ap.add_argument("--profile-steps", type=int, default=200)
+    ap.add_argument("--decode-only", action="store_true", help="time the decode cells only, not prefill")
     a = ap.parse_args()
     if a.worker:
         w = json.loads(a.worker)
@@ -382,7 +385,7 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     weights = make_model(a.workdir)
     engines, failures = [], {}
-    for prec in ("fp32", "bf16", "int8"):
+    for prec in a.precisions.split(","):
         path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
@@ -420,12 +423,13 @@ def main():
                 run = a.baseline_ein_run if eng == "ein-base" else a.ein_run
                 for n in DECODE_CONTEXTS:
                     print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)
-                    for k, ms in decode_profile(path, n, 200, run).items():
+                    for k, ms in decode_profile(path, n, a.profile_steps, run).items():
                         print(f"   {k:<12}{ms:8.3f}", flush=True)
     bw = sub({"engine": "bandwidth"})
     print("bandwidth:", bw, flush=True)
     results["bandwidth"] = bw
-    cells = [("prefill", n) for n in PREFILL_LENGTHS] + [("decode", n) for n in DECODE_CONTEXTS]
+    cells = ([] if a.decode_only else [("prefill", n) for n in PREFILL_LENGTHS]) + \
+        [("decode", n) for n in DECODE_CONTEXTS]
     raw = {}
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]
