@@ -94,6 +94,13 @@ class KernelRig {
   // A tensor's values, to set before finish() (masks).
   float *values(uint32_t tensor) { return buffers_[tensor].data(); }
 
+  // Flushes a tensor's bytes out of every cache level (a key/value cache
+  // that a model's other layers push out between reads).
+  void evictTensor(uint32_t tensor) const {
+    const auto *bytes = reinterpret_cast<const char *>(buffers_[tensor].data());
+    for (size_t at = 0; at < program_.tensors[tensor].byteSize; at += 64) flushLine(bytes + at);
+  }
+
   // Flushes the packed weights out of every cache level, as a model's
   // weights are when they are read once per run (a ViT-S has 85 MB of them).
   void evictPackedWeights() const {

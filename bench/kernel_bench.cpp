@@ -197,6 +197,42 @@ void flashAttentionShapes(benchmark::internal::Benchmark *bench) {
 BENCHMARK_CAPTURE(BM_FlashAttention, f32, false)->Apply(flashAttentionShapes);
 BENCHMARK_CAPTURE(BM_FlashAttention, bf16, true)->Apply(flashAttentionShapes);
 
+// A decode step's attention in the 125M Llama of bench/llm_decode.py: 4 key
+// heads of 64, 3 query heads each (one token), against a cache of `context`
+// rows out of 2304, f32 or bf16 (bf16 and int8 artifacts), flushed from the
+// caches before each run as a 12-layer model's other layers leave it. Args:
+// context, bf16 cache, threads.
+void BM_DecodeAttention(benchmark::State &state) {
+  const int64_t kvHeads = 4, groups = 3, d = 64, rows = 2304, context = state.range(0);
+  const ein::DType cache = state.range(1) ? ein::DType::BF16 : ein::DType::F32;
+  const int threads = static_cast<int>(state.range(2));
+  KernelRig rig;
+  detail::Attention op;
+  op.batch = {kvHeads};
+  op.queries = groups;
+  op.keys = context;
+  op.headDim = op.valueDim = d;
+  op.scale = 0.125f;
+  op.bf16 = op.bf16KeyValues = cache == ein::DType::BF16;
+  op.q = denseView(rig.tensor(kvHeads * groups * d), {kvHeads, groups, d});
+  const uint32_t k = rig.tensor(kvHeads * rows * d, cache), v = rig.tensor(kvHeads * rows * d, cache);
+  op.k = denseView(k, {kvHeads, rows, d});
+  op.v = denseView(v, {kvHeads, rows, d});
+  op.out = denseView(rig.tensor(kvHeads * groups * d), {kvHeads, groups, d});
+  rig.finish(op, threads);
+  for (auto _ : state) {
+    state.PauseTiming();
+    rig.evictTensor(k);
+    rig.evictTensor(v);
+    state.ResumeTiming();
+    rig.run();
+  }
+  const double bytes = 2.0 * kvHeads * context * d * (cache == ein::DType::BF16 ? 2 : 4);
+  state.counters["cache_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_DecodeAttention)->ArgsProduct({{128, 2048}, {0, 1}, {1, 2}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // Talking heads with both mixes, [1, 6, 197, 64]: arg threads.
 void BM_TalkingHeads(benchmark::State &state) {
   const int64_t h = 6, n = 197, d = 64;

@@ -27,7 +27,8 @@ safetensors, numpy, gguf and llama-cpp-python (CMAKE_ARGS="-DGGML_NATIVE=ON" pip
 Run:   /work/wt-swin/.venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir /tmp/llm_bench]
        (--skip-llamacpp, --skip-hf leave engines out; --einc/--ein-run use other builds' tools;
        --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
-       e.g. main's, alternated with the others; --profile prints ein's EIN_PROFILE time per op kind of
+       e.g. main's, alternated with the others (with --baseline-einc PATH, artifacts that build's einc
+       compiled instead, for when the artifact format differs between the two); --profile prints ein's EIN_PROFILE time per op kind of
        one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
 
 Results on this machine (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
@@ -101,8 +102,8 @@ def make_model(work):
     return path
 
 
-def compile_ein(work, weights, precision, einc=EINC):
-    out = os.path.join(work, f"llama_{precision}.einb")
+def compile_ein(work, weights, precision, einc=EINC, suffix=""):
+    out = os.path.join(work, f"llama_{precision}{suffix}.einb")
     if os.path.exists(out):
         return out, None
     cmd = [einc, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
@@ -374,6 +375,10 @@ def main():
     ap.add_argument("--einc", default=EINC)
     ap.add_argument("--ein-run", default=EIN_RUN)
     ap.add_argument("--baseline-ein-run")
+    ap.add_argument("--baseline-einc")
+    ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated")
+    ap.add_argument("--profile-steps", type=int, default=200)
+    ap.add_argument("--decode-only", action="store_true", help="time the decode cells only, not prefill")
     a = ap.parse_args()
     if a.worker:
         w = json.loads(a.worker)
@@ -392,11 +397,17 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     weights = make_model(a.workdir)
     engines, failures = [], {}
-    for prec in ("fp32", "bf16", "int8"):
+    for prec in a.precisions.split(","):
         path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
-            if a.baseline_ein_run:
+            if a.baseline_ein_run and a.baseline_einc:
+                base, err = compile_ein(a.workdir, weights, prec, a.baseline_einc, suffix="_base")
+                if base:
+                    engines.append(("ein-base", prec, base))
+                else:
+                    failures[f"ein-base {prec} compile"] = err
+            elif a.baseline_ein_run:
                 engines.append(("ein-base", prec, path))
         else:
             failures[f"ein {prec} compile"] = err
@@ -420,15 +431,17 @@ def main():
         results["correctness"] = c
     if a.profile:
         for eng, prec, path in engines:
-            if eng == "ein":
+            if eng in ("ein", "ein-base"):
+                run = a.baseline_ein_run if eng == "ein-base" else a.ein_run
                 for n in DECODE_CONTEXTS:
-                    print(f"ein {prec} decode step at context {n}, ms per step by op kind:", flush=True)
-                    for k, ms in decode_profile(path, n, 200, a.ein_run).items():
+                    print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)
+                    for k, ms in decode_profile(path, n, a.profile_steps, run).items():
                         print(f"   {k:<12}{ms:8.3f}", flush=True)
     bw = sub({"engine": "bandwidth"})
     print("bandwidth:", bw, flush=True)
     results["bandwidth"] = bw
-    cells = [("prefill", n) for n in PREFILL_LENGTHS] + [("decode", n) for n in DECODE_CONTEXTS]
+    cells = ([] if a.decode_only else [("prefill", n) for n in PREFILL_LENGTHS]) + \
+        [("decode", n) for n in DECODE_CONTEXTS]
     raw = {}
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]

@@ -125,6 +125,9 @@ struct Attention {
   // A bf16 artifact's attention on the CPU: q . k and p . v in bf16 with f32
   // accumulation where the CPU has the bf16 gemm (set by the loader).
   bool bf16 = false;
+  // k and v are bf16 tensors (a bf16 key/value cache, schema Tensor.dtype),
+  // read as bf16 where they lie; else f32 (set by the loader).
+  bool bf16KeyValues = false;
 };
 
 // Attention whose heads are mixed by [heads, heads] matrices before the mask

@@ -237,6 +237,23 @@ TEST(Verifier, RejectsTensorsOutsideArenaOrWeights) {
   }
 }
 
+// Session state is f32, or bf16 (a bf16 key/value cache) on the CPU only.
+TEST(Verifier, RejectsAStateDtypeTheRuntimeDoesNotKeep) {
+  for (fb::DType dtype : {fb::DType::F16, fb::DType::I32, fb::DType::Bool}) {
+    SmallModel small;
+    small.builder.stateBytes = 4096;
+    small.builder.tensor({dtype, {4, 8}, fb::Storage::State, 0, 0});
+    const std::vector<uint8_t> bytes = small.build();
+    expectRejected(bytes, "tensor 5: a state tensor is ");
+    expectRejected(bytes, "; the runtime keeps state as f32 or bf16");
+  }
+  SmallModel cuda;
+  cuda.builder.target = fb::Target::Cuda;
+  cuda.builder.stateBytes = 4096;
+  cuda.builder.tensor({fb::DType::BF16, {4, 8}, fb::Storage::State, 0, 0});
+  expectRejected(cuda.build(), "tensor 5: a state tensor is bf16; the runtime keeps state as f32 on this target");
+}
+
 TEST(Verifier, RejectsUnboundAndMisboundInputs) {
   {
     SmallModel small;  // a second input tensor that no binding names
@@ -454,6 +471,12 @@ TEST(Verifier, RejectsInconsistentSizes) {
     uint32_t ints = small.builder.arena(fb::DType::I32, {2, 4});
     small.builder.copy({{2, 4}, dense(small.y, {2, 4}), dense(ints, {2, 4})});
     expectRejected(small.build(), "it copies a f32 tensor into a i32 tensor");
+  }
+  {
+    SmallModel small;  // f32 rounds into bf16 (an append to a bf16 cache), never the other way
+    uint32_t halves = small.builder.arena(fb::DType::BF16, {2, 3});
+    small.builder.copy({{2, 3}, dense(halves, {2, 3}), dense(small.y, {2, 3})});
+    expectRejected(small.build(), "it copies a bf16 tensor into a f32 tensor; a copy keeps the dtype (or rounds f32 to bf16)");
   }
 }
 

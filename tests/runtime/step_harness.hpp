@@ -35,6 +35,7 @@ class StepHarness {
         values = randomFloats(static_cast<size_t>(tensor.numElements), 100 + static_cast<uint32_t>(id));
       else
         values.assign(static_cast<size_t>(tensor.numElements), NAN);
+      if (tensor.dtype == DType::BF16) values = packBf16(values);
       initial_.push_back(values);
     }
   }
@@ -50,6 +51,15 @@ class StepHarness {
     for (detail::Step &step : program.steps)
       if (auto *gemm = std::get_if<detail::Gemm>(&step.kernel)) gemm->packedB = -1;
     detail::cpu::prepackGemmWeights(program, nullptr, &isa);
+  }
+
+  // An f32 tensor's values rounded to bf16 (nearest even), two to a float's
+  // bytes: a bf16 tensor's buffer (a bf16 key/value cache).
+  static std::vector<float> packBf16(const std::vector<float> &values) {
+    std::vector<float> packed((values.size() + 1) / 2);
+    auto *bits = reinterpret_cast<uint16_t *>(packed.data());
+    for (size_t i = 0; i < values.size(); ++i) bits[i] = floatToBfloat(values[i]);
+    return packed;
   }
 
   // Rounds tensor `id`'s starting values to bf16 (nearest even): the operand

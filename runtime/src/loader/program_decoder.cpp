@@ -63,6 +63,12 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
   // where they are read); nothing computes or returns int8 values.
   if (tensor.dtype == DType::I8 && (tensor.storage != Storage::Weights || program.precision != Precision::Int8))
     return invalid("an i8 tensor must be a weight of an int8 artifact");
+  // Session state (a key/value cache) is f32, or bf16 on the CPU: what
+  // append and attention read and write there.
+  if (tensor.storage == Storage::State && tensor.dtype != DType::F32 &&
+      !(tensor.dtype == DType::BF16 && program.target == Device::Cpu))
+    return invalid(fmt::format("a state tensor is {}; the runtime keeps state as f32{}", dtypeName(tensor.dtype),
+                               program.target == Device::Cpu ? " or bf16" : " on this target"));
   std::vector<int64_t> shape = readInt64Vector(in.shape());
   if (shape.size() > kMaxRank)
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));

@@ -286,11 +286,18 @@ StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, St
   EIN_ASSIGN_OR_RETURN(op.k, check.view(in.k(), op.batch.concat({op.keys, op.headDim}), "k"));
   EIN_ASSIGN_OR_RETURN(op.v, check.view(in.v(), op.batch.concat({op.keys, op.valueDim}), "v"));
   EIN_ASSIGN_OR_RETURN(op.out, check.view(in.out(), outSpace, "out"));
-  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.k, "k"}, {&op.v, "v"}, {&op.out, "out"}})
+  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.out, "out"}})
     EIN_RETURN_IF_ERROR(check.dtypeIn(*view, name, {DType::F32}));
+  // k and v: f32, or both bf16 (a bf16 key/value cache) on the CPU.
+  const bool cpu = check.program().target == Device::Cpu;
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.k, "k", cpu ? std::initializer_list<DType>{DType::F32, DType::BF16}
+                                                  : std::initializer_list<DType>{DType::F32}));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(op.v, "v", {check.tensorOf(op.k).dtype}));
+  op.bf16KeyValues = check.tensorOf(op.k).dtype == DType::BF16;
   EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
   op.scale = in.scale();
   op.maskFill = in.mask_fill();
+  if (op.bf16KeyValues) info.attributes["key_values"] = "bf16";
   op.bf16 = (check.program().precision == Precision::Bf16 || check.program().precision == Precision::Int8) &&
             check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
@@ -506,13 +513,15 @@ StatusOr<Kernel> decodeCopy(const fb::Copy &in, StepChecker &check, StepInfo &in
   EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
   EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
   EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
+  // A copy keeps the dtype, except that f32 may be rounded into bf16 (rows
+  // appended to a bf16 key/value cache).
   DType from = check.tensorOf(op.x).dtype, to = check.tensorOf(op.y).dtype;
-  if (from != to)
-    return invalid(fmt::format("it copies a {} tensor into a {} tensor; a copy keeps the dtype", dtypeName(from),
-                               dtypeName(to)));
+  if (from != to && !(from == DType::F32 && to == DType::BF16))
+    return invalid(fmt::format("it copies a {} tensor into a {} tensor; a copy keeps the dtype (or rounds f32 to bf16)",
+                               dtypeName(from), dtypeName(to)));
   EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
   info.shapes["shape"] = op.shape.vector();
-  info.attributes["dtype"] = dtypeName(from);
+  info.attributes["dtype"] = from == to ? dtypeName(from) : fmt::format("{} to {}", dtypeName(from), dtypeName(to));
   return Kernel(std::move(op));
 }
 

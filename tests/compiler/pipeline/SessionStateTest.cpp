@@ -2,6 +2,7 @@
 // session's position gives, run in chunks, what one run over the whole
 // sequence gives; an append past a state's capacity fails and leaves the
 // state as it was; a session can be reset and its state copied to another.
+// bf16 and int8 artifacts keep a cache only attention reads as bf16.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,14 +27,17 @@ v = append(cache.v, x * 2.0, axis=2)
 output y = scaled_dot_product_attention(x, k, v, causal=true)
 )ein";
 
-std::shared_ptr<const ein::Model> compile(const std::string &text, std::string *errors = nullptr) {
+std::shared_ptr<const ein::Model> compile(const std::string &text, std::string *errors = nullptr,
+                                          ein::ArtifactPrecision precision = ein::ArtifactPrecision::Fp32) {
   std::string messages;
   ein::driver::Compilation compilation({text, "cache.ein"},
                                        [&](const ein::driver::Diagnostic &d) { messages += d.rendered + "\n"; });
   auto module = compilation.frontEnd({});
   std::optional<std::vector<uint8_t>> artifact;
-  if (module && mlir::succeeded(compilation.runPipeline(*module, {}))) {
-    auto written = compilation.writeArtifact(*module, ein::randomParams(1), {});
+  ein::driver::PipelineOptions options;
+  options.precision = precision;
+  if (module && mlir::succeeded(compilation.runPipeline(*module, options))) {
+    auto written = compilation.writeArtifact(*module, ein::randomParams(1), options);
     if (mlir::succeeded(written)) artifact = std::move(*written);
   }
   if (errors) *errors = messages;
@@ -79,9 +83,9 @@ std::vector<float> rowsOf(const std::vector<float> &y, int64_t n, int64_t from, 
   return rows;
 }
 
-void expectNear(const std::vector<float> &got, const std::vector<float> &expected) {
+void expectNear(const std::vector<float> &got, const std::vector<float> &expected, double tolerance = 1e-5) {
   ASSERT_EQ(got.size(), expected.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << "element " << i;
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tolerance) << "element " << i;
 }
 
 TEST(SessionState, ChunkedRunsMatchOneRun) {
@@ -156,6 +160,48 @@ TEST(SessionState, ARunnerRunsEachCallAsANewSequence) {
     const auto *y = reinterpret_cast<const float *>(outputs.value()[0].data.data());
     expectNear(std::vector<float>(y, y + expected.size()), expected);
   }
+}
+
+// --precision bf16 and int8: the cache is bf16 (half the bytes), appends
+// round into it, and decode steps, resets and forks behave as with f32,
+// within bf16's rounding of the keys and values (relative 2^-9).
+TEST(SessionState, Bf16AndInt8ArtifactsKeepABf16Cache) {
+  auto f32 = compile(kCachedAttention);
+  ASSERT_TRUE(f32);
+  const std::vector<float> exact = run(*ein::Session::create(f32).value(), 0, 8);
+  for (auto precision : {ein::ArtifactPrecision::Bf16, ein::ArtifactPrecision::Int8}) {
+    auto model = compile(kCachedAttention, nullptr, precision);
+    ASSERT_TRUE(model);
+    ASSERT_EQ(model->states().size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(model->states()[i].dtype, ein::DType::BF16);
+      EXPECT_EQ(model->states()[i].byteSize(), f32->states()[i].byteSize() / 2);
+    }
+    auto whole = ein::Session::create(model).value();
+    std::vector<float> all = run(*whole, 0, 8);
+    expectNear(all, exact, 2e-2);
+    auto chunked = ein::Session::create(model).value();
+    expectNear(run(*chunked, 0, 3), rowsOf(all, 8, 0, 3));
+    for (int64_t t = 3; t < 8; ++t) expectNear(run(*chunked, t, t + 1), rowsOf(all, 8, t, t + 1));
+
+    ASSERT_TRUE(chunked->resetState().ok());
+    std::vector<float> prefix = run(*chunked, 0, 5);
+    expectNear(prefix, rowsOf(all, 8, 0, 5));
+    auto fork = ein::Session::create(model).value();
+    ASSERT_TRUE(fork->copyStateFrom(*chunked).ok());
+    expectNear(run(*fork, 5, 8), rowsOf(all, 8, 5, 8));
+  }
+}
+
+// A state that anything but attention's keys and values reads stays f32,
+// also in a bf16 artifact (only attention reads a bf16 cache).
+TEST(SessionState, AStateReadOtherwiseStaysF32) {
+  auto model = compile("dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\n"
+                       "a = append(s, x, axis=0)\noutput y = a * 1.0\n",
+                       nullptr, ein::ArtifactPrecision::Bf16);
+  ASSERT_TRUE(model);
+  ASSERT_EQ(model->states().size(), 1u);
+  EXPECT_EQ(model->states()[0].dtype, ein::DType::F32);
 }
 
 TEST(SessionState, MisusesAreLocatedErrors) {

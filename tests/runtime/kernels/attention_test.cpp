@@ -3,7 +3,8 @@
 // cross-attention, single queries); the flash kernel, f32 and bf16, against
 // the reference on every instruction set this CPU has, with one and two
 // threads; the decode kernel (few queries over a long cache, keys split
-// across threads) against the reference.
+// across threads) against the reference; both over a bf16 key/value cache
+// (bf16 and int8 artifacts) on every ISA.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -133,15 +134,17 @@ void PrintTo(const FlashCase &c, std::ostream *out) { *out << c.name; }
 
 class FlashAttentionTest : public ::testing::TestWithParam<FlashCase> {};
 
-// The case's attention step; bf16: in a bf16 artifact (einc --precision bf16).
-std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16) {
+// The case's attention step; bf16: in a bf16 artifact (einc --precision
+// bf16); bf16Cache: with k and v bf16 tensors (as a bf16 key/value cache).
+std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16, bool bf16Cache = false) {
   const int64_t B = c.batch, H = c.heads, I = c.queries, J = c.keys, D = c.headDim, E = c.valueDim;
   ArtifactBuilder builder;
   if (bf16) builder.precision = fb::Precision::Bf16;
   // [b, h, x, d] logically; permuted storage [x, b, h, d].
   auto operand = [&](const std::string &name, int64_t rows, int64_t width, bool output) {
     std::vector<int64_t> shape = c.permuted ? std::vector<int64_t>{rows, B, H, width} : std::vector<int64_t>{B, H, rows, width};
-    uint32_t id = output ? builder.output(name, fb::DType::F32, shape) : builder.input(name, fb::DType::F32, shape);
+    const fb::DType dtype = bf16Cache && (name == "k" || name == "v") ? fb::DType::BF16 : fb::DType::F32;
+    uint32_t id = output ? builder.output(name, dtype, shape) : builder.input(name, dtype, shape);
     std::vector<int64_t> strides = c.permuted ? std::vector<int64_t>{H * width, width, B * H * width, 1}
                                               : std::vector<int64_t>{H * rows * width, rows * width, width, 1};
     return ViewSpec{id, 0, strides};
@@ -213,6 +216,40 @@ TEST_P(FlashAttentionTest, Bf16MatchesReferenceOnBf16RoundedOperands) {
   for (const auto &[what, got] : bf16Runs) expectNear(got, wantRounded, 1e-2, what + " (bf16)");
 }
 
+// k and v bf16 (a bf16 cache, read as it is): the reference reads them as
+// bf16 too. Without bf16 arithmetic (an fp32 artifact, or an ISA without the
+// bf16 tile) every table matches it as in f32; with it, as above (only q and
+// the probabilities are rounded: k and v are already bf16).
+TEST_P(FlashAttentionTest, Bf16CacheMatchesReferenceOnEveryIsa) {
+  for (bool bf16 : {false, true}) {
+    StepHarness harness(flashArtifact(GetParam(), bf16, true));
+    const auto &op = std::get<detail::Attention>(harness.program().steps[0].kernel);
+    ASSERT_TRUE(op.bf16KeyValues);
+    std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+    harness.roundToBf16(op.q.tensor);
+    std::vector<float> wantRounded = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+    StepHarness unroundedQ(flashArtifact(GetParam(), bf16, true));
+    for (const IsaKernels *isa : detail::cpu::supportedKernels())
+      for (int threads : {1, 2}) {
+        std::string what = std::string(isa->name) + " threads " + std::to_string(threads);
+        if (bf16 && isa->bf16GemmTile)
+          expectNear(unroundedQ.run(detail::cpu::attentionF32Flash, *isa, threads), wantRounded, 1e-2, what + " (bf16)");
+        else
+          expectNear(unroundedQ.run(detail::cpu::attentionF32Flash, *isa, threads), want, 2e-5, what + " (f32)");
+      }
+  }
+}
+
+// The reference over a bf16 cache is the reference over the cache's values
+// widened to f32.
+TEST_P(FlashAttentionTest, Bf16CacheReferenceIsF32ReferenceOnRoundedKeysAndValues) {
+  StepHarness cache(flashArtifact(GetParam(), false, true)), rounded(flashArtifact(GetParam(), false));
+  const auto &op = std::get<detail::Attention>(rounded.program().steps[0].kernel);
+  for (uint32_t tensor : {op.k.tensor, op.v.tensor}) rounded.roundToBf16(tensor);
+  expectNear(cache.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1),
+             rounded.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1), 1e-6, "reference");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, FlashAttentionTest,
     ::testing::Values(FlashCase{"one", 1, 1, 1, 1, 1, 1, fb::MaskKind::None, false, false},
@@ -258,12 +295,15 @@ struct DecodeCase {
 
 void PrintTo(const DecodeCase &c, std::ostream *out) { *out << c.name; }
 
-std::vector<uint8_t> decodeArtifact(const DecodeCase &c) {
+// bf16Cache: the cache is bf16, in a bf16 artifact (einc --precision bf16).
+std::vector<uint8_t> decodeArtifact(const DecodeCase &c, bool bf16Cache = false) {
   const int64_t B = c.kvHeads, I = c.groups * c.positions, J = c.keys, D = c.headDim, E = c.valueDim, rows = J + 5;
   ArtifactBuilder builder;
+  if (bf16Cache) builder.precision = fb::Precision::Bf16;
+  const fb::DType cacheType = bf16Cache ? fb::DType::BF16 : fb::DType::F32;
   const uint32_t q = builder.input("q", fb::DType::F32, {B, I, D});
-  const uint32_t k = builder.input("k_cache", fb::DType::F32, {B, rows, D});
-  const uint32_t v = builder.input("v_cache", fb::DType::F32, {B, rows, E});
+  const uint32_t k = builder.input("k_cache", cacheType, {B, rows, D});
+  const uint32_t v = builder.input("v_cache", cacheType, {B, rows, E});
   const uint32_t out = builder.output("out", fb::DType::F32, {B, I, E});
   std::optional<ViewSpec> maskView;
   if (c.mask != fb::MaskKind::None) {
@@ -306,6 +346,21 @@ class DecodeAttentionTest : public ::testing::TestWithParam<DecodeCase> {};
 TEST_P(DecodeAttentionTest, MatchesReferenceOnEveryIsaAndThreadCount) {
   StepHarness harness(decodeArtifact(GetParam()));
   ASSERT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(harness.program().steps[0].kernel)));
+  std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
+  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+    for (int threads : {1, 2, 3, 4}) {
+      std::vector<float> got = harness.run(detail::cpu::attentionF32Decode, *isa, threads);
+      expectNear(got, want, 2e-5, std::string(isa->name) + " threads " + std::to_string(threads));
+    }
+}
+
+// A bf16 cache, read where it lies and widened in registers on every ISA:
+// the reference over the same bf16 values (f32 arithmetic throughout).
+TEST_P(DecodeAttentionTest, Bf16CacheMatchesReferenceOnEveryIsaAndThreadCount) {
+  StepHarness harness(decodeArtifact(GetParam(), true));
+  const auto &op = std::get<detail::Attention>(harness.program().steps[0].kernel);
+  ASSERT_TRUE(op.bf16KeyValues);
+  ASSERT_TRUE(detail::cpu::attentionF32DecodeApplies(op));
   std::vector<float> want = harness.run(detail::cpu::attentionF32Reference, detail::cpu::portableKernels(), 1);
   for (const IsaKernels *isa : detail::cpu::supportedKernels())
     for (int threads : {1, 2, 3, 4}) {

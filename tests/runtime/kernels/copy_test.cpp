@@ -1,10 +1,12 @@
-// Copy: a transpose and a slice of every dtype.
+// Copy: a transpose and a slice of every dtype; f32 rounded into bf16 (rows
+// appended to a bf16 key/value cache).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -43,6 +45,36 @@ TEST(Copy, TransposeSliceAndEveryDtype) {
   std::vector<int64_t> gotSlice = valuesOf<int64_t>(session.value()->output("slice").value());
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(gotSlice[i], longs[1 + 3 * i]);
   EXPECT_EQ(valuesOf<uint8_t>(session.value()->output("rows").value()), (std::vector<uint8_t>{1, 0, 1, 1, 0, 1}));
+}
+
+// f32 into bf16, contiguous rows and a transposed (strided) source: each
+// element rounded to nearest even, ties to even, NaN kept, into the rows of
+// a larger bf16 tensor at an offset (a cache at its position).
+TEST(Copy, F32IntoBf16RoundsToNearestEven) {
+  std::vector<float> x = randomFloats(3 * 5, 12);
+  x[0] = 1.0f + 1.0f / 256.0f;               // a tie: rounds down to even 1.0
+  x[1] = 1.0f + 3.0f / 256.0f;               // a tie: rounds up to even 1 + 4/256
+  x[2] = std::numeric_limits<float>::quiet_NaN();
+  x[3] = std::numeric_limits<float>::infinity();
+  ArtifactBuilder builder;
+  uint32_t xId = builder.input("x", fb::DType::F32, {3, 5});
+  uint32_t rows = builder.output("rows", fb::DType::BF16, {4, 5});
+  uint32_t columns = builder.output("columns", fb::DType::BF16, {5, 3});
+  builder.copy({{3, 5}, dense(xId, {3, 5}), {rows, 5, {5, 1}}});      // rows 1..3
+  builder.copy({{5, 3}, {xId, 0, {1, 5}}, dense(columns, {5, 3})});  // x^T
+  auto session = loadAndRun(builder.build(), {{"x", bytesOf(x)}});
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  std::vector<uint16_t> gotRows = valuesOf<uint16_t>(session.value()->output("rows").value());
+  std::vector<uint16_t> gotColumns = valuesOf<uint16_t>(session.value()->output("columns").value());
+  EXPECT_EQ(gotRows[5], 0x3f80);
+  EXPECT_EQ(gotRows[6], 0x3f82);
+  EXPECT_TRUE(std::isnan(bfloatToFloat(gotRows[7])));
+  EXPECT_EQ(gotRows[8], 0x7f80);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      EXPECT_EQ(gotRows[(1 + i) * 5 + j], floatToBfloat(x[i * 5 + j])) << i << ", " << j;
+      EXPECT_EQ(gotColumns[j * 3 + i], floatToBfloat(x[i * 5 + j])) << i << ", " << j;
+    }
 }
 
 }  // namespace

@@ -246,6 +246,9 @@ Status CudaExecutor::planAttentionOperands(size_t step, const Op &op, size_t inn
 }
 
 Status CudaExecutor::plan(size_t step, const Attention &op) {
+  if (op.bf16KeyValues)  // the loader allows them on the CPU target only
+    return fail(step, StatusCode::Unimplemented,
+                "attention over bf16 keys and values (a bf16 key/value cache) runs on the CPU only");
   ec::AttentionLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
   launch.causalPositions = op.causalPositions;

@@ -11,7 +11,9 @@
 //   M = max_s m_s,  L = sum_s l_s exp(m_s - M),  out = sum_s O_s exp(m_s - M) / L.
 // Scores, masks, causal visibility and IEEE corner cases follow the flash
 // kernel (and so the reference); the arithmetic is f32 also in a bf16
-// artifact (the cache is f32: rounding it per call would cost a pass).
+// artifact. A bf16 cache (bf16 and int8 artifacts) is read as it lies, each
+// key and value widened to f32 in registers: half the bytes of an f32 cache
+// stream past, and no copy of it is made.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -108,8 +110,8 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
     float *scratch = context.threadScratch(thread);
     float *qs = scratch + layout.qs, *s = scratch + layout.s, *o = scratch + layout.o, *m = scratch + layout.m,
           *l = scratch + layout.l;
-    const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
-    const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+    const int64_t kOff = offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+    const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
     const int64_t mOff = op.mask ? offsetOfIndex(op.batch, op.mask->strides, op.mask->offset, b) : 0;
     scaleQueries(isa, q + offsetOfIndex(op.batch, op.q.strides, op.q.offset, b), qI, qD, I, I, D, op.scale, qs);
     std::fill(o, o + I * E, 0.0f);
@@ -117,7 +119,10 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
     std::fill(l, l + I, 0.0f);
     for (int64_t j0 = begin; j0 < end; j0 += kKeyBlock) {
       const int64_t count = std::min(kKeyBlock, end - j0);
-      isa.rowDots(qs, D, I, keys + j0 * kJ, kJ, count, D, s, kKeyBlock);
+      if (op.bf16KeyValues)
+        isa.rowDotsBf16(qs, D, I, static_cast<const uint16_t *>(k) + kOff + j0 * kJ, kJ, count, D, s, kKeyBlock);
+      else
+        isa.rowDots(qs, D, I, static_cast<const float *>(k) + kOff + j0 * kJ, kJ, count, D, s, kKeyBlock);
       // Whole vectors for the row's max and exp: the columns past the block's
       // last key become -inf, adding nothing.
       const int64_t width = std::min(roundUp(count, isa.vectorFloats), kKeyBlock);
@@ -130,7 +135,10 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
           std::fill(row + std::max<int64_t>(count - hidden, 0), row + count, -std::numeric_limits<float>::infinity());
         foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * E, E);
       }
-      isa.addRowProducts(s, kKeyBlock, I, values + j0 * vJ, vJ, count, E, o, E);
+      if (op.bf16KeyValues)
+        isa.addRowProductsBf16(s, kKeyBlock, I, static_cast<const uint16_t *>(v) + vOff + j0 * vJ, vJ, count, E, o, E);
+      else
+        isa.addRowProducts(s, kKeyBlock, I, static_cast<const float *>(v) + vOff + j0 * vJ, vJ, count, E, o, E);
     }
     if (splits == 1) {
       const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);

@@ -83,7 +83,9 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   // queries and the probabilities are rounded to bf16 as they are packed,
   // q . k and p . v run on the bf16 tile (f32 accumulation: the taller
   // bf16GemmTallTile where the table has one, amx's 32 rows); the softmax,
-  // its running max and sum, and the output stay f32.
+  // its running max and sum, and the output stay f32. A bf16 cache's keys
+  // and values are packed from their bf16 bits (widened to f32 on the f32
+  // path).
   const bool bf16 = op.bf16 && isa.bf16GemmTile;
   const bool tall = bf16 && isa.bf16GemmTallTile;
   const auto bf16FullTile = tall ? isa.bf16GemmTallTile : isa.bf16GemmTile;
@@ -128,15 +130,22 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
     auto *pp = reinterpret_cast<uint32_t *>(scratch + layout.bp), *qp = pp + layout.rowsPad * (kKeyBlock / 2);
     auto *keyRows = reinterpret_cast<uint32_t *>(scratch + layout.keyRows);
     if (packedIndex(scratch) != b) {
-      const float *keys = k + offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
-      const float *values = v + offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
-      if (bf16) {
-        packKeyPairs(isa, keys, kJ, kD, J, D, nr, dPairsPad, reinterpret_cast<uint32_t *>(kt), keyRows);
-        packValuePairs(isa, values, vJ, vE, J, E, nr, jPairsPad, reinterpret_cast<uint32_t *>(vp));
-      } else {
-        packKeys(keys, kJ, kD, J, D, nr, kt);
-        packValues(values, vJ, vE, J, E, nr, vp);
-      }
+      const int64_t kOff = offsetOfIndex(op.batch, op.k.strides, op.k.offset, b);
+      const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
+      // Keys and values of type T (f32, or a bf16 cache) into the panels.
+      auto pack = [&](const auto *keys, const auto *values) {
+        if (bf16) {
+          packKeyPairs(isa, keys + kOff, kJ, kD, J, D, nr, dPairsPad, reinterpret_cast<uint32_t *>(kt), keyRows);
+          packValuePairs(isa, values + vOff, vJ, vE, J, E, nr, jPairsPad, reinterpret_cast<uint32_t *>(vp));
+        } else {
+          packKeys(keys + kOff, kJ, kD, J, D, nr, kt);
+          packValues(values + vOff, vJ, vE, J, E, nr, vp);
+        }
+      };
+      if (op.bf16KeyValues)
+        pack(static_cast<const uint16_t *>(k), static_cast<const uint16_t *>(v));
+      else
+        pack(static_cast<const float *>(k), static_cast<const float *>(v));
       setPackedIndex(scratch, b);
     }
     // The query tile, pre-scaled, as plain rows (rows past the tile are 0);

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ein/half_float.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
@@ -41,9 +42,11 @@ void softmaxRow(double *row, int64_t length) {
 Status attentionF32Reference(const Attention &op, const KernelContext &context) {
   if (op.batch.product() * op.queries * op.valueDim == 0) return Status();  // nothing to write
   const float *q = context.data<const float>(op.q);
-  const float *k = context.data<const float>(op.k);
-  const float *v = context.data<const float>(op.v);
   float *out = context.data<float>(op.out);
+  // k and v: f32, or bf16 (a bf16 key/value cache), each element as f32.
+  auto keyValue = [&, bf16 = op.bf16KeyValues](const View &view, int64_t at) {
+    return bf16 ? bfloatToFloat(context.data<const uint16_t>(view)[at]) : context.data<const float>(view)[at];
+  };
   auto *scores = reinterpret_cast<double *>(context.scratch);
   const View &maskView = op.mask ? *op.mask : op.out;  // walked alongside, read only with a mask
   const size_t r = op.batch.size();
@@ -63,14 +66,14 @@ Status attentionF32Reference(const Attention &op, const KernelContext &context) 
                         }
                         double dot = 0.0;
                         for (int64_t d = 0; d < op.headDim; ++d)
-                          dot += double(q[base[0] + i * qI + d * qD]) * double(k[base[1] + j * kJ + d * kD]);
+                          dot += double(q[base[0] + i * qI + d * qD]) * double(keyValue(op.k, base[1] + j * kJ + d * kD));
                         scores[j] = maskScore(op.maskKind, double(op.scale) * dot, context, op.mask,
                                               base[4] + i * mI + j * mJ, op.maskFill);
                       }
                       softmaxRow(scores, op.keys);
                       for (int64_t e = 0; e < op.valueDim; ++e) {
                         double sum = 0.0;
-                        for (int64_t j = 0; j < op.keys; ++j) sum += scores[j] * double(v[base[2] + j * vJ + e * vE]);
+                        for (int64_t j = 0; j < op.keys; ++j) sum += scores[j] * double(keyValue(op.v, base[2] + j * vJ + e * vE));
                         out[base[3] + i * oI + e * oE] = static_cast<float>(sum);
                       }
                     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/attention_mask.hpp"
@@ -20,15 +21,24 @@ namespace ein::detail::cpu {
 
 // An attention step's operands at run time: the data of q, k, v, out and the
 // mask (null without one), and the strides of each one's two inner axes.
+// k and v are f32, or bf16 with op.bf16KeyValues (KeyValue<T> reads them).
 struct AttentionData {
-  const float *q, *k, *v;
+  const float *q;
+  const void *k, *v;
   float *out;
   const void *mask;
 };
 inline AttentionData attentionData(const Attention &op, const KernelContext &context) {
-  return {context.data<const float>(op.q), context.data<const float>(op.k), context.data<const float>(op.v),
+  return {context.data<const float>(op.q), context.bases[op.k.tensor], context.bases[op.v.tensor],
           context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
 }
+
+// A key or value element as f32 and as bf16 bits (rounded to nearest even
+// from f32; a bf16 cache's bits as they are).
+inline float keyValueFloat(float x) { return x; }
+inline float keyValueFloat(uint16_t bits) { return bfloatToFloat(bits); }
+inline uint32_t keyValueBfloat(float x) { return floatToBfloat(x); }
+inline uint32_t keyValueBfloat(uint16_t bits) { return bits; }
 struct AttentionStrides {
   int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
 };
@@ -52,43 +62,58 @@ inline void setPackedIndex(float *scratch, int64_t index) { std::memcpy(scratch,
 
 // kt: keys j < J (element d at k[j * kJ + d * kD]) in panels of nr, each
 // [d][nr], the last panel's missing keys zero. Loops run along each key.
-inline void packKeys(const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
+template <class T>
+void packKeys(const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
   std::fill(kt + J / nr * nr * D, kt + roundUp(J, nr) * D, 0.0f);
   for (int64_t j = 0; j < J; ++j) {
     float *column = kt + j / nr * nr * D + j % nr;
-    const float *key = k + j * kJ;
-    for (int64_t d = 0; d < D; ++d) column[d * nr] = key[d * kD];
+    const T *key = k + j * kJ;
+    for (int64_t d = 0; d < D; ++d) column[d * nr] = keyValueFloat(key[d * kD]);
   }
 }
 
 // vp: value columns e < E (element at v[j * vJ + e * vE]) in panels of nr
 // columns, each [j][nr], columns past E zero.
-inline void packValues(const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
+template <class T>
+void packValues(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     float *panel = vp + e0 * J;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t j = 0; j < J; ++j) {
-      const float *value = v + j * vJ + e0 * vE;
+      const T *value = v + j * vJ + e0 * vE;
       float *row = panel + j * nr;
-      if (vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
+      if (std::is_same_v<T, float> && vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
       else
-        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = value[ee * vE];
+        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = keyValueFloat(value[ee * vE]);
       std::fill(row + cols, row + nr, 0.0f);
     }
   }
 }
 
 // The bf16 attention's operands (IsaKernels::bf16GemmTile's layout), each
-// element rounded to nearest even. kp: keys in panels of nr, each
-// [pairsPad][nr] pairs (k[j][2q], k[j][2q + 1]), missing keys, an odd D's
-// last partner and the pairs from ceil(D / 2) to pairsPad zero. Each panel's
-// keys are converted as rows of pairs into `rows` ([nr][ceil(D / 2)], a
-// vector at a time where a key is contiguous), then transposed.
-inline void packKeyPairs(const IsaKernels &isa, const float *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr,
-                         int64_t pairsPad, uint32_t *kp, uint32_t *rows) {
+// element rounded to nearest even (a bf16 cache's taken as it is). kp: keys
+// in panels of nr, each [pairsPad][nr] pairs (k[j][2q], k[j][2q + 1]),
+// missing keys, an odd D's last partner and the pairs from ceil(D / 2) to
+// pairsPad zero. Each panel's keys become rows of pairs in `rows`
+// ([nr][ceil(D / 2)]; f32 keys converted a vector at a time where a key is
+// contiguous), then are transposed.
+template <class T>
+void packKeyPairs(const IsaKernels &isa, const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr,
+                  int64_t pairsPad, uint32_t *kp, uint32_t *rows) {
   const int64_t pairs = (D + 1) / 2;
   for (int64_t j0 = 0; j0 < J; j0 += nr) {
-    isa.bf16PackRows(k + j0 * kJ, kJ, kD, std::min<int64_t>(nr, J - j0), D, nr, rows, pairs);
+    const int64_t keys = std::min<int64_t>(nr, J - j0);
+    if constexpr (std::is_same_v<T, float>) {
+      isa.bf16PackRows(k + j0 * kJ, kJ, kD, keys, D, nr, rows, pairs);
+    } else {
+      std::fill(rows + keys * pairs, rows + nr * pairs, 0u);
+      for (int64_t n = 0; n < keys; ++n) {
+        const T *key = k + (j0 + n) * kJ;
+        for (int64_t q = 0; q < pairs; ++q)
+          rows[n * pairs + q] =
+              keyValueBfloat(key[2 * q * kD]) | (2 * q + 1 < D ? keyValueBfloat(key[(2 * q + 1) * kD]) << 16 : 0u);
+      }
+    }
     uint32_t *panel = kp + j0 * pairsPad;
     for (int64_t q = 0; q < pairs; ++q)
       for (int n = 0; n < nr; ++n) panel[q * nr + n] = rows[n * pairs + q];
@@ -98,23 +123,26 @@ inline void packKeyPairs(const IsaKernels &isa, const float *k, int64_t kJ, int6
 
 // vp: value columns in panels of nr, each [pairsPad][nr] pairs
 // (v[2q][e], v[2q + 1][e]), columns past E, an odd J's last partner and the
-// pairs from ceil(J / 2) to pairsPad zero; contiguous rows of values are
+// pairs from ceil(J / 2) to pairsPad zero; contiguous rows of f32 values are
 // interleaved a vector at a time.
-inline void packValuePairs(const IsaKernels &isa, const float *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr,
-                           int64_t pairsPad, uint32_t *vp) {
+template <class T>
+void packValuePairs(const IsaKernels &isa, const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr,
+                    int64_t pairsPad, uint32_t *vp) {
   const int64_t pairs = (J + 1) / 2;
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     uint32_t *panel = vp + e0 * pairsPad;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t q = 0; q < pairs; ++q) {
-      const float *even = v + 2 * q * vJ + e0 * vE, *odd = 2 * q + 1 < J ? even + vJ : nullptr;
+      const T *even = v + 2 * q * vJ + e0 * vE, *odd = 2 * q + 1 < J ? even + vJ : nullptr;
       uint32_t *row = panel + q * nr;
-      if (vE == 1)
-        isa.bf16InterleaveRows(even, odd, cols, row);
-      else
-        for (int64_t e = 0; e < cols; ++e)
-          row[e] = floatToBfloat(even[e * vE]) | (odd ? uint32_t(floatToBfloat(odd[e * vE])) << 16 : 0u);
       std::fill(row + cols, row + nr, 0u);
+      if constexpr (std::is_same_v<T, float>)
+        if (vE == 1) {
+          isa.bf16InterleaveRows(even, odd, cols, row);
+          continue;
+        }
+      for (int64_t e = 0; e < cols; ++e)
+        row[e] = keyValueBfloat(even[e * vE]) | (odd ? keyValueBfloat(odd[e * vE]) << 16 : 0u);
     }
     std::fill(panel + pairs * nr, panel + pairsPad * nr, 0u);
   }

@@ -115,6 +115,14 @@ struct IsaKernels {
   // where they lie).
   void (*addRowProducts)(const float *p, int64_t ldp, int64_t rows, const float *b, int64_t ldb, int64_t n,
                          int64_t width, float *o, int64_t ldo);
+  // rowDots and addRowProducts with b in bf16 (a bf16 key/value cache, read
+  // where it lies): each element widened to f32 in registers, the arithmetic
+  // as above. Widening rather than vdpbf16ps keeps the queries and
+  // probabilities f32; decode reads each key once, so the loads bound it.
+  void (*rowDotsBf16)(const float *a, int64_t lda, int64_t rows, const uint16_t *b, int64_t ldb, int64_t n,
+                      int64_t depth, float *s, int64_t lds);
+  void (*addRowProductsBf16)(const float *p, int64_t ldp, int64_t rows, const uint16_t *b, int64_t ldb, int64_t n,
+                             int64_t width, float *o, int64_t ldo);
   // sum (x[i] - mean)^2: the second pass of a variance.
   float (*squaredDeviation)(const float *x, int64_t n, float mean);
   // y[i] = (x[i] - mean) * scale * gamma[i] + beta[i]; gamma, beta may be null.

@@ -15,6 +15,11 @@ struct Avx2 {
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float *p) { return _mm256_loadu_ps(p); }
+  // W bf16 values (a bf16 key/value cache), widened exactly to f32.
+  static V load(const uint16_t *p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   static void store(float *p, V v) { _mm256_storeu_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace ein::detail::cpu::isa {
 
@@ -14,6 +15,12 @@ struct Portable {
   static V zero() { return 0.0f; }
   static V set1(float x) { return x; }
   static V load(const float *p) { return *p; }
+  static V load(const uint16_t *p) {  // a bf16 key/value cache's element, widened exactly
+    const uint32_t wide = static_cast<uint32_t>(*p) << 16;
+    float value;
+    std::memcpy(&value, &wide, sizeof value);
+    return value;
+  }
   static void store(float *p, V v) { *p = v; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
   static V add(V a, V b) { return a + b; }
