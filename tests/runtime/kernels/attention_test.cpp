@@ -151,7 +151,8 @@ std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16, bool bf16Cache
   };
   // Shared keys and values: [b, 1, j, d] read with a head stride of 0.
   auto shared = [&](const std::string &name, int64_t width) {
-    return ViewSpec{builder.input(name, fb::DType::F32, {B, 1, J, width}), 0, {J * width, 0, width, 1}};
+    const fb::DType dtype = bf16Cache ? fb::DType::BF16 : fb::DType::F32;
+    return ViewSpec{builder.input(name, dtype, {B, 1, J, width}), 0, {J * width, 0, width, 1}};
   };
   ViewSpec q = operand("q", I, D, false);
   ViewSpec k = c.sharedKv ? shared("k", D) : operand("k", J, D, false);

@@ -78,6 +78,8 @@ Status CudaExecutor::prepare(const Program &program) {
       case Storage::Weights: bases_.push_back(static_cast<std::byte *>(weights_.get()) + tensor.offset); break;
       case Storage::Input: bases_.push_back(inputAddresses_[tensor.index]); break;
       case Storage::Output: bases_.push_back(outputAddresses_[tensor.index]); break;
+      case Storage::State:  // planning refuses models with state first; kept a status, not a missing base
+        return Status(StatusCode::Unimplemented, "the CUDA backend keeps no session state");
     }
   }
 
