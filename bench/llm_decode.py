@@ -43,9 +43,22 @@ tokens/s, medians; DRAM read ~47-52 GB/s by a 2-thread torch sum):
   llama.cpp bf16   2018       1671        224       151
   llama.cpp q8_0   1453       1209        288       176
 All precisions compile. ein fp32 and llama.cpp f32 greedy tokens equal transformers' (16 tokens).
-ein's decode gemms run at ~43-48 GB/s (near DRAM bandwidth); at context 2048 its attention over the
-f32 cache costs 2.7 ms/step in fp32 and 4.2-4.3 ms/step in bf16/int8 (44-56% of the step), which is
-why ein trails llama.cpp (f16 cache) at long context.
+ein's decode gemms ran at ~43-48 GB/s (near DRAM bandwidth); at context 2048 its attention over the
+f32 cache cost 2.7 ms/step in fp32 and 4.2-4.3 ms/step in bf16/int8 (44-56% of the step), which is
+why ein trailed llama.cpp (f16 cache) at long context then.
+
+Since the bf16 cache and the gemv path, on the 2-core "Intel(R) Xeon(R) Processor" (model 207, AMX,
+nothing else running, 2026-11-26, 3 rounds, 32 steps; DRAM read 21.7 GB/s by the torch sum):
+                prefill128 prefill1024 decode128 decode2048
+  ein fp32          588        795        47.2       41.9
+  ein bf16         1808       1764        83.9       70.5
+  ein int8         2440       2156       198.4      130.0
+  transformers      689        830        31.9       22.4
+  llama.cpp f32     641        538        40.0       35.7
+  llama.cpp f16     563        490        65.3       48.1
+  llama.cpp bf16    562        427        64.0       45.3
+  llama.cpp q8_0    452        402        96.5       60.8
+(ein's prefill computes logits at every prompt position, transformers' and llama.cpp's at the last.)
 """
 import argparse
 import json
