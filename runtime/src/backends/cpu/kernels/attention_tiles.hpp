@@ -151,6 +151,7 @@ void packValuePairs(const IsaKernels &isa, const T *v, int64_t vJ, int64_t vE, i
 // qs[t * D + d] = scale * q[t * qI + d * qD] for t < rows, zero up to rowsPad.
 inline void scaleQueries(const IsaKernels &isa, const float *q, int64_t qI, int64_t qD, int64_t rows, int64_t rowsPad,
                          int64_t D, float scale, float *qs) {
+  if (D == 0) return;  // nothing to copy (and q may be null)
   for (int64_t t = 0; t < rows; ++t) {
     const float *query = q + t * qI;
     if (qD == 1) {  // the usual layout: a copy, scaled in vectors
