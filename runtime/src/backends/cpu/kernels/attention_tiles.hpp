@@ -15,6 +15,7 @@
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/attention_mask.hpp"
 #include "backends/cpu/kernels/blocking.hpp"
+#include "backends/cpu/kernels/element_io.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 
 namespace ein::detail::cpu {
@@ -33,12 +34,6 @@ inline AttentionData attentionData(const Attention &op, const KernelContext &con
           context.data<float>(op.out), op.mask ? static_cast<const void *>(context.bases[op.mask->tensor]) : nullptr};
 }
 
-// A key or value element as f32 and as bf16 bits (rounded to nearest even
-// from f32; a bf16 cache's bits as they are).
-inline float keyValueFloat(float x) { return x; }
-inline float keyValueFloat(uint16_t bits) { return bfloatToFloat(bits); }
-inline uint32_t keyValueBfloat(float x) { return floatToBfloat(x); }
-inline uint32_t keyValueBfloat(uint16_t bits) { return bits; }
 struct AttentionStrides {
   int64_t qI, qD, kJ, kD, vJ, vE, oI, oE, mI, mJ;
 };
@@ -68,7 +63,7 @@ void packKeys(const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, 
   for (int64_t j = 0; j < J; ++j) {
     float *column = kt + j / nr * nr * D + j % nr;
     const T *key = k + j * kJ;
-    for (int64_t d = 0; d < D; ++d) column[d * nr] = keyValueFloat(key[d * kD]);
+    for (int64_t d = 0; d < D; ++d) column[d * nr] = widenToF32(key[d * kD]);
   }
 }
 
@@ -84,7 +79,7 @@ void packValues(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr
       float *row = panel + j * nr;
       if (std::is_same_v<T, float> && vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
       else
-        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = keyValueFloat(value[ee * vE]);
+        for (int64_t ee = 0; ee < cols; ++ee) row[ee] = widenToF32(value[ee * vE]);
       std::fill(row + cols, row + nr, 0.0f);
     }
   }
@@ -111,7 +106,7 @@ void packKeyPairs(const IsaKernels &isa, const T *k, int64_t kJ, int64_t kD, int
         const T *key = k + (j0 + n) * kJ;
         for (int64_t q = 0; q < pairs; ++q)
           rows[n * pairs + q] =
-              keyValueBfloat(key[2 * q * kD]) | (2 * q + 1 < D ? keyValueBfloat(key[(2 * q + 1) * kD]) << 16 : 0u);
+              bf16Bits(key[2 * q * kD]) | (2 * q + 1 < D ? bf16Bits(key[(2 * q + 1) * kD]) << 16 : 0u);
       }
     }
     uint32_t *panel = kp + j0 * pairsPad;
@@ -142,7 +137,7 @@ void packValuePairs(const IsaKernels &isa, const T *v, int64_t vJ, int64_t vE, i
           continue;
         }
       for (int64_t e = 0; e < cols; ++e)
-        row[e] = keyValueBfloat(even[e * vE]) | (odd ? keyValueBfloat(odd[e * vE]) << 16 : 0u);
+        row[e] = bf16Bits(even[e * vE]) | (odd ? bf16Bits(odd[e * vE]) << 16 : 0u);
     }
     std::fill(panel + pairs * nr, panel + pairsPad * nr, 0u);
   }

@@ -26,6 +26,14 @@ Int floatToInt(float value) {
   return static_cast<Int>(rounded);
 }
 
+// An element of a tensor stored as f32 or as bf16 bits (bf16 weights, a
+// bf16 key/value cache), as f32 (exact) and as bf16 bits (f32 rounded to
+// nearest even, bf16 as it is).
+inline float widenToF32(float x) { return x; }
+inline float widenToF32(uint16_t bf16) { return bfloatToFloat(bf16); }
+inline uint32_t bf16Bits(float x) { return floatToBfloat(x); }
+inline uint32_t bf16Bits(uint16_t bf16) { return bf16; }
+
 // out[e] = element offset + e * step of the tensor at `base`, as f32.
 inline void loadAsF32(const std::byte *base, DType dtype, int64_t offset, int64_t step, int64_t count, float *out) {
   auto load = [&](auto convert, const auto *in) {

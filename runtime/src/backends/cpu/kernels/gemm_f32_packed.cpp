@@ -10,6 +10,7 @@
 
 #include "ein/half_float.hpp"
 
+#include "backends/cpu/kernels/element_io.hpp"
 #include "backends/cpu/kernels/gemm_blocks.hpp"
 
 namespace ein::detail::cpu {
@@ -38,9 +39,6 @@ void packA(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int
   }
 }
 
-inline float widen(float x) { return x; }
-inline float widen(uint16_t bf16) { return bfloatToFloat(bf16); }
-
 // dst[p * nr + j] = b[p * sK + j * sN] for kc rows and nr columns (columns
 // past `cols` are zero); bf16 weights (a bf16 artifact on a CPU without the
 // bf16 gemm) are widened to f32 here, so the f32 tile computes with exactly
@@ -55,7 +53,7 @@ void packB(const T *b, int64_t sK, int64_t sN, int64_t kc, int64_t cols, int nr,
         std::memcpy(row, src, sizeof(float) * nr);
         continue;
       }
-    for (int64_t j = 0; j < nr; ++j) row[j] = j < cols ? widen(src[j * sN]) : 0.0f;
+    for (int64_t j = 0; j < nr; ++j) row[j] = j < cols ? widenToF32(src[j * sN]) : 0.0f;
   }
 }
 
