@@ -5,6 +5,7 @@
 // S8TileTest, Int8GemmTest and Bf16GemmFastTest; the checks here that need
 // AMX skip, with the reason, on CPUs without it.
 #include <gtest/gtest.h>
+#include <immintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -95,6 +96,46 @@ TEST(AmxTable, EveryThreadLoadsItsOwnTileConfiguration) {
   std::thread([&] { amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false); }).join();
   // 64 products of 129 * 2 (the driver subtracts 128 * the column sum later).
   for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
+}
+
+// What another library on the thread leaves behind: oneDNN (PyTorch,
+// OpenVINO) and llama.cpp load their own tile shapes, or release the tiles.
+void loadForeignTileConfiguration() {
+  struct alignas(64) TileConfig {
+    uint8_t palette = 1, startRow = 0, reserved[14] = {};
+    uint16_t bytesPerRow[16] = {};
+    uint8_t rows[16] = {};
+  } config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytesPerRow[t] = 32;
+    config.rows[t] = 8;
+  }
+  asm volatile("ldtilecfg %0" : : "m"(config));  // the whole struct (GCC's intrinsic claims 8 bytes)
+}
+__attribute__((target("amx-tile"))) void releaseTiles() { _tile_release(); }
+
+// Every tile call makes sure the thread holds this table's configuration:
+// after another library changed it (a garbage product) or released the
+// tiles (SIGILL), the int8 and bf16 tiles still compute exact sums.
+TEST(AmxTable, TilesReplaceAForeignTileConfiguration) {
+  const IsaKernels *amx = amxTable();
+  if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
+  const int mr = amx->s8GemmMr, nr = amx->s8GemmNr;
+  std::vector<uint8_t> a(static_cast<size_t>(mr * 64), 129);  // s8 value 1
+  std::vector<int8_t> b(static_cast<size_t>(16 * nr * 4), 2);
+  const int bf16Mr = amx->bf16GemmTallMr, bf16Nr = amx->gemmNr;
+  const uint32_t one = floatToBfloat(1.0f), pairOfOnes = one | one << 16;
+  std::vector<uint32_t> aPairs(static_cast<size_t>(bf16Mr * 16), pairOfOnes), bPairs(static_cast<size_t>(16 * bf16Nr), pairOfOnes);
+  for (void (*disturb)() : {&loadForeignTileConfiguration, &releaseTiles}) {
+    std::vector<int32_t> c(static_cast<size_t>(mr * nr), -1);
+    disturb();
+    amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false);
+    for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
+    std::vector<float> cf(static_cast<size_t>(bf16Mr * bf16Nr), -1.0f);
+    disturb();
+    amx->bf16GemmTallTile(16, aPairs.data(), 16, bPairs.data(), cf.data(), bf16Nr, false, nullptr, 0);
+    for (float x : cf) ASSERT_EQ(x, 32.0f);
+  }
 }
 
 }  // namespace

@@ -105,22 +105,26 @@ class PreparedRows {
   std::byte *at_;
 };
 
-// Row i of the item (acc: its cols sums, f32, may be overwritten) through the
-// fused epilogue into c.
-inline void gemmEpilogueRow(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i, float *acc) {
+// Rows [i, i + rows) of the item through the fused epilogue into c, from
+// acc (row i's cols sums at acc, the next row's accRowStride further on;
+// f32, may be overwritten).
+inline void gemmEpilogueRows(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i,
+                             int64_t rows, float *acc, int64_t accRowStride) {
   const size_t r = op.batch.size();
   const int64_t row = it.i0 + i;
-  GemmEpilogueRow e{acc, it.cols, op.alpha, nullptr, 0, op.activation, nullptr, 0,
-                    context.data<float>(op.c) + it.c + row * op.c.strides[r] + it.j0 * op.c.strides[r + 1],
-                    op.c.strides[r + 1]};
+  GemmEpilogue e{acc, accRowStride, rows, it.cols, op.alpha, nullptr, 0, 0, op.activation, nullptr, 0, 0,
+                 context.data<float>(op.c) + it.c + row * op.c.strides[r] + it.j0 * op.c.strides[r + 1],
+                 op.c.strides[r], op.c.strides[r + 1]};
   if (op.bias) {
     e.bias = context.data<const float>(*op.bias) + it.bias + row * op.bias->strides[r] +
              it.j0 * op.bias->strides[r + 1];
+    e.biasRowStride = op.bias->strides[r];
     e.biasStride = op.bias->strides[r + 1];
   }
   if (op.residual) {
     e.residual = context.data<const float>(*op.residual) + it.residual + row * op.residual->strides[r] +
                  it.j0 * op.residual->strides[r + 1];
+    e.residualRowStride = op.residual->strides[r];
     e.residualStride = op.residual->strides[r + 1];
   }
   context.isa->gemmEpilogue(e);

@@ -110,7 +110,7 @@ void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatr
       for (int64_t i = 0; i < m; ++i) {
         isa.s8DequantizeRow(s.acc + i * nr, packed.s8ColumnSums(it.j0), isa.s8ActivationOffset, s.rowScale[i],
                             columnScale, it.cols, s.row);
-        gemmEpilogueRow(op, context, it, i, s.row);
+        gemmEpilogueRows(op, context, it, i, 1, s.row, 0);
       }
     }
   });
@@ -185,7 +185,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     // int32; then the two scales, then the f32 gemm's epilogue.
     for (int64_t i = 0; i < rows; ++i) {
       isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, s.row);
-      gemmEpilogueRow(op, context, it, i, s.row);
+      gemmEpilogueRows(op, context, it, i, 1, s.row, 0);
     }
   });
   return Status();

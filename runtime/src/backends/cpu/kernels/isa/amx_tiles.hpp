@@ -1,5 +1,5 @@
 // What the AMX tiles (bf16_gemm_amx.cpp, s8_gemm_amx.cpp) share: one tile
-// configuration, loaded once per thread, and the register roles of the
+// configuration (checked on every tile call) and the register roles of the
 // 32 x 64 gemm tile built from it. Include only from files built with
 // -mamx-tile (runtime/CMakeLists.txt).
 //
@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace ein::detail::cpu::amx {
 
@@ -23,10 +24,14 @@ inline constexpr int kMr = 32, kNr = 64;         // the gemm tile the tables see
 inline constexpr int kTileRows = 16, kTileBytes = 64;
 inline constexpr int64_t kPanelRowBytes = kNr * 4;  // a panel row: 64 pairs or quads
 
-// Loads the configuration on this thread the first time (the OS keeps it
-// with the thread's state; isa_select.cpp asked for the permission to use
-// tile data before offering the amx table). Every thread that runs a tile
-// (the thread pool's workers included) passes through here.
+// Makes this file's configuration the thread's (isa_select.cpp asked for
+// the permission to use tile data before offering the amx table). Checked
+// on every tile call, not remembered per thread: another library on the
+// same thread (oneDNN under PyTorch or OpenVINO, llama.cpp) loads its own
+// configuration or releases the tiles between our calls, and a tile
+// instruction under a foreign one computes garbage or faults. Reading the
+// configuration costs ~12 ns, loading it ~90 ns; a tile call takes
+// microseconds.
 inline void configureTiles() {
   struct alignas(64) TileConfig {
     uint8_t palette = 1, startRow = 0;
@@ -34,15 +39,20 @@ inline void configureTiles() {
     uint16_t bytesPerRow[16] = {};
     uint8_t rows[16] = {};
   };
-  static thread_local bool configured = false;
-  if (configured) return;
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.bytesPerRow[t] = kTileBytes;
-    config.rows[t] = kTileRows;
-  }
-  _tile_loadconfig(&config);
-  configured = true;
+  static_assert(sizeof(TileConfig) == 64);
+  static const TileConfig ours = [] {
+    TileConfig config;
+    for (int t = 0; t < 8; ++t) {
+      config.bytesPerRow[t] = kTileBytes;
+      config.rows[t] = kTileRows;
+    }
+    return config;
+  }();
+  // asm rather than _tile_storeconfig/_tile_loadconfig: GCC's intrinsics
+  // tell the compiler they touch 8 bytes, so it may drop or fold the other 56.
+  TileConfig current;
+  asm volatile("sttilecfg %0" : "=m"(current));
+  if (std::memcmp(&current, &ours, sizeof ours) != 0) asm volatile("ldtilecfg %0" : : "m"(ours));
 }
 
 // tmm0..tmm3 = the 32 x 32 block of c (4-byte sums: f32 or int32) whose

@@ -12,19 +12,22 @@
 
 namespace ein::detail::cpu {
 
-// One row of a gemm's output: out[j] = act(alpha * acc[j] + bias[j]) + residual[j]
-// for j < n. acc is contiguous and may be overwritten; the others are strided.
-struct GemmEpilogueRow {
+// A block of a gemm's output: out(i, j) = act(alpha * acc(i, j) + bias(i, j))
+// + residual(i, j) for i < rows, j < n, where x(i, j) = x[i * xRowStride +
+// j * xStride]. acc's rows are contiguous and may be overwritten. One call
+// takes a whole block, so a tile's epilogue costs no call per row.
+struct GemmEpilogue {
   float *acc;
-  int64_t n;
+  int64_t accRowStride;
+  int64_t rows, n;
   float alpha;
   const float *bias;  // null: none
-  int64_t biasStride;
+  int64_t biasRowStride, biasStride;
   Activation activation;
   const float *residual;  // null: none
-  int64_t residualStride;
+  int64_t residualRowStride, residualStride;
   float *out;
-  int64_t outStride;
+  int64_t outRowStride, outStride;
 };
 
 // Gemms of at most this many rows (batch-1 decode, a few draft tokens) take
@@ -87,7 +90,7 @@ struct IsaKernels {
   // kGemvPrefetchBytes ahead.
   void (*gemvPanel)(int rows, int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc);
   int vectorFloats;  // floats per SIMD register
-  void (*gemmEpilogue)(const GemmEpilogueRow &row);
+  void (*gemmEpilogue)(const GemmEpilogue &block);
 
   // Contiguous rows (n >= 0), in f32 with several vector accumulators.
   // sum, max, min or product of x[0..n); max and min propagate NaN, and

@@ -255,39 +255,44 @@ void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b,
 }
 
 template <class S>
-void gemmEpilogue(const GemmEpilogueRow &e) {
+void gemmEpilogue(const GemmEpilogue &e) {
   using V = typename S::V;
   constexpr int W = S::W;
-  float *acc = e.acc;
   const int64_t n = e.n, whole = n / W * W;
   const V alpha = S::set1(e.alpha);
-  if (e.bias && e.biasStride <= 1) {
-    // Contiguous or broadcast (stride 0) bias.
-    int64_t j = 0;
-    if (e.biasStride == 0) {
-      const V bias = S::set1(e.bias[0]);
-      for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), bias));
-      for (; j < n; ++j) acc[j] = e.alpha * acc[j] + e.bias[0];
-    } else {
-      for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), S::load(e.bias + j)));
-      for (; j < n; ++j) acc[j] = e.alpha * acc[j] + e.bias[j];
+  for (int64_t i = 0; i < e.rows; ++i) {
+    float *acc = e.acc + i * e.accRowStride;
+    const float *bias = e.bias ? e.bias + i * e.biasRowStride : nullptr;
+    const float *residual = e.residual ? e.residual + i * e.residualRowStride : nullptr;
+    float *out = e.out + i * e.outRowStride;
+    if (bias && e.biasStride <= 1) {
+      // Contiguous or broadcast (stride 0) bias.
+      int64_t j = 0;
+      if (e.biasStride == 0) {
+        const V b = S::set1(bias[0]);
+        for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), b));
+        for (; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[0];
+      } else {
+        for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), S::load(bias + j)));
+        for (; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[j];
+      }
+    } else if (bias) {
+      for (int64_t j = 0; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[j * e.biasStride];
+    } else if (e.alpha != 1.0f) {
+      mapInPlace<S>(acc, n, [alpha](V v) { return S::mul(alpha, v); });
     }
-  } else if (e.bias) {
-    for (int64_t j = 0; j < n; ++j) acc[j] = e.alpha * acc[j] + e.bias[j * e.biasStride];
-  } else if (e.alpha != 1.0f) {
-    mapInPlace<S>(acc, n, [alpha](V v) { return S::mul(alpha, v); });
-  }
-  activateInPlace<S>(acc, n, e.activation);
-  if (e.outStride == 1 && (!e.residual || e.residualStride == 1)) {
-    int64_t j = 0;
-    if (e.residual)
-      for (; j < whole; j += W) S::store(e.out + j, S::add(S::load(acc + j), S::load(e.residual + j)));
-    else
-      for (; j < whole; j += W) S::store(e.out + j, S::load(acc + j));
-    for (; j < n; ++j) e.out[j] = e.residual ? acc[j] + e.residual[j] : acc[j];
-  } else {
-    for (int64_t j = 0; j < n; ++j)
-      e.out[j * e.outStride] = e.residual ? acc[j] + e.residual[j * e.residualStride] : acc[j];
+    activateInPlace<S>(acc, n, e.activation);
+    if (e.outStride == 1 && (!residual || e.residualStride == 1)) {
+      int64_t j = 0;
+      if (residual)
+        for (; j < whole; j += W) S::store(out + j, S::add(S::load(acc + j), S::load(residual + j)));
+      else
+        for (; j < whole; j += W) S::store(out + j, S::load(acc + j));
+      for (; j < n; ++j) out[j] = residual ? acc[j] + residual[j] : acc[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j)
+        out[j * e.outStride] = residual ? acc[j] + residual[j * e.residualStride] : acc[j];
+    }
   }
 }
 
