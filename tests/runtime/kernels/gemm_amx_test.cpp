@@ -36,6 +36,7 @@ TEST(AmxTable, OfferedFirstExactlyWhereUsable) {
   EXPECT_EQ(amx->gemmNr, detail::cpu::avx512Bf16Kernels().gemmNr) << "bf16 pair panels shared with avx512bf16";
   ASSERT_NE(amx->bf16GemmTallTile, nullptr);
   ASSERT_NE(amx->bf16GemmTallHalfTile, nullptr);
+  ASSERT_NE(amx->bf16GemmTallTileFromRow, nullptr);
   EXPECT_EQ(amx->bf16GemmTallMr, 32);
 }
 
@@ -80,6 +81,44 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
           ADD_FAILURE() << "pairs " << pairs << (accumulate ? " accumulating" : "") << (half ? " half" : "")
                         << " element " << i << ": got "
                         << c[i] << ", want " << want[i];
+        }
+    }
+  }
+}
+
+// The tile whose sums start from a row (a bias): every row of c is that row
+// plus the exact sums; without a row, the plain sums. c's rows are ldc apart
+// (wider than the tile), and the columns past the tile stay untouched.
+TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
+  const IsaKernels *amx = amxTable();
+  if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
+  const int mr = amx->bf16GemmTallMr, nr = amx->gemmNr;
+  std::mt19937 random(5);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  auto bf16 = [&] { return floatToBfloat(value(random)); };
+  for (int64_t pairs : {16, 40, 192}) {
+    const int64_t ldc = nr + 7;
+    std::vector<uint32_t> a(static_cast<size_t>(mr * pairs)), b(static_cast<size_t>(pairs * nr));
+    for (uint32_t &x : a) x = bf16() | uint32_t(bf16()) << 16;
+    for (uint32_t &x : b) x = bf16() | uint32_t(bf16()) << 16;
+    std::vector<float> row(static_cast<size_t>(nr));
+    for (float &x : row) x = 4.0f * value(random);
+    for (bool withRow : {true, false}) {
+      std::vector<float> c(static_cast<size_t>(mr * ldc), -7.0f);
+      amx->bf16GemmTallTileFromRow(pairs, a.data(), pairs, b.data(), withRow ? row.data() : nullptr, c.data(), ldc);
+      for (int r = 0; r < mr; ++r)
+        for (int j = 0; j < ldc; ++j) {
+          double want = -7.0;
+          if (j < nr) {
+            want = withRow ? row[j] : 0.0;
+            for (int64_t q = 0; q < pairs; ++q) {
+              const uint32_t x = a[r * pairs + q], y = b[q * nr + j];
+              want += double(bfloatToFloat(uint16_t(x))) * bfloatToFloat(uint16_t(y)) +
+                      double(bfloatToFloat(uint16_t(x >> 16))) * bfloatToFloat(uint16_t(y >> 16));
+            }
+          }
+          ASSERT_NEAR(c[r * ldc + j], want, 2e-6 * double(2 * pairs + 4))
+              << "pairs " << pairs << (withRow ? " from the row" : "") << " at " << r << ", " << j;
         }
     }
   }

@@ -265,12 +265,17 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{2, 33, 65, 257, true, true, true, true, 2, true, Activation::Silu, -1.25f},
                       GemmShape{3, 17, 70, 1601, true, false, true, true, 1, true, Activation::Gelu, 1.0f},
                       GemmShape{1, 13, 129, 1537, false, false, true, true, 0, false, Activation::None, 0.5f},
-                      GemmShape{3, 19, 7, 61, false, false, true, false, 1, false, Activation::Relu, 1.0f}),
+                      GemmShape{3, 19, 7, 61, false, false, true, false, 1, false, Activation::Relu, 1.0f},
+                      // amx, tile by tile: the bias in the tiles' initial sums and whole tiles
+                      // stored into c, a partial last panel and row tile through the epilogue;
+                      // a bias per element (row and column) only through the epilogue.
+                      GemmShape{2, 70, 100, 384, false, false, true, true, 1, false, Activation::None, 1.0f},
+                      GemmShape{1, 64, 128, 64, false, false, true, true, 2, false, Activation::None, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
              std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "") +
-             (s.broadcastB ? "" : "_batchedB");
+             (s.broadcastB ? "" : "_batchedB") + (s.bias == 2 ? "_biasPerElement" : "");
     });
 
 // --- gemv (few rows, weights packed at load) -----------------------------------

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <string_view>
 #include <memory>
 #include <vector>
 
@@ -46,10 +47,12 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, int threads)
       : model_(model), arena_(std::move(arena)), state_(std::move(state)), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
-        profile_(std::getenv("EIN_PROFILE") != nullptr) {}
+        profile_(std::getenv("EIN_PROFILE") != nullptr),
+        profileSteps_(profile_ && std::string_view(std::getenv("EIN_PROFILE")) == "steps") {}
 
   // EIN_PROFILE=1 in the environment: time per operation kind, printed to
-  // stderr when the session ends (a development aid; off it costs a branch).
+  // stderr when the session ends; EIN_PROFILE=steps: per step, with its
+  // sizes and source location (a development aid; off it costs a branch).
   ~CpuExecutor() override {
     if (!profile_) return;
     for (const auto &[op, time] : profileTimes_)
@@ -95,7 +98,7 @@ class CpuExecutor final : public Executor {
       const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status status = kernels_[s](step.kernel, context);
       if (profile_) {
-        StepTime &time = profileTimes_[program.stepInfos[s].op];
+        StepTime &time = profileTimes_[profileSteps_ ? profileKey(s, program.stepInfos[s]) : program.stepInfos[s].op];
         time.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         ++time.calls;
       }
@@ -140,8 +143,15 @@ class CpuExecutor final : public Executor {
     double seconds = 0;
     long long calls = 0;
   };
-  bool profile_;
-  std::map<std::string, StepTime> profileTimes_;  // by StepInfo::op
+  // "step 12 gemm m=1024 n=1536 k=384 at model.ein:35:13": sorts in step order.
+  static std::string profileKey(size_t step, const StepInfo &info) {
+    std::string key = fmt::format("step {:4} {}", step, info.op);
+    for (const auto &[name, size] : info.sizes) key += fmt::format(" {}={}", name, size);
+    if (!info.location.empty()) key += " at " + info.location;
+    return key;
+  }
+  bool profile_, profileSteps_;
+  std::map<std::string, StepTime> profileTimes_;  // by StepInfo::op, or by step
 };
 
 }  // namespace

@@ -107,15 +107,15 @@ class PreparedRows {
 
 // Rows [i, i + rows) of the item through the fused epilogue into c, from
 // acc (row i's cols sums at acc, the next row's accRowStride further on;
-// f32, may be overwritten).
+// f32, may be overwritten); biasAdded: the sums include the bias already.
 inline void gemmEpilogueRows(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i,
-                             int64_t rows, float *acc, int64_t accRowStride) {
+                             int64_t rows, float *acc, int64_t accRowStride, bool biasAdded = false) {
   const size_t r = op.batch.size();
   const int64_t row = it.i0 + i;
   GemmEpilogue e{acc, accRowStride, rows, it.cols, op.alpha, nullptr, 0, 0, op.activation, nullptr, 0, 0,
                  context.data<float>(op.c) + it.c + row * op.c.strides[r] + it.j0 * op.c.strides[r + 1],
                  op.c.strides[r], op.c.strides[r + 1]};
-  if (op.bias) {
+  if (op.bias && !biasAdded) {
     e.bias = context.data<const float>(*op.bias) + it.bias + row * op.bias->strides[r] +
              it.j0 * op.bias->strides[r + 1];
     e.biasRowStride = op.bias->strides[r];

@@ -82,8 +82,7 @@ size_t scratchFloats(const detail::Kernel &kernel) {
     return op->bScale ? gemmS8DynamicScratchFloats(*op) : gemmF32PackedScratchFloats(*op);
   if (const auto *op = std::get_if<Elementwise>(&kernel)) return op->registerCount() * kElementwiseBlock;
   if (const auto *op = std::get_if<Softmax>(&kernel)) return static_cast<size_t>(op->shape.back());
-  if (const auto *op = std::get_if<Reduce>(&kernel))
-    return static_cast<size_t>(op->shape.dropFirst(op->shape.size() - op->reducedRank).product());
+  if (const auto *op = std::get_if<Reduce>(&kernel)) return reduceF32FastScratchFloats(*op);
   if (const auto *op = std::get_if<Attention>(&kernel))
     return std::max({doublesAsFloats(static_cast<uint64_t>(op->keys)), attentionF32FlashScratchFloats(*op),
                      attentionF32DecodeScratchFloats(*op)});

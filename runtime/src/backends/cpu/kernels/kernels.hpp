@@ -86,6 +86,7 @@ void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nu
                         const IsaKernels *isa = nullptr);
 Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
 Status reduceF32Fast(const Reduce &op, const KernelContext &context);
+size_t reduceF32FastScratchFloats(const Reduce &op);
 Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);
 Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context);
 // Flash attention: query tiles against key blocks with an online softmax;

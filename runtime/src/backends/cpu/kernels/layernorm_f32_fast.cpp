@@ -49,7 +49,10 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       if (residual) {
         // Added in f32, as PyTorch does.
         const float *rs = residual + offsetOfIndex(rows, op.residual->strides.first(rowRank), op.residual->offset, r);
-        for (int64_t c = 0; c < n; ++c) row[c] += rs[c * rC];
+        if (rC == 1)
+          isa.addScaled(row, rs, n, 1.0f);  // 1 * rs[c] + row[c] rounds once: the same sum
+        else
+          for (int64_t c = 0; c < n; ++c) row[c] += rs[c * rC];
       }
       if (sum) {
         float *ss = sum + offsetOfIndex(rows, op.sum->strides.first(rowRank), op.sum->offset, r);

@@ -1,10 +1,15 @@
 // Vectorised, threaded reduction of the trailing axes: each kept element's
 // reduced values are read as one contiguous row when their strides allow it,
-// else gathered into scratch first. f32 with several accumulators; NaN
-// propagates through max and min; the mean of nothing is NaN.
+// else gathered into scratch first: kColumnLanes neighbouring kept elements
+// at a time where the last kept axis is contiguous (a mean over the tokens
+// of [batch, tokens, channels]: each reduced position's lanes are one short
+// contiguous read), one element at a time otherwise. Every row then goes
+// through the same reduceRow: f32 with several accumulators; NaN propagates
+// through max and min; the mean of nothing is NaN.
 #include <algorithm>
 #include <limits>
 
+#include "backends/cpu/kernels/blocking.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
@@ -23,7 +28,24 @@ bool isContiguous(const Dims &shape, const Dims &strides) {
   return true;
 }
 
+// Kept elements gathered together where the last kept axis is contiguous,
+// and the most reduced values per element for which they are (the scratch
+// holds kColumnLanes rows of them).
+constexpr int64_t kColumnLanes = 16, kMaxColumnCount = 65536;
+
+bool gathersColumns(const Reduce &op) {
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  const int64_t count = op.shape.dropFirst(keptRank).product();
+  return keptRank > 0 && op.x.strides[keptRank - 1] == 1 && op.shape[keptRank - 1] > 1 && count > 0 &&
+         count <= kMaxColumnCount;
+}
+
 }  // namespace
+
+size_t reduceF32FastScratchFloats(const Reduce &op) {
+  const size_t count = static_cast<size_t>(op.shape.dropFirst(op.shape.size() - op.reducedRank).product());
+  return gathersColumns(op) ? static_cast<size_t>(kColumnLanes) * count : count;
+}
 
 Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
   const IsaKernels &isa = *context.isa;
@@ -34,6 +56,33 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
   const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
   const int64_t count = reduced.product();
   const bool contiguous = isContiguous(reduced, xReduced);
+  auto finish = [&](float value, int64_t item) {
+    if (op.kind == ReduceKind::Mean)
+      value = count > 0 ? value / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
+    y[offsetOfIndex(kept, op.y.strides, op.y.offset, item)] = value;
+  };
+  if (!contiguous && gathersColumns(op)) {
+    const int64_t last = kept.back(), blocksPerRow = ceilDiv(last, kColumnLanes);
+    context.parallelChunks(kept.product() / last * blocksPerRow,
+                           std::max<int64_t>(1, 16384 / (count * kColumnLanes)),
+                           [&](int64_t begin, int64_t end, int thread) {
+                             float *rows = context.threadScratch(thread);
+                             for (int64_t block = begin; block < end; ++block) {
+                               const int64_t first = block / blocksPerRow * last + block % blocksPerRow * kColumnLanes;
+                               const int64_t lanes = std::min(kColumnLanes, last - block % blocksPerRow * kColumnLanes);
+                               int64_t position = 0;
+                               forEachIndex<1>(reduced, {offsetOfIndex(kept, xKept, op.x.offset, first)}, {&xReduced},
+                                               [&](const std::array<int64_t, 1> &at) {
+                                                 for (int64_t lane = 0; lane < lanes; ++lane)
+                                                   rows[lane * count + position] = x[at[0] + lane];
+                                                 ++position;
+                                               });
+                               for (int64_t lane = 0; lane < lanes; ++lane)
+                                 finish(isa.reduceRow(rows + lane * count, count, op.kind), first + lane);
+                             }
+                           });
+    return Status();
+  }
   context.parallelChunks(kept.product(), std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
                          [&](int64_t begin, int64_t end, int thread) {
                            float *scratch = context.threadScratch(thread);
@@ -46,11 +95,7 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
                                                [&](const std::array<int64_t, 1> &at) { *to++ = x[at[0]]; });
                                row = scratch;
                              }
-                             float value = isa.reduceRow(row, count, op.kind);
-                             if (op.kind == ReduceKind::Mean)
-                               value = count > 0 ? value / static_cast<float>(count)
-                                                 : std::numeric_limits<float>::quiet_NaN();
-                             y[offsetOfIndex(kept, op.y.strides, op.y.offset, item)] = value;
+                             finish(isa.reduceRow(row, count, op.kind), item);
                            }
                          });
   return Status();

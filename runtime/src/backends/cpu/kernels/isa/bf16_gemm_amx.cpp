@@ -46,9 +46,12 @@ void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, co
 // c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < 32 and
 // j < 32 * Halves: per 32-column half, 4 f32 tiles of c over 16 pairs of k
 // at a time, then the k tail on AVX512_BF16.
+// With rowInit, the sums start from rowInit[j] in every row instead (a
+// bias, loaded into the tiles at a row stride of 0).
 template <int Halves>
 void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                       int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+                       int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes,
+                       const float *rowInit = nullptr) {
   amx::configureTiles();
   const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4;
   // The next weight panel into L2, spread over both halves' steps.
@@ -58,7 +61,14 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
   for (int half = 0; half < Halves; ++half) {
     float *ch = c + half * 32;
     const uint32_t *bh = b + half * 32;
-    amx::loadBlockC(ch, ldc, accumulate);
+    if (rowInit) {
+      _tile_loadd(0, rowInit + half * 32, 0);
+      _tile_loadd(1, rowInit + half * 32 + 16, 0);
+      _tile_loadd(2, rowInit + half * 32, 0);
+      _tile_loadd(3, rowInit + half * 32 + 16, 0);
+    } else {
+      amx::loadBlockC(ch, ldc, accumulate);
+    }
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t q = s * amx::kTileRows;
       for (int64_t i = 0; i < perStep && line < lines; ++i) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
@@ -82,6 +92,12 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes) {
   bf16GemmHalvesAmx<2>(pairs, a, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+// The whole tile from a row of initial sums (IsaKernels::bf16GemmTallTileFromRow).
+void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, const float *rowInit,
+                            float *c, int64_t ldc) {
+  bf16GemmHalvesAmx<2>(pairs, a, lda, b, c, ldc, false, nullptr, 0, rowInit);
 }
 
 // Its first 32 columns (IsaKernels::bf16GemmTallHalfTile).
