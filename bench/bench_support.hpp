@@ -3,6 +3,7 @@
 // thread pool and the running CPU's ISA. Links only the runtime.
 #pragma once
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -15,6 +16,7 @@
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "program.hpp"
+#include "util/aligned_buffer.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::bench {
@@ -60,7 +62,14 @@ class KernelRig {
       auto *halves = reinterpret_cast<uint16_t *>(values.data());
       for (int64_t i = 0; i < elements; ++i) halves[i] = floatToBfloat(values[static_cast<size_t>(i)]);
     }
-    buffers_.push_back(std::move(values));
+    // Aligned as the runtime's arena and weights are (64 bytes): a
+    // std::vector's data sits 16 bytes past a line, and every vector
+    // store into it then splits across two lines.
+    StatusOr<detail::AlignedBuffer> buffer =
+        detail::AlignedBuffer::allocate(values.size() * sizeof(float), "bench tensor");
+    if (!buffer.ok()) std::abort();
+    std::memcpy(buffer.value().data(), values.data(), values.size() * sizeof(float));
+    buffers_.push_back(std::move(buffer).value());
     return static_cast<uint32_t>(program_.tensors.size() - 1);
   }
 
@@ -69,9 +78,9 @@ class KernelRig {
     program_.steps.push_back({std::move(kernel), "bench"});
     for (size_t id = 0; id < buffers_.size(); ++id)
       if (program_.tensors[id].storage == detail::Storage::Weights)
-        program_.weights = reinterpret_cast<const std::byte *>(buffers_[id].data());
+        program_.weights = buffers_[id].data();
     detail::cpu::prepackGemmWeights(program_);
-    for (auto &buffer : buffers_) bases_.push_back(reinterpret_cast<std::byte *>(buffer.data()));
+    for (auto &buffer : buffers_) bases_.push_back(buffer.data());
     stride_ = (detail::cpu::scratchFloats(program_.steps[0].kernel) + 15) / 16 * 16;
     scratch_.assign(stride_ * static_cast<size_t>(threads), 0.0f);
     if (threads > 1) pool_ = std::make_unique<detail::ThreadPool>(threads);
@@ -92,7 +101,7 @@ class KernelRig {
     return bytes;
   }
   // A tensor's values, to set before finish() (masks).
-  float *values(uint32_t tensor) { return buffers_[tensor].data(); }
+  float *values(uint32_t tensor) { return reinterpret_cast<float *>(buffers_[tensor].data()); }
 
   // Flushes a tensor's bytes out of every cache level (a key/value cache
   // that a model's other layers push out between reads).
@@ -112,7 +121,7 @@ class KernelRig {
 
  private:
   detail::Program program_;
-  std::vector<std::vector<float>> buffers_;
+  std::vector<detail::AlignedBuffer> buffers_;
   std::vector<std::byte *> bases_;
   std::vector<float> scratch_;
   size_t stride_ = 0;
