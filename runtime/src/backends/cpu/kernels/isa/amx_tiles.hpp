@@ -73,6 +73,16 @@ inline void loadBlockC(void *c, int64_t ldc, bool accumulate) {
   _tile_loadd(3, p + kTileRows * stride + kTileBytes, stride);
 }
 
+// tmm0..tmm3 = the 32 x 32 block whose every row is row[0..32) (4-byte
+// values: a bias), loaded at a row stride of 0.
+inline void loadBlockCFromRow(const void *row) {
+  const char *p = static_cast<const char *>(row);
+  _tile_loadd(0, p, 0);
+  _tile_loadd(1, p + kTileBytes, 0);
+  _tile_loadd(2, p, 0);
+  _tile_loadd(3, p + kTileBytes, 0);
+}
+
 // The 32 x 32 block of c = tmm0..tmm3, as loadBlockC reads it.
 inline void storeBlockC(void *c, int64_t ldc) {
   char *p = static_cast<char *>(c);

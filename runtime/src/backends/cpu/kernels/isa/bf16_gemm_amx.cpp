@@ -61,14 +61,10 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
   for (int half = 0; half < Halves; ++half) {
     float *ch = c + half * 32;
     const uint32_t *bh = b + half * 32;
-    if (rowInit) {
-      _tile_loadd(0, rowInit + half * 32, 0);
-      _tile_loadd(1, rowInit + half * 32 + 16, 0);
-      _tile_loadd(2, rowInit + half * 32, 0);
-      _tile_loadd(3, rowInit + half * 32 + 16, 0);
-    } else {
+    if (rowInit)
+      amx::loadBlockCFromRow(rowInit + half * 32);
+    else
       amx::loadBlockC(ch, ldc, accumulate);
-    }
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t q = s * amx::kTileRows;
       for (int64_t i = 0; i < perStep && line < lines; ++i) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
