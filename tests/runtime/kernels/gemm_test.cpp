@@ -128,7 +128,7 @@ TEST(GemmResidual, AddedAfterTheActivation) {
 struct GemmShape {
   int64_t batch, m, n, k;
   bool transposeA, transposeB, weightsB, broadcastB;
-  int bias;  // 0 none, 1 per column, 2 full strided matrix
+  int bias;  // 0 none, 1 per column, 2 full strided matrix, 3 per row
   bool residual;
   detail::Activation activation;
   float alpha;
@@ -162,6 +162,7 @@ std::vector<uint8_t> gemmArtifact(const GemmShape &s, bool bf16Weights = false) 
   GemmSpec spec{{B}, M, N, K, aView, bView, ViewSpec{c, 0, {M * (N + 3), N + 3, 1}}};
   if (s.bias == 1) spec.bias = ViewSpec{builder.weightsF32({N}, randomFloats(N, 8)), 0, {0, 0, 1}};
   if (s.bias == 2) spec.bias = ViewSpec{builder.input("bias", fb::DType::F32, {N, M}), 0, {0, 1, M}};
+  if (s.bias == 3) spec.bias = ViewSpec{builder.weightsF32({M}, randomFloats(M, 9)), 0, {0, 1, 0}};
   if (s.residual) spec.residual = ViewSpec{builder.input("r", fb::DType::F32, {B, M, N}), 0, {M * N, N, 1}};
   spec.activation = static_cast<fb::Activation>(s.activation);
   spec.alpha = s.alpha;
@@ -198,7 +199,10 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{4, 97, 129, 64, true, false, true, true, 0, false, Activation::None, 0.125f},
                       // Depths past one k block (kc 768): c accumulated over blocks, then the epilogue.
                       GemmShape{1, 13, 70, 1600, true, false, true, true, 1, true, Activation::Gelu, 1.0f},
-                      GemmShape{2, 20, 129, 1700, false, true, false, false, 2, false, Activation::None, 0.5f}),
+                      GemmShape{2, 20, 129, 1700, false, true, false, false, 2, false, Activation::None, 0.5f},
+                      // A bias per row (one value along j) with alpha, GELU and a residual,
+                      // a partial last vector of each row.
+                      GemmShape{2, 37, 45, 19, false, false, true, true, 3, true, Activation::Gelu, 0.5f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
@@ -270,12 +274,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // stored into c, a partial last panel and row tile through the epilogue;
                       // a bias per element (row and column) only through the epilogue.
                       GemmShape{2, 70, 100, 384, false, false, true, true, 1, false, Activation::None, 1.0f},
-                      GemmShape{1, 64, 128, 64, false, false, true, true, 2, false, Activation::None, 1.0f}),
+                      GemmShape{1, 64, 128, 64, false, false, true, true, 2, false, Activation::None, 1.0f},
+                      // amx, tile by tile, every tile through the epilogue: a bias per row
+                      // (not in the tiles), GELU and a residual.
+                      GemmShape{1, 70, 100, 384, false, false, true, true, 3, true, Activation::Gelu, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
              std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "") +
-             (s.broadcastB ? "" : "_batchedB") + (s.bias == 2 ? "_biasPerElement" : "");
+             (s.broadcastB ? "" : "_batchedB") + (s.bias == 2 ? "_biasPerElement" : s.bias == 3 ? "_biasPerRow" : "");
     });
 
 // --- gemv (few rows, weights packed at load) -----------------------------------

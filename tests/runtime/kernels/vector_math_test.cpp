@@ -65,6 +65,44 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
   }
 }
 
+// GELU to f32 rounding everywhere (AVX-512 evaluates it from a table of
+// pieces, the others through a rational erf): across every piece boundary
+// of the table (k / 2.75 +- 1/5.5), relatively exact near 0 and in the small
+// negative tail where the exact formula cancels, and its limits.
+TEST_P(VectorMathTest, GeluIsExactToF32RoundingAndKeepsItsLimits) {
+  std::vector<float> x;
+  for (int k = -20; k <= 20; ++k)
+    for (float e : {-1e-6f, 0.0f, 1e-6f}) {
+      x.push_back((static_cast<float>(k) + 0.5f) / 2.75f + e);
+      x.push_back(static_cast<float>(k) / 2.75f + e);
+    }
+  for (float v = 1e-30f; v < 1.0f; v *= 3.7f) {
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  for (float v = -5.5f; v < -0.5f; v += 0.0173f) x.push_back(v);
+  const size_t checked = x.size();
+  for (float v : {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e30f, -1e30f, 3e38f, -3e38f}) x.push_back(v);
+  std::vector<float> y = x;
+  GetParam()->activateInPlace(y.data(), static_cast<int64_t>(y.size()), detail::Activation::Gelu);
+  for (size_t i = 0; i < checked; ++i) {
+    const double v = x[i], want = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    // Relative near 0, else the f32 rounding of the result's scale (at least 1).
+    const double tolerance = std::fabs(v) < 0.5 ? 1e-6 * std::fabs(want) : 6e-7 * std::max(1.0, std::fabs(want));
+    EXPECT_NEAR(y[i], want, tolerance) << "gelu(" << v << ")";
+  }
+  const float *special = y.data() + checked;
+  EXPECT_EQ(special[0], INFINITY);
+  EXPECT_TRUE(std::isnan(special[1])) << "-inf * 0, as the formula gives";
+  EXPECT_TRUE(std::isnan(special[2]));
+  EXPECT_EQ(special[3], 0.0f);
+  EXPECT_EQ(special[4], 0.0f);
+  EXPECT_EQ(special[5], 1e30f);
+  EXPECT_EQ(special[6], 0.0f);
+  EXPECT_EQ(special[7], 3e38f);
+  EXPECT_EQ(special[8], 0.0f);
+}
+
 // Every opcode of the vector interpreter (its vector form, or the per-lane
 // path for those without one) against its scalar definition in double, on
 // values that cross zero, ties between operands, and NaN.

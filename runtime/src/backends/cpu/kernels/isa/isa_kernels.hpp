@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "backends/cpu/kernels/isa/isa.hpp"
 
@@ -103,7 +104,9 @@ template <class S>
   switch (activation) {
     case Activation::None: return x;
     case Activation::Relu: return S::max(x, S::zero());  // NaN gives 0, as x > 0 ? x : 0 does
-    case Activation::Gelu: return S::mul(S::mul(half, x), S::add(one, verf<S>(S::mul(x, S::set1(0.70710678118654752f)))));
+    case Activation::Gelu:
+      if constexpr (requires { S::gelu(x); }) return S::gelu(x);  // a table where the ISA has a 32-lane permute
+      else return S::mul(S::mul(half, x), S::add(one, verf<S>(S::mul(x, S::set1(0.70710678118654752f)))));
     case Activation::GeluTanh: {
       V inner = S::mul(S::set1(0.79788456080286535588f), S::fmadd(S::mul(S::set1(0.044715f), S::mul(x, x)), x, x));
       return S::mul(S::mul(half, x), S::add(one, vtanh<S>(inner)));
@@ -132,10 +135,20 @@ void expInPlace(float *x, int64_t n) {
   mapInPlace<S>(x, n, [](typename S::V v) { return vexp<S>(v); });
 }
 
+// One loop per activation, the choice made outside it: a switch inside kept
+// the loop from holding its constants (GELU's table) in registers.
 template <class S>
 void activateInPlace(float *x, int64_t n, Activation activation) {
-  if (activation == Activation::None) return;
-  mapInPlace<S>(x, n, [activation](typename S::V v) { return vactivate<S>(v, activation); });
+  const auto each = [x, n](auto kind) {
+    mapInPlace<S>(x, n, [](typename S::V v) { return vactivate<S>(v, decltype(kind)::value); });
+  };
+  switch (activation) {
+    case Activation::None: return;
+    case Activation::Relu: return each(std::integral_constant<Activation, Activation::Relu>{});
+    case Activation::Gelu: return each(std::integral_constant<Activation, Activation::Gelu>{});
+    case Activation::GeluTanh: return each(std::integral_constant<Activation, Activation::GeluTanh>{});
+    case Activation::Silu: return each(std::integral_constant<Activation, Activation::Silu>{});
+  }
 }
 
 // --- gemm ------------------------------------------------------------------
@@ -254,45 +267,69 @@ void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b,
   withGemvRows(rows, [&](auto mr) { gemvPanelRows<S, decltype(mr)::value, NV>(k, a, lda, b, c, ldc); });
 }
 
-template <class S>
-void gemmEpilogue(const GemmEpilogue &e) {
+// Rows whose out, bias and residual run contiguously along j (or whose bias
+// is one value per row) take one pass: each vector of acc gets alpha, the
+// bias, the activation and the residual and is stored once (a tile's
+// epilogue was three passes over it and a call per row, as much time as a
+// BERT fc1 tile's GELU). Other rows: the bias element by element, the
+// activation in place, then the strided stores.
+template <class S, Activation A>
+void gemmEpilogueWith(const GemmEpilogue &e) {
   using V = typename S::V;
   constexpr int W = S::W;
-  const int64_t n = e.n, whole = n / W * W;
+  const int64_t n = e.n;
   const V alpha = S::set1(e.alpha);
+  const bool scaled = e.alpha != 1.0f;
+  const bool onePass = e.outStride == 1 && (!e.bias || e.biasStride <= 1) && (!e.residual || e.residualStride == 1);
   for (int64_t i = 0; i < e.rows; ++i) {
     float *acc = e.acc + i * e.accRowStride;
     const float *bias = e.bias ? e.bias + i * e.biasRowStride : nullptr;
     const float *residual = e.residual ? e.residual + i * e.residualRowStride : nullptr;
     float *out = e.out + i * e.outRowStride;
-    if (bias && e.biasStride <= 1) {
-      // Contiguous or broadcast (stride 0) bias.
+    if (onePass) {
+      const bool biasPerRow = bias && e.biasStride == 0;
+      const V rowBias = biasPerRow ? S::set1(bias[0]) : S::zero();
+      // v: acc's vector at j; b, r: bias and residual there (unused where null).
+      const auto finish = [&](V v, const float *b, const float *r) {
+        if (bias) v = S::fmadd(alpha, v, biasPerRow ? rowBias : S::load(b));
+        else if (scaled) v = S::mul(alpha, v);
+        v = vactivate<S>(v, A);
+        return residual ? S::add(v, S::load(r)) : v;
+      };
       int64_t j = 0;
-      if (e.biasStride == 0) {
-        const V b = S::set1(bias[0]);
-        for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), b));
-        for (; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[0];
-      } else {
-        for (; j < whole; j += W) S::store(acc + j, S::fmadd(alpha, S::load(acc + j), S::load(bias + j)));
-        for (; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[j];
+      for (; j + W <= n; j += W)
+        S::store(out + j, finish(S::load(acc + j), bias && !biasPerRow ? bias + j : nullptr,
+                                 residual ? residual + j : nullptr));
+      if (j < n) {
+        // The last partial vector through the same arithmetic, padded.
+        const size_t tail = sizeof(float) * static_cast<size_t>(n - j);
+        float a[W] = {}, b[W] = {}, r[W] = {}, o[W];
+        std::memcpy(a, acc + j, tail);
+        if (bias && !biasPerRow) std::memcpy(b, bias + j, tail);
+        if (residual) std::memcpy(r, residual + j, tail);
+        S::store(o, finish(S::load(a), b, r));
+        std::memcpy(out + j, o, tail);
       }
-    } else if (bias) {
+      continue;
+    }
+    if (bias)
       for (int64_t j = 0; j < n; ++j) acc[j] = e.alpha * acc[j] + bias[j * e.biasStride];
-    } else if (e.alpha != 1.0f) {
-      mapInPlace<S>(acc, n, [alpha](V v) { return S::mul(alpha, v); });
-    }
-    activateInPlace<S>(acc, n, e.activation);
-    if (e.outStride == 1 && (!residual || e.residualStride == 1)) {
-      int64_t j = 0;
-      if (residual)
-        for (; j < whole; j += W) S::store(out + j, S::add(S::load(acc + j), S::load(residual + j)));
-      else
-        for (; j < whole; j += W) S::store(out + j, S::load(acc + j));
-      for (; j < n; ++j) out[j] = residual ? acc[j] + residual[j] : acc[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j)
-        out[j * e.outStride] = residual ? acc[j] + residual[j * e.residualStride] : acc[j];
-    }
+    else if (scaled)
+      for (int64_t j = 0; j < n; ++j) acc[j] *= e.alpha;
+    activateInPlace<S>(acc, n, A);
+    for (int64_t j = 0; j < n; ++j)
+      out[j * e.outStride] = residual ? acc[j] + residual[j * e.residualStride] : acc[j];
+  }
+}
+
+template <class S>
+void gemmEpilogue(const GemmEpilogue &e) {
+  switch (e.activation) {
+    case Activation::None: return gemmEpilogueWith<S, Activation::None>(e);
+    case Activation::Relu: return gemmEpilogueWith<S, Activation::Relu>(e);
+    case Activation::Gelu: return gemmEpilogueWith<S, Activation::Gelu>(e);
+    case Activation::GeluTanh: return gemmEpilogueWith<S, Activation::GeluTanh>(e);
+    case Activation::Silu: return gemmEpilogueWith<S, Activation::Silu>(e);
   }
 }
 
