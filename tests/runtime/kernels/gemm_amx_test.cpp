@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "artifact_builder.hpp"
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 
@@ -153,9 +154,10 @@ void loadForeignTileConfiguration() {
 }
 __attribute__((target("amx-tile"))) void releaseTiles() { _tile_release(); }
 
-// Every tile call makes sure the thread holds this table's configuration:
-// after another library changed it (a garbage product) or released the
-// tiles (SIGILL), the int8 and bf16 tiles still compute exact sums.
+// The first tile call of a kernel epoch (an executor run) makes sure the
+// thread holds this table's configuration: after another library changed it
+// (a garbage product) or released the tiles (SIGILL) between runs, the int8
+// and bf16 tiles still compute exact sums.
 TEST(AmxTable, TilesReplaceAForeignTileConfiguration) {
   const IsaKernels *amx = amxTable();
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
@@ -168,12 +170,53 @@ TEST(AmxTable, TilesReplaceAForeignTileConfiguration) {
   for (void (*disturb)() : {&loadForeignTileConfiguration, &releaseTiles}) {
     std::vector<int32_t> c(static_cast<size_t>(mr * nr), -1);
     disturb();
+    detail::cpu::beginKernelEpoch();
     amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false);
     for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
     std::vector<float> cf(static_cast<size_t>(bf16Mr * bf16Nr), -1.0f);
     disturb();
+    detail::cpu::beginKernelEpoch();
     amx->bf16GemmTallTile(16, aPairs.data(), 16, bPairs.data(), cf.data(), bf16Nr, false, nullptr, 0);
     for (float x : cf) ASSERT_EQ(x, 32.0f);
+  }
+}
+
+// The same through a session, as a process running ein and OpenVINO or
+// PyTorch on one thread does: a bf16 gemm on the amx table gives the same
+// bytes after another library changed or released the thread's tiles.
+TEST(AmxTable, SessionRunsAfterAnotherLibraryUsedTheTiles) {
+  if (!amxTable()) GTEST_SKIP() << "this CPU or OS offers no AMX";
+  if (&detail::cpu::bestKernels() != amxTable()) GTEST_SKIP() << "EIN_CPU_ISA picks another table";
+  constexpr int64_t m = 64, k = 64, n = 128;
+  ArtifactBuilder builder;
+  builder.precision = fb::Precision::Bf16;
+  const uint32_t x = builder.input("x", fb::DType::F32, {m, k}), y = builder.output("y", fb::DType::F32, {m, n});
+  std::vector<uint8_t> weightBytes;
+  for (float value : randomFloats(k * n, 3)) {
+    const uint16_t bits = floatToBfloat(value);
+    weightBytes.push_back(static_cast<uint8_t>(bits));
+    weightBytes.push_back(static_cast<uint8_t>(bits >> 8));
+  }
+  const uint32_t w = builder.weights(fb::DType::BF16, {k, n}, weightBytes);
+  builder.gemm({{}, m, n, k, dense(x, {m, k}), dense(w, {k, n}), dense(y, {m, n})});
+  const std::vector<uint8_t> bytes = builder.build();
+  auto model = Model::loadFromMemory(bytes.data(), bytes.size(), "bf16_gemm.einb");
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  auto session = Session::create(model.value());
+  ASSERT_TRUE(session.ok()) << session.status().toString();
+  const std::vector<float> input = randomFloats(m * k, 4);
+  ASSERT_TRUE((*session)->setInput("x", DType::F32, {m, k}, input.data(), input.size() * 4).ok());
+  auto outputOfRun = [&] {
+    const Status status = (*session)->run();
+    EXPECT_TRUE(status.ok()) << status.toString();
+    const TensorRef out = (*session)->output(0).value();
+    const auto *data = static_cast<const float *>(out.data);
+    return std::vector<float>(data, data + m * n);
+  };
+  const std::vector<float> first = outputOfRun();
+  for (void (*disturb)() : {&loadForeignTileConfiguration, &releaseTiles}) {
+    disturb();
+    EXPECT_EQ(outputOfRun(), first);
   }
 }
 

@@ -86,6 +86,7 @@ class CpuExecutor final : public Executor {
     const Program &program = *program_;
     if (inputs.size() != program.inputs.size() || outputs.size() != program.outputs.size())
       return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
+    cpu::beginKernelEpoch();  // the calling thread may have run other libraries since our last run
     for (size_t i = 0; i < inputs.size(); ++i) bases_[program.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
     for (size_t i = 0; i < outputs.size(); ++i) bases_[program.outputTensors[i]] = outputs[i];
     // Pre-packed weights belong to the model's program, which an

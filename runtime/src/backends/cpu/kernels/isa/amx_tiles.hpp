@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/isa/isa.hpp"
+
 namespace ein::detail::cpu::amx {
 
 inline constexpr int kMr = 32, kNr = 64;         // the gemm tile the tables see
@@ -26,12 +28,13 @@ inline constexpr int64_t kPanelRowBytes = kNr * 4;  // a panel row: 64 pairs or 
 
 // Makes this file's configuration the thread's (isa_select.cpp asked for
 // the permission to use tile data before offering the amx table). Checked
-// on every tile call, not remembered per thread: another library on the
-// same thread (oneDNN under PyTorch or OpenVINO, llama.cpp) loads its own
-// configuration or releases the tiles between our calls, and a tile
-// instruction under a foreign one computes garbage or faults. Reading the
-// configuration costs ~12 ns, loading it ~90 ns; a tile call takes
-// microseconds.
+// once per kernel epoch (isa.hpp), not remembered for the thread's life:
+// another library on the same thread (oneDNN under PyTorch or OpenVINO,
+// llama.cpp) loads its own configuration or releases the tiles between our
+// runs, and a tile instruction under a foreign one computes garbage or
+// faults. Within a run only ein's kernels use the thread's tiles. Reading
+// the configuration waits for the tile instructions in flight, so it is not
+// done per tile call.
 inline void configureTiles() {
   struct alignas(64) TileConfig {
     uint8_t palette = 1, startRow = 0;
@@ -48,11 +51,15 @@ inline void configureTiles() {
     }
     return config;
   }();
+  thread_local uint64_t checkedEpoch = 0;
+  const uint64_t epoch = kernelEpoch();
+  if (checkedEpoch == epoch) return;
   // asm rather than _tile_storeconfig/_tile_loadconfig: GCC's intrinsics
   // tell the compiler they touch 8 bytes, so it may drop or fold the other 56.
   TileConfig current;
   asm volatile("sttilecfg %0" : "=m"(current));
   if (std::memcmp(&current, &ours, sizeof ours) != 0) asm volatile("ldtilecfg %0" : : "m"(ours));
+  checkedEpoch = epoch;
 }
 
 // tmm0..tmm3 = the 32 x 32 block of c (4-byte sums: f32 or int32) whose

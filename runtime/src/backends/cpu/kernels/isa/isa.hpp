@@ -232,6 +232,17 @@ const IsaKernels &amxKernels();
 // once): where the amx table is offered.
 bool amxUsable();
 
+// Per-thread CPU state a kernel sets up for itself (AMX's tile
+// configuration) is trusted for one run of the executor: between runs, code
+// outside ein may change it on the calling thread (oneDNN under OpenVINO or
+// PyTorch loads its own tile configuration or releases the tiles). Every run
+// begins a new epoch (beginKernelEpoch), and a kernel checks the thread's
+// state once per epoch (kernelEpoch(), never 0), not on every call: reading
+// the tile configuration waits for every tile instruction in flight (14% of
+// a bf16 gemm's time when it was read per 32 x 64 tile).
+void beginKernelEpoch();
+uint64_t kernelEpoch();
+
 // The fastest table this CPU runs. EIN_CPU_ISA=<a table's name> in the
 // environment picks a lower one (to compare, or to test a path).
 const IsaKernels &bestKernels();

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,6 +13,13 @@
 #include "backends/cpu/kernels/isa/isa.hpp"
 
 namespace ein::detail::cpu {
+
+namespace {
+std::atomic<uint64_t> epoch{1};
+}  // namespace
+
+void beginKernelEpoch() { epoch.fetch_add(1, std::memory_order_relaxed); }
+uint64_t kernelEpoch() { return epoch.load(std::memory_order_relaxed); }
 
 bool amxUsable() {
   static const bool usable = [] {
