@@ -135,20 +135,28 @@ void expInPlace(float *x, int64_t n) {
   mapInPlace<S>(x, n, [](typename S::V v) { return vexp<S>(v); });
 }
 
-// One loop per activation, the choice made outside it: a switch inside kept
-// the loop from holding its constants (GELU's table) in registers.
+// body(std::integral_constant<Activation, activation>{}): loops over
+// vectors get one instantiation per activation, the choice made outside
+// them (a switch inside kept a loop from holding its constants, GELU's
+// table, in registers).
+template <typename Body>
+[[gnu::always_inline]] inline void withActivation(Activation activation, Body &&body) {
+  static_assert(ops::kValueCount<Activation> == 5, "one case per activation");
+  switch (activation) {
+    case Activation::None: return body(std::integral_constant<Activation, Activation::None>{});
+    case Activation::Relu: return body(std::integral_constant<Activation, Activation::Relu>{});
+    case Activation::Gelu: return body(std::integral_constant<Activation, Activation::Gelu>{});
+    case Activation::GeluTanh: return body(std::integral_constant<Activation, Activation::GeluTanh>{});
+    case Activation::Silu: return body(std::integral_constant<Activation, Activation::Silu>{});
+  }
+}
+
 template <class S>
 void activateInPlace(float *x, int64_t n, Activation activation) {
-  const auto each = [x, n](auto kind) {
+  if (activation == Activation::None) return;
+  withActivation(activation, [x, n](auto kind) {
     mapInPlace<S>(x, n, [](typename S::V v) { return vactivate<S>(v, decltype(kind)::value); });
-  };
-  switch (activation) {
-    case Activation::None: return;
-    case Activation::Relu: return each(std::integral_constant<Activation, Activation::Relu>{});
-    case Activation::Gelu: return each(std::integral_constant<Activation, Activation::Gelu>{});
-    case Activation::GeluTanh: return each(std::integral_constant<Activation, Activation::GeluTanh>{});
-    case Activation::Silu: return each(std::integral_constant<Activation, Activation::Silu>{});
-  }
+  });
 }
 
 // --- gemm ------------------------------------------------------------------
@@ -324,13 +332,7 @@ void gemmEpilogueWith(const GemmEpilogue &e) {
 
 template <class S>
 void gemmEpilogue(const GemmEpilogue &e) {
-  switch (e.activation) {
-    case Activation::None: return gemmEpilogueWith<S, Activation::None>(e);
-    case Activation::Relu: return gemmEpilogueWith<S, Activation::Relu>(e);
-    case Activation::Gelu: return gemmEpilogueWith<S, Activation::Gelu>(e);
-    case Activation::GeluTanh: return gemmEpilogueWith<S, Activation::GeluTanh>(e);
-    case Activation::Silu: return gemmEpilogueWith<S, Activation::Silu>(e);
-  }
+  withActivation(e.activation, [&e](auto kind) { gemmEpilogueWith<S, decltype(kind)::value>(e); });
 }
 
 // --- rows ----------------------------------------------------------------------
