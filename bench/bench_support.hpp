@@ -88,7 +88,11 @@ class KernelRig {
   }
 
   // Runs the session's kernel for the step (the fast one where there is one).
+  // One executor run: a kernel epoch (isa.hpp), so a library that used the
+  // thread's AMX tiles between runs (oneDNN in bench/gemm_vs_onednn.cpp)
+  // leaves nothing behind.
   void run() {
+    detail::cpu::beginKernelEpoch();
     detail::cpu::KernelContext context{program_.tensors, bases_.data(), scratch_.data(), stride_, pool_.get(),
                                        &detail::cpu::bestKernels(), &program_.packed};
     (void)fn_(program_.steps[0].kernel, context);

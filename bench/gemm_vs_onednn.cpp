@@ -1,10 +1,16 @@
 // ein's packed-weight gemm against oneDNN's matmul with packed weights
 // (weights in the layout oneDNN picks, reordered once, as ein packs at load)
-// on ViT shapes, at 1 and 2 threads, in one run. Prints each median and
-// ein's speed relative to oneDNN (oneDNN time / ein time: > 1 means ein is
-// faster). All ein runs come first, then all oneDNN runs, so neither
-// library's idle spinning threads steal time from the other.
-//   build-kernels/bin/ein_gemm_vs_onednn [rounds]
+// on ViT and BERT shapes, at 1 and 2 threads, in one run. Prints each median
+// and ein's speed relative to oneDNN (oneDNN time / ein time: > 1 means ein
+// is faster). ein and oneDNN alternate shape by shape (the machine's speed
+// drifts); run with OMP_WAIT_POLICY=passive so oneDNN's idle OpenMP threads
+// do not spin into ein's runs.
+// bf16: ein's bf16 artifact gemm (bf16 weights, f32 activations rounded to
+// bf16 as it packs them) against oneDNN's bf16 matmul (bf16 weights and
+// activations, the activations converted before timing: oneDNN's own
+// advantage), f32 outputs for both: OpenVINO's bf16 FullyConnected is that
+// matmul (AMX where the CPU has it: DNNL_VERBOSE=1 names the kernel).
+//   OMP_WAIT_POLICY=passive build/bin/ein_gemm_vs_onednn [rounds] [f32|bf16]
 #include <omp.h>
 
 #include <algorithm>
@@ -14,6 +20,7 @@
 #include <functional>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -38,21 +45,23 @@ double medianMs(const std::function<void()> &body) {
   return times[times.size() / 2];
 }
 
-double einMs(const Shape &s, int threads) {
+double einMs(const Shape &s, int threads, bool bf16) {
   ein::bench::KernelRig rig;
-  ein::detail::Gemm gemm = ein::bench::weightGemm(rig, s.m, s.k, s.n);
+  ein::detail::Gemm gemm = ein::bench::weightGemm(rig, s.m, s.k, s.n, bf16 ? ein::DType::BF16 : ein::DType::F32);
   rig.finish(gemm, threads);
   return medianMs([&] { rig.run(); });
 }
 
-double onednnMs(const Shape &s, int threads) {
+double onednnMs(const Shape &s, int threads, bool bf16) {
   using namespace dnnl;
   omp_set_num_threads(threads);
   engine eng(engine::kind::cpu, 0);
   stream strm(eng);
-  memory::desc aDesc({s.m, s.k}, memory::data_type::f32, memory::format_tag::ab);
+  const auto operands = bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  memory::desc aF32({s.m, s.k}, memory::data_type::f32, memory::format_tag::ab);
+  memory::desc aDesc({s.m, s.k}, operands, memory::format_tag::ab);
   memory::desc bPlain({s.k, s.n}, memory::data_type::f32, memory::format_tag::ab);
-  memory::desc bAny({s.k, s.n}, memory::data_type::f32, memory::format_tag::any);
+  memory::desc bAny({s.k, s.n}, operands, memory::format_tag::any);
   memory::desc cDesc({s.m, s.n}, memory::data_type::f32, memory::format_tag::ab);
 #if DNNL_VERSION_MAJOR >= 3
   matmul::primitive_desc pd(eng, aDesc, bAny, cDesc);
@@ -64,7 +73,9 @@ double onednnMs(const Shape &s, int threads) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (float &x : a) x = uniform(generator);
   for (float &x : b) x = uniform(generator);
-  memory aMem(aDesc, eng, a.data()), bMem(bPlain, eng, b.data()), cMem(cDesc, eng, c.data());
+  memory aPlain(aF32, eng, a.data()), bMem(bPlain, eng, b.data()), cMem(cDesc, eng, c.data());
+  memory aMem(aDesc, eng);
+  reorder(aPlain, aMem).execute(strm, aPlain, aMem);  // bf16: converted before timing
   memory bPacked(pd.weights_desc(), eng);
   reorder(bMem, bPacked).execute(strm, bMem, bPacked);  // packed once, as at load
   strm.wait();
@@ -79,18 +90,23 @@ double onednnMs(const Shape &s, int threads) {
 
 int main(int argc, char **argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 2;
-  const std::vector<Shape> shapes = {{197, 384, 1152}, {197, 384, 1536}, {197, 1536, 384}, {1576, 384, 1152}, {197, 768, 3072}};
+  const bool bf16 = argc > 2 && std::string(argv[2]) == "bf16";
+  const std::vector<Shape> shapes = {{197, 384, 1152}, {197, 384, 1536},  {197, 1536, 384},  {1576, 384, 1152},
+                                     {1576, 384, 1536}, {1576, 1536, 384}, {1024, 384, 1536}, {197, 768, 3072}};
   const std::vector<int> threadCounts = {1, 2};
   const size_t configs = shapes.size() * threadCounts.size();
   std::vector<double> ein(configs, 1e30), dnn(configs, 1e30);
   // Best median over the rounds (the machine may be shared).
   for (int round = 0; round < rounds; ++round) {
-    for (size_t i = 0; i < configs; ++i) ein[i] = std::min(ein[i], einMs(shapes[i / 2], threadCounts[i % 2]));
-    for (size_t i = 0; i < configs; ++i) dnn[i] = std::min(dnn[i], onednnMs(shapes[i / 2], threadCounts[i % 2]));
+    for (size_t i = 0; i < configs; ++i) {
+      ein[i] = std::min(ein[i], einMs(shapes[i / 2], threadCounts[i % 2], bf16));
+      dnn[i] = std::min(dnn[i], onednnMs(shapes[i / 2], threadCounts[i % 2], bf16));
+    }
   }
   const dnnl_version_t *version = dnnl_version();
-  std::printf("ein (%s) vs oneDNN %d.%d.%d matmul, packed weights, f32, best median of %d rounds\n",
-              ein::detail::cpu::bestKernels().name, version->major, version->minor, version->patch, rounds);
+  std::printf("ein (%s) vs oneDNN %d.%d.%d matmul, packed weights, %s, best median of %d rounds\n",
+              ein::detail::cpu::bestKernels().name, version->major, version->minor, version->patch,
+              bf16 ? "bf16" : "f32", rounds);
   std::printf("%-18s %7s %10s %10s %10s %10s %12s\n", "m x k x n", "threads", "ein ms", "oneDNN ms", "ein GF/s",
               "oneDNN GF/s", "ein/oneDNN");
   for (size_t i = 0; i < configs; ++i) {

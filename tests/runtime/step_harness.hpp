@@ -85,6 +85,7 @@ class StepHarness {
     std::vector<float> scratch(stride * static_cast<size_t>(threads));
     std::unique_ptr<detail::ThreadPool> pool = threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr;
     KernelContext context{program.tensors, bases.data(), scratch.data(), stride, pool.get(), &isa, &program.packed};
+    detail::cpu::beginKernelEpoch();  // as the executor's run does
     Status status = kernel(std::get<Op>(program.steps[step].kernel), context);
     EXPECT_TRUE(status.ok()) << status.toString();
     return buffers[program.outputTensors[0]];
