@@ -87,9 +87,10 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
   }
 }
 
-// The tile whose sums start from a row (a bias): every row of c is that row
-// plus the exact sums; without a row, the plain sums. c's rows are ldc apart
-// (wider than the tile), and the columns past the tile stay untouched.
+// The tile whose sums start from a row (a bias), a in steps: every row of c
+// is that row plus the exact sums; without a row, the plain sums. c's rows
+// are ldc apart (wider than the tile), and the columns past the tile stay
+// untouched.
 TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
   const IsaKernels *amx = amxTable();
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
@@ -106,7 +107,13 @@ TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
     for (float &x : row) x = 4.0f * value(random);
     for (bool withRow : {true, false}) {
       std::vector<float> c(static_cast<size_t>(mr * ldc), -7.0f);
-      amx->bf16GemmTallTileFromRow(pairs, a.data(), pairs, b.data(), withRow ? row.data() : nullptr, c.data(), ldc);
+      // a's rows in steps of 16 pairs (each step's 32 rows together), then the rest.
+      std::vector<uint32_t> steps;
+      const int64_t whole = pairs / 16 * 16;
+      for (int64_t q0 = 0; q0 < whole; q0 += 16)
+        for (int r = 0; r < mr; ++r) steps.insert(steps.end(), a.begin() + r * pairs + q0, a.begin() + r * pairs + q0 + 16);
+      for (int r = 0; r < mr; ++r) steps.insert(steps.end(), a.begin() + r * pairs + whole, a.begin() + (r + 1) * pairs);
+      amx->bf16GemmTallTileFromRow(pairs, steps.data(), b.data(), withRow ? row.data() : nullptr, c.data(), ldc);
       for (int r = 0; r < mr; ++r)
         for (int j = 0; j < ldc; ++j) {
           double want = -7.0;

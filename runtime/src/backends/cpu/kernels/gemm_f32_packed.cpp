@@ -79,6 +79,22 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
 // epilogue of the panel's columns. Rows of a are read in place where they
 // are contiguous along k (f32), else copied into scratch; bf16 pair panels
 // get a's rows as bf16 pairs (once per thread and batch element).
+// Up to the tall tile's rows of a (rows sM apart, k sK apart, `depth` of
+// k) as bf16 pairs in the steps bf16GemmTallTileFromRow reads: each step's
+// bf16GemmTallMr rows of bf16GemmTallPairStep pairs together, then the
+// rows of the pairs past the last whole step; rows past `rows` zero.
+void packPairSteps(const IsaKernels &isa, const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t depth,
+                   uint32_t *dst) {
+  const int mr = isa.bf16GemmTallMr;
+  const int64_t step = isa.bf16GemmTallPairStep, steps = (depth + 1) / 2 / step;
+  // (An odd depth's last step holds its last element paired with zero.)
+  for (int64_t s = 0; s < steps; ++s)
+    isa.bf16PackRows(a + 2 * step * s * sK, sM, sK, rows, std::min(2 * step, depth - 2 * step * s), mr,
+                     dst + s * mr * step, step);
+  if (const int64_t rest = depth - 2 * step * steps; rest > 0)
+    isa.bf16PackRows(a + 2 * step * steps * sK, sM, sK, rows, rest, mr, dst + steps * mr * step, (rest + 1) / 2);
+}
+
 void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
   const IsaKernels &isa = *context.isa;
   const int nr = packed.nr;
@@ -195,9 +211,14 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         const int64_t pairs = (depth + 1) / 2;
         auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
         if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); depth < k || !prepared.hold(rowBlock)) {
-          for (int64_t ir = 0; ir < rows; ir += tileMr)
-            isa.bf16PackRows(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(tileMr, rows - ir),
-                             depth, tileMr, aPairs + ir * pairs, pairs);
+          for (int64_t ir = 0; ir < rows; ir += tileMr) {
+            const float *from = a + aOff + (i0 + ir) * aM + p0 * aK;
+            const int64_t tileRows = std::min<int64_t>(tileMr, rows - ir);
+            if (tileByTile)
+              packPairSteps(isa, from, aM, aK, tileRows, depth, aPairs + ir * pairs);
+            else
+              isa.bf16PackRows(from, aM, aK, tileRows, depth, tileMr, aPairs + ir * pairs, pairs);
+          }
           prepared.set(depth < k ? -1 : rowBlock);
         }
         if (tileByTile) {
@@ -218,7 +239,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
               const bool wholePanel = jr + nr <= cols, direct = tileIntoC && wholePanel && ir + tileMr <= rows;
               float *out = direct ? cRows + ir * cM + jr : tile;
               const float *rowInit = biasRow && wholePanel ? biasRow + jr : nullptr;
-              isa.bf16GemmTallTileFromRow(pairs, aPairs + ir * pairs, pairs, packed->pairPanel(j0 + jr), rowInit, out,
+              isa.bf16GemmTallTileFromRow(pairs, aPairs + ir * pairs, packed->pairPanel(j0 + jr), rowInit, out,
                                           direct ? cM : nr);
               if (direct) continue;
               GemmItem at = it;

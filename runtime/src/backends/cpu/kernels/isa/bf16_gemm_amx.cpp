@@ -21,18 +21,18 @@ using amx::kNr;
 
 inline __m512bh asBf16(__m512i v) { return reinterpret_cast<__m512bh &>(v); }
 
-// c (+)= the pairs [from, pairs) of the 32 x (32 * Halves) tile with
-// vdpbf16ps: the k tail a 16-pair tile step does not cover (the panels hold
-// ceil(k / 2) pairs, not a multiple of 16).
+// c (+)= `pairs` more pairs of the 32 x (32 * Halves) tile with vdpbf16ps
+// (a's row r at a + r * lda, b's panel rows from b on): the k tail a 16-pair
+// tile step does not cover (the panels hold ceil(k / 2) pairs, not a
+// multiple of 16).
 template <int Halves>
-void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                 int64_t ldc) {
+void addPairTail(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc) {
   constexpr int kVectors = 2 * Halves;
   for (int r = 0; r < kMr; ++r) {
     __m512 acc[kVectors];
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors; ++v) acc[v] = _mm512_loadu_ps(c + r * ldc + v * 16);
-    for (int64_t q = from; q < pairs; ++q) {
+    for (int64_t q = 0; q < pairs; ++q) {
       const __m512bh ar = asBf16(_mm512_set1_epi32(static_cast<int>(a[r * lda + q])));
 #pragma GCC unroll 4
       for (int v = 0; v < kVectors; ++v)
@@ -43,15 +43,18 @@ void addPairTail(int64_t from, int64_t pairs, const uint32_t *a, int64_t lda, co
   }
 }
 
-// c[r * ldc + j] (+)= sum_q a[r * lda + q] . b[q * 64 + j] for r < 32 and
+// c[r * ldc + j] (+)= sum_q A[r][q] . b[q * 64 + j] for r < 32 and
 // j < 32 * Halves: per 32-column half, 4 f32 tiles of c over 16 pairs of k
-// at a time, then the k tail on AVX512_BF16.
-// With rowInit, the sums start from rowInit[j] in every row instead (a
-// bias, loaded into the tiles at a row stride of 0).
+// at a time, then the k tail on AVX512_BF16. Step s's pairs of row r are
+// at a + s * aStep + r * lda, the tail's at a + steps * aStep + r * tailLda
+// (rows of pairs: aStep 16, tailLda lda; in steps, as
+// IsaKernels::bf16GemmTallTileFromRow reads a: aStep 512, lda 16, tailLda
+// the tail's width). With rowInit, the sums start from rowInit[j] in every
+// row instead (a bias, loaded into the tiles at a row stride of 0).
 template <int Halves>
-void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                       int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes,
-                       const float *rowInit = nullptr) {
+void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, int64_t aStep, int64_t tailLda,
+                       const uint32_t *b, float *c, int64_t ldc, bool accumulate, const char *prefetch,
+                       int64_t prefetchBytes, const float *rowInit = nullptr) {
   amx::configureTiles();
   const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4;
   // The next weight panel into L2, spread over both halves' steps.
@@ -68,8 +71,8 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t q = s * amx::kTileRows;
       for (int64_t i = 0; i < perStep && line < lines; ++i) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
-      _tile_loadd(4, a + q, aStride);
-      _tile_loadd(5, a + 16 * lda + q, aStride);
+      _tile_loadd(4, a + s * aStep, aStride);
+      _tile_loadd(5, a + s * aStep + 16 * lda, aStride);
       _tile_loadd(6, bh + q * kNr, amx::kPanelRowBytes);
       _tile_loadd(7, bh + q * kNr + 16, amx::kPanelRowBytes);
       _tile_dpbf16ps(0, 4, 6);
@@ -79,7 +82,8 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
     }
     amx::storeBlockC(ch, ldc);
   }
-  if (steps * amx::kTileRows < pairs) addPairTail<Halves>(steps * amx::kTileRows, pairs, a, lda, b, c, ldc);
+  if (const int64_t done = steps * amx::kTileRows; done < pairs)
+    addPairTail<Halves>(pairs - done, a + steps * aStep, tailLda, b + done * kNr, c, ldc);
 }
 
 }  // namespace
@@ -87,19 +91,21 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint
 // The whole 32 x 64 tile (IsaKernels::bf16GemmTallTile).
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes) {
-  bf16GemmHalvesAmx<2>(pairs, a, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
+  bf16GemmHalvesAmx<2>(pairs, a, lda, amx::kTileRows, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
 }
 
-// The whole tile from a row of initial sums (IsaKernels::bf16GemmTallTileFromRow).
-void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, const float *rowInit,
-                            float *c, int64_t ldc) {
-  bf16GemmHalvesAmx<2>(pairs, a, lda, b, c, ldc, false, nullptr, 0, rowInit);
+// The whole tile from a row of initial sums, a in steps
+// (IsaKernels::bf16GemmTallTileFromRow).
+void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit, float *c,
+                            int64_t ldc) {
+  bf16GemmHalvesAmx<2>(pairs, aSteps, amx::kTileRows, kMr * amx::kTileRows, pairs % amx::kTileRows, b, c, ldc, false,
+                       nullptr, 0, rowInit);
 }
 
 // Its first 32 columns (IsaKernels::bf16GemmTallHalfTile).
 void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                          bool accumulate) {
-  bf16GemmHalvesAmx<1>(pairs, a, lda, b, c, ldc, accumulate, nullptr, 0);
+  bf16GemmHalvesAmx<1>(pairs, a, lda, amx::kTileRows, lda, b, c, ldc, accumulate, nullptr, 0);
 }
 
 }  // namespace ein::detail::cpu

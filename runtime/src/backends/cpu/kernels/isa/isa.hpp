@@ -166,9 +166,13 @@ struct IsaKernels {
   // As bf16GemmTallTile without accumulating, the sums starting from
   // rowInit[j] (gemmNr floats) in every row where rowInit is not null (the
   // gemm's bias, added by the tile registers' initial load, not by the
-  // epilogue), else from 0. Null where bf16GemmTallTile is.
-  void (*bf16GemmTallTileFromRow)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b,
-                                  const float *rowInit, float *c, int64_t ldc) = nullptr;
+  // epilogue), else from 0, with a in steps of bf16GemmTallPairStep (P)
+  // pairs: pair q < pairs / P * P of row r at aSteps[q / P * mr * P + r * P +
+  // q % P], the rest at aSteps[pairs / P * mr * P + r * (pairs % P) + q % P]
+  // (mr = bf16GemmTallMr), so a step's tiles are contiguous. Null where
+  // bf16GemmTallTile is.
+  void (*bf16GemmTallTileFromRow)(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit,
+                                  float *c, int64_t ldc) = nullptr;
   // As bf16GemmTallTile over the tile's first gemmNr / 2 columns only (b is
   // still a whole panel): attention's last keys or values that fill no more
   // than half a panel. Null where bf16GemmTallTile is.

@@ -53,8 +53,8 @@ const IsaKernels &avx512Bf16Kernels() {
 // Built with -mamx-tile and -mamx-bf16 / -mamx-int8 (bf16_gemm_amx.cpp, s8_gemm_amx.cpp).
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes);
-void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, const float *rowInit,
-                            float *c, int64_t ldc);
+void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit, float *c,
+                            int64_t ldc);
 void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                          bool accumulate);
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
