@@ -74,11 +74,6 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
   }
 }
 
-// The gemv path (useGemv): each thread takes one contiguous run of the
-// packed panels and computes all m rows of each from registers, then the
-// epilogue of the panel's columns. Rows of a are read in place where they
-// are contiguous along k (f32), else copied into scratch; bf16 pair panels
-// get a's rows as bf16 pairs (once per thread and batch element).
 // Up to the tall tile's rows of a (rows sM apart, k sK apart, `depth` of
 // k) as bf16 pairs in the steps bf16GemmTallTileFromRow reads: each step's
 // bf16GemmTallMr rows of bf16GemmTallPairStep pairs together, then the
@@ -95,6 +90,11 @@ void packPairSteps(const IsaKernels &isa, const float *a, int64_t sM, int64_t sK
     isa.bf16PackRows(a + 2 * step * steps * sK, sM, sK, rows, rest, mr, dst + steps * mr * step, (rest + 1) / 2);
 }
 
+// The gemv path (useGemv): each thread takes one contiguous run of the
+// packed panels and computes all m rows of each from registers, then the
+// epilogue of the panel's columns. Rows of a are read in place where they
+// are contiguous along k (f32), else copied into scratch; bf16 pair panels
+// get a's rows as bf16 pairs (once per thread and batch element).
 void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
   const IsaKernels &isa = *context.isa;
   const int nr = packed.nr;
