@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <random>
 
+#include "ein/half_float.hpp"
+
 namespace ein::testing {
 
 std::vector<int64_t> denseStrides(const std::vector<int64_t> &shape) {
@@ -108,6 +110,17 @@ uint32_t ArtifactBuilder::weights(fb::DType dtype, std::vector<int64_t> shape, c
 uint32_t ArtifactBuilder::weightsF32(std::vector<int64_t> shape, const std::vector<float> &values,
                                      const std::string &paramName) {
   return weights(fb::DType::F32, std::move(shape), bytesOf(values), paramName);
+}
+
+uint32_t ArtifactBuilder::weightsBf16(std::vector<int64_t> shape, const std::vector<float> &values,
+                                      const std::string &paramName) {
+  std::vector<uint8_t> bytes;
+  for (float value : values) {
+    const uint16_t bits = floatToBfloat(value);
+    bytes.push_back(static_cast<uint8_t>(bits));
+    bytes.push_back(static_cast<uint8_t>(bits >> 8));
+  }
+  return weights(fb::DType::BF16, std::move(shape), bytes, paramName);
 }
 
 void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }

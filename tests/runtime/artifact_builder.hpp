@@ -142,6 +142,8 @@ class ArtifactBuilder {
   uint32_t weights(fb::DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t> &bytes,
                    const std::string &paramName = "");
   uint32_t weightsF32(std::vector<int64_t> shape, const std::vector<float> &values, const std::string &paramName = "");
+  // `values` rounded to bf16 (nearest even), as a bf16 artifact stores them.
+  uint32_t weightsBf16(std::vector<int64_t> shape, const std::vector<float> &values, const std::string &paramName = "");
   // A tensor exactly as given, bound to nothing.
   uint32_t tensor(const TensorSpec &spec);
 

@@ -41,6 +41,24 @@ TEST(AmxTable, OfferedFirstExactlyWhereUsable) {
   EXPECT_EQ(amx->bf16GemmTallMr, 32);
 }
 
+// `count` bf16 pairs, both halves uniform in [-1, 1) rounded to bf16.
+std::vector<uint32_t> randomPairs(size_t count, std::mt19937 &random) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<uint32_t> pairs(count);
+  for (uint32_t &x : pairs) {
+    const uint16_t low = floatToBfloat(value(random));
+    x = low | uint32_t(floatToBfloat(value(random))) << 16;
+  }
+  return pairs;
+}
+
+// The exact dot product of two bf16 pairs (as tdpbf16ps multiplies them).
+double pairProduct(uint32_t x, uint32_t y) {
+  auto low = [](uint32_t v) { return double(bfloatToFloat(static_cast<uint16_t>(v))); };
+  auto high = [](uint32_t v) { return double(bfloatToFloat(static_cast<uint16_t>(v >> 16))); };
+  return low(x) * low(y) + high(x) * high(y);
+}
+
 // c (+)= a . b over the 32 x 64 tile for depths around the tile's 16 pairs
 // (the k tail on AVX512_BF16), accumulating or not, with strided a and c:
 // within f32 summation error of the exact (double) sums of the bf16 products.
@@ -50,25 +68,17 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
   const int mr = amx->bf16GemmTallMr, nr = amx->gemmNr;
   std::mt19937 random(21);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  auto bf16 = [&] { return floatToBfloat(value(random)); };
   for (int64_t pairs : {1, 15, 16, 17, 31, 32, 48, 100, 384}) {
     const int64_t lda = pairs + 3, ldc = nr + 5;
-    std::vector<uint32_t> a(static_cast<size_t>(mr * lda)), b(static_cast<size_t>(pairs * nr));
-    for (uint32_t &x : a) x = bf16() | uint32_t(bf16()) << 16;
-    for (uint32_t &x : b) x = bf16() | uint32_t(bf16()) << 16;
-    auto low = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x))); };
-    auto high = [](uint32_t x) { return double(bfloatToFloat(static_cast<uint16_t>(x >> 16))); };
+    const std::vector<uint32_t> a = randomPairs(static_cast<size_t>(mr * lda), random),
+                                b = randomPairs(static_cast<size_t>(pairs * nr), random);
     for (auto [accumulate, half] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       std::vector<float> c(static_cast<size_t>(mr * ldc), 0.5f);
       std::vector<double> want(c.begin(), c.end());
       for (int r = 0; r < mr; ++r)
         for (int j = 0; j < (half ? nr / 2 : nr); ++j) {
           double sum = accumulate ? want[r * ldc + j] : 0.0;
-          for (int64_t q = 0; q < pairs; ++q) {
-            const uint32_t x = a[r * lda + q], y = b[q * nr + j];
-            sum += low(x) * low(y) + high(x) * high(y);
-          }
+          for (int64_t q = 0; q < pairs; ++q) sum += pairProduct(a[r * lda + q], b[q * nr + j]);
           want[r * ldc + j] = sum;
         }
       if (half)
@@ -96,15 +106,13 @@ TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
   const int mr = amx->bf16GemmTallMr, nr = amx->gemmNr;
   std::mt19937 random(5);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  auto bf16 = [&] { return floatToBfloat(value(random)); };
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
   for (int64_t pairs : {16, 40, 192}) {
     const int64_t ldc = nr + 7;
-    std::vector<uint32_t> a(static_cast<size_t>(mr * pairs)), b(static_cast<size_t>(pairs * nr));
-    for (uint32_t &x : a) x = bf16() | uint32_t(bf16()) << 16;
-    for (uint32_t &x : b) x = bf16() | uint32_t(bf16()) << 16;
+    const std::vector<uint32_t> a = randomPairs(static_cast<size_t>(mr * pairs), random),
+                                b = randomPairs(static_cast<size_t>(pairs * nr), random);
     std::vector<float> row(static_cast<size_t>(nr));
-    for (float &x : row) x = 4.0f * value(random);
+    for (float &x : row) x = value(random);
     for (bool withRow : {true, false}) {
       std::vector<float> c(static_cast<size_t>(mr * ldc), -7.0f);
       // a's rows in steps of 16 pairs (each step's 32 rows together), then the rest.
@@ -119,11 +127,7 @@ TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
           double want = -7.0;
           if (j < nr) {
             want = withRow ? row[j] : 0.0;
-            for (int64_t q = 0; q < pairs; ++q) {
-              const uint32_t x = a[r * pairs + q], y = b[q * nr + j];
-              want += double(bfloatToFloat(uint16_t(x))) * bfloatToFloat(uint16_t(y)) +
-                      double(bfloatToFloat(uint16_t(x >> 16))) * bfloatToFloat(uint16_t(y >> 16));
-            }
+            for (int64_t q = 0; q < pairs; ++q) want += pairProduct(a[r * pairs + q], b[q * nr + j]);
           }
           ASSERT_NEAR(c[r * ldc + j], want, 2e-6 * double(2 * pairs + 4))
               << "pairs " << pairs << (withRow ? " from the row" : "") << " at " << r << ", " << j;
@@ -198,13 +202,7 @@ TEST(AmxTable, SessionRunsAfterAnotherLibraryUsedTheTiles) {
   ArtifactBuilder builder;
   builder.precision = fb::Precision::Bf16;
   const uint32_t x = builder.input("x", fb::DType::F32, {m, k}), y = builder.output("y", fb::DType::F32, {m, n});
-  std::vector<uint8_t> weightBytes;
-  for (float value : randomFloats(k * n, 3)) {
-    const uint16_t bits = floatToBfloat(value);
-    weightBytes.push_back(static_cast<uint8_t>(bits));
-    weightBytes.push_back(static_cast<uint8_t>(bits >> 8));
-  }
-  const uint32_t w = builder.weights(fb::DType::BF16, {k, n}, weightBytes);
+  const uint32_t w = builder.weightsBf16({k, n}, randomFloats(k * n, 3));
   builder.gemm({{}, m, n, k, dense(x, {m, k}), dense(w, {k, n}), dense(y, {m, n})});
   const std::vector<uint8_t> bytes = builder.build();
   auto model = Model::loadFromMemory(bytes.data(), bytes.size(), "bf16_gemm.einb");

@@ -144,16 +144,7 @@ std::vector<uint8_t> gemmArtifact(const GemmShape &s, bool bf16Weights = false) 
   std::vector<int64_t> bShape = s.transposeB ? std::vector<int64_t>{bBatch, N, K} : std::vector<int64_t>{bBatch, K, N};
   uint32_t b = !s.weightsB   ? builder.input("b", fb::DType::F32, bShape)
                : !bf16Weights ? builder.weightsF32(bShape, randomFloats(bBatch * K * N, 7))
-                              : 0;
-  if (s.weightsB && bf16Weights) {
-    std::vector<uint8_t> bytes;
-    for (float value : randomFloats(bBatch * K * N, 7)) {
-      const uint16_t bits = floatToBfloat(value);
-      bytes.push_back(static_cast<uint8_t>(bits));
-      bytes.push_back(static_cast<uint8_t>(bits >> 8));
-    }
-    b = builder.weights(fb::DType::BF16, bShape, bytes);
-  }
+                              : builder.weightsBf16(bShape, randomFloats(bBatch * K * N, 7));
   // c is written with a padded row (3 extra columns) that must stay untouched.
   uint32_t c = builder.output("c", fb::DType::F32, {B, M, N + 3});
   ViewSpec aView = s.transposeA ? ViewSpec{a, 0, {M * K, 1, M}} : ViewSpec{a, 0, {M * K, K, 1}};
