@@ -82,7 +82,12 @@ class KernelRig {
     detail::cpu::prepackGemmWeights(program_);
     for (auto &buffer : buffers_) bases_.push_back(buffer.data());
     stride_ = (detail::cpu::scratchFloats(program_.steps[0].kernel) + 15) / 16 * 16;
-    scratch_.assign(stride_ * static_cast<size_t>(threads), 0.0f);
+    // Aligned as the executor's scratch is (64 bytes): the AMX tiles read
+    // their rows of a from it, and a row split across two lines costs both.
+    StatusOr<detail::AlignedBuffer> scratch =
+        detail::AlignedBuffer::allocate(stride_ * static_cast<size_t>(threads) * sizeof(float), "bench scratch");
+    if (!scratch.ok()) std::abort();
+    scratch_ = std::move(scratch).value();
     if (threads > 1) pool_ = std::make_unique<detail::ThreadPool>(threads);
     fn_ = detail::cpu::selectKernel(program_.steps[0].kernel);
   }
@@ -93,11 +98,11 @@ class KernelRig {
   // leaves nothing behind.
   void run() {
     detail::cpu::beginKernelEpoch();
-    detail::cpu::KernelContext context{program_.tensors, bases_.data(), scratch_.data(), stride_, pool_.get(),
+    detail::cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()), stride_, pool_.get(),
                                        &detail::cpu::bestKernels(), &program_.packed};
     (void)fn_(program_.steps[0].kernel, context);
   }
-  size_t scratchBytes() const { return scratch_.size() * sizeof(float); }
+  size_t scratchBytes() const { return scratch_.size(); }
   // Bytes of weights packed at load (what a memory-bound gemm streams).
   size_t packedBytes() const {
     size_t bytes = 0;
@@ -127,7 +132,7 @@ class KernelRig {
   detail::Program program_;
   std::vector<detail::AlignedBuffer> buffers_;
   std::vector<std::byte *> bases_;
-  std::vector<float> scratch_;
+  detail::AlignedBuffer scratch_;
   size_t stride_ = 0;
   std::unique_ptr<detail::ThreadPool> pool_;
   detail::cpu::KernelFn fn_ = nullptr;

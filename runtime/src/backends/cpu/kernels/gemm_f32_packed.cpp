@@ -190,7 +190,12 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
                            op.bias->strides[r] == 0 && op.bias->strides[r + 1] == 1;
   const bool tileIntoC = tileByTile && (!op.bias || biasInTiles) && op.alpha == 1.0f &&
                          op.activation == Activation::None && !op.residual && op.c.strides[r + 1] == 1;
-  const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, kMaxMc, maxNc, context.threads());
+  // Tile by tile, an item is one row tile over as many columns as the
+  // threads allow: a row block of several tiles split along n across threads
+  // had both pack its rows (items are claimed as threads come free), and one
+  // not split left the threads uneven (17 blocks of 96 rows at m = 1576).
+  const GemmItems items =
+      planGemmItems(m, n, batchCount, tileMr, nr, tileByTile ? tileMr : kMaxMc, maxNc, context.threads());
   PreparedRows::forgetAll(context);
 
   context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
