@@ -98,8 +98,13 @@ class KernelRig {
   // leaves nothing behind.
   void run() {
     detail::cpu::beginKernelEpoch();
-    detail::cpu::KernelContext context{program_.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()), stride_, pool_.get(),
-                                       &detail::cpu::bestKernels(), &program_.packed};
+    detail::cpu::KernelContext context{program_.tensors,
+                                       bases_.data(),
+                                       reinterpret_cast<float *>(scratch_.data()),
+                                       stride_,
+                                       pool_.get(),
+                                       &detail::cpu::bestKernels(),
+                                       &program_.packed};
     (void)fn_(program_.steps[0].kernel, context);
   }
   size_t scratchBytes() const { return scratch_.size(); }
