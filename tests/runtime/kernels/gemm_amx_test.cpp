@@ -100,7 +100,8 @@ TEST(AmxTable, Bf16TallTileMatchesExactSums) {
 // The tile whose sums start from a row (a bias), a in steps: every row of c
 // is that row plus the exact sums; without a row, the plain sums. c's rows
 // are ldc apart (wider than the tile), and the columns past the tile stay
-// untouched.
+// untouched. Side work given to it runs every part once, in order, whether
+// it has more parts than the tile has steps or fewer.
 TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
   const IsaKernels *amx = amxTable();
   if (!amx) GTEST_SKIP() << "this CPU or OS offers no AMX";
@@ -121,7 +122,15 @@ TEST(AmxTable, Bf16TallTileFromRowStartsEveryRowThere) {
       for (int64_t q0 = 0; q0 < whole; q0 += 16)
         for (int r = 0; r < mr; ++r) steps.insert(steps.end(), a.begin() + r * pairs + q0, a.begin() + r * pairs + q0 + 16);
       for (int r = 0; r < mr; ++r) steps.insert(steps.end(), a.begin() + r * pairs + whole, a.begin() + (r + 1) * pairs);
-      amx->bf16GemmTallTileFromRow(pairs, steps.data(), b.data(), withRow ? row.data() : nullptr, c.data(), ldc);
+      std::vector<int64_t> sideRan;
+      const detail::cpu::TileSideWork side{
+          [](void *ran, int64_t i) { static_cast<std::vector<int64_t> *>(ran)->push_back(i); }, &sideRan,
+          withRow ? 32 : 3};
+      amx->bf16GemmTallTileFromRow(pairs, steps.data(), b.data(), withRow ? row.data() : nullptr, c.data(), ldc,
+                                   pairs == 40 ? nullptr : &side);
+      std::vector<int64_t> wantRan;
+      for (int64_t i = 0; pairs != 40 && i < side.parts; ++i) wantRan.push_back(i);
+      EXPECT_EQ(sideRan, wantRan) << "pairs " << pairs;
       for (int r = 0; r < mr; ++r)
         for (int j = 0; j < ldc; ++j) {
           double want = -7.0;

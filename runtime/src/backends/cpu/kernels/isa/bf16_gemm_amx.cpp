@@ -50,17 +50,21 @@ void addPairTail(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *
 // (rows of pairs: aStep 16, tailLda lda; in steps, as
 // IsaKernels::bf16GemmTallTileFromRow reads a: aStep 512, lda 16, tailLda
 // the tail's width). With rowInit, the sums start from rowInit[j] in every
-// row instead (a bias, loaded into the tiles at a row stride of 0).
+// row instead (a bias, loaded into the tiles at a row stride of 0). With
+// side, its parts run spread over the steps (IsaKernels::bf16GemmTallTileFromRow).
 template <int Halves>
 void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, int64_t aStep, int64_t tailLda,
                        const uint32_t *b, float *c, int64_t ldc, bool accumulate, const char *prefetch,
-                       int64_t prefetchBytes, const float *rowInit = nullptr) {
+                       int64_t prefetchBytes, const float *rowInit = nullptr, const TileSideWork *side = nullptr) {
   amx::configureTiles();
   const int64_t steps = pairs / amx::kTileRows, aStride = lda * 4;
   // The next weight panel into L2, spread over both halves' steps.
   const int64_t lines = prefetchBytes / 64;
   int64_t line = 0;
   const int64_t perStep = steps > 0 ? ceilDiv(lines, Halves * steps) : 0;
+  // Side part i runs in the step where i * allSteps / sideParts falls.
+  const int64_t sideParts = side ? side->parts : 0, allSteps = Halves * steps;
+  int64_t sideDone = 0;
   for (int half = 0; half < Halves; ++half) {
     float *ch = c + half * 32;
     const uint32_t *bh = b + half * 32;
@@ -79,9 +83,12 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, int64_t aS
       _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
+      for (const int64_t through = (half * steps + s + 1) * sideParts; sideDone * allSteps < through; ++sideDone)
+        side->run(side->context, sideDone);
     }
     amx::storeBlockC(ch, ldc);
   }
+  for (; sideDone < sideParts; ++sideDone) side->run(side->context, sideDone);
   if (const int64_t done = steps * amx::kTileRows; done < pairs)
     addPairTail<Halves>(pairs - done, a + steps * aStep, tailLda, b + done * kNr, c, ldc);
 }
@@ -97,9 +104,9 @@ void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32
 // The whole tile from a row of initial sums, a in steps
 // (IsaKernels::bf16GemmTallTileFromRow).
 void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit, float *c,
-                            int64_t ldc) {
+                            int64_t ldc, const TileSideWork *side) {
   bf16GemmHalvesAmx<2>(pairs, aSteps, amx::kTileRows, kMr * amx::kTileRows, pairs % amx::kTileRows, b, c, ldc, false,
-                       nullptr, 0, rowInit);
+                       nullptr, 0, rowInit, side);
 }
 
 // Its first 32 columns (IsaKernels::bf16GemmTallHalfTile).

@@ -64,6 +64,17 @@ inline constexpr size_t kElementwiseBlock = 256;
 void evaluateLanesF32(const Instruction &in, const float *a, const float *b, const float *c, float *out,
                       int64_t count);
 
+// Vector work a matrix-unit tile does between its steps
+// (IsaKernels::bf16GemmTallTileFromRow): run(context, part) for part <
+// parts. The tile registers and the vector units work side by side, so the
+// previous tile's epilogue (bias, GELU, residual, the stores into c) run
+// there is partly hidden behind the tile's steps.
+struct TileSideWork {
+  void (*run)(void *context, int64_t part) = nullptr;
+  void *context = nullptr;
+  int64_t parts = 0;
+};
+
 struct IsaKernels {
   const char *name;  // "amx", "avx512bf16", "avx512vnni", "avx512", "avx2vnni", "avx2", "portable"
   int gemmMr, gemmNr;  // the register tile of gemmTile
@@ -169,10 +180,12 @@ struct IsaKernels {
   // epilogue), else from 0, with a in steps of bf16GemmTallPairStep (P)
   // pairs: pair q < pairs / P * P of row r at aSteps[q / P * mr * P + r * P +
   // q % P], the rest at aSteps[pairs / P * mr * P + r * (pairs % P) + q % P]
-  // (mr = bf16GemmTallMr), so a step's tiles are contiguous. Null where
+  // (mr = bf16GemmTallMr), so a step's tiles are contiguous. With side,
+  // side->run(side->context, part) for part < side->parts in order, spread
+  // over the tile's steps (all done by its return). Null where
   // bf16GemmTallTile is.
   void (*bf16GemmTallTileFromRow)(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit,
-                                  float *c, int64_t ldc) = nullptr;
+                                  float *c, int64_t ldc, const TileSideWork *side) = nullptr;
   // As bf16GemmTallTile over the tile's first gemmNr / 2 columns only (b is
   // still a whole panel): attention's last keys or values that fill no more
   // than half a panel. Null where bf16GemmTallTile is.

@@ -54,7 +54,7 @@ const IsaKernels &avx512Bf16Kernels() {
 void bf16GemmTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes);
 void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *aSteps, const uint32_t *b, const float *rowInit, float *c,
-                            int64_t ldc);
+                            int64_t ldc, const TileSideWork *side);
 void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                          bool accumulate);
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
