@@ -268,7 +268,11 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{1, 64, 128, 64, false, false, true, true, 2, false, Activation::None, 1.0f},
                       // amx, tile by tile, every tile through the epilogue: a bias per row
                       // (not in the tiles), GELU and a residual.
-                      GemmShape{1, 70, 100, 384, false, false, true, true, 3, true, Activation::Gelu, 1.0f}),
+                      GemmShape{1, 70, 100, 384, false, false, true, true, 3, true, Activation::Gelu, 1.0f},
+                      // amx, weights wider than L2 (over 1.5 MB of pairs): panel by panel
+                      // over several row tiles, through the epilogue and stored straight into c.
+                      GemmShape{1, 75, 1100, 767, false, false, true, true, 1, true, Activation::Gelu, 1.0f},
+                      GemmShape{2, 40, 1030, 801, false, false, true, true, 1, false, Activation::None, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +

@@ -26,6 +26,11 @@ constexpr int64_t kKc = 768, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
 // no scratch bound): as wide as a transformer's widest weights, so a row
 // tile's rows of a are reused over more panels.
 constexpr int64_t kMaxNcTileByTile = 1536;
+// Up to this many bytes of an item's weight pairs, the tall tile walks the
+// item row tile by row tile (the weights stay in L2, 2 MB a core on every
+// CPU with AMX: ViT-S and MiniLM's 1.2 MB); beyond, panel by panel over
+// several row tiles, each panel read from memory once per item.
+constexpr int64_t kTileByTileWeightBytes = 1536 * 1024;
 
 // dst[p * mr + r] = a[(row + r) * sM + (col + p) * sK] for a panel of mr rows
 // (rows past `rows` are zero) and kc columns.
@@ -216,8 +221,18 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // threads allow: a row block of several tiles split along n across threads
   // had both pack its rows (items are claimed as threads come free), and one
   // not split left the threads uneven (17 blocks of 96 rows at m = 1576).
-  const GemmItems items =
-      planGemmItems(m, n, batchCount, tileMr, nr, tileByTile ? tileMr : kMaxMc, maxNc, context.threads());
+  // Where the item's weights outgrow L2, it takes as many row tiles as
+  // aPack holds and walks them panel by panel: 197 x 768 x 3072 (ViT-B's
+  // fc1 at batch 1) read its 4.7 MB of weights once per row tile before.
+  const int64_t kPairs = (k + 1) / 2;
+  const bool panelsOuter = tileByTile && kPairs * std::min(roundUp(n, nr), maxNc) *
+                                                 static_cast<int64_t>(sizeof(uint32_t)) >
+                                             kTileByTileWeightBytes;
+  const int64_t maxMc = !tileByTile ? kMaxMc
+                        : panelsOuter
+                            ? std::max<int64_t>(tileMr, kMaxMc * kKc / std::max<int64_t>(kPairs, 1) / tileMr * tileMr)
+                            : tileMr;
+  const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, maxMc, maxNc, context.threads());
   PreparedRows::forgetAll(context);
 
   context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
@@ -250,8 +265,8 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         }
         if (tileByTile) {
           // Row tile by row tile (its rows of a stay in L1 over every
-          // panel of the item), each tile into L1 and through the epilogue
-          // into c: measured 5-20% faster than an accumulator block with one
+          // panel of the item; panel by panel where the weights outgrow L2),
+          // each tile into L1 and through the epilogue into c: measured 5-20% faster than an accumulator block with one
           // epilogue at the end (BERT and ViT shapes, 1 thread, Sapphire
           // Rapids). The item's panels stay in L2 for its later row tiles;
           // prefetching the next one measured slower. A bias per column
@@ -267,24 +282,29 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           int fill = 0;
           PendingEpilogue pending{op, context, it, nullptr, nr, 0, false};
           TileSideWork side{&PendingEpilogue::runPart, &pending, 0};
-          for (int64_t ir = 0; ir < rows; ir += tileMr)
-            for (int64_t jr = 0; jr < cols; jr += nr) {
-              const bool wholePanel = jr + nr <= cols, direct = tileIntoC && wholePanel && ir + tileMr <= rows;
-              float *out = direct ? cRows + ir * cM + jr : tiles[fill];
-              const float *rowInit = biasRow && wholePanel ? biasRow + jr : nullptr;
-              side.parts = pending.parts();
-              isa.bf16GemmTallTileFromRow(pairs, aPairs + ir * pairs, packed->pairPanel(j0 + jr), rowInit, out,
-                                          direct ? cM : nr, pending.rows > 0 ? &side : nullptr);
-              pending.rows = 0;
-              if (direct) continue;
-              pending.at.i0 = it.i0 + ir;
-              pending.at.j0 = it.j0 + jr;
-              pending.at.cols = std::min<int64_t>(nr, cols - jr);
-              pending.tile = out;
-              pending.rows = std::min<int64_t>(tileMr, rows - ir);
-              pending.biasAdded = rowInit != nullptr;
-              fill ^= 1;
-            }
+          const auto runTile = [&](int64_t ir, int64_t jr) {
+            const bool wholePanel = jr + nr <= cols, direct = tileIntoC && wholePanel && ir + tileMr <= rows;
+            float *out = direct ? cRows + ir * cM + jr : tiles[fill];
+            const float *rowInit = biasRow && wholePanel ? biasRow + jr : nullptr;
+            side.parts = pending.parts();
+            isa.bf16GemmTallTileFromRow(pairs, aPairs + ir * pairs, packed->pairPanel(j0 + jr), rowInit, out,
+                                        direct ? cM : nr, pending.rows > 0 ? &side : nullptr);
+            pending.rows = 0;
+            if (direct) return;
+            pending.at.i0 = it.i0 + ir;
+            pending.at.j0 = it.j0 + jr;
+            pending.at.cols = std::min<int64_t>(nr, cols - jr);
+            pending.tile = out;
+            pending.rows = std::min<int64_t>(tileMr, rows - ir);
+            pending.biasAdded = rowInit != nullptr;
+            fill ^= 1;
+          };
+          if (panelsOuter)
+            for (int64_t jr = 0; jr < cols; jr += nr)
+              for (int64_t ir = 0; ir < rows; ir += tileMr) runTile(ir, jr);
+          else
+            for (int64_t ir = 0; ir < rows; ir += tileMr)
+              for (int64_t jr = 0; jr < cols; jr += nr) runTile(ir, jr);
           if (pending.rows > 0)
             gemmEpilogueRows(op, context, pending.at, 0, pending.rows, pending.tile, nr, pending.biasAdded);
           return;
