@@ -213,6 +213,25 @@ TEST_P(VectorMathTest, Bf16InterleaveRowsPairsTwoRows) {
   }
 }
 
+// Rows of pairs into columns, for whole and partial 16 x 16 blocks: every
+// element moved, and nothing written past the rows and columns asked for.
+TEST_P(VectorMathTest, Bf16TransposePairsTurnsRowsIntoColumns) {
+  const IsaKernels &isa = *GetParam();
+  if (!isa.bf16TransposePairs) GTEST_SKIP() << isa.name << " has no bf16 gemm";
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {16, 16}, {64, 32}, {64, 33}, {5, 40}, {37, 3}}) {
+    const int64_t lds = cols + 3, ldd = rows + 5;
+    std::vector<uint32_t> src(static_cast<size_t>(rows * lds));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint32_t>(i * 2654435761u);
+    std::vector<uint32_t> dst(static_cast<size_t>(cols * ldd + 1), 0xdeadbeefu);
+    isa.bf16TransposePairs(src.data(), lds, rows, cols, dst.data(), ldd);
+    for (int64_t q = 0; q < cols; ++q)
+      for (int64_t r = 0; r < ldd; ++r)
+        ASSERT_EQ(dst[q * ldd + r], r < rows ? src[r * lds + q] : 0xdeadbeefu)
+            << rows << " x " << cols << " at " << q << ", " << r;
+    EXPECT_EQ(dst.back(), 0xdeadbeefu);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, VectorMathTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
                          [](const auto &info) { return isaName(info.param); });
 

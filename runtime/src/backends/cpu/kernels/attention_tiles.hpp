@@ -110,8 +110,7 @@ void packKeyPairs(const IsaKernels &isa, const T *k, int64_t kJ, int64_t kD, int
       }
     }
     uint32_t *panel = kp + j0 * pairsPad;
-    for (int64_t q = 0; q < pairs; ++q)
-      for (int n = 0; n < nr; ++n) panel[q * nr + n] = rows[n * pairs + q];
+    isa.bf16TransposePairs(rows, pairs, nr, pairs, panel, nr);
     std::fill(panel + pairs * nr, panel + pairsPad * nr, 0u);
   }
 }

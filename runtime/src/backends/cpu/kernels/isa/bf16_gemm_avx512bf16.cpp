@@ -10,6 +10,8 @@
 // sums round as f32 sums do.
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstring>
 
@@ -167,6 +169,45 @@ float bf16ExpShiftSumPairsAvx512bf16(const float *x, int64_t n, float shift, uin
          static_cast<__mmask16>(left > 16 ? (1u << (left - 16)) - 1 : 0),
          static_cast<__mmask16>((1u << ((left + 1) / 2)) - 1));
   return _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
+// dst[q * ldd + r] = src[r * lds + q] (see IsaKernels::bf16TransposePairs):
+// 16 x 16 blocks in registers (32-bit unpacks within 128-bit lanes, then
+// two rounds of lane shuffles), partial blocks through masked loads and
+// stores. The scalar loop it replaces took 7% of a ViT-S attention.
+void bf16TransposePairsAvx512bf16(const uint32_t *src, int64_t lds, int64_t rows, int64_t cols, uint32_t *dst,
+                                  int64_t ldd) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 16)
+    for (int64_t q0 = 0; q0 < cols; q0 += 16) {
+      const int blockRows = static_cast<int>(std::min<int64_t>(16, rows - r0));
+      const int blockCols = static_cast<int>(std::min<int64_t>(16, cols - q0));
+      const auto colMask = static_cast<__mmask16>((1u << blockCols) - 1);
+      const auto rowMask = static_cast<__mmask16>((1u << blockRows) - 1);
+      __m512i r[16], a[16], b[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < blockRows ? _mm512_maskz_loadu_epi32(colMask, src + (r0 + i) * lds + q0) : _mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+      }
+      // b[4i + c], lane L: column 4L + c of rows 4i..4i+3.
+      for (int i = 0; i < 4; ++i) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+      }
+      for (int c = 0; c < 4; ++c) {
+        const __m512i even0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88), odd0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        const __m512i even1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88),
+                      odd1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        const __m512i column[4] = {_mm512_shuffle_i32x4(even0, even1, 0x88), _mm512_shuffle_i32x4(odd0, odd1, 0x88),
+                                   _mm512_shuffle_i32x4(even0, even1, 0xdd), _mm512_shuffle_i32x4(odd0, odd1, 0xdd)};
+        for (int lane = 0; lane < 4; ++lane)
+          if (const int q = 4 * lane + c; q < blockCols)
+            _mm512_mask_storeu_epi32(dst + (q0 + q) * ldd + r0, rowMask, column[lane]);
+      }
+    }
 }
 
 // dst[j] = bf16 pair (a[j], b[j]) (see IsaKernels::bf16InterleaveRows):

@@ -199,6 +199,11 @@ struct IsaKernels {
   // b null: zero partners. Two rows of a matrix whose k runs down the rows
   // (attention's values) as a row of the bf16 gemm's b panel.
   void (*bf16InterleaveRows)(const float *a, const float *b, int64_t n, uint32_t *dst) = nullptr;
+  // dst[q * ldd + r] = src[r * lds + q] for r < rows, q < cols: rows of bf16
+  // pairs turned into columns (attention's keys, packed as rows of pairs,
+  // into the bf16 tile's b panel). Null where bf16GemmTile is.
+  void (*bf16TransposePairs)(const uint32_t *src, int64_t lds, int64_t rows, int64_t cols, uint32_t *dst,
+                             int64_t ldd) = nullptr;
   // A softmax step whose probabilities feed the bf16 gemm: p[j] = exp(x[j] - shift)
   // for j < n (shift >= every x[j], as a row's max is; exactly 1 at x[j] == shift,
   // 0 below kExpUnderflow and for -inf, NaN for NaN; relative error under 4e-6,

@@ -34,6 +34,8 @@ void bf16GemvPanelAvx512bf16(int rows, int64_t pairs, const uint32_t *a, int64_t
 void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                             int64_t ldd);
 void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst);
+void bf16TransposePairsAvx512bf16(const uint32_t *src, int64_t lds, int64_t rows, int64_t cols, uint32_t *dst,
+                                  int64_t ldd);
 float bf16ExpShiftSumPairsAvx512bf16(const float *x, int64_t n, float shift, uint32_t *dst);
 
 const IsaKernels &avx512Bf16Kernels() {
@@ -44,6 +46,7 @@ const IsaKernels &avx512Bf16Kernels() {
     table.bf16GemvPanel = &bf16GemvPanelAvx512bf16;
     table.bf16PackRows = &bf16PackRowsAvx512bf16;
     table.bf16InterleaveRows = &bf16InterleaveRowsAvx512bf16;
+    table.bf16TransposePairs = &bf16TransposePairsAvx512bf16;
     table.bf16ExpShiftSumPairs = &bf16ExpShiftSumPairsAvx512bf16;
     return table;
   }();
