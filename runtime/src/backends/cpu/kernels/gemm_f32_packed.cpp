@@ -224,13 +224,13 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // Where the item's weights outgrow L2, it takes as many row tiles as
   // aPack holds and walks them panel by panel: 197 x 768 x 3072 (ViT-B's
   // fc1 at batch 1) read its 4.7 MB of weights once per row tile before.
-  const int64_t kPairs = (k + 1) / 2;
-  const bool panelsOuter = tileByTile && kPairs * std::min(roundUp(n, nr), maxNc) *
+  const int64_t pairsOfK = (k + 1) / 2;
+  const bool panelsOuter = tileByTile && pairsOfK * std::min(roundUp(n, nr), maxNc) *
                                                  static_cast<int64_t>(sizeof(uint32_t)) >
                                              kTileByTileWeightBytes;
   const int64_t maxMc = !tileByTile ? kMaxMc
                         : panelsOuter
-                            ? std::max<int64_t>(tileMr, kMaxMc * kKc / std::max<int64_t>(kPairs, 1) / tileMr * tileMr)
+                            ? std::max<int64_t>(tileMr, kMaxMc * kKc / std::max<int64_t>(pairsOfK, 1) / tileMr * tileMr)
                             : tileMr;
   const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, maxMc, maxNc, context.threads());
   PreparedRows::forgetAll(context);
@@ -265,8 +265,9 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         }
         if (tileByTile) {
           // Row tile by row tile (its rows of a stay in L1 over every
-          // panel of the item; panel by panel where the weights outgrow L2),
-          // each tile into L1 and through the epilogue into c: measured 5-20% faster than an accumulator block with one
+          // panel of the item; panel by panel where the weights outgrow
+          // L2), each tile into L1 and through the epilogue into c:
+          // measured 5-20% faster than an accumulator block with one
           // epilogue at the end (BERT and ViT shapes, 1 thread, Sapphire
           // Rapids). The item's panels stay in L2 for its later row tiles;
           // prefetching the next one measured slower. A bias per column

@@ -198,9 +198,11 @@ void bf16TransposePairsAvx512bf16(const uint32_t *src, int64_t lds, int64_t rows
         b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
       }
       for (int c = 0; c < 4; ++c) {
-        const __m512i even0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88), odd0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
-        const __m512i even1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88),
-                      odd1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+        // even/odd: lanes 0 and 2 / 1 and 3 of rows 0-7 (0) and 8-15 (1).
+        const __m512i even0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88);
+        const __m512i odd0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+        const __m512i even1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88);
+        const __m512i odd1 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
         const __m512i column[4] = {_mm512_shuffle_i32x4(even0, even1, 0x88), _mm512_shuffle_i32x4(odd0, odd1, 0x88),
                                    _mm512_shuffle_i32x4(even0, even1, 0xdd), _mm512_shuffle_i32x4(odd0, odd1, 0xdd)};
         for (int lane = 0; lane < 4; ++lane)
