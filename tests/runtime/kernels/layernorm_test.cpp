@@ -109,25 +109,32 @@ INSTANTIATE_TEST_SUITE_P(
 
 class LayerNormFastTest : public RowKernelTest {};
 
-TEST_P(LayerNormFastTest, LayerNormVariantsWithResidualAndSum) {
+// Each variant with a residual and a sum (rows staged in scratch, y written
+// transposed), and plain (contiguous rows read where they are, y dense).
+TEST_P(LayerNormFastTest, EveryVariantPlainAndWithResidualAndSum) {
   const RowCase &c = GetParam();
-  for (auto variant : {fb::LayerNormVariant::Variance, fb::LayerNormVariant::UnbiasedStd, fb::LayerNormVariant::Rms}) {
-    ArtifactBuilder builder;
-    ViewSpec xView = x(builder);
-    uint32_t r = builder.input("r", fb::DType::F32, {c.rows, c.width});
-    uint32_t y = builder.output("y", fb::DType::F32, {c.width, c.rows});  // written transposed
-    LayerNormSpec spec{{c.rows, c.width}, xView};
-    spec.y = ViewSpec{y, 0, {1, c.rows}};
-    spec.residual = dense(r, {c.rows, c.width});
-    spec.sum = dense(builder.arena(fb::DType::F32, {c.rows, c.width}), {c.rows, c.width});
-    spec.gamma = ViewSpec{builder.weightsF32({2 * c.width}, randomFloats(2 * c.width, 61)), 1, {2}};  // strided
-    if (variant != fb::LayerNormVariant::Rms)  // RMSNorm has no beta
-      spec.beta = dense(builder.weightsF32({c.width}, randomFloats(c.width, 62)), {c.width});
-    spec.variant = variant;
-    builder.layerNorm(spec);
-    expectFastMatchesReference(builder.build(), detail::cpu::layerNormF32Fast, detail::cpu::layerNormF32Reference,
-                               2e-5);
-  }
+  for (auto variant : {fb::LayerNormVariant::Variance, fb::LayerNormVariant::UnbiasedStd, fb::LayerNormVariant::Rms})
+    for (bool plain : {false, true}) {
+      ArtifactBuilder builder;
+      ViewSpec xView = x(builder);
+      LayerNormSpec spec{{c.rows, c.width}, xView};
+      if (plain) {
+        spec.y = dense(builder.output("y", fb::DType::F32, {c.rows, c.width}), {c.rows, c.width});
+      } else {
+        uint32_t r = builder.input("r", fb::DType::F32, {c.rows, c.width});
+        uint32_t y = builder.output("y", fb::DType::F32, {c.width, c.rows});  // written transposed
+        spec.y = ViewSpec{y, 0, {1, c.rows}};
+        spec.residual = dense(r, {c.rows, c.width});
+        spec.sum = dense(builder.arena(fb::DType::F32, {c.rows, c.width}), {c.rows, c.width});
+      }
+      spec.gamma = ViewSpec{builder.weightsF32({2 * c.width}, randomFloats(2 * c.width, 61)), 1, {2}};  // strided
+      if (variant != fb::LayerNormVariant::Rms)  // RMSNorm has no beta
+        spec.beta = dense(builder.weightsF32({c.width}, randomFloats(c.width, 62)), {c.width});
+      spec.variant = variant;
+      builder.layerNorm(spec);
+      expectFastMatchesReference(builder.build(), detail::cpu::layerNormF32Fast, detail::cpu::layerNormF32Reference,
+                                 2e-5);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormFastTest, ::testing::ValuesIn(rowCases()),

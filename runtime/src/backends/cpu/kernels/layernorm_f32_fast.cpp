@@ -1,5 +1,7 @@
-// Vectorised, threaded layer norm over the last axis. Each row is staged in
-// scratch as x' = x + residual (so y or sum may alias x), then mean and the
+// Vectorised, threaded layer norm over the last axis. Each row with a
+// residual or a sum output, or strided, is staged in scratch as
+// x' = x + residual (so y or sum may alias x; a contiguous row with neither
+// is read in place, one copy of it fewer), then mean and the
 // variance about it (RMSNorm: the mean square about 0; two passes, f32 with vector accumulators), then one
 // normalising pass into y. gamma and beta are staged once per chunk when
 // they are not contiguous.
@@ -43,8 +45,13 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
     }
     for (int64_t r = begin; r < end; ++r) {
       const float *xs = x + offsetOfIndex(rows, xR, op.x.offset, r);
-      if (xC == 1) std::memcpy(row, xs, sizeof(float) * static_cast<size_t>(n));
-      else
+      // A contiguous row with nothing added is read where it is (y may
+      // alias it only element for element, which the last pass allows).
+      const bool inPlace = xC == 1 && !residual && !sum;
+      const float *source = inPlace ? xs : row;
+      if (!inPlace && xC == 1)
+        std::memcpy(row, xs, sizeof(float) * static_cast<size_t>(n));
+      else if (!inPlace)
         for (int64_t c = 0; c < n; ++c) row[c] = xs[c * xC];
       if (residual) {
         // Added in f32, as PyTorch does.
@@ -61,16 +68,16 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
           for (int64_t c = 0; c < n; ++c) ss[c * sC] = row[c];
       }
       // RMSNorm does not centre: its squares are about 0.
-      const float mean = op.variant == LayerNormVariant::Rms ? 0.0f : isa.reduceRow(row, n, ReduceKind::Sum) / nf;
-      const float squares = isa.squaredDeviation(row, n, mean);
+      const float mean = op.variant == LayerNormVariant::Rms ? 0.0f : isa.reduceRow(source, n, ReduceKind::Sum) / nf;
+      const float squares = isa.squaredDeviation(source, n, mean);
       const float scale = op.variant == LayerNormVariant::UnbiasedStd
                               ? 1.0f / (std::sqrt(squares / static_cast<float>(n - 1)) + op.epsilon)
                               : 1.0f / std::sqrt(squares / nf + op.epsilon);
       float *ys = y + offsetOfIndex(rows, yR, op.y.offset, r);
       if (yC == 1) {
-        isa.normalizeRow(row, n, mean, scale, gammaRow, betaRow, ys);
+        isa.normalizeRow(source, n, mean, scale, gammaRow, betaRow, ys);
       } else {
-        isa.normalizeRow(row, n, mean, scale, gammaRow, betaRow, row);
+        isa.normalizeRow(source, n, mean, scale, gammaRow, betaRow, row);
         for (int64_t c = 0; c < n; ++c) ys[c * yC] = row[c];
       }
     }
