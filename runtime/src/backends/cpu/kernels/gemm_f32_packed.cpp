@@ -22,6 +22,8 @@ namespace {
 // written once; measured on Zen 5: 2.5% faster on ViT-S than 256 (where the
 // panel fits L1 but c is reloaded), and 2-3% faster on ViT-B than 384.
 constexpr int64_t kKc = 768, kMaxMc = 96, kMaxNc = 256, kMaxNr = 64;
+// The room for packed rows of a (f32, or twice as many bf16 pairs' worth).
+constexpr int64_t kAPackFloats = kMaxMc * kKc;
 // Items of the tall bf16 tile over one block of k (no accumulator block, so
 // no scratch bound): as wide as a transformer's widest weights, so a row
 // tile's rows of a are reused over more panels.
@@ -151,18 +153,20 @@ struct PendingEpilogue {
   int64_t tileStride, rows;
   bool biasAdded;
   int64_t parts() const { return ceilDiv(rows, kRows); }
+  // Rows [i, i + count) of the tile into c.
+  void runRows(int64_t i, int64_t count) const {
+    gemmEpilogueRows(op, context, at, i, count, tile + i * tileStride, tileStride, biasAdded);
+  }
   static void runPart(void *self, int64_t part) {
     const auto &p = *static_cast<const PendingEpilogue *>(self);
-    const int64_t i = part * kRows;
-    gemmEpilogueRows(p.op, p.context, p.at, i, std::min(kRows, p.rows - i), p.tile + i * p.tileStride, p.tileStride,
-                     p.biasAdded);
+    p.runRows(part * kRows, std::min(kRows, p.rows - part * kRows));
   }
 };
 
 }  // namespace
 
 size_t gemmF32PackedScratchFloats(const Gemm &op) {
-  const size_t tiles = PreparedRows::kScratchFloats + static_cast<size_t>(kMaxMc * kKc + kKc * kMaxNr + kMaxMc * kMaxNc);
+  const size_t tiles = PreparedRows::kScratchFloats + static_cast<size_t>(kAPackFloats + kKc * kMaxNr + kMaxMc * kMaxNc);
   if (op.m > kGemvMaxRows) return tiles;
   // The gemv's sums and rows of a; saturated, so that a hostile k makes the
   // allocation fail instead of wrapping.
@@ -230,7 +234,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
                                              kTileByTileWeightBytes;
   const int64_t maxMc = !tileByTile ? kMaxMc
                         : panelsOuter
-                            ? std::max<int64_t>(tileMr, kMaxMc * kKc / std::max<int64_t>(pairsOfK, 1) / tileMr * tileMr)
+                            ? std::max<int64_t>(tileMr, kAPackFloats / std::max<int64_t>(pairsOfK, 1) / tileMr * tileMr)
                             : tileMr;
   const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, maxMc, maxNc, context.threads());
   PreparedRows::forgetAll(context);
@@ -240,7 +244,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a, bOff = it.b;
     const PreparedRows prepared(context.threadScratch(thread));
     float *aPack = context.threadScratch(thread) + PreparedRows::kScratchFloats;
-    float *bPack = aPack + kMaxMc * kKc;
+    float *bPack = aPack + kAPackFloats;
     float *acc = bPack + kKc * kMaxNr;
     const int64_t ldc = roundUp(cols, nr);
     if (k == 0) std::memset(acc, 0, sizeof(float) * static_cast<size_t>(roundUp(rows, mr) * ldc));
@@ -306,8 +310,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           else
             for (int64_t ir = 0; ir < rows; ir += tileMr)
               for (int64_t jr = 0; jr < cols; jr += nr) runTile(ir, jr);
-          if (pending.rows > 0)
-            gemmEpilogueRows(op, context, pending.at, 0, pending.rows, pending.tile, nr, pending.biasAdded);
+          if (pending.rows > 0) pending.runRows(0, pending.rows);
           return;
         }
         for (int64_t jr = 0; jr < cols; jr += nr) {

@@ -49,10 +49,11 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       // alias it only element for element, which the last pass allows).
       const bool inPlace = xC == 1 && !residual && !sum;
       const float *source = inPlace ? xs : row;
-      if (!inPlace && xC == 1)
-        std::memcpy(row, xs, sizeof(float) * static_cast<size_t>(n));
-      else if (!inPlace)
-        for (int64_t c = 0; c < n; ++c) row[c] = xs[c * xC];
+      if (!inPlace) {
+        if (xC == 1) std::memcpy(row, xs, sizeof(float) * static_cast<size_t>(n));
+        else
+          for (int64_t c = 0; c < n; ++c) row[c] = xs[c * xC];
+      }
       if (residual) {
         // Added in f32, as PyTorch does.
         const float *rs = residual + offsetOfIndex(rows, op.residual->strides.first(rowRank), op.residual->offset, r);
