@@ -68,6 +68,12 @@ class StepHarness {
     for (float &value : initial_[id]) value = bfloatToFloat(floatToBfloat(value));
   }
 
+  // Tensor `id`'s starting bytes (ids of a gather, as their int32 bits).
+  void setBits(uint32_t id, const std::vector<float> &bits) {
+    ASSERT_EQ(bits.size(), initial_[id].size());
+    initial_[id] = bits;
+  }
+
   // The output tensor's values after running `step` with `kernel`.
   template <typename Op>
   std::vector<float> run(Status (*kernel)(const Op &, const KernelContext &), const IsaKernels &isa, int threads,

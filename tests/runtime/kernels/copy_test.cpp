@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <cstring>
 #include <random>
 
 #include "artifact_builder.hpp"
@@ -45,6 +46,45 @@ TEST(Copy, TransposeSliceAndEveryDtype) {
   std::vector<int64_t> gotSlice = valuesOf<int64_t>(session.value()->output("slice").value());
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(gotSlice[i], longs[1 + 3 * i]);
   EXPECT_EQ(valuesOf<uint8_t>(session.value()->output("rows").value()), (std::vector<uint8_t>{1, 0, 1, 1, 0, 1}));
+}
+
+// The threaded copy against the reference: ViT's patches (64-byte rows),
+// rows with a tail past 16 bytes, rows long enough for a library copy, a
+// transpose (element by element), bf16 rows, and a broadcast; one to three
+// threads, so chunks start and end inside a group of rows.
+TEST(Copy, FastMatchesReferenceOnPatchesRowsAndTransposes) {
+  struct Case {
+    const char *name;
+    fb::DType dtype;
+    std::vector<int64_t> xShape, shape;
+    ViewSpec (*x)(uint32_t);
+  };
+  const std::vector<Case> cases = {
+      // x [2, 3, 32, 48] -> [b, h, w, c, p1, p2] with 16 x 16 patches
+      {"patches", fb::DType::F32, {2, 3, 32, 48}, {2, 2, 3, 3, 16, 16},
+       [](uint32_t x) { return ViewSpec{x, 0, {4608, 768, 16, 1536, 48, 1}}; }},
+      {"rows of 5", fb::DType::F32, {9, 41, 5}, {41, 9, 5},
+       [](uint32_t x) { return ViewSpec{x, 0, {5, 205, 1}}; }},
+      {"long rows", fb::DType::F32, {3, 7, 100}, {7, 3, 100},
+       [](uint32_t x) { return ViewSpec{x, 0, {100, 700, 1}}; }},
+      {"transpose", fb::DType::F32, {7, 197}, {197, 7}, [](uint32_t x) { return ViewSpec{x, 0, {1, 197}}; }},
+      {"bf16 rows", fb::DType::BF16, {6, 5, 38}, {5, 6, 38},
+       [](uint32_t x) { return ViewSpec{x, 0, {38, 190, 1}}; }},
+      {"broadcast", fb::DType::F32, {1, 33}, {40, 33}, [](uint32_t x) { return ViewSpec{x, 0, {0, 1}}; }},
+  };
+  for (const Case &c : cases) {
+    ArtifactBuilder builder;
+    uint32_t x = builder.input("x", c.dtype, c.xShape);
+    uint32_t y = builder.output("y", c.dtype, c.shape);
+    builder.copy({c.shape, c.x(x), dense(y, c.shape)});
+    StepHarness harness(builder.build());
+    const std::vector<float> want = harness.run(detail::cpu::copyReference, detail::cpu::portableKernels(), 1);
+    for (int threads : {1, 2, 3}) {
+      const std::vector<float> got = harness.run(detail::cpu::copyFast, detail::cpu::portableKernels(), threads);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), sizeof(float) * want.size()), 0)
+          << c.name << ", threads " << threads;
+    }
+  }
 }
 
 // f32 into bf16, contiguous rows and a transposed (strided) source: each

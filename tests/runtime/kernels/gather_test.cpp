@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <numeric>
+#include <cstring>
 #include <random>
 
 #include "artifact_builder.hpp"
@@ -53,6 +54,33 @@ TEST(Gather, StridedIdsAndTable) {
   ASSERT_TRUE(session.ok()) << session.status().toString();
   EXPECT_EQ(valuesOf<float>(session.value()->output("y").value()),
             (std::vector<float>{2, 12, 0, 10, 1, 11, 1, 11, 0, 10, 2, 12}));
+}
+
+// The threaded kernel against the reference: many ids (several chunks on
+// every thread count), rows copied whole, and into a transposed y (element by
+// element).
+TEST(Gather, FastMatchesReferenceOnEveryThreadCount) {
+  const int64_t rows = 50, width = 300, count = 3 * 70;
+  for (bool transposedY : {false, true}) {
+    ArtifactBuilder builder;
+    uint32_t ids = builder.input("ids", fb::DType::I32, {3, 70}, rows);
+    uint32_t table = builder.weightsF32({rows, width}, randomFloats(rows * width, 13));
+    uint32_t y = builder.output("y", fb::DType::F32, transposedY ? std::vector<int64_t>{width, 3, 70}
+                                                                  : std::vector<int64_t>{3, 70, width});
+    const ViewSpec yView = transposedY ? ViewSpec{y, 0, {70, 1, count}} : dense(y, {3, 70, width});
+    builder.gather({{3, 70}, rows, width, dense(ids, {3, 70}), dense(table, {rows, width}), yView});
+    StepHarness harness(builder.build());
+    std::vector<float> idBits(count);
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t id = static_cast<int32_t>((i * 37 + 11) % rows);
+      std::memcpy(&idBits[i], &id, sizeof id);
+    }
+    harness.setBits(ids, idBits);
+    const std::vector<float> want = harness.run(detail::cpu::gatherF32Reference, detail::cpu::portableKernels(), 1);
+    for (int threads : {1, 2, 3})
+      EXPECT_EQ(harness.run(detail::cpu::gatherF32Fast, detail::cpu::portableKernels(), threads), want)
+          << "threads " << threads << (transposedY ? ", transposed y" : "");
+  }
 }
 
 TEST(Gather, OutOfRangeIdIsAnErrorNamingStepIdAndRows) {

@@ -33,8 +33,8 @@ KernelFn selectKernel(const detail::Kernel &kernel) {
         if constexpr (std::is_same_v<Op, Elementwise>) return &invoke<Elementwise, elementwiseF32Fast>;
         if constexpr (std::is_same_v<Op, Softmax>) return &invoke<Softmax, softmaxF32Fast>;
         if constexpr (std::is_same_v<Op, Reduce>) return &invoke<Reduce, reduceF32Fast>;
-        if constexpr (std::is_same_v<Op, Gather>) return &invoke<Gather, gatherF32Reference>;
-        if constexpr (std::is_same_v<Op, Copy>) return &invoke<Copy, copyReference>;
+        if constexpr (std::is_same_v<Op, Gather>) return &invoke<Gather, gatherF32Fast>;
+        if constexpr (std::is_same_v<Op, Copy>) return &invoke<Copy, copyFast>;
         if constexpr (std::is_same_v<Op, Attention>) return &invoke<Attention, attentionFast>;
         if constexpr (std::is_same_v<Op, TalkingHeadsAttention>)
           return &invoke<TalkingHeadsAttention, talkingHeadsAttentionF32Fast>;

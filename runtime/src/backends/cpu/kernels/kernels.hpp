@@ -88,6 +88,8 @@ Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
 Status reduceF32Fast(const Reduce &op, const KernelContext &context);
 size_t reduceF32FastScratchFloats(const Reduce &op);
 Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context);
+Status gatherF32Fast(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
+Status copyFast(const Copy &op, const KernelContext &context);
 Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context);
 // Flash attention: query tiles against key blocks with an online softmax;
 // memory is O(keys) per thread (the packed keys and values of one batch).
