@@ -40,9 +40,10 @@ Status gatherF32Fast(const Gather &op, const KernelContext &context) {
   // About 16 KB of rows a chunk: a few lines each would cost more in hand-offs.
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, op.width * 4));
   context.parallelChunks(op.idsShape.product(), grain, [&](int64_t begin, int64_t end, int) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float *row = table + idAt(offsetOfIndex(op.idsShape, op.ids.strides, op.ids.offset, i)) * tableRow;
-      float *out = y + offsetOfIndex(op.idsShape, yRows, op.y.offset, i);
+    IndexOffsets<2> at(op.idsShape, {&op.ids.strides, &yRows}, {op.ids.offset, op.y.offset}, begin);
+    for (int64_t i = begin; i < end; ++i, at.next()) {
+      const float *row = table + idAt(at[0]) * tableRow;
+      float *out = y + at[1];
       if (wholeRows)
         std::memcpy(out, row, rowBytes);
       else

@@ -30,6 +30,7 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
   const int64_t xC = op.x.strides.back(), yC = op.y.strides.back();
   const int64_t rC = op.residual ? op.residual->strides.back() : 0, sC = op.sum ? op.sum->strides.back() : 0;
   const Dims xR = op.x.strides.first(rowRank), yR = op.y.strides.first(rowRank);
+  const Dims sR = op.sum ? op.sum->strides.first(rowRank) : xR;
   const float nf = static_cast<float>(n);
   context.parallelChunks(rows.product(), std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end, int thread) {
     float *row = context.threadScratch(thread);
@@ -43,8 +44,13 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       for (int64_t c = 0; c < n; ++c) b[c] = beta[c * betaStep];
       betaRow = b;
     }
-    for (int64_t r = begin; r < end; ++r) {
-      const float *xs = x + offsetOfIndex(rows, xR, op.x.offset, r);
+    // Offsets of the rows of x, y, the residual and the sum (the last two
+    // follow x's where absent, unused).
+    const Dims rR = op.residual ? op.residual->strides.first(rowRank) : xR;
+    IndexOffsets<4> at(rows, {&xR, &yR, &rR, &sR}, {op.x.offset, op.y.offset, op.residual ? op.residual->offset : 0,
+                       op.sum ? op.sum->offset : 0}, begin);
+    for (int64_t r = begin; r < end; ++r, at.next()) {
+      const float *xs = x + at[0];
       // A contiguous row with nothing added is read where it is (y may
       // alias it only element for element, which the last pass allows).
       const bool inPlace = xC == 1 && !residual && !sum;
@@ -56,14 +62,14 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       }
       if (residual) {
         // Added in f32, as PyTorch does.
-        const float *rs = residual + offsetOfIndex(rows, op.residual->strides.first(rowRank), op.residual->offset, r);
+        const float *rs = residual + at[2];
         if (rC == 1)
           isa.addScaled(row, rs, n, 1.0f);  // 1 * rs[c] + row[c] rounds once: the same sum
         else
           for (int64_t c = 0; c < n; ++c) row[c] += rs[c * rC];
       }
       if (sum) {
-        float *ss = sum + offsetOfIndex(rows, op.sum->strides.first(rowRank), op.sum->offset, r);
+        float *ss = sum + at[3];
         if (sC == 1) std::memcpy(ss, row, sizeof(float) * static_cast<size_t>(n));
         else
           for (int64_t c = 0; c < n; ++c) ss[c * sC] = row[c];
@@ -74,7 +80,7 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       const float scale = op.variant == LayerNormVariant::UnbiasedStd
                               ? 1.0f / (std::sqrt(squares / static_cast<float>(n - 1)) + op.epsilon)
                               : 1.0f / std::sqrt(squares / nf + op.epsilon);
-      float *ys = y + offsetOfIndex(rows, yR, op.y.offset, r);
+      float *ys = y + at[1];
       if (yC == 1) {
         isa.normalizeRow(source, n, mean, scale, gammaRow, betaRow, ys);
       } else {

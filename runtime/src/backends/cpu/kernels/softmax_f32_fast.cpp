@@ -24,9 +24,10 @@ Status softmaxF32Fast(const Softmax &op, const KernelContext &context) {
                                                                                     int thread) {
     const FlushSubnormalsScope flush;  // tiny probabilities become 0, not slow subnormals
     float *scratch = context.threadScratch(thread);
-    for (int64_t r = begin; r < end; ++r) {
-      const float *src = x + offsetOfIndex(rows, xRows, op.x.offset, r);
-      float *out = y + offsetOfIndex(rows, yRows, op.y.offset, r);
+    IndexOffsets<2> at(rows, {&xRows, &yRows}, {op.x.offset, op.y.offset}, begin);
+    for (int64_t r = begin; r < end; ++r, at.next()) {
+      const float *src = x + at[0];
+      float *out = y + at[1];
       // Work in the output row when it is contiguous, else in scratch.
       float *row = yStep == 1 ? out : scratch;
       if (xStep == 1) {

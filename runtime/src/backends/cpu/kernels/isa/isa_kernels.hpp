@@ -337,18 +337,30 @@ void gemmEpilogue(const GemmEpilogue &e) {
 
 // --- rows ----------------------------------------------------------------------
 
-// Four vector accumulators hide the add latency; the tail is scalar.
-template <class S>
-float reduceRow(const float *x, int64_t n, ReduceKind kind) {
+// Four vector accumulators hide the add latency; the tail is scalar. The
+// kind is a template argument, so the loops carry no test of it, and a sum
+// or max ends in a tree across the lanes, not a chain of W dependent adds
+// (a 384-wide layernorm row's mean spent most of its time there).
+template <class S, ReduceKind Kind>
+float reduceRowOf(const float *x, int64_t n) {
   using V = typename S::V;
   constexpr int W = S::W;
-  const bool isMax = kind == ReduceKind::Max, isMin = kind == ReduceKind::Min, isProd = kind == ReduceKind::Prod;
-  const float init = isMax ? -std::numeric_limits<float>::infinity()
-                     : isMin ? std::numeric_limits<float>::infinity()
-                     : isProd ? 1.0f
-                              : 0.0f;
-  auto combine = [&](V acc, V v) {
-    return isMax ? S::max(acc, v) : isMin ? S::min(acc, v) : isProd ? S::mul(acc, v) : S::add(acc, v);
+  constexpr bool isMax = Kind == ReduceKind::Max, isMin = Kind == ReduceKind::Min, isProd = Kind == ReduceKind::Prod;
+  constexpr float init = isMax ? -std::numeric_limits<float>::infinity()
+                         : isMin ? std::numeric_limits<float>::infinity()
+                         : isProd ? 1.0f
+                                  : 0.0f;
+  const auto combine = [](V acc, V v) {
+    if constexpr (isMax) return S::max(acc, v);
+    else if constexpr (isMin) return S::min(acc, v);
+    else if constexpr (isProd) return S::mul(acc, v);
+    else return S::add(acc, v);
+  };
+  const auto scalar = [](float a, float b) {
+    if constexpr (isMax) return std::max(a, b);
+    else if constexpr (isMin) return std::min(a, b);
+    else if constexpr (isProd) return a * b;
+    else return a + b;
   };
   V acc[4] = {S::set1(init), S::set1(init), S::set1(init), S::set1(init)};
   V nan = S::zero();  // becomes NaN where a NaN was seen (x86 max/min drop it)
@@ -357,34 +369,44 @@ float reduceRow(const float *x, int64_t n, ReduceKind kind) {
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       const V v = S::load(x + i + u * W);
-      if (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
+      if constexpr (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
       acc[u] = combine(acc[u], v);
     }
   for (; i + W <= n; i += W) {
     const V v = S::load(x + i);
-    if (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
+    if constexpr (isMax || isMin) nan = S::select(S::isNan(v), v, nan);
     acc[0] = combine(acc[0], v);
   }
   const V all = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
-  bool sawNan = std::isnan(S::reduceAdd(nan));
-  auto scalar = [&](float a, float b) {
-    return isMax ? std::max(a, b) : isMin ? std::min(a, b) : isProd ? a * b : a + b;
-  };
   float result;
-  if (isMax) {
-    result = S::reduceMax(all);  // a tree, not a chain of W dependent steps (softmax's rows are short)
+  if constexpr (isMax) {
+    result = S::reduceMax(all);
+  } else if constexpr (!isMin && !isProd) {
+    result = S::reduceAdd(all);
   } else {
     float lanes[W];
     S::store(lanes, all);
     result = lanes[0];
     for (int lane = 1; lane < W; ++lane) result = scalar(result, lanes[lane]);
   }
+  bool sawNan = false;
+  if constexpr (isMax || isMin) sawNan = std::isnan(S::reduceAdd(nan));
   for (; i < n; ++i) {
     sawNan |= std::isnan(x[i]);
     result = scalar(result, x[i]);
   }
   if ((isMax || isMin) && sawNan) return std::numeric_limits<float>::quiet_NaN();
   return result;
+}
+
+template <class S>
+float reduceRow(const float *x, int64_t n, ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Max: return reduceRowOf<S, ReduceKind::Max>(x, n);
+    case ReduceKind::Min: return reduceRowOf<S, ReduceKind::Min>(x, n);
+    case ReduceKind::Prod: return reduceRowOf<S, ReduceKind::Prod>(x, n);
+    default: return reduceRowOf<S, ReduceKind::Sum>(x, n);  // a mean divides the sum afterwards
+  }
 }
 
 template <class S>
@@ -581,14 +603,20 @@ template <class S>
 float squaredDeviation(const float *x, int64_t n, float mean) {
   using V = typename S::V;
   const V m = S::set1(mean);
-  V acc0 = S::zero(), acc1 = S::zero();
+  // Four accumulators hide the fma latency.
+  V acc[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
   int64_t i = 0;
-  for (; i + 2 * S::W <= n; i += 2 * S::W) {
-    const V d0 = S::sub(S::load(x + i), m), d1 = S::sub(S::load(x + i + S::W), m);
-    acc0 = S::fmadd(d0, d0, acc0);
-    acc1 = S::fmadd(d1, d1, acc1);
+  for (; i + 4 * S::W <= n; i += 4 * S::W)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const V d = S::sub(S::load(x + i + u * S::W), m);
+      acc[u] = S::fmadd(d, d, acc[u]);
+    }
+  for (; i + S::W <= n; i += S::W) {
+    const V d = S::sub(S::load(x + i), m);
+    acc[0] = S::fmadd(d, d, acc[0]);
   }
-  float sum = S::reduceAdd(S::add(acc0, acc1));
+  float sum = S::reduceAdd(S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3])));
   for (; i < n; ++i) sum += (x[i] - mean) * (x[i] - mean);
   return sum;
 }
@@ -601,8 +629,9 @@ void normalizeRow(const float *x, int64_t n, float mean, float scale, const floa
   int64_t i = 0;
   for (; i + S::W <= n; i += S::W) {
     V v = S::mul(S::sub(S::load(x + i), m), sc);
-    if (gamma) v = S::mul(v, S::load(gamma + i));
-    if (beta) v = S::add(v, S::load(beta + i));
+    if (gamma && beta) v = S::fmadd(v, S::load(gamma + i), S::load(beta + i));
+    else if (gamma) v = S::mul(v, S::load(gamma + i));
+    else if (beta) v = S::add(v, S::load(beta + i));
     S::store(y + i, v);
   }
   for (; i < n; ++i) {
