@@ -27,6 +27,9 @@ namespace {
 
 constexpr int64_t kQueryTile = 64;    // queries per work item (a multiple of amx's 32-row bf16 tile)
 constexpr int64_t kKeyBlock = 256;    // keys per online-softmax step, a multiple of every nr
+// The block's scores' row stride: a line past the block, so that the 16 rows
+// a tile stores are not 1 KB apart (rows four apart shared L1 sets).
+constexpr int64_t kScoreStride = kKeyBlock + 16;
 constexpr int64_t kMaxMr = 8, kMaxNr = 64;  // the largest register tile of any ISA
 constexpr int64_t kMaxPairStep = 16;        // the largest bf16GemmTallPairStep of any ISA
 
@@ -46,7 +49,7 @@ struct FlashScratch {
     v = kt + keysPad * std::max(op.headDim, dPairsPad);
     q = v + std::max(op.keys, jPairsPad) * valuesPad;
     s = q + rowsPad * op.headDim;
-    o = s + rowsPad * kKeyBlock;
+    o = s + rowsPad * kScoreStride;
     m = o + rowsPad * valuesPad;
     l = m + rowsPad;
     bp = l + rowsPad;  // the bf16 path's pairs: p [rowsPad][128], then q [rowsPad][dPairsPad]
@@ -66,7 +69,7 @@ size_t attentionF32FlashScratchFloats(const Attention &op) {
   const unsigned __int128 headDim = static_cast<unsigned __int128>(op.headDim) + kMaxPairStep;
   const unsigned __int128 keys = static_cast<unsigned __int128>(op.keys) + 2 * kMaxPairStep;
   const unsigned __int128 total = kPackedTagFloats + keysPad * headDim + keys * valuesPad + rowsPad * headDim +
-                                  rowsPad * kKeyBlock + rowsPad * valuesPad + 2 * rowsPad +
+                                  rowsPad * kScoreStride + rowsPad * valuesPad + 2 * rowsPad +
                                   rowsPad * (kKeyBlock / 2 + headDim) + kMaxNr * headDim;
   constexpr size_t kLimit = SIZE_MAX / 16;
   return total > kLimit ? kLimit : static_cast<size_t>(total);
@@ -172,9 +175,9 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         for (int64_t jr = 0; jr < keys; jr += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
             bf16Tile(keys - jr, dPairsPad, qp + ir * dPairsPad, dPairsPad, kp + jr * dPairsPad,
-                     s + ir * kKeyBlock + jr, kKeyBlock, false);
+                     s + ir * kScoreStride + jr, kScoreStride, false);
       } else {
-        keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kKeyBlock);
+        keyScores(isa, qs, rowsPad, D, kt + j0 * D, keys, s, kScoreStride);
       }
       // The row's softmax runs over whole vectors, and in bf16 over the
       // block's pairs padded to pairStep: the columns past the last key
@@ -186,7 +189,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       // exp); the rows past the tile's are zero.
       if (bf16) std::fill(pp + rows * pairs, pp + rowsPad * pairs, 0u);
       for (int64_t t = 0; t < rows; ++t) {
-        float *row = s + t * kKeyBlock;
+        float *row = s + t * kScoreStride;
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
         maskKeys(isa, op.maskKind, row, keys, mask, mOff + (i0 + t) * mI + j0 * mJ, mJ, op.maskFill);
         const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys
@@ -207,7 +210,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.gemmTileRows(keys, s + ir * kKeyBlock, kKeyBlock, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
+          isa.gemmTileRows(keys, s + ir * kScoreStride, kScoreStride, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
                            nullptr, 0);
     }
     for (int64_t t = 0; t < rows; ++t) storeAttentionRow(isa, o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
