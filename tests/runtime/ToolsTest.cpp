@@ -303,6 +303,10 @@ TEST_F(ToolsTest, EmbeddingExamplesRunTheModel) {
   Result c = run(EIN_EMBED_C_PATH, model);
   ASSERT_EQ(c.exitCode, 0) << c.err;
   EXPECT_NE(c.out.find("probsT: f32[4, 2, 3] = "), std::string::npos) << c.out;
+  // The same C program on the shared library (libein.so), byte for byte.
+  Result shared = run(EIN_EMBED_C_SHARED_PATH, model);
+  ASSERT_EQ(shared.exitCode, 0) << shared.err;
+  EXPECT_EQ(shared.out, c.out);
   Result missing = run(EIN_EMBED_C_PATH, dir + "/absent.einb");
   EXPECT_NE(missing.exitCode, 0);
   EXPECT_NE(missing.err.find("absent.einb: no such file"), std::string::npos) << missing.err;

@@ -12,13 +12,16 @@ run_step(${CMAKE_COMMAND} --install ${EIN_BUILD_DIR} --prefix ${WORK_DIR}/prefix
 run_step(${CMAKE_COMMAND} -S ${EIN_SOURCE_DIR}/examples/embed -B ${WORK_DIR}/build -G ${GENERATOR}
          -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
 run_step(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-foreach(program ein-embed-cpp ein-embed-c)
+foreach(program ein-embed-cpp ein-embed-c ein-embed-c-shared)
   if(NOT EXISTS ${WORK_DIR}/build/${program})
     message(FATAL_ERROR "${program} was not built against the installed package")
   endif()
 endforeach()
-# The usage line proves the program starts; it exits 2 without arguments.
-execute_process(COMMAND ${WORK_DIR}/build/ein-embed-c RESULT_VARIABLE result ERROR_VARIABLE output)
-if(NOT result EQUAL 2 OR NOT output MATCHES "usage:")
-  message(FATAL_ERROR "ein-embed-c did not run: ${result} ${output}")
-endif()
+# The usage line proves a program starts (the shared one finds the installed
+# libein.so); it exits 2 without arguments.
+foreach(program ein-embed-c ein-embed-c-shared)
+  execute_process(COMMAND ${WORK_DIR}/build/${program} RESULT_VARIABLE result ERROR_VARIABLE output)
+  if(NOT result EQUAL 2 OR NOT output MATCHES "usage:")
+    message(FATAL_ERROR "${program} did not run: ${result} ${output}")
+  endif()
+endforeach()
