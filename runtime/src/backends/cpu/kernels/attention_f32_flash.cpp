@@ -210,8 +210,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
-          isa.gemmTileRows(keys, s + ir * kScoreStride, kScoreStride, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo, true,
-                           nullptr, 0);
+          isa.gemmTileRows(keys, s + ir * kScoreStride, kScoreStride, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo,
+                           true, nullptr, 0);
     }
     for (int64_t t = 0; t < rows; ++t) storeAttentionRow(isa, o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
   };

@@ -30,6 +30,8 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
   const int64_t xC = op.x.strides.back(), yC = op.y.strides.back();
   const int64_t rC = op.residual ? op.residual->strides.back() : 0, sC = op.sum ? op.sum->strides.back() : 0;
   const Dims xR = op.x.strides.first(rowRank), yR = op.y.strides.first(rowRank);
+  // The rows of the residual and the sum follow x's where absent (unused).
+  const Dims rR = op.residual ? op.residual->strides.first(rowRank) : xR;
   const Dims sR = op.sum ? op.sum->strides.first(rowRank) : xR;
   const float nf = static_cast<float>(n);
   context.parallelChunks(rows.product(), std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end, int thread) {
@@ -44,9 +46,6 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
       for (int64_t c = 0; c < n; ++c) b[c] = beta[c * betaStep];
       betaRow = b;
     }
-    // Offsets of the rows of x, y, the residual and the sum (the last two
-    // follow x's where absent, unused).
-    const Dims rR = op.residual ? op.residual->strides.first(rowRank) : xR;
     IndexOffsets<4> at(rows, {&xR, &yR, &rR, &sR}, {op.x.offset, op.y.offset, op.residual ? op.residual->offset : 0,
                        op.sum ? op.sum->offset : 0}, begin);
     for (int64_t r = begin; r < end; ++r, at.next()) {
