@@ -119,7 +119,10 @@ EValue Generator::callAppend(const ast::Call &call, Scope &scope) {
     fail(at, "append() writes at the session's position: declare it (position past = 0..N)");
   if (!appendedStates.insert(name).second)
     fail(at, "state \"" + name + "\" is appended to twice; a run appends to each state once");
-  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "append() argument 'x'");
+  // Rows of another float type are stored as the state's (as PyTorch's
+  // `cache[..., past:past + t] = x` casts into the cache's dtype).
+  mlir::Value x = cast(at, floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "append() argument 'x'"),
+                       mlir::cast<RankedTensorType>(stateOp.getType()).getElementType());
   ein::Shape stateShape = shapeOf(stateOp), xShape = shapeOf(x);
   if (xShape.size() != stateShape.size())
     fail(args.get("x")->loc, "append() x " + ein::formatShape(xShape) + " and the state \"" + name + "\" " +

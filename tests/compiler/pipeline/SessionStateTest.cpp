@@ -204,6 +204,16 @@ TEST(SessionState, AStateReadOtherwiseStaysF32) {
   EXPECT_EQ(model->states()[0].dtype, ein::DType::F32);
 }
 
+// Rows of another float type are appended as the state's (an f16 embedding
+// table's rows into an f32 cache: a fuzzer's mutation of the Llama example
+// reached the op verifier with it).
+TEST(SessionState, RowsOfAnotherFloatTypeAreStoredAsTheStates) {
+  auto model = compile("dim t = 1..4\nposition p = 0..8\ninput ids: i64[t]\nparam table: f16[5, 4]\n"
+                       "state s: f32[8, 4]\na = append(s, embedding(ids, table), axis=0)\noutput y = a * 1.0\n");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model->states()[0].dtype, ein::DType::F32);
+}
+
 TEST(SessionState, MisusesAreLocatedErrors) {
   const std::pair<const char *, const char *> cases[] = {
       {"input x: f32[1, 4]\nstate s: f32[8, 4]\ny = append(s, x, axis=0)\noutput z = y * 1.0\n",
