@@ -63,30 +63,6 @@ class EinSession:
         self.check(self.lib.ein_session_run(self.session))
 
 
-def configs(spec, work, weights, rng_seed=7):
-    """(tag, source, dims, feed, onnx path) per configuration, as precision_vs_engines.py builds them."""
-    import numpy as np
-    for config in spec.split(","):
-        model, shape = config.split(":")
-        tag = f"{model}_{shape}"
-        rng = np.random.default_rng(rng_seed)
-        onnx = os.path.join(work, f"{tag}.onnx")
-        if model == "vit":
-            batch = int(shape)
-            feed = {"img": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
-            engines.vit_onnx(weights["vit"], batch, onnx)
-            yield tag, "vit", engines.VIT, ["--dim", f"batch={batch}"], feed, onnx
-        else:
-            batch, tokens = map(int, shape.split("x"))
-            mask = np.ones((batch, tokens), np.int32)
-            mask[1:, tokens - tokens // 4:] = 0
-            feed = {"ids": rng.integers(0, engines.BERT_DIMS["vocab"], (batch, tokens)).astype(np.int32),
-                    "mask": mask}
-            dims = [x for k, v in engines.BERT_DIMS.items() if k != "layers" for x in ("--dim", f"{k}={v}")]
-            engines.bert_onnx(weights["bert"], batch, tokens, onnx)
-            yield tag, "bert", engines.BERT, dims + ["--dim", f"b={batch}", "--dim", f"t={tokens}"], feed, onnx
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--einc", default=os.path.join(ROOT, "build", "bin", "einc"))
@@ -111,7 +87,8 @@ def main():
     print(f"| model | threads | ein {args.precision} median (min) ms | OpenVINO default median (min) ms | "
           f"ein / OpenVINO, median of pairs |")
     print("|---|---|---|---|---|")
-    for tag, model, source, dims, feed, onnx in configs(args.configs, work, weights):
+    for config in args.configs.split(","):
+        tag, model, source, dims, feed, onnx = engines.config_case(config, work, weights)
         artifact = os.path.join(work, f"{tag}_ein-{args.precision}.einb")
         subprocess.run([args.einc, source, "--weights", os.path.join(work, f"{model}.safetensors"), "--precision",
                         args.precision, "-o", artifact] + dims, check=True)

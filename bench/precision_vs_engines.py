@@ -320,6 +320,28 @@ def run_ein(args, artifact, feed, threads, out_dir, isa=None):
     return float(re.search(rf"{args.statistic} ([\d.]+) ms", bench(args.runs)[0]).group(1))
 
 
+def config_case(config, work, weights):
+    """A configuration ("vit:8", "bert:8x128") as (tag, model, the .ein source, einc's --dim arguments, the
+    inputs, the ONNX graph written into work)."""
+    import numpy as np
+    model, shape = config.split(":")
+    tag = f"{model}_{shape}"
+    rng = np.random.default_rng(7)
+    onnx = os.path.join(work, f"{tag}.onnx")
+    if model == "vit":
+        batch = int(shape)
+        feed = {"img": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
+        vit_onnx(weights["vit"], batch, onnx)
+        return tag, model, VIT, ["--dim", f"batch={batch}"], feed, onnx
+    batch, tokens = map(int, shape.split("x"))
+    mask = np.ones((batch, tokens), np.int32)
+    mask[1:, tokens - tokens // 4:] = 0
+    feed = {"ids": rng.integers(0, BERT_DIMS["vocab"], (batch, tokens)).astype(np.int32), "mask": mask}
+    dims = [x for k, v in BERT_DIMS.items() if k != "layers" for x in ("--dim", f"{k}={v}")]
+    bert_onnx(weights["bert"], batch, tokens, onnx)
+    return tag, model, BERT, dims + ["--dim", f"b={batch}", "--dim", f"t={tokens}"], feed, onnx
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--einc", default=os.path.join(ROOT, "build", "bin", "einc"))
@@ -355,25 +377,8 @@ def main():
         save_file(tensors, os.path.join(work, f"{name}.safetensors"))
     rows = []
     for config in args.configs.split(","):
-        model, shape = config.split(":")
-        tag = f"{model}_{shape}"
-        rng = np.random.default_rng(7)
-        if model == "vit":
-            batch = int(shape)
-            feed = {"img": rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)}
-            source, dims = VIT, ["--dim", f"batch={batch}"]
-            onnx_fp32 = os.path.join(work, f"{tag}.onnx")
-            vit_onnx(weights["vit"], batch, onnx_fp32)
-        else:
-            batch, tokens = map(int, shape.split("x"))
-            mask = np.ones((batch, tokens), np.int32)
-            mask[1:, tokens - tokens // 4:] = 0
-            feed = {"ids": rng.integers(0, BERT_DIMS["vocab"], (batch, tokens)).astype(np.int32), "mask": mask}
-            source = BERT
-            dims = [x for k, v in BERT_DIMS.items() if k != "layers" for x in ("--dim", f"{k}={v}")]
-            dims += ["--dim", f"b={batch}", "--dim", f"t={tokens}"]
-            onnx_fp32 = os.path.join(work, f"{tag}.onnx")
-            bert_onnx(weights["bert"], batch, tokens, onnx_fp32)
+        tag, model, source, dims, feed, onnx_fp32 = config_case(config, work, weights)
+        batch = next(iter(feed.values())).shape[0]
         feed_paths = {}
         for name, array in feed.items():
             feed_paths[name] = os.path.join(work, f"{tag}_{name}.npy")
