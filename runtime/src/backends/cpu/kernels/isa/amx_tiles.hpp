@@ -62,31 +62,35 @@ inline void configureTiles() {
   checkedEpoch = epoch;
 }
 
-// Pulls into L1 part `part` of `parts` of the b tiles of the tile step
-// `ahead` steps past step `at` of half `half` (halves of `steps` steps over a
-// panel of `panelRows` rows; past the last half, into the next panel, where
-// a row tile's walk goes next): each half's step is 16 panel rows of 128
-// bytes at a stride of 256, which the hardware prefetchers do not bring in
-// time, and a tile load that misses L1 stalls the products after it (tile
-// registers are not renamed). In-process pairs on a Sapphire Rapids VM:
-// bf16 ViT-S and BERT runs 1.01-1.21x, int8 1.06-1.16x (most where the VM's
-// tiles run slow); spread a quarter after each product rather than all after
-// the first, 1.01-1.11x more (the prefetches queued for fill buffers). A
-// prefetch never faults, so the address may lie past b. Always inlined: GCC
-// 12 counts a function that only prefetches as free of side effects and
-// drops the calls.
-[[gnu::always_inline]] inline void prefetchPanelStep(const void *b, int64_t panelRows, int halves, int64_t steps,
-                                                     int64_t half, int64_t at, int64_t ahead, int part, int parts) {
+// Where the b tiles of the tile step `ahead` steps past step `at` of half
+// `half` start (halves of `steps` steps over a panel of `panelRows` rows;
+// past the last half, in the next panel, where a row tile's walk goes next):
+// what prefetchPanelStep pulls in. The address may lie past b.
+inline const char *panelStepAhead(const void *b, int64_t panelRows, int halves, int64_t steps, int64_t half,
+                                  int64_t at, int64_t ahead) {
   at += ahead;
   while (at >= steps) {
     at -= steps;
     ++half;
   }
-  const char *from = static_cast<const char *>(b) + (half < halves ? half * 128 : panelRows * kPanelRowBytes) +
-                     at * kTileRows * kPanelRowBytes;
+  return static_cast<const char *>(b) + (half < halves ? half * 128 : panelRows * kPanelRowBytes) +
+         at * kTileRows * kPanelRowBytes;
+}
+
+// Pulls into L1 part `part` of `parts` of a half's step of b tiles from
+// `step` on (panelStepAhead): 16 panel rows of 128 bytes at a stride of 256,
+// which the hardware prefetchers do not bring in time, and a tile load that
+// misses L1 stalls the products after it (tile registers are not renamed).
+// In-process pairs on a Sapphire Rapids VM: bf16 ViT-S and BERT runs
+// 1.01-1.21x, int8 1.06-1.16x (most where the VM's tiles run slow); spread a
+// quarter after each product rather than all after the first, 1.01-1.11x
+// more (the prefetches queued for fill buffers). A prefetch never faults.
+// Always inlined: GCC 12 counts a function that only prefetches as free of
+// side effects and drops the calls.
+[[gnu::always_inline]] inline void prefetchPanelStep(const char *step, int part, int parts) {
   for (int r = part * kTileRows / parts; r < (part + 1) * kTileRows / parts; ++r) {
-    __builtin_prefetch(from + r * kPanelRowBytes, 0, 3);
-    __builtin_prefetch(from + r * kPanelRowBytes + 64, 0, 3);
+    __builtin_prefetch(step + r * kPanelRowBytes, 0, 3);
+    __builtin_prefetch(step + r * kPanelRowBytes + 64, 0, 3);
   }
 }
 

@@ -79,14 +79,15 @@ void bf16GemmHalvesAmx(int64_t pairs, const uint32_t *a, int64_t lda, int64_t aS
       _tile_loadd(5, a + s * aStep + 16 * lda, aStride);
       _tile_loadd(6, bh + q * kNr, amx::kPanelRowBytes);
       _tile_loadd(7, bh + q * kNr + 16, amx::kPanelRowBytes);
+      const char *ahead = amx::panelStepAhead(b, pairs, Halves, steps, half, s, 2);
       _tile_dpbf16ps(0, 4, 6);
-      amx::prefetchPanelStep(b, pairs, Halves, steps, half, s, 2, 0, 4);
+      amx::prefetchPanelStep(ahead, 0, 4);
       _tile_dpbf16ps(1, 4, 7);
-      amx::prefetchPanelStep(b, pairs, Halves, steps, half, s, 2, 1, 4);
+      amx::prefetchPanelStep(ahead, 1, 4);
       _tile_dpbf16ps(2, 5, 6);
-      amx::prefetchPanelStep(b, pairs, Halves, steps, half, s, 2, 2, 4);
+      amx::prefetchPanelStep(ahead, 2, 4);
       _tile_dpbf16ps(3, 5, 7);
-      amx::prefetchPanelStep(b, pairs, Halves, steps, half, s, 2, 3, 4);
+      amx::prefetchPanelStep(ahead, 3, 4);
       for (const int64_t through = (half * steps + s + 1) * sideParts; sideDone * allSteps < through; ++sideDone)
         side->run(side->context, sideDone);
     }

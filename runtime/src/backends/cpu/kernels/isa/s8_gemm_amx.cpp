@@ -60,14 +60,15 @@ void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
       _tile_loadd(5, a + 16 * lda + 4 * q, lda);
       _tile_loadd(6, bh + q * kNr * 4, amx::kPanelRowBytes);
       _tile_loadd(7, bh + (q * kNr + 16) * 4, amx::kPanelRowBytes);
+      const char *ahead = amx::panelStepAhead(b, quads, 2, steps, half, s, 2);
       _tile_dpbusd(0, 4, 6);
-      amx::prefetchPanelStep(b, quads, 2, steps, half, s, 2, 0, 4);
+      amx::prefetchPanelStep(ahead, 0, 4);
       _tile_dpbusd(1, 4, 7);
-      amx::prefetchPanelStep(b, quads, 2, steps, half, s, 2, 1, 4);
+      amx::prefetchPanelStep(ahead, 1, 4);
       _tile_dpbusd(2, 5, 6);
-      amx::prefetchPanelStep(b, quads, 2, steps, half, s, 2, 2, 4);
+      amx::prefetchPanelStep(ahead, 2, 4);
       _tile_dpbusd(3, 5, 7);
-      amx::prefetchPanelStep(b, quads, 2, steps, half, s, 2, 3, 4);
+      amx::prefetchPanelStep(ahead, 3, 4);
     }
     amx::storeBlockC(ch, ldc);
   }
