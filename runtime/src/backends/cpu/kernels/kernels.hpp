@@ -66,6 +66,14 @@ Status elementwiseF32Reference(const Elementwise &op, const KernelContext &conte
 Status softmaxF32Reference(const Softmax &op, const KernelContext &context);
 Status reduceF32Reference(const Reduce &op, const KernelContext &context);
 Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
+// A gather's id at element `offset` of its ids, and the check of every id
+// against [0, rows) (the error names the first bad one in row-major order).
+inline int64_t gatherId(const Gather &op, const KernelContext &context, int64_t offset) {
+  const std::byte *ids = context.bases[op.ids.tensor];
+  return context.dtype(op.ids) == DType::I64 ? reinterpret_cast<const int64_t *>(ids)[offset]
+                                             : reinterpret_cast<const int32_t *>(ids)[offset];
+}
+Status checkGatherIds(const Gather &op, const KernelContext &context);
 Status copyReference(const Copy &op, const KernelContext &context);
 
 // Fast kernels (threads, SIMD through context.isa); the reference kernels
