@@ -254,6 +254,15 @@ TEST(Verifier, RejectsAStateDtypeTheRuntimeDoesNotKeep) {
   expectRejected(cuda.build(), "tensor 5: a state tensor is bf16; the runtime keeps state as f32 on this target");
 }
 
+// A state tensor names one of the model's state bindings, as an input or an
+// output tensor names one of its inputs or outputs.
+TEST(Verifier, RejectsAStateTensorNoStateBindingNames) {
+  SmallModel small;  // the small model binds no states
+  small.builder.stateBytes = 128;
+  small.builder.tensor({fb::DType::F32, {4, 8}, fb::Storage::State, 0, 0});
+  expectRejected(small.build(), "tensor 5: it is state 0, but the model has 0 states");
+}
+
 TEST(Verifier, RejectsUnboundAndMisboundInputs) {
   {
     SmallModel small;  // a second input tensor that no binding names

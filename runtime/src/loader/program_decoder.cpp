@@ -54,7 +54,20 @@ StatusOr<Storage> decodeStorage(fb::Storage storage) {
   return invalid(fmt::format("unknown storage kind {}", static_cast<int>(storage)));
 }
 
-StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size_t inputCount, size_t outputCount,
+// How many inputs, outputs and states the model binds: an input, output or
+// state tensor's index must name one of them.
+struct BindingCounts {
+  size_t inputs = 0;
+  size_t outputs = 0;
+  size_t states = 0;
+};
+
+BindingCounts bindingCounts(const fb::Model &model) {
+  return {model.inputs() ? model.inputs()->size() : 0u, model.outputs() ? model.outputs()->size() : 0u,
+          model.states() ? model.states()->size() : 0u};
+}
+
+StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, BindingCounts bound,
                               const SizeResolver &sizes) {
   Tensor tensor;
   EIN_ASSIGN_OR_RETURN(tensor.dtype, decodeDType(in.dtype()));
@@ -109,14 +122,16 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, size
                                    tensor.byteSize, tensor.offset, program.weightsBytes));
       break;
     case Storage::Input:
-      if (tensor.index >= inputCount)
-        return invalid(fmt::format("it is input {}, but the model has {} inputs", tensor.index, inputCount));
+      if (tensor.index >= bound.inputs)
+        return invalid(fmt::format("it is input {}, but the model has {} inputs", tensor.index, bound.inputs));
       break;
     case Storage::Output:
-      if (tensor.index >= outputCount)
-        return invalid(fmt::format("it is output {}, but the model has {} outputs", tensor.index, outputCount));
+      if (tensor.index >= bound.outputs)
+        return invalid(fmt::format("it is output {}, but the model has {} outputs", tensor.index, bound.outputs));
       break;
     case Storage::State:
+      if (tensor.index >= bound.states)
+        return invalid(fmt::format("it is state {}, but the model has {} states", tensor.index, bound.states));
       if (!fits(program.stateBytes))
         return invalid(fmt::format("its {} bytes at state offset {} do not fit the {}-byte state", tensor.byteSize,
                                    tensor.offset, program.stateBytes));
@@ -207,13 +222,12 @@ Status checkStateJustified(const Program &program) {
 }  // namespace
 
 Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaClaim arena, Program &program) {
-  size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
-  size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
-  if (outputCount == 0) return invalid("the model has no outputs");
+  const BindingCounts bound = bindingCounts(model);
+  if (bound.outputs == 0) return invalid("the model has no outputs");
   size_t tensorCount = model.tensors() ? model.tensors()->size() : 0;
   for (size_t id = 0; id < tensorCount; ++id) {
-    StatusOr<Tensor> tensor = decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), program,
-                                           inputCount, outputCount, sizes);
+    StatusOr<Tensor> tensor =
+        decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), program, bound, sizes);
     if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
     program.tensors.push_back(std::move(tensor).value());
   }
@@ -241,10 +255,9 @@ Status decodeSteps(const fb::Model &model, const SizeResolver &sizes, Program &p
 
 Status redecode(const fb::Model &model, const SizeResolver &sizes, std::span<const uint32_t> tensors,
                 std::span<const uint32_t> steps, Program &program) {
-  const size_t inputCount = model.inputs() ? model.inputs()->size() : 0;
-  const size_t outputCount = model.outputs() ? model.outputs()->size() : 0;
+  const BindingCounts bound = bindingCounts(model);
   for (uint32_t id : tensors) {
-    StatusOr<Tensor> tensor = decodeTensor(*model.tensors()->Get(id), program, inputCount, outputCount, sizes);
+    StatusOr<Tensor> tensor = decodeTensor(*model.tensors()->Get(id), program, bound, sizes);
     if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
     program.tensors[id] = std::move(tensor).value();
   }
