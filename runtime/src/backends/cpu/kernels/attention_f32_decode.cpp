@@ -142,7 +142,7 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
     }
     if (splits == 1) {
       const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
-      for (int64_t t = 0; t < I; ++t) storeAttentionRow(isa, o + t * E, E, l[t], out + oOff + t * oI, oE);
+      for (int64_t t = 0; t < I; ++t) storeAttentionRow(o + t * E, E, l[t], out + oOff + t * oI, oE);
       return;
     }
     float *partial = partialOf(item);
@@ -177,7 +177,7 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
       }
     }
     const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);
-    storeAttentionRow(isa, o, E, sum, out + oOff + t * oI, oE);
+    storeAttentionRow(o, E, sum, out + oOff + t * oI, oE);
   });
   return Status();
 }

@@ -159,13 +159,14 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         isa.bf16PackRows(qs + ir * D, D, 1, mr, D, mr, qp + ir * dPairsPad, dPairsPad);
         for (int64_t r = ir; r < ir + mr; ++r) std::fill(qp + r * dPairsPad + dPairs, qp + (r + 1) * dPairsPad, 0u);
       }
-    std::fill(o, o + rowsPad * ldo, 0.0f);
     std::fill(m, m + rowsPad, -std::numeric_limits<float>::infinity());
     std::fill(l, l + rowsPad, 0.0f);
 
     // Causal: key blocks past what any row of the tile sees are skipped.
     int64_t keyEnd = 0;
     for (int64_t t = 0; t < rows; ++t) keyEnd = std::max(keyEnd, op.visibleKeys(i0 + t));
+    // The first block's p . v writes O (no zeros to add to) unless no block runs.
+    if (keyEnd == 0) std::fill(o, o + rowsPad * ldo, 0.0f);
     for (int64_t j0 = 0; j0 < keyEnd; j0 += kKeyBlock) {
       const int64_t keys = std::min(kKeyBlock, J - j0);
       // s[t, j] = q_t . k_j for the block (bf16: whole panels, the last one's
@@ -205,15 +206,16 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
         const uint32_t *values = reinterpret_cast<const uint32_t *>(vp) + j0 / 2 * nr;
         for (int64_t e0 = 0; e0 < E; e0 += nr)
           for (int64_t ir = 0; ir < rowsPad; ir += mr)
-            bf16Tile(E - e0, pairs, pp + ir * pairs, pairs, values + e0 * jPairsPad, o + ir * ldo + e0, ldo, true);
+            bf16Tile(E - e0, pairs, pp + ir * pairs, pairs, values + e0 * jPairsPad, o + ir * ldo + e0, ldo,
+                     j0 > 0);
         continue;
       }
       for (int64_t e0 = 0; e0 < E; e0 += nr)
         for (int64_t ir = 0; ir < rowsPad; ir += mr)
           isa.gemmTileRows(keys, s + ir * kScoreStride, kScoreStride, vp + e0 * J + j0 * nr, o + ir * ldo + e0, ldo,
-                           true, nullptr, 0);
+                           j0 > 0, nullptr, 0);
     }
-    for (int64_t t = 0; t < rows; ++t) storeAttentionRow(isa, o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
+    for (int64_t t = 0; t < rows; ++t) storeAttentionRow(o + t * ldo, E, l[t], out + oOff + (i0 + t) * oI, oE);
   };
   // With enough batch indices (heads) to go round, each thread takes whole
   // indices, so their keys and values are packed once; otherwise the query

@@ -215,14 +215,14 @@ inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, 
   m = newMax;
 }
 
-// dst[e * dE] = o[e] / l for e < E (o is scaled in place); NaN where l is 0
-// (every score -inf), as softmax gives.
-inline void storeAttentionRow(const IsaKernels &isa, float *o, int64_t E, float l, float *dst, int64_t dE) {
+// dst[e * dE] = o[e] / l for e < E, in one pass (as o times 1 / l); NaN
+// where l is 0 (every score -inf), as softmax gives.
+inline void storeAttentionRow(const float *o, int64_t E, float l, float *dst, int64_t dE) {
   const float inverse = l == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l;
-  isa.scaleInPlace(o, E, inverse);
-  if (dE == 1) std::memcpy(dst, o, sizeof(float) * static_cast<size_t>(E));
+  if (dE == 1)
+    for (int64_t e = 0; e < E; ++e) dst[e] = o[e] * inverse;
   else
-    for (int64_t e = 0; e < E; ++e) dst[e * dE] = o[e];
+    for (int64_t e = 0; e < E; ++e) dst[e * dE] = o[e] * inverse;
 }
 
 }  // namespace ein::detail::cpu
