@@ -216,7 +216,8 @@ inline void foldScoresIntoRow(const IsaKernels &isa, float *row, int64_t width, 
 }
 
 // dst[e * dE] = o[e] / l for e < E, in one pass (as o times 1 / l); NaN
-// where l is 0 (every score -inf), as softmax gives.
+// where l is 0 (every score -inf), as softmax gives. The contiguous case has
+// its own loop so that it vectorizes.
 inline void storeAttentionRow(const float *o, int64_t E, float l, float *dst, int64_t dE) {
   const float inverse = l == 0.0f ? std::numeric_limits<float>::quiet_NaN() : 1.0f / l;
   if (dE == 1)
