@@ -3,26 +3,31 @@
 
     python3 -u gpu-kit/check.py STEP [STEP ...] [--device cuda:N] [--no-bench] [--budget SECONDS]
 
-Steps, each well inside the device tool's 10 minutes a call, each writing
-$OUT/STEP.json (its results) and $OUT/STEP.log (every command and its output):
+Steps, in the order of their value when device time is short. Three files
+hold what they find (the device tool brings back at most 8 a call):
+$OUT/results.json (every step's results, rewritten after each), $OUT/check.log
+(every command and its output) and $OUT/bench.jsonl (the benchmarks' lines).
   env              versions, glibc against what the prebuilt binaries need, ldd of
                    each binary; builds the source fallback when they cannot run
-  tests            each cuda_runtime_tests test alone with EIN_CUDA_SYNC=1, then
-                   the whole binary without it
-  sanitize         compute-sanitizer memcheck and racecheck on the attention,
-                   layernorm and gemm tests
+  tests            cuda_runtime_tests in one process with EIN_CUDA_SYNC=1 (a test
+                   that crashes it is named, and the rest run on in a new one),
+                   then in one process without it
   conformance      every conformance case at fp32, bf16 and fp16 through
                    ein-run --device cuda, against the expected outputs
-  vit-accuracy     ViT-B/16 batch 64: ein fp32 against ein bf16 logits (same weights)
   bench-attention  attention TFLOP/s (bf16, fp16; causal and not) against torch SDPA
+  vit-accuracy     ViT-B/16 batch 64: ein fp32 against ein bf16 logits (same weights)
   bench-vit        ViT-B/16 batch 64 images/s: ein fp32/bf16, PyTorch eager, torch.compile
+  sanitize         compute-sanitizer memcheck and racecheck on the attention,
+                   layernorm and gemm tests
   correctness      env, tests and conformance (what --no-bench runs with no step named)
   all              every step in the order above
 With no step named: correctness, then (unless --no-bench) the benchmarks.
 A failing command or engine is recorded and the next one runs; every step
 prints its summary; the exit status is 1 when anything failed. No command
 runs past --budget seconds from the start (default 560, under the device
-tool's 600): one that would is cut short and recorded as timed out.
+tool's 600), nor past its step's share (STEP_SECONDS: a hung kernel costs
+its step, not the steps after it); one that would is cut short and recorded
+as timed out. The source build, when needed, counts against --budget only.
 Needs python3 with numpy (conformance, vit-*) and torch (bench-*, bench-vit)."""
 import glob
 import json
@@ -42,7 +47,11 @@ SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR", "/tmp/ein-kit-build")
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
 STARTED = time.time()
 BUDGET = 560.0  # seconds for the whole invocation (--budget)
-STEPS = ["env", "tests", "sanitize", "conformance", "vit-accuracy", "bench-attention", "bench-vit"]
+STEPS = ["env", "tests", "conformance", "bench-attention", "vit-accuracy", "bench-vit", "sanitize"]
+# The most seconds each step's commands may take, the source build apart. Well above what each
+# should need on an H100 (env ~15, tests ~30, conformance ~60, attention ~60, ViT ~30 and ~150).
+STEP_SECONDS = {"env": 60, "tests": 120, "conformance": 150, "bench-attention": 150, "vit-accuracy": 90,
+                "bench-vit": 300, "sanitize": 400}
 
 
 def library_folders():
@@ -60,28 +69,38 @@ def library_folders():
 os.environ["LD_LIBRARY_PATH"] = ":".join(library_folders() + [p for p in [os.environ.get("LD_LIBRARY_PATH")] if p])
 
 
+RESULTS = {}  # step name -> its results, as $OUT/results.json holds them
+LOG_PATH = os.path.join(OUT, "check.log")
+LOGGED_OUTPUT = 200_000  # characters of one command's output kept in the log (its end)
+
+
 class Step:
-    """One step's log and results; its JSON is rewritten after every record, so
-    what ran is under $OUT even if the call is cut off."""
+    """One step's log and results; results.json is rewritten after every record,
+    so what ran is under $OUT even if the call is cut off."""
 
     def __init__(self, name):
         self.name, self.results, self.failures = name, [], 0
-        self.log_path = os.path.join(OUT, name + ".log")
+        self.exempt_seconds = 0.0  # time spent in commands outside the step's share
         self.started = time.time()
-        open(self.log_path, "w").close()
+        self.log(f"==== {name}")
         print(f"== {name}", flush=True)
 
     def log(self, text):
-        with open(self.log_path, "a") as log:
+        with open(LOG_PATH, "a") as log:
             log.write(text if text.endswith("\n") else text + "\n")
 
-    def run(self, command, timeout=300, env=None, quiet=False):
-        """Runs `command`; returns (exit status, stdout, stderr). A timeout is status 124."""
+    def run(self, command, timeout=300, env=None, quiet=False, within_step=True):
+        """Runs `command`; returns (exit status, stdout, stderr). A timeout is status 124.
+        It is cut short at the end of the whole budget and, unless `within_step` is
+        false (the source build), at the end of this step's share."""
         started = time.time()
         full_env = dict(os.environ, **(env or {}))
-        left = STARTED + BUDGET - started - 5
+        end = STARTED + BUDGET - 5
+        if within_step:
+            end = min(end, self.started + STEP_SECONDS.get(self.name, BUDGET) + self.exempt_seconds)
+        left = end - started
         if left < 5:
-            self.log(f"$ {' '.join(command)}   # not run: the {BUDGET:.0f} s budget is spent")
+            self.log(f"$ {' '.join(command)}   # not run: the time budget is spent")
             print(f"   not run (budget spent): {os.path.basename(command[0])}", flush=True)
             return 124, "", "not run: the time budget is spent"
         timeout = min(timeout, left)
@@ -94,9 +113,11 @@ class Step:
             err = f"timed out after {timeout:.0f} s"
         except OSError as error:
             status, out, err = 127, "", str(error)
+        if not within_step:
+            self.exempt_seconds += time.time() - started
         prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
         self.log(f"$ {prefix + ' ' if prefix else ''}{' '.join(command)}   # exit {status}, "
-                 f"{time.time() - started:.1f} s\n{out}{err}")
+                 f"{time.time() - started:.1f} s\n{(out + err)[-LOGGED_OUTPUT:]}")
         if not quiet and status != 0:
             print(f"   exit {status}: {' '.join(os.path.basename(c) if i == 0 else c for i, c in enumerate(command))}",
                   flush=True)
@@ -111,14 +132,20 @@ class Step:
         self.save()
 
     def save(self):
-        with open(os.path.join(OUT, self.name + ".json"), "w") as out:
-            json.dump({"step": self.name, "failures": self.failures, "seconds": round(time.time() - self.started, 1),
-                       "results": self.results}, out, indent=1)
+        RESULTS[self.name] = {"failures": self.failures, "seconds": round(time.time() - self.started, 1),
+                              "results": self.results}
+        with open(os.path.join(OUT, "results.json"), "w") as out:
+            json.dump(RESULTS, out, indent=1)
+
+    def bench_lines(self, lines):
+        """Appends benchmark lines (dicts) to $OUT/bench.jsonl, each naming this step."""
+        with open(os.path.join(OUT, "bench.jsonl"), "a") as out:
+            out.writelines(json.dumps(dict(step=self.name, **line)) + "\n" for line in lines)
 
     def finish(self):
         self.save()
         print(f"== {self.name}: {len(self.results) - self.failures} ok, {self.failures} failed, "
-              f"{time.time() - self.started:.0f} s (results in {OUT}/{self.name}.json)", flush=True)
+              f"{time.time() - self.started:.0f} s", flush=True)
         return self.failures
 
 
@@ -158,7 +185,7 @@ def binaries(step):
     if not os.path.exists(os.path.join(built, "attention_bench")):
         print("   the prebuilt binaries do not run here: building gpu-kit/src (a few minutes)", flush=True)
         status, _, err = step.run(["bash", os.path.join(KIT, "build-from-source.sh"), SOURCE_BUILD], timeout=480,
-                                  env={"EIN_KIT_LIBRARY_DIRS": ":".join(library_folders())})
+                                  env={"EIN_KIT_LIBRARY_DIRS": ":".join(library_folders())}, within_step=False)
         if status != 0:
             raise RuntimeError("the source build failed: " + err.strip()[-500:])
     return built
@@ -231,21 +258,69 @@ def gtest_counts(output):
     return counts
 
 
+def gtest_outcomes(output):
+    """What each test that ran in a gtest binary's output came to, in order:
+    {name: "passed" | "failed" | "skipped"}, and the test that had started and
+    not ended when the output stops (None when every started test ended)."""
+    outcomes, running = {}, None
+    for line in output.splitlines():
+        found = re.match(r"\[ (RUN|\s*OK|\s*FAILED|\s*SKIPPED) \s*\] (\S+)", line)
+        if not found or "." not in found.group(2):  # the summary lines name counts, not tests
+            continue
+        kind, name = found.group(1).strip(), found.group(2)
+        if kind == "RUN":
+            running = name
+        elif name == running:  # the summary after the run repeats "[  FAILED  ] name": not a new outcome
+            outcomes[name] = {"OK": "passed", "FAILED": "failed", "SKIPPED": "skipped"}[kind]
+            running = None
+    return outcomes, running
+
+
+def run_tests_resuming(step, binary, names, env, timeout):
+    """Runs the tests `names` of a gtest binary in as few processes as it takes:
+    one, unless a test crashes it or hangs; then that test is recorded as such
+    and the tests after it run on in a new process. Returns {name: (outcome,
+    output tail or "")}; a test never reached within the time is "not run"."""
+    results, remaining = {}, list(names)
+    while remaining:
+        status, out, err = step.run([binary, "--gtest_filter=" + ":".join(remaining)], timeout, env=env, quiet=True)
+        outcomes, running = gtest_outcomes(out)
+        for name, outcome in outcomes.items():
+            results[name] = (outcome, "" if outcome != "failed" else test_output(out, name))
+        if running is not None:
+            results[running] = ("timed out" if status == 124 else f"crashed (exit {status})", (out + err)[-1500:])
+        elif not outcomes or status == 124:  # nothing started, or cut short between tests: no test to blame
+            for name in remaining:
+                if name not in results:
+                    results[name] = ("not run", (out + err)[-400:])
+        remaining = [name for name in remaining if name not in results]
+        if not remaining and running is None and status not in (0, 1):  # every test ended, then the process died
+            results["(the process, after its tests)"] = (f"crashed (exit {status})", (out + err)[-1500:])
+    return results
+
+
+def test_output(output, name):
+    """The lines one test printed between its RUN and its end."""
+    lines = output.splitlines()
+    first = next((at for at, line in enumerate(lines) if line.startswith("[ RUN") and line.endswith(" " + name)), 0)
+    return "\n".join(lines[first:first + 40])[-1500:]
+
+
 def step_tests():
     step = Step("tests")
     folder = binaries(step)
     tests = os.path.join(folder, "cuda_runtime_tests")
-    for name in test_names(folder, step):
-        started = time.time()
-        status, out, err = step.run([tests, f"--gtest_filter={name}"], 240, env=dict(device_env(), EIN_CUDA_SYNC="1"))
-        counts = gtest_counts(out)
-        ok = status == 0 and counts["passed"] == 1
-        step.record(ok, f"{name} (EIN_CUDA_SYNC=1)", seconds=round(time.time() - started, 1),
-                    **({"skipped": True} if counts["skipped"] else {}),
-                    **({} if ok else {"output": (out + err)[-1500:]}))
-    status, out, err = step.run([tests], 480, env=device_env())
+    names = test_names(folder, step)
+    step.record(bool(names), "cuda_runtime_tests --gtest_list_tests", tests=len(names))
+    # Synchronous first: an asynchronous kernel error is reported by the test whose kernel made it.
+    for name, (outcome, output) in run_tests_resuming(step, tests, names, dict(device_env(), EIN_CUDA_SYNC="1"),
+                                                      240).items():
+        step.record(outcome == "passed", f"{name} (EIN_CUDA_SYNC=1)", outcome=outcome,
+                    **({"output": output} if output else {}))
+    status, out, err = step.run([tests], 240, env=device_env())
     step.record(status == 0 and gtest_counts(out)["failed"] == 0 and gtest_counts(out)["skipped"] == 0,
-                "cuda_runtime_tests, all, asynchronous", **gtest_counts(out))
+                "cuda_runtime_tests, all, asynchronous", **gtest_counts(out),
+                **({} if status == 0 else {"output": (out + err)[-1500:]}))
     return step.finish()
 
 
@@ -363,25 +438,18 @@ def step_vit_accuracy():
 def step_bench_attention():
     step = Step("bench-attention")
     folder = binaries(step)
-    lines = []
     for precision in ("bf16", "fp16"):
-        for causal in ("0", "1"):
-            status, out, err = step.run([os.path.join(folder, "attention_bench"), "--precision", precision, "--causal",
-                                         causal], 240, env=device_env())
+        # One process per engine and precision, causal and not: a process start costs more than its runs.
+        for engine, command in (("ein attention", [os.path.join(folder, "attention_bench"), "--precision", precision]),
+                                ("torch SDPA", [sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype",
+                                                precision])):
+            status, out, err = step.run(command + ["--causal", "both"], 120, env=device_env())
             rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-            lines += rows
-            step.record(status == 0, f"ein attention {precision} causal={causal}",
-                        tflops={f"n{r['n']} d{r['head_dim']}": r["tflops"] for r in rows},
+            step.bench_lines(rows)
+            step.record(status == 0 and len(rows) == 12, f"{engine} {precision}",
+                        tflops={f"n{r['n']} d{r['head_dim']}{' causal' if r['causal'] else ''}": r["tflops"]
+                                for r in rows},
                         **({} if status == 0 else {"output": err.strip()[-400:]}))
-            status, out, err = step.run([sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype", precision,
-                                         "--causal", causal], 240)
-            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-            lines += rows
-            step.record(status == 0, f"torch SDPA {precision} causal={causal}",
-                        tflops={f"n{r['n']} d{r['head_dim']}": r["tflops"] for r in rows},
-                        **({} if status == 0 else {"output": err.strip()[-400:]}))
-    with open(os.path.join(OUT, "bench-attention.jsonl"), "w") as out:
-        out.writelines(json.dumps(line) + "\n" for line in lines)
     return step.finish()
 
 
@@ -421,29 +489,28 @@ def step_bench_vit(runs=20):
     folder = binaries(step)
     work = tempfile.mkdtemp()
     images = vit_images(work)
-    lines = []
     for precision in ("fp32", "bf16"):
         status, out, err = step.run([os.path.join(folder, "ein-run"), vit_artifact(precision, work), *device_args(),
-                                     "--input", f"img={images}", "--bench", str(runs), "--output-dir", work], 240)
+                                     "--input", f"img={images}", "--bench", str(runs), "--output-dir", work], 120)
         found = re.search(r"median ([\d.]+) ms", out + err)
         if status == 0 and found:
             median = float(found.group(1))
-            lines.append({"impl": f"ein_cuda_{precision}", "batch": 64, "median_ms": median,
-                          "images_per_s": round(64 / median * 1e3, 1)})
-            step.record(True, f"ein ViT-B/16 {precision}", **lines[-1])
+            line = {"impl": f"ein_cuda_{precision}", "batch": 64, "median_ms": median,
+                    "images_per_s": round(64 / median * 1e3, 1)}
+            step.bench_lines([line])
+            step.record(True, f"ein ViT-B/16 {precision}", **line)
         else:
             step.record(False, f"ein ViT-B/16 {precision}", output=(out + err).strip()[-400:])
-        for mode in ("eager", "compile"):
-            status, out, err = step.run([sys.executable, os.path.abspath(__file__), "torch-vit-worker", mode, precision,
-                                         str(runs)], 300 if mode == "compile" else 120)
-            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-            if status == 0 and rows:
-                lines.append(rows[-1])
-                step.record(True, f"torch {mode} ViT-B/16 {precision}", **rows[-1])
-            else:
-                step.record(False, f"torch {mode} ViT-B/16 {precision}", output=err.strip()[-400:])
-    with open(os.path.join(OUT, "bench-vit.jsonl"), "w") as out:
-        out.writelines(json.dumps(line) + "\n" for line in lines)
+    # bf16 first: the comparison the goal names; each torch.compile takes a minute or two.
+    for precision, mode in (("bf16", "eager"), ("bf16", "compile"), ("fp32", "eager"), ("fp32", "compile")):
+        status, out, err = step.run([sys.executable, os.path.abspath(__file__), "torch-vit-worker", mode, precision,
+                                     str(runs)], 200 if mode == "compile" else 90)
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        if status == 0 and rows:
+            step.bench_lines(rows[-1:])
+            step.record(True, f"torch {mode} ViT-B/16 {precision}", **rows[-1])
+        else:
+            step.record(False, f"torch {mode} ViT-B/16 {precision}", output=err.strip()[-400:])
     return step.finish()
 
 
@@ -490,8 +557,28 @@ def main(argv):
             failed = 1
         failures += failed
         summary.append(f"{name}: {'ok' if not failed else f'{failed} failed'}")
-    print("summary: " + "; ".join(summary) + f" (logs and JSON in {OUT})", flush=True)
+    print_digest()
+    print("summary: " + "; ".join(summary) + f" (in {OUT}: results.json, check.log, bench.jsonl)", flush=True)
     return 1 if failures else 0
+
+
+def print_digest():
+    """What failed and every benchmark figure, in a few lines at the end of the
+    output (the device tool returns only the output's last 12,000 characters)."""
+    print("== digest", flush=True)
+    for name, step in RESULTS.items():
+        failed = [entry["what"] for entry in step["results"] if not entry["ok"]]
+        print(f"{name}: {len(step['results']) - len(failed)} ok, {len(failed)} failed, {step['seconds']:.0f} s"
+              + (": " + "; ".join(failed) if failed else ""))
+    path = os.path.join(OUT, "bench.jsonl")
+    for line in (json.loads(text) for text in (open(path) if os.path.exists(path) else [])):
+        if "tflops" in line:
+            print(f"  {line['impl']:<24} n {line['n']:>5} d {line['head_dim']:>3}{' causal' if line['causal'] else '       '}"
+                  f"  {line['ms']:9.3f} ms  {line['tflops']:7.1f} TFLOP/s" +
+                  (f"  key tile {line['key_tile']}" if "key_tile" in line else ""))
+        else:
+            print(f"  {line['impl']:<24} ViT-B/16 batch {line['batch']}  {line['median_ms']:9.2f} ms  "
+                  f"{line['images_per_s']:8.1f} images/s")
 
 
 if __name__ == "__main__":

@@ -46,19 +46,13 @@ for variant in static dynamic; do
   if [[ $variant == dynamic ]]; then folder=$build-dynamic; out=$kit/bin-dynamic; link_flags=""; fi
   link_flags+="-Wl,--enable-new-dtags,-rpath,$cuda_runpath"
   cmake -S "$root" -B "$folder" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF \
-    -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="$link_flags" \
+    -DEIN_BUILD_BENCHMARKS=ON -DEIN_ENABLE_CUDA=ON -DCMAKE_EXE_LINKER_FLAGS="$link_flags" \
     -DCMAKE_MODULE_LINKER_FLAGS="$link_flags" >/dev/null
-  cmake --build "$folder" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests ein_cuda
+  cmake --build "$folder" -j"$jobs" --target ein-run ein-inspect cuda_runtime_tests ein_cuda attention_bench
   mkdir -p "$out"
   # The runtime looks for libein_cuda.so beside the binary that holds it first.
-  cp "$folder/bin/ein-run" "$folder/bin/ein-inspect" "$folder/bin/cuda_runtime_tests" "$folder/lib/libein_cuda.so" \
-    "$out/"
-  static_flags=()
-  if [[ $variant == static ]]; then static_flags=(-Xcompiler -static-libstdc++,-static-libgcc); fi
-  nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-    "${static_flags[@]}" -Xlinker --enable-new-dtags,-rpath,"$cuda_runpath" \
-    -I"$root/runtime/src" "$root/bench/cuda/attention_bench.cu" "$folder/lib/libein_runtime_cuda.a" -lcublasLt \
-    -o "$out/attention_bench"
+  cp "$folder/bin/ein-run" "$folder/bin/ein-inspect" "$folder/bin/cuda_runtime_tests" "$folder/bin/attention_bench" \
+    "$folder/lib/libein_cuda.so" "$out/"
   # The newest GLIBC_ / GLIBCXX_ symbol version each binary needs: check.py compares
   # them with the device's before choosing this set, the other or the source build.
   python3 - "$out" <<'EOF'
@@ -89,7 +83,7 @@ cp -r "$root/runtime/CMakeLists.txt" "$root/runtime/include" "$root/runtime/src"
 cp -r "$root/schemas/ops" "$src/schemas/"
 cp "$root/tests/runtime/artifact_builder.hpp" "$root/tests/runtime/artifact_builder.cpp" "$src/tests/runtime/"
 cp "$root"/tests/runtime/cuda/* "$src/tests/runtime/cuda/"
-cp "$root/bench/cuda/attention_bench.cu" "$src/bench/cuda/"
+cp "$root/bench/cuda/attention_bench.cu" "$root/bench/cuda/CMakeLists.txt" "$src/bench/cuda/"
 cp "$build_schema" "$src/deps/include/ein/schema/"
 for header_dir in fmt CLI nlohmann flatbuffers; do cp -r "/usr/include/$header_dir" "$src/deps/include/"; done
 cp -r /usr/src/googletest/googletest/include /usr/src/googletest/googletest/src "$src/deps/googletest/"

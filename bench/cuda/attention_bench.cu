@@ -2,13 +2,12 @@
 // (bf16 or fp16) and the fp32 flash kernel, timed with CUDA events.
 // TFLOP/s counts 4 * batch * heads * n^2 * d (QK^T and PV), halved for
 // causal attention, the convention of the flash-attention papers and of
-// attention_torch.py. The kernels have no causal mode of their own: causal
-// runs pass an [n, n] Keep mask (broadcast over batch and heads, key j kept
-// for query i when j <= i), which the kernels read per score and do not use
-// to skip tiles, so ein does the full work there and the halved count shows
-// what that costs against SDPA's is_causal. Tensors are f32 in memory (as
-// the runtime keeps them); the kernel converts tiles to bf16/fp16 in shared
-// memory.
+// attention_torch.py. Causal runs use the kernels' causal mode, as
+// scaled_dot_product_attention(causal=true) compiles to (causal positions n:
+// key j seen by query i when j <= i), in which a block of queries skips the
+// key tiles none of its rows sees, as SDPA's is_causal does. Tensors are f32
+// in memory (as the runtime keeps them); the kernel converts tiles to
+// bf16/fp16 in shared memory.
 //
 //   attention_bench [--precision bf16|fp16|fp32] [--iterations N] [--causal 0|1|both] [--n N]
 // prints one JSON line per shape: n, heads, head_dim, batch, causal, key_tile, ms, tflops.
@@ -94,19 +93,7 @@ int main(int argc, char **argv) {
         launch.k = view(k);
         launch.v = view(v);
         launch.out = view(out);
-        uint8_t *keep = nullptr;
-        if (causal) {
-          std::vector<uint8_t> lower(size_t(n * n));
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j <= i; ++j) lower[size_t(i * n + j)] = 1;
-          CHECK(cudaMalloc(&keep, lower.size()));
-          CHECK(cudaMemcpy(keep, lower.data(), lower.size(), cudaMemcpyHostToDevice));
-          launch.mask.data = keep;
-          launch.mask.stride[2] = n;  // batch and heads: stride 0
-          launch.mask.stride[3] = 1;
-          launch.maskKind = ec::MaskKind::Keep;
-          launch.maskFill = -INFINITY;
-        }
+        launch.causalPositions = causal ? n : 0;
         auto once = [&]() {
           return precision == "fp32" ? ec::launchAttentionF32Flash(launch, nullptr)
                                      : ec::launchAttentionMma(launch,
@@ -137,7 +124,6 @@ int main(int argc, char **argv) {
         cudaFree(k);
         cudaFree(v);
         cudaFree(out);
-        cudaFree(keep);
       }
   }
   return 0;

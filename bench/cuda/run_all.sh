@@ -11,14 +11,12 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${1:-$ROOT/build-cuda}"
 RESULTS="${OUT:-$ROOT/bench/cuda/results}"
 mkdir -p "$RESULTS"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF -DEIN_BUILD_BENCHMARKS=OFF \
-  -DEIN_BUILD_TESTS=OFF -DEIN_ENABLE_CUDA=ON >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target ein_runtime_cuda ein-run
-nvcc -O2 -std=c++17 -arch=native -I"$ROOT/runtime/src" "$ROOT/bench/cuda/attention_bench.cu" \
-  "$BUILD/lib/libein_runtime_cuda.a" -o "$BUILD/attention_bench"
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEIN_BUILD_COMPILER=OFF -DEIN_BUILD_BENCHMARKS=ON \
+  -DEIN_BUILD_TESTS=OFF -DEIN_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=native >/dev/null
+cmake --build "$BUILD" -j"$(nproc)" --target ein-run attention_bench
 {
-  "$BUILD/attention_bench" --precision bf16
-  "$BUILD/attention_bench" --precision fp16
+  "$BUILD/bin/attention_bench" --precision bf16
+  "$BUILD/bin/attention_bench" --precision fp16
   python3 "$ROOT/bench/cuda/attention_torch.py" --dtype bf16
   python3 "$ROOT/bench/cuda/attention_torch.py" --dtype fp16
 } | tee "$RESULTS/attention.jsonl"

@@ -19,12 +19,5 @@ generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$kit/src" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$nvcc" \
   -DCMAKE_CUDA_ARCHITECTURES="$arch"
-cmake --build "$build" -j"$(nproc)" --target ein-run ein-inspect cuda_runtime_tests ein_cuda
-# The bench needs no cuBLASLt symbol, but the library's objects name it: the same folders as above.
-library_flags=()
-IFS=: read -r -a library_dirs <<< "${EIN_KIT_LIBRARY_DIRS:-}"
-for dir in "${library_dirs[@]}"; do [[ -n $dir ]] && library_flags+=(-L"$dir"); done
-"$nvcc" -O2 -std=c++17 -arch="$( [[ $arch == native ]] && echo native || echo "sm_$arch")" -I"$kit/src/runtime/src" \
-  "$kit/src/bench/cuda/attention_bench.cu" "$build/lib/libein_runtime_cuda.a" "${library_flags[@]}" -lcublasLt \
-  -o "$build/bin/attention_bench"
+cmake --build "$build" -j"$(nproc)" --target ein-run ein-inspect cuda_runtime_tests ein_cuda attention_bench
 echo "build-from-source: $build/bin"

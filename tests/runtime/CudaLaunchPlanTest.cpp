@@ -1,7 +1,8 @@
 // The CUDA backend's launch arithmetic (runtime/src/backends/cuda/launch_plan.hpp),
 // which needs no GPU and no CUDA headers, so it is tested in every build:
-// the tiled gemm's grid for any m, cuBLASLt's bias alignment rule, and the
-// tensor-core attention's key tile for a device's shared-memory limit.
+// the tiled gemm's grid for any m, cuBLASLt's bias alignment rule, the
+// tensor-core attention's key tile for a device's shared-memory limit, and
+// where a block of causal queries may stop its key loop.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,6 +91,32 @@ TEST(CudaLaunchPlan, MmaKeyTileFitsTheDeviceSharedMemory) {
   // The boundary itself.
   EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes), 64);
   EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes - 1), 32);
+}
+
+// Against the rule itself: the end is one past the last key any query of the
+// block sees (0 when none sees any), and no key at or past it is seen.
+TEST(CudaLaunchPlan, CausalKeyEndIsThePastTheLastKeyTheBlockSees) {
+  for (int64_t positions : {1, 5, 64, 77})
+    for (int64_t keys : {0, 1, 3, 64, 77, 130})
+      for (int64_t groups : {1, 3})  // queries folding several groups of `positions` (grouped-query heads)
+        for (int64_t block : {1, 16, 64})
+          for (int64_t first = 0; first < groups * positions; first += block) {
+            const int64_t last = std::min(first + block, groups * positions) - 1;
+            int64_t want = 0;
+            for (int64_t i = first; i <= last; ++i)
+              for (int64_t j = 0; j < keys; ++j)
+                if (j <= i % positions + keys - positions) want = std::max(want, j + 1);
+            SCOPED_TRACE(::testing::Message() << "P " << positions << " keys " << keys << " queries " << first
+                                              << ".." << last);
+            const int64_t end = causalKeyEnd(positions, first, last, keys);
+            if (first / positions == last / positions) {
+              EXPECT_EQ(end, want);
+            } else {  // a block across groups keeps every key: some row sees the last one
+              EXPECT_EQ(end, keys);
+              EXPECT_EQ(want, keys);
+            }
+          }
+  EXPECT_EQ(causalKeyEnd(0, 0, 63, 100), 100);  // not causal
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ std::optional<ElementType> fromDType(DType dtype) {
     case DType::F32: return ElementType::F32;
     case DType::F16: return ElementType::F16;
     case DType::BF16: return std::nullopt;
+    case DType::I8: return std::nullopt;  // only an int8 artifact's weights: never an input or an output
     case DType::I32: return ElementType::I32;
     case DType::I64: return ElementType::I64;
     case DType::Bool: return ElementType::Bool;

@@ -2,11 +2,14 @@
 // artifacts at bf16 and fp16 with head dims 64 and 128, q/k/v as strided
 // views split from one fused qkv tensor (batch axes batch and heads),
 // cross-attention (k and v from another tensor, other lengths), Keep
-// (causal), Add and Drop masks broadcast over heads, odd and tiny lengths.
+// (causal), Add and Drop masks broadcast over heads, causal attention as
+// scaled_dot_product_attention(causal=true) compiles it (causal positions:
+// a chunk of queries after cached keys, queries folding grouped heads; the
+// kernels skip the key tiles no query of a block sees), odd and tiny lengths.
 // Each is compared with attention in double on the host from the same
 // bf16/fp16-rounded q, k and v, at 5e-3 (bf16) and 1e-3 (fp16) relative
-// (runtime/src/backends/cuda/README.md). The executor picks the key tile for this
-// device's shared memory.
+// (runtime/src/backends/cuda/README.md), and at fp32 (the fp32 flash kernel)
+// at 1e-4. The executor picks the key tile for this device's shared memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,16 +27,19 @@ struct Arithmetic {
   double tolerance;
   const char *name;
   float round(float value) const {
+    if (precision == fb::Precision::Fp32) return value;
     return precision == fb::Precision::Bf16 ? bfloatToFloat(floatToBfloat(value)) : halfToFloat(floatToHalf(value));
   }
 };
-const Arithmetic kArithmetics[] = {{fb::Precision::Bf16, 5e-3, "bf16"}, {fb::Precision::Fp16, 1e-3, "fp16"}};
+const Arithmetic kArithmetics[] = {
+    {fb::Precision::Bf16, 5e-3, "bf16"}, {fb::Precision::Fp16, 1e-3, "fp16"}, {fb::Precision::Fp32, 1e-4, "fp32"}};
 
 struct ExecutorCase {
   const char *name;
   int64_t batch, heads, queries, keys, dim;
   bool fusedQkv;  // q, k, v from one [b, n, 3, h, d] tensor; else q [b, i, h, d] and kv [b, j, 2, h, d]
   fb::MaskKind mask;  // Keep: causal [i, j]; Add: f32 [b, i, j]; Drop: bool [b, i, j] (both broadcast over heads)
+  int64_t causalPositions = 0;  // > 0: query i sees key j <= i % P + keys - P
 };
 
 const ExecutorCase kCases[] = {
@@ -44,6 +50,14 @@ const ExecutorCase kCases[] = {
     {"cross-attention, d 128, drop mask, 7 keys", 1, 3, 65, 7, 128, false, fb::MaskKind::Drop},
     {"cross-attention, d 128, one query", 3, 1, 1, 257, 128, false, fb::MaskKind::None},
     {"cross-attention, d 64, one key", 2, 2, 19, 1, 64, false, fb::MaskKind::None},
+    {"self-attention, fused qkv, d 64, causal positions, several key tiles", 1, 2, 200, 200, 64, true,
+     fb::MaskKind::None, 200},
+    {"d 128, causal positions, a chunk of 70 queries after 130 cached keys", 2, 1, 70, 200, 128, false,
+     fb::MaskKind::None, 70},
+    {"d 64, causal positions, 3 grouped heads folded into 150 queries, additive mask", 1, 2, 150, 90, 64, false,
+     fb::MaskKind::Add, 50},
+    {"d 128, causal positions, one query decoding after 256 cached keys", 2, 2, 1, 257, 128, false,
+     fb::MaskKind::None, 1},
 };
 
 // A row-major [b, n, parts, h, d] tensor's view of part `part` as [b, h, n, d].
@@ -57,7 +71,7 @@ float partAt(const std::vector<float> &values, int64_t n, int64_t parts, int64_t
   return values[(((b * n + t) * parts + part) * heads + h) * dim + x];
 }
 
-void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
+void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic, Device device = Device::Cuda) {
   SCOPED_TRACE(::testing::Message() << c.name << ", " << arithmetic.name);
   const int64_t B = c.batch, H = c.heads, I = c.queries, J = c.keys, D = c.dim;
   const float scale = 1.0f / std::sqrt(float(D));
@@ -75,12 +89,13 @@ void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
   }
   if (c.mask == fb::MaskKind::Add) {
     additive = randomFloats(B * I * J, 53);
-    for (int64_t j = 0; j < J; ++j) additive[(1 * I + 2) * J + j] = -INFINITY;  // batch 1, query 2: a NaN row
+    if (B > 1)
+      for (int64_t j = 0; j < J; ++j) additive[(1 * I + 2) * J + j] = -INFINITY;  // batch 1, query 2: a NaN row
   }
   const float dropFill = -1e4f;
 
   ArtifactBuilder builder;
-  builder.target = fb::Target::Cuda;
+  builder.target = device == Device::Cuda ? fb::Target::Cuda : fb::Target::Cpu;
   builder.precision = arithmetic.precision;
   AttentionSpec spec{{B, H}, I, J, D, D, scale};
   if (c.fusedQkv) {
@@ -98,6 +113,7 @@ void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
   const uint32_t out = builder.output("out", fb::DType::F32, {B, I, H, D});
   spec.out = partView(out, I, 1, H, D, 0);
   spec.maskKind = c.mask;
+  spec.causalPositions = c.causalPositions;
   if (c.mask == fb::MaskKind::Keep) {
     spec.mask = ViewSpec{builder.input("mask", fb::DType::Bool, {I, J}), 0, {0, 0, J, 1}};
   } else if (c.mask == fb::MaskKind::Add) {
@@ -113,8 +129,8 @@ void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
   if (c.mask == fb::MaskKind::Add) inputs["mask"] = bytesOf(additive);
   else if (c.mask != fb::MaskKind::None) inputs["mask"] = flags;
 
-  StatusOr<Outputs> gpu = runOn(Device::Cuda, builder.build(), inputs);
-  ASSERT_TRUE(gpu.ok()) << gpu.status().toString();
+  StatusOr<Outputs> got = runOn(device, builder.build(), inputs);
+  ASSERT_TRUE(got.ok()) << got.status().toString();
 
   // The reference, from the rounded operands, in double.
   auto q = [&](int64_t b, int64_t h, int64_t i, int64_t x) {
@@ -134,6 +150,7 @@ void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
           for (int64_t x = 0; x < D; ++x) dot += double(q(b, h, i, x)) * kv(0, b, h, j, x);
           double score = double(scale) * dot;
           if (c.mask == fb::MaskKind::Keep && !flags[i * J + j]) score = -INFINITY;
+          if (c.causalPositions > 0 && j > i % c.causalPositions + J - c.causalPositions) score = -INFINITY;
           if (c.mask == fb::MaskKind::Add) score += additive[(b * I + i) * J + j];
           if (c.mask == fb::MaskKind::Drop && flags[(b * I + i) * J + j]) score = dropFill;
           scores[j] = score;
@@ -147,7 +164,7 @@ void runExecutorCase(const ExecutorCase &c, const Arithmetic &arithmetic) {
           want[((b * I + i) * H + h) * D + x] = value;
         }
       }
-  expectClose(gpu.value().at("out"), want, arithmetic.tolerance, "out");
+  expectClose(got.value().at("out"), want, arithmetic.tolerance, "out");
 }
 
 TEST(CudaAttentionExecutor, TensorCoresBf16) {
@@ -158,6 +175,17 @@ TEST(CudaAttentionExecutor, TensorCoresBf16) {
 TEST(CudaAttentionExecutor, TensorCoresFp16) {
   EIN_REQUIRE_CUDA();
   for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[1]);
+}
+
+TEST(CudaAttentionExecutor, FlashFp32) {
+  EIN_REQUIRE_CUDA();
+  for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[2]);
+}
+
+// The cases' artifacts and their reference, checked on the CPU at fp32 in every
+// build: a failure on the GPU then points at the GPU, not at the test.
+TEST(CudaAttentionExecutor, CasesAndReferenceHoldOnTheCpu) {
+  for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[2], Device::Cpu);
 }
 
 }  // namespace

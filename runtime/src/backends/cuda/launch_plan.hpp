@@ -91,4 +91,17 @@ inline int mmaKeyTile(int headDim, size_t sharedLimit) {
   return 0;
 }
 
+// ---- causal attention (both attention kernels) ------------------------------------
+// Causal attention (causalPositions P > 0) hides key j from query i where
+// j > i % P + keys - P (device_math.cuh's causallyHidden). A block of queries
+// [firstQuery, lastQuery] needs only the keys before the returned end: later
+// key tiles are hidden from all of its rows, so its key loop stops there. A
+// block whose queries wrap past a multiple of P (queries folding several
+// groups of P) has a row that sees every key.
+constexpr int64_t causalKeyEnd(int64_t causalPositions, int64_t firstQuery, int64_t lastQuery, int64_t keys) {
+  if (causalPositions <= 0 || firstQuery / causalPositions != lastQuery / causalPositions) return keys;
+  const int64_t end = lastQuery % causalPositions + keys - causalPositions + 1;
+  return end < 0 ? 0 : end < keys ? end : keys;
+}
+
 }  // namespace ein::cuda
