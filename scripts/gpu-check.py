@@ -14,7 +14,8 @@ $OUT/results.json (every step's results, rewritten after each), $OUT/check.log
                    then in one process without it
   conformance      every conformance case at fp32, bf16 and fp16 through
                    ein-run --device cuda, against the expected outputs
-  bench-attention  attention TFLOP/s (bf16, fp16; causal and not) against torch SDPA
+  bench-attention  attention TFLOP/s (flash2 at bf16 and fp16, wmma at bf16; causal
+                   and not) against torch SDPA
   vit-accuracy     ViT-B/16 batch 64: ein fp32 against ein bf16 logits (same weights)
   bench-vit        ViT-B/16 batch 64 images/s: ein fp32/bf16, PyTorch eager, torch.compile
   sanitize         compute-sanitizer memcheck and racecheck on the attention,
@@ -438,18 +439,21 @@ def step_vit_accuracy():
 def step_bench_attention():
     step = Step("bench-attention")
     folder = binaries(step)
-    for precision in ("bf16", "fp16"):
-        # One process per engine and precision, causal and not: a process start costs more than its runs.
-        for engine, command in (("ein attention", [os.path.join(folder, "attention_bench"), "--precision", precision]),
-                                ("torch SDPA", [sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype",
-                                                precision])):
-            status, out, err = step.run(command + ["--causal", "both"], 120, env=device_env())
-            rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-            step.bench_lines(rows)
-            step.record(status == 0 and len(rows) == 12, f"{engine} {precision}",
-                        tflops={f"n{r['n']} d{r['head_dim']}{' causal' if r['causal'] else ''}": r["tflops"]
-                                for r in rows},
-                        **({} if status == 0 else {"output": err.strip()[-400:]}))
+    bench = os.path.join(folder, "attention_bench")
+    sdpa = [sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype"]
+    # One process per engine and precision, causal and not (a process start costs more than its
+    # runs); both tensor-core kernels at bf16, the one the executor runs (flash2) at fp16.
+    for engine, command in (("ein flash2 bf16", [bench, "--precision", "bf16", "--kernel", "flash2"]),
+                            ("torch SDPA bf16", sdpa + ["bf16"]),
+                            ("ein wmma bf16", [bench, "--precision", "bf16", "--kernel", "wmma"]),
+                            ("ein flash2 fp16", [bench, "--precision", "fp16", "--kernel", "flash2"]),
+                            ("torch SDPA fp16", sdpa + ["fp16"])):
+        status, out, err = step.run(command + ["--causal", "both"], 120, env=device_env())
+        rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        step.bench_lines(rows)
+        step.record(status == 0 and len(rows) == 12, engine,
+                    tflops={f"n{r['n']} d{r['head_dim']}{' causal' if r['causal'] else ''}": r["tflops"] for r in rows},
+                    **({} if status == 0 else {"output": err.strip()[-400:]}))
     return step.finish()
 
 
@@ -573,7 +577,8 @@ def print_digest():
     path = os.path.join(OUT, "bench.jsonl")
     for line in (json.loads(text) for text in (open(path) if os.path.exists(path) else [])):
         if "tflops" in line:
-            print(f"  {line['impl']:<24} n {line['n']:>5} d {line['head_dim']:>3}{' causal' if line['causal'] else '       '}"
+            causal = " causal" if line["causal"] else "       "
+            print(f"  {line['impl']:<24} n {line['n']:>5} d {line['head_dim']:>3}{causal}"
                   f"  {line['ms']:9.3f} ms  {line['tflops']:7.1f} TFLOP/s" +
                   (f"  key tile {line['key_tile']}" if "key_tile" in line else ""))
         else:

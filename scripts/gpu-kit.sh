@@ -122,3 +122,8 @@ for folder in "${conformance_dirs[@]}"; do
   done
 done
 du -sh "$kit"
+# The device tool sends the checkout (tracked and untracked files) and the kit, 64 MiB at most.
+checkout=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -n 1)
+sent=$(( ${checkout%%[[:space:]]*} + $(du -sb "$kit" | cut -f1) ))
+echo "gpu-kit: the checkout and the kit are $((sent / 1048576)) MiB of the device tool's 64"
+if (( sent > 60 * 1048576 )); then echo "gpu-kit: warning: close to the device tool's 64 MiB" >&2; fi

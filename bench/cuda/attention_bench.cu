@@ -9,7 +9,9 @@
 // in memory (as the runtime keeps them); the kernel converts tiles to
 // bf16/fp16 in shared memory.
 //
-//   attention_bench [--precision bf16|fp16|fp32] [--iterations N] [--causal 0|1|both] [--n N]
+//   attention_bench [--precision bf16|fp16|fp32] [--kernel flash2|wmma] [--iterations N] [--causal 0|1|both]
+//                   [--n N]
+// --kernel picks the tensor-core kernel at bf16/fp16 (flash2, the executor's default, or wmma).
 // prints one JSON line per shape: n, heads, head_dim, batch, causal, key_tile, ms, tflops.
 #include <cuda_runtime_api.h>
 
@@ -36,19 +38,25 @@ namespace ec = ein::cuda;
   } while (0)
 
 int main(int argc, char **argv) {
-  std::string precision = "bf16", causalModes = "both";
+  std::string precision = "bf16", causalModes = "both", kernel = "flash2";
   int iterations = 20;
   int64_t onlyN = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--precision")) precision = argv[i + 1];
     else if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--causal")) causalModes = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--kernel")) kernel = argv[i + 1];
     else if (!std::strcmp(argv[i], "--n")) onlyN = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "attention_bench: unknown option %s\n", argv[i]);
       return 2;
     }
   }
+  if (kernel != "flash2" && kernel != "wmma") {
+    std::fprintf(stderr, "attention_bench: --kernel is flash2 or wmma, not %s\n", kernel.c_str());
+    return 2;
+  }
+  const std::string impl = precision == "fp32" ? "ein_fp32" : "ein_" + kernel + "_" + precision;
   int device = 0, sharedLimit = 0;
   CHECK(cudaGetDevice(&device));
   CHECK(cudaDeviceGetAttribute(&sharedLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
@@ -94,11 +102,13 @@ int main(int argc, char **argv) {
         launch.v = view(v);
         launch.out = view(out);
         launch.causalPositions = causal ? n : 0;
+        const ec::Precision arithmetic = precision == "fp16" ? ec::Precision::Fp16 : ec::Precision::Bf16;
+        void *scratch = nullptr;  // flash2's 16-bit keys and values, converted in each run (timed with it)
+        CHECK(cudaMalloc(&scratch, ec::attentionFlash2ScratchBytes(launch)));
         auto once = [&]() {
-          return precision == "fp32" ? ec::launchAttentionF32Flash(launch, nullptr)
-                                     : ec::launchAttentionMma(launch,
-                                                              precision == "fp16" ? ec::Precision::Fp16 : ec::Precision::Bf16,
-                                                              keyTile, nullptr);
+          if (precision == "fp32") return ec::launchAttentionF32Flash(launch, nullptr);
+          return kernel == "flash2" ? ec::launchAttentionFlash2(launch, arithmetic, scratch, nullptr)
+                                    : ec::launchAttentionMma(launch, arithmetic, keyTile, nullptr);
         };
         CHECK(once());
         CHECK(cudaDeviceSynchronize());
@@ -113,10 +123,11 @@ int main(int argc, char **argv) {
         CHECK(cudaEventElapsedTime(&ms, start, stop));
         ms /= float(iterations);
         const double flops = 4.0 * double(batch) * heads * double(n) * n * d / (causal ? 2 : 1);
-        std::printf("{\"impl\": \"ein_%s\", \"n\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"batch\": %lld, "
+        const int tile = precision == "fp32" ? 0 : kernel == "flash2" ? ec::kFlash2Keys : keyTile;
+        std::printf("{\"impl\": \"%s\", \"n\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"batch\": %lld, "
                     "\"causal\": %s, \"key_tile\": %d, \"ms\": %.4f, \"tflops\": %.2f}\n",
-                    precision.c_str(), (long long)n, (long long)heads, (long long)d, (long long)batch,
-                    causal ? "true" : "false", precision == "fp32" ? 0 : keyTile, ms, flops / (ms * 1e-3) / 1e12);
+                    impl.c_str(), (long long)n, (long long)heads, (long long)d, (long long)batch,
+                    causal ? "true" : "false", tile, ms, flops / (ms * 1e-3) / 1e12);
         std::fflush(stdout);
         cudaEventDestroy(start);
         cudaEventDestroy(stop);
@@ -124,6 +135,7 @@ int main(int argc, char **argv) {
         cudaFree(k);
         cudaFree(v);
         cudaFree(out);
+        cudaFree(scratch);
       }
   }
   return 0;

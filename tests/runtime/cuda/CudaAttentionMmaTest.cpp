@@ -1,5 +1,5 @@
-// The tensor-core attention kernel (bf16 and fp16, head_dim 64 and 128,
-// with each key tile the device's shared memory allows) called directly,
+// The tensor-core attention kernels (flash2, and wmma with each key tile the
+// device's shared memory allows; bf16 and fp16, head_dim 64 and 128) called directly,
 // against attention in double on the host from the same bf16/fp16-rounded
 // q, k and v, so the tolerance measures the kernel (P rounded before P V,
 // f32 accumulation) rather than the inputs' rounding: 5e-3 (bf16) and 1e-3
@@ -58,11 +58,13 @@ std::vector<double> reference(const Case &c, const std::vector<float> &q, const 
   return out;
 }
 
-// `values` as the tensor cores see them: rounded to bf16 (kernel 1) or fp16 (kernel 2).
-std::vector<float> roundedFor(int kernel, std::vector<float> values) {
+enum class Kernel { F32Flash, Wmma, Flash2 };
+
+// `values` as the kernel sees them: rounded to bf16 or fp16 on tensor cores.
+std::vector<float> roundedFor(ec::Precision precision, std::vector<float> values) {
   for (float &value : values)
-    if (kernel == 1) value = bfloatToFloat(floatToBfloat(value));
-    else if (kernel == 2) value = halfToFloat(floatToHalf(value));
+    if (precision == ec::Precision::Bf16) value = bfloatToFloat(floatToBfloat(value));
+    else if (precision == ec::Precision::Fp16) value = halfToFloat(floatToHalf(value));
   return values;
 }
 
@@ -73,8 +75,9 @@ int sharedMemoryLimit() {
   return limit;
 }
 
-void runCase(const Case &c, int kernel /* 0 fp32, 1 bf16, 2 fp16 */, double tolerance, int keyTile = 64) {
-  SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " queries " << c.queries << " keys " << c.keys << " d "
+void runCase(const Case &c, Kernel kernel, ec::Precision precision, double tolerance, int keyTile = 64) {
+  SCOPED_TRACE(::testing::Message() << (kernel == Kernel::Flash2 ? "flash2" : kernel == Kernel::Wmma ? "wmma" : "f32")
+                                    << " batch " << c.batch << " queries " << c.queries << " keys " << c.keys << " d "
                                     << c.dim << (c.causalMask ? " causal" : "") << " key tile " << keyTile);
   const int64_t d = c.dim;
   std::vector<float> q = randomFloats(c.batch * c.queries * d, 40), k = randomFloats(c.batch * c.keys * d, 41),
@@ -113,39 +116,46 @@ void runCase(const Case &c, int kernel /* 0 fp32, 1 bf16, 2 fp16 */, double tole
     launch.maskKind = ec::MaskKind::Keep;
     launch.maskFill = -INFINITY;
   }
+  DeviceArray scratch(kernel == Kernel::Flash2 ? ec::attentionFlash2ScratchBytes(launch) : 0);
   const cudaError_t launched =
-      kernel == 0 ? ec::launchAttentionF32Flash(launch, nullptr)
-                  : ec::launchAttentionMma(launch, kernel == 1 ? ec::Precision::Bf16 : ec::Precision::Fp16, keyTile,
-                                           nullptr);
+      kernel == Kernel::F32Flash ? ec::launchAttentionF32Flash(launch, nullptr)
+      : kernel == Kernel::Wmma   ? ec::launchAttentionMma(launch, precision, keyTile, nullptr)
+                                 : ec::launchAttentionFlash2(launch, precision, scratch.data, nullptr);
   ASSERT_EQ(launched, cudaSuccess) << cudaGetErrorString(launched);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> got(q.size());
   ASSERT_EQ(cudaMemcpy(got.data(), dout.data, got.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  expectClose(got, reference(c, roundedFor(kernel, q), roundedFor(kernel, k), roundedFor(kernel, v), launch.scale),
+  expectClose(got,
+              reference(c, roundedFor(precision, q), roundedFor(precision, k), roundedFor(precision, v), launch.scale),
               tolerance, "attention");
 }
 
+// Several query blocks of both kernels (64 and 128 queries) and partial key tiles.
 const Case kCases[] = {
-    {2, 64, 64, 64, false}, {3, 100, 130, 64, true}, {1, 1, 257, 128, false}, {2, 77, 50, 128, true},
+    {2, 64, 64, 64, false}, {3, 100, 130, 64, true},  {1, 1, 257, 128, false},
+    {2, 77, 50, 128, true}, {1, 300, 200, 128, true}, {2, 129, 65, 64, false},
 };
 
-// Every key tile the kernel has that fits this device (both on sm_80/sm_90;
-// 32 only at head_dim 128 on sm_86/sm_89).
-void runTensorCoreCases(int kernel, double tolerance) {
+// flash2, and wmma with every key tile it has that fits this device (both on
+// sm_80/sm_90; 32 only at head_dim 128 on sm_86/sm_89).
+void runTensorCoreCases(ec::Precision precision, double tolerance) {
   const int limit = sharedMemoryLimit();
-  for (const Case &c : kCases)
+  for (const Case &c : kCases) {
+    runCase(c, Kernel::Flash2, precision, tolerance);
     for (int keyTile : ec::kMmaKeyTiles)
-      if (ec::mmaLayout(int(c.dim), keyTile).bytes <= size_t(limit)) runCase(c, kernel, tolerance, keyTile);
+      if (ec::mmaLayout(int(c.dim), keyTile).bytes <= size_t(limit))
+        runCase(c, Kernel::Wmma, precision, tolerance, keyTile);
+  }
 }
 
 TEST(CudaAttention, TensorCoresBf16) {
   EIN_REQUIRE_CUDA();
-  runTensorCoreCases(1, 5e-3);
+  runTensorCoreCases(ec::Precision::Bf16, 5e-3);
 }
 
 TEST(CudaAttention, TensorCoresFp16) {
   EIN_REQUIRE_CUDA();
-  runTensorCoreCases(2, 1e-3);
+  runTensorCoreCases(ec::Precision::Fp16, 1e-3);
 }
 
 // The device takes a tensor-core kernel at both head dims (every sm_80+ part
@@ -156,7 +166,7 @@ TEST(CudaAttention, KeyTileForThisDevice) {
   for (int d : {64, 128}) {
     const int keyTile = ec::mmaKeyTile(d, size_t(limit));
     EXPECT_GT(keyTile, 0) << "head dim " << d << ", " << limit << " bytes of shared memory a block";
-    if (keyTile > 0) runCase({2, 70, 90, d, true}, 1, 5e-3, keyTile);
+    if (keyTile > 0) runCase({2, 70, 90, d, true}, Kernel::Wmma, ec::Precision::Bf16, 5e-3, keyTile);
   }
   // A tile the kernel is not built for is refused, not launched.
   ec::AttentionLaunch launch;
@@ -165,11 +175,16 @@ TEST(CudaAttention, KeyTileForThisDevice) {
   launch.queries = launch.keys = 4;
   launch.headDim = launch.valueDim = 64;
   EXPECT_EQ(ec::launchAttentionMma(launch, ec::Precision::Bf16, 48, nullptr), cudaErrorInvalidValue);
+  // Nor is fp32 arithmetic, or a head dim the tensor-core kernels are not built for.
+  EXPECT_EQ(ec::launchAttentionFlash2(launch, ec::Precision::Fp32, nullptr, nullptr), cudaErrorInvalidValue);
+  launch.headDim = launch.valueDim = 96;
+  EXPECT_FALSE(ec::attentionFlash2Supports(launch));
+  EXPECT_EQ(ec::launchAttentionFlash2(launch, ec::Precision::Bf16, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(CudaAttention, FlashF32) {
   EIN_REQUIRE_CUDA();
-  for (const Case &c : kCases) runCase(c, 0, 1e-4);
+  for (const Case &c : kCases) runCase(c, Kernel::F32Flash, ec::Precision::Fp32, 1e-4);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -97,6 +98,22 @@ TEST(CudaDevice, ChoosesTheSessionsDevice) {
   ASSERT_TRUE(last.value()->setInput("x", DType::F32, {4}, x.data(), 16).ok());
   ASSERT_TRUE(last.value()->run().ok());
   EXPECT_EQ(valuesOf<float>(last.value()->output("y").value()), x);
+}
+
+// EIN_CUDA_ATTENTION names a tensor-core attention kernel; another value is
+// refused when the session is created, not ignored.
+TEST(CudaDevice, AnUnknownAttentionKernelIsRefused) {
+  EIN_REQUIRE_CUDA();
+  std::vector<uint8_t> artifact = cudaCopyArtifact();
+  auto model = Model::loadFromMemory(artifact.data(), artifact.size(), "test.einb");
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  ASSERT_EQ(setenv("EIN_CUDA_ATTENTION", "fastest", 1), 0);
+  auto session = Session::create(model.value(), {1, Device::Cuda});
+  unsetenv("EIN_CUDA_ATTENTION");
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), StatusCode::InvalidArgument);
+  EXPECT_NE(session.status().message().find("EIN_CUDA_ATTENTION=fastest"), std::string::npos)
+      << session.status().message();
 }
 
 TEST(CudaKernels, GemmBiasActivationsAndResidual) {

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cuda/gemm_cublaslt.hpp"
@@ -114,6 +115,14 @@ struct GatherCheck {
   int64_t rows = 0;
 };
 
+// EIN_CUDA_ATTENTION picks the tensor-core attention kernel: flash2 (the default) or
+// wmma (the first one, kept until a GPU run settles which one stays);
+// createCudaExecutor refuses any other value.
+inline bool wmmaAttentionChosen() {
+  const char *chosen = std::getenv("EIN_CUDA_ATTENTION");
+  return chosen && std::string_view(chosen) == "wmma";
+}
+
 class CudaExecutor final : public Executor {
  public:
   explicit CudaExecutor(const Program &model) : model_(model) {}
@@ -184,10 +193,11 @@ class CudaExecutor final : public Executor {
   cudaDeviceProp properties_{};
   bool verbose_ = std::getenv("EIN_CUDA_VERBOSE") != nullptr;
   bool syncEachStep_ = std::getenv("EIN_CUDA_SYNC") != nullptr;
+  bool wmmaAttention_ = wmmaAttentionChosen();
   cudaStream_t stream_ = nullptr;
   ec::LtResources lt_;
-  DeviceMemory arena_, weights_, io_, workspace_, errorSlots_;
-  size_t ioBytes_ = 0, errorSlotCount_ = 0;  // what io_ and errorSlots_ hold
+  DeviceMemory arena_, weights_, io_, workspace_, errorSlots_, attentionScratch_;
+  size_t ioBytes_ = 0, errorSlotCount_ = 0, attentionScratchBytes_ = 0;  // what io_, errorSlots_ and the scratch hold
   std::vector<DeviceMemory> tables_;  // elementwise programs
   std::vector<void *> bases_;         // device address of every tensor
   std::vector<std::byte *> inputAddresses_, outputAddresses_;

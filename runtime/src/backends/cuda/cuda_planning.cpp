@@ -253,19 +253,36 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
   launch.causalPositions = op.causalPositions;
   const auto precision = static_cast<ec::Precision>(program_->precision);
-  // The widest key tile whose shared memory the device allows (head dim 128
-  // with 64 keys needs more than sm_86/sm_89's 99 KB); none: the fp32 kernel.
+  const bool lowPrecision = precision != ec::Precision::Fp32;
+  const bool flash2 = lowPrecision && !wmmaAttention_ && ec::attentionFlash2Supports(launch);
+  // The WMMA kernel's widest key tile whose shared memory the device allows
+  // (head dim 128 with 64 keys needs more than sm_86/sm_89's 99 KB).
   const int keyTile = ec::mmaKeyTile(int(op.headDim), properties_.sharedMemPerBlockOptin);
-  const bool tensorCores = precision != ec::Precision::Fp32 && ec::attentionMmaSupports(launch) && keyTile > 0;
-  if (!tensorCores && !ec::attentionF32FlashSupports(launch))
+  const bool wmma = lowPrecision && wmmaAttention_ && ec::attentionMmaSupports(launch) && keyTile > 0;
+  if (!flash2 && !wmma && !ec::attentionF32FlashSupports(launch))
     return fail(step, StatusCode::Unimplemented,
                 fmt::format("attention with head_dim {} and value_dim {}: the CUDA kernels take up to {}", op.headDim,
                             op.valueDim, ec::kFlashF32MaxDim));
   if (verbose_)
     std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
-                 tensorCores ? fmt::format("flash attention on tensor cores, {} keys a tile", keyTile).c_str()
-                            : "flash attention in fp32");
-  if (tensorCores)
+                 flash2 ? "flash attention on tensor cores (flash2)"
+                 : wmma ? fmt::format("flash attention on tensor cores (wmma), {} keys a tile", keyTile).c_str()
+                        : "flash attention in fp32");
+  if (flash2) {
+    // One scratch buffer for every flash2 step (they run one after another on
+    // the stream), grown to the largest; the steps read it when they run.
+    if (const size_t bytes = ec::attentionFlash2ScratchBytes(launch); bytes > attentionScratchBytes_) {
+      attentionScratch_.reset();
+      attentionScratchBytes_ = 0;
+      EIN_ASSIGN_OR_RETURN(attentionScratch_, allocate(bytes, "attention's 16-bit keys and values"));
+      attentionScratchBytes_ = bytes;
+    }
+    steps_.push_back([this, launch, precision](cudaStream_t stream) {
+      return launched("attention (tensor cores)",
+                      ec::launchAttentionFlash2(launch, precision, attentionScratch_.get(), stream));
+    });
+  }
+  else if (wmma)
     steps_.push_back([launch, precision, keyTile](cudaStream_t stream) {
       return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, keyTile, stream));
     });

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/device_types.hpp"
@@ -117,7 +118,8 @@ cudaError_t launchGemmTiled(const GemmLaunch &launch, cudaStream_t stream);
 // After a library gemm wrote c = alpha * a b: c = act(c + bias) + residual in place.
 cudaError_t launchGemmEpilogue(const GemmLaunch &launch, cudaStream_t stream);
 
-// ---- attention (attention_f32_flash.cu, attention_bf16_mma.cu, talking_heads_f32.cu) ----
+// ---- attention (attention_f32_flash.cu, attention_bf16_mma.cu, attention_bf16_flash2.cu,
+// talking_heads_f32.cu) ----
 // Views carry the batch strides, then two: q [i, d], k [j, d], v [j, e],
 // out [i, e], mask [i, j].
 struct AttentionLaunch {
@@ -138,6 +140,18 @@ cudaError_t launchAttentionF32Flash(const AttentionLaunch &launch, cudaStream_t 
 // chosen with mmaKeyTile (launch_plan.hpp) for the device's shared memory.
 bool attentionMmaSupports(const AttentionLaunch &launch);
 cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, int keyTile, cudaStream_t stream);
+// Tensor cores with scores, probabilities and output in registers
+// (FlashAttention-2's layout; attention_bf16_flash2.cu): the same operands and
+// cases as launchAttentionMma, 128 queries a block (8 warps of 16) and 64 keys
+// a tile in two shared-memory stages (70 KB at head_dim 128: any sm_80+
+// device). k and v are first converted to 16-bit copies in `scratch`, device
+// memory of attentionFlash2ScratchBytes, which the launch may use until the
+// stream reaches its next step.
+inline constexpr int kFlash2Warps = 8, kFlash2Queries = 16 * kFlash2Warps, kFlash2Keys = 64;
+bool attentionFlash2Supports(const AttentionLaunch &launch);
+size_t attentionFlash2ScratchBytes(const AttentionLaunch &launch);
+cudaError_t launchAttentionFlash2(const AttentionLaunch &launch, Precision precision, void *scratch,
+                                  cudaStream_t stream);
 
 // Views carry the batch strides, then three: [h, i, d] and so on.
 struct MatrixView {  // [heads, heads]
