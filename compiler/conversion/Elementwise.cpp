@@ -121,9 +121,16 @@ LogicalResult Lowering::lowerWhere(ein::ir::WhereOp where) {
 }
 
 LogicalResult Lowering::lowerCast(ein::ir::CastOp cast) {
-  // The kernel converts every input to f32 and stores the result type.
-  return assignElementwise(cast, buildElementwise(cast.getLoc(), cast.getType(), {cast.getInput()},
-                                                  [&](OpBuilder &, Location, ArrayRef<Value> x) { return x[0]; }));
+  // The kernel converts every input to f32 and stores the result type, an
+  // integer rounded to nearest: a float becomes an integer rounded towards
+  // zero first, as torch's .long() (and the reference evaluator) do.
+  Type from = cast.getInput().getType().getElementType(), to = cast.getType().getElementType();
+  const bool truncate = isa<FloatType>(from) && to.isSignlessInteger() && !to.isInteger(1);
+  return assignElementwise(
+      cast, buildElementwise(cast.getLoc(), cast.getType(), {cast.getInput()},
+                             [&](OpBuilder &b, Location loc, ArrayRef<Value> x) {
+                               return truncate ? ein::ir::createScalarOp(b, loc, ops::Opcode::Trunc, x) : x[0];
+                             }));
 }
 
 LogicalResult Lowering::lowerConcat(ein::ir::ConcatOp concat) {

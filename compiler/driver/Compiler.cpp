@@ -121,6 +121,12 @@ std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name) {
   return std::nullopt;
 }
 
+std::vector<std::string> parameterNames(mlir::ModuleOp module) {
+  std::vector<std::string> names;
+  module.walk([&](ir::ParamOp param) { names.push_back(param.getName().str()); });
+  return names;
+}
+
 Compilation::Compilation(ModelSource source, DiagnosticSink sink)
     : source(std::move(source)), sink(std::move(sink)) {
   mlir::DialectRegistry registry;

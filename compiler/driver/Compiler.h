@@ -60,6 +60,10 @@ std::optional<ModelSource> readModelFile(const std::string &path, const Diagnost
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name);
 
+// The names of the parameters `module` declares, in order: a model without
+// any needs no weights.
+std::vector<std::string> parameterNames(mlir::ModuleOp module);
+
 struct PipelineOptions {
   ArtifactTarget target = ArtifactTarget::Cpu;
   ArtifactPrecision precision = ArtifactPrecision::Fp32;

@@ -63,7 +63,7 @@ struct NameExpr : Expr {
 
 struct UnaryExpr : Expr {
   UnaryExpr(SourceLoc loc, char op, ExprPtr operand) : Expr(Kind::Unary, loc), op(op), operand(std::move(operand)) {}
-  char op;  // '-' or '+'
+  char op;  // '-', '+' or '~' (logical not of a bool)
   ExprPtr operand;
 };
 

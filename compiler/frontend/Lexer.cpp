@@ -88,6 +88,7 @@ class Lexer {
       case ':': return punct(Token::Kind::Colon, 1);
       case '+': return punct(Token::Kind::Plus, 1);
       case '-': return punct(Token::Kind::Minus, 1);
+      case '~': return punct(Token::Kind::Tilde, 1);
       case '/': return peek(1) == '/' ? punct(Token::Kind::SlashSlash, 2) : punct(Token::Kind::Slash, 1);
       case '%': return punct(Token::Kind::Percent, 1);
       case '@': return punct(Token::Kind::At, 1);

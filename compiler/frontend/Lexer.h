@@ -15,6 +15,7 @@ struct Token {
     // punctuation
     LParen, RParen, LBracket, RBracket, LBrace, RBrace, Comma, Colon, Assign, Dot, Range, Ellipsis,
     Plus, Minus, Star, Slash, SlashSlash, Percent, Power, At, Less, LessEqual, Greater, GreaterEqual, Equal, NotEqual,
+    Tilde,
   };
   Kind kind;
   std::string text;  // identifier/number spelling, unescaped string, or error message

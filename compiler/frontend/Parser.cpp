@@ -322,12 +322,13 @@ class Parser {
   }
 
   ExprPtr unary() {
-    if (at(K::Minus) || at(K::Plus)) {
+    if (at(K::Minus) || at(K::Plus) || at(K::Tilde)) {
       const Token &op = advance();
       enter(op.loc);
       ExprPtr operand = unary();
       --depth;
-      return std::make_unique<UnaryExpr>(op.loc, op.kind == K::Minus ? '-' : '+', std::move(operand));
+      return std::make_unique<UnaryExpr>(op.loc, op.kind == K::Minus ? '-' : op.kind == K::Plus ? '+' : '~',
+                                         std::move(operand));
     }
     return power();
   }

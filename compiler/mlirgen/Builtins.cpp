@@ -47,18 +47,52 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["roll"] = &Generator::callRoll;
     entries["pad"] = &Generator::callPad;
     entries["take"] = &Generator::callTake;
+    for (const char *name : {"f32", "i32", "i64", "bool"}) entries[name] = &Generator::callCast;
     return entries;
   }();
   return table;
+}
+
+// f32(x), i32(x), i64(x) and bool(x), as torch's .float(), .int(), .long() and
+// .bool(): a float becomes an integer rounded towards zero, and anything
+// becomes bool as x != 0.
+EValue Generator::callCast(const ast::Call &call, Scope &scope) {
+  Arguments args = bindArguments(call, {"x"}, 1, false);
+  EValue x = evaluate(*args.get("x"), scope);
+  const std::string &to = call.callee;
+  if (auto *boolean = std::get_if<Boolean>(&x.value)) x = EValue{Number{boolean->value ? 1.0 : 0.0, true}};
+  if (auto *n = std::get_if<Number>(&x.value)) {
+    if (to == "bool") return EValue{Boolean{n->value != 0}};
+    if (to == "f32") return EValue{Number{n->value, false}};
+    const int64_t integer = exactInteger(Number{std::trunc(n->value), true}, args.get("x")->loc, to + "() of a number");
+    return EValue{Number{static_cast<double>(integer), true}};
+  }
+  mlir::Value t = tensor(x, args.get("x")->loc, to + "() argument");
+  mlir::Type element = to == "f32"   ? mlir::Type(builder.getF32Type())
+                       : to == "i32" ? mlir::Type(builder.getI32Type())
+                       : to == "i64" ? mlir::Type(builder.getI64Type())
+                                     : mlir::Type(builder.getI1Type());
+  return EValue{Tensor{cast(loc(call.loc), t, element)}};
 }
 
 EValue Generator::callUnary(const ast::Call &call, Scope &scope) {
   const ir::UnaryKind kind = unaryKinds().at(call.callee);
   Arguments args = bindArguments(call, {"x"}, 1, false);
   EValue x = evaluate(*args.get("x"), scope);
-  if (auto *n = std::get_if<Number>(&x.value)) return EValue{Number{ir::applyScalar(kind, n->value), false}};
+  if (auto *n = std::get_if<Number>(&x.value))
+    return EValue{Number{ir::applyScalar(kind, n->value), n->isInteger && keepsIntegers(kind)}};
+  // As in torch, abs() of an integer tensor is an integer tensor, and rounding one leaves it as it is.
+  if (auto *t = std::get_if<Tensor>(&x.value); t && isInteger(t->value) && keepsIntegers(kind))
+    return kind == ir::UnaryKind::abs ? EValue{Tensor{unaryOp(loc(call.loc), kind, t->value)}} : x;
   return EValue{Tensor{unaryOp(loc(call.loc), kind, floatTensor(x, args.get("x")->loc, call.callee + "() argument"))}};
 }
+
+bool Generator::keepsIntegers(ir::UnaryKind kind) {
+  using K = ir::UnaryKind;
+  return kind == K::neg || kind == K::abs || kind == K::floor || kind == K::ceil || kind == K::trunc ||
+         kind == K::round;
+}
+
 
 EValue Generator::callMaximumOrMinimum(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);

@@ -52,9 +52,20 @@ EValue Generator::evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
       const auto &unary = static_cast<const ast::UnaryExpr &>(expr);
       EValue operand = evaluate(*unary.operand, scope);
       if (unary.op == '+') return operand;
+      if (unary.op == '~') {  // torch's ~ of a bool tensor: logical not
+        if (auto *boolean = std::get_if<Boolean>(&operand.value)) return EValue{Boolean{!boolean->value}};
+        auto *flags = std::get_if<Tensor>(&operand.value);
+        if (!flags || !elementType(flags->value).isInteger(1))
+          fail(expr.loc, "'~' is the logical not of a bool tensor, not of " +
+                             (flags ? "an " + typeString(elementType(flags->value)) + " tensor"
+                                    : std::string(kindName(operand))));
+        return EValue{Tensor{unaryOp(loc(expr.loc), ir::UnaryKind::logical_not, flags->value)}};
+      }
       if (auto *number = std::get_if<Number>(&operand.value)) return EValue{Number{-number->value, number->isInteger}};
       if (auto *ranged = std::get_if<SizeValue>(&operand.value)) return EValue{SizeValue{-ranged->size}};
-      mlir::Value value = floatTensor(operand, unary.operand->loc, "unary '-'");
+      auto *tensor = std::get_if<Tensor>(&operand.value);
+      mlir::Value value = tensor && isInteger(tensor->value) ? tensor->value  // -ids stays integer, as in torch
+                                                              : floatTensor(operand, unary.operand->loc, "unary '-'");
       return EValue{Tensor{unaryOp(loc(expr.loc), ir::UnaryKind::neg, value)}};
     }
     case K::Binary: return binary(static_cast<const ast::BinaryExpr &>(expr), scope);

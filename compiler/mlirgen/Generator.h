@@ -191,6 +191,10 @@ class Generator {
 
   static Type elementType(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()).getElementType(); }
   static bool isFloat(mlir::Value value) { return mlir::isa<mlir::FloatType>(elementType(value)); }
+  // An i32 or i64 tensor (not bool).
+  static bool isInteger(mlir::Value value) {
+    return elementType(value).isSignlessInteger() && !elementType(value).isInteger(1);
+  }
   static RankedTensorType typeOf(mlir::Value value) { return mlir::cast<RankedTensorType>(value.getType()); }
 
   mlir::Value cast(Location at, mlir::Value value, Type element);
@@ -261,6 +265,10 @@ class Generator {
   mlir::Value tensorArgument(const ast::Call &call, Scope &scope, const Arguments &args, const std::string &param);
 
   EValue callUnary(const ast::Call &call, Scope &scope);
+  EValue callCast(const ast::Call &call, Scope &scope);
+  // Unary kinds that give an integer for an integer (torch keeps the dtype).
+  static bool keepsIntegers(ir::UnaryKind kind);
+
 
   EValue callMaximumOrMinimum(const ast::Call &call, Scope &scope);
 

@@ -80,7 +80,9 @@ def FuseAttention : Pass<"ein-fuse-attention", "mlir::func::FuncOp"> {
     the head alone) before the mask and/or after the softmax makes it
     talking-heads attention. The chain becomes `ein.attention` or
     `ein.talking_heads_attention` with operands rearranged into the op's
-    layout (strides after lowering). Nothing fuses when an intermediate
+    layout (strides after lowering). A constant mask that hides exactly the
+    keys causal attention hides (with -inf, or a fill at most -1e30) becomes
+    `causal_positions` and no mask. Nothing fuses when an intermediate
     (scores, probabilities) has another user, such as a model output, or
     when the ops come in another order that would change the result (a
     scale after an additive mask; after a boolean mask the fill is scaled).

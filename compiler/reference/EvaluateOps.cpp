@@ -3,6 +3,9 @@
 // matmul, linear, layer norm, embedding and concat.
 #include "reference/Evaluator.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "llvm/ADT/STLExtras.h"
 
 namespace ein::reference::detail {
@@ -189,13 +192,16 @@ Expected<Tensor> Evaluator::evaluate(ir::WhereOp op) {
 Expected<Tensor> Evaluator::evaluate(ir::CastOp op) {
   Tensor result = valueOf(op.getInput());
   ElementKind target = elementKindOf(mlir::cast<RankedTensorType>(op.getType()).getElementType());
-  // Float to integer truncates toward zero, as torch's .to(int); the result
-  // then wraps to the width in fitToResultType. NaN and inf have no integer.
+  // Float to integer truncates toward zero, as torch's .to(int). Beyond the
+  // integer type's range it saturates and NaN becomes 0, as the runtime's
+  // conversion does (torch leaves those undefined): code that converts
+  // log(0) and then discards it with where() folds as it runs.
   if (result.kind == ElementKind::Float && target == ElementKind::Int) {
-    for (double &value : result.values) {
-      if (!std::isfinite(value)) return opError(op, "cannot convert " + formatNumber(value) + " to an integer");
-      value = std::trunc(value);
-    }
+    const unsigned width = mlir::cast<RankedTensorType>(op.getType()).getElementType().getIntOrFloatBitWidth();
+    const double lowest = -std::ldexp(1.0, int(width) - 1);
+    const double highest = width == 64 ? std::nextafter(0x1p63, 0.0) : -lowest - 1;
+    for (double &value : result.values)
+      value = std::isnan(value) ? 0.0 : std::clamp(std::trunc(value), lowest, highest);
   }
   return result;
 }

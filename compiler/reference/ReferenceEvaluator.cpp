@@ -134,7 +134,7 @@ Expected<Tensor> Evaluator::fitToResultType(Operation *op, Tensor result) const 
   } else if (result.kind == ElementKind::Int) {
     unsigned width = type.getElementType().getIntOrFloatBitWidth();
     for (double &value : result.values) {
-      if (!std::isfinite(value) || std::abs(value) >= 0x1p63)
+      if (!(value >= -0x1p63 && value < 0x1p63))  // NaN and infinities too
         return opError(op, "integer result " + formatNumber(value) + " is out of the range of i64");
       int64_t integer = static_cast<int64_t>(value);
       if (width < 64) {  // wrap to the width, as two's complement

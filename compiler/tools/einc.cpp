@@ -97,10 +97,20 @@ int compile(const Options &options) {
     llvm::errs() << "einc: no output file: pass -o MODEL.einb (or --emit=mlir)\n";
     return 1;
   }
+  // A model without parameters needs no weights; one with them needs a source.
+  const std::vector<std::string> paramNames = ein::driver::parameterNames(*module);
+  const bool noSource = options.weights.empty() && !options.randomWeights;
+  if (noSource && !paramNames.empty()) {
+    llvm::errs() << "einc: " << options.model << " declares " << paramNames.size() << " parameter"
+                 << (paramNames.size() == 1 ? "" : "s") << " (\"" << paramNames.front()
+                 << "\" first): give them with --weights FILE.safetensors or --random-weights SEED\n";
+    return 1;
+  }
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;
 
   std::unique_ptr<ein::SafetensorsParams> safetensors;
-  auto params = openParams(options, safetensors);
+  auto params =
+      noSource ? std::optional<ein::ParamBytesProvider>(ein::randomParams(0)) : openParams(options, safetensors);
   if (!params) return 1;
   auto artifact = compilation.writeArtifact(*module, *params, pipeline);
   if (mlir::failed(artifact)) return 1;
@@ -132,9 +142,5 @@ int main(int argc, char **argv) {
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");
   app.add_option("--dump-ir", options.dumpIrDir, "write the IR before the first pass and after each to DIR");
   CLI11_PARSE(app, argc, argv);
-  if (options.emit != "mlir" && options.weights.empty() && !options.randomWeights) {
-    llvm::errs() << "einc: give the parameters with --weights FILE.safetensors or --random-weights SEED\n";
-    return 1;
-  }
   return compile(options);
 }

@@ -1,6 +1,8 @@
 // Builds ein.attention or ein.talking_heads_attention for a matched attention,
-// bringing the operands into its canonical layout by rearranges.
+// bringing the operands into its canonical layout by rearranges. A constant
+// mask that is exactly causal becomes causal attention.
 
+#include <cmath>
 #include <map>
 
 #include "ein/IR/Equations.h"
@@ -11,6 +13,65 @@ using namespace ein::attention_fusion;
 using ein::ir::BinaryKind;
 
 namespace {
+
+// A hidden score's value, as a fill or an added term, that makes the same
+// softmax as -inf: -inf, or one so far below any finite score (f32's lowest,
+// -3.4e38, as PyTorch's masked_fill(mask, torch.finfo(dtype).min) writes)
+// that exp(fill - max) is 0 while the row sees some key.
+bool hidesLikeMinusInfinity(double value) { return value <= -1e30; }
+
+// Whether `attention`'s mask is a constant that hides exactly the keys causal
+// attention hides: key j from query i where j > i + J - I (bottom-right, as
+// the op's causal_positions = I), for every batch index it broadcasts over,
+// with each row seeing at least one key (I <= J). Then the op needs no mask,
+// and the kernels skip the key blocks above the diagonal.
+bool isCausalMask(const Attention &attention, const std::map<std::string, ein::Size> &sizes) {
+  const ScoreRoles &roles = attention.roles;
+  if (!attention.mask || !attention.addedMasks.empty() || roles.queries.size() != 1 || attention.head) return false;
+  auto constant = attention.mask.getDefiningOp<ein::ir::ConstantOp>();
+  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue()) : nullptr;
+  if (!values) return false;
+  const std::optional<int64_t> queries = sizes.at(roles.queries.front()).constant(),
+                               keys = sizes.at(roles.key).constant();
+  if (!queries || !keys || *queries > *keys) return false;
+  const bool fill = attention.maskKind == ein::ir::MaskKind::keep || attention.maskKind == ein::ir::MaskKind::drop;
+  if (fill && !hidesLikeMinusInfinity(attention.maskFill)) return false;
+  if (!fill && attention.maskKind != ein::ir::MaskKind::add) return false;
+  // The mask's axes are the scores' last ones; the query and key axes must be whole.
+  auto type = cast<RankedTensorType>(values.getType());
+  Labels maskLabels(roles.scores.end() - type.getRank(), roles.scores.end());
+  auto axisOf = [&](const std::string &label, int64_t size) -> std::optional<int64_t> {
+    for (int64_t axis = 0; axis < type.getRank(); ++axis)
+      if (maskLabels[axis] == label && type.getDimSize(axis) == size) return axis;
+    return std::nullopt;
+  };
+  const std::optional<int64_t> queryAxis = axisOf(roles.queries.front(), *queries), keyAxis = axisOf(roles.key, *keys);
+  if (!queryAxis || !keyAxis) return false;
+  const ArrayRef<int64_t> shape = type.getShape();
+  auto visibleAt = [&](int64_t flat) {
+    int64_t i = 0, j = 0;
+    for (int64_t axis = type.getRank() - 1; axis >= 0; --axis) {
+      if (axis == *queryAxis) i = flat % shape[axis];
+      if (axis == *keyAxis) j = flat % shape[axis];
+      flat /= shape[axis];
+    }
+    return j <= i + *keys - *queries;
+  };
+  int64_t flat = 0;
+  if (type.getElementType().isInteger(1)) {
+    if (!fill) return false;
+    const bool keep = attention.maskKind == ein::ir::MaskKind::keep;
+    for (bool flag : values.getValues<bool>())
+      if (flag != (visibleAt(flat++) == keep)) return false;
+    return true;
+  }
+  if (fill || !isa<FloatType>(type.getElementType())) return false;
+  for (const APFloat &term : values.getValues<APFloat>()) {
+    const double value = term.convertToDouble();
+    if (visibleAt(flat++) ? value != 0.0 : !hidesLikeMinusInfinity(value)) return false;
+  }
+  return true;
+}
 
 // Builds the fused op and its layout changes.
 class Rewriter {
@@ -43,8 +104,9 @@ class Rewriter {
     Value k = arrange(roles.k, singletons(roles.kLabels), with({{roles.key}, {roles.feature}}));
     Value v = arrange(attention.v, singletons(attention.vLabels), with({{roles.key}, {attention.value}}));
     if (!q || !k || !v) return false;
+    const bool causal = isCausalMask(attention, sizes);
     Value mask;
-    if (attention.mask) {
+    if (attention.mask && !causal) {
       Value sum = attention.mask;  // the additive terms as one mask operand
       for (Value term : attention.addedMasks) {
         auto summed = ein::ir::BinaryOp::inferResultType(BinaryKind::add, sum.getType(), term.getType());
@@ -64,8 +126,9 @@ class Rewriter {
     auto outType = cast<RankedTensorType>(attention.pv->getResult(0).getType());
     auto resultType = ein::ir::sizedTensorType(resultShape, outType.getElementType());
     auto scale = builder.getF64FloatAttr(roles.scale);
-    auto maskKind = ein::ir::MaskKindAttr::get(builder.getContext(), attention.maskKind);
-    auto maskFill = builder.getF64FloatAttr(attention.maskFill);
+    auto maskKind = ein::ir::MaskKindAttr::get(builder.getContext(),
+                                               causal ? ein::ir::MaskKind::none : attention.maskKind);
+    auto maskFill = builder.getF64FloatAttr(causal ? 0.0 : attention.maskFill);
     Value fused;
     if (attention.head) {
       Value preMix, preBias, postMix, postBias;
@@ -74,8 +137,10 @@ class Rewriter {
       fused = builder.create<ein::ir::TalkingHeadsAttentionOp>(loc, resultType, q, k, v, preMix, preBias, postMix,
                                                                postBias, mask, scale, maskKind, maskFill);
     } else {
+      auto causalPositions =
+          causal ? ein::ir::SizesAttr::get(builder.getContext(), {sizes.at(roles.queries.front())}) : nullptr;
       fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill,
-                                                   /*causal_positions=*/nullptr);
+                                                   causalPositions);
     }
     Value result = arrange(fused, resultGroups, singletons(attention.outLabels));
     if (!result) return false;

@@ -121,8 +121,15 @@ Outcome compileRequest(Request request) {
   if (!module || mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   std::unique_ptr<SafetensorsParams> safetensors;
   ParamBytesProvider params;
-  if (request.randomSeed) {
-    params = randomParams(*request.randomSeed);
+  const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
+  if (const std::vector<std::string> names = driver::parameterNames(*module); noSource && !names.empty()) {
+    compilation.error("the model declares " + std::to_string(names.size()) + " parameter" +
+                      (names.size() == 1 ? "" : "s") + " (\"" + names.front() +
+                      "\" first): give them as weights=... or random_weights=SEED");
+    return outcome;
+  }
+  if (request.randomSeed || noSource) {
+    params = randomParams(request.randomSeed.value_or(0));  // no parameters to draw when there is no source
   } else {
     safetensors = openWeights(request, compilation);
     if (!safetensors) return outcome;

@@ -29,6 +29,13 @@ def test_compile_from_text_matches_numpy():
     np.testing.assert_allclose(y, linear_relu_reference(x, weights), rtol=1e-5, atol=1e-6)
 
 
+def test_a_model_without_parameters_needs_no_weights():
+    model = ein.compile("input x: f32[5]\noutput y = round(x * 2.0) + floor(x)\n")
+    x = np.array([-1.25, -0.5, 0.25, 1.25, 2.75], np.float32)
+    (y,) = model.run({"x": x}).values()
+    np.testing.assert_array_equal(y, np.round(x * 2) + np.floor(x))
+
+
 def test_compile_from_path_with_weights_dict_matches_numpy():
     rng = np.random.default_rng(2)
     weights = {"embed": rng.standard_normal((10, 16)), "w_q": rng.standard_normal((16, 24)),

@@ -170,6 +170,24 @@ EIN_HOST_DEVICE inline T mod(T a, T b) {
   T r = std::fmod(a, b);
   return r != T(0) && ((r < T(0)) != (b < T(0))) ? r + b : r;
 }
+// Rounding to integral values, as torch.floor, ceil, trunc and round (which
+// rounds halves to even: round(2.5) == 2, round(-0.5) == -0).
+template <class T>
+EIN_HOST_DEVICE inline T floor(T x) {
+  return std::floor(x);
+}
+template <class T>
+EIN_HOST_DEVICE inline T ceil(T x) {
+  return std::ceil(x);
+}
+template <class T>
+EIN_HOST_DEVICE inline T trunc(T x) {
+  return std::trunc(x);
+}
+template <class T>
+EIN_HOST_DEVICE inline T round(T x) {
+  return std::nearbyint(x);  // the default rounding mode: to nearest, halves to even
+}
 
 // The registers an opcode of `arity` passes to its function (Const: its imm).
 #define EIN_OPERANDS_0(a, b, c, imm) imm

@@ -98,9 +98,9 @@ def compile(
     or its weights are wrong; the message is einc's, with the source line.
     """
     text, name = _read_source(source, filename)
-    if (weights is None) == (random_weights is None):
+    if weights is not None and random_weights is not None:
         raise ValueError("give the parameters as weights=... (a safetensors path or a name -> array mapping) "
-                         "or random_weights=SEED, not both or neither")
+                         "or random_weights=SEED, not both")
     weights_path = None if weights is None or isinstance(weights, Mapping) else os.fspath(weights)
     arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
     model, diagnostics, unused = _ein.compile_model(

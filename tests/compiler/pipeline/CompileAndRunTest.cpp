@@ -316,6 +316,30 @@ output c = (x < 0) == m
 input x: f32[4, 5]
 output y = softplus(x) + softplus(x * 40.0) - softplus(2.0)
 )ein"},
+    // GPT-2's hand-written causal masks (folded from arange): the fused attention
+    // becomes causal (no mask), also with PyTorch's finfo.min fill and as an
+    // added 0 / -inf mask over queries after cached keys.
+    {"hand_written_causal_masks", R"ein(
+input x: f32[2, 9, 8]
+input c: f32[2, 13, 8]
+keep = rearrange(arange(9), "i -> i 1") >= arange(9)
+s = einsum("h i d, h j d -> h i j", x, x) * 0.3
+output a = einsum("h i j, h j d -> h i d", softmax(where(keep, s, -inf), axis=-1), x)
+t = einsum("h i d, h j d -> h i j", x, x * 0.5)
+output b = einsum("h i j, h j d -> h i d", softmax(masked_fill(t, ~keep, -3.4028234663852886e38), axis=-1), x)
+bias = where(rearrange(arange(13), "j -> 1 j") <= rearrange(arange(9), "i -> i 1") + 4, 0.0, -inf)
+output chunk = einsum("h i j, h j d -> h i d", softmax(einsum("h i d, h j d -> h i j", x, c) + bias, axis=-1), c)
+)ein"},
+    // Rounding, and casts between floats, integers and bool (a float becomes an integer
+    // rounded towards zero); integer tensors stay integer through abs and unary minus.
+    {"rounding_and_casts", R"ein(
+input x: f32[4, 6]
+input k: i32[6]
+output rounded = floor(x * 3.0) + ceil(x) - trunc(x * 2.0) + round(x * 5.0)
+output whole = i64(x * 4.0) + i32(x) + abs(k) - k
+output flags = bool(relu(x)) == bool(k)
+output back = f32(i64(x * 10.0)) / 10.0 + f32(bool(x))
+)ein"},
     {"sin_cos_and_folded", R"ein(
 input x: f32[4, 5]
 output y = sin(x * 4.0) * cos(x) - cos(x * 30.0) + sin(2.0) * cos(-0.5)

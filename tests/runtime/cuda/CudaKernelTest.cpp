@@ -280,6 +280,15 @@ TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {
             instruction(O::Cos, 0),          // 44
             instruction(O::Add, 43, 44),     // 45
             instruction(O::Add, 42, 45),     // 46
+            instruction(O::Floor, 0),        // 47
+            instruction(O::Ceil, 1),         // 48
+            instruction(O::Trunc, 0),        // 49
+            instruction(O::Round, 1),        // 50
+            instruction(O::FloorDiv, 0, 1),  // 51
+            instruction(O::Mod, 0, 1),       // 52
+            instruction(O::Add, 47, 48), instruction(O::Add, 53, 49), instruction(O::Add, 54, 50),
+            instruction(O::Add, 55, 51), instruction(O::Add, 56, 52),  // 57
+            instruction(O::Add, 46, 57),     // 58
         };
         ElementwiseSpec spec{{rows, columns},
                              {dense(x, {rows, columns}), ViewSpec{y, 0, {0, 1}}, dense(flags, {rows, columns}),

@@ -62,6 +62,10 @@ std::vector<OpcodeCase> opcodeCases() {
       // Python's // and %: floor, and the remainder takes the divisor's sign.
       {fb::Opcode::FloorDiv, [](D a, D b, D) { return std::floor(a / b); }},
       {fb::Opcode::Mod, [](D a, D b, D) { return a - b * std::floor(a / b); }},
+      {fb::Opcode::Floor, [](D a, D, D) { return std::floor(a); }},
+      {fb::Opcode::Ceil, [](D a, D, D) { return std::ceil(a); }},
+      {fb::Opcode::Trunc, [](D a, D, D) { return std::trunc(a); }},
+      {fb::Opcode::Round, [](D a, D, D) { return std::nearbyint(a); }},  // halves to even
   };
 }
 

@@ -12,7 +12,8 @@ def Ein_UnaryKind : I32EnumAttr<"UnaryKind", "element-wise function of one tenso
   I32EnumAttrCase<"relu", 6>, I32EnumAttrCase<"gelu", 7>, I32EnumAttrCase<"gelu_tanh", 8>,
   I32EnumAttrCase<"silu", 9>, I32EnumAttrCase<"sigmoid", 10>, I32EnumAttrCase<"tanh", 11>,
   I32EnumAttrCase<"logical_not", 12>, I32EnumAttrCase<"softplus", 13>,
-  I32EnumAttrCase<"sin", 14>, I32EnumAttrCase<"cos", 15>
+  I32EnumAttrCase<"sin", 14>, I32EnumAttrCase<"cos", 15>, I32EnumAttrCase<"floor", 16>,
+  I32EnumAttrCase<"ceil", 17>, I32EnumAttrCase<"trunc", 18>, I32EnumAttrCase<"round", 19>
 ]> {
   let cppNamespace = "::ein::ir";
   let genSpecializedAttr = 0;
