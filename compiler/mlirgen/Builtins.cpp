@@ -89,10 +89,8 @@ EValue Generator::callUnary(const ast::Call &call, Scope &scope) {
 
 bool Generator::keepsIntegers(ir::UnaryKind kind) {
   using K = ir::UnaryKind;
-  return kind == K::neg || kind == K::abs || kind == K::floor || kind == K::ceil || kind == K::trunc ||
-         kind == K::round;
+  return kind == K::abs || kind == K::floor || kind == K::ceil || kind == K::trunc || kind == K::round;
 }
-
 
 EValue Generator::callMaximumOrMinimum(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);

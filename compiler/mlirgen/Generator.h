@@ -266,7 +266,8 @@ class Generator {
 
   EValue callUnary(const ast::Call &call, Scope &scope);
   EValue callCast(const ast::Call &call, Scope &scope);
-  // Unary kinds that give an integer for an integer (torch keeps the dtype).
+  // Built-in unary kinds that give an integer for an integer (torch keeps the
+  // dtype); unary minus does too, in Expressions.cpp.
   static bool keepsIntegers(ir::UnaryKind kind);
 
 
