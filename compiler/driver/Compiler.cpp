@@ -121,10 +121,12 @@ std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::vector<std::string> parameterNames(mlir::ModuleOp module) {
+std::optional<std::string> parametersWithoutSource(mlir::ModuleOp module, bool haveSource) {
   std::vector<std::string> names;
   module.walk([&](ir::ParamOp param) { names.push_back(param.getName().str()); });
-  return names;
+  if (haveSource || names.empty()) return std::nullopt;
+  return "declares " + std::to_string(names.size()) + " parameter" + (names.size() == 1 ? "" : "s") + " (\"" +
+         names.front() + "\" first)";
 }
 
 Compilation::Compilation(ModelSource source, DiagnosticSink sink)

@@ -60,9 +60,10 @@ std::optional<ModelSource> readModelFile(const std::string &path, const Diagnost
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name);
 
-// The names of the parameters `module` declares, in order: a model without
-// any needs no weights.
-std::vector<std::string> parameterNames(mlir::ModuleOp module);
+// A model without parameters needs no weights. For one with parameters but no
+// source of them: "declares N parameters ("first.name" first)", to which
+// einc and ein.compile add how to give them; nullopt otherwise.
+std::optional<std::string> parametersWithoutSource(mlir::ModuleOp module, bool haveSource);
 
 struct PipelineOptions {
   ArtifactTarget target = ArtifactTarget::Cpu;

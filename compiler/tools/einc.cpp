@@ -98,12 +98,10 @@ int compile(const Options &options) {
     return 1;
   }
   // A model without parameters needs no weights; one with them needs a source.
-  const std::vector<std::string> paramNames = ein::driver::parameterNames(*module);
   const bool noSource = options.weights.empty() && !options.randomWeights;
-  if (noSource && !paramNames.empty()) {
-    llvm::errs() << "einc: " << options.model << " declares " << paramNames.size() << " parameter"
-                 << (paramNames.size() == 1 ? "" : "s") << " (\"" << paramNames.front()
-                 << "\" first): give them with --weights FILE.safetensors or --random-weights SEED\n";
+  if (std::optional<std::string> missing = ein::driver::parametersWithoutSource(*module, !noSource)) {
+    llvm::errs() << "einc: " << options.model << " " << *missing
+                 << ": give them with --weights FILE.safetensors or --random-weights SEED\n";
     return 1;
   }
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;

@@ -2,7 +2,6 @@
 // bringing the operands into its canonical layout by rearranges. A constant
 // mask that is exactly causal becomes causal attention.
 
-#include <cmath>
 #include <map>
 
 #include "ein/IR/Equations.h"

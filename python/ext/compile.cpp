@@ -122,10 +122,8 @@ Outcome compileRequest(Request request) {
   std::unique_ptr<SafetensorsParams> safetensors;
   ParamBytesProvider params;
   const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
-  if (const std::vector<std::string> names = driver::parameterNames(*module); noSource && !names.empty()) {
-    compilation.error("the model declares " + std::to_string(names.size()) + " parameter" +
-                      (names.size() == 1 ? "" : "s") + " (\"" + names.front() +
-                      "\" first): give them as weights=... or random_weights=SEED");
+  if (std::optional<std::string> missing = driver::parametersWithoutSource(*module, !noSource)) {
+    compilation.error("the model " + *missing + ": give them as weights=... or random_weights=SEED");
     return outcome;
   }
   if (request.randomSeed || noSource) {

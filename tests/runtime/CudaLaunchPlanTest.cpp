@@ -108,7 +108,7 @@ TEST(CudaLaunchPlan, CausalKeyEndIsThePastTheLastKeyTheBlockSees) {
                 if (j <= i % positions + keys - positions) want = std::max(want, j + 1);
             SCOPED_TRACE(::testing::Message() << "P " << positions << " keys " << keys << " queries " << first
                                               << ".." << last);
-            const int64_t end = causalKeyEnd(positions, first, last, keys);
+            const int64_t end = causalKeyEnd(positions, first, block, groups * positions, keys);
             if (first / positions == last / positions) {
               EXPECT_EQ(end, want);
             } else {  // a block across groups keeps every key: some row sees the last one
@@ -116,7 +116,7 @@ TEST(CudaLaunchPlan, CausalKeyEndIsThePastTheLastKeyTheBlockSees) {
               EXPECT_EQ(want, keys);
             }
           }
-  EXPECT_EQ(causalKeyEnd(0, 0, 63, 100), 100);  // not causal
+  EXPECT_EQ(causalKeyEnd(0, 0, 64, 64, 100), 100);  // not causal
 }
 
 }  // namespace

@@ -91,15 +91,8 @@ __device__ __forceinline__ uint32_t pairAt(const T *row, int column) {
   return *reinterpret_cast<const uint32_t *>(row + column);
 }
 
-// The max and the sum over the 4 lanes of a group (one row's lanes).
-__device__ __forceinline__ float quadMax(float value) {
-  value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 1));
-  return fmaxf(value, __shfl_xor_sync(0xffffffffu, value, 2));
-}
-__device__ __forceinline__ float quadSum(float value) {
-  value += __shfl_xor_sync(0xffffffffu, value, 1);
-  return value + __shfl_xor_sync(0xffffffffu, value, 2);
-}
+// Whether any of the 4 lanes of a group (one row's lanes) has the flag; the
+// row's max and sum are warpMax<4> and warpSum<4>.
 __device__ __forceinline__ bool quadAny(bool flag) {
   int value = flag;
   value |= __shfl_xor_sync(0xffffffffu, value, 1);
@@ -214,8 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   bool nanLow = false, nanHigh = false;
 
   // Causal: the key tiles past the block's last visible key are skipped.
-  const int64_t lastQuery = (firstQuery + kQueries < queries ? firstQuery + kQueries : queries) - 1;
-  const int64_t keyTiles = (causalKeyEnd(launch.causalPositions, firstQuery, lastQuery, keys) + kKeys - 1) / kKeys;
+  const int64_t keyEnd = causalKeyEnd(launch.causalPositions, firstQuery, kQueries, queries, keys);
+  const int64_t keyTiles = (keyEnd + kKeys - 1) / kKeys;
   if (keyTiles > 0) load(0, 0);
   commitCopies();
   for (int64_t tile = 0; tile < keyTiles; ++tile) {
@@ -260,7 +253,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           tileMaxHigh = fmaxf(tileMaxHigh, score);
         }
       }
-    const float newMaxLow = fmaxf(maxLow, quadMax(tileMaxLow)), newMaxHigh = fmaxf(maxHigh, quadMax(tileMaxHigh));
+    const float newMaxLow = fmaxf(maxLow, warpMax<4>(tileMaxLow));
+    const float newMaxHigh = fmaxf(maxHigh, warpMax<4>(tileMaxHigh));
     const float correctionLow = expShifted(maxLow, newMaxLow), correctionHigh = expShifted(maxHigh, newMaxHigh);
     maxLow = newMaxLow;
     maxHigh = newMaxHigh;
@@ -297,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
 
-  const float totalLow = quadSum(sumLow), totalHigh = quadSum(sumHigh);
+  const float totalLow = warpSum<4>(sumLow), totalHigh = warpSum<4>(sumHigh);
   nanLow = quadAny(nanLow);
   nanHigh = quadAny(nanHigh);
 #pragma unroll

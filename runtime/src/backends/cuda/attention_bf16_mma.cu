@@ -77,8 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionMmaKernel(AttentionLaunc
 
   const int warpRow = warp * kRows;
   // Causal: the key tiles past the block's last visible key are skipped.
-  const int64_t lastQuery = (firstQuery + kQueries < launch.queries ? firstQuery + kQueries : launch.queries) - 1;
-  const int64_t keyEnd = causalKeyEnd(launch.causalPositions, firstQuery, lastQuery, keys);
+  const int64_t keyEnd = causalKeyEnd(launch.causalPositions, firstQuery, kQueries, launch.queries, keys);
   for (int64_t firstKey = 0; firstKey < keyEnd; firstKey += kKeys) {
     __syncthreads();  // the previous tiles are no longer read; the query tile and statistics are ready
     for (int at = threadIdx.x; at < kKeys * D; at += blockDim.x) {

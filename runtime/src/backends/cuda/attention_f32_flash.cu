@@ -63,8 +63,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionF32FlashKernel(Attention
 
   const int key = lane & 15, half = lane >> 4;
   // Causal: the key tiles past the block's last visible key are skipped.
-  const int64_t lastQuery = std::min<int64_t>(firstQuery + kQueries, launch.queries) - 1;
-  const int64_t keyEnd = causalKeyEnd(launch.causalPositions, firstQuery, lastQuery, keys);
+  const int64_t keyEnd = causalKeyEnd(launch.causalPositions, firstQuery, kQueries, launch.queries, keys);
   for (int64_t firstKey = 0; firstKey < keyEnd; firstKey += kKeys) {
     __syncthreads();  // the previous tile is no longer read (and the query tile is complete)
     for (int64_t at = threadIdx.x; at < kKeys * D; at += blockDim.x) {

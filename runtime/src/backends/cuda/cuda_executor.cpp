@@ -1,5 +1,7 @@
 #include "backends/cuda/cuda_executor.hpp"
 
+#include <string_view>
+
 #include "backends/cuda/cuda_executor_impl.hpp"
 
 namespace ein::detail {
@@ -184,12 +186,13 @@ StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, c
                   fmt::format("CUDA device {} ({}) but there {} {} CUDA device{}", device,
                               options.deviceIndex >= 0 ? "asked for" : chosen ? "EIN_CUDA_DEVICE" : "the default",
                               count.value() == 1 ? "is" : "are", count.value(), count.value() == 1 ? "" : "s"));
-  if (const char *attention = std::getenv("EIN_CUDA_ATTENTION");
-      attention && std::string_view(attention) != "flash2" && std::string_view(attention) != "wmma")
+  const char *attention = std::getenv("EIN_CUDA_ATTENTION");
+  const std::string_view kernel = attention ? attention : "flash2";
+  if (kernel != "flash2" && kernel != "wmma")
     return Status(StatusCode::InvalidArgument,
                   fmt::format("EIN_CUDA_ATTENTION={}: the tensor-core attention kernels are flash2 (the default) "
-                              "and wmma", attention));
-  auto executor = std::make_unique<CudaExecutor>(program);
+                              "and wmma", kernel));
+  auto executor = std::make_unique<CudaExecutor>(program, kernel == "wmma");
   EIN_RETURN_IF_ERROR(executor->initialise(device));
   return std::unique_ptr<Executor>(std::move(executor));
 }

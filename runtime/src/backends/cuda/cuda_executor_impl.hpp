@@ -16,7 +16,6 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "backends/cuda/gemm_cublaslt.hpp"
@@ -115,17 +114,11 @@ struct GatherCheck {
   int64_t rows = 0;
 };
 
-// EIN_CUDA_ATTENTION picks the tensor-core attention kernel: flash2 (the default) or
-// wmma (the first one, kept until a GPU run settles which one stays);
-// createCudaExecutor refuses any other value.
-inline bool wmmaAttentionChosen() {
-  const char *chosen = std::getenv("EIN_CUDA_ATTENTION");
-  return chosen && std::string_view(chosen) == "wmma";
-}
-
 class CudaExecutor final : public Executor {
  public:
-  explicit CudaExecutor(const Program &model) : model_(model) {}
+  // `wmmaAttention`: the first tensor-core attention kernel instead of flash2
+  // (EIN_CUDA_ATTENTION=wmma, kept until a GPU run settles which one stays).
+  CudaExecutor(const Program &model, bool wmmaAttention) : model_(model), wmmaAttention_(wmmaAttention) {}
 
   ~CudaExecutor() override {
     if (device_ >= 0) cudaSetDevice(device_);  // the stream, handle and memory belong to it
@@ -193,7 +186,7 @@ class CudaExecutor final : public Executor {
   cudaDeviceProp properties_{};
   bool verbose_ = std::getenv("EIN_CUDA_VERBOSE") != nullptr;
   bool syncEachStep_ = std::getenv("EIN_CUDA_SYNC") != nullptr;
-  bool wmmaAttention_ = wmmaAttentionChosen();
+  bool wmmaAttention_ = false;
   cudaStream_t stream_ = nullptr;
   ec::LtResources lt_;
   DeviceMemory arena_, weights_, io_, workspace_, errorSlots_, attentionScratch_;

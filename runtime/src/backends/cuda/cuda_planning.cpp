@@ -281,15 +281,15 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
       return launched("attention (tensor cores)",
                       ec::launchAttentionFlash2(launch, precision, attentionScratch_.get(), stream));
     });
-  }
-  else if (wmma)
+  } else if (wmma) {
     steps_.push_back([launch, precision, keyTile](cudaStream_t stream) {
       return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, keyTile, stream));
     });
-  else
+  } else {
     steps_.push_back([launch](cudaStream_t stream) {
       return launched("attention", ec::launchAttentionF32Flash(launch, stream));
     });
+  }
   return Status();
 }
 

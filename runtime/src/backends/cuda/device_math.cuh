@@ -31,13 +31,18 @@ __device__ __forceinline__ float maskScore(MaskKind kind, float score, const voi
   return score;
 }
 
+// The sum and the max over each group of `kLanes` consecutive lanes (the
+// whole warp by default; 4 for the lanes that share a row of an mma tile).
+template <int kLanes = 32>
 __device__ __forceinline__ float warpSum(float value) {
-  for (int delta = 16; delta > 0; delta >>= 1) value += __shfl_xor_sync(0xffffffffu, value, delta);
+  for (int delta = kLanes / 2; delta > 0; delta >>= 1) value += __shfl_xor_sync(0xffffffffu, value, delta);
   return value;
 }
 // Max that ignores NaN (fmaxf); callers track NaN separately where it matters.
+template <int kLanes = 32>
 __device__ __forceinline__ float warpMax(float value) {
-  for (int delta = 16; delta > 0; delta >>= 1) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, delta));
+  for (int delta = kLanes / 2; delta > 0; delta >>= 1)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, delta));
   return value;
 }
 __device__ __forceinline__ bool warpAny(bool value) { return __any_sync(0xffffffffu, value); }

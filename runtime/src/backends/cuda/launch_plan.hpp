@@ -93,12 +93,15 @@ inline int mmaKeyTile(int headDim, size_t sharedLimit) {
 
 // ---- causal attention (both attention kernels) ------------------------------------
 // Causal attention (causalPositions P > 0) hides key j from query i where
-// j > i % P + keys - P (device_math.cuh's causallyHidden). A block of queries
-// [firstQuery, lastQuery] needs only the keys before the returned end: later
-// key tiles are hidden from all of its rows, so its key loop stops there. A
-// block whose queries wrap past a multiple of P (queries folding several
-// groups of P) has a row that sees every key.
-constexpr int64_t causalKeyEnd(int64_t causalPositions, int64_t firstQuery, int64_t lastQuery, int64_t keys) {
+// j > i % P + keys - P (device_math.cuh's causallyHidden). A block of
+// `blockQueries` queries from `firstQuery` (fewer at the end of `queries`)
+// needs only the keys before the returned end: later key tiles are hidden
+// from all of its rows, so its key loop stops there. A block whose queries
+// wrap past a multiple of P (queries folding several groups of P) has a row
+// that sees every key.
+constexpr int64_t causalKeyEnd(int64_t causalPositions, int64_t firstQuery, int64_t blockQueries, int64_t queries,
+                               int64_t keys) {
+  const int64_t lastQuery = (firstQuery + blockQueries < queries ? firstQuery + blockQueries : queries) - 1;
   if (causalPositions <= 0 || firstQuery / causalPositions != lastQuery / causalPositions) return keys;
   const int64_t end = lastQuery % causalPositions + keys - causalPositions + 1;
   return end < 0 ? 0 : end < keys ? end : keys;
