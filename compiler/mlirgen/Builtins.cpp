@@ -121,6 +121,22 @@ mlir::Value Generator::truthOf(Location at, mlir::Value reduced) {
   return binaryOp(at, ir::BinaryKind::gt, reduced, scalarConstant(at, 0.5, builder.getF32Type()));
 }
 
+Generator::ReductionInput Generator::reductionInput(Location at, mlir::Value x, ir::ReduceKind kind, bool logical) {
+  bool extremum = kind == ir::ReduceKind::max || kind == ir::ReduceKind::min;
+  if (logical || (extremum && elementType(x).isInteger(1))) return {truthAsFloat(at, x), true, Type()};
+  if (isFloat(x)) return {x, false, Type()};
+  Type integerResult;
+  if (extremum) integerResult = elementType(x);
+  else if (kind == ir::ReduceKind::sum || kind == ir::ReduceKind::prod) integerResult = builder.getI64Type();
+  return {cast(at, x, builder.getF32Type()), false, integerResult};
+}
+
+mlir::Value Generator::reductionResult(Location at, mlir::Value reduced, const ReductionInput &input) {
+  if (input.logical) return truthOf(at, reduced);
+  if (input.integerResult) return cast(at, reduced, input.integerResult);
+  return reduced;
+}
+
 EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
   const std::string &name = call.callee;
@@ -128,19 +144,20 @@ EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
   bool logical = name == "any" || name == "all";
   Arguments args = moment ? bindArguments(call, {"x", "axis", "unbiased", "keepdim"}, 1, false)
                           : bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
-  mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'");
-  if (logical) x = truthAsFloat(at, x);
-  else if (name != "max" && name != "min") x = floatTensor(EValue{Tensor{x}}, args.get("x")->loc, name + "()");
+  static const std::map<std::string, ir::ReduceKind> kinds = {
+      {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
+      {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std},
+      {"any", ir::ReduceKind::max}, {"all", ir::ReduceKind::min}};
+  ReductionInput input = reductionInput(
+      at, tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() argument 'x'"), kinds.at(name),
+      logical);
+  mlir::Value x = input.x;
   int64_t rank = typeOf(x).getRank();
   llvm::SmallVector<int64_t> axes;
   if (args.get("axis")) axes = axesArgument(*args.get("axis"), scope, rank);
   else if (rank > 0) axes.push_back(rank - 1);
   bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
   bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
-  static const std::map<std::string, ir::ReduceKind> kinds = {
-      {"sum", ir::ReduceKind::sum}, {"mean", ir::ReduceKind::mean}, {"max", ir::ReduceKind::max},
-      {"min", ir::ReduceKind::min}, {"var", ir::ReduceKind::var},   {"std", ir::ReduceKind::std},
-      {"any", ir::ReduceKind::max}, {"all", ir::ReduceKind::min}};
   std::sort(axes.begin(), axes.end());
   int64_t correction = unbiased ? 1 : 0;
   auto type = inferred(ir::ReduceOp::inferResultType(x.getType(), axes, keepdim, correction), at);
@@ -148,7 +165,7 @@ EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
                                          ir::ReduceKindAttr::get(&context, kinds.at(name)),
                                          builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
                                          builder.getI64IntegerAttr(correction));
-  return EValue{Tensor{logical ? truthOf(at, op) : mlir::Value(op)}};
+  return EValue{Tensor{reductionResult(at, op, input)}};
 }
 
 // layernorm(x, weight, bias, eps=1e-5) and rmsnorm(x, weight, eps=1e-6), over
@@ -254,12 +271,16 @@ EValue Generator::callConcat(const ast::Call &call, Scope &scope) {
   if (!items || items->items.empty()) fail(args.get("tensors")->loc, "concat() takes a non-empty list of tensors");
   llvm::SmallVector<mlir::Value> tensors;
   for (const EValue &item : items->items) tensors.push_back(tensor(item, args.get("tensors")->loc, "concat() item"));
+  // Mixed element types promote, as in torch.cat.
+  Type element = elementType(tensors[0]);
+  for (mlir::Value item : tensors) element = commonType(element, elementType(item));
+  for (mlir::Value &item : tensors) item = cast(at, item, element);
   int64_t rank = typeOf(tensors[0]).getRank();
   int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : 0;
   ein::Shape shape = shapeOf(tensors[0]);
   for (size_t i = 1; i < tensors.size(); ++i) {
     ein::Shape other = shapeOf(tensors[i]);
-    bool fits = other.size() == shape.size() && elementType(tensors[i]) == elementType(tensors[0]);
+    bool fits = other.size() == shape.size();
     for (int64_t d = 0; fits && d < rank; ++d) fits = d == axis || other[d] == shape[d];
     if (!fits)
       fail(args.get("tensors")->loc, "concat() item " + std::to_string(i + 1) + " has shape " +

@@ -242,18 +242,18 @@ mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
     requireSizes({check.kind, check.lhs, check.rhs, call.callee + "(\"" + pattern + "\"): " + check.message},
                  loc(args.get("pattern")->loc));
   std::optional<ir::ReduceKind> reduction;
-  bool logical = false;
+  ReductionInput input;
   if (isReduce) {
     std::string name = stringArgument(*args.get("reduction"), scope, "reduce() reduction");
-    logical = name == "any" || name == "all";
+    bool logical = name == "any" || name == "all";
     auto parsed = logical ? std::optional(name == "any" ? ir::ReduceKind::max : ir::ReduceKind::min)
                           : ir::symbolizeReduceKind(name);
     if (!parsed || *parsed == ir::ReduceKind::var || *parsed == ir::ReduceKind::std)
       fail(args.get("reduction")->loc,
            "unknown reduction '" + name + "' (expected sum, mean, max, min, prod, any or all)");
     reduction = *parsed;
-    if (logical) x = truthAsFloat(loc(call.loc), x);
-    else if (!mlir::isa<mlir::FloatType>(elementType(x))) x = cast(loc(call.loc), x, builder.getF32Type());
+    input = reductionInput(loc(call.loc), x, *reduction, logical);
+    x = input.x;
   }
   // The plan above checks the pattern as the function called (rearrange,
   // reduce or repeat) reads it; the op's rule gives the type.
@@ -263,7 +263,7 @@ mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
   ir::ReduceKindAttr reductionAttr = reduction ? ir::ReduceKindAttr::get(&context, *reduction) : nullptr;
   mlir::Value result = builder.create<ir::RearrangeOp>(loc(call.loc), type, x, builder.getStringAttr(pattern),
                                                        sizeDict, reductionAttr);
-  return logical ? truthOf(loc(call.loc), result) : result;
+  return reductionResult(loc(call.loc), result, input);
 }
 
 }  // namespace ein::mlirgen::detail

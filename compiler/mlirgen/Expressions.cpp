@@ -213,25 +213,30 @@ std::pair<mlir::Value, mlir::Value> Generator::promote(Location at, const EValue
   auto *rhsNumber = std::get_if<Number>(&rhs.value);
   if (lhsNumber || rhsNumber) {
     // A number takes the tensor's type, except a float number with an
-    // integer or bool tensor, which gives f32.
+    // integer or bool tensor, which gives f32, and an integer number with a
+    // bool tensor, which gives i64.
     const EValue &other = lhsNumber ? rhs : lhs;
     const Number &number = lhsNumber ? *lhsNumber : *rhsNumber;
     mlir::Value t = tensor(other, lhsNumber ? rhsLoc : lhsLoc, "an operand");
-    if (!number.isInteger || elementType(t).isInteger(1)) t = isFloat(t) ? t : cast(at, t, builder.getF32Type());
+    if (!number.isInteger) t = isFloat(t) ? t : cast(at, t, builder.getF32Type());
+    else if (elementType(t).isInteger(1)) t = cast(at, t, builder.getI64Type());
     mlir::Value constant = scalarConstant(at, number.value, elementType(t));
     return lhsNumber ? std::make_pair(constant, t) : std::make_pair(t, constant);
   }
   mlir::Value a = tensor(lhs, lhsLoc, "an operand"), b = tensor(rhs, rhsLoc, "an operand");
-  Type ta = elementType(a), tb = elementType(b);
-  if (ta == tb) return {a, b};
+  Type target = commonType(elementType(a), elementType(b));
+  return {cast(at, a, target), cast(at, b, target)};
+}
+
+Type Generator::commonType(Type ta, Type tb) {
+  if (ta == tb) return ta;
   auto rank = [](Type t) { return mlir::isa<mlir::FloatType>(t) ? 3 : t.isInteger(1) ? 0 : t.getIntOrFloatBitWidth() == 32 ? 1 : 2; };
-  Type target = rank(ta) >= rank(tb) ? ta : tb;
   // Two float types: the wider; f16 with bf16 gives f32, as in PyTorch.
   if (rank(ta) == 3 && rank(tb) == 3)
-    target = ta.getIntOrFloatBitWidth() != tb.getIntOrFloatBitWidth()
-                 ? (ta.getIntOrFloatBitWidth() > tb.getIntOrFloatBitWidth() ? ta : tb)
-                 : builder.getF32Type();
-  return {cast(at, a, target), cast(at, b, target)};
+    return ta.getIntOrFloatBitWidth() != tb.getIntOrFloatBitWidth()
+               ? (ta.getIntOrFloatBitWidth() > tb.getIntOrFloatBitWidth() ? ta : tb)
+               : builder.getF32Type();
+  return rank(ta) >= rank(tb) ? ta : tb;
 }
 
 EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
@@ -398,7 +403,8 @@ Generator::Arguments Generator::bindArguments(const ast::Call &call, std::vector
   for (const auto &keyword : call.keywords) {
     auto it = std::find(names.begin(), names.end(), keyword.name);
     if (it == names.end()) {
-      if (!allowExtra) fail(keyword.loc, call.callee + "() has no argument '" + keyword.name + "'");
+      if (!allowExtra)
+        fail(keyword.loc, call.callee + "() has no argument '" + keyword.name + "'" + didYouMean(keyword.name, names));
       args.extra[keyword.name] = keyword.value.get();
       continue;
     }

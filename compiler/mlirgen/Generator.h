@@ -203,6 +203,9 @@ class Generator {
 
   mlir::Value unaryOp(Location at, ir::UnaryKind kind, mlir::Value value);
 
+  // The element type two tensors promote to, as torch.result_type.
+  Type commonType(Type a, Type b);
+
   // Both operands of a binary op as tensors of one element type, PyTorch style.
   std::pair<mlir::Value, mlir::Value> promote(Location at, const EValue &lhs, const ast::SourceLoc &lhsLoc,
                                               const EValue &rhs, const ast::SourceLoc &rhsLoc);
@@ -283,6 +286,19 @@ class Generator {
   // compare with 0.5 for a bool result.
   mlir::Value truthAsFloat(Location at, mlir::Value x);
   mlir::Value truthOf(Location at, mlir::Value reduced);
+
+  // PyTorch's result types for reductions of integer and bool tensors: sum and
+  // prod give i64, max and min keep an integer type and read bools as any and
+  // all do, mean, var and std give f32. Integers reduce in f32 (exact up to
+  // 2^24), as the kernels compute. reductionInput gives what to reduce,
+  // reductionResult what to return.
+  struct ReductionInput {
+    mlir::Value x;
+    bool logical = false;  // reduced as 1.0/0.0, compared back to bool
+    Type integerResult;    // the integer type to store the f32 result as
+  };
+  ReductionInput reductionInput(Location at, mlir::Value x, ir::ReduceKind kind, bool logical);
+  mlir::Value reductionResult(Location at, mlir::Value reduced, const ReductionInput &input);
 
   EValue callReduction(const ast::Call &call, Scope &scope);
 

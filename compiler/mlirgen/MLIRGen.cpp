@@ -40,6 +40,13 @@ mlir::OwningOpRef<mlir::ModuleOp> Generator::run(const ast::Module &module) {
 }
 
 std::string Generator::didYouMean(const std::string &name, const std::vector<std::string> &known) {
+  // PyTorch's and NumPy's words for what the language spells otherwise.
+  static const std::map<std::string, std::string> kSpellings = {
+      {"True", "true"}, {"False", "false"}, {"dim", "axis"}, {"axes", "axis"}, {"keepdims", "keepdim"}};
+  auto spelled = kSpellings.find(name);
+  if (spelled != kSpellings.end() && (spelled->second == "true" || spelled->second == "false" ||
+                                       llvm::is_contained(known, spelled->second)))
+    return " (did you mean '" + spelled->second + "'?)";
   if (name.size() < 3) return "";
   unsigned limit = std::max<unsigned>(1, static_cast<unsigned>(name.size()) / 3), best = limit + 1;
   std::string closest;

@@ -33,8 +33,7 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
   };
   for (const std::string &label : equation.output) labelId(label);
   size_t outputLabels = labelSizes.size();
-  // A broadcast (ellipsis) label of size 1 in one operand takes the other
-  // operands' size; inferShape has checked that the sizes agree otherwise.
+  // inferShape has checked that each label has one size in every operand.
   std::vector<std::vector<int64_t>> labelStrides;
   for (auto [operand, labels] : llvm::enumerate(equation.inputs)) {
     const Dims &shape = valueOf(op.getInputs()[operand]).shape;
@@ -43,9 +42,9 @@ Expected<Tensor> Evaluator::evaluate(ir::EinsumOp op) {
     for (const std::string &label : labels) ids.push_back(labelId(label));
     labelStrides.emplace_back(labelSizes.size(), 0);
     for (size_t axis = 0; axis < shape.size(); ++axis) {
-      if (labelSizes[ids[axis]] == 1) labelSizes[ids[axis]] = shape[axis];
+      labelSizes[ids[axis]] = shape[axis];
       // A label repeated within an operand adds up its strides: the diagonal.
-      if (shape[axis] != 1) labelStrides.back()[ids[axis]] += axisStrides[axis];
+      labelStrides.back()[ids[axis]] += axisStrides[axis];
     }
   }
   for (std::vector<int64_t> &strides : labelStrides) strides.resize(labelSizes.size(), 0);

@@ -220,11 +220,6 @@ EquationResult<Shape> EinsumEquation::inferShape(const std::vector<Shape> &opera
       const std::string &label = inputs[operand][axis];
       auto [it, inserted] = sizes.try_emplace(label, Binding{shape[axis], operand});
       if (inserted || it->second.size == shape[axis]) continue;
-      // Broadcast (ellipsis) axes of size 1 stretch, as in NumPy.
-      if (label.front() == '.' && (it->second.size == 1 || shape[axis] == 1)) {
-        if (it->second.size == 1) it->second = Binding{shape[axis], operand};
-        continue;
-      }
       std::string name = label.front() == '.' ? "broadcast axis " + label.substr(1) : "axis '" + label + "'";
       return EquationError{name + " is " + it->second.size.str() + " in operand " +
                            std::to_string(it->second.operand + 1) + " and " + shape[axis].str() +
@@ -246,7 +241,7 @@ std::vector<std::vector<size_t>> EinsumEquation::broadcastAxes(const std::vector
   for (size_t operand = 0; operand < inputs.size() && operand < operandShapes.size(); ++operand) {
     const std::vector<std::string> &term = inputs[operand];
     for (size_t axis = 0; axis < term.size() && axis < operandShapes[operand].size(); ++axis)
-      if (term[axis].front() != '.' && operandShapes[operand][axis] == 1 && stretched.count(term[axis]) &&
+      if (operandShapes[operand][axis] == 1 && stretched.count(term[axis]) &&
           std::count(term.begin(), term.end(), term[axis]) == 1)
         axes[operand].push_back(axis);
   }

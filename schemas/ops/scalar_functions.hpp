@@ -51,11 +51,10 @@ template <class T>
 EIN_HOST_DEVICE inline T abs(T x) {
   return std::fabs(x);
 }
-// NaN gives 0, as the vector max(x, 0) does (torch.relu keeps NaN: the
-// reference evaluator does).
+// NaN stays NaN, as in torch.relu (and the vector kernels' max(0, x)).
 template <class T>
 EIN_HOST_DEVICE inline T relu(T x) {
-  return x > T(0) ? x : T(0);
+  return x < T(0) ? T(0) : x;
 }
 // Exact GELU: 0.5 x (1 + erf(x / sqrt(2))).
 template <class T>

@@ -116,6 +116,16 @@ TEST(Einsum, SizeOneAxesBroadcastByLeavingTheirLabelOut) {
   EXPECT_EQ(same.broadcastAxes({{1, 1}, {1, 4}}), (std::vector<std::vector<size_t>>{{}, {}}));
   auto diagonal = std::get<ein::EinsumEquation>(ein::EinsumEquation::parse("ii,i->i", {2, 1}));
   EXPECT_EQ(diagonal.broadcastAxes({{1, 1}, {3}}), (std::vector<std::vector<size_t>>{{}, {}}));
+
+  // Ellipsis axes broadcast the same way (NumPy's "...ij,...jk" of [2, 1, 3, 4] and [5, 4, 6]).
+  auto batched = std::get<ein::EinsumEquation>(ein::EinsumEquation::parse("...ij,...jk", {4, 3}));
+  std::vector<Shape> batchedShapes = {{2, 1, 3, 4}, {5, 4, 6}};
+  EXPECT_TRUE(ein::failed(batched.inferShape(batchedShapes)));
+  auto batchedAxes = batched.broadcastAxes(batchedShapes);
+  EXPECT_EQ(batchedAxes, (std::vector<std::vector<size_t>>{{1}, {}}));
+  auto batchedShape = batched.withoutAxes(batchedAxes).inferShape({{2, 3, 4}, {5, 4, 6}});
+  ASSERT_FALSE(ein::failed(batchedShape));
+  EXPECT_EQ(std::get<Shape>(batchedShape), (Shape{2, 5, 3, 6}));
 }
 
 }  // namespace

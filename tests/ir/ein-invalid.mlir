@@ -8,6 +8,16 @@ func.func @einsum_axis_conflict(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) -> ten
 
 // -----
 
+// In the IR an ellipsis axis has one size too: the front end leaves a
+// broadcasting size-1 axis out of its operand's term.
+func.func @einsum_ellipsis_axis_broadcasts(%a: tensor<2x1xf32>, %b: tensor<5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{broadcast axis 1 is 1 in operand 1 and 5 in operand 2}}
+  %c = ein.einsum ".0 .1, .1 -> .0 .1" (%a, %b) : (tensor<2x1xf32>, tensor<5xf32>) -> tensor<2x5xf32>
+  return %c : tensor<2x5xf32>
+}
+
+// -----
+
 func.func @einsum_rank(%a: tensor<2x3xf32>, %b: tensor<3x5xf32>) -> tensor<2x5xf32> {
   // expected-error @+1 {{einsum operand 2 has 2 axes but "j k l" names 3}}
   %c = ein.einsum "i j, j k l -> i k" (%a, %b) : (tensor<2x3xf32>, tensor<3x5xf32>) -> tensor<2x5xf32>

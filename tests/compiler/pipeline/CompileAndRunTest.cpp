@@ -234,6 +234,37 @@ input q: f32[2, 3, 5, 4]
 input k: f32[2, 3, 6, 4]
 output s = einsum("... i d, ... j d -> ... i j", q, k)
 )ein"},
+    {"einsum_ellipsis_broadcasts", R"ein(
+input a: f32[2, 1, 3, 4]
+input b: f32[5, 4, 6]
+input c: f32[4, 1]
+input d: f32[4]
+input e: f32[1, 4, 3]
+output y = einsum("...ij,...jk", a, b)
+output outer = einsum("...,...->...", c, d)
+output three = einsum("...i,...i,...i->...", a[..., 0], e, c)
+)ein"},
+    // Multi-query attention written with a broadcasting ellipsis: one key head.
+    {"attention_ellipsis_broadcasts_key_heads", R"ein(
+input q: f32[2, 4, 5, 8]
+input k: f32[2, 1, 7, 8]
+input v: f32[2, 1, 7, 8]
+s = einsum("...id,...jd->...ij", q, k) / sqrt(8)
+output y = einsum("...ij,...jd->...id", softmax(s, axis=-1), v)
+)ein",
+     1e-4, 1e-4, {"attention"}, {"softmax"}},
+    // PyTorch's result types: i64 sums, integer max/min, bools as any/all.
+    {"integer_and_bool_reductions", R"ein(
+input ids: i32[3, 4]
+input keep: bool[3, 4]
+output count = sum(keep)
+output total = sum(ids, axis=0) + 1
+output top = max(ids, 0)
+output some = max(keep)
+output product = reduce(ids, "a b -> b", "prod")
+output low = reduce(ids, "a b -> a", "min")
+output average = mean(ids)
+)ein"},
     {"einsum_implicit_output", R"ein(
 input a: f32[3, 4]
 input b: f32[4, 5]
@@ -311,6 +342,8 @@ output y1 = y + log(abs(x) + 1) + sqrt(abs(x)) * rsqrt(abs(x) + 1) + x ** 2
 output y2 = (1 - keep) * -10000.0 + maximum(x, 0.5) - minimum(x, -0.5)
 output y3 = where(m, x, -x) + masked_fill(x, x > 1, -inf)
 output c = (x < 0) == m
+output count = m + 1
+output joined = concat([keep, x[0]], 0) + concat([m[:, 0], keep[:1], keep], 0)
 )ein"},
     {"softplus_both_sides_of_its_threshold", R"ein(
 input x: f32[4, 5]

@@ -59,9 +59,9 @@ TEST_P(VectorMathTest, ActivationsMatchTheScalarDefinitions) {
       const double v = x[i], want = ops::activate(activation, v);
       ASSERT_NEAR(y[i], want, 5e-7 * std::max(1.0, std::fabs(want))) << "activation " << int(activation) << " at " << v;
     }
-    // NaN stays NaN, except relu (x > 0 ? x : 0 gives 0).
-    if (activation == Activation::Relu) EXPECT_EQ(y.back(), 0.0f);
-    else EXPECT_TRUE(std::isnan(y.back()));
+    // NaN stays NaN, as in PyTorch (relu too).
+    EXPECT_TRUE(std::isnan(y.back())) << "activation " << int(activation);
+    EXPECT_TRUE(std::isnan(ops::activate(activation, double(NAN)))) << "activation " << int(activation);
   }
 }
 

@@ -54,8 +54,8 @@ struct EinsumEquation {
   // NumPy and torch broadcast an axis of size 1 against the size its label has
   // in another operand. Taking index 0 of that axis and leaving its label out
   // of that operand's term means the same, and keeps one size per label in the
-  // IR. Returns, per operand, those axes (labels that occur once in the term;
-  // ellipsis axes broadcast in inferShape already).
+  // IR (inferShape holds every label to one size). Returns, per operand, those
+  // axes (labels that occur once in the term, ellipsis axes too).
   std::vector<std::vector<size_t>> broadcastAxes(const std::vector<Shape> &operandShapes) const;
   // This equation with those axes' labels left out of their terms.
   EinsumEquation withoutAxes(const std::vector<std::vector<size_t>> &axes) const;

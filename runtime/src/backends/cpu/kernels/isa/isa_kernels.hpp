@@ -103,7 +103,7 @@ template <class S>
   const V half = S::set1(0.5f), one = S::set1(1.0f);
   switch (activation) {
     case Activation::None: return x;
-    case Activation::Relu: return S::max(x, S::zero());  // NaN gives 0, as x > 0 ? x : 0 does
+    case Activation::Relu: return S::max(S::zero(), x);  // max(a, b) gives b where either is NaN: NaN stays
     case Activation::Gelu:
       if constexpr (requires { S::gelu(x); }) return S::gelu(x);  // a table where the ISA has a 32-lane permute
       else return S::mul(S::mul(half, x), S::add(one, verf<S>(S::mul(x, S::set1(0.70710678118654752f)))));
