@@ -325,9 +325,11 @@ StatusOr<std::vector<int64_t>> SizeProgram::evaluate(std::span<const int64_t> di
 
 Status SizeProgram::check(std::span<const int64_t> dimValues, const Values &values) const {
   for (const SizeCheck &check : checks_) {
+    std::string where = check.location.empty() ? "" : check.location + ": ";
+    std::string what = check.message.empty() ? "a run-time check fails" : check.message;
     StatusOr<int64_t> lhsValue = valueOf(check.lhs, dimValues, values), rhsValue = valueOf(check.rhs, dimValues, values);
-    if (!lhsValue.ok()) return lhsValue.status();
-    if (!rhsValue.ok()) return rhsValue.status();
+    for (const StatusOr<int64_t> *side : {&lhsValue, &rhsValue})
+      if (!side->ok()) return Status(StatusCode::InvalidArgument, fmt::format("{}{}, but {}", where, what, side->status().message()));
     const int64_t lhs = lhsValue.value(), rhs = rhsValue.value();
     std::string broken;
     switch (check.kind) {
@@ -342,8 +344,6 @@ Status SizeProgram::check(std::span<const int64_t> dimValues, const Values &valu
         break;
     }
     if (broken.empty()) continue;
-    std::string where = check.location.empty() ? "" : check.location + ": ";
-    std::string what = check.message.empty() ? "a run-time check fails" : check.message;
     return Status(StatusCode::InvalidArgument,
                   fmt::format("{}{}, but {} ({})", where, what, broken, dimsText({check.lhs, check.rhs}, dimValues)));
   }
