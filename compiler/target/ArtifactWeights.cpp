@@ -17,6 +17,30 @@ bool Writer::readOnlyByFolds(Value value) {
          llvm::all_of(value.getUsers(), [](Operation *user) { return user->hasAttr(kern::kFoldedAttr); });
 }
 
+LogicalResult Writer::addParameters(Block &body) {
+  for (auto param : body.getOps<ir::ParamOp>()) {
+    // A parameter only folds read is in the first stored weight down its folds.
+    std::optional<uint32_t> tensor;
+    SmallVector<Value> pending = {param.getResult()};
+    while (!tensor && !pending.empty()) {
+      Value value = pending.pop_back_val();
+      if (auto stored = tensorIndex.find(value); stored != tensorIndex.end()) {
+        tensor = stored->second;
+        break;
+      }
+      for (Operation *user : value.getUsers())
+        if (user->hasAttr(kern::kFoldedAttr)) pending.push_back(user->getResult(0));
+    }
+    if (!tensor) continue;  // read by nothing the artifact keeps
+    auto dtype = dtypeOf(param.getLoc(), param.getType().getElementType());
+    if (failed(dtype)) return failure();
+    std::vector<int64_t> shape(param.getType().getShape());
+    parameters.push_back(fb::CreateParameterDirect(builder, param.getName().str().c_str(), *tensor, *dtype, &shape,
+                                                   readOnlyByFolds(param.getResult())));
+  }
+  return success();
+}
+
 // The f32 bytes of a weight a fold reads (a parameter, constant or folded
 // result: f32, kern-plan-memory checked) that is not in the weight segment,
 // computed now.

@@ -124,8 +124,6 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       if (failed(checkWeightLimit(param, param.getType())) ||
           failed(addGemmWeights(param, param.getType(), [&] { return paramBytes(param); })))
         return failure();
-      parameters.push_back(fb::CreateParameter(builder, builder.CreateString(param.getName().str()),
-                                               tensorIndex.at(param)));
       continue;
     }
     if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
@@ -174,6 +172,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
     }
     if (failed(id) || failed(addStep(op))) return failure();
   }
+  if (failed(addParameters(body))) return failure();
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
     if (!tensorIndex.count(value) || !value.getDefiningOp() || !isa<kern::KernDialect>(value.getDefiningOp()->getDialect()))
       return ret.emitOpError() << "result " << index << " must be produced by a kernel";

@@ -70,6 +70,9 @@ class Writer {
     int64_t k, n, sK, sN;
   };
   static bool readOnlyByFolds(Value value);
+  // The model's parameters, in declaration order, each with the weight tensor
+  // that holds it (its own, or a folded one it went into).
+  LogicalResult addParameters(Block &body);
   FailureOr<std::vector<uint8_t>> unstoredBytes(Value value);
   LogicalResult addFoldedWeights(Operation &op, RankedTensorType type);
   FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op);

@@ -71,7 +71,16 @@ std::string describeModel(const Model &model) {
   text += "inputs:\n" + tensorLines(model.inputs());
   text += "outputs:\n" + tensorLines(model.outputs());
   text += fmt::format("params: {} tensors, {} bytes\n", model.params().size(), paramsByteSize(model));
-  text += tensorLines(model.params());
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    const TensorInfo &param = model.params()[i];
+    const ParamStorage &stored = model.paramStorage()[i];
+    text += fmt::format("  {}: {}", param.name, typeText(param));
+    if (stored.folded)
+      text += fmt::format(", folded with others into {}", typeText(stored.dtype, stored.shape));
+    else if (stored.dtype != param.dtype || stored.shape != param.shape)
+      text += fmt::format(", stored as {}", typeText(stored.dtype, stored.shape));
+    text += "\n";
+  }
   if (!model.states().empty()) {
     uint64_t stateBytes = 0;
     for (const TensorInfo &state : model.states()) stateBytes += state.byteSize();

@@ -158,6 +158,7 @@ const std::string &Model::source() const { return program_->source; }
 const std::vector<TensorInfo> &Model::inputs() const { return program_->inputs; }
 const std::vector<TensorInfo> &Model::outputs() const { return program_->outputs; }
 const std::vector<TensorInfo> &Model::params() const { return program_->params; }
+const std::vector<ParamStorage> &Model::paramStorage() const { return program_->paramStorage; }
 const std::vector<TensorInfo> &Model::states() const { return program_->states; }
 int Model::positionDim() const { return program_->positionDim; }
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }

@@ -215,6 +215,7 @@ struct Program {
 
   std::vector<Tensor> tensors;
   std::vector<TensorInfo> inputs, outputs, params, states;
+  std::vector<ParamStorage> paramStorage;  // one per params entry
   std::vector<uint32_t> inputTensors, outputTensors, stateTensors;  // tensor of each input, output, state
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;

@@ -38,7 +38,12 @@ nlohmann::json modelJson(const ein::Model &model) {
   out["outputs"] = nlohmann::json::array();
   for (const ein::TensorInfo &output : model.outputs()) out["outputs"].push_back(tensorJson(output));
   nlohmann::json params = nlohmann::json::array();
-  for (const ein::TensorInfo &param : model.params()) params.push_back(tensorJson(param));
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    nlohmann::json item = tensorJson(model.params()[i]);
+    const ein::ParamStorage &stored = model.paramStorage()[i];
+    item["stored"] = {{"dtype", ein::dtypeName(stored.dtype)}, {"shape", stored.shape}, {"folded", stored.folded}};
+    params.push_back(std::move(item));
+  }
   out["params"] = {{"count", model.params().size()}, {"bytes", ein::paramsByteSize(model)}, {"tensors", params}};
   nlohmann::json states = nlohmann::json::array();
   for (const ein::TensorInfo &state : model.states()) states.push_back(tensorJson(state));

@@ -286,9 +286,44 @@ TEST(Verifier, RejectsUnboundAndMisboundInputs) {
   }
   {
     SmallModel small;
-    small.builder.params.emplace_back("bogus", small.x);
+    small.builder.params.push_back({"bogus", small.x});
     expectRejected(small.build(), "parameter \"bogus\" names tensor 0, which is not a weight tensor");
   }
+}
+
+// A parameter's declared type (v2.1) is what Model::params shows; the tensor
+// that holds it, its own or a folded one, is paramStorage. The type is
+// checked like a tensor's.
+TEST(Verifier, ParametersCarryTheirDeclaredTypes) {
+  {
+    SmallModel small;
+    ASSERT_FALSE(small.builder.params.empty());
+    uint32_t weight = small.builder.params[0].tensor;
+    small.builder.params.push_back({"q", weight, std::vector<int64_t>{2, 3}, fb::DType::F32, true});
+    small.builder.params.push_back({"ids", weight, std::vector<int64_t>{5}, fb::DType::I64, true});
+    std::vector<uint8_t> bytes = small.build();
+    auto model = Model::loadFromMemory(bytes.data(), bytes.size());
+    ASSERT_TRUE(model.ok()) << model.status().toString();
+    const Model &m = *model.value();
+    ASSERT_EQ(m.params().size(), m.paramStorage().size());
+    const TensorInfo &q = m.params()[m.params().size() - 2];
+    EXPECT_EQ(q.name, "q");
+    EXPECT_EQ(q.shape, (std::vector<int64_t>{2, 3}));
+    EXPECT_TRUE(m.paramStorage()[m.params().size() - 2].folded);
+    EXPECT_EQ(m.params().back().dtype, DType::I64);
+    EXPECT_EQ(m.params().back().byteSize(), 40u);
+    EXPECT_FALSE(m.paramStorage()[0].folded);
+  }
+  auto rejected = [](std::vector<int64_t> shape, fb::DType dtype, const std::string &message) {
+    SmallModel small;
+    small.builder.params.push_back({"w2", small.builder.params[0].tensor, shape, dtype, false});
+    expectRejected(small.build(), message);
+  };
+  rejected({2, -3}, fb::DType::F32, "parameter \"w2\": its shape [2, -3] has a negative size");
+  rejected(std::vector<int64_t>(17, 1), fb::DType::F32, "parameter \"w2\": rank 17 exceeds the runtime's limit of 16");
+  rejected({int64_t{1} << 30, int64_t{1} << 30}, fb::DType::F32,
+           "parameter \"w2\": its shape [1073741824, 1073741824] exceeds the runtime's limit of 2^43 bytes");
+  rejected({2}, static_cast<fb::DType>(99), "parameter \"w2\": ");
 }
 
 // --- steps --------------------------------------------------------------------

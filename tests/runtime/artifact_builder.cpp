@@ -103,7 +103,7 @@ uint32_t ArtifactBuilder::weights(fb::DType dtype, std::vector<int64_t> shape, c
   weights_.insert(weights_.end(), bytes.begin(), bytes.end());
   weights_.resize(alignTo64(weights_.size()), 0);
   uint32_t id = tensor({dtype, std::move(shape), fb::Storage::Weights, 0, offset});
-  if (!paramName.empty()) params.emplace_back(paramName, id);
+  if (!paramName.empty()) params.push_back({paramName, id});
   return id;
 }
 
@@ -217,7 +217,9 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   };
   auto inputTable = bindings(inputs), outputTable = bindings(outputs);
   std::vector<flatbuffers::Offset<fb::Parameter>> paramTable;
-  for (const auto &[name, id] : params) paramTable.push_back(fb::CreateParameterDirect(b, name.c_str(), id));
+  for (const ParamSpec &param : params)
+    paramTable.push_back(fb::CreateParameterDirect(b, param.name.c_str(), param.tensor, param.dtype,
+                                                  param.shape ? &*param.shape : nullptr, param.folded));
   std::vector<flatbuffers::Offset<fb::Step>> stepTable;
   for (const StepFn &build : steps_) stepTable.push_back(build(b));
   std::vector<flatbuffers::Offset<fb::Dim>> dimTable;

@@ -173,7 +173,15 @@ class ArtifactBuilder {
     int64_t upperBound;
   };
   std::vector<BindingSpec> inputs, outputs;
-  std::vector<std::pair<std::string, uint32_t>> params;
+  struct ParamSpec {
+    std::string name;
+    uint32_t tensor;
+    // The declared type; none: the artifact leaves it out (as before v2.1).
+    std::optional<std::vector<int64_t>> shape = std::nullopt;
+    fb::DType dtype = fb::DType::F32;
+    bool folded = false;
+  };
+  std::vector<ParamSpec> params;
 
   std::vector<uint8_t> build() const;
 

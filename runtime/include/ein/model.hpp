@@ -47,6 +47,16 @@ struct TensorInfo {
   size_t byteSize() const;
 };
 
+// How the artifact holds a parameter: in a weight tensor of its own, possibly
+// in another type (bf16 or i8 gemm weights), or `folded` into a tensor
+// computed from it and other parameters (q, k and v weights stored as their
+// concatenation). dtype and shape are that tensor's.
+struct ParamStorage {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  bool folded = false;
+};
+
 // One step of the program, as ein-inspect shows it.
 struct StepInfo {
   // "gemm", "elementwise", "softmax", "reduce", "gather", "copy", "attention",
@@ -103,7 +113,9 @@ class Model {
   const std::vector<DimInfo> &dims() const;
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;
+  // The parameters at their declared types, and how each is stored.
   const std::vector<TensorInfo> &params() const;
+  const std::vector<ParamStorage> &paramStorage() const;
   // Session state (a key/value cache), kept by each Session from run to run,
   // and the dim that is the session's position (an index into dims(); -1
   // for a model without state).

@@ -80,6 +80,7 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   base.inputs = atMaxima.inputs;
   base.outputs = atMaxima.outputs;
   base.params = atMaxima.params;
+  base.paramStorage = atMaxima.paramStorage;
   base.states = atMaxima.states;
   base.stateTensors = atMaxima.stateTensors;
   base.inputTensors = atMaxima.inputTensors;

@@ -189,7 +189,26 @@ Status decodeParams(const fb::Model &model, Program &program) {
       return invalid(fmt::format("parameter \"{}\" names tensor {}, which is not a weight tensor",
                                  param->name()->str(), id));
     const Tensor &tensor = program.tensors[id];
-    program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0, {}});
+    program.paramStorage.push_back(ParamStorage{tensor.dtype, tensor.shape.vector(), param->folded()});
+    if (!param->shape()) {  // an artifact from before declared types: the tensor's
+      program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0, {}});
+      continue;
+    }
+    TensorInfo info{param->name()->str(), DType::F32, readInt64Vector(param->shape()), 0, {}};
+    auto where = [&](const std::string &what) {
+      return invalid(fmt::format("parameter \"{}\": {}", info.name, what));
+    };
+    StatusOr<DType> dtype = decodeDType(param->dtype());
+    if (!dtype.ok()) return where(dtype.status().message());
+    info.dtype = dtype.value();
+    if (info.shape.size() > kMaxRank)
+      return where(fmt::format("rank {} exceeds the runtime's limit of {}", info.shape.size(), kMaxRank));
+    for (int64_t size : info.shape)
+      if (size < 0) return where(fmt::format("its shape [{}] has a negative size", fmt::join(info.shape, ", ")));
+    std::optional<int64_t> elements = checkedElementCount(info.shape);
+    if (!elements || static_cast<uint64_t>(*elements) * dtypeSize(info.dtype) > kMaxTensorBytes)
+      return where(fmt::format("its shape [{}] exceeds the runtime's limit of 2^43 bytes", fmt::join(info.shape, ", ")));
+    program.params.push_back(std::move(info));
   }
   return Status();
 }
