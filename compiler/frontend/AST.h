@@ -43,12 +43,13 @@ struct StringExpr : Expr {
   std::string value;
 };
 
-// One part of a dotted name: `blocks`, `0` or `{i}`.
+// One part of a dotted name: `blocks`, `0`, or an interpolation `{i}`, `{2 * i + 1}`.
 struct NameSegment {
   enum class Kind { Identifier, Integer, Interpolation };
   Kind kind;
-  std::string text;  // the identifier, the digits, or the interpolated variable
+  std::string text;  // the identifier, the digits, or the interpolated expression as dump() writes it
   SourceLoc loc;
+  std::shared_ptr<const Expr> expr = nullptr;  // an interpolation's integer expression
 };
 
 struct Name {

@@ -437,10 +437,12 @@ class Parser {
         name.segments.push_back({NameSegment::Kind::Integer, advance().text, token.loc});
       } else if (token.kind == K::LBrace) {
         advance();
-        SourceLoc varLoc = peek().loc;
-        std::string variable = expectIdentifier("a loop variable inside '{}'");
-        expect(K::RBrace, "'}' after '{" + variable);
-        name.segments.push_back({NameSegment::Kind::Interpolation, variable, varLoc});
+        SourceLoc exprLoc = peek().loc;
+        std::shared_ptr<const Expr> interpolated = expression();
+        std::string text = dump(*interpolated);
+        if (interpolated->kind == Expr::Kind::Binary) text = text.substr(1, text.size() - 2);  // "i - 1", not "(i - 1)"
+        expect(K::RBrace, "'}' after '{" + text);
+        name.segments.push_back({NameSegment::Kind::Interpolation, text, exprLoc, std::move(interpolated)});
       } else {
         expected("a name segment after '.' (a name, a number or {i})");
       }

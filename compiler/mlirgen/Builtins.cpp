@@ -31,6 +31,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["softmax"] = &Generator::callSoftmax;
     for (const char *name : {"sum", "mean", "max", "min", "var", "std", "any", "all"})
       entries[name] = &Generator::callReduction;
+    for (const char *name : {"argmax", "argmin"}) entries[name] = &Generator::callArgExtreme;
     entries["layernorm"] = &Generator::callLayerNorm;
     entries["rmsnorm"] = &Generator::callLayerNorm;
     entries["linear"] = &Generator::callLinear;
@@ -159,13 +160,49 @@ EValue Generator::callReduction(const ast::Call &call, Scope &scope) {
   bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
   bool unbiased = moment && boolArgument(args.get("unbiased"), scope, false, "unbiased");
   std::sort(axes.begin(), axes.end());
-  int64_t correction = unbiased ? 1 : 0;
+  mlir::Value reduced = reduceOp(at, x, kinds.at(name), axes, keepdim, unbiased ? 1 : 0);
+  return EValue{Tensor{reductionResult(at, reduced, input)}};
+}
+
+mlir::Value Generator::reduceOp(Location at, mlir::Value x, ir::ReduceKind kind, llvm::ArrayRef<int64_t> axes,
+                                bool keepdim, int64_t correction) {
   auto type = inferred(ir::ReduceOp::inferResultType(x.getType(), axes, keepdim, correction), at);
-  auto op = builder.create<ir::ReduceOp>(at, type, x,
-                                         ir::ReduceKindAttr::get(&context, kinds.at(name)),
-                                         builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
-                                         builder.getI64IntegerAttr(correction));
-  return EValue{Tensor{reductionResult(at, op, input)}};
+  return builder.create<ir::ReduceOp>(at, type, x, ir::ReduceKindAttr::get(&context, kind),
+                                      builder.getDenseI64ArrayAttr(axes), builder.getBoolAttr(keepdim),
+                                      builder.getI64IntegerAttr(correction));
+}
+
+// torch.argmax / argmin along one axis: the first index of the largest
+// (smallest) value, where a NaN counts as larger (smaller) than any number,
+// as i64. Built from what the kernels have: the least index i along the axis
+// where x == max (or x is NaN), other places reading n.
+EValue Generator::callArgExtreme(const ast::Call &call, Scope &scope) {
+  Location at = loc(call.loc);
+  const bool isMax = call.callee == "argmax";
+  Arguments args = bindArguments(call, {"x", "axis", "keepdim"}, 1, false);
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, call.callee + "() argument 'x'");
+  const int64_t rank = typeOf(x).getRank();
+  if (rank == 0) fail(args.get("x")->loc, call.callee + "() needs a tensor with at least one axis");
+  const int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : rank - 1;
+  const bool keepdim = boolArgument(args.get("keepdim"), scope, false, "keepdim");
+  const ein::Size n = shapeOf(x)[axis];
+  mlir::Value extreme = reduceOp(at, x, isMax ? ir::ReduceKind::max : ir::ReduceKind::min, {axis}, /*keepdim=*/true);
+  mlir::Value hit = binaryOp(at, ir::BinaryKind::eq, x, extreme);
+  mlir::Value isNan = binaryOp(at, ir::BinaryKind::ne, x, x);
+  // The index along the axis, with unit axes after it so that it broadcasts there.
+  std::string unitAxes;
+  for (int64_t d = axis + 1; d < rank; ++d) unitAxes += " 1";
+  mlir::Value index = rearrange(at, rangeTensor(at, ein::Size(0), n, call.loc), "n -> n" + unitAxes, {}, call.loc);
+  mlir::Value past = cast(at, rangeTensor(at, n, n + ein::Size(1), call.loc), builder.getI64Type());
+  auto select = [&](mlir::Value condition, mlir::Value onTrue, mlir::Value onFalse) {
+    auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), onTrue.getType(), onFalse.getType()), at,
+                         call.callee + "(): ");
+    return builder.create<ir::WhereOp>(at, type, condition, onTrue, onFalse).getResult();
+  };
+  mlir::Value candidates = select(isNan, index, select(hit, index, past));
+  // The least candidate: min reduces in f32, exact for indices up to 2^24.
+  mlir::Value first = reduceOp(at, cast(at, candidates, builder.getF32Type()), ir::ReduceKind::min, {axis}, keepdim);
+  return EValue{Tensor{cast(at, first, builder.getI64Type())}};
 }
 
 // layernorm(x, weight, bias, eps=1e-5) and rmsnorm(x, weight, eps=1e-6), over

@@ -301,6 +301,11 @@ class Generator {
   mlir::Value reductionResult(Location at, mlir::Value reduced, const ReductionInput &input);
 
   EValue callReduction(const ast::Call &call, Scope &scope);
+  mlir::Value reduceOp(Location at, mlir::Value x, ir::ReduceKind kind, llvm::ArrayRef<int64_t> axes, bool keepdim,
+                       int64_t correction = 0);
+
+  // argmax(x, axis=-1, keepdim=false) and argmin.
+  EValue callArgExtreme(const ast::Call &call, Scope &scope);
 
   EValue callLayerNorm(const ast::Call &call, Scope &scope);
 
@@ -349,6 +354,8 @@ class Generator {
 
   // torch.arange over integers (start and end may be sizes of ranged dims).
   EValue callArange(const ast::Call &call, Scope &scope);
+  // The i64 values start .. end - 1 (a constant, or over ranged dims a slice of one).
+  mlir::Value rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where);
 
   // torch.roll: a gather by a constant row index, or concats of views.
   EValue callRoll(const ast::Call &call, Scope &scope);

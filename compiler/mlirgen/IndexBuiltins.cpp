@@ -36,7 +36,7 @@ EValue Generator::callArange(const ast::Call &call, Scope &scope) {
   const ast::SourceLoc &stepLoc = args.get("step") ? args.get("step")->loc : call.loc;
   if (step == 0) fail(stepLoc, "arange() step must not be zero");
   auto startValue = start.constant(), endValue = end.constant();
-  if (startValue && endValue) {
+  if (startValue && endValue && step != 1) {
     int64_t span = *endValue - *startValue;
     int64_t count = std::max<int64_t>(0, step > 0 ? (span + step - 1) / step : (span + step + 1) / step);
     if (count > kMaxConstantElements)
@@ -47,17 +47,31 @@ EValue Generator::callArange(const ast::Call &call, Scope &scope) {
     return EValue{Tensor{integerTensor(at, {count}, values)}};
   }
   if (step != 1) fail(stepLoc, "arange() over ranged dims (" + start.str() + " to " + end.str() + ") takes step 1 only");
+  return EValue{Tensor{rangeTensor(at, start, end, call.loc)}};
+}
+
+mlir::Value Generator::rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where) {
+  auto startValue = start.constant(), endValue = end.constant();
+  if (startValue && endValue) {
+    int64_t count = std::max<int64_t>(0, *endValue - *startValue);
+    if (count > kMaxConstantElements)
+      fail(where, "arange() has " + std::to_string(count) + " elements, more than the limit of " +
+                      std::to_string(kMaxConstantElements));
+    std::vector<int64_t> values(count);
+    std::iota(values.begin(), values.end(), *startValue);
+    return integerTensor(at, {count}, values);
+  }
   ein::SizeBounds low = start.bounds(ranges), high = end.bounds(ranges);
   if (high.max - low.min > kMaxConstantElements)
-    fail(call.loc, "arange(" + start.str() + ", " + end.str() + ") may reach " + std::to_string(low.min) + " to " +
-                       std::to_string(high.max) + ", more values than the limit on a tensor's elements");
+    fail(where, "arange(" + start.str() + ", " + end.str() + ") may reach " + std::to_string(low.min) + " to " +
+                    std::to_string(high.max) + ", more values than the limit on a tensor's elements");
   std::vector<int64_t> values(std::max<int64_t>(0, high.max - low.min));
   std::iota(values.begin(), values.end(), low.min);
   mlir::Value all = integerTensor(at, {static_cast<int64_t>(values.size())}, values);
   ein::Size count = end - start;
   requireSizes({ein::SizeCheck::LessEqual, start, end, "arange(" + start.str() + ", " + end.str() + ") ends before it starts"},
                at);
-  return EValue{Tensor{slice(at, all, {start - low.min}, {count}, {}, {})}};
+  return slice(at, all, {start - low.min}, {count}, {}, {});
 }
 
 // torch.roll. Along axes other than the last, with static sizes, a roll is a

@@ -233,11 +233,18 @@ std::string Generator::resolveName(const ast::Name &name, Scope &scope) {
         break;
       case ast::NameSegment::Kind::Integer: part = segment.text; break;
       case ast::NameSegment::Kind::Interpolation: {
-        const EValue *value = lookup(segment.text, scope);
-        auto *number = value ? std::get_if<Number>(&value->value) : nullptr;
-        if (!number || !number->isInteger)
-          fail(segment.loc, "'{" + segment.text + "}' needs an integer loop variable named '" + segment.text + "'");
-        part = std::to_string(exactInteger(*number, segment.loc, "'{" + segment.text + "}'"));
+        // A loop variable, or an integer expression of loop variables, dims and numbers.
+        EValue value = evaluate(*segment.expr, scope);
+        auto *number = std::get_if<Number>(&value.value);
+        if (!number)
+          fail(segment.loc, "'{" + segment.text + "}' in a dotted name must be an integer (a loop variable, or an "
+                            "expression of loop variables, dims and numbers), not " + kindName(value));
+        if (!number->isInteger)
+          fail(segment.loc, "'{" + segment.text + "}' is " + formatNumber(number->value) + ", not an integer");
+        int64_t index = exactInteger(*number, segment.loc, "'{" + segment.text + "}'");
+        if (index < 0) fail(segment.loc, "'{" + segment.text + "}' is " + std::to_string(index) + ": a dotted name's "
+                                         "segment is not negative");
+        part = std::to_string(index);
         break;
       }
     }

@@ -128,6 +128,10 @@ Expected<Tensor> Evaluator::evaluate(ir::RearrangeOp op) {
 Expected<Tensor> Evaluator::evaluate(ir::SliceOp op) {
   const Tensor &input = valueOf(op.getInput());
   Dims offsets = dimsOf(op.getOffsets().sizes()), sizes = dimsOf(op.getSizes().sizes());
+  for (size_t axis = 0; axis < offsets.size() && axis < sizes.size(); ++axis)
+    if (offsets[axis] < 0 || sizes[axis] < 0 || axis >= input.shape.size() ||
+        offsets[axis] + (sizes[axis] - 1) * op.stepOf(axis) >= std::max<int64_t>(input.shape[axis], 1))
+      return opError(op, "slices axis " + llvm::Twine(axis) + " at sizes that depend on ranged dims or lie outside it");
   std::vector<int64_t> strides = rowMajorStrides(input.shape);
   auto type = mlir::cast<RankedTensorType>(op.getType());
   // Dropped axes have size 1, so iterating over `sizes` visits the output in order.

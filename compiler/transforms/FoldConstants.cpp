@@ -164,8 +164,15 @@ bool foldable(Operation *op) {
     return false;
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!type || !type.hasStaticShape() || type.getNumElements() > kMaxFoldedElements) return false;
-  // A result with a sizes encoding depends on ranged dims.
+  // A result with a sizes encoding depends on ranged dims, and so does an op
+  // with such an attribute (a slice at offset t - 1 of a constant).
   if (type.getEncoding()) return false;
+  bool ranged = false;
+  for (NamedAttribute attr : op->getAttrs())
+    attr.getValue().walk([&](ein::ir::SizesAttr sizes) {
+      for (const ein::Size &size : sizes.sizes()) ranged |= !size.isConstant();
+    });
+  if (ranged) return false;
   return llvm::all_of(op->getOperands(), [](Value operand) { return operand.getDefiningOp<ein::ir::ConstantOp>(); });
 }
 

@@ -186,3 +186,29 @@ def test_bert_encoder_matches_float64_at_every_shape():
         got = model.run({"ids": ids, "mask": mask})["sentence"]
         np.testing.assert_allclose(got, encoder_reference(ids, mask, weights), rtol=1e-4, atol=1e-4,
                                    err_msg=f"b={b}, t={t}")
+
+
+# Tables computed from constants, sliced where the dims say: a fixed-size
+# slice at an offset over a ranged dim has no value until the run's dims are
+# known (it folded once as if t were -1). argmax over a ranged axis too.
+CONSTANT_SLICES = """
+dim t = 1..16, v = 6
+input logits: f32[t, v]
+output last = arange(t, t + 1)
+output previous_two = arange(t - 2, t) * 10
+output angle = sin(f32(arange(16)))[t - 1:t]
+output best = argmax(logits)
+output when = argmin(logits, 0, keepdim=true)
+"""
+
+
+def test_constant_tables_slice_at_the_runs_dims():
+    model = ein.compile(CONSTANT_SLICES, dims={"t": (2, 16)})
+    for t in (2, 5, 16):
+        logits = np.random.default_rng(t).standard_normal((t, 6)).astype(np.float32)
+        got = model.run({"logits": logits})
+        np.testing.assert_array_equal(got["last"], [t])
+        np.testing.assert_array_equal(got["previous_two"], [10 * (t - 2), 10 * (t - 1)])
+        np.testing.assert_allclose(got["angle"], [np.sin(np.float32(t - 1))], rtol=1e-6)
+        np.testing.assert_array_equal(got["best"], logits.argmax(-1))
+        np.testing.assert_array_equal(got["when"], logits.argmin(0)[None])

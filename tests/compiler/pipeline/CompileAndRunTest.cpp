@@ -265,6 +265,14 @@ output product = reduce(ids, "a b -> b", "prod")
 output low = reduce(ids, "a b -> a", "min")
 output average = mean(ids)
 )ein"},
+    {"argmax_and_argmin", R"ein(
+input x: f32[3, 5, 7]
+input ids: i32[4, 6]
+output a = argmax(x)
+output b = argmin(x, 0, keepdim=true)
+output c = argmax(x, axis=1) + rearrange(argmin(ids, 1)[:3], "a -> a 1")
+output d = argmax(x[0, 0])
+)ein"},
     {"einsum_implicit_output", R"ein(
 input a: f32[3, 4]
 input b: f32[4, 5]

@@ -59,3 +59,16 @@ func.func @merge_before_gather(%w: tensor<4x4x3xf32>) -> tensor<4x4x3xf32> {
   %rolled = ein.embedding %ids, %rows : (tensor<4x4xi64>, tensor<16x3xf32>) -> tensor<4x4x3xf32>
   return %rolled : tensor<4x4x3xf32>
 }
+
+// -----
+
+// A slice of a constant at an offset over ranged dims has a fixed shape but
+// no value until the dims are known: it stays (it folded as if t were -1).
+// CHECK-LABEL: func.func @slice_at_a_ranged_offset
+func.func @slice_at_a_ranged_offset(%x: tensor<?xf32, #ein.sizes<"t">>) -> tensor<1xi64> attributes {ein.dims = {t = array<i64: 1, 4>}} {
+  // CHECK: %[[S:.*]] = ein.slice
+  // CHECK-NEXT: return %[[S]]
+  %c = ein.constant dense<[1, 2, 3, 4]> : tensor<4xi64>
+  %s = ein.slice %c {dropped = array<i64>, offsets = #ein.sizes<"t - 1">, sizes = #ein.sizes<"1">} : tensor<4xi64> -> tensor<1xi64>
+  return %s : tensor<1xi64>
+}
