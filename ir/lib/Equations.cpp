@@ -431,11 +431,17 @@ EquationResult<EinopsPlan> planEinops(EinopsKind kind, std::string_view pattern,
       if (known.count(axis) && !anonymous) givenText += (givenText.empty() ? "" : ", ") + axis + "=" + known[axis].str();
     }
     const std::string with = givenText.empty() ? "" : " with " + givenText;
-    if (unknown >= 0) {
-      std::optional<int64_t> divisor = knownProduct.constant();
-      if (!divisor)
+    if (unknown >= 0 && !knownProduct.isConstant()) {
+      // Sizes over ranged dims given: the axis must be a multiple of them
+      // ("(b t) c -> b t c" with b=b, of a (b t) merged before).
+      std::optional<Size> quotient = Size::exactQuotient(dimSize, knownProduct);
+      if (!quotient)
         return EquationError{"input axis " + std::to_string(dim) + " (size " + dimSize.str() + ") cannot be split by (" +
-                             groupText + ")" + with + ": the sizes given must be constants"};
+                             groupText + ")" + with + ": " + dimSize.str() + " is not a multiple of " +
+                             knownProduct.str() + " at every value of the dims"};
+      known[group.axes[unknown]] = *quotient;
+    } else if (unknown >= 0) {
+      std::optional<int64_t> divisor = knownProduct.constant();
       Size quotient = Size::floorDiv(dimSize, *divisor);
       if (quotient * *divisor != dimSize) {
         if (dimSize.isConstant())

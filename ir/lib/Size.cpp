@@ -202,6 +202,25 @@ Size Size::floorDiv(const Size &numerator, int64_t divisor) {
   return whole + quotient;
 }
 
+std::optional<Size> Size::exactQuotient(const Size &numerator, const Size &divisor) {
+  if (numerator.overflowed_ || divisor.overflowed_ || divisor.terms_.size() != 1 || divisor.terms_[0].coefficient == 0)
+    return std::nullopt;
+  const Term &by = divisor.terms_[0];
+  Size quotient;
+  for (const Term &term : numerator.terms_) {
+    if (term.coefficient % by.coefficient != 0) return std::nullopt;
+    std::vector<Atom> rest = term.factors;
+    for (const Atom &factor : by.factors) {
+      auto found = std::find_if(rest.begin(), rest.end(), [&](const Atom &atom) { return compareAtoms(atom, factor) == 0; });
+      if (found == rest.end()) return std::nullopt;
+      rest.erase(found);
+    }
+    quotient.terms_.push_back({term.coefficient / by.coefficient, std::move(rest)});
+  }
+  quotient.canonicalize();
+  return quotient;
+}
+
 Size Size::mod(const Size &numerator, int64_t divisor) { return numerator - Size(divisor) * floorDiv(numerator, divisor); }
 
 std::optional<Size> Size::parse(std::string_view text, std::string *error) { return SizeParser(text).parseAll(error); }

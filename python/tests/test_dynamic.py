@@ -212,3 +212,25 @@ def test_constant_tables_slice_at_the_runs_dims():
         np.testing.assert_allclose(got["angle"], [np.sin(np.float32(t - 1))], rtol=1e-6)
         np.testing.assert_array_equal(got["best"], logits.argmax(-1))
         np.testing.assert_array_equal(got["when"], logits.argmin(0)[None])
+
+
+# Splitting an axis by a size over ranged dims: "(b t) c -> b t c" with b=b
+# of the (b t) merged before, the einops round trip of a flattened batch.
+SPLIT_BY_RANGED = """
+dim b = 1..4, t = 1..8, c = 3
+input x: f32[b, t, c]
+flat = rearrange(x, "b t c -> (b t) c")
+output back = rearrange(flat * 2, "(b t) c -> b t c", b=b)
+output heads = rearrange(rearrange(x, "b t c -> b (t c)"), "b (t c) -> b c t", t=t)
+"""
+
+
+def test_axes_split_by_sizes_over_ranged_dims():
+    model = ein.compile(SPLIT_BY_RANGED)
+    for b, t in [(1, 1), (2, 5), (4, 8)]:
+        x = np.random.default_rng(b * t).standard_normal((b, t, 3)).astype(np.float32)
+        got = model.run({"x": x})
+        np.testing.assert_array_equal(got["back"], x * 2)
+        np.testing.assert_array_equal(got["heads"], x.transpose(0, 2, 1))
+    with pytest.raises(ein.CompileError, match=r"t \+ 1 is not a multiple of t at every value of the dims"):
+        ein.compile("dim t = 1..8\ninput x: f32[t + 1]\noutput y = rearrange(x, \"(t c) -> t c\", t=t)\n")

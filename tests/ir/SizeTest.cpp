@@ -40,6 +40,21 @@ TEST(Size, FloorDivisionIsExactWhereTheDivisorDividesEveryCoefficient) {
   EXPECT_EQ(Size::floorDiv(Size(-7), 2).constant(), -4);
 }
 
+// Division by a size over dims: exact where the divisor, one term, divides
+// every term ("(b t) c -> b t c" with b=b splits b*t into b and t).
+TEST(Size, ExactQuotientsByTermsOverDims) {
+  EXPECT_EQ(Size::exactQuotient(b * t * 384, b), t * 384);
+  EXPECT_EQ(Size::exactQuotient(b * t + b * 6, b * 2), std::nullopt);  // 1 is not a multiple of 2
+  EXPECT_EQ(Size::exactQuotient(b * t * 2 + b * 6, b * 2), t + 3);
+  EXPECT_EQ(Size::exactQuotient(b * t, b * t), Size(1));
+  EXPECT_EQ(Size::exactQuotient(t * t * 3, t), t * 3);
+  EXPECT_EQ(Size::exactQuotient(Size(12), Size(4)), Size(3));
+  EXPECT_EQ(Size::exactQuotient(t + 1, t), std::nullopt);
+  EXPECT_EQ(Size::exactQuotient(b * 6, t), std::nullopt);
+  EXPECT_EQ(Size::exactQuotient(b * t, b + t), std::nullopt);  // a divisor of two terms
+  EXPECT_EQ(Size::exactQuotient(b, Size(0)), std::nullopt);
+}
+
 TEST(Size, InexactQuotientsStaySymbolicAndEvaluateRoundingDown) {
   Size patches = Size::floorDiv(t, 16);
   EXPECT_FALSE(patches.isConstant());

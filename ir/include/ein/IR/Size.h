@@ -56,6 +56,10 @@ class Size {
   static Size floorDiv(const Size &numerator, int64_t divisor);
   // numerator - divisor * floor(numerator / divisor).
   static Size mod(const Size &numerator, int64_t divisor);
+  // numerator / divisor where the divisor, one term (`b`, `2*b*t`), divides
+  // every term of the numerator (`b*384 + b*t`): the same value at any dims.
+  // nullopt otherwise.
+  static std::optional<Size> exactQuotient(const Size &numerator, const Size &divisor);
   // Parses what str() prints ("b*t*384", "t + 1", "floordiv(t + 15, 16)").
   static std::optional<Size> parse(std::string_view text, std::string *error = nullptr);
 
