@@ -1,5 +1,6 @@
 #include "target/ArtifactWriterImpl.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "Limits.h"
@@ -316,7 +317,12 @@ std::vector<int64_t> Writer::fields(const Shape &sizes) {
 LogicalResult Writer::emitSize(const Size &size, std::vector<fb::SizeOp> &ops, std::optional<Location> at) {
   auto push = [&](fb::SizeOpcode opcode, int64_t operand = 0) { ops.emplace_back(opcode, operand); };
   if (size.terms().empty()) push(fb::SizeOpcode::Constant, 0);
-  for (auto [index, term] : llvm::enumerate(size.terms())) {
+  // A term with a positive coefficient first, so that the runtime's messages
+  // read "t - 3", not "0 - 3 + t".
+  std::vector<Size::Term> terms = size.terms();
+  auto positive = llvm::find_if(terms, [](const Size::Term &term) { return term.coefficient > 0; });
+  if (positive != terms.end()) std::rotate(terms.begin(), positive, positive + 1);
+  for (auto [index, term] : llvm::enumerate(terms)) {
     bool negative = term.coefficient < 0;
     if (index == 0 && negative) push(fb::SizeOpcode::Constant, 0);
     uint64_t magnitude = negative ? 0 - static_cast<uint64_t>(term.coefficient) : static_cast<uint64_t>(term.coefficient);
