@@ -192,8 +192,9 @@ EValue Generator::callArgExtreme(const ast::Call &call, Scope &scope) {
   // The index along the axis, with unit axes after it so that it broadcasts there.
   std::string unitAxes;
   for (int64_t d = axis + 1; d < rank; ++d) unitAxes += " 1";
-  mlir::Value index = rearrange(at, rangeTensor(at, ein::Size(0), n, call.loc), "n -> n" + unitAxes, {}, call.loc);
-  mlir::Value past = cast(at, rangeTensor(at, n, n + ein::Size(1), call.loc), builder.getI64Type());
+  const std::string what = call.callee + "() over axis " + std::to_string(axis) + " (size " + n.str() + ")";
+  mlir::Value index = rearrange(at, rangeTensor(at, ein::Size(0), n, call.loc, what), "n -> n" + unitAxes, {}, call.loc);
+  mlir::Value past = rangeTensor(at, n, n + ein::Size(1), call.loc, what);
   auto select = [&](mlir::Value condition, mlir::Value onTrue, mlir::Value onFalse) {
     auto type = inferred(ir::WhereOp::inferResultType(condition.getType(), onTrue.getType(), onFalse.getType()), at,
                          call.callee + "(): ");

@@ -354,8 +354,10 @@ class Generator {
 
   // torch.arange over integers (start and end may be sizes of ranged dims).
   EValue callArange(const ast::Call &call, Scope &scope);
-  // The i64 values start .. end - 1 (a constant, or over ranged dims a slice of one).
-  mlir::Value rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where);
+  // The i64 values start .. end - 1 (a constant, or over ranged dims a slice of
+  // one); errors name it as `what` ("arange(p, p + t)").
+  mlir::Value rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where,
+                          const std::string &what);
 
   // torch.roll: a gather by a constant row index, or concats of views.
   EValue callRoll(const ast::Call &call, Scope &scope);

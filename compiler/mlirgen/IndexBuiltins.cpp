@@ -47,15 +47,16 @@ EValue Generator::callArange(const ast::Call &call, Scope &scope) {
     return EValue{Tensor{integerTensor(at, {count}, values)}};
   }
   if (step != 1) fail(stepLoc, "arange() over ranged dims (" + start.str() + " to " + end.str() + ") takes step 1 only");
-  return EValue{Tensor{rangeTensor(at, start, end, call.loc)}};
+  return EValue{Tensor{rangeTensor(at, start, end, call.loc, "arange(" + start.str() + ", " + end.str() + ")")}};
 }
 
-mlir::Value Generator::rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where) {
+mlir::Value Generator::rangeTensor(Location at, ein::Size start, ein::Size end, const ast::SourceLoc &where,
+                                   const std::string &what) {
   auto startValue = start.constant(), endValue = end.constant();
   if (startValue && endValue) {
     int64_t count = std::max<int64_t>(0, *endValue - *startValue);
     if (count > kMaxConstantElements)
-      fail(where, "arange() has " + std::to_string(count) + " elements, more than the limit of " +
+      fail(where, what + " needs " + std::to_string(count) + " index values, more than the limit of " +
                       std::to_string(kMaxConstantElements));
     std::vector<int64_t> values(count);
     std::iota(values.begin(), values.end(), *startValue);
@@ -63,13 +64,13 @@ mlir::Value Generator::rangeTensor(Location at, ein::Size start, ein::Size end, 
   }
   ein::SizeBounds low = start.bounds(ranges), high = end.bounds(ranges);
   if (high.max - low.min > kMaxConstantElements)
-    fail(where, "arange(" + start.str() + ", " + end.str() + ") may reach " + std::to_string(low.min) + " to " +
+    fail(where, what + " may reach " + std::to_string(low.min) + " to " +
                     std::to_string(high.max) + ", more values than the limit on a tensor's elements");
   std::vector<int64_t> values(std::max<int64_t>(0, high.max - low.min));
   std::iota(values.begin(), values.end(), low.min);
   mlir::Value all = integerTensor(at, {static_cast<int64_t>(values.size())}, values);
   ein::Size count = end - start;
-  requireSizes({ein::SizeCheck::LessEqual, start, end, "arange(" + start.str() + ", " + end.str() + ") ends before it starts"},
+  requireSizes({ein::SizeCheck::LessEqual, start, end, what + " ends before it starts"},
                at);
   return slice(at, all, {start - low.min}, {count}, {}, {});
 }
