@@ -263,3 +263,6 @@ def test_the_command_line_names_what_it_cannot_serve(capsys):
     assert "error: a served model needs a batch dim" in capsys.readouterr().err
     assert main([str(EXAMPLES / "bert_encoder.ein"), "--random-weights", "1", "--pad", "c"]) == 1
     assert "error: cannot pad dim 'c'" in capsys.readouterr().err
+    # A .ein model with parameters and no weights: ein.compile's message, naming them.
+    assert main([str(EXAMPLES / "bert_encoder.ein")]) == 1
+    assert "declares" in capsys.readouterr().err

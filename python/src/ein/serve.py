@@ -294,7 +294,8 @@ def load_model(loader: str, path: os.PathLike, threads: int):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ein.serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", help="an artifact (.einb), or a model (.ein) with --weights or --random-weights")
+    parser.add_argument("model", help="an artifact (.einb), or a model (.ein), with --weights or --random-weights "
+                                      "where it has parameters")
     parser.add_argument("--weights", help="safetensors weights for a .ein model")
     parser.add_argument("--random-weights", type=int, metavar="SEED", help="random weights for a .ein model")
     parser.add_argument("--name", help="the model's name on the server (default: the file's stem)")
@@ -329,8 +330,10 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="ein-serve-model-") as compiled:
         if artifact.suffix == ".ein":
             from ._compile import compile as compile_model
-            if (args.weights is None) == (args.random_weights is None):
-                parser.error("a .ein model needs --weights FILE or --random-weights SEED")
+            # A model without parameters needs neither; one with parameters and
+            # neither gets ein.compile's message, which names them.
+            if args.weights is not None and args.random_weights is not None:
+                parser.error("give --weights FILE or --random-weights SEED, not both")
             target = pathlib.Path(compiled) / (artifact.stem + ".einb")
             compile_model(artifact, weights=args.weights, random_weights=args.random_weights).save(target)
             artifact = target
