@@ -39,8 +39,13 @@ bool locatedInModel(mlir::Location location) {
 
 // An op verifier's message starts with the op's quoted name: "'ein.einsum' op ...".
 bool isVerifierMessage(const std::string &message) {
-  for (const char *prefix : {"'ein.", "'kern.", "'func.", "'builtin."})
-    if (message.rfind(prefix, 0) == 0) return true;
+  // "'kern.gemm' op ...": a quoted op name, then " op". (A model's own text
+  // may be quoted too: "'kern.x' in einops pattern ..." is the front end's.)
+  for (const char *prefix : {"'ein.", "'kern.", "'func.", "'builtin."}) {
+    if (message.rfind(prefix, 0) != 0) continue;
+    size_t close = message.find('\'', 1);
+    if (close != std::string::npos && message.compare(close + 1, 4, " op ") == 0) return true;
+  }
   return false;
 }
 
