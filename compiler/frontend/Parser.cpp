@@ -352,7 +352,7 @@ class Parser {
       if (at(K::LParen)) {
         auto *name = expr->kind == Expr::Kind::Name ? static_cast<NameExpr *>(expr.get()) : nullptr;
         if (!name || name->name.segments.size() != 1 || name->name.segments[0].kind != NameSegment::Kind::Identifier)
-          error(peek().loc, "only a function or block name can be called");
+          error(peek().loc, notCallable(name));
         expr = call(expr->loc, name->name.segments[0].text);
       } else if (at(K::LBracket)) {
         expr = index(std::move(expr));
@@ -360,6 +360,21 @@ class Parser {
         return expr;
       }
     }
+  }
+
+  // Why a call's callee is none: PyTorch's methods (x.transpose(0, 1)) and
+  // module prefixes (torch.softmax, F.gelu) get the built-in's spelling.
+  static std::string notCallable(const NameExpr *name) {
+    std::string message = "only a function or block name can be called";
+    if (!name || name->name.segments.size() < 2 || name->name.segments.back().kind != NameSegment::Kind::Identifier)
+      return message;
+    const std::string &function = name->name.segments.back().text;
+    Name receiver = name->name;
+    receiver.segments.pop_back();
+    static const char *const kModules[] = {"torch", "F", "nn.functional", "torch.nn.functional", "np", "numpy", "einops"};
+    for (const char *module : kModules)
+      if (receiver.str() == module) return message + ": the built-ins have no module prefix; write " + function + "(...)";
+    return message + ": the language has no methods; write " + function + "(" + receiver.str() + ", ...)";
   }
 
   ExprPtr call(SourceLoc loc, const std::string &callee) {
