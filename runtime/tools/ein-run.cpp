@@ -97,7 +97,8 @@ struct InputValue {
 };
 
 // Reads NAME's .npy file. NumPy's default float64 and PyTorch's int64 token
-// ids are narrowed when the model takes f32 / i32.
+// ids are narrowed when the model takes f32 / i32, and int32 ids widened when
+// it takes i64.
 ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::string &path) {
   auto array = ein::npy::read(path);
   if (!array.ok()) return array.status();
@@ -117,6 +118,7 @@ ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::
     }
     return InputValue{info.dtype, values.shape, std::move(narrowed)};
   }
+  if (info.dtype == ein::DType::I64) values = ein::npy::widenI32ToI64(std::move(values));
   if (info.dtype == ein::DType::I32) {
     auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
     if (!narrowed.ok()) return ein::Status(narrowed.status().code(), path + ": " + narrowed.status().message());

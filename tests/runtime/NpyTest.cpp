@@ -164,6 +164,20 @@ TEST(Npy, NarrowsFloat64) {
   EXPECT_EQ(narrow.data, bytesOf(std::vector<float>{0.5f, -3.0f}));
 }
 
+TEST(Npy, ConvertsIntegerIdsBothWays) {
+  npy::Array ids{npy::ElementType::I32, {3}, bytesOf(std::vector<int32_t>{7, -1, 2147483647})};
+  npy::Array wide = npy::widenI32ToI64(ids);
+  EXPECT_EQ(wide.type, npy::ElementType::I64);
+  EXPECT_EQ(wide.data, bytesOf(std::vector<int64_t>{7, -1, 2147483647}));
+  auto back = npy::narrowI64ToI32(wide);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value().data, ids.data);
+  npy::Array large{npy::ElementType::I64, {1}, bytesOf(std::vector<int64_t>{int64_t{1} << 40})};
+  EXPECT_FALSE(npy::narrowI64ToI32(large).ok());
+  npy::Array floats{npy::ElementType::F32, {1}, bytesOf(std::vector<float>{1.5f})};
+  EXPECT_EQ(npy::widenI32ToI64(floats).type, npy::ElementType::F32);  // other types unchanged
+}
+
 TEST(Npy, CompareReportsTheWorstElement) {
   npy::Array expected{npy::ElementType::F64, {2, 3}, bytesOf(std::vector<double>{1, 2, 3, 4, 5, NAN})};
   npy::Array close{npy::ElementType::F32, {2, 3}, bytesOf(std::vector<float>{1, 2.0001f, 3, 4, 5, NAN})};

@@ -48,6 +48,9 @@ Array narrowF64ToF32(Array array);
 // i64 narrowed to i32; other types unchanged. PyTorch token ids are int64,
 // while models take i32. A value outside the i32 range is an error.
 StatusOr<Array> narrowI64ToI32(Array array);
+// i32 widened to i64; other types unchanged (ids saved as int32 for a model
+// that takes i64).
+Array widenI32ToI64(Array array);
 
 // Element-wise |got - expected| <= atol + rtol * |expected| (numpy.allclose).
 // NaN matches only NaN; an infinity matches only the same infinity.

@@ -72,6 +72,19 @@ StatusOr<Array> narrowI64ToI32(Array array) {
   return array;
 }
 
+Array widenI32ToI64(Array array) {
+  if (array.type != ElementType::I32) return array;
+  size_t count = array.data.size() / 4;
+  std::vector<uint8_t> widened(count * 8);
+  for (size_t i = 0; i < count; ++i) {
+    auto wide = static_cast<int64_t>(load<int32_t>(array.data.data() + 4 * i));
+    std::memcpy(widened.data() + 8 * i, &wide, 8);
+  }
+  array.type = ElementType::I64;
+  array.data = std::move(widened);
+  return array;
+}
+
 Comparison compare(const Array &got, const Array &expected, double atol, double rtol) {
   Comparison result;
   result.atol = atol;
