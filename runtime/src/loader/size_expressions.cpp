@@ -325,11 +325,15 @@ StatusOr<std::vector<int64_t>> SizeProgram::evaluate(std::span<const int64_t> di
 
 Status SizeProgram::check(std::span<const int64_t> dimValues, const Values &values) const {
   for (const SizeCheck &check : checks_) {
-    std::string where = check.location.empty() ? "" : check.location + ": ";
-    std::string what = check.message.empty() ? "a run-time check fails" : check.message;
+    // "model.ein:9:3: what must hold, but why not": built only when a check fails.
+    auto failed = [&](const std::string &why) {
+      return Status(StatusCode::InvalidArgument,
+                    fmt::format("{}{}, but {}", check.location.empty() ? "" : check.location + ": ",
+                                check.message.empty() ? "a run-time check fails" : check.message, why));
+    };
     StatusOr<int64_t> lhsValue = valueOf(check.lhs, dimValues, values), rhsValue = valueOf(check.rhs, dimValues, values);
     for (const StatusOr<int64_t> *side : {&lhsValue, &rhsValue})
-      if (!side->ok()) return Status(StatusCode::InvalidArgument, fmt::format("{}{}, but {}", where, what, side->status().message()));
+      if (!side->ok()) return failed(side->status().message());
     const int64_t lhs = lhsValue.value(), rhs = rhsValue.value();
     std::string broken;
     switch (check.kind) {
@@ -344,8 +348,7 @@ Status SizeProgram::check(std::span<const int64_t> dimValues, const Values &valu
         break;
     }
     if (broken.empty()) continue;
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("{}{}, but {} ({})", where, what, broken, dimsText({check.lhs, check.rhs}, dimValues)));
+    return failed(fmt::format("{} ({})", broken, dimsText({check.lhs, check.rhs}, dimValues)));
   }
   return Status();
 }
