@@ -42,47 +42,43 @@ std::vector<double> toDouble(const Array &array) {
   return values;
 }
 
+namespace {
+
+// `array`'s elements, each a From, as To: the conversions below.
+template <class From, class To>
+Array converted(Array array, ElementType to) {
+  size_t count = array.data.size() / sizeof(From);
+  std::vector<uint8_t> out(count * sizeof(To));
+  for (size_t i = 0; i < count; ++i) {
+    auto value = static_cast<To>(load<From>(array.data.data() + sizeof(From) * i));
+    std::memcpy(out.data() + sizeof(To) * i, &value, sizeof(To));
+  }
+  array.type = to;
+  array.data = std::move(out);
+  return array;
+}
+
+}  // namespace
+
 Array narrowF64ToF32(Array array) {
   if (array.type != ElementType::F64) return array;
-  size_t count = array.data.size() / 8;
-  std::vector<uint8_t> narrowed(count * 4);
-  for (size_t i = 0; i < count; ++i) {
-    auto value = static_cast<float>(load<double>(array.data.data() + 8 * i));
-    std::memcpy(narrowed.data() + 4 * i, &value, 4);
-  }
-  array.type = ElementType::F32;
-  array.data = std::move(narrowed);
-  return array;
+  return converted<double, float>(std::move(array), ElementType::F32);
 }
 
 StatusOr<Array> narrowI64ToI32(Array array) {
   if (array.type != ElementType::I64) return array;
-  size_t count = array.data.size() / 8;
-  std::vector<uint8_t> narrowed(count * 4);
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < array.data.size() / 8; ++i) {
     auto value = load<int64_t>(array.data.data() + 8 * i);
     if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
       return Status(StatusCode::InvalidArgument,
                     "element " + std::to_string(i) + " (" + std::to_string(value) + ") does not fit in i32");
-    auto narrow = static_cast<int32_t>(value);
-    std::memcpy(narrowed.data() + 4 * i, &narrow, 4);
   }
-  array.type = ElementType::I32;
-  array.data = std::move(narrowed);
-  return array;
+  return converted<int64_t, int32_t>(std::move(array), ElementType::I32);
 }
 
 Array widenI32ToI64(Array array) {
   if (array.type != ElementType::I32) return array;
-  size_t count = array.data.size() / 4;
-  std::vector<uint8_t> widened(count * 8);
-  for (size_t i = 0; i < count; ++i) {
-    auto wide = static_cast<int64_t>(load<int32_t>(array.data.data() + 4 * i));
-    std::memcpy(widened.data() + 8 * i, &wide, 8);
-  }
-  array.type = ElementType::I64;
-  array.data = std::move(widened);
-  return array;
+  return converted<int32_t, int64_t>(std::move(array), ElementType::I64);
 }
 
 Comparison compare(const Array &got, const Array &expected, double atol, double rtol) {
