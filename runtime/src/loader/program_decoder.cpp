@@ -67,6 +67,23 @@ BindingCounts bindingCounts(const fb::Model &model) {
           model.states() ? model.states()->size() : 0u};
 }
 
+// The element count of a shape of `dtype`, or why the runtime refuses it:
+// its rank, a negative size, more than 2^40 elements (zeros aside, so that no
+// product of its sizes can overflow wherever it is computed), or 2^43 bytes.
+StatusOr<int64_t> checkedShape(const std::vector<int64_t> &shape, DType dtype) {
+  if (shape.size() > kMaxRank)
+    return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
+  for (size_t axis = 0; axis < shape.size(); ++axis)
+    if (shape[axis] < 0) return invalid(fmt::format("axis {} has negative size {}", axis, shape[axis]));
+  std::optional<int64_t> elements = checkedElementCount(shape);
+  if (!elements)
+    return invalid(fmt::format("its shape [{}] has more than 2^40 elements (the product of its nonzero sizes)",
+                               fmt::join(shape, ", ")));
+  const uint64_t bytes = static_cast<uint64_t>(*elements) * dtypeSize(dtype);
+  if (bytes > kMaxTensorBytes) return invalid(fmt::format("its {} bytes exceed the runtime's limit of 2^43", bytes));
+  return *elements;
+}
+
 StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, BindingCounts bound,
                               const SizeResolver &sizes) {
   Tensor tensor;
@@ -83,23 +100,14 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, Bind
     return invalid(fmt::format("a state tensor is {}; the runtime keeps state as f32{}", dtypeName(tensor.dtype),
                                program.target == Device::Cpu ? " or bf16" : " on this target"));
   std::vector<int64_t> shape = readInt64Vector(in.shape());
-  if (shape.size() > kMaxRank)
+  if (shape.size() > kMaxRank)  // before resolving its sizes
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
-  for (size_t axis = 0; axis < shape.size(); ++axis) {
-    EIN_ASSIGN_OR_RETURN(shape[axis], sizes(shape[axis], "shape"));
-    if (shape[axis] < 0) return invalid(fmt::format("axis {} has negative size {}", axis, shape[axis]));
-    tensor.shape.push_back(shape[axis]);
+  for (int64_t &size : shape) {
+    EIN_ASSIGN_OR_RETURN(size, sizes(size, "shape"));
   }
-  // Zeros aside, so that no product of its sizes (an empty tensor's too) can
-  // overflow wherever it is computed.
-  std::optional<int64_t> elements = checkedElementCount(shape);
-  if (!elements)
-    return invalid(fmt::format("its shape [{}] has more than 2^40 elements (the product of its nonzero sizes)",
-                               fmt::join(shape, ", ")));
-  tensor.numElements = *elements;
-  tensor.byteSize = static_cast<uint64_t>(*elements) * dtypeSize(tensor.dtype);
-  if (tensor.byteSize > kMaxTensorBytes)
-    return invalid(fmt::format("its {} bytes exceed the runtime's limit of 2^43", tensor.byteSize));
+  EIN_ASSIGN_OR_RETURN(tensor.numElements, checkedShape(shape, tensor.dtype));
+  for (int64_t size : shape) tensor.shape.push_back(size);
+  tensor.byteSize = static_cast<uint64_t>(tensor.numElements) * dtypeSize(tensor.dtype);
   tensor.index = in.index();
   tensor.offset = in.offset();
   // Kernels access elements as their C++ type, so each tensor starts on a
@@ -201,13 +209,8 @@ Status decodeParams(const fb::Model &model, Program &program) {
     StatusOr<DType> dtype = decodeDType(param->dtype());
     if (!dtype.ok()) return where(dtype.status().message());
     info.dtype = dtype.value();
-    if (info.shape.size() > kMaxRank)
-      return where(fmt::format("rank {} exceeds the runtime's limit of {}", info.shape.size(), kMaxRank));
-    for (int64_t size : info.shape)
-      if (size < 0) return where(fmt::format("its shape [{}] has a negative size", fmt::join(info.shape, ", ")));
-    std::optional<int64_t> elements = checkedElementCount(info.shape);
-    if (!elements || static_cast<uint64_t>(*elements) * dtypeSize(info.dtype) > kMaxTensorBytes)
-      return where(fmt::format("its shape [{}] exceeds the runtime's limit of 2^43 bytes", fmt::join(info.shape, ", ")));
+    if (StatusOr<int64_t> elements = checkedShape(info.shape, info.dtype); !elements.ok())
+      return where(elements.status().message());
     program.params.push_back(std::move(info));
   }
   return Status();
