@@ -4,6 +4,7 @@
 #include "compile.hpp"
 
 #include <cstring>
+#include <set>
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/pair.h>
@@ -19,6 +20,7 @@
 #include "arrays.hpp"
 #include "driver/Compiler.h"
 #include "errors.hpp"
+#include "frontend/Parser.h"
 #include "target/ParamSources.h"
 
 namespace nb = nanobind;
@@ -66,6 +68,80 @@ std::unique_ptr<llvm::MemoryBuffer> safetensorsFromArrays(nb::list arrays) {
     data += array.nbytes();
   }
   return buffer;
+}
+
+// What the model text declares, for messages in the caller's words before
+// (and after) compiling: its dims in order with their kind ("fixed",
+// "ranged", "position"), and per input the fixed dim named by each axis.
+struct Declarations {
+  std::vector<std::pair<std::string, std::string>> dims;
+  InputAxisDims inputAxisDims;
+};
+
+void collectDeclarations(const std::vector<frontend::StmtPtr> &statements, Declarations &declared,
+                         std::set<std::string> &dims, std::vector<const frontend::InputDecl *> &inputs) {
+  namespace ast = frontend;
+  for (const ast::StmtPtr &statement : statements) {
+    switch (statement->kind) {
+      case ast::Stmt::Kind::Dim: {
+        const auto &decl = static_cast<const ast::DimDecl &>(*statement);
+        for (const auto &entry : decl.entries) {
+          declared.dims.emplace_back(entry.name, decl.position ? "position" : entry.max ? "ranged" : "fixed");
+          dims.insert(entry.name);
+        }
+        break;
+      }
+      case ast::Stmt::Kind::Input: inputs.push_back(static_cast<const ast::InputDecl *>(statement.get())); break;
+      case ast::Stmt::Kind::Def:
+        collectDeclarations(static_cast<const ast::Def &>(*statement).body, declared, dims, inputs);
+        break;
+      case ast::Stmt::Kind::For:
+        collectDeclarations(static_cast<const ast::For &>(*statement).body, declared, dims, inputs);
+        break;
+      default: break;
+    }
+  }
+}
+
+// Null when the text does not parse (the compiler reports why).
+std::optional<Declarations> declarationsOf(std::string_view text) {
+  namespace ast = frontend;
+  ast::ParseResult parsed = ast::parse(text);
+  if (!parsed.diagnostics.empty() || !parsed.module) return std::nullopt;
+  Declarations declared;
+  std::set<std::string> dims;
+  std::vector<const ast::InputDecl *> inputs;
+  collectDeclarations(parsed.module->statements, declared, dims, inputs);
+  for (const ast::InputDecl *input : inputs) {
+    bool plain = true;  // `input past.{i}.key` has no one name
+    for (const ast::NameSegment &segment : input->name.segments)
+      plain = plain && segment.kind != ast::NameSegment::Kind::Interpolation;
+    if (!plain) continue;
+    std::vector<std::string> axes;
+    bool any = false;
+    for (const ast::ExprPtr &size : input->type.dims) {
+      std::string dim;
+      if (size->kind == ast::Expr::Kind::Name) {
+        const ast::Name &name = static_cast<const ast::NameExpr &>(*size).name;
+        if (name.segments.size() == 1 && name.segments[0].kind == ast::NameSegment::Kind::Identifier) {
+          // Named whether fixed or ranged: the message uses it only on an axis
+          // the artifact fixes (a ranged dim that dims= pinned included).
+          if (dims.count(name.segments[0].text)) dim = name.segments[0].text;
+        }
+      }
+      any = any || !dim.empty();
+      axes.push_back(std::move(dim));
+    }
+    if (any) declared.inputAxisDims[input->name.str()] = std::move(axes);
+  }
+  return declared;
+}
+
+// _ein.declared_dims(text): [(name, kind)] or None when the text does not parse.
+std::optional<std::vector<std::pair<std::string, std::string>>> declaredDims(const std::string &text) {
+  std::optional<Declarations> declared = declarationsOf(text);
+  if (!declared) return std::nullopt;
+  return std::move(declared->dims);
 }
 
 nb::tuple diagnosticTuple(const driver::Diagnostic &diagnostic) {
@@ -116,7 +192,10 @@ Outcome compileRequest(Request request) {
                               : "precision must be \"fp32\", \"bf16\", \"fp16\" or \"int8\", got \"" + request.precision + "\"");
     return outcome;
   }
-  driver::PipelineOptions options{*target, *precision, /*printIrAfterAll=*/false, request.dumpIr};
+  driver::PipelineOptions options;
+  options.target = *target;
+  options.precision = *precision;
+  options.dumpIrDir = request.dumpIr;
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
   if (!module || mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   std::unique_ptr<SafetensorsParams> safetensors;
@@ -143,9 +222,9 @@ Outcome compileRequest(Request request) {
 nb::tuple compileModel(std::string text, std::string filename, std::optional<std::string> weightsPath,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
                        std::map<std::string, std::pair<int64_t, int64_t>> dims, std::string target,
-                       std::string precision,
-                       std::string dumpIr, int threads) {
+                       std::string precision, std::string dumpIr, int threads, std::optional<std::string> device) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
+  std::optional<Declarations> declared = declarationsOf(text);
   DimRanges ranges;  // min == max pins a dim
   for (const auto &[name, range] : dims) ranges[name] = {range.first, range.second};
   Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), nullptr, randomSeed,
@@ -159,7 +238,9 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
   nb::list diagnostics;
   for (const driver::Diagnostic &diagnostic : outcome.diagnostics) diagnostics.append(diagnosticTuple(diagnostic));
   nb::object model = nb::none();
-  if (outcome.artifact) model = nb::cast(PyModel::fromArtifact(*outcome.artifact, modelName, threads));
+  if (outcome.artifact)
+    model = nb::cast(PyModel::fromArtifact(*outcome.artifact, modelName, threads, device,
+                                           declared ? std::move(declared->inputAxisDims) : InputAxisDims()));
   return nb::make_tuple(model, diagnostics, outcome.unusedWeights);
 }
 
@@ -168,8 +249,11 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
 void bindCompile(nb::module_ &module) {
   module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_path").none(),
              nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("target"),
-             nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"),
+             nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
+  module.def("declared_dims", &declaredDims, nb::arg("text"),
+             "The dims a model's text declares, [(name, \"fixed\" | \"ranged\" | \"position\")], or None when "
+             "it does not parse.");
 }
 
 }  // namespace ein::python

@@ -8,9 +8,11 @@
 namespace ein::python {
 
 // _ein.compile_model(text, filename, weights_path, weight_arrays, random_seed,
-// dims, target, precision, dump_ir, threads) -> (model | None, diagnostics,
-// unused weight names); each diagnostic is (severity, file, line, column,
-// message, rendered).
+// dims, target, precision, dump_ir, threads, device) -> (model | None,
+// diagnostics, unused weight names); each diagnostic is (severity, file,
+// line, column, message, rendered). _ein.declared_dims(text) -> [(name,
+// kind)] or None: the dims the text declares, for ein.compile's checks of
+// dims= in Python words.
 void bindCompile(nanobind::module_ &module);
 
 }  // namespace ein::python

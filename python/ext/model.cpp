@@ -1,7 +1,10 @@
 #include "model.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -54,21 +57,33 @@ size_t byteSize(DType dtype, const std::vector<int64_t> &shape) {
   return bytes;
 }
 
-// Every key of `given` names one of `tensors`; `what` is "input" or "output".
-void checkNames(nb::dict given, const std::vector<TensorInfo> &tensors, const char *what) {
-  for (auto [key, value] : given) {
-    std::string name = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key) : nb::cast<std::string>(nb::repr(key));
-    bool known = false;
-    for (const TensorInfo &tensor : tensors) known = known || tensor.name == name;
-    if (!known)
-      throw PythonError("InputError", "the model has no " + std::string(what) + " " + quoted(name) + " (" + what +
-                                          "s: " + namesOf(tensors) + ")",
-                        name);
+// What a shape that does not fit `tensor` gets wrong on a fixed axis, when
+// it has the right rank: "; axis 0 is dim 'n', fixed at 3 ..." with how to
+// make that dim ranged; "" otherwise. `axisDims` names the axes' fixed dims
+// where the model text did.
+std::string fixedAxisNote(const std::vector<int64_t> &shape, const TensorInfo &tensor,
+                          const std::vector<std::string> *axisDims) {
+  if (shape.size() != tensor.shape.size()) return "";
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    const int64_t fixed = tensor.shape[axis];
+    if (fixed == -1 || fixed == shape[axis]) continue;
+    const std::string at = "; axis " + std::to_string(axis) + " ";
+    const std::string largest = std::to_string(std::max(fixed, shape[axis]));
+    if (axisDims && axis < axisDims->size() && !(*axisDims)[axis].empty()) {
+      const std::string &dim = (*axisDims)[axis];
+      return at + "is dim '" + dim + "', fixed at " + std::to_string(fixed) +
+             " in this model: to run other sizes, make it ranged (ein.compile(..., dims={'" + dim + "': (1, " +
+             largest + ")}), or `dim " + dim + " = 1.." + largest + "` in the model)";
+    }
+    return at + "is fixed at " + std::to_string(fixed) +
+           " in this model: to run other sizes, compile it with the dim that sizes this axis ranged "
+           "(ein.compile(..., dims={NAME: (MIN, MAX)}))";
   }
+  return "";
 }
 
 // The array given for `tensor`, checked against its dtype and shape.
-AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
+AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor, const std::vector<std::string> *axisDims) {
   std::string expected = typeText(tensor);
   if (!inputs.contains(tensor.name.c_str()))
     throw PythonError("InputError", "input " + quoted(tensor.name) + " (" + expected + ") is not given", tensor.name);
@@ -84,7 +99,7 @@ AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor) {
   if (!holds(array.dtype(), tensor.dtype) || !fits(shape, tensor))
     throw PythonError("InputError",
                       "input " + quoted(tensor.name) + " expects " + expected + ", got " +
-                          dtypeText(array.dtype()) + shapeText(shape),
+                          dtypeText(array.dtype()) + shapeText(shape) + fixedAxisNote(shape, tensor, axisDims),
                       tensor.name);
   return array;
 }
@@ -109,45 +124,6 @@ WritableArray outputBuffer(nb::handle value, const TensorInfo &tensor, const std
   return buffer;
 }
 
-// A new NumPy array for `tensor` at `shape`, 64-byte aligned, owning its memory.
-nb::ndarray<nb::numpy> newOutputArray(const TensorInfo &tensor, const std::vector<int64_t> &shape) {
-  // aligned_alloc wants a multiple of the alignment, and some bytes even
-  // for an empty tensor.
-  void *data = std::aligned_alloc(64, (byteSize(tensor.dtype, shape) / 64 + 1) * 64);
-  if (!data) throw std::bad_alloc();
-  nb::capsule owner(data, [](void *pointer) noexcept { std::free(pointer); });
-  std::vector<size_t> sizes(shape.begin(), shape.end());
-  return nb::ndarray<nb::numpy>(data, sizes.size(), sizes.data(), owner, nullptr, numpyDType(tensor.dtype));
-}
-
-// The inputs as the runner reads them. `arrays` keeps the caller's arrays
-// imported and `copies` the C-order copies of strided views until the run
-// is over.
-struct StagedInputs {
-  std::vector<AnyArray> arrays;
-  std::vector<std::vector<std::byte>> copies;
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<InputTensor> tensors;
-};
-
-StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos) {
-  StagedInputs staged;
-  staged.shapes.reserve(infos.size());  // the tensors' shape spans point into them
-  for (const TensorInfo &tensor : infos) {
-    const AnyArray &array = staged.arrays.emplace_back(inputArray(inputs, tensor));
-    const void *data = array.data();
-    // The runner reads contiguous memory in place; a strided view is copied.
-    if (!isCContiguous(array)) {
-      std::vector<std::byte> &copy = staged.copies.emplace_back(array.nbytes());
-      copyInCOrder(array, copy.data());
-      data = copy.data();
-    }
-    const std::vector<int64_t> &shape = staged.shapes.emplace_back(shapeOf(array));
-    staged.tensors.push_back({tensor.name, tensor.dtype, shape, data, byteSize(tensor.dtype, shape)});
-  }
-  return staged;
-}
-
 // Where the run writes each output: the caller's out= buffer or a new NumPy
 // array. `results` maps every output to its array and holds the new ones;
 // `given` keeps the caller's buffers imported.
@@ -169,7 +145,7 @@ PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &info
       data = prepared.given.emplace_back(outputBuffer(buffer, tensor, shapes[i])).data();
       prepared.results[tensor.name.c_str()] = buffer;
     } else {
-      nb::ndarray<nb::numpy> array = newOutputArray(tensor, shapes[i]);
+      nb::ndarray<nb::numpy> array = newOutputArray(tensor.dtype, shapes[i]);
       data = array.data();
       prepared.results[tensor.name.c_str()] = nb::cast(array);
     }
@@ -180,21 +156,105 @@ PreparedOutputs prepareOutputs(nb::dict out, const std::vector<TensorInfo> &info
 
 }  // namespace
 
-PyModel::PyModel(std::shared_ptr<const Model> model, int threads) : loaded(std::move(model)), defaultThreads(threads) {
+// Every key of `given` names one of `tensors`; `what` is "input" or "output".
+void checkNames(nb::dict given, const std::vector<TensorInfo> &tensors, const char *what) {
+  for (auto [key, value] : given) {
+    std::string name = nb::isinstance<nb::str>(key) ? nb::cast<std::string>(key) : nb::cast<std::string>(nb::repr(key));
+    bool known = false;
+    for (const TensorInfo &tensor : tensors) known = known || tensor.name == name;
+    if (!known)
+      throw PythonError("InputError", "the model has no " + std::string(what) + " " + quoted(name) + " (" + what +
+                                          "s: " + namesOf(tensors) + ")",
+                        name);
+  }
+}
+
+StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims) {
+  StagedInputs staged;
+  staged.shapes.reserve(infos.size());  // the tensors' shape spans point into them
+  for (const TensorInfo &tensor : infos) {
+    const std::vector<std::string> *names = nullptr;
+    if (axisDims)
+      if (auto found = axisDims->find(tensor.name); found != axisDims->end()) names = &found->second;
+    const AnyArray &array = staged.arrays.emplace_back(inputArray(inputs, tensor, names));
+    const void *data = array.data();
+    // The runner reads contiguous memory in place; a strided view is copied.
+    if (!isCContiguous(array)) {
+      std::vector<std::byte> &copy = staged.copies.emplace_back(array.nbytes());
+      copyInCOrder(array, copy.data());
+      data = copy.data();
+    }
+    const std::vector<int64_t> &shape = staged.shapes.emplace_back(shapeOf(array));
+    staged.tensors.push_back({tensor.name, elementType(tensor.dtype), shape, data, byteSize(tensor.dtype, shape)});
+  }
+  return staged;
+}
+
+
+nb::ndarray<nb::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape) {
+  // aligned_alloc wants a multiple of the alignment, and some bytes even
+  // for an empty tensor.
+  void *data = std::aligned_alloc(64, (byteSize(dtype, shape) / 64 + 1) * 64);
+  if (!data) throw std::bad_alloc();
+  nb::capsule owner(data, [](void *pointer) noexcept { std::free(pointer); });
+  std::vector<size_t> sizes(shape.begin(), shape.end());
+  return nb::ndarray<nb::numpy>(data, sizes.size(), sizes.data(), owner, nullptr, numpyDType(dtype));
+}
+
+int defaultThreads() { return ein::defaultThreadCount(); }
+
+std::string deviceText(const DeviceSpec &device) {
+  std::string text = deviceName(device.device);
+  return device.index >= 0 ? text + ":" + std::to_string(device.index) : text;
+}
+
+Placement placementFor(const Model &model, int threads, const std::optional<std::string> &device) {
+  Placement placement{threads > 0 ? threads : defaultThreads(), {model.target(), -1}};
+  if (!device) return placement;
+  std::optional<DeviceSpec> parsed = parseDeviceSpec(*device);
+  if (!parsed)
+    throw PythonError("ValueError", "device='" + *device + "': unknown device (devices: 'cpu', 'cuda', 'cuda:N')");
+  if (parsed->device != model.target())
+    throw PythonError("DeviceError", "'" + model.name() + "' was compiled for " + deviceName(model.target()) +
+                                         " and cannot run on device '" + *device + "': compile it with device='" +
+                                         deviceName(parsed->device) + "' (ein.compile) to run it there");
+  placement.device = *parsed;
+  return placement;
+}
+
+void throwCreateStatus(const Status &status, const DeviceSpec &device) {
+  // The CPU is always there; on CUDA a failure that is not about the caller's
+  // arguments or the artifact means the device cannot run it here.
+  const bool deviceMissing = status.code() == StatusCode::Unimplemented ||
+                             (device.device == Device::Cuda && status.code() != StatusCode::InvalidArtifact &&
+                              status.code() != StatusCode::ResourceExhausted);
+  if (deviceMissing)
+    throw PythonError("DeviceError", "device '" + deviceText(device) + "' cannot run this model here: " +
+                                         status.message());
+  throwStatus(status);
+}
+
+PyModel::PyModel(std::shared_ptr<const Model> model, Placement where, InputAxisDims axisDims)
+    : loaded(std::move(model)), placement(where),
+      inputAxisDims(std::make_shared<const InputAxisDims>(std::move(axisDims))) {
   // The first runner (a session, for a model with state) now, so that a
   // model that cannot run here fails at load.
   if (loaded->states().empty()) {
-    runnerFor(threads);
-  } else if (auto session = Session::create(loaded, {.threads = threads}); !session.ok()) {
-    throwStatus(session.status());
+    runnerFor(placement.threads);
+  } else if (auto session = Session::create(
+                 loaded, {.threads = placement.threads, .device = placement.device.device,
+                          .deviceIndex = placement.device.index});
+             !session.ok()) {
+    throwCreateStatus(session.status(), placement.device);
   }
 }
 
 std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
                                        int64_t topK, float topP, uint64_t seed,
                                        const std::vector<int64_t> &stopTokens, int threads) {
-  auto session = Session::create(loaded, {.threads = threads ? threads : defaultThreads});
-  if (!session.ok()) throwStatus(session.status());
+  auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
+                                         .device = placement.device.device, .deviceIndex = placement.device.index});
+  if (!session.ok()) throwCreateStatus(session.status(), placement.device);
   GenerationOptions options;
   options.maxNewTokens = maxNewTokens;
   options.temperature = temperature;
@@ -215,29 +275,33 @@ Runner &PyModel::runnerFor(int threads) {
   std::lock_guard<std::mutex> lock(runnersMutex);
   std::unique_ptr<Runner> &runner = runners[threads];
   if (!runner) {
-    auto created = Runner::create(loaded, {.threads = threads});
+    auto created = Runner::create(
+        loaded, {.threads = threads, .device = placement.device.device, .deviceIndex = placement.device.index});
     if (!created.ok()) {
       runners.erase(threads);
-      throwStatus(created.status());
+      throwCreateStatus(created.status(), placement.device);
     }
     runner = std::move(created).value();
   }
   return *runner;
 }
 
-std::unique_ptr<PyModel> PyModel::load(const std::string &path, int threads) {
+std::unique_ptr<PyModel> PyModel::load(const std::string &path, int threads, std::optional<std::string> device) {
   auto model = Model::load(path);
   if (model.status().code() == StatusCode::NotFound) throw PythonError("FileNotFoundError", model.status().message());
   if (model.status().code() == StatusCode::IoError) throw PythonError("OSError", model.status().message());
   if (!model.ok()) throwStatus(model.status());
-  return std::make_unique<PyModel>(std::move(model).value(), threads);
+  Placement placement = placementFor(*model.value(), threads, device);
+  return std::make_unique<PyModel>(std::move(model).value(), placement);
 }
 
 std::unique_ptr<PyModel> PyModel::fromArtifact(const std::vector<uint8_t> &artifact, const std::string &name,
-                                               int threads) {
+                                               int threads, std::optional<std::string> device,
+                                               InputAxisDims axisDims) {
   auto model = Model::loadFromMemory(artifact.data(), artifact.size(), name);
   if (!model.ok()) throwStatus(model.status());
-  return std::make_unique<PyModel>(std::move(model).value(), threads);
+  Placement placement = placementFor(*model.value(), threads, device);
+  return std::make_unique<PyModel>(std::move(model).value(), placement, std::move(axisDims));
 }
 
 nb::list PyModel::inputs() const { return tensorList(loaded->inputs()); }
@@ -259,10 +323,10 @@ void PyModel::save(const std::string &path) const {
 }
 
 nb::dict PyModel::run(nb::dict inputs, nb::dict out, int threads) {
-  Runner &runner = runnerFor(threads ? threads : defaultThreads);
+  Runner &runner = runnerFor(threads ? threads : placement.threads);
   checkNames(inputs, loaded->inputs(), "input");
   checkNames(out, loaded->outputs(), "output");
-  StagedInputs staged = stageInputs(inputs, loaded->inputs());
+  StagedInputs staged = stageInputs(inputs, loaded->inputs(), inputAxisDims.get());
   // The outputs' shapes at these inputs, with the run's checks (dims,
   // ranges, agreement) reported before anything is allocated.
   auto shapes = loaded->outputShapes(staged.shapes);
@@ -279,11 +343,12 @@ nb::dict PyModel::run(nb::dict inputs, nb::dict out, int threads) {
 
 void bindModel(nb::module_ &module) {
   nb::class_<PyModel>(module, "_Model")
-      .def_static("load", &PyModel::load, nb::arg("path"), nb::arg("threads"))
+      .def_static("load", &PyModel::load, nb::arg("path"), nb::arg("threads"), nb::arg("device").none())
       .def_prop_ro("inputs", &PyModel::inputs)
       .def_prop_ro("outputs", &PyModel::outputs)
       .def_prop_ro("dims", &PyModel::dims)
       .def_prop_ro("threads", &PyModel::threads)
+      .def_prop_ro("device", &PyModel::device)
       .def_prop_ro("name", [](const PyModel &self) { return self.model().name(); })
       .def_prop_ro("target", [](const PyModel &self) { return std::string(deviceName(self.model().target())); })
       .def_prop_ro("precision",
@@ -293,6 +358,13 @@ void bindModel(nb::module_ &module) {
       .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"))
       .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"));
+  module.def("default_thread_count", &defaultThreads,
+             "The kernel threads a model gets when threads is not given: the runtime's default.");
+  module.def("parse_device", [](const std::string &text) -> std::optional<std::string> {
+    std::optional<DeviceSpec> parsed = parseDeviceSpec(text);
+    if (!parsed) return std::nullopt;
+    return std::string(deviceName(parsed->device));
+  }, nb::arg("text"), "The kind of device a spec names (\"cpu\", \"cuda\"), or None for an unknown spec.");
 }
 
 }  // namespace ein::python

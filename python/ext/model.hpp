@@ -5,22 +5,57 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
+#include "arrays.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"
+#include "ein/session.hpp"
 
 namespace ein::python {
 
+// Per input, the name of the fixed dim that sizes each axis, where the model
+// text says (`input x: f32[n, d]` -> {"n", "d"}; "" for other axes), so that
+// a wrong size can say which dim is fixed. Known for compiled models only
+// (an artifact keeps sizes, not the names of fixed dims).
+using InputAxisDims = std::map<std::string, std::vector<std::string>>;
+
+// The kernel threads when the caller gives none: the runtime's default (the
+// CPUs this process may use), as ein-run's.
+int defaultThreads();
+
+// Where and how a model runs: `threads` kernel threads (resolved, >= 1) on
+// `device`.
+struct Placement {
+  int threads = 1;
+  DeviceSpec device;
+};
+
+// The placement for `model` from Python's arguments: threads 0 is the
+// default; no device is the artifact's target. An unknown device spec is a
+// ValueError, a device of another kind than the artifact's target a
+// DeviceError (in Python words).
+Placement placementFor(const Model &model, int threads, const std::optional<std::string> &device);
+// "cpu", "cuda", "cuda:1".
+std::string deviceText(const DeviceSpec &device);
+// Turns a failure to create a runner or session on `device` into the
+// exception a Python caller expects: DeviceError when the device is not
+// available, the status's class otherwise.
+[[noreturn]] void throwCreateStatus(const Status &status, const DeviceSpec &device);
+
 class PyModel {
  public:
-  PyModel(std::shared_ptr<const Model> model, int threads);
+  PyModel(std::shared_ptr<const Model> model, Placement placement, InputAxisDims axisDims = {});
 
-  static std::unique_ptr<PyModel> load(const std::string &path, int threads);
+  static std::unique_ptr<PyModel> load(const std::string &path, int threads, std::optional<std::string> device);
   static std::unique_ptr<PyModel> fromArtifact(const std::vector<uint8_t> &artifact, const std::string &name,
-                                               int threads);
+                                               int threads, std::optional<std::string> device,
+                                               InputAxisDims axisDims);
 
   // [(name, dtype, shape, id_bound)], dtype as the runtime names it ("f32").
   nanobind::list inputs() const;
@@ -29,8 +64,12 @@ class PyModel {
   nanobind::dict dims() const;
   std::string describe() const;
   void save(const std::string &path) const;
-  int threads() const { return defaultThreads; }
+  int threads() const { return placement.threads; }
+  std::string device() const { return deviceText(placement.device); }
+  const Placement &where() const { return placement; }
   const Model &model() const { return *loaded; }
+  const std::shared_ptr<const Model> &shared() const { return loaded; }
+  const std::shared_ptr<const InputAxisDims> &axisDims() const { return inputAxisDims; }
 
   // Runs on `inputs` (name -> array) with `threads` kernel threads (0: the
   // model's); outputs named in `out` are written there, the others into new
@@ -47,10 +86,31 @@ class PyModel {
   Runner &runnerFor(int threads);
 
   std::shared_ptr<const Model> loaded;
-  int defaultThreads;
+  Placement placement;
+  std::shared_ptr<const InputAxisDims> inputAxisDims;
   std::mutex runnersMutex;
   std::map<int, std::unique_ptr<Runner>> runners;
 };
+
+// Shared with session.cpp: a run's inputs checked and staged for the
+// runtime, and new output arrays.
+
+// Every key of `given` names one of `tensors`; `what` is "input" or "output".
+void checkNames(nanobind::dict given, const std::vector<TensorInfo> &tensors, const char *what);
+
+// The inputs as the runtime reads them. `arrays` keeps the caller's arrays
+// imported and `copies` the C-order copies of strided views until the run
+// is over.
+struct StagedInputs {
+  std::vector<AnyArray> arrays;
+  std::vector<std::vector<std::byte>> copies;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<InputTensor> tensors;
+};
+StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims);
+
+// A new NumPy array of `dtype` and `shape`, 64-byte aligned, owning its memory.
+nanobind::ndarray<nanobind::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape);
 
 void bindModel(nanobind::module_ &module);
 

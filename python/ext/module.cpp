@@ -5,10 +5,12 @@
 #include "compile.hpp"
 #include "errors.hpp"
 #include "model.hpp"
+#include "session.hpp"
 
 NB_MODULE(_ein, module) {
   module.doc() = "ein's native module: the compiler library and the runtime (use the ein package)";
   ein::python::registerErrorTranslator();
   ein::python::bindModel(module);
   ein::python::bindCompile(module);
+  ein::python::bindSession(module);
 }

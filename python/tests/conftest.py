@@ -34,6 +34,13 @@ def linear_relu_reference(x, weights):
     return np.maximum(x.astype(np.float64) @ weights["fc.weight"] + weights["fc.bias"], 0)
 
 
+@pytest.fixture(scope="session")
+def llama_decoder():
+    """examples/models/llama_decoder.ein (vocab 128, 2 layers, a 256-row
+    key/value cache) with seeded random weights, on one kernel thread."""
+    return ein.compile(EXAMPLES / "llama_decoder.ein", random_weights=5, threads=1)
+
+
 @pytest.fixture
 def linear_relu():
     """(model, weights) for LINEAR_RELU."""

@@ -4,15 +4,17 @@
     model = ein.compile("model.ein", weights=state_dict)   # or a .safetensors path
     outputs = model.run({"x": np.zeros((2, 8), np.float32)})
 
-ein.compile, ein.load, ein.Model; errors: ein.CompileError, ein.InputError,
-ein.ArtifactError (all ein.Error). See docs/python.md in the repository.
+ein.compile, ein.load, ein.Model, ein.Session (state, per-step runs, streaming
+generation); errors: ein.CompileError, ein.InputError, ein.ArtifactError,
+ein.DeviceError (all ein.Error). See docs/python.md in the repository.
 """
-from ._errors import ArtifactError, CompileError, Diagnostic, Error, InputError
-from ._model import Model, TensorInfo, load
+from ._errors import ArtifactError, CompileError, DeviceError, Diagnostic, Error, InputError
+from ._model import Model, TensorInfo, default_thread_count, load
+from ._session import Generation, GenerationStats, Session
 from ._compile import compile
 
 __all__ = [
-    "compile", "load", "Model", "TensorInfo",
-    "Error", "CompileError", "InputError", "ArtifactError", "Diagnostic",
+    "compile", "load", "Model", "TensorInfo", "Session", "Generation", "GenerationStats", "default_thread_count",
+    "Error", "CompileError", "InputError", "ArtifactError", "DeviceError", "Diagnostic",
 ]
 __version__ = "0.1.0"

@@ -6,14 +6,17 @@ import warnings
 from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from . import _ein
-from ._errors import CompileError, Diagnostic
-from ._model import Model, _check_threads
+from ._errors import CompileError, Diagnostic, check_choice, did_you_mean
+from ._model import Model, _check_device, _check_threads
 
 Source = Union[str, os.PathLike]
 Weights = Union[str, os.PathLike, Mapping[str, Any], None]
 
 # Where a model given as text is said to be, in locations and the artifact.
 _TEXT_FILENAME = "<source>"
+
+_TARGETS = ("cpu", "cuda")
+_PRECISIONS = ("fp32", "bf16", "fp16", "int8")
 
 
 def _read_source(source: Source, filename: Optional[str]) -> Tuple[str, str]:
@@ -35,8 +38,19 @@ def _weight_arrays(weights: Mapping[str, Any]) -> List[Tuple[str, Any]]:
     return list(weights.items())
 
 
-def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]]) -> dict:
-    """{name: (min, max)}: an integer pins a dim, a (min, max) pair makes it ranged."""
+def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]], declared: Optional[List[Tuple[str, str]]]) -> dict:
+    """{name: (min, max)}: an integer pins a dim, a (min, max) pair makes it
+    ranged. ``declared`` lists the model's dims (None when its text does not
+    parse: the compiler says why); a name it lacks is a CompileError in
+    Python words."""
+    if dims is not None and not isinstance(dims, Mapping):
+        raise TypeError(f"dims must be a mapping of dim names to sizes or (min, max) pairs, got {type(dims).__name__}")
+    known = [name for name, _ in declared or []]
+    for name in dims or {}:
+        if declared is not None and name not in known:
+            message = (f"dims={{{name!r}: {dims[name]!r}}}: the model has no dim {name!r}{did_you_mean(str(name), known)} "
+                       f"(dims: {', '.join(known) or 'none'})")
+            raise CompileError([Diagnostic("error", None, None, None, message, message)])
     checked = {}
     for name, size in (dims or {}).items():
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
@@ -63,10 +77,11 @@ def compile(
     *,
     dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]] = None,
     precision: str = "fp32",
-    target: str = "cpu",
+    target: Optional[str] = None,
+    device: Optional[str] = None,
     dump_ir: Optional[Union[str, os.PathLike]] = None,
     random_weights: Optional[int] = None,
-    threads: int = 1,
+    threads: Optional[int] = None,
     filename: Optional[str] = None,
 ) -> Model:
     """Compiles a model (the ein language, docs/LANGUAGE.md) into a Model.
@@ -85,18 +100,36 @@ def compile(
     precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
         accumulation), "fp16" (CUDA only) or "int8" (CPU only: GEMM weights
         int8 per output channel, GEMM inputs quantized per row at run time).
-    target: "cpu" or "cuda".
+    device: where the model runs: "cpu", "cuda" (the default GPU:
+        $EIN_CUDA_DEVICE, else 0) or "cuda:N"; it is compiled for that
+        device's kind. Default: the target's, else "cpu".
+    target: the kind of device the artifact is for, "cpu" or "cuda" (einc
+        --target); default: the device's. Compiling for "cuda" on a machine
+        that cannot run it raises DeviceError (use einc to only write one).
     dump_ir: a folder that receives the IR before the first pass and after
         each (``einc --dump-ir``).
     random_weights: a seed for random parameters instead of ``weights``
         (benchmarks, tests).
-    threads: kernel threads per run() call of the returned model.
+    threads: kernel threads per run() call of the returned model; None (the
+        default) is every CPU this process may use, as ``ein-run``'s.
     filename: the name locations give the model (default: the path, or
         "<source>" for text).
 
     Raises CompileError (with ``.file``, ``.line``, ``.col``) when the model
     or its weights are wrong; the message is einc's, with the source line.
+    A dim in ``dims`` that the model lacks is a CompileError without a place;
+    an unknown ``precision``, ``target`` or ``device`` is a ValueError.
     """
+    precision = check_choice("precision", precision, _PRECISIONS, "precision")
+    device = _check_device(device)
+    kind = _ein.parse_device(device) if device is not None else None
+    if target is None:
+        target = kind or "cpu"
+    target = check_choice("target", target, _TARGETS, "target", spellings={"gpu": "cuda"})
+    if kind is not None and kind != target:
+        raise ValueError(f"target={target!r} and device={device!r} disagree: a model compiled for {target} runs on "
+                         f"{target} only (device={device!r} alone compiles for {kind})")
+    threads = _check_threads(threads)
     text, name = _read_source(source, filename)
     if weights is not None and random_weights is not None:
         raise ValueError("give the parameters as weights=... (a safetensors path or a name -> array mapping) "
@@ -104,8 +137,8 @@ def compile(
     weights_path = None if weights is None or isinstance(weights, Mapping) else os.fspath(weights)
     arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
     model, diagnostics, unused = _ein.compile_model(
-        text, name, weights_path, arrays, random_weights, _dims(dims), target, precision,
-        os.fspath(dump_ir) if dump_ir is not None else "", _check_threads(threads))
+        text, name, weights_path, arrays, random_weights, _dims(dims, _ein.declared_dims(text)), target, precision,
+        os.fspath(dump_ir) if dump_ir is not None else "", threads, device)
     diagnostics = _diagnostics(diagnostics)
     if model is None:
         raise CompileError(diagnostics)

@@ -1,8 +1,9 @@
 """ein's exceptions. The native module raises these classes by name."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 
 class Error(Exception):
@@ -58,6 +59,38 @@ class InputError(Error, ValueError):
     name: Optional[str] = None
 
 
+class DeviceError(Error):
+    """The device a model was asked to run on cannot run it: the device is
+    not available here (no CUDA backend, no GPU, no such device index), or
+    the artifact was compiled for another target."""
+
+
 class ArtifactError(Error):
     """An artifact (.einb) is malformed or inconsistent: it was refused
     before anything in it was used."""
+
+
+def did_you_mean(word: str, known: Iterable[str], quote: str = "'",
+                 spellings: Optional[Mapping[str, str]] = None, cutoff: float = 0.6) -> str:
+    """"; did you mean 'x'?" for the known name closest to ``word`` (difflib),
+    or "" when none is close. ``spellings`` maps words other tools use to ours
+    ("gpu" -> "cuda")."""
+    known = list(known)
+    if spellings and word in spellings and spellings[word] in known:
+        closest = [spellings[word]]
+    else:
+        closest = difflib.get_close_matches(word, known, n=1, cutoff=cutoff)
+    return f"; did you mean {quote}{closest[0]}{quote}?" if closest else ""
+
+
+def check_choice(argument: str, value, choices: Sequence[str], what: str,
+                 spellings: Optional[Mapping[str, str]] = None) -> str:
+    """``value`` when it is one of ``choices``; otherwise a ValueError in the
+    caller's words: "precision='bf61': unknown precision; did you mean 'bf16'?
+    (precisions: 'fp32', 'bf16', 'fp16', 'int8')"."""
+    if isinstance(value, str) and value in choices:
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{argument} must be a string, one of {', '.join(map(repr, choices))}; got {value!r}")
+    hint = did_you_mean(value, choices, spellings=spellings)
+    raise ValueError(f"{argument}={value!r}: unknown {what}{hint} ({what}s: {', '.join(map(repr, choices))})")

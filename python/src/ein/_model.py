@@ -1,13 +1,19 @@
 """ein.Model: a loaded artifact, run from NumPy and DLPack arrays."""
 from __future__ import annotations
 
+import math
+import operator
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _ein
+from ._errors import InputError, did_you_mean
+
+if TYPE_CHECKING:
+    from ._session import Session
 
 # The runtime's element types as NumPy holds them; bf16, which NumPy lacks,
 # comes back as its uint16 bit patterns.
@@ -53,10 +59,86 @@ def _forwarded(attribute: str, doc: str) -> property:
     return property(lambda self: getattr(self._native, attribute), doc=doc)
 
 
-def _check_threads(threads: int) -> int:
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be an integer of at least 1, got {threads!r}")
+def _check_threads(threads: Optional[int]) -> int:
+    """The native spelling of ``threads``: 0 for None (the default: the
+    runtime's, the CPUs this process may use, as ein-run's)."""
+    if threads is None:
+        return 0
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"threads must be an integer of at least 1 (or None: every CPU this process may use), "
+                         f"got {threads!r}")
     return threads
+
+
+def default_thread_count() -> int:
+    """The kernel threads a model gets when ``threads`` is not given: the
+    CPUs this process may use (its affinity mask), as ``ein-run``'s default."""
+    return _ein.default_thread_count()
+
+
+# Other tools' words for our devices.
+_DEVICE_SPELLINGS = {"gpu": "cuda", "cuda0": "cuda:0", "host": "cpu"}
+
+
+def _check_device(device: Optional[str], argument: str = "device") -> Optional[str]:
+    """``device`` when it names a device ("cpu", "cuda", "cuda:N"), else a
+    ValueError in Python words."""
+    if device is None:
+        return None
+    if not isinstance(device, str):
+        raise TypeError(f"{argument} must be a string such as 'cpu', 'cuda' or 'cuda:1', got {device!r}")
+    if _ein.parse_device(device) is None:
+        known = ["cpu", "cuda", "cuda:0"]
+        # A higher cutoff than names get: "tpu" is one letter from "cpu" but no typo of it.
+        hint = did_you_mean(device.strip().lower(), known, spellings=_DEVICE_SPELLINGS, cutoff=0.7)
+        raise ValueError(f"{argument}={device!r}: unknown device{hint} (devices: 'cpu', 'cuda', 'cuda:N' for the "
+                         f"N-th GPU)")
+    return device
+
+
+def _unknown_names(given: Mapping[str, Any], known: Sequence[str], what: str) -> None:
+    """InputError for the first key of ``given`` that is not one of
+    ``known``, with the closest known name."""
+    for name in given:
+        if isinstance(name, str) and name not in known:
+            error = InputError(f'the model has no {what} "{name}"{did_you_mean(name, known, quote=chr(34))} '
+                               f"({what}s: {', '.join(known) or 'none'})")
+            error.name = name
+            raise error
+
+
+def _integer(value: Any, argument: str, minimum: int, meaning: str = "") -> int:
+    """``value`` as an int (NumPy integers too) of at least ``minimum``."""
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or isinstance(value, bool) or number < minimum:
+        raise ValueError(f"{argument} must be an integer >= {minimum}{meaning}, got {value!r}")
+    return number
+
+
+def _generation_arguments(prompt: Sequence[int], max_new_tokens: int, temperature: float, top_k: int, top_p: float,
+                          seed: int, stop_tokens: Sequence[int]) -> tuple:
+    """The arguments of a generation, checked in Python words, as the native
+    calls take them."""
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, Sequence) and not hasattr(prompt, "__iter__"):
+        raise TypeError(f"prompt must be a sequence of token ids, got {type(prompt).__name__} (a tokenizer's "
+                        f"encode(text).ids gives them)")
+    prompt = [_integer(t, "a prompt token id", 0) for t in prompt]
+    stop_tokens = [_integer(t, "a stop token id", 0) for t in stop_tokens]
+    if not prompt:
+        raise ValueError("prompt=[]: the prompt must hold at least one token id")
+    try:
+        temperature, top_p = float(temperature), float(top_p)
+    except (TypeError, ValueError):
+        raise TypeError(f"temperature and top_p must be numbers, got {temperature!r} and {top_p!r}") from None
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0: greedy), got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must lie in (0, 1] (1: every token), got {top_p!r}")
+    return (prompt, _integer(max_new_tokens, "max_new_tokens", 0), temperature,
+            _integer(top_k, "top_k", 0, " (0: every token)"), top_p, _integer(seed, "seed", 0), stop_tokens)
 
 
 class Model:
@@ -65,11 +147,14 @@ class Model:
     Immutable and thread-safe: any number of Python threads may call run()
     at once; each call borrows its own working memory, and the GIL is
     released while the kernels run. ``threads`` kernel threads serve each
-    call unless run() is given its own.
+    call unless run() is given its own. For a decoder's key/value cache,
+    per-step runs and streaming generation, see session().
     """
 
     def __init__(self, native: "_ein._Model"):
         self._native = native
+        self._input_names = tuple(name for name, *_ in native.inputs)
+        self._output_names = tuple(name for name, *_ in native.outputs)
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -90,7 +175,8 @@ class Model:
     name = _forwarded("name", "The artifact's path, or the model's file name for a compiled model.")
     target = _forwarded("target", 'The device the artifact was compiled for: "cpu" or "cuda".')
     precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16", "fp16" or "int8".')
-    threads = _forwarded("threads", "Kernel threads per run() call.")
+    threads = _forwarded("threads", "Kernel threads per run() call (by default every CPU this process may use).")
+    device = _forwarded("device", 'The device the model runs on: "cpu", "cuda" or "cuda:N".')
 
     def describe(self) -> str:
         """What the artifact holds, as ``ein-inspect`` prints it: inputs,
@@ -122,8 +208,10 @@ class Model:
         """
         if not isinstance(inputs, Mapping):
             raise TypeError(f"inputs must be a mapping of input names to arrays, got {type(inputs).__name__}")
-        threads = 0 if threads is None else _check_threads(threads)
-        return self._native.run(dict(inputs), dict(out or {}), threads)
+        _unknown_names(inputs, self._input_names, "input")
+        if out:
+            _unknown_names(out, self._output_names, "output")
+        return self._native.run(dict(inputs), dict(out or {}), _check_threads(threads))
 
     def generate(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = (),
@@ -137,19 +225,34 @@ class Model:
         (0: all) and ``top_p`` (1: all), and ``seed`` makes the draw
         reproducible. Generation stops after any of ``stop_tokens``. The model
         needs an integer ``ids`` input [1, t] and a ``logits`` output [1, t, vocab].
+        ``session().generate(...)`` yields the same tokens one at a time.
         """
-        threads = 0 if threads is None else _check_threads(threads)
-        return self._native.generate([int(t) for t in prompt], int(max_new_tokens), float(temperature), int(top_k),
-                                     float(top_p), int(seed), [int(t) for t in stop_tokens], threads)
+        arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
+        return self._native.generate(*arguments, _check_threads(threads))
+
+    def session(self, *, threads: Optional[int] = None) -> "Session":
+        """A new ein.Session of this model: one execution context whose state
+        (a decoder's key/value cache) persists from run to run, with
+        per-step run(), position, reset(), fork() and streaming generate()."""
+        from ._session import Session
+        return Session(self, threads=threads)
 
     def __repr__(self) -> str:
         signature = lambda infos: ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in infos)
         return f"<ein.Model {self.name!r} ({signature(self.inputs)}) -> ({signature(self.outputs)})>"
 
 
-def load(path: Union[str, os.PathLike], *, threads: int = 1) -> Model:
+def load(path: Union[str, os.PathLike], *, threads: Optional[int] = None, device: Optional[str] = None) -> Model:
     """Loads and verifies an artifact (.einb) written by einc or Model.save.
 
-    A malformed artifact raises ArtifactError; a missing file FileNotFoundError.
+    threads: kernel threads per run() call; None (the default) is every CPU
+        this process may use, as ``ein-run``'s default.
+    device: where it runs: "cpu", "cuda" (the default GPU: $EIN_CUDA_DEVICE,
+        else 0) or "cuda:N"; None (the default) is the device the artifact
+        was compiled for.
+
+    A malformed artifact raises ArtifactError; a missing file
+    FileNotFoundError; an artifact compiled for another device than
+    ``device``, or a device that is not available here, DeviceError.
     """
-    return Model(_ein._Model.load(os.fspath(path), _check_threads(threads)))
+    return Model(_ein._Model.load(os.fspath(path), _check_threads(threads), _check_device(device)))
