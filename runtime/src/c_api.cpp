@@ -60,7 +60,8 @@ ein_status_t *checkIndex(const char *what, size_t index, size_t count) {
                                                  " does not exist (the model has " + std::to_string(count) + ")");
 }
 
-bool validDType(ein_dtype_t dtype) { return dtype >= EIN_DTYPE_F32 && dtype <= EIN_DTYPE_BOOL; }
+// A model's tensors' types and, for inputs, the host types that convert to them.
+bool validDType(ein_dtype_t dtype) { return dtype >= EIN_DTYPE_F32 && dtype <= EIN_DTYPE_U64; }
 
 ein_tensor_info_t infoToC(const ein::TensorInfo &info, const std::vector<const char *> &dims) {
   return {info.name.c_str(), static_cast<ein_dtype_t>(info.dtype), info.shape.size(), info.shape.data(),
@@ -134,10 +135,12 @@ void ein_status_free(ein_status_t *status) {
   if (status != &outOfMemory) delete status;
 }
 
-size_t ein_dtype_size(ein_dtype_t dtype) { return validDType(dtype) ? ein::dtypeSize(static_cast<ein::DType>(dtype)) : 0; }
+size_t ein_dtype_size(ein_dtype_t dtype) {
+  return validDType(dtype) ? ein::elementSize(static_cast<ein::ElementType>(dtype)) : 0;
+}
 
 const char *ein_dtype_name(ein_dtype_t dtype) {
-  return validDType(dtype) ? ein::dtypeName(static_cast<ein::DType>(dtype)) : "unknown";
+  return validDType(dtype) ? ein::elementTypeName(static_cast<ein::ElementType>(dtype)) : "unknown";
 }
 
 ein_status_t *ein_model_load(const char *path, ein_model_t **out_model) {
@@ -219,8 +222,10 @@ ein_status_t *ein_model_output_shapes(const ein_model_t *model, const int64_t *c
 }
 
 void ein_session_options_init(ein_session_options_t *options) {
-  if (options) *options = {1, EIN_DEVICE_CPU};
+  if (options) *options = {ein::defaultThreadCount(), EIN_DEVICE_CPU};
 }
+
+int ein_default_thread_count(void) { return ein::defaultThreadCount(); }
 
 ein_status_t *ein_session_create(const ein_model_t *model, const ein_session_options_t *options,
                                  ein_session_t **out_session) {
@@ -246,7 +251,7 @@ ein_status_t *ein_session_set_input(ein_session_t *session, const char *name, ei
     return invalidArgument("ein_session_set_input: session, name and shape must not be NULL");
   if (!validDType(dtype)) return invalidArgument("ein_session_set_input: unknown dtype");
   return guarded([&] {
-    return toC(session->session->setInput(name, static_cast<ein::DType>(dtype), std::span<const int64_t>(shape, rank),
+    return toC(session->session->setInput(name, static_cast<ein::ElementType>(dtype), std::span<const int64_t>(shape, rank),
                                           data, bytes));
   });
 }
@@ -344,7 +349,7 @@ ein_status_t *ein_runner_run(ein_runner_t *runner, const ein_input_t *inputs, si
       if (!input.name || (input.rank && !input.shape))
         return invalidArgument("ein_runner_run: an input's name and shape must not be NULL");
       if (!validDType(input.dtype)) return invalidArgument("ein_runner_run: unknown dtype");
-      cppInputs.data()[i] = {input.name, static_cast<ein::DType>(input.dtype),
+      cppInputs.data()[i] = {input.name, static_cast<ein::ElementType>(input.dtype),
                              std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
     }
     SmallArray<ein::OutputBuffer> cppOutputs(output_count);

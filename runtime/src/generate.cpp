@@ -111,6 +111,11 @@ StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_
                                                  "logits output");
   if (!logitsInfo.ok()) return logitsInfo.status();
   const std::string logitsName = logitsInfo.value()->name;
+  if (const int64_t vocabulary = ids.value()->upperBound; vocabulary > 0)
+    for (size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocabulary)
+        return invalidArgument(fmt::format("prompt token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
+                                           prompt[i], vocabulary, ids.value()->name));
 
   std::vector<int64_t> produced;
   uint64_t state = options.seed;

@@ -169,6 +169,7 @@ StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTe
     if (Status status = checkInput(info, model.dims(), input.dtype, input.shape, input.data, input.bytes);
         !status.ok())
       return status;
+    if (Status status = checkInputValues(info, input.dtype, input.shape, input.data); !status.ok()) return status;
     context.givenInputs[index] = &input;
     context.inputShapes[index] = input.shape;
   }
@@ -180,13 +181,17 @@ StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTe
   if (!program.ok()) return program.status();
   for (size_t i = 0; i < infos.size(); ++i) {
     const InputTensor *input = context.givenInputs[i];
-    if (input->bytes && alignedFor(input->data, infos[i].dtype)) {
+    const bool converts = input->dtype != elementType(infos[i].dtype);
+    if (!converts && input->bytes && alignedFor(input->data, infos[i].dtype)) {
       context.inputPointers[i] = static_cast<const std::byte *>(input->data);
       continue;
     }
     auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
-    if (Status status = context.stagedInputs[i].reserve(input->bytes, inputName); !status.ok()) return status;
-    if (input->bytes) std::memcpy(context.stagedInputs[i].data(), input->data, input->bytes);
+    const size_t stored = input->bytes / elementSize(input->dtype) * dtypeSize(infos[i].dtype);
+    if (Status status = context.stagedInputs[i].reserve(stored, inputName); !status.ok()) return status;
+    if (Status status = convertInput(infos[i], input->dtype, input->shape, input->data, context.stagedInputs[i].data());
+        !status.ok())
+      return status;
     context.inputPointers[i] = context.stagedInputs[i].data();
   }
   return program;

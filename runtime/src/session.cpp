@@ -74,19 +74,24 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   return session;
 }
 
-Status Session::setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data,
+Status Session::setInput(std::string_view name, ElementType type, std::span<const int64_t> shape, const void *data,
                          size_t bytes) {
   Claim claim(*this);
   if (!claim.held()) return busy("is in use by another thread");
   const std::vector<TensorInfo> &infos = model_->inputs();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].name != name) continue;
-    if (Status status = detail::checkInput(infos[i], model_->dims(), dtype, shape, data, bytes); !status.ok())
+    if (Status status = detail::checkInput(infos[i], model_->dims(), type, shape, data, bytes); !status.ok())
       return status;
+    if (Status status = detail::checkInputValues(infos[i], type, shape, data); !status.ok()) return status;
     auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
-    if (Status status = inputs_[i].reserve(bytes, inputName); !status.ok()) return status;
+    const size_t stored = bytes / elementSize(type) * dtypeSize(infos[i].dtype);
+    if (Status status = inputs_[i].reserve(stored, inputName); !status.ok()) return status;
     inputPointers_[i] = inputs_[i].data();
-    if (bytes) std::memcpy(inputs_[i].data(), data, bytes);
+    // A value that does not fit leaves the input unset: no run reads a half-converted copy.
+    inputIsSet_[i] = false;
+    if (Status status = detail::convertInput(infos[i], type, shape, data, inputs_[i].data()); !status.ok())
+      return status;
     inputShapes_[i].assign(shape.begin(), shape.end());
     inputShapeViews_[i] = inputShapes_[i];
     inputIsSet_[i] = true;

@@ -1,5 +1,10 @@
 #include "ein/types.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
+#include <thread>
+
 namespace ein {
 
 size_t dtypeSize(DType dtype) {
@@ -26,6 +31,53 @@ const char *dtypeName(DType dtype) {
     case DType::I8: return "i8";
   }
   return "unknown";
+}
+
+size_t elementSize(ElementType type) {
+  switch (type) {
+    case ElementType::F64: case ElementType::U64: return 8;
+    case ElementType::I16: case ElementType::U16: return 2;
+    case ElementType::U8: return 1;
+    case ElementType::U32: return 4;
+    default: return dtypeSize(static_cast<DType>(type));
+  }
+}
+
+const char *elementTypeName(ElementType type) {
+  switch (type) {
+    case ElementType::F64: return "f64";
+    case ElementType::I16: return "i16";
+    case ElementType::U8: return "u8";
+    case ElementType::U16: return "u16";
+    case ElementType::U32: return "u32";
+    case ElementType::U64: return "u64";
+    default: return dtypeName(static_cast<DType>(type));
+  }
+}
+
+bool isInteger(ElementType type) {
+  switch (type) {
+    case ElementType::I8: case ElementType::I16: case ElementType::I32: case ElementType::I64:
+    case ElementType::U8: case ElementType::U16: case ElementType::U32: case ElementType::U64: return true;
+    default: return false;
+  }
+}
+
+bool convertsTo(ElementType from, DType to) {
+  if (from == elementType(to)) return true;
+  switch (to) {
+    case DType::I32: case DType::I64: return isInteger(from);
+    case DType::F32: case DType::F16: case DType::BF16:
+      return from == ElementType::F64 || from == ElementType::F32 || from == ElementType::F16 ||
+             from == ElementType::BF16;
+    default: return false;
+  }
+}
+
+int defaultThreadCount() {
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 const char *deviceName(Device device) {

@@ -45,11 +45,6 @@ namespace {
 
 int fail(const std::string &message) { return ein::tools::fail("ein-run", message); }
 
-// `value` rounded to an f16 or bf16 input's bits.
-uint16_t toHalfBits(ein::DType dtype, float value) {
-  return dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
-}
-
 // Normal floats; bools with p = 0.5; integers uniform in [0, upper bound), or
 // [0, 2) when the model gives none.
 std::vector<uint8_t> randomValues(const ein::TensorInfo &info, const std::vector<int64_t> &shape,
@@ -80,7 +75,8 @@ std::vector<uint8_t> randomValues(const ein::TensorInfo &info, const std::vector
       case ein::DType::I8: bytes[i] = static_cast<uint8_t>(generator()); break;  // weights only; never asked for
       case ein::DType::F16:
       case ein::DType::BF16: {
-        uint16_t bits = toHalfBits(info.dtype, normal(generator));
+        const float value = normal(generator);
+        uint16_t bits = info.dtype == ein::DType::F16 ? ein::floatToHalf(value) : ein::floatToBfloat(value);
         std::memcpy(&bytes[i * 2], &bits, 2);
         break;
       }
@@ -89,47 +85,19 @@ std::vector<uint8_t> randomValues(const ein::TensorInfo &info, const std::vector
   return bytes;
 }
 
-// An input as it will be given to the model.
+// An input as read, in its file's element type: the session converts it to
+// the model's by the runtime's one policy (int64 ids for an i32 input, f64
+// for f32: ein/types.hpp), as it does for Python and C callers.
 struct InputValue {
-  ein::DType dtype;
+  ein::ElementType dtype;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 };
 
-// Reads NAME's .npy file. NumPy's default float64 and PyTorch's int64 token
-// ids are narrowed when the model takes f32 / i32, and int32 ids widened when
-// it takes i64.
-ein::StatusOr<InputValue> readInputFile(const ein::TensorInfo &info, const std::string &path) {
+ein::StatusOr<InputValue> readInputFile(const std::string &path) {
   auto array = ein::npy::read(path);
   if (!array.ok()) return array.status();
-  ein::npy::Array values = std::move(array).value();
-  if (info.dtype == ein::DType::F32) values = ein::npy::narrowF64ToF32(std::move(values));
-  if ((info.dtype == ein::DType::BF16 || info.dtype == ein::DType::F16) &&
-      (values.type == ein::npy::ElementType::F32 || values.type == ein::npy::ElementType::F64)) {
-    // bf16 has no .npy type, and f16 inputs are often saved as float32:
-    // round each value to the model's type.
-    values = ein::npy::narrowF64ToF32(std::move(values));
-    std::vector<uint8_t> narrowed(values.data.size() / 2);
-    for (size_t i = 0; i < narrowed.size() / 2; ++i) {
-      float value;
-      std::memcpy(&value, &values.data[4 * i], 4);
-      uint16_t bits = toHalfBits(info.dtype, value);
-      std::memcpy(&narrowed[2 * i], &bits, 2);
-    }
-    return InputValue{info.dtype, values.shape, std::move(narrowed)};
-  }
-  if (info.dtype == ein::DType::I64) values = ein::npy::widenI32ToI64(std::move(values));
-  if (info.dtype == ein::DType::I32) {
-    auto narrowed = ein::npy::narrowI64ToI32(std::move(values));
-    if (!narrowed.ok()) return ein::Status(narrowed.status().code(), path + ": " + narrowed.status().message());
-    values = std::move(narrowed).value();
-  }
-  std::optional<ein::DType> dtype = ein::npy::toDType(values.type);
-  if (!dtype)
-    return ein::Status(ein::StatusCode::InvalidArgument, path + ": input \"" + info.name + "\" expects " +
-                                                             ein::typeText(info) + ", got " +
-                                                             ein::npy::elementTypeName(values.type) + " data");
-  return InputValue{*dtype, values.shape, std::move(values.data)};
+  return InputValue{array.value().type, std::move(array.value().shape), std::move(array.value().data)};
 }
 
 // One value, as NumPy prints it.
@@ -183,6 +151,10 @@ void printOutput(const ein::TensorInfo &info, const ein::TensorRef &tensor) {
   std::printf("%s: %s = [%s]\n", info.name.c_str(), ein::typeText(info.dtype, shape).c_str(), values.c_str());
 }
 
+std::filesystem::path outputFile(const std::filesystem::path &directory, const ein::TensorInfo &info) {
+  return directory / (info.name + ".npy");
+}
+
 ein::Status writeOutput(const std::filesystem::path &directory, const ein::TensorInfo &info,
                         const ein::TensorRef &tensor) {
   // Names come from the artifact: keep every file inside the directory.
@@ -199,7 +171,7 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
       float value = ein::bfloatToFloat(bits);
       std::memcpy(&widened[4 * i], &value, 4);
     }
-    return ein::npy::write((directory / (info.name + ".npy")).string(),
+    return ein::npy::write(outputFile(directory, info).string(),
                            ein::npy::Array{ein::npy::ElementType::F32, shape, std::move(widened)});
   }
   std::optional<ein::npy::ElementType> type = ein::npy::fromDType(info.dtype);
@@ -207,7 +179,7 @@ ein::Status writeOutput(const std::filesystem::path &directory, const ein::Tenso
     return ein::Status(ein::StatusCode::Unimplemented, "output \"" + info.name + "\" is " + ein::dtypeName(info.dtype) +
                                                            ", which .npy cannot hold");
   ein::npy::Array array{*type, shape, std::vector<uint8_t>(data, data + tensor.bytes)};
-  return ein::npy::write((directory / (info.name + ".npy")).string(), array);
+  return ein::npy::write(outputFile(directory, info).string(), array);
 }
 
 // Calls per second of `concurrency` threads each making `runs` calls of
@@ -331,11 +303,19 @@ ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const st
     const std::string name = arg.substr(0, equals);
     auto dim = std::find_if(dims.begin(), dims.end(), [&](const ein::DimInfo &d) { return d.name == name; });
     if (dim == dims.end()) {
-      std::string names;
-      for (const ein::DimInfo &d : dims) names += (names.empty() ? "" : ", ") + d.name;
+      std::vector<std::string> names;
+      for (const ein::DimInfo &d : dims) names.push_back(d.name);
+      if (std::string near = ein::tools::closestName(name, names); !near.empty())
+        return ein::Status(ein::StatusCode::InvalidArgument,
+                           "--dim " + arg + ": the model has no ranged dim \"" + name + "\"; did you mean \"" + near +
+                               "\"?");
+      std::string listed;
+      for (const std::string &each : names) listed += (listed.empty() ? "" : ", ") + each;
+      // A dim fixed when the model was compiled is folded into its sizes.
       return ein::Status(ein::StatusCode::InvalidArgument,
-                         "--dim " + arg + ": the model has no dim \"" + name + "\" (dims: " +
-                             (names.empty() ? "none" : names) + ")");
+                         "--dim " + arg + ": the model has no ranged dim \"" + name + "\" (ranged dims: " +
+                             (listed.empty() ? "none" : listed) + "); a dim fixed when the model was compiled " +
+                             "cannot change at run time: recompile with einc --dim " + name + "=MIN..MAX to range it");
     }
     size_t parsed = 0;
     int64_t value = 0;
@@ -434,7 +414,7 @@ int main(int argc, char **argv) {
   std::vector<std::string> inputArgs, dimArgs;
   std::optional<uint64_t> randomSeed;
   // All cores by default, as other inference runtimes do; --threads 1 for one.
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), bench = 0, concurrency = 0,
+  int threads = ein::defaultThreadCount(), bench = 0, concurrency = 0,
       rounds = 5;
   app.add_option("model", modelPath, "the artifact (.einb)")->required();
   app.add_option("--input", inputArgs, "an input as NAME=FILE.npy (repeat for each input)");
@@ -443,7 +423,7 @@ int main(int argc, char **argv) {
                  "with --random-inputs: a dim's value as NAME=VALUE (repeat for each; a dim not given takes its "
                  "maximum)");
   app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
-  app.add_option("--threads", threads, "worker threads (default: every core)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "worker threads (default: the CPUs this process may use)")->check(CLI::PositiveNumber);
   app.add_option("--device", deviceName, "cpu, cuda or cuda:N (the N-th CUDA device; cuda is $EIN_CUDA_DEVICE or 0)");
   app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
       ->check(CLI::NonNegativeNumber);
@@ -504,7 +484,7 @@ int main(int argc, char **argv) {
   std::vector<InputValue> inputValues;
   for (const ein::TensorInfo &info : inputs) {
     if (auto file = files.find(info.name); file != files.end()) {
-      auto value = readInputFile(info, file->second);
+      auto value = readInputFile(file->second);
       if (!value.ok()) return fail(value.status().message());
       inputValues.push_back(std::move(value).value());
       ein::Status status = session.value()->setInput(info.name, inputValues.back().dtype, inputValues.back().shape,
@@ -512,7 +492,7 @@ int main(int argc, char **argv) {
       if (!status.ok()) return fail(file->second + ": " + status.message());
     } else if (randomSeed) {
       const std::vector<int64_t> &shape = randomShapes.value()[inputValues.size()];
-      inputValues.push_back({info.dtype, shape, randomValues(info, shape, generator)});
+      inputValues.push_back({ein::elementType(info.dtype), shape, randomValues(info, shape, generator)});
       ein::Status status = session.value()->setInput(info.name, info.dtype, shape, inputValues.back().bytes.data(),
                                                      inputValues.back().bytes.size());
       if (!status.ok()) return fail(status.message());
@@ -526,10 +506,14 @@ int main(int argc, char **argv) {
                 ein::dimValuesText(model.value()->dims(), dimsOfInputs(*model.value(), inputValues)).c_str());
 
   using Clock = std::chrono::steady_clock;
-  auto start = Clock::now();
-  ein::Status status = session.value()->run();
-  double firstMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  if (!status.ok()) return fail(status.message());
+  auto timedRun = [&](std::vector<double> &times) {
+    auto begin = Clock::now();
+    ein::Status status = session.value()->run();
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - begin).count());
+    return status;
+  };
+  std::vector<double> firstTimes;
+  if (ein::Status status = timedRun(firstTimes); !status.ok()) return fail(status.message());
 
   if (!outputDir.empty()) {
     std::error_code error;
@@ -545,22 +529,29 @@ int main(int argc, char **argv) {
     } else {
       ein::Status written = writeOutput(outputDir, outputs[i], tensor.value());
       if (!written.ok()) return fail(written.message());
+      const std::vector<int64_t> shape(tensor.value().shape.begin(), tensor.value().shape.end());
+      std::printf("wrote %s (%s)\n", outputFile(outputDir, outputs[i]).string().c_str(),
+                  ein::typeText(outputs[i].dtype, shape).c_str());
     }
   }
-  std::printf("time: %.3f ms\n", firstMs);
 
-  if (bench > 0) {
-    std::vector<double> times;
-    for (int i = 0; i < bench; ++i) {
-      auto begin = Clock::now();
-      status = session.value()->run();
-      times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - begin).count());
-      if (!status.ok()) return fail(status.message());
-    }
-    std::sort(times.begin(), times.end());
+  // The first run pays one-time costs (the weights' pages, waking threads),
+  // so the time reported is the median of later runs: --bench N of them, or
+  // up to 4 within about a second. A model with state appends at every run,
+  // so only its first run is timed (and reported as such).
+  const double firstMs = firstTimes.front();
+  int timedRuns = bench;
+  if (bench == 0 && model.value()->states().empty()) timedRuns = static_cast<int>(std::clamp(1000.0 / firstMs, 0.0, 4.0));
+  std::vector<double> times;
+  for (int i = 0; i < timedRuns; ++i)
+    if (ein::Status status = timedRun(times); !status.ok()) return fail(status.message());
+  std::sort(times.begin(), times.end());
+  if (times.empty()) std::printf("time: %.3f ms (one run)\n", firstMs);
+  else std::printf("time: %.3f ms (median of %zu runs; the first took %.3f ms)\n", percentile(times, 0.5), times.size(),
+                   firstMs);
+  if (bench > 0)
     std::printf("bench: %d runs, min %.3f ms, median %.3f ms, p90 %.3f ms\n", bench, times.front(),
                 percentile(times, 0.5), percentile(times, 0.9));
-  }
   if (concurrency) return benchConcurrency(model.value(), inputValues, concurrency, bench, rounds, threads, *device);
   return 0;
 }

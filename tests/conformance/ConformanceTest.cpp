@@ -143,11 +143,11 @@ ein::npy::Array randomInput(const ein::TensorInfo &input, const std::vector<int6
   array.shape = shape;
   int64_t count = 1;
   for (int64_t size : shape) count *= size;
-  array.data.resize(static_cast<size_t>(count) * ein::npy::elementSize(array.type));
+  array.data.resize(static_cast<size_t>(count) * ein::elementSize(array.type));
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int64_t> id(0, std::max<int64_t>(input.upperBound, 2) - 1);
   for (int64_t i = 0; i < count; ++i) {
-    uint8_t *at = array.data.data() + i * ein::npy::elementSize(array.type);
+    uint8_t *at = array.data.data() + i * ein::elementSize(array.type);
     if (input.dtype == ein::DType::F32) {
       float value = normal(random);
       std::memcpy(at, &value, sizeof value);

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!array.ok()) return 0;
   const ein::npy::Array &parsed = array.value();
   int64_t count = parsed.numElements();
-  if (count < 0 || parsed.data.size() != static_cast<size_t>(count) * ein::npy::elementSize(parsed.type))
+  if (count < 0 || parsed.data.size() != static_cast<size_t>(count) * ein::elementSize(parsed.type))
     __builtin_trap();
   if (ein::npy::toDouble(parsed).size() != static_cast<size_t>(count)) __builtin_trap();
   std::vector<uint8_t> written = ein::npy::serialize(parsed);

@@ -63,7 +63,8 @@ TEST_F(SessionTest, InputsAreCopiedAndStaySetAcrossRuns) {
 TEST_F(SessionTest, RejectsWrongDtypeShapeSizeAndName) {
   Status dtype = session->setInput("x", DType::I32, {2, 3}, x.data(), 24);
   EXPECT_EQ(dtype.code(), StatusCode::InvalidArgument);
-  EXPECT_EQ(dtype.message(), "input \"x\" expects f32[2, 3], got i32[2, 3]");
+  EXPECT_EQ(dtype.message(),
+            "input \"x\" expects f32[2, 3], got i32[2, 3]: integers are not converted to floats (cast them first)");
   Status shape = session->setInput("x", DType::F32, {3, 2}, x.data(), 24);
   EXPECT_EQ(shape.message(), "input \"x\" expects f32[2, 3], got f32[3, 2]");
   Status rank = session->setInput("x", DType::F32, {6}, x.data(), 24);

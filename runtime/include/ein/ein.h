@@ -47,6 +47,11 @@ typedef enum ein_status_code {
   EIN_STATUS_BUSY, /* a session was called from two threads at once; see ein_runner_t */
 } ein_status_code_t;
 
+/* Element types. A model's tensors use F32 to BOOL; an input may also be
+ * given in a type the runtime converts to the input's (the conversion policy
+ * of ein/types.hpp): integers of any width into an i32 or i64 input when
+ * every value fits, F64 into F32 rounded to nearest, F16 and BF16 into F32.
+ * A value that does not fit is an error naming the input and the element. */
 typedef enum ein_dtype {
   EIN_DTYPE_F32 = 0,
   EIN_DTYPE_F16,
@@ -54,6 +59,13 @@ typedef enum ein_dtype {
   EIN_DTYPE_I32,
   EIN_DTYPE_I64,
   EIN_DTYPE_BOOL,
+  EIN_DTYPE_I8,
+  EIN_DTYPE_F64,
+  EIN_DTYPE_I16,
+  EIN_DTYPE_U8,
+  EIN_DTYPE_U16,
+  EIN_DTYPE_U32,
+  EIN_DTYPE_U64,
 } ein_dtype_t;
 
 typedef enum ein_device { EIN_DEVICE_CPU = 0, EIN_DEVICE_CUDA } ein_device_t;
@@ -103,9 +115,10 @@ typedef struct ein_runner_options {
   int max_concurrent_runs;
 } ein_runner_options_t;
 
-/* One input of a runner call: dtype and shape must be the model's (any size
- * its dims allow on a dynamic axis), bytes the shape's byte size. Read during
- * the call only. */
+/* One input of a runner call: the shape must be the model's (any size its
+ * dims allow on a dynamic axis), dtype the input's or one that converts to
+ * it (ein_dtype_t), bytes the shape's byte size in dtype. Read during the
+ * call only. */
 typedef struct ein_input {
   const char *name;
   ein_dtype_t dtype;
@@ -153,7 +166,11 @@ ein_status_t *ein_model_output_shapes(const ein_model_t *model, const int64_t *c
                                       const size_t *input_ranks, int64_t *const *out_shapes);
 
 /* Sessions */
-void ein_session_options_init(ein_session_options_t *options); /* one thread, CPU */
+/* The CPUs this process may use (its affinity mask), at least 1: the thread
+ * count a session gets by default, here, in C++, ein-run and Python. */
+int ein_default_thread_count(void);
+/* ein_default_thread_count() threads, CPU */
+void ein_session_options_init(ein_session_options_t *options);
 /* `options` may be NULL for the defaults. */
 ein_status_t *ein_session_create(const ein_model_t *model, const ein_session_options_t *options,
                                  ein_session_t **out_session);

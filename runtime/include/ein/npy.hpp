@@ -16,14 +16,15 @@
 
 namespace ein::npy {
 
-// The element types read and written; f64 and f16 have no ein::DType twin
-// (f64) or no kernel (f16) but are common in .npy files.
-enum class ElementType : uint8_t { F16, F32, F64, I32, I64, Bool };
+// The element types read and written: ein's (types.hpp), every one but
+// bf16, which NumPy lacks. The runtime converts them to a model's input types
+// by its one policy (Session::setInput), so ein-run passes them on as read.
+using ein::ElementType;
 
-size_t elementSize(ElementType type);
-const char *elementTypeName(ElementType type);  // "float32", "int64", ...
-std::optional<DType> toDType(ElementType type);  // F64 has none
-std::optional<ElementType> fromDType(DType dtype);  // BF16 has none
+// NumPy's name of the type: "float32", "int64", "uint8", ...
+const char *numpyName(ElementType type);
+// The .npy type of an output; BF16 has none (ein-run writes it as float32).
+std::optional<ElementType> fromDType(DType dtype);
 
 struct Array {
   ElementType type = ElementType::F32;
@@ -42,15 +43,6 @@ std::vector<uint8_t> serialize(const Array &array);
 
 // Every element as a double (bools as 0/1, f16 widened).
 std::vector<double> toDouble(const Array &array);
-// f64 narrowed to f32; other types unchanged. NumPy's default float is f64,
-// while models take f32.
-Array narrowF64ToF32(Array array);
-// i64 narrowed to i32; other types unchanged. PyTorch token ids are int64,
-// while models take i32. A value outside the i32 range is an error.
-StatusOr<Array> narrowI64ToI32(Array array);
-// i32 widened to i64; other types unchanged (ids saved as int32 for a model
-// that takes i64).
-Array widenI32ToI64(Array array);
 
 // Element-wise |got - expected| <= atol + rtol * |expected| (numpy.allclose).
 // NaN matches only NaN; an infinity matches only the same infinity.

@@ -50,7 +50,9 @@ struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTe
 }  // namespace detail
 
 struct SessionOptions {
-  int threads = 1;  // worker threads; the reference CPU kernels use one
+  // Worker threads (the reference CPU kernels use one); by default the CPUs
+  // this process may use, as ein-run, the C API and Python default to.
+  int threads = defaultThreadCount();
   Device device = Device::Cpu;
   // Which device of its kind (parseDeviceSpec's "cuda:1" is 1). -1, the
   // default: CUDA device $EIN_CUDA_DEVICE, else 0. The CPU has only 0.
@@ -87,10 +89,19 @@ class Session {
   // size. The caller's buffer is not kept: it may be reused as soon as this
   // returns. For a model with dims, the session's copy grows to the largest
   // input set so far (an allocation only then).
-  Status setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes);
+  // The element type may also be one the input conversion policy converts
+  // to the input's dtype (types.hpp: int64 ids for an i32 input, f64 for
+  // f32), `bytes` then the shape's byte size in that type; a value that does
+  // not fit the input's type is an error naming the element.
+  Status setInput(std::string_view name, ElementType type, std::span<const int64_t> shape, const void *data,
+                  size_t bytes);
+  Status setInput(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data,
+                  size_t bytes) {
+    return setInput(name, elementType(dtype), shape, data, bytes);
+  }
   Status setInput(std::string_view name, DType dtype, std::initializer_list<int64_t> shape, const void *data,
                   size_t bytes) {
-    return setInput(name, dtype, std::span<const int64_t>(shape.begin(), shape.size()), data, bytes);
+    return setInput(name, elementType(dtype), std::span<const int64_t>(shape.begin(), shape.size()), data, bytes);
   }
 
   // Runs every step; every input must have been set, by this thread (they

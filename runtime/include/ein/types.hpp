@@ -18,6 +18,31 @@ enum class Device : uint8_t { Cpu = 0, Cuda };
 
 size_t dtypeSize(DType dtype);         // bytes per element
 const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "bool", "i8"
+
+// The element type of data a caller hands in as an input: a DType (the
+// shared values are DType's), or a host type that the runtime converts to
+// the input's DType where the input conversion policy allows
+// (Session::setInput):
+//   - integers of any width and signedness into an i32 or i64 input, when
+//     every value fits (a token id beyond i32 is an error naming the element);
+//   - floats of any width into an f32, f16 or bf16 input, rounded to
+//     nearest as NumPy's astype does (f64 into f16 or bf16 by way of f32);
+//     a finite value beyond the input type's range is an error;
+//   - nothing else: integers are not floats and floats are not ids (a
+//     silent conversion there hides passing the wrong array).
+enum class ElementType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool, I8, F64, I16, U8, U16, U32, U64 };
+
+constexpr ElementType elementType(DType dtype) { return static_cast<ElementType>(dtype); }
+size_t elementSize(ElementType type);         // bytes per element
+const char *elementTypeName(ElementType type);  // dtypeName's spelling, and "f64", "i16", "u8", ...
+bool isInteger(ElementType type);               // signed or unsigned, Bool not included
+// Whether the policy converts `from` into an input of `to` (equal types included).
+bool convertsTo(ElementType from, DType to);
+
+// The worker threads a session or runner gets when the caller does not say:
+// the CPUs this process may run on (its affinity mask, so a container or
+// taskset limit counts), at least 1. ein-run, the C API and Python use it.
+int defaultThreadCount();
 const char *deviceName(Device device); // "cpu", "cuda"
 std::optional<Device> parseDevice(std::string_view name);
 

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
+
+#include "file_kind.hpp"
 
 namespace ein::detail {
 namespace {
@@ -22,9 +25,25 @@ std::string printable(const std::byte *bytes, size_t count) {
   return text;
 }
 
+// For a file that is recognisably something else, what it is and what to do
+// with it; empty for an artifact (perhaps a damaged one) or an unknown file.
+std::string otherKindOfFile(const std::byte *data, size_t size) {
+  const FileKind kind = sniffFileKind({reinterpret_cast<const uint8_t *>(data), std::min<size_t>(size, 4096)});
+  const std::string is = fmt::format("not an ein artifact: the file is {}", describeFileKind(kind));
+  switch (kind) {
+    case FileKind::EinText: return is + " (a .ein model? compile it first: einc MODEL.ein -o MODEL.einb)";
+    case FileKind::Safetensors: return is + " (weights: give them to einc with --weights)";
+    case FileKind::Gguf: return is + ", which ein does not run";
+    case FileKind::Npy: return is + " (an input: give it to ein-run with --input NAME=FILE.npy)";
+    case FileKind::Artifact: case FileKind::Unknown: return "";
+  }
+  return "";
+}
+
 }  // namespace
 
 StatusOr<Framing> verifyFraming(const std::byte *data, size_t size) {
+  if (std::string other = otherKindOfFile(data, size); !other.empty()) return invalid(other);
   const size_t prefixBytes = sizeof(flatbuffers::uoffset_t);
   // Size prefix, root offset and identifier.
   if (size < prefixBytes + 8)

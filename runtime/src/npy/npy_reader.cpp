@@ -2,6 +2,7 @@
 // (https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html):
 // magic, version, header length, a Python-literal dict with exactly 'descr',
 // 'fortran_order' and 'shape', and data whose length the shape fixes.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -9,6 +10,8 @@
 #include <string_view>
 
 #include "ein/npy.hpp"
+#include "file_kind.hpp"
+#include "npy_descr.hpp"
 #include "util/limits.hpp"
 
 namespace ein::npy {
@@ -121,20 +124,17 @@ class HeaderParser {
 };
 
 Status elementTypeOf(const std::string &descr, ElementType &type) {
-  static const std::pair<const char *, ElementType> kSupported[] = {
-      {"<f2", ElementType::F16}, {"<f4", ElementType::F32}, {"<f8", ElementType::F64},
-      {"<i4", ElementType::I32}, {"<i8", ElementType::I64}, {"|b1", ElementType::Bool},
-  };
-  for (const auto &[name, candidate] : kSupported)
-    if (descr == name) {
-      type = candidate;
-      return Status();
-    }
+  // NumPy writes one-byte types as '|i1' but accepts '<i1'.
+  const std::string canonical = descr.size() == 3 && descr[2] == '1' && descr[0] == '<' ? "|" + descr.substr(1) : descr;
+  if (std::optional<ElementType> known = typeOfDescr(canonical)) {
+    type = *known;
+    return Status();
+  }
   if (!descr.empty() && descr[0] == '>')
     return Status(StatusCode::Unimplemented, "big-endian data ('" + descr + "') is not supported; save it as '<" +
                                                  descr.substr(1) + "' (arr.astype(arr.dtype.newbyteorder('<')))");
   return Status(StatusCode::Unimplemented,
-                "dtype '" + descr + "' is not supported (supported: <f2, <f4, <f8, <i4, <i8, |b1)");
+                "dtype '" + descr + "' is not supported (supported: " + supportedDescrs() + ")");
 }
 
 uint32_t readLittleEndian(const uint8_t *bytes, size_t count) {
@@ -151,7 +151,14 @@ StatusOr<Array> parse(std::span<const uint8_t> bytes, const std::string &name) {
     return Status(StatusCode::InvalidArgument, name + ": not a valid .npy file: " + why);
   };
   static constexpr uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (bytes.size() < 6 || std::memcmp(bytes.data(), kMagic, 6) != 0) return malformed("it lacks the \\x93NUMPY magic");
+  if (bytes.size() < 6 || std::memcmp(bytes.data(), kMagic, 6) != 0) {
+    // A file of another kind says what it is (an artifact, a model's text).
+    const FileKind kind = sniffFileKind(bytes.first(std::min<size_t>(bytes.size(), 4096)));
+    if (kind != FileKind::Unknown && !bytes.empty())
+      return Status(StatusCode::InvalidArgument,
+                    name + ": not a .npy file: the file is " + describeFileKind(kind) + " (save arrays with numpy.save)");
+    return malformed("it lacks the \\x93NUMPY magic");
+  }
   if (bytes.size() < 10) return malformed("the file ends inside the preamble");
   uint8_t major = bytes[6], minor = bytes[7];
   if (major < 1 || major > 3 || minor != 0)
@@ -180,7 +187,7 @@ StatusOr<Array> parse(std::span<const uint8_t> bytes, const std::string &name) {
   // The runtime's element limit, zeros aside: an empty array may not carry
   // sizes whose product overflows wherever its element count is computed.
   if (!detail::checkedElementCount(array.shape)) return malformed("the shape has more than 2^40 elements");
-  unsigned __int128 dataBytes = elementSize(array.type);
+  unsigned __int128 dataBytes = ein::elementSize(array.type);
   for (int64_t size : array.shape) {
     dataBytes *= static_cast<uint64_t>(size);
     if (dataBytes > kMaxBytes) return malformed("the shape is too large");
@@ -189,7 +196,7 @@ StatusOr<Array> parse(std::span<const uint8_t> bytes, const std::string &name) {
   if (dataBytes != bytes.size() - dataStart) {
     std::string shape;
     for (int64_t size : array.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(size);
-    return malformed("shape (" + shape + ") of " + elementTypeName(array.type) + " needs " +
+    return malformed("shape (" + shape + ") of " + numpyName(array.type) + " needs " +
                      std::to_string(static_cast<uint64_t>(dataBytes)) + " bytes of data, but the file has " +
                      std::to_string(bytes.size() - dataStart));
   }

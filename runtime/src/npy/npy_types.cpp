@@ -1,54 +1,52 @@
 #include "ein/npy.hpp"
+#include "npy_descr.hpp"
 
 namespace ein::npy {
 
-size_t elementSize(ElementType type) {
-  switch (type) {
-    case ElementType::F16: return 2;
-    case ElementType::F32: return 4;
-    case ElementType::F64: return 8;
-    case ElementType::I32: return 4;
-    case ElementType::I64: return 8;
-    case ElementType::Bool: return 1;
-  }
-  return 0;
-}
+namespace {
 
-const char *elementTypeName(ElementType type) {
-  switch (type) {
-    case ElementType::F16: return "float16";
-    case ElementType::F32: return "float32";
-    case ElementType::F64: return "float64";
-    case ElementType::I32: return "int32";
-    case ElementType::I64: return "int64";
-    case ElementType::Bool: return "bool";
-  }
+struct TypeName {
+  ElementType type;
+  const char *descr;  // the header's 'descr', little-endian
+  const char *numpy;
+};
+
+constexpr TypeName kTypes[] = {
+    {ElementType::F16, "<f2", "float16"}, {ElementType::F32, "<f4", "float32"}, {ElementType::F64, "<f8", "float64"},
+    {ElementType::I8, "|i1", "int8"},     {ElementType::I16, "<i2", "int16"},   {ElementType::I32, "<i4", "int32"},
+    {ElementType::I64, "<i8", "int64"},   {ElementType::U8, "|u1", "uint8"},    {ElementType::U16, "<u2", "uint16"},
+    {ElementType::U32, "<u4", "uint32"},  {ElementType::U64, "<u8", "uint64"},  {ElementType::Bool, "|b1", "bool"},
+};
+
+}  // namespace
+
+const char *numpyName(ElementType type) {
+  for (const TypeName &entry : kTypes)
+    if (entry.type == type) return entry.numpy;
   return "unknown";
 }
 
-std::optional<DType> toDType(ElementType type) {
-  switch (type) {
-    case ElementType::F16: return DType::F16;
-    case ElementType::F32: return DType::F32;
-    case ElementType::F64: return std::nullopt;
-    case ElementType::I32: return DType::I32;
-    case ElementType::I64: return DType::I64;
-    case ElementType::Bool: return DType::Bool;
-  }
+const char *descrOf(ElementType type) {
+  for (const TypeName &entry : kTypes)
+    if (entry.type == type) return entry.descr;
+  return "";
+}
+
+std::optional<ElementType> typeOfDescr(std::string_view descr) {
+  for (const TypeName &entry : kTypes)
+    if (descr == entry.descr) return entry.type;
   return std::nullopt;
 }
 
+std::string supportedDescrs() {
+  std::string names;
+  for (const TypeName &entry : kTypes) names += (names.empty() ? "" : ", ") + std::string(entry.descr);
+  return names;
+}
+
 std::optional<ElementType> fromDType(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return ElementType::F32;
-    case DType::F16: return ElementType::F16;
-    case DType::BF16: return std::nullopt;
-    case DType::I8: return std::nullopt;  // only an int8 artifact's weights: never an input or an output
-    case DType::I32: return ElementType::I32;
-    case DType::I64: return ElementType::I64;
-    case DType::Bool: return ElementType::Bool;
-  }
-  return std::nullopt;
+  if (dtype == DType::BF16) return std::nullopt;
+  return elementType(dtype);
 }
 
 int64_t Array::numElements() const {

@@ -26,59 +26,27 @@ std::string positionText(const std::vector<int64_t> &position) {
 }  // namespace
 
 std::vector<double> toDouble(const Array &array) {
-  size_t count = array.data.size() / elementSize(array.type);
+  size_t count = array.data.size() / ein::elementSize(array.type);
   std::vector<double> values(count);
   const uint8_t *data = array.data.data();
   for (size_t i = 0; i < count; ++i) {
     switch (array.type) {
       case ElementType::F16: values[i] = ein::halfToFloat(load<uint16_t>(data + 2 * i)); break;
+      case ElementType::BF16: values[i] = ein::bfloatToFloat(load<uint16_t>(data + 2 * i)); break;
       case ElementType::F32: values[i] = load<float>(data + 4 * i); break;
       case ElementType::F64: values[i] = load<double>(data + 8 * i); break;
+      case ElementType::I8: values[i] = load<int8_t>(data + i); break;
+      case ElementType::I16: values[i] = load<int16_t>(data + 2 * i); break;
       case ElementType::I32: values[i] = load<int32_t>(data + 4 * i); break;
       case ElementType::I64: values[i] = static_cast<double>(load<int64_t>(data + 8 * i)); break;
+      case ElementType::U8: values[i] = data[i]; break;
+      case ElementType::U16: values[i] = load<uint16_t>(data + 2 * i); break;
+      case ElementType::U32: values[i] = load<uint32_t>(data + 4 * i); break;
+      case ElementType::U64: values[i] = static_cast<double>(load<uint64_t>(data + 8 * i)); break;
       case ElementType::Bool: values[i] = data[i] ? 1.0 : 0.0; break;
     }
   }
   return values;
-}
-
-namespace {
-
-// `array`'s elements, each a From, as To: the conversions below.
-template <class From, class To>
-Array converted(Array array, ElementType to) {
-  size_t count = array.data.size() / sizeof(From);
-  std::vector<uint8_t> out(count * sizeof(To));
-  for (size_t i = 0; i < count; ++i) {
-    auto value = static_cast<To>(load<From>(array.data.data() + sizeof(From) * i));
-    std::memcpy(out.data() + sizeof(To) * i, &value, sizeof(To));
-  }
-  array.type = to;
-  array.data = std::move(out);
-  return array;
-}
-
-}  // namespace
-
-Array narrowF64ToF32(Array array) {
-  if (array.type != ElementType::F64) return array;
-  return converted<double, float>(std::move(array), ElementType::F32);
-}
-
-StatusOr<Array> narrowI64ToI32(Array array) {
-  if (array.type != ElementType::I64) return array;
-  for (size_t i = 0; i < array.data.size() / 8; ++i) {
-    auto value = load<int64_t>(array.data.data() + 8 * i);
-    if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max())
-      return Status(StatusCode::InvalidArgument,
-                    "element " + std::to_string(i) + " (" + std::to_string(value) + ") does not fit in i32");
-  }
-  return converted<int64_t, int32_t>(std::move(array), ElementType::I32);
-}
-
-Array widenI32ToI64(Array array) {
-  if (array.type != ElementType::I32) return array;
-  return converted<int32_t, int64_t>(std::move(array), ElementType::I64);
 }
 
 Comparison compare(const Array &got, const Array &expected, double atol, double rtol) {

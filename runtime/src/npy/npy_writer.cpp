@@ -1,21 +1,10 @@
 #include <fstream>
 
 #include "ein/npy.hpp"
+#include "npy_descr.hpp"
 
 namespace ein::npy {
 namespace {
-
-const char *descrOf(ElementType type) {
-  switch (type) {
-    case ElementType::F16: return "<f2";
-    case ElementType::F32: return "<f4";
-    case ElementType::F64: return "<f8";
-    case ElementType::I32: return "<i4";
-    case ElementType::I64: return "<i8";
-    case ElementType::Bool: return "|b1";
-  }
-  return "";
-}
 
 // Version 1.0: a 2-byte header length; the header is padded with spaces so
 // the data starts on a 64-byte boundary, as NumPy does.
@@ -32,7 +21,9 @@ std::string headerOf(const Array &array) {
 }
 
 Status checkArray(const Array &array) {
-  unsigned __int128 bytes = elementSize(array.type);
+  if (!*descrOf(array.type))
+    return Status(StatusCode::InvalidArgument, std::string("npy: ") + elementTypeName(array.type) + " has no .npy type");
+  unsigned __int128 bytes = ein::elementSize(array.type);
   for (int64_t size : array.shape) {
     if (size < 0) return Status(StatusCode::InvalidArgument, "npy: negative size in the shape");
     bytes *= static_cast<uint64_t>(size);
