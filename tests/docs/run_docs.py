@@ -17,7 +17,9 @@ info string, which GitHub does not render either: ```sh docs-test: skip REASON
 A command block without a marker is an error, so a new block is run unless someone decides,
 with a reason, that it is not. Blocks of other languages (text, MLIR) are output samples and
 source text, and are not run; an ```ein block marked `<!-- docs-test: compile -->` is a whole
-model, compiled with einc (random weights).
+model, compiled with einc (random weights), and a ```text block marked
+`<!-- docs-test: output -->` is a sample of output: its '$ COMMAND' lines are run, and each one's
+output must be the lines after it ('...' for any number of lines).
 
 Each document's blocks run in order in one temporary working directory, so a block may use what
 an earlier block of the same document made (an artifact, .npy outputs). The directory holds
@@ -147,6 +149,12 @@ def parse(path: Path, text: str, errors: list[str]) -> Document:
                 block.action = "compile"
                 document.blocks.append(block)
                 continue
+            elif action == "output" and language == "text":
+                block.action = "output"
+                if not block.text.startswith("$ "):
+                    errors.append(f"{block.where}: a 'docs-test: output' block starts with '$ COMMAND'")
+                document.blocks.append(block)
+                continue
             elif action == "skip":
                 block.action = "skip"
                 block.reason = " ".join(words[1:])
@@ -154,7 +162,7 @@ def parse(path: Path, text: str, errors: list[str]) -> Document:
                     errors.append(f"{block.where}: 'docs-test: skip' needs a reason")
             else:
                 errors.append(f"{block.where}: a docs-test marker is 'run [needs=python] [timeout=S]', 'skip REASON', "
-                              "or 'compile' on an ```ein block")
+                              "'compile' on an ```ein block or 'output' on a ```text block")
                 continue
             if language not in COMMAND_LANGUAGES:
                 errors.append(f"{block.where}: a docs-test marker on a ```{language} block, which is never run")
@@ -239,7 +247,40 @@ SEEDS = ["mhsa.safetensors", "llama.safetensors", "x.npy", "ids.npy", "mask.npy"
 SHELL_PRELUDE = ['trap \'echo "docs-test: failed at block line $((LINENO - {skip}))" >&2\' ERR']
 
 
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Line by line, trailing spaces aside; an expected line '...' stands for any number of lines."""
+    if not expected:
+        return not actual
+    if expected[0].strip() == "...":
+        return any(matches(expected[1:], actual[i:]) for i in range(len(actual) + 1))
+    return bool(actual) and expected[0].rstrip() == actual[0].rstrip() and matches(expected[1:], actual[1:])
+
+
+def check_output(block: Block, workdir: Path, env: dict[str, str]) -> Result:
+    """A ```text sample that starts with '$ COMMAND': each command's output (stdout and stderr) must be
+    the lines that follow it, '...' standing for any lines."""
+    started = time.monotonic()
+    lines = block.text.rstrip("\n").split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("$ ")] + [len(lines)]
+    for start, end in zip(starts, starts[1:]):
+        command = lines[start][2:]
+        completed = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=workdir, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   text=True, errors="replace", timeout=block.timeout)
+        actual = completed.stdout.rstrip("\n").split("\n") if completed.stdout.strip() else []
+        where = f"{block.path}:{block.line + 1 + start}"
+        if completed.returncode != 0:
+            return Result(block, "failed", f"{where}: exit status {completed.returncode}\n{tail(completed.stdout)}",
+                          time.monotonic() - started)
+        if not matches(lines[start + 1:end], actual):
+            return Result(block, "failed", f"{where}: the output differs from the sample below it; it is now:\n"
+                          f"{tail(completed.stdout, 200)}", time.monotonic() - started)
+    return Result(block, "passed", "", time.monotonic() - started)
+
+
 def run_block(block: Block, workdir: Path, env: dict[str, str], python: str | None) -> Result:
+    if block.action == "output":
+        return check_output(block, workdir, env)
     started = time.monotonic()
     script = workdir / ".docs-test-block"
     if block.action == "compile":
@@ -367,10 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         for error in errors:
             print(f"error: {error}")
         return 1 if errors else 0
-    if errors:
-        for error in errors:
-            print(f"error: {error}", file=sys.stderr)
-        return 1
+    for error in errors:  # reported again at the end; the blocks still run
+        print(f"error: {error}", flush=True)
     if args.only_python and not args.python:
         parser.error("--only-python needs --python")
     if args.python:
@@ -391,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seeds = root / "seeds"
         seeds.mkdir()
-        if any(b.action in ("run", "compile") and (args.python or not b.needs_python) for d in documents for b in d.blocks):
+        if any(b.action in ("run", "compile", "output") and (args.python or not b.needs_python) for d in documents for b in d.blocks):
             make_seeds(bin_dir, seeds)
         env = dict(os.environ)
         path = [str(bin_dir)]
@@ -436,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(skipped)} skipped ({sum(r.seconds for r in results):.0f} s)")
     for result in failed:
         print(f"FAILED {result.detail.split(chr(10))[0]}")
-    return 1 if failed else 0
+    for error in errors:
+        print(f"FAILED {error}")
+    return 1 if failed or errors else 0
 
 
 if __name__ == "__main__":
