@@ -375,7 +375,11 @@ def self_test(bin_dir: Path) -> int:
         check("# sample\n<!-- docs-test: run -->\n```sh\nein-inspect --help\ntrue\n```\n", 0,
               "docs-test: 1 blocks run, 1 passed, 0 failed"),
         check("# sample\n\n<!-- docs-test: run -->\n```sh\ntrue\nein-run no-such.einb --random-inputs 1\n"
-              "true\n```\n", 1, "FAILED sample.md:5: exit status 1"),
+              "true\n```\n", 1, "FAILED sample.md:6: exit status 1"),
+        check("<!-- docs-test: output -->\n```text\n$ printf 'a\\nb\\nc\\n'\na\n...\nc\n```\n", 0,
+              "1 blocks run, 1 passed"),
+        check("<!-- docs-test: output -->\n```text\n$ echo hello\nbye\n```\n", 1,
+              "FAILED sample.md:3: the output differs"),
         check("text\n```sh\neinc --help\n```\n", 1, "sample.md:2: a ```sh block without a marker"),
         check("<!-- docs-test: skip -->\n```sh\ntrue\n```\n", 1, "needs a reason"),
         check("<!-- docs-test: skip needs a GPU -->\n```sh\nfalse\n```\n```text\nout\n```\n", 0,
