@@ -43,6 +43,10 @@ def test_an_unknown_dim_is_said_in_python_words():
     with pytest.raises(ein.CompileError, match=r"^dims=\{'nonexistent_dim': 2\}: the model has no dim "
                                                r"'nonexistent_dim' \(dims: s, vocab, d, dk, dv\)$"):
         ein.compile(EXAMPLES / "attention.ein", random_weights=1, dims={"nonexistent_dim": 2, "s": 5})
+    with pytest.raises(ein.CompileError) as caught:
+        ein.compile(EXAMPLES / "llama_decoder.ein", random_weights=1, dims={"past": 512})
+    assert str(caught.value) == ("dims={'past': 512}: 'past' is the model's position (the tokens its session state "
+                                 "holds before a run), which takes a range: dims={'past': (0, 512)}")
 
 
 def test_a_fixed_dims_wrong_size_says_how_to_make_it_ranged(linear_relu, tmp_path):

@@ -45,11 +45,17 @@ def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]], declared: O
     Python words."""
     if dims is not None and not isinstance(dims, Mapping):
         raise TypeError(f"dims must be a mapping of dim names to sizes or (min, max) pairs, got {type(dims).__name__}")
-    known = [name for name, _ in declared or []]
-    for name in dims or {}:
-        if declared is not None and name not in known:
-            message = (f"dims={{{name!r}: {dims[name]!r}}}: the model has no dim {name!r}{did_you_mean(str(name), known)} "
+    kinds = dict(declared or [])
+    known = list(kinds)
+    for name, size in (dims or {}).items():
+        message = None
+        if declared is not None and name not in kinds:
+            message = (f"dims={{{name!r}: {size!r}}}: the model has no dim {name!r}{did_you_mean(str(name), known)} "
                        f"(dims: {', '.join(known) or 'none'})")
+        elif kinds.get(name) == "position" and isinstance(size, int):
+            message = (f"dims={{{name!r}: {size!r}}}: {name!r} is the model's position (the tokens its session "
+                       f"state holds before a run), which takes a range: dims={{{name!r}: (0, {size!r})}}")
+        if message:
             raise CompileError([Diagnostic("error", None, None, None, message, message)])
     checked = {}
     for name, size in (dims or {}).items():
