@@ -1,6 +1,11 @@
 #include "driver/Compiler.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <span>
+
+#include "file_kind.hpp"
+#include "llvm/Support/ConvertUTF.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -61,6 +66,19 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
   int index = 0;
 };
 
+// Tells PipelineOptions::beforePass which pass runs next.
+class BeforePassInstrumentation : public mlir::PassInstrumentation {
+ public:
+  explicit BeforePassInstrumentation(std::function<void(llvm::StringRef)> callback) : callback(std::move(callback)) {}
+
+  void runBeforePass(mlir::Pass *pass, mlir::Operation *) override {
+    if (!pass->getArgument().empty()) callback(pass->getArgument());
+  }
+
+ private:
+  std::function<void(llvm::StringRef)> callback;
+};
+
 }  // namespace
 
 // Renders each diagnostic as SourceMgrDiagnosticHandler prints it (source line,
@@ -91,6 +109,8 @@ class Compilation::DiagnosticCapture : private RenderedText, public mlir::Source
       captured.file = place.getFilename().str();
       captured.line = place.getLine();
       captured.column = place.getColumn();
+    } else if (diagnostic.getNotes().empty()) {
+      captured.rendered.clear();  // no place, no source line: the message alone, as error() gives it
     }
     sink(captured);
   }
@@ -98,10 +118,63 @@ class Compilation::DiagnosticCapture : private RenderedText, public mlir::Source
   const DiagnosticSink &sink;
 };
 
+std::optional<std::string> notModelText(const std::string &path, llvm::StringRef bytes) {
+  std::span<const uint8_t> data(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  FileKind kind = sniffFileKind(data.first(std::min<size_t>(data.size(), 4096)));
+  const std::string is = path + " is " + describeFileKind(kind) + ", not a .ein model";
+  switch (kind) {
+    case FileKind::Artifact: return is + "; run it with ein-run or inspect it with ein-inspect";
+    case FileKind::Safetensors:
+    case FileKind::Gguf: return is + "; give the model's .ein file, and this file as its weights";
+    case FileKind::Npy: return is + "; give the model's .ein file, and this array as an input when it runs";
+    case FileKind::Unknown:
+      // Zero bytes: a binary file; otherwise text with a bad byte (Latin-1, say), located below.
+      if (llvm::StringRef(bytes.data(), std::min<size_t>(bytes.size(), 4096)).contains('\0'))
+        return path + " is " + describeFileKind(kind) + ", not a .ein model (UTF-8 text)";
+      [[fallthrough]];
+    case FileKind::EinText: {
+      // The whole file: UTF-8, and no control characters besides tab, line
+      // and page breaks, so no diagnostic echoes a binary or terminal control
+      // byte in its source line.
+      const uint8_t *begin = data.data(), *end = data.data() + data.size();
+      const llvm::UTF8 *cursor = begin;
+      while (cursor != end) {
+        uint8_t c = *cursor;
+        if (c < 0x80) {
+          if (c < 0x20 && c != '\t' && c != '\n' && c != '\r' && c != '\f' && c != '\v') break;
+          if (c == 0x7f) break;
+          ++cursor;
+          continue;
+        }
+        const llvm::UTF8 *next = cursor;
+        unsigned length = llvm::getNumBytesForUTF8(c);
+        if (length > static_cast<size_t>(end - cursor) || !llvm::isLegalUTF8Sequence(next, next + length)) break;
+        cursor += length;
+      }
+      if (cursor == end) return std::nullopt;
+      // Line and column of the first byte that is not text.
+      size_t offset = static_cast<size_t>(cursor - begin);
+      size_t line = 1 + static_cast<size_t>(std::count(bytes.begin(), bytes.begin() + offset, '\n'));
+      size_t lineStart = bytes.rfind('\n', offset);
+      size_t column = offset - (lineStart == llvm::StringRef::npos ? 0 : lineStart + 1) + 1;
+      char byte[8];
+      std::snprintf(byte, sizeof byte, "0x%02x", *cursor);
+      return path + " is not a text model: byte " + byte + " at line " + std::to_string(line) + ", column " +
+             std::to_string(column) + " (offset " + std::to_string(offset) + ") is " +
+             (*cursor < 0x80 ? "a control character" : "not valid UTF-8") + "; a .ein model is UTF-8 text";
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<ModelSource> readModelFile(const std::string &path, const DiagnosticSink &sink) {
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!file) {
     sink({Severity::Error, "", 0, 0, "cannot read " + path + ": " + file.getError().message(), ""});
+    return std::nullopt;
+  }
+  if (std::optional<std::string> message = notModelText(path, (*file)->getBuffer())) {
+    sink({Severity::Error, "", 0, 0, *message, ""});
     return std::nullopt;
   }
   return ModelSource{(*file)->getBuffer().str(), path};
@@ -178,6 +251,7 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
     dumper->dump("frontend", module);
     manager.addInstrumentation(std::move(dumper));
   }
+  if (options.beforePass) manager.addInstrumentation(std::make_unique<BeforePassInstrumentation>(options.beforePass));
   buildCompilerPipeline(manager, {options.fuseParallelLinears});
   return manager.run(module);
 }

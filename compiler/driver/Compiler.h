@@ -53,8 +53,15 @@ struct ModelSource {
   std::string filename;
 };
 
-// Reads the model at `path`; an unreadable file is reported to `sink`.
+// Reads the model at `path`; an unreadable file, or one that is not a text
+// model (notModelText), is reported to `sink`.
 std::optional<ModelSource> readModelFile(const std::string &path, const DiagnosticSink &sink);
+
+// Why `bytes`, the contents of `path`, are no .ein model: an ein artifact,
+// weights (safetensors, GGUF), a .npy array or another binary, told by their
+// first bytes (schemas/file_kind.hpp), or text that is not UTF-8 or holds
+// control characters (located); nullopt for a text model.
+std::optional<std::string> notModelText(const std::string &path, llvm::StringRef bytes);
 
 // "cpu"/"cuda" and "fp32"/"bf16"/"fp16"/"int8", as einc --target and --precision spell them.
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
@@ -75,6 +82,9 @@ struct PipelineOptions {
   // Horizontal GEMM fusion (ein-fuse-parallel-linears); off only in tests
   // that compare a model with and without it.
   bool fuseParallelLinears = true;
+  // Called with each pass's name (its argument, as --dump-ir names the
+  // files) before the pass runs: einc's progress line.
+  std::function<void(llvm::StringRef pass)> beforePass;
 };
 
 // One model on its way to an artifact: an MLIR context, the source text for

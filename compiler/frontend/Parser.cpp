@@ -374,6 +374,10 @@ class Parser {
     static const char *const kModules[] = {"torch", "F", "nn.functional", "torch.nn.functional", "np", "numpy", "einops"};
     for (const char *module : kModules)
       if (receiver.str() == module) return message + ": the built-ins have no module prefix; write " + function + "(...)";
+    // x.size(0), x.dim(): sizes are dims, which have no call of their own.
+    if (function == "size" || function == "dim" || function == "numel")
+      return message + ": the language has no methods, and sizes are dims: name the size with a dim (dim s = 8) "
+                       "where it is declared (input " + receiver.str() + ": f32[s, ...]) and write s";
     return message + ": the language has no methods; write " + function + "(" + receiver.str() + ", ...)";
   }
 

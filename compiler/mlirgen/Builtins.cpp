@@ -306,7 +306,10 @@ EValue Generator::callConcat(const ast::Call &call, Scope &scope) {
   Arguments args = bindArguments(call, {"tensors", "axis"}, 1, false);
   EValue list = evaluate(*args.get("tensors"), scope);
   auto *items = std::get_if<List>(&list.value);
-  if (!items || items->items.empty()) fail(args.get("tensors")->loc, "concat() takes a non-empty list of tensors");
+  if (!items || items->items.empty())
+    fail(args.get("tensors")->loc, std::string("concat() takes a non-empty list of tensors") +
+                                       (items ? "" : std::string(", not ") + kindName(list)) +
+                                       listArgumentHint(call, {"tensors", "axis"}));
   llvm::SmallVector<mlir::Value> tensors;
   for (const EValue &item : items->items) tensors.push_back(tensor(item, args.get("tensors")->loc, "concat() item"));
   // Mixed element types promote, as in torch.cat.

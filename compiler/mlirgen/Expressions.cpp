@@ -42,6 +42,8 @@ EValue Generator::evaluateUnbounded(const ast::Expr &expr, Scope &scope) {
         for (const auto &entry : dims) known.push_back(entry.first);
         fail(expr.loc, "unknown name '" + full + "'" + didYouMean(full, known));
       }
+      if (std::optional<std::string> attribute = tensorAttributeMessage(name, scope, std::nullopt))
+        fail(expr.loc, *attribute);
       std::vector<std::string> known;
       for (const auto &entry : params) known.push_back(entry.first);
       std::string suggestion = didYouMean(full, known);
@@ -331,6 +333,20 @@ mlir::Value Generator::slice(Location at, mlir::Value value, const ein::Shape &o
 }
 
 EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
+  // x.shape[0]: the message names the size of that axis.
+  if (expr.base->kind == ast::Expr::Kind::Name && expr.items.size() == 1 &&
+      expr.items[0].kind == ast::IndexItem::Kind::Index) {
+    // The index as written: 0, or -1.
+    const ast::Expr *index = expr.items[0].index.get();
+    bool negative = index->kind == ast::Expr::Kind::Unary && static_cast<const ast::UnaryExpr &>(*index).op == '-';
+    if (negative) index = static_cast<const ast::UnaryExpr &>(*index).operand.get();
+    const auto &name = static_cast<const ast::NameExpr &>(*expr.base).name;
+    if (index->kind == ast::Expr::Kind::Number && static_cast<const ast::NumberExpr &>(*index).isInteger &&
+        !resolveValue(name, scope)) {
+      auto axis = static_cast<int64_t>(static_cast<const ast::NumberExpr &>(*index).value);
+      if (auto attribute = tensorAttributeMessage(name, scope, negative ? -axis : axis)) fail(expr.base->loc, *attribute);
+    }
+  }
   mlir::Value value = tensor(evaluate(*expr.base, scope), expr.base->loc, "an indexed value");
   auto type = typeOf(value);
   int64_t rank = type.getRank();
@@ -394,11 +410,103 @@ EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
   return EValue{Tensor{slice(loc(expr.loc), value, offsets, sizes, dropped, steps)}};
 }
 
+namespace {
+
+// An expression as written, without dump()'s outer parentheses.
+std::string written(const ast::Expr &expr) {
+  std::string text = ast::dump(expr);
+  if (text.size() > 2 && text.front() == '(' && text.back() == ')' &&
+      (expr.kind == ast::Expr::Kind::Binary || expr.kind == ast::Expr::Kind::Unary))
+    return text.substr(1, text.size() - 2);
+  return text;
+}
+
+std::string ordinal(size_t n) {
+  static const char *const kWords[] = {"first", "second", "third", "fourth", "fifth", "sixth"};
+  return n >= 1 && n <= 6 ? kWords[n - 1] : std::to_string(n) + "th";
+}
+
+}  // namespace
+
+std::optional<std::string> Generator::tensorAttributeMessage(const ast::Name &name, Scope &scope,
+                                                             std::optional<int64_t> axis) {
+  if (name.segments.size() < 2 || name.segments.back().kind != ast::NameSegment::Kind::Identifier) return std::nullopt;
+  ast::Name receiver = name;
+  receiver.segments.pop_back();
+  std::optional<EValue> value = resolveValue(receiver, scope);
+  auto *tensor = value ? std::get_if<Tensor>(&value->value) : nullptr;
+  if (!tensor) return std::nullopt;
+  const std::string &attribute = name.segments.back().text;
+  const std::string x = receiver.str();
+  RankedTensorType type = typeOf(tensor->value);
+  std::string spelled = name.str() + (axis ? "[" + std::to_string(*axis) + "]" : "");
+  if (attribute != "shape" && attribute != "size") {
+    std::string message = "'" + spelled + "': " + x + " is a tensor (" + typeString(type) +
+                          "), and tensors have no attributes in the language";
+    if (attribute == "T" || attribute == "mT") message += "; write transpose(" + x + ", -2, -1)";
+    return message;
+  }
+  std::string message = "'" + spelled + "': the language has no ." + attribute +
+                        "; a size is a dim, named where it is declared (dim s = 8) and written in types "
+                        "(input x: f32[s, d])";
+  int64_t rank = type.getRank();
+  if (axis && (*axis >= rank || *axis < -rank))
+    return message + "; " + x + " is " + typeString(type) + ", which has no axis " + std::to_string(*axis);
+  std::optional<int64_t> position = axis ? std::optional(*axis < 0 ? *axis + rank : *axis) : std::nullopt;
+  auto declared = declaredTypes.find(tensor->value);
+  if (declared != declaredTypes.end()) {
+    const ast::TypeExpr &typeExpr = *declared->second.first;
+    std::string declaration = x + " is declared " + typeExpr.dtype + "[";
+    for (size_t i = 0; i < typeExpr.dims.size(); ++i) declaration += (i ? ", " : "") + written(*typeExpr.dims[i]);
+    declaration += "] at " + describe(declared->second.second);
+    if (!position) return message + "; " + declaration + ": write its dims";
+    const ast::Expr &size = *typeExpr.dims[static_cast<size_t>(*position)];
+    if (size.kind == ast::Expr::Kind::Number)
+      return message + "; " + declaration + ", with the number " + written(size) +
+             " for axis " + std::to_string(*position) + ": declare a dim for it (dim n = " +
+             written(size) + "), use n in the type and write n";
+    return message + "; " + declaration + ", so write " + written(size);
+  }
+  if (!position) return message + "; " + x + " is " + typeString(type);
+  ein::Size size = shapeOf(tensor->value)[static_cast<size_t>(*position)];
+  return message + "; axis " + std::to_string(*position) + " of " + x + " (" + typeString(type) + ") has size " +
+         size.str() + (size.isConstant() ? ": write the dim that gives it" : ", so write " + size.str());
+}
+
+std::string Generator::listArgumentHint(const ast::Call &call, const std::vector<std::string> &names) {
+  // The built-ins that take a list, and which of their parameters it is.
+  static const std::map<std::string, size_t> kListParameters = {{"concat", 0}, {"reshape", 1}, {"pad", 1}};
+  auto listed = kListParameters.find(call.callee);
+  if (listed == kListParameters.end()) return "";
+  const size_t first = listed->second;
+  if (call.positional.size() < first + 2 || call.positional[first]->kind == ast::Expr::Kind::List) return "";
+  // concat(x, y, 1): a trailing number is the axis, unless axis= is given too.
+  size_t end = call.positional.size();
+  bool axisByKeyword = llvm::any_of(call.keywords, [](const ast::KeywordArg &k) { return k.name == "axis"; });
+  const ast::Expr &last = *call.positional.back();
+  bool lastIsNumber = last.kind == ast::Expr::Kind::Number ||
+                      (last.kind == ast::Expr::Kind::Unary &&
+                       static_cast<const ast::UnaryExpr &>(last).operand->kind == ast::Expr::Kind::Number);
+  if (call.callee == "concat" && !axisByKeyword && lastIsNumber) --end;
+  std::string text = call.callee + "(";
+  for (size_t i = 0; i < call.positional.size(); ++i) {
+    if (i == first) text += std::string(i ? ", " : "") + "[";
+    else if (i > 0) text += ", ";
+    text += written(*call.positional[i]);
+    if (i + 1 == end) text += "]";
+  }
+  for (const auto &keyword : call.keywords) text += ", " + keyword.name + "=" + written(*keyword.value);
+  text += ")";
+  std::string what = call.callee == "concat" ? "its tensors" : "the " + names[first];
+  return "; " + call.callee + " takes " + what + " as one list: " + text;
+}
+
 Generator::Arguments Generator::bindArguments(const ast::Call &call, std::vector<std::string> names, size_t required, bool allowExtra) {
   Arguments args{call, names, std::vector<const ast::Expr *>(names.size(), nullptr), {}};
   if (call.positional.size() > names.size())
     fail(call.positional[names.size()]->loc, call.callee + "() takes at most " + std::to_string(names.size()) +
-                                                 " positional argument" + (names.size() == 1 ? "" : "s"));
+                                                 " positional argument" + (names.size() == 1 ? "" : "s") +
+                                                 listArgumentHint(call, names));
   for (size_t i = 0; i < call.positional.size(); ++i) args.bound[i] = call.positional[i].get();
   for (const auto &keyword : call.keywords) {
     auto it = std::find(names.begin(), names.end(), keyword.name);
@@ -409,7 +517,11 @@ Generator::Arguments Generator::bindArguments(const ast::Call &call, std::vector
       continue;
     }
     size_t i = it - names.begin();
-    if (args.bound[i]) fail(keyword.loc, call.callee + "() got argument '" + keyword.name + "' twice");
+    // The positional arguments reached this keyword's place: concat(x, y, axis=0).
+    if (args.bound[i])
+      fail(keyword.loc, call.callee + "() got argument '" + keyword.name + "' twice: as its " + ordinal(i + 1) +
+                            " positional argument (" + written(*args.bound[i]) + ") and as " + keyword.name + "=" +
+                            written(*keyword.value) + listArgumentHint(call, names));
     args.bound[i] = keyword.value.get();
   }
   for (size_t i = 0; i < required; ++i)

@@ -18,6 +18,7 @@
 #include "ein/IR/EinDialect.h"
 #include "ein/IR/Equations.h"
 #include "frontend/Parser.h"
+#include "llvm/ADT/DenseMap.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -85,6 +86,16 @@ class Generator {
   // " (did you mean 'x'?)" for the closest of `known` when it is a likely typo
   // of `name`: a few edits away, and `name` long enough for that to mean something.
   static std::string didYouMean(const std::string &name, const std::vector<std::string> &known);
+
+  // For `x.shape` (`x.shape[0]` when `axis` is given), `x.dtype` and the
+  // like, where `x` is a tensor: the language has no tensor attributes, and
+  // names sizes by dims. Nullopt when the name's prefix is not a tensor.
+  std::optional<std::string> tensorAttributeMessage(const ast::Name &name, Scope &scope, std::optional<int64_t> axis);
+
+  // For a call that spreads over positional arguments what a built-in takes
+  // as one list (`concat(x, y, axis=0)`): "; concat takes its tensors as one
+  // list: concat([x, y], axis=0)". Empty when the call does not look so.
+  std::string listArgumentHint(const ast::Call &call, const std::vector<std::string> &names);
 
   // ---- diagnostics ----------------------------------------------------------
 
@@ -395,6 +406,9 @@ class Generator {
   mlir::Operation *lastParam = nullptr;  // where the next parameter goes
   std::map<std::string, const ast::Def *> defs;
   std::vector<std::string> inputNames;
+  // The type each input and parameter was declared with, as written (dim
+  // names, not their values), and where: what `x.shape` errors point to.
+  llvm::DenseMap<mlir::Value, std::pair<const ast::TypeExpr *, Location>> declaredTypes;
   std::vector<std::pair<std::string, mlir::Value>> outputs;
   int callDepth = 0;
   int evaluationDepth = 0;

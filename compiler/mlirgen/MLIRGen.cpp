@@ -9,6 +9,7 @@
 #include "mlirgen/MLIRGen.h"
 
 #include "mlirgen/Generator.h"
+#include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/Verifier.h"
 
 namespace ein::mlirgen::detail {
@@ -22,8 +23,17 @@ mlir::OwningOpRef<mlir::ModuleOp> Generator::run(const ast::Module &module) {
   builder.setInsertionPointToEnd(body);
   try {
     for (const auto &statement : module.statements) execute(*statement, globals);
+    // A dim value given for a dim the model lacks (einc --dim, ein.compile's
+    // dims=) has no place in the model: the message is located nowhere, and
+    // each tool says which option gave it.
     for (const auto &[name, _] : overrides)
-      if (!usedOverrides.count(name)) fail(fileLoc, "--dim " + name + ": the model declares no dim '" + name + "'");
+      if (!usedOverrides.count(name)) {
+        std::vector<std::string> declared;
+        for (const auto &entry : dims) declared.push_back(entry.first);
+        fail(builder.getUnknownLoc(),
+             "the model declares no dim '" + name + "'" + didYouMean(name, declared) +
+                 (declared.empty() ? "; it declares no dims" : "; its dims: " + llvm::join(declared, ", ")));
+      }
     if (outputs.empty()) fail(fileLoc, "the model declares no output (write `output NAME = expression`)");
     finish(fileLoc);
     // Values computed from declared ones (an einsum's outer product, say)
@@ -207,6 +217,7 @@ void Generator::declareInput(const ast::InputDecl &decl, Scope &scope) {
     fail(decl.loc, "'" + name + "' is already defined");
   RankedTensorType type = tensorType(decl.type, scope);
   mlir::Value argument = body->addArgument(type, loc(decl.loc));
+  declaredTypes.try_emplace(argument, &decl.type, loc(decl.loc));
   inputNames.push_back(name);
   bindDeclared(decl.name, name, EValue{Tensor{argument}}, scope);
 }
@@ -265,7 +276,9 @@ void Generator::declareParam(const ast::ParamDecl &decl, Scope &scope) {
                          typeString(existing->second.type) + " at " + describe(existing->second.declaredAt));
     return;
   }
-  params.emplace(name, Param{atTop<ir::ParamOp>(loc(decl.loc), type, name), type, loc(decl.loc)});
+  mlir::Value value = atTop<ir::ParamOp>(loc(decl.loc), type, name);
+  declaredTypes.try_emplace(value, &decl.type, loc(decl.loc));
+  params.emplace(name, Param{value, type, loc(decl.loc)});
 }
 
 // Parameters and states go to the top of the function, in declaration order,

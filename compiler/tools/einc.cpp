@@ -2,16 +2,38 @@
 //
 //   einc MODEL.ein -o MODEL.einb [--weights W.safetensors | --random-weights SEED]
 //        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8]
-//        [--print-ir-after-all] [--dump-ir DIR]
-//   einc MODEL.ein --emit=mlir      prints the ein dialect from the front end
+//        [--print-ir-after-all] [--dump-ir DIR] [-q]
+//   einc MODEL.ein --emit=mlir [-o MODEL.mlir]   the ein dialect from the front end
+//   einc --version
+//
+// On success einc prints one line to stderr (what it wrote; -q: nothing); on
+// a terminal, a compile that takes more than a second shows its progress on
+// one line, erased when it ends.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+#include <sys/ioctl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "driver/Compiler.h"
+#include "ein/IR/EinDialect.h"
+#include "ein/schema/ein_artifact_generated.h"
 #include "llvm/Support/raw_ostream.h"
 #include "target/ParamSources.h"
 
+#ifndef EIN_VERSION
+#error "EIN_VERSION (the project's version) is defined by compiler/CMakeLists.txt"
+#endif
+
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 struct Options {
   std::string model;
@@ -24,12 +46,129 @@ struct Options {
   std::string emit = "artifact";
   bool printIrAfterAll = false;
   std::string dumpIrDir;
+  bool quiet = false;
+};
+
+// "13.2 MB": decimal units, as file managers show sizes.
+std::string humanBytes(uint64_t bytes) {
+  static const char *const kUnits[] = {"B", "KB", "MB", "GB", "TB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1000 && unit + 1 < std::size(kUnits)) value /= 1000, ++unit;
+  char text[32];
+  if (unit == 0) std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
+  else std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  return text;
+}
+
+// "1.10 B", "3.3 M", "512": a parameter count.
+std::string humanCount(uint64_t count) {
+  char text[32];
+  if (count >= 1000000000) std::snprintf(text, sizeof text, "%.2f B", count / 1e9);
+  else if (count >= 1000000) std::snprintf(text, sizeof text, "%.1f M", count / 1e6);
+  else if (count >= 10000) std::snprintf(text, sizeof text, "%.1f K", count / 1e3);
+  else std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(count));
+  return text;
+}
+
+// One line of progress on a terminal's stderr: the phase, and for the
+// phases that move bytes, how many of how many. Drawn by a thread every
+// 100 ms once the compile has taken a second, so a short compile shows
+// nothing; erased (not left behind) whenever something else is printed and
+// at the end.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled(enabled), start(Clock::now()) {
+    if (enabled) ticker = std::thread([this] { tick(); });
+  }
+  ~Progress() { stop(); }
+
+  void phase(std::string text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    current = std::move(text);
+    done = total = 0;
+  }
+
+  void bytes(uint64_t doneBytes, uint64_t totalBytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = doneBytes;
+    total = totalBytes;
+  }
+
+  // Runs `print` with the line erased; it is drawn again at the next tick.
+  template <typename Print>
+  void printing(Print &&print) {
+    std::lock_guard<std::mutex> lock(mutex);
+    eraseLocked();
+    print();
+  }
+
+  void stop() {
+    if (!ticker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    wake.notify_all();
+    ticker.join();
+    std::lock_guard<std::mutex> lock(mutex);
+    eraseLocked();
+  }
+
+ private:
+  void tick() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      wake.wait_for(lock, std::chrono::milliseconds(100));
+      if (stopping || Clock::now() - start < std::chrono::seconds(1) || current.empty()) continue;
+      drawLocked();
+    }
+  }
+
+  void drawLocked() {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.0f s",
+                  std::chrono::duration<double>(Clock::now() - start).count());
+    std::string line = "einc: " + current;
+    if (total > 0)
+      line += " " + humanBytes(done) + " / " + humanBytes(total) + " (" +
+              std::to_string(std::min<uint64_t>(100, done * 100 / total)) + "%)";
+    line += " [" + std::string(seconds) + "]";
+    // Never wider than the terminal: a wrapped line could not be erased.
+    winsize size{};
+    size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
+    if (line.size() >= width) line.resize(width - 1);
+    std::string text = "\r\x1b[K" + line;
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+    drawn = true;
+  }
+
+  void eraseLocked() {
+    if (!drawn) return;
+    std::fputs("\r\x1b[K", stderr);
+    std::fflush(stderr);
+    drawn = false;
+  }
+
+  const bool enabled;
+  const Clock::time_point start;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::thread ticker;
+  bool stopping = false;
+  bool drawn = false;
+  std::string current;
+  uint64_t done = 0, total = 0;
 };
 
 // Located messages with their source line and caret; the others as "einc: ...".
-void printDiagnostic(const ein::driver::Diagnostic &diagnostic) {
-  if (diagnostic.rendered.empty()) llvm::errs() << "einc: " << diagnostic.message << "\n";
-  else llvm::errs() << diagnostic.rendered;
+void printDiagnostic(Progress &progress, const ein::driver::Diagnostic &diagnostic) {
+  progress.printing([&] {
+    if (diagnostic.rendered.empty()) llvm::errs() << "einc: " << diagnostic.message << "\n";
+    else llvm::errs() << diagnostic.rendered;
+    llvm::errs().flush();
+  });
 }
 
 // NAME=SIZE pins a dim; NAME=MIN..MAX makes it a range.
@@ -54,43 +193,117 @@ std::optional<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &
   return overrides;
 }
 
-// The parameters' source: seeded random values or a safetensors file, which
-// `safetensors` keeps open (and whose unused tensors it remembers).
-std::optional<ein::ParamBytesProvider> openParams(const Options &options,
-                                                  std::unique_ptr<ein::SafetensorsParams> &safetensors) {
-  if (options.randomWeights) return ein::randomParams(*options.randomWeights);
-  auto opened = ein::weights::SafetensorsFile::open(options.weights);
-  if (!opened) {
-    llvm::errs() << "einc: " << llvm::toString(opened.takeError()) << "\n";
-    return std::nullopt;
-  }
-  safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
-  return safetensors->provider();
+// The --dim argument that names `name`, for the front end's "the model
+// declares no dim 'NAME'", which has no place in the model.
+std::string dimArgument(const std::vector<std::string> &dims, const std::string &message) {
+  llvm::StringRef rest(message);
+  if (!rest.consume_front("the model declares no dim '")) return "";
+  std::string name = rest.substr(0, rest.find('\'')).str();
+  for (const std::string &dim : dims)
+    if (llvm::StringRef(dim).starts_with(name + "=")) return dim;
+  return "";
 }
 
-bool writeFile(const std::string &path, const std::vector<uint8_t> &bytes) {
+bool writeFile(const std::string &path, const char *data, size_t size, Progress *progress = nullptr) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  // In pieces, so that a large artifact's writing shows its progress.
+  constexpr size_t kPiece = size_t{64} << 20;
+  for (size_t offset = 0; out && offset < size; offset += kPiece) {
+    out.write(data + offset, static_cast<std::streamsize>(std::min(kPiece, size - offset)));
+    if (progress) progress->bytes(std::min(offset + kPiece, size), size);
+  }
   out.close();
   if (out) return true;
   llvm::errs() << "einc: cannot write " << path << "\n";
   return false;
 }
 
+// What the model declares: its parameters' count and elements.
+struct ParameterTotals {
+  uint64_t tensors = 0;
+  uint64_t elements = 0;
+};
+
+ParameterTotals parameterTotals(mlir::ModuleOp module) {
+  ParameterTotals totals;
+  module.walk([&](ein::ir::ParamOp param) {
+    ++totals.tensors;
+    totals.elements += static_cast<uint64_t>(param.getType().getNumElements());
+  });
+  return totals;
+}
+
+// The bytes the writer will ask the parameter source for: every parameter
+// left after the passes, as stored in its declared type.
+uint64_t parameterBytes(mlir::ModuleOp module) {
+  uint64_t bytes = 0;
+  module.walk([&](ein::ir::ParamOp param) {
+    bytes += static_cast<uint64_t>(param.getType().getNumElements()) *
+             ((param.getType().getElementType().getIntOrFloatBitWidth() + 7) / 8);
+  });
+  return bytes;
+}
+
+// "einc: wrote enc.einb (13.2 MB) in 1.4 s: 58 steps, 3.3 M parameters in 72
+// tensors (13.1 MB of weights), fp32, cpu".
+std::string summary(const Options &options, const std::vector<uint8_t> &artifact, const ParameterTotals &parameters,
+                    double seconds) {
+  const auto *model = ein::schema::GetSizePrefixedModel(artifact.data());
+  char time[32];
+  std::snprintf(time, sizeof time, "%.1f s", seconds);
+  std::string line = "einc: wrote " + options.output + " (" + humanBytes(artifact.size()) + ") in " + time + ": ";
+  size_t steps = model->steps() ? model->steps()->size() : 0;
+  line += std::to_string(steps) + " step" + (steps == 1 ? "" : "s") + ", ";
+  if (parameters.tensors == 0) {
+    line += "no parameters";
+  } else {
+    line += humanCount(parameters.elements) + " parameter" + (parameters.elements == 1 ? "" : "s") + " in " +
+            std::to_string(parameters.tensors) + " tensor" + (parameters.tensors == 1 ? "" : "s");
+  }
+  line += " (" + humanBytes(model->weights_bytes()) + " of weights), " + options.precision + ", " + options.target;
+  if (options.randomWeights) line += ", random weights (seed " + std::to_string(*options.randomWeights) + ")";
+  return line;
+}
+
 int compile(const Options &options) {
+  const Clock::time_point start = Clock::now();
   auto overrides = parseDimOverrides(options.dims);
   if (!overrides) return 1;
+  // --print-ir-after-all writes to stderr too: no progress line among the IR.
+  Progress progress(!options.quiet && !options.printIrAfterAll && isatty(STDERR_FILENO));
+  auto sink = [&](const ein::driver::Diagnostic &diagnostic) {
+    if (diagnostic.file.empty())
+      if (std::string dim = dimArgument(options.dims, diagnostic.message); !dim.empty()) {
+        ein::driver::Diagnostic prefixed = diagnostic;
+        prefixed.message = "--dim " + dim + ": " + diagnostic.message;
+        return printDiagnostic(progress, prefixed);
+      }
+    printDiagnostic(progress, diagnostic);
+  };
   ein::driver::PipelineOptions pipeline{*ein::driver::parseTarget(options.target),
                                         *ein::driver::parsePrecision(options.precision), options.printIrAfterAll,
                                         options.dumpIrDir};
-  auto source = ein::driver::readModelFile(options.model, printDiagnostic);
-  if (!source) return 1;
-  ein::driver::Compilation compilation(std::move(*source), printDiagnostic);
+  pipeline.beforePass = [&](llvm::StringRef pass) { progress.phase("running " + pass.str()); };
 
+  progress.phase("parsing " + options.model);
+  auto source = ein::driver::readModelFile(options.model, sink);
+  if (!source) return 1;
+  ein::driver::Compilation compilation(std::move(*source), sink);
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(*overrides);
   if (!module) return 1;
   if (options.emit == "mlir") {
-    module->print(llvm::outs());
+    if (options.output.empty()) {
+      progress.stop();
+      module->print(llvm::outs());
+      return 0;
+    }
+    std::string text;
+    llvm::raw_string_ostream stream(text);
+    module->print(stream);
+    stream.flush();
+    if (!writeFile(options.output, text.data(), text.size())) return 1;
+    progress.stop();
+    if (!options.quiet) llvm::errs() << "einc: wrote " << options.output << " (" << humanBytes(text.size()) << ")\n";
     return 0;
   }
   if (options.output.empty()) {
@@ -104,18 +317,55 @@ int compile(const Options &options) {
                  << ": give them with --weights FILE.safetensors or --random-weights SEED\n";
     return 1;
   }
+  const ParameterTotals parameters = parameterTotals(*module);
+
+  // The parameters' source, opened before the passes run, so that a wrong
+  // file or a missing parameter is reported at once.
+  std::unique_ptr<ein::SafetensorsParams> safetensors;
+  ein::ParamBytesProvider params;
+  if (!options.weights.empty()) {
+    auto opened = ein::weights::SafetensorsFile::open(options.weights);
+    if (!opened) {
+      llvm::errs() << "einc: " << llvm::toString(opened.takeError()) << "\n";
+      return 1;
+    }
+    safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
+    if (mlir::failed(safetensors->checkNames(*module))) return 1;
+    params = safetensors->provider();
+  } else {
+    // Drawn by how the model uses each parameter (norm weights 1, biases 0, ...).
+    params = ein::randomParams(options.randomWeights.value_or(0), ein::paramInitsFromUses(*module));
+  }
+
+  progress.phase("running passes");
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;
 
-  std::unique_ptr<ein::SafetensorsParams> safetensors;
-  auto params =
-      noSource ? std::optional<ein::ParamBytesProvider>(ein::randomParams(0)) : openParams(options, safetensors);
-  if (!params) return 1;
-  auto artifact = compilation.writeArtifact(*module, *params, pipeline);
+  // Counts the bytes the writer reads, parameter by parameter.
+  const uint64_t totalBytes = parameterBytes(*module);
+  uint64_t readBytes = 0;
+  ein::ParamBytesProvider counted = [&](llvm::StringRef name, mlir::RankedTensorType type,
+                                        mlir::Location declaredAt) -> mlir::FailureOr<std::vector<uint8_t>> {
+    auto bytes = params(name, type, declaredAt);
+    if (mlir::succeeded(bytes)) progress.bytes(readBytes += bytes->size(), std::max(totalBytes, readBytes));
+    return bytes;
+  };
+  progress.phase(safetensors ? "reading weights" : "drawing random weights");
+  auto artifact = compilation.writeArtifact(*module, counted, pipeline);
   if (mlir::failed(artifact)) return 1;
   if (safetensors)
     for (const std::string &name : safetensors->unusedTensors())
-      llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
-  return writeFile(options.output, *artifact) ? 0 : 1;
+      progress.printing([&] {
+        llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
+      });
+  progress.phase("writing " + options.output);
+  if (!writeFile(options.output, reinterpret_cast<const char *>(artifact->data()), artifact->size(), &progress))
+    return 1;
+  progress.stop();
+  if (!options.quiet)
+    llvm::errs() << summary(options, *artifact, parameters,
+                            std::chrono::duration<double>(Clock::now() - start).count())
+                 << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -123,10 +373,12 @@ int compile(const Options &options) {
 int main(int argc, char **argv) {
   CLI::App app{"einc: compiles a .ein model into an ein artifact (.einb)", "einc"};
   Options options;
+  app.set_version_flag("--version", std::string("einc ") + EIN_VERSION, "print einc's version and exit");
   app.add_option("model", options.model, "the model (.ein)")->required();
-  app.add_option("-o,--output", options.output, "the artifact to write (.einb)");
+  app.add_option("-o,--output", options.output, "the artifact to write (.einb); with --emit=mlir, the .mlir file");
   auto *weights = app.add_option("--weights", options.weights, "parameters, under PyTorch state_dict names (.safetensors)");
-  auto *random = app.add_option("--random-weights", options.randomWeights, "random parameters from SEED (for benchmarks)");
+  auto *random = app.add_option("--random-weights", options.randomWeights,
+                                "random parameters from SEED (for benchmarks), initialised by their use as PyTorch does");
   weights->excludes(random);
   app.add_option("--dim", options.dims, "override a dim: NAME=SIZE, or NAME=MIN..MAX for a range (repeatable)");
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
@@ -135,10 +387,11 @@ int main(int argc, char **argv) {
                  "(cpu and cuda); fp16: as bf16 in fp16 (cuda only); int8: gemm weights as int8 with a scale per output "
                  "channel, gemm inputs quantized per row at run time, int32 sums (cpu only)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
-  app.add_option("--emit", options.emit, "artifact (default) or mlir: print the ein dialect from the front end")
+  app.add_option("--emit", options.emit, "artifact (default) or mlir: the ein dialect from the front end, to stdout or -o")
       ->check(CLI::IsMember({"artifact", "mlir"}));
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");
   app.add_option("--dump-ir", options.dumpIrDir, "write the IR before the first pass and after each to DIR");
+  app.add_flag("-q,--quiet", options.quiet, "print nothing on success (no summary line, no progress)");
   CLI11_PARSE(app, argc, argv);
   return compile(options);
 }
