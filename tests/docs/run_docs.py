@@ -417,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only_python and not args.python:
         parser.error("--only-python needs --python")
     if args.python:
+        args.python = os.path.abspath(args.python)  # not resolved: a venv's python is a link out of it
         why = python_has_package(args.python)
         if why:
             print(f"skipped: {args.python} cannot import ein and numpy ({why}); scripts/python-env.sh builds it")
