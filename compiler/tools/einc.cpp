@@ -138,10 +138,12 @@ class Progress {
     winsize size{};
     size_t width = ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0 ? size.ws_col : 80;
     if (line.size() >= width) line.resize(width - 1);
+    if (drawn && line == shown) return;
     std::string text = "\r\x1b[K" + line;
     std::fwrite(text.data(), 1, text.size(), stderr);
     std::fflush(stderr);
     drawn = true;
+    shown = std::move(line);
   }
 
   void eraseLocked() {
@@ -159,6 +161,7 @@ class Progress {
   bool stopping = false;
   bool drawn = false;
   std::string current;
+  std::string shown;  // the line on the terminal, while drawn
   uint64_t done = 0, total = 0;
 };
 
