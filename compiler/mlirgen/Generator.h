@@ -389,6 +389,7 @@ class Generator {
   const ein::DimRanges &overrides;
   std::set<std::string> usedOverrides;
   ein::DimRanges ranges;  // of the ranged dims
+  std::map<std::string, std::pair<int64_t, ast::SourceLoc>> fixedDims;  // value and declaration
   std::vector<std::pair<ein::SizeCheck, Location>> checks;
 
   mlir::func::FuncOp function;

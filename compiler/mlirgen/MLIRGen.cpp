@@ -163,6 +163,7 @@ void Generator::declareDims(const ast::DimDecl &decl) {
       fail(entry.loc, "position '" + entry.name + "' must range over values, e.g. 0..2048");
     if (!ranged) {
       dims[entry.name] = range.min;
+      fixedDims.insert_or_assign(entry.name, std::pair{range.min, entry.loc});
       continue;
     }
     dims[entry.name] = ein::Size::dim(entry.name);
@@ -438,6 +439,17 @@ void Generator::finish(Location at) {
   for (size_t i = 0; i < outputs.size(); ++i)
     function.setResultAttr(static_cast<unsigned>(i), "ein.name", builder.getStringAttr(outputs[i].first));
   finishState();
+  // The fixed dims, each with its value and where it is declared
+  // ([value, line, column] in the model's file), for tools that name them:
+  // a run-time --dim of a fixed dim says where it was fixed.
+  if (!fixedDims.empty()) {
+    llvm::SmallVector<mlir::NamedAttribute> fixed;
+    for (const auto &[name, entry] : fixedDims)
+      fixed.push_back(builder.getNamedAttr(
+          name, builder.getDenseI64ArrayAttr({entry.first, static_cast<int64_t>(entry.second.line),
+                                              static_cast<int64_t>(entry.second.col)})));
+    function->setAttr("ein.fixed_dims", builder.getDictionaryAttr(fixed));
+  }
   if (ranges.empty()) return;
   // The runtime reads each ranged dim off an input axis of exactly that size
   // (the position: off the session).
