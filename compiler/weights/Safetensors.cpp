@@ -7,8 +7,10 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <span>
 
 #include "Limits.h"
+#include "file_kind.hpp"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -234,6 +236,13 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::fromBuffer(std::unique_ptr<llvm
                                                             llvm::StringRef path) {
   HeaderValidator validator(path);
   llvm::ArrayRef<uint8_t> file(reinterpret_cast<const uint8_t *>(buffer->getBufferStart()), buffer->getBufferSize());
+  // Another kind of file (a model, an artifact, GGUF weights) is named for
+  // what it is, before its bytes are read as a header length.
+  FileKind kind = sniffFileKind(std::span<const uint8_t>(file.data(), std::min<size_t>(file.size(), 4096)));
+  if (kind != FileKind::Safetensors && kind != FileKind::Unknown && !file.empty())
+    return validator.error(llvm::Twine("the file is ") + describeFileKind(kind) +
+                           ", not a safetensors weights file" +
+                           (kind == FileKind::Gguf ? " (only safetensors weights are read)" : ""));
   if (file.size() < 8)
     return validator.error("the file is " + llvm::Twine(file.size()) +
                            " bytes, too short for the 8-byte header length");
