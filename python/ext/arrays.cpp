@@ -57,6 +57,30 @@ std::optional<DType> runtimeDType(nb::dlpack::dtype dtype) {
   return std::nullopt;
 }
 
+std::optional<ElementType> inputElementType(nb::dlpack::dtype dtype, DType expected) {
+  if (dtype == numpyDType(expected)) return elementType(expected);
+  if (dtype.lanes != 1) return std::nullopt;
+  static constexpr std::pair<int, ElementType> kFloats[] = {
+      {16, ElementType::F16}, {32, ElementType::F32}, {64, ElementType::F64}};
+  static constexpr std::pair<int, ElementType> kInts[] = {
+      {8, ElementType::I8}, {16, ElementType::I16}, {32, ElementType::I32}, {64, ElementType::I64}};
+  static constexpr std::pair<int, ElementType> kUInts[] = {
+      {8, ElementType::U8}, {16, ElementType::U16}, {32, ElementType::U32}, {64, ElementType::U64}};
+  auto byBits = [&](const auto &table) -> std::optional<ElementType> {
+    for (const auto &[bits, type] : table)
+      if (dtype.bits == bits) return type;
+    return std::nullopt;
+  };
+  switch (static_cast<dtype_code>(dtype.code)) {
+    case dtype_code::Float: return byBits(kFloats);
+    case dtype_code::Int: return byBits(kInts);
+    case dtype_code::UInt: return byBits(kUInts);
+    case dtype_code::Bfloat: return dtype.bits == 16 ? std::optional(ElementType::BF16) : std::nullopt;
+    case dtype_code::Bool: return dtype.bits == 8 ? std::optional(ElementType::Bool) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
 nb::dlpack::dtype numpyDType(DType dtype) {
   switch (dtype) {
     case DType::F32: return nb::dtype<float>();

@@ -24,6 +24,10 @@ using WritableArray = nanobind::ndarray<nanobind::device::cpu>;
 std::string dtypeText(nanobind::dlpack::dtype dtype);
 // The runtime's element type with the same encoding, if there is one.
 std::optional<DType> runtimeDType(nanobind::dlpack::dtype dtype);
+// What an array of `dtype` given for an input of `expected` holds, for the
+// runtime to convert by its one policy (ein/types.hpp): any float, integer
+// or bool type, or bf16 as NumPy's uint16 bit patterns for a bf16 input.
+std::optional<ElementType> inputElementType(nanobind::dlpack::dtype dtype, DType expected);
 // How the runtime's element type comes back to NumPy: bf16, which NumPy
 // lacks, as its uint16 bit patterns.
 nanobind::dlpack::dtype numpyDType(DType dtype);

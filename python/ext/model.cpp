@@ -95,11 +95,15 @@ AnyArray inputArray(nb::dict inputs, const TensorInfo &tensor, const std::vector
                           nb::cast<std::string>(nb::type_name(value.type())) +
                           ", which is not a CPU array (NumPy, DLPack or the buffer protocol)",
                       tensor.name);
+  // The element type converts by the runtime's policy (int64 ids for an
+  // i32 input, float64 for f32); the runtime checks each value as it converts.
   std::vector<int64_t> shape = shapeOf(array);
-  if (!holds(array.dtype(), tensor.dtype) || !fits(shape, tensor))
+  const std::optional<ElementType> type = inputElementType(array.dtype(), tensor.dtype);
+  const char *why = type ? whyNotConverted(*type, tensor.dtype) : "";
+  if (!type || !convertsTo(*type, tensor.dtype) || !fits(shape, tensor))
     throw PythonError("InputError",
-                      "input " + quoted(tensor.name) + " expects " + expected + ", got " +
-                          dtypeText(array.dtype()) + shapeText(shape) + fixedAxisNote(shape, tensor, axisDims),
+                      "input " + quoted(tensor.name) + " expects " + expected + ", got " + dtypeText(array.dtype()) +
+                          shapeText(shape) + (*why ? std::string(": ") + why : fixedAxisNote(shape, tensor, axisDims)),
                       tensor.name);
   return array;
 }
@@ -185,7 +189,7 @@ StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, 
       data = copy.data();
     }
     const std::vector<int64_t> &shape = staged.shapes.emplace_back(shapeOf(array));
-    staged.tensors.push_back({tensor.name, elementType(tensor.dtype), shape, data, byteSize(tensor.dtype, shape)});
+    staged.tensors.push_back({tensor.name, *inputElementType(array.dtype(), tensor.dtype), shape, data, array.nbytes()});
   }
   return staged;
 }

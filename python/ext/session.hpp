@@ -72,15 +72,14 @@ class PySession {
   std::shared_ptr<SessionCore> core;
 };
 
-// One generation, stepped by the caller: the first next() runs the prompt
-// and chooses a token, each later one runs the previous token and chooses the
-// next, so nothing is computed ahead of the consumer and stopping early leaves
-// the session at the last token it ran. The same steps and ein::chooseToken
-// as ein::generate, so the tokens are Model.generate's.
+// One generation, stepped by the caller through ein::Generation (the loop
+// ein::generate runs, so the tokens are Model.generate's): nothing is
+// computed ahead of the consumer, and stopping early leaves the session at
+// the last token it ran. Each step is timed into the session's stats.
 class PyGeneration {
  public:
-  PyGeneration(std::shared_ptr<SessionCore> core, uint64_t epoch, std::vector<int64_t> prompt,
-               GenerationOptions options, const TensorInfo *ids, std::string logits);
+  PyGeneration(std::shared_ptr<SessionCore> core, uint64_t epoch, Generation generation)
+      : core(std::move(core)), epoch(epoch), generation(std::move(generation)) {}
 
   // The next token, or None when the generation is over.
   std::optional<int64_t> next();
@@ -88,14 +87,7 @@ class PyGeneration {
  private:
   std::shared_ptr<SessionCore> core;
   uint64_t epoch;
-  std::vector<int64_t> prompt;
-  GenerationOptions options;
-  const TensorInfo *ids;  // in core->model
-  std::string logits;
-  uint64_t samplerState;
-  int64_t produced = 0;
-  int64_t last = 0;
-  bool started = false, done = false;
+  Generation generation;  // on core->session
 };
 
 void bindSession(nanobind::module_ &module);

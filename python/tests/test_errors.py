@@ -133,7 +133,8 @@ def test_bad_arguments():
 
 
 @pytest.mark.parametrize("inputs, message", [
-    ({"x": np.zeros((3, 4), np.float64)}, r'input "x" expects f32\[3, 4\], got float64\[3, 4\]'),
+    ({"x": np.zeros((3, 4), np.int64)},
+     r'input "x" expects f32\[3, 4\], got int64\[3, 4\]: integers are not converted to floats \(cast them first\)'),
     ({"x": np.zeros((4, 3), np.float32)}, r'input "x" expects f32\[3, 4\], got float32\[4, 3\]'),
     ({"x": np.zeros((3, 4), np.float32), "z": np.zeros(1)}, r'the model has no input "z" \(inputs: x\)'),
     ({"xx": np.zeros((3, 4), np.float32)}, r'^the model has no input "xx"; did you mean "x"\? \(inputs: x\)$'),

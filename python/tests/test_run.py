@@ -174,6 +174,39 @@ output flags = ids > 1
     np.testing.assert_array_equal(outputs["flags"], ids > 1)
 
 
+IDS_MODEL = """\
+dim n = 4, vocab = 100, d = 2
+input  ids: i32[n]
+input  x: f32[n]
+param  table: f32[vocab, d]
+output rows = embedding(ids, table)
+output ids_out = ids + 0
+output x_out = x + 0
+"""
+
+
+@pytest.mark.parametrize("run", ["model", "session"])
+def test_inputs_convert_by_the_runtimes_one_policy(run):
+    # The same policy as ein-run and the C++/C APIs (InputConversionTest):
+    # integer ids of any width where they fit, floats of any width rounded.
+    model = ein.compile(IDS_MODEL, random_weights=1)
+    call = model.run if run == "model" else model.session().run
+    x = np.array([0.1, -2.0, np.inf, 1e-3])
+    for ids in (np.array([7, 0, 99, 42]), np.array([7, 0, 99, 42], np.uint8), np.array([7, 0, 99, 42], np.int16)):
+        outputs = call({"ids": ids, "x": x})
+        np.testing.assert_array_equal(outputs["ids_out"], ids.astype(np.int32))
+        np.testing.assert_array_equal(outputs["x_out"], x.astype(np.float32))
+    too_large = np.array([1, 2, 1 << 40, 3])
+    with pytest.raises(ein.InputError, match=r'^input "ids" element \[2\] is 1099511627776, outside \[0, 100\): '
+                                             r'the ids index a table of 100 rows$'):
+        call({"ids": too_large, "x": x})
+    with pytest.raises(ein.InputError, match=r'input "x" element \[1\] is 1e\+300, beyond f32\'s range'):
+        call({"ids": np.arange(4), "x": np.array([0.0, 1e300, 0.0, 0.0])})
+    with pytest.raises(ein.InputError, match=r'expects i32\[4\], got float64\[4\]: floats are not converted to '
+                                             r'integers \(cast them first\)'):
+        call({"ids": np.arange(4.0), "x": x})
+
+
 def test_bf16_as_uint16_bit_patterns():
     model = ein.compile("dim n = 2\ninput x: bf16[n]\noutput y = x * 2\n", random_weights=1)
     assert model.outputs[0].numpy_dtype == np.uint16

@@ -37,19 +37,15 @@ bool isIds(const TensorInfo &info) {
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
-// One run over `tokens` as the ids [1, n]; the last row of logits.
+// One run over `tokens` as the ids [1, n] (converted to the input's type by
+// the session); the last row of logits.
 StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, const std::string &logitsName,
                                       std::span<const int64_t> tokens) {
   const int64_t count = static_cast<int64_t>(tokens.size());
-  Status status;
-  if (ids.dtype == DType::I64) {
-    status = session.setInput(ids.name, DType::I64, {1, count}, tokens.data(), tokens.size_bytes());
-  } else {
-    std::vector<int32_t> narrow(tokens.begin(), tokens.end());
-    status = session.setInput(ids.name, DType::I32, {1, count}, narrow.data(), narrow.size() * sizeof(int32_t));
-  }
-  if (!status.ok()) return status;
-  if (status = session.run(); !status.ok()) return status;
+  const int64_t shape[] = {1, count};
+  if (Status status = session.setInput(ids.name, DType::I64, shape, tokens.data(), tokens.size_bytes()); !status.ok())
+    return status;
+  if (Status status = session.run(); !status.ok()) return status;
   StatusOr<TensorRef> logits = session.output(logitsName);
   if (!logits.ok()) return logits.status();
   const TensorRef &ref = logits.value();
@@ -93,8 +89,8 @@ int64_t chooseToken(std::span<const float> logits, const GenerationOptions &opti
   return order[keep - 1];
 }
 
-StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_t> prompt,
-                                        const GenerationOptions &options) {
+StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t> prompt,
+                                       GenerationOptions options) {
   const Model &model = session.model();
   if (model.states().empty())
     return invalidArgument(fmt::format("'{}' keeps no state (a key/value cache): generation needs a decoder that "
@@ -107,33 +103,64 @@ StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_
     return invalidArgument("temperature must be a finite number >= 0");
   StatusOr<const TensorInfo *> ids = pick(model.inputs(), options.idsInput, "ids", isIds, "ids input");
   if (!ids.ok()) return ids.status();
-  StatusOr<const TensorInfo *> logitsInfo = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
-                                                 "logits output");
-  if (!logitsInfo.ok()) return logitsInfo.status();
-  const std::string logitsName = logitsInfo.value()->name;
+  StatusOr<const TensorInfo *> logits = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
+                                             "logits output");
+  if (!logits.ok()) return logits.status();
   if (const int64_t vocabulary = ids.value()->upperBound; vocabulary > 0)
     for (size_t i = 0; i < prompt.size(); ++i)
       if (prompt[i] < 0 || prompt[i] >= vocabulary)
         return invalidArgument(fmt::format("prompt token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
                                            prompt[i], vocabulary, ids.value()->name));
+  Generation generation;
+  generation.session_ = &session;
+  generation.prompt_.assign(prompt.begin(), prompt.end());
+  generation.ids_ = ids.value();
+  generation.logits_ = logits.value()->name;
+  generation.samplerState_ = options.seed;
+  generation.options_ = std::move(options);
+  return generation;
+}
 
-  std::vector<int64_t> produced;
-  uint64_t state = options.seed;
-  StatusOr<std::span<const float>> logits = step(session, *ids.value(), logitsName, prompt);
-  while (logits.ok() && static_cast<int64_t>(produced.size()) < options.maxNewTokens) {
-    const std::span<const float> row = logits.value();
-    if (std::any_of(row.begin(), row.end(), [](float logit) { return std::isnan(logit); }))
-      return Status(StatusCode::OutOfRange,
-                    fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced.size()));
-    const int64_t token = chooseToken(row, options, state);
-    produced.push_back(token);
-    if (options.onToken && !options.onToken(token)) break;
-    if (std::find(options.stopTokens.begin(), options.stopTokens.end(), token) != options.stopTokens.end()) break;
-    if (static_cast<int64_t>(produced.size()) == options.maxNewTokens) break;
-    const int64_t next[1] = {token};
-    logits = step(session, *ids.value(), logitsName, next);
+StatusOr<std::optional<int64_t>> Generation::next() {
+  if (done_) return std::optional<int64_t>();
+  const bool first = !started_;
+  started_ = true;
+  const int64_t previous[1] = {last_};
+  StatusOr<std::span<const float>> row = first ? step(*session_, *ids_, logits_, prompt_)
+                                               : step(*session_, *ids_, logits_, previous);
+  if (!row.ok()) {
+    done_ = true;
+    return row.status();
   }
-  if (!logits.ok()) return logits.status();
+  if (options_.maxNewTokens == 0) {  // the prompt ran; no token is wanted
+    done_ = true;
+    return std::optional<int64_t>();
+  }
+  const std::span<const float> values = row.value();
+  if (std::any_of(values.begin(), values.end(), [](float logit) { return std::isnan(logit); })) {
+    done_ = true;
+    return Status(StatusCode::OutOfRange,
+                  fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced_));
+  }
+  last_ = chooseToken(values, options_, samplerState_);
+  ++produced_;
+  const std::vector<int64_t> &stops = options_.stopTokens;
+  if (produced_ == options_.maxNewTokens || std::find(stops.begin(), stops.end(), last_) != stops.end()) done_ = true;
+  return std::optional<int64_t>(last_);
+}
+
+StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_t> prompt,
+                                        const GenerationOptions &options) {
+  StatusOr<Generation> generation = Generation::start(session, prompt, options);
+  if (!generation.ok()) return generation.status();
+  std::vector<int64_t> produced;
+  while (true) {
+    StatusOr<std::optional<int64_t>> token = generation.value().next();
+    if (!token.ok()) return token.status();
+    if (!token.value()) break;
+    produced.push_back(*token.value());
+    if (options.onToken && !options.onToken(*token.value())) break;
+  }
   return produced;
 }
 

@@ -58,17 +58,12 @@ namespace {
 Status checkAxes(const TensorInfo &info, const std::vector<DimInfo> &dims, ElementType type,
                  std::span<const int64_t> shape) {
   auto mismatch = [&](std::string_view why = {}) {
-    return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\" expects {}, got {}{}", info.name,
-                                                           describe(info), describe(type, shape), why));
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("input \"{}\" expects {}, got {}{}{}", info.name, describe(info), describe(type, shape),
+                              why.empty() ? "" : ": ", why));
   };
   if (shape.size() != info.shape.size()) return mismatch();
-  if (!convertsTo(type, info.dtype)) {
-    const bool intoFloat = info.dtype == DType::F32 || info.dtype == DType::F16 || info.dtype == DType::BF16;
-    if (isInteger(type) && intoFloat) return mismatch(": integers are not converted to floats (cast them first)");
-    if (!isInteger(type) && type != ElementType::Bool && !intoFloat && info.dtype != DType::Bool)
-      return mismatch(": floats are not converted to integers (cast them first)");
-    return mismatch();
-  }
+  if (!convertsTo(type, info.dtype)) return mismatch(whyNotConverted(type, info.dtype));
   for (size_t axis = 0; axis < shape.size(); ++axis) {
     if (info.shape[axis] >= 0) {
       if (shape[axis] != info.shape[axis]) return mismatch();

@@ -74,6 +74,16 @@ bool convertsTo(ElementType from, DType to) {
   }
 }
 
+const char *whyNotConverted(ElementType from, DType to) {
+  if (convertsTo(from, to)) return "";
+  const bool intoFloat = to == DType::F32 || to == DType::F16 || to == DType::BF16;
+  const bool fromFloat = from == ElementType::F64 || from == ElementType::F32 || from == ElementType::F16 ||
+                         from == ElementType::BF16;
+  if (isInteger(from) && intoFloat) return "integers are not converted to floats (cast them first)";
+  if (fromFloat && (to == DType::I32 || to == DType::I64)) return "floats are not converted to integers (cast them first)";
+  return "";
+}
+
 int defaultThreadCount() {
   cpu_set_t cpus;
   if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0) return CPU_COUNT(&cpus);

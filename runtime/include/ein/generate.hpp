@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,40 @@ struct GenerationOptions {
   std::string idsInput, logitsOutput;
   // Called with each new token; returning false stops generation.
   std::function<bool(int64_t token)> onToken;
+};
+
+// Generation one token at a time, for callers that stream tokens, stop at any
+// point or time each phase: the first next() runs the prompt and chooses a
+// token, each later one runs the previous token and chooses the next, so
+// nothing is computed ahead of the caller and stopping early leaves the
+// session at the last token it ran. generate() is a loop over next().
+// The session must outlive the generation and run nothing else meanwhile.
+class Generation {
+ public:
+  // Checks the session's model (state, the ids input and logits output),
+  // the options and the prompt (not empty; every id inside the vocabulary
+  // of the ids input); runs nothing. onToken is not called: the caller has
+  // each token.
+  static StatusOr<Generation> start(Session &session, std::span<const int64_t> prompt, GenerationOptions options);
+
+  // The next token, or nullopt once generation has ended: maxNewTokens
+  // produced (with 0, after the prompt's run), or a stop token returned by
+  // the call before. An error ends it too.
+  StatusOr<std::optional<int64_t>> next();
+  bool prefilled() const { return started_; }  // whether the prompt has run
+  int64_t produced() const { return produced_; }
+
+ private:
+  Generation() = default;
+
+  Session *session_ = nullptr;
+  std::vector<int64_t> prompt_;
+  GenerationOptions options_;
+  const TensorInfo *ids_ = nullptr;  // in the session's model
+  std::string logits_;
+  uint64_t samplerState_ = 0;
+  int64_t produced_ = 0, last_ = 0;
+  bool started_ = false, done_ = false;
 };
 
 // Runs the prompt from the session's current position (resetState() first to

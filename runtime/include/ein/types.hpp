@@ -38,6 +38,9 @@ const char *elementTypeName(ElementType type);  // dtypeName's spelling, and "f6
 bool isInteger(ElementType type);               // signed or unsigned, Bool not included
 // Whether the policy converts `from` into an input of `to` (equal types included).
 bool convertsTo(ElementType from, DType to);
+// Why it does not, when there is a reason to give ("integers are not
+// converted to floats (cast them first)"); "" otherwise.
+const char *whyNotConverted(ElementType from, DType to);
 
 // The worker threads a session or runner gets when the caller does not say:
 // the CPUs this process may run on (its affinity mask, so a container or
