@@ -221,6 +221,12 @@ void Compilation::error(const std::string &message) const { sink({Severity::Erro
 void Compilation::warning(const std::string &message) const { sink({Severity::Warning, "", 0, 0, message, ""}); }
 
 mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &dims) {
+  // Text given in memory (the Python package's) is checked as a file is: no
+  // diagnostic may echo a binary or terminal control byte in its source line.
+  if (std::optional<std::string> message = notModelText(source.filename, source.text)) {
+    error(*message);
+    return nullptr;
+  }
   return mlirgen::generate(context, source.text, source.filename, dims);
 }
 

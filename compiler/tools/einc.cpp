@@ -207,17 +207,17 @@ std::string dimArgument(const std::vector<std::string> &dims, const std::string 
   return "";
 }
 
-bool writeFile(const std::string &path, const char *data, size_t size, Progress *progress = nullptr) {
+bool writeFile(const std::string &path, const char *data, size_t size, Progress &progress) {
   std::ofstream out(path, std::ios::binary);
   // In pieces, so that a large artifact's writing shows its progress.
   constexpr size_t kPiece = size_t{64} << 20;
   for (size_t offset = 0; out && offset < size; offset += kPiece) {
     out.write(data + offset, static_cast<std::streamsize>(std::min(kPiece, size - offset)));
-    if (progress) progress->bytes(std::min(offset + kPiece, size), size);
+    progress.bytes(std::min(offset + kPiece, size), size);
   }
   out.close();
   if (out) return true;
-  llvm::errs() << "einc: cannot write " << path << "\n";
+  progress.printing([&] { llvm::errs() << "einc: cannot write " << path << "\n"; });
   return false;
 }
 
@@ -274,6 +274,10 @@ int compile(const Options &options) {
   if (!overrides) return 1;
   // --print-ir-after-all writes to stderr too: no progress line among the IR.
   Progress progress(!options.quiet && !options.printIrAfterAll && isatty(STDERR_FILENO));
+  // Everything printed while the progress line may be shown goes through it.
+  auto report = [&](const std::string &message) {
+    progress.printing([&] { llvm::errs() << "einc: " << message << "\n"; });
+  };
   auto sink = [&](const ein::driver::Diagnostic &diagnostic) {
     if (diagnostic.file.empty())
       if (std::string dim = dimArgument(options.dims, diagnostic.message); !dim.empty()) {
@@ -304,20 +308,19 @@ int compile(const Options &options) {
     llvm::raw_string_ostream stream(text);
     module->print(stream);
     stream.flush();
-    if (!writeFile(options.output, text.data(), text.size())) return 1;
+    if (!writeFile(options.output, text.data(), text.size(), progress)) return 1;
     progress.stop();
     if (!options.quiet) llvm::errs() << "einc: wrote " << options.output << " (" << humanBytes(text.size()) << ")\n";
     return 0;
   }
   if (options.output.empty()) {
-    llvm::errs() << "einc: no output file: pass -o MODEL.einb (or --emit=mlir)\n";
+    report("no output file: pass -o MODEL.einb (or --emit=mlir)");
     return 1;
   }
   // A model without parameters needs no weights; one with them needs a source.
   const bool noSource = options.weights.empty() && !options.randomWeights;
   if (std::optional<std::string> missing = ein::driver::parametersWithoutSource(*module, !noSource)) {
-    llvm::errs() << "einc: " << options.model << " " << *missing
-                 << ": give them with --weights FILE.safetensors or --random-weights SEED\n";
+    report(options.model + " " + *missing + ": give them with --weights FILE.safetensors or --random-weights SEED");
     return 1;
   }
   const ParameterTotals parameters = parameterTotals(*module);
@@ -329,7 +332,7 @@ int compile(const Options &options) {
   if (!options.weights.empty()) {
     auto opened = ein::weights::SafetensorsFile::open(options.weights);
     if (!opened) {
-      llvm::errs() << "einc: " << llvm::toString(opened.takeError()) << "\n";
+      report(llvm::toString(opened.takeError()));
       return 1;
     }
     safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
@@ -361,7 +364,7 @@ int compile(const Options &options) {
         llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
       });
   progress.phase("writing " + options.output);
-  if (!writeFile(options.output, reinterpret_cast<const char *>(artifact->data()), artifact->size(), &progress))
+  if (!writeFile(options.output, reinterpret_cast<const char *>(artifact->data()), artifact->size(), progress))
     return 1;
   progress.stop();
   if (!options.quiet)

@@ -106,6 +106,15 @@ TEST(ParseOptions, TargetsAndPrecisionsAsEincSpellsThem) {
   EXPECT_FALSE(ein::driver::parsePrecision("fp8"));
 }
 
+TEST(Compilation, TextWithAControlByteIsRefusedBeforeItIsEchoed) {
+  std::vector<Diagnostic> diagnostics;
+  EXPECT_FALSE(compile("dim n = 3\ninput x: f32[n]\noutput y = x \x1b[2J* 2\n", diagnostics));
+  ASSERT_EQ(diagnostics.size(), 1u);
+  EXPECT_EQ(diagnostics[0].message, "model.ein is not a text model: byte 0x1b at line 3, column 14 (offset 39) is a "
+                                    "control character; a .ein model is UTF-8 text");
+  EXPECT_EQ(diagnostics[0].rendered, "");
+}
+
 TEST(Compilation, AnUnknownDimHasNoPlaceInTheModel) {
   std::vector<Diagnostic> diagnostics;
   Compilation compilation({"dim seq = 3, d = 4\ninput x: f32[seq, d]\noutput y = x\n", "model.ein"},
