@@ -214,11 +214,20 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
                    : options.precision == ArtifactPrecision::Fp16 ? fb::Precision::Fp16
                    : options.precision == ArtifactPrecision::Int8 ? fb::Precision::Int8
                                                                   : fb::Precision::Fp32;
+  // The fixed dims the front end recorded (name -> [value, line, column]).
+  std::vector<flatbuffers::Offset<fb::FixedDim>> fixedDims;
+  if (auto fixed = function->getAttrOfType<DictionaryAttr>("ein.fixed_dims"))
+    for (NamedAttribute entry : fixed)
+      if (auto at = dyn_cast<DenseI64ArrayAttr>(entry.getValue()); at && at.size() == 3) {
+        const std::string declaredAt =
+            options.source + ":" + std::to_string(at[1]) + ":" + std::to_string(at[2]);
+        fixedDims.push_back(fb::CreateFixedDimDirect(builder, entry.getName().str().c_str(), at[0], declaredAt.c_str()));
+      }
   auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                      options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                      static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, segmentSize,
                                      precision, &dims, &sizeTables, &checks, &states, stateBytes, positionDim,
-                                     positionAdvance);
+                                     positionAdvance, &fixedDims);
   fb::FinishSizePrefixedModelBuffer(builder, model);
   return success();
 }

@@ -197,7 +197,7 @@ Outcome compileRequest(Request request) {
   options.precision = *precision;
   options.dumpIrDir = request.dumpIr;
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
-  if (!module || mlir::failed(compilation.runPipeline(*module, options))) return outcome;
+  if (!module) return outcome;
   std::unique_ptr<SafetensorsParams> safetensors;
   ParamBytesProvider params;
   const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
@@ -205,13 +205,16 @@ Outcome compileRequest(Request request) {
     compilation.error("the model " + *missing + ": give them as weights=... or random_weights=SEED");
     return outcome;
   }
+  // As einc: the source opened and its names checked before the passes; random
+  // values drawn by how the model uses each parameter, so a seed gives einc's.
   if (request.randomSeed || noSource) {
-    params = randomParams(request.randomSeed.value_or(0));  // no parameters to draw when there is no source
+    params = randomParams(request.randomSeed.value_or(0), paramInitsFromUses(*module));
   } else {
     safetensors = openWeights(request, compilation);
-    if (!safetensors) return outcome;
+    if (!safetensors || mlir::failed(safetensors->checkNames(*module))) return outcome;
     params = safetensors->provider();
   }
+  if (mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   auto artifact = compilation.writeArtifact(*module, params, options);
   if (mlir::failed(artifact)) return outcome;
   outcome.artifact = std::move(*artifact);

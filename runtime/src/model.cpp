@@ -155,6 +155,7 @@ const char *precisionName(Precision precision) {
 }
 const std::string &Model::producer() const { return program_->producer; }
 const std::string &Model::source() const { return program_->source; }
+const std::vector<FixedDimInfo> &Model::fixedDims() const { return program_->fixedDims; }
 const std::vector<TensorInfo> &Model::inputs() const { return program_->inputs; }
 const std::vector<TensorInfo> &Model::outputs() const { return program_->outputs; }
 const std::vector<TensorInfo> &Model::params() const { return program_->params; }

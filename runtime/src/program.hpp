@@ -212,6 +212,7 @@ struct Program {
   Device target = Device::Cpu;
   Precision precision = Precision::Fp32;
   std::string producer, source;
+  std::vector<FixedDimInfo> fixedDims;
 
   std::vector<Tensor> tensors;
   std::vector<TensorInfo> inputs, outputs, params, states;

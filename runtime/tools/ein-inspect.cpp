@@ -29,6 +29,9 @@ nlohmann::json modelJson(const ein::Model &model) {
   out["dims"] = nlohmann::json::array();
   for (const ein::DimInfo &dim : model.dims())
     out["dims"].push_back({{"name", dim.name}, {"min", dim.min}, {"max", dim.max}});
+  out["fixed_dims"] = nlohmann::json::array();
+  for (const ein::FixedDimInfo &dim : model.fixedDims())
+    out["fixed_dims"].push_back({{"name", dim.name}, {"value", dim.value}, {"declared_at", dim.declaredAt}});
   out["inputs"] = nlohmann::json::array();
   for (const ein::TensorInfo &input : model.inputs()) {
     nlohmann::json item = tensorJson(input);

@@ -302,6 +302,13 @@ ein::StatusOr<std::vector<int64_t>> chooseDims(const ein::Model &model, const st
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
     auto dim = std::find_if(dims.begin(), dims.end(), [&](const ein::DimInfo &d) { return d.name == name; });
+    const std::vector<ein::FixedDimInfo> &fixed = model.fixedDims();
+    if (auto pinned = std::find_if(fixed.begin(), fixed.end(), [&](const ein::FixedDimInfo &d) { return d.name == name; });
+        dim == dims.end() && pinned != fixed.end())
+      return ein::Status(ein::StatusCode::InvalidArgument,
+                         "--dim " + arg + ": dim " + name + " is fixed at " + std::to_string(pinned->value) +
+                             " by the model (" + pinned->declaredAt + "), so it cannot change at run time: recompile " +
+                             "with einc --dim " + name + "=MIN..MAX to make it ranged");
     if (dim == dims.end()) {
       std::vector<std::string> names;
       for (const ein::DimInfo &d : dims) names.push_back(d.name);

@@ -26,6 +26,14 @@ struct DimInfo {
   int64_t min = 0, max = 0;
 };
 
+// A dim the model fixed (`dim s = 4`): folded into every size, so it cannot
+// change at run time; named for messages (recompile with einc --dim to range it).
+struct FixedDimInfo {
+  std::string name;
+  int64_t value = 0;
+  std::string declaredAt;  // "model.ein:2:5"
+};
+
 // A named tensor the model exposes: an input, an output or a parameter.
 struct TensorInfo {
   std::string name;
@@ -111,6 +119,8 @@ class Model {
   // The ranged dims, in the artifact's order; empty for a model whose every
   // size is fixed.
   const std::vector<DimInfo> &dims() const;
+  // The dims the model fixed, by name (none for artifacts of older einc).
+  const std::vector<FixedDimInfo> &fixedDims() const;
   const std::vector<TensorInfo> &inputs() const;
   const std::vector<TensorInfo> &outputs() const;
   // The parameters at their declared types, and how each is stored.

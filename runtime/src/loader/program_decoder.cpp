@@ -330,6 +330,12 @@ StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, Arti
     return invalid("precision int8 is for the cpu target only");
   program->producer = model.producer() ? model.producer()->str() : "";
   program->source = model.source() ? model.source()->str() : "";
+  if (model.fixed_dims())
+    for (const fb::FixedDim *fixed : *model.fixed_dims()) {
+      if (!fixed->name() || fixed->name()->size() == 0) return invalid("a fixed dim has no name");
+      program->fixedDims.push_back({fixed->name()->str(), fixed->value(),
+                                    fixed->declared_at() ? fixed->declared_at()->str() : ""});
+    }
   program->arenaBytes = model.arena_bytes();
   if (program->arenaBytes > kMaxArenaBytes)
     return invalid(fmt::format("the arena of {} bytes exceeds the runtime's limit of 2^43 bytes", program->arenaBytes));
@@ -359,6 +365,7 @@ std::unique_ptr<Program> copyFixedParts(const Program &base) {
   program->precision = base.precision;
   program->producer = base.producer;
   program->source = base.source;
+  program->fixedDims = base.fixedDims;
   return program;
 }
 
