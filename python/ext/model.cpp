@@ -253,19 +253,25 @@ PyModel::PyModel(std::shared_ptr<const Model> model, Placement where, InputAxisD
   }
 }
 
-std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
-                                       int64_t topK, float topP, uint64_t seed,
-                                       const std::vector<int64_t> &stopTokens, int threads) {
-  auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
-                                         .device = placement.device.device, .deviceIndex = placement.device.index});
-  if (!session.ok()) throwCreateStatus(session.status(), placement.device);
+GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,
+                                    std::vector<int64_t> stopTokens) {
   GenerationOptions options;
   options.maxNewTokens = maxNewTokens;
   options.temperature = temperature;
   options.topK = topK;
   options.topP = topP;
   options.seed = seed;
-  options.stopTokens = stopTokens;
+  options.stopTokens = std::move(stopTokens);
+  return options;
+}
+
+std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
+                                       int64_t topK, float topP, uint64_t seed,
+                                       const std::vector<int64_t> &stopTokens, int threads) {
+  auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
+                                         .device = placement.device.device, .deviceIndex = placement.device.index});
+  if (!session.ok()) throwCreateStatus(session.status(), placement.device);
+  const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
   StatusOr<std::vector<int64_t>> tokens = std::vector<int64_t>();
   {
     nb::gil_scoped_release released;

@@ -13,6 +13,7 @@
 #include <nanobind/ndarray.h>
 
 #include "arrays.hpp"
+#include "ein/generate.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"
 #include "ein/session.hpp"
@@ -108,6 +109,10 @@ struct StagedInputs {
   std::vector<InputTensor> tensors;
 };
 StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims);
+
+// The options Model.generate and Session.generate pass to the runtime.
+GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,
+                                    std::vector<int64_t> stopTokens);
 
 // A new NumPy array of `dtype` and `shape`, 64-byte aligned, owning its memory.
 nanobind::ndarray<nanobind::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape);

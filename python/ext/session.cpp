@@ -108,14 +108,8 @@ std::unique_ptr<PyGeneration> PySession::generate(std::vector<int64_t> prompt, i
                                                   float temperature, int64_t topK, float topP, uint64_t seed,
                                                   std::vector<int64_t> stopTokens) {
   Claim claim(*core);
-  GenerationOptions options;
-  options.maxNewTokens = maxNewTokens;
-  options.temperature = temperature;
-  options.topK = topK;
-  options.topP = topP;
-  options.seed = seed;
-  options.stopTokens = std::move(stopTokens);
-  StatusOr<Generation> generation = Generation::start(*core->session, prompt, std::move(options));
+  StatusOr<Generation> generation = Generation::start(
+      *core->session, prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)));
   if (!generation.ok()) throwStatus(generation.status());
   const uint64_t epoch = ++core->epoch;  // an older generation on this session ends here
   core->lastGeneration = GenerationStats{static_cast<int64_t>(prompt.size()), 0, 0, 0};
