@@ -195,3 +195,11 @@ def test_invalid_artifacts(tmp_path):
         ein.load(tmp_path / "truncated.einb")
     with pytest.raises(FileNotFoundError):
         ein.load(tmp_path / "missing.einb")
+    # A file of another kind is named for what it is, not parsed as an artifact.
+    (tmp_path / "model.ein").write_text(LINEAR_RELU)
+    with pytest.raises(ein.ArtifactError, match=r"model\.ein: not an ein artifact: the file is a text file \(a \.ein "
+                                                r"model\? compile it first: einc MODEL\.ein -o MODEL\.einb\)"):
+        ein.load(tmp_path / "model.ein")
+    np.save(tmp_path / "x.npy", np.zeros(3, np.float32))
+    with pytest.raises(ein.ArtifactError, match=r"not an ein artifact: the file is a NumPy array"):
+        ein.load(tmp_path / "x.npy")
