@@ -249,7 +249,8 @@ TEST_F(InputConversion, TheCApiNamesEveryType) {
   EXPECT_STREQ(ein_dtype_name(EIN_DTYPE_U8), "u8");
   EXPECT_EQ(ein_dtype_size(EIN_DTYPE_U64), 8u);
   EXPECT_EQ(ein_dtype_size(EIN_DTYPE_I16), 2u);
-  EXPECT_STREQ(ein_dtype_name(static_cast<ein_dtype_t>(99)), "unknown");
+  // One past the last: a C caller's unknown value (within the enum's range, which C++ requires).
+  EXPECT_STREQ(ein_dtype_name(static_cast<ein_dtype_t>(EIN_DTYPE_U64 + 1)), "unknown");
   EXPECT_EQ(ein_default_thread_count(), defaultThreadCount());
   EXPECT_GE(defaultThreadCount(), 1);
   ein_session_options_t options;
