@@ -183,7 +183,7 @@ Status convertInput(const TensorInfo &info, ElementType type, std::span<const in
   }
   if (info.dtype == DType::I32) return convertIntegers<int32_t>(info, type, shape, count, data, out);
   if (info.dtype == DType::I64) return convertIntegers<int64_t>(info, type, shape, count, data, out);
-  if (info.dtype == DType::F32 || info.dtype == DType::F16 || info.dtype == DType::BF16) {
+  if (isFloat(elementType(info.dtype))) {
     for (size_t i = 0; i < count; ++i) {
       double wide = 0.0;
       switch (type) {

@@ -63,24 +63,21 @@ bool isInteger(ElementType type) {
   }
 }
 
+bool isFloat(ElementType type) {
+  return type == ElementType::F64 || type == ElementType::F32 || type == ElementType::F16 || type == ElementType::BF16;
+}
+
 bool convertsTo(ElementType from, DType to) {
   if (from == elementType(to)) return true;
-  switch (to) {
-    case DType::I32: case DType::I64: return isInteger(from);
-    case DType::F32: case DType::F16: case DType::BF16:
-      return from == ElementType::F64 || from == ElementType::F32 || from == ElementType::F16 ||
-             from == ElementType::BF16;
-    default: return false;
-  }
+  if (to == DType::I32 || to == DType::I64) return isInteger(from);
+  if (isFloat(elementType(to))) return isFloat(from);
+  return false;
 }
 
 const char *whyNotConverted(ElementType from, DType to) {
   if (convertsTo(from, to)) return "";
-  const bool intoFloat = to == DType::F32 || to == DType::F16 || to == DType::BF16;
-  const bool fromFloat = from == ElementType::F64 || from == ElementType::F32 || from == ElementType::F16 ||
-                         from == ElementType::BF16;
-  if (isInteger(from) && intoFloat) return "integers are not converted to floats (cast them first)";
-  if (fromFloat && (to == DType::I32 || to == DType::I64)) return "floats are not converted to integers (cast them first)";
+  if (isInteger(from) && isFloat(elementType(to))) return "integers are not converted to floats (cast them first)";
+  if (isFloat(from) && (to == DType::I32 || to == DType::I64)) return "floats are not converted to integers (cast them first)";
   return "";
 }
 

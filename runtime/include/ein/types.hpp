@@ -36,6 +36,7 @@ constexpr ElementType elementType(DType dtype) { return static_cast<ElementType>
 size_t elementSize(ElementType type);         // bytes per element
 const char *elementTypeName(ElementType type);  // dtypeName's spelling, and "f64", "i16", "u8", ...
 bool isInteger(ElementType type);               // signed or unsigned, Bool not included
+bool isFloat(ElementType type);                 // f64, f32, f16, bf16
 // Whether the policy converts `from` into an input of `to` (equal types included).
 bool convertsTo(ElementType from, DType to);
 // Why it does not, when there is a reason to give ("integers are not
