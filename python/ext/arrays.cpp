@@ -8,10 +8,6 @@ using nb::dlpack::dtype_code;
 namespace ein::python {
 namespace {
 
-bool is(nb::dlpack::dtype dtype, dtype_code code, int bits) {
-  return dtype.code == static_cast<uint8_t>(code) && dtype.bits == bits && dtype.lanes == 1;
-}
-
 // Copies dimension `axis` and those after it; `source` points at the first
 // element of the slice, strides are in elements as DLPack gives them.
 void copyAxis(const AnyArray &array, size_t axis, const std::byte *source, std::byte *&destination) {
@@ -45,16 +41,6 @@ std::string dtypeText(nb::dlpack::dtype dtype) {
     default: return "dtype code " + std::to_string(dtype.code) + " of " + std::to_string(dtype.bits) + " bits";
   }
   return kind + std::to_string(dtype.bits);
-}
-
-std::optional<DType> runtimeDType(nb::dlpack::dtype dtype) {
-  if (is(dtype, dtype_code::Float, 32)) return DType::F32;
-  if (is(dtype, dtype_code::Float, 16)) return DType::F16;
-  if (is(dtype, dtype_code::Bfloat, 16)) return DType::BF16;
-  if (is(dtype, dtype_code::Int, 32)) return DType::I32;
-  if (is(dtype, dtype_code::Int, 64)) return DType::I64;
-  if (is(dtype, dtype_code::Bool, 8)) return DType::Bool;
-  return std::nullopt;
 }
 
 std::optional<ElementType> inputElementType(nb::dlpack::dtype dtype, DType expected) {
@@ -94,7 +80,7 @@ nb::dlpack::dtype numpyDType(DType dtype) {
 }
 
 bool holds(nb::dlpack::dtype dtype, DType expected) {
-  return runtimeDType(dtype) == expected || dtype == numpyDType(expected);
+  return inputElementType(dtype, expected) == elementType(expected);
 }
 
 std::optional<std::string> safetensorsDType(nb::dlpack::dtype dtype) {

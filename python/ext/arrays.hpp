@@ -22,8 +22,6 @@ using WritableArray = nanobind::ndarray<nanobind::device::cpu>;
 
 // NumPy's name for an array's element type: "float32", "int64", "bfloat16", ...
 std::string dtypeText(nanobind::dlpack::dtype dtype);
-// The runtime's element type with the same encoding, if there is one.
-std::optional<DType> runtimeDType(nanobind::dlpack::dtype dtype);
 // What an array of `dtype` given for an input of `expected` holds, for the
 // runtime to convert by its one policy (ein/types.hpp): any float, integer
 // or bool type, or bf16 as NumPy's uint16 bit patterns for a bf16 input.
