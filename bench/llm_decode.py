@@ -23,15 +23,20 @@ achieved bandwidth = bytes of weights read per token (all gemm weights + lm_head
 table) x decode tokens/s. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
 
 Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
-safetensors, numpy, gguf and llama-cpp-python (CMAKE_ARGS="-DGGML_NATIVE=ON" pip install llama-cpp-python).
-Run:   /work/wt-swin/.venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir /tmp/llm_bench]
+safetensors, numpy, gguf and llama-cpp-python, e.g.:
+  python3 -m venv .venv-bench
+  .venv-bench/bin/pip install torch transformers safetensors numpy gguf
+  CMAKE_ARGS="-DGGML_NATIVE=ON" .venv-bench/bin/pip install llama-cpp-python
+Run:   .venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--workdir DIR]
+       (--workdir: the weights, artifacts and GGUF files, a few GB; the weights are made once and
+       reused; default ein-llm-bench in the system's temporary folder, $TMPDIR or /tmp)
        (--skip-llamacpp, --skip-hf leave engines out; --einc/--ein-run use other builds' tools;
        --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
        e.g. main's, alternated with the others (with --baseline-einc PATH, artifacts that build's einc
        compiled instead, for when the artifact format differs between the two); --profile prints ein's EIN_PROFILE time per op kind of
        one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
 
-Results on this machine (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
+Results (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
 tokens/s, medians; DRAM read ~47-52 GB/s by a 2-thread torch sum):
                 prefill128 prefill1024 decode128 decode2048
   ein fp32         1722       1769        104        86
@@ -67,6 +72,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -378,7 +384,7 @@ def sub(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker")
-    ap.add_argument("--workdir", default="/tmp/llm_bench")
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-llm-bench"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--skip-llamacpp", action="store_true")

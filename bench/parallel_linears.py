@@ -14,7 +14,9 @@ compilers; each figure is the median over rounds, and the best round (the least 
 other load: min latency, max tokens/s); ratios are after / before (latency: < 1 is faster;
 tokens/s: > 1 is faster). Prints `lscpu`'s model name with the table.
 
-Run:  python3 bench/parallel_linears.py --before /work/main/build/bin/einc [--rounds 5] [--threads 2]
+Run:  python3 bench/parallel_linears.py --before BEFORE/build/bin/einc [--rounds 5] [--threads 2]
+      (BEFORE: a build of a commit without the pass, e.g. a `git worktree` of main built with
+      scripts/build.sh)
 
 Results (Intel(R) Xeon(R) Processor, family 6 model 207 (Sapphire/Emerald Rapids class, AMX), 2 cores
 shared with 5 other jobs building (load average 5-18), 2026-11-26, 5 rounds; before = main's einc):

@@ -1,12 +1,26 @@
 #!/usr/bin/env python3
 """Checks the CUDA backend on a GPU machine with the kit scripts/gpu-kit.sh made.
 
-    python3 -u gpu-kit/check.py STEP [STEP ...] [--device cuda:N] [--no-bench] [--budget SECONDS]
+    python3 -u gpu-kit/check.py [STEP ...] [--out DIR] [--device cuda:N] [--no-bench] [--budget SECONDS]
 
-Steps, in the order of their value when device time is short. Three files
-hold what they find (the device tool brings back at most 8 a call):
-$OUT/results.json (every step's results, rewritten after each), $OUT/check.log
-(every command and its output) and $OUT/bench.jsonl (the benchmarks' lines).
+What the machine needs: an NVIDIA GPU of compute capability 8.0 or newer;
+a driver that supports CUDA 13 (R580 or newer, with nvidia-smi); cuBLASLt 13
+(libcublasLt.so.13, from the CUDA 13 toolkit or PyTorch's nvidia wheels);
+python3 with numpy (conformance, vit-*) and torch built with CUDA (bench-*);
+compute-sanitizer (sanitize; it comes with the toolkit). The prebuilt
+binaries need glibc 2.36 (bin/), or glibc 2.34 and GCC 12's libstdc++
+(bin-dynamic/); on an older system the source fallback is built first (2-4
+minutes), which needs nvcc from the CUDA 13 toolkit, CMake 3.20 and a C++20
+compiler. No network access is needed. The ViT steps write ViT-B/16 with its
+weights (~350 MB a precision) into the temporary folder ($TMPDIR), about
+1.5 GB for both steps. Run the script with the python3 that has PyTorch: its
+nvidia wheels are searched for cuBLASLt.
+
+Three files hold what the steps find, in the output folder (--out DIR, else
+$OUT if set, else gpu-check-results/DATE-TIME under the current directory;
+an existing folder's three files are replaced): results.json (every step's
+results, rewritten after each), check.log (every command and its output) and
+bench.jsonl (the benchmarks' lines). Steps, the most valuable first:
   env              versions, glibc against what the prebuilt binaries need, ldd of
                    each binary; builds the source fallback when they cannot run
   tests            cuda_runtime_tests in one process with EIN_CUDA_SYNC=1 (a test
@@ -22,14 +36,17 @@ $OUT/results.json (every step's results, rewritten after each), $OUT/check.log
                    layernorm and gemm tests
   correctness      env, tests and conformance (what --no-bench runs with no step named)
   all              every step in the order above
-With no step named: correctness, then (unless --no-bench) the benchmarks.
+With no step named: correctness, then (unless --no-bench) the benchmarks, a
+few minutes (13 at most by the steps' shares, plus 2-4 for a source build);
+sanitize takes up to 7 more.
 A failing command or engine is recorded and the next one runs; every step
-prints its summary; the exit status is 1 when anything failed. No command
-runs past --budget seconds from the start (default 560, under the device
-tool's 600), nor past its step's share (STEP_SECONDS: a hung kernel costs
-its step, not the steps after it); one that would is cut short and recorded
-as timed out. The source build, when needed, counts against --budget only.
-Needs python3 with numpy (conformance, vit-*) and torch (bench-*, bench-vit)."""
+prints its summary, and the output ends with a digest of what failed and
+every benchmark figure; the exit status is 1 when anything failed. No command
+runs past its step's share (STEP_SECONDS: a hung kernel costs its step, not
+the steps after it), nor, with --budget, past that many seconds from the
+start (set it under a CI job's time limit, so that the digest is still
+printed); one that would is cut short and recorded as timed out. The source
+build, when needed, counts against --budget only."""
 import glob
 import json
 import os
@@ -41,13 +58,21 @@ import tempfile
 import time
 
 KIT = os.path.dirname(os.path.abspath(__file__))
-OUT = os.environ.get("OUT") or tempfile.mkdtemp(prefix="ein-check-")
-os.makedirs(OUT, exist_ok=True)
-SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR", "/tmp/ein-kit-build")
+
+
+def output_folder(chosen=None):
+    """Where the three files go: --out, else $OUT, else a new folder under ./gpu-check-results."""
+    return os.path.abspath(chosen or os.environ.get("OUT")
+                           or os.path.join("gpu-check-results", time.strftime("%Y%m%d-%H%M%S")))
+
+
+OUT = output_folder()  # made by the first step that writes to it
+# The source fallback's build folder (build-from-source.sh's BUILD_DIR).
+SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR") or os.path.join(KIT, "build")
 # bf16/fp16 widen the cases' tolerances to these (runtime/src/backends/cuda/README.md).
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
 STARTED = time.time()
-BUDGET = 560.0  # seconds for the whole invocation (--budget)
+BUDGET = float("inf")  # seconds for the whole invocation (--budget; none by default)
 STEPS = ["env", "tests", "conformance", "bench-attention", "vit-accuracy", "bench-vit", "sanitize"]
 # The most seconds each step's commands may take, the source build apart. Well above what each
 # should need on an H100 (env ~15, tests ~30, conformance ~60, attention ~60, ViT ~30 and ~150).
@@ -56,38 +81,42 @@ STEP_SECONDS = {"env": 60, "tests": 120, "conformance": 150, "bench-attention": 
 
 
 def library_folders():
-    """Folders that may hold libcublasLt.so.13: the toolkit, and PyTorch's
-    nvidia wheels (nvidia/cu13/lib, nvidia/cublas/lib) on any sys.path entry."""
-    places = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda-13/lib64"]
-    for entry in sys.path + glob.glob("/opt/*/.venv/lib/python3*/site-packages"):
+    """Folders that may hold libcublasLt.so.13: the toolkit ($CUDA_HOME, else its
+    usual folders), and PyTorch's nvidia wheels (nvidia/cu13/lib, nvidia/cublas/lib)
+    on any sys.path entry of the python3 that runs this script."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    places = ([os.path.join(home, "lib64"), os.path.join(home, "targets", "x86_64-linux", "lib")] if home else []) + [
+        "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/cuda-13/lib64"]
+    for entry in sys.path:
         places += sorted({os.path.dirname(p) for p in glob.glob(os.path.join(entry, "nvidia", "**", "libcublasLt.so*"),
                                                                    recursive=True)})
     found = [p for p in dict.fromkeys(places) if glob.glob(os.path.join(p, "libcublasLt.so*"))]
     return found
 
 
-# LD_LIBRARY_PATH is searched before the binaries' RUNPATH (the toolkit's folders).
+# LD_LIBRARY_PATH is searched before the binaries' RUNPATH (the toolkit's folders); one set
+# beforehand comes after these.
 os.environ["LD_LIBRARY_PATH"] = ":".join(library_folders() + [p for p in [os.environ.get("LD_LIBRARY_PATH")] if p])
 
 
-RESULTS = {}  # step name -> its results, as $OUT/results.json holds them
-LOG_PATH = os.path.join(OUT, "check.log")
+RESULTS = {}  # step name -> its results, as OUT/results.json holds them
 LOGGED_OUTPUT = 200_000  # characters of one command's output kept in the log (its end)
 
 
 class Step:
     """One step's log and results; results.json is rewritten after every record,
-    so what ran is under $OUT even if the call is cut off."""
+    so what ran is in the output folder even if the run is cut off."""
 
     def __init__(self, name):
         self.name, self.results, self.failures = name, [], 0
         self.exempt_seconds = 0.0  # time spent in commands outside the step's share
         self.started = time.time()
+        os.makedirs(OUT, exist_ok=True)
         self.log(f"==== {name}")
         print(f"== {name}", flush=True)
 
     def log(self, text):
-        with open(LOG_PATH, "a") as log:
+        with open(os.path.join(OUT, "check.log"), "a") as log:
             log.write(text if text.endswith("\n") else text + "\n")
 
     def run(self, command, timeout=300, env=None, quiet=False, within_step=True):
@@ -139,7 +168,7 @@ class Step:
             json.dump(RESULTS, out, indent=1)
 
     def bench_lines(self, lines):
-        """Appends benchmark lines (dicts) to $OUT/bench.jsonl, each naming this step."""
+        """Appends benchmark lines (dicts) to OUT/bench.jsonl, each naming this step."""
         with open(os.path.join(OUT, "bench.jsonl"), "a") as out:
             out.writelines(json.dumps(dict(step=self.name, **line)) + "\n" for line in lines)
 
@@ -523,24 +552,33 @@ RUNNERS = {"env": step_env, "tests": step_tests, "sanitize": step_sanitize, "con
 DEVICE = None
 
 
-def main(argv):
-    global DEVICE, BUDGET
-    if argv[:1] == ["torch-vit-worker"]:
-        torch_vit_worker(argv[1], argv[2], int(argv[3]))
-        return 0
-    for option in ("--device", "--budget"):
+def parse_options(argv):
+    """Sets DEVICE, BUDGET and OUT from the options in `argv`; returns the
+    step names and whether --no-bench was given."""
+    global DEVICE, BUDGET, OUT
+    argv, chosen_out = list(argv), None
+    for option in ("--device", "--budget", "--out"):
         if option in argv:
             value = argv[argv.index(option) + 1]
             del argv[argv.index(option):argv.index(option) + 2]
             if option == "--device":
                 DEVICE = value
-            else:
+            elif option == "--budget":
                 BUDGET = float(value)
-    no_bench = "--no-bench" in argv
-    names = [a for a in argv if not a.startswith("--")]
+            else:
+                chosen_out = value
+    OUT = output_folder(chosen_out)
+    return [a for a in argv if not a.startswith("--")], "--no-bench" in argv
+
+
+def main(argv):
+    if argv[:1] == ["torch-vit-worker"]:
+        torch_vit_worker(argv[1], argv[2], int(argv[3]))
+        return 0
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
+    names, no_bench = parse_options(argv)
     steps = []
     for name in names or ["correctness"] + ([] if no_bench else ["bench-attention", "bench-vit"]):
         if name == "correctness":
@@ -552,6 +590,10 @@ def main(argv):
         else:
             print(f"check.py: unknown step {name!r} (steps: {', '.join(STEPS)}, correctness, all)")
             return 2
+    os.makedirs(OUT, exist_ok=True)
+    for name in ("results.json", "check.log", "bench.jsonl"):  # this run's files only
+        if os.path.exists(os.path.join(OUT, name)):
+            os.remove(os.path.join(OUT, name))
     failures, summary = 0, []
     for name in steps:
         try:
@@ -568,7 +610,7 @@ def main(argv):
 
 def print_digest():
     """What failed and every benchmark figure, in a few lines at the end of the
-    output (the device tool returns only the output's last 12,000 characters)."""
+    output, where a terminal's or a CI log's tail shows them."""
     print("== digest", flush=True)
     for name, step in RESULTS.items():
         failed = [entry["what"] for entry in step["results"] if not entry["ok"]]

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Packs what a lent GPU machine needs to check the CUDA backend. That machine
-# has nvcc, CMake, a C++ compiler and PyTorch but none of our Debian build
-# dependencies (and no network), so everything is built or gathered here:
+# Packs what a GPU machine needs to check the CUDA backend without building ein
+# there: the GPU machine needs an NVIDIA driver for CUDA 13, cuBLASLt 13 and
+# python3 with numpy and PyTorch (gpu-check.py lists it all), but none of our
+# Debian build dependencies and no network access. Everything is built or
+# gathered on the build machine, with the full build's dependencies, the CUDA
+# 13 toolkit and objdump:
 #   - bin/: ein-run, ein-inspect, cuda_runtime_tests and libein_cuda.so, the
 #     CUDA backend they load from their own folder (EIN_ENABLE_CUDA=ON,
 #     libstdc++/libgcc linked in, RUNPATH to the usual CUDA library folders)
@@ -19,9 +22,14 @@
 #     bf16 and fp16, with its inputs, expected outputs and case.json;
 #   - vit/: ViT-B/16 at batch 64 for cuda (fp32, bf16) without its weights;
 #   - check.py (scripts/gpu-check.py), attention_torch.py, vit_vs_pytorch.py.
-# Usage, here (after a full build, for einc):
-#   scripts/gpu-kit.sh [KIT_DIR]         # writes gpu-kit/ (git-ignored)
-# then the device calls listed in bench/cuda/README.md, each with carry ["gpu-kit"].
+# Usage, on the build machine (after a full build, for einc):
+#   scripts/gpu-kit.sh [KIT_DIR]         # writes gpu-kit/ (~51 MB, git-ignored)
+# then copy the kit to the GPU machine (it needs nothing else of the checkout),
+# or run it where it is if the build machine has the GPU:
+#   python3 -u gpu-kit/check.py [STEP ...] [--out DIR]   # bench/cuda/README.md
+# EIN_GPU_BUILD_DIR (default build-gpu; build-gpu-dynamic beside it), EINC
+# (default build/bin/einc), EIN_GPU_KIT_JOBS (default 2) and EIN_CONFORMANCE_DIR
+# change where and how it builds.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kit=${1:-$root/gpu-kit}
@@ -93,7 +101,7 @@ cp "$root/scripts/gpu-check.py" "$kit/check.py"
 cp "$root/bench/cuda/attention_torch.py" "$root/bench/vit_vs_pytorch.py" "$kit/"
 
 # ViT-B/16 at batch 64 for the images/s benchmark and the fp32-vs-bf16
-# comparison. Its weights (~350 MB) are too large to carry: the artifact
+# comparison. Its weights (~350 MB a precision) would make the kit ten times larger: the artifact
 # travels without its weight segment, which check.py refills there (the same
 # values for both precisions).
 mkdir -p "$kit/vit"
@@ -122,8 +130,3 @@ for folder in "${conformance_dirs[@]}"; do
   done
 done
 du -sh "$kit"
-# The device tool sends the checkout (tracked and untracked files) and the kit, 64 MiB at most.
-checkout=$(cd "$root" && git ls-files -z --cached --others --exclude-standard | du -cb --files0-from=- | tail -n 1)
-sent=$(( ${checkout%%[[:space:]]*} + $(du -sb "$kit" | cut -f1) ))
-echo "gpu-kit: the checkout and the kit are $((sent / 1048576)) MiB of the device tool's 64"
-if (( sent > 60 * 1048576 )); then echo "gpu-kit: warning: close to the device tool's 64 MiB" >&2; fi

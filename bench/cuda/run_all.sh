@@ -4,8 +4,11 @@
 # Builds the runtime with the CUDA backend, the attention harness, then runs
 # ein's attention (bf16, fp16) against torch SDPA (flash) and, when einc is
 # available (EINC=path, default build/bin/einc), ViT-B/16 batch 64 against
-# PyTorch eager and torch.compile. Results: JSON lines on stdout and in
-# $OUT (or bench/cuda/results) as attention.jsonl and vit.jsonl.
+# PyTorch eager and torch.compile. Results: JSON lines on stdout and, as
+# attention.jsonl and vit.jsonl, in the folder the environment variable OUT
+# names (default bench/cuda/results). Needs, besides the GPU: a driver for
+# CUDA 13, the CUDA 13 toolkit (nvcc, cuBLASLt), CMake, Ninja and the build's
+# other dependencies.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${1:-$ROOT/build-cuda}"

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Tests of scripts/gpu-check.py's bookkeeping, which must work the first time
-it runs on a lent GPU: reading gtest's output, going on past a test that
-crashes or hangs its process, and cutting commands at a step's share of the
-time. A stand-in for a gtest binary (this file, run with --fake-gtest) plays
-the tests; no GPU is needed."""
+it runs on a GPU machine: reading gtest's output, going on past a test that
+crashes or hangs its process, cutting commands at a step's share of the
+time, and its options. A stand-in for a gtest binary (this file, run with
+--fake-gtest) plays the tests; no GPU is needed.
+
+    python3 tests/scripts/gpu_check_test.py      (ctest: gpu_check_script)"""
 import importlib.util
 import os
 import signal
@@ -113,6 +115,29 @@ class GpuCheckTest(unittest.TestCase):
         self.assertIn("not run", err)
         status, _, _ = step.run(["true"], 300, within_step=False)  # the source build counts against the budget only
         self.assertEqual(status, 0)
+
+    def test_options_set_the_device_the_budget_and_the_output_folder(self):
+        check = self.check
+        saved = check.DEVICE, check.BUDGET, check.OUT, os.environ.get("OUT")
+        try:
+            chosen = tempfile.mkdtemp(prefix="gpu-check-out-")
+            names, no_bench = check.parse_options(["tests", "--out", chosen, "--device", "cuda:1", "--budget", "90",
+                                                   "conformance", "--no-bench"])
+            self.assertEqual(names, ["tests", "conformance"])
+            self.assertTrue(no_bench)
+            self.assertEqual((check.DEVICE, check.BUDGET, check.OUT), ("cuda:1", 90.0, chosen))
+            self.assertEqual(check.device_env(), {"EIN_CUDA_DEVICE": "1"})
+            os.environ["OUT"] = chosen  # without --out: $OUT, else a new folder under the current directory
+            check.parse_options([])
+            self.assertEqual(check.OUT, chosen)
+            del os.environ["OUT"]
+            names, no_bench = check.parse_options([])
+            self.assertEqual((names, no_bench), ([], False))
+            self.assertEqual(os.path.dirname(check.OUT), os.path.abspath("gpu-check-results"))
+            self.assertFalse(os.path.exists(check.OUT))  # made when a step first writes to it
+        finally:
+            check.DEVICE, check.BUDGET, check.OUT = saved[:3]
+            os.environ["OUT"] = saved[3]
 
     def test_the_digest_names_failures_and_every_benchmark_line(self):
         import contextlib
