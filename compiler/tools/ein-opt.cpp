@@ -1,8 +1,8 @@
 // ein-opt: runs ein's passes on a .mlir file (for lit tests and debugging).
+#include "compiler/pipeline/pipeline.hpp"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
-#include "passes/Passes.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;

@@ -21,11 +21,11 @@
 #include <mutex>
 #include <thread>
 
-#include "driver/Compiler.h"
-#include "ein/IR/EinDialect.h"
+#include "compiler/driver/compiler.hpp"
+#include "compiler/weights/param_sources.hpp"
 #include "ein/schema/ein_artifact_generated.h"
+#include "ir/ein/ein_dialect.hpp"
 #include "llvm/Support/raw_ostream.h"
-#include "target/ParamSources.h"
 
 #ifndef EIN_VERSION
 #error "EIN_VERSION (the project's version) is defined by compiler/CMakeLists.txt"

@@ -18,10 +18,10 @@
 #include "llvm/Support/Endian.h"
 
 #include "arrays.hpp"
-#include "driver/Compiler.h"
+#include "compiler/driver/compiler.hpp"
+#include "compiler/frontend/parser.hpp"
+#include "compiler/weights/param_sources.hpp"
 #include "errors.hpp"
-#include "frontend/Parser.h"
-#include "target/ParamSources.h"
 
 namespace nb = nanobind;
 

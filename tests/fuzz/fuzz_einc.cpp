@@ -11,15 +11,15 @@
 #include <memory>
 #include <string>
 
+#include "compiler/artifact/artifact.hpp"
+#include "compiler/mlirgen/mlirgen.hpp"
+#include "compiler/pipeline/pipeline.hpp"
+#include "compiler/weights/param_sources.hpp"
 #include "ein/runtime.hpp"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlirgen/MLIRGen.h"
-#include "passes/Passes.h"
-#include "target/ArtifactWriter.h"
-#include "target/ParamSources.h"
 
 namespace {
 

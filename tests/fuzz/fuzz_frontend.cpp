@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string_view>
 
-#include "frontend/AST.h"
-#include "frontend/Parser.h"
+#include "compiler/frontend/ast.hpp"
+#include "compiler/frontend/parser.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string_view source(reinterpret_cast<const char *>(data), size);

@@ -3,9 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "compiler/weights/safetensors.hpp"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "weights/Safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(reinterpret_cast<const char *>(data), size),

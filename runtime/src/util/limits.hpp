@@ -1,7 +1,7 @@
 // The runtime's limits, in one place (README.md, "Limits"). The loader
 // refuses an artifact beyond them with InvalidArtifact, the .npy reader a
 // file, and a session a model whose kernels would need more scratch memory.
-// The compiler has its own copy of the tensor limits (compiler/Limits.h):
+// The compiler has its own copy of the tensor limits (compiler/limits.hpp):
 // the two share only the artifact schema, and the runtime trusts no artifact.
 #pragma once
 

@@ -1,0 +1,392 @@
+// The writer's weight segment: parameters, constants and folded kernels'
+// results, stored as f32 or, for gemm weights, bf16 / int8.
+#include "compiler/artifact/writer.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "compiler/limits.hpp"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "ops/scalar_functions.hpp"
+
+namespace ein::artifact {
+
+// Whether every reader of `value` (a weight) is a folded kernel.
+bool Writer::readOnlyByFolds(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUsers(), [](Operation *user) { return user->hasAttr(kern::kFoldedAttr); });
+}
+
+LogicalResult Writer::addParameters(Block &body) {
+  for (auto param : body.getOps<ir::ParamOp>()) {
+    // A parameter only folds read is in the first stored weight down its folds.
+    std::optional<uint32_t> tensor;
+    SmallVector<Value> pending = {param.getResult()};
+    while (!tensor && !pending.empty()) {
+      Value value = pending.pop_back_val();
+      if (auto stored = tensorIndex.find(value); stored != tensorIndex.end()) {
+        tensor = stored->second;
+        break;
+      }
+      for (Operation *user : value.getUsers())
+        if (user->hasAttr(kern::kFoldedAttr)) pending.push_back(user->getResult(0));
+    }
+    if (!tensor) continue;  // read by nothing the artifact keeps
+    auto dtype = dtypeOf(param.getLoc(), param.getType().getElementType());
+    if (failed(dtype)) return failure();
+    std::vector<int64_t> shape(param.getType().getShape());
+    parameters.push_back(fb::CreateParameterDirect(builder, param.getName().str().c_str(), *tensor, *dtype, &shape,
+                                                   readOnlyByFolds(param.getResult())));
+  }
+  return success();
+}
+
+// The f32 bytes of a weight a fold reads (a parameter, constant or folded
+// result: f32, kern-plan-memory checked) that is not in the weight segment,
+// computed now.
+FailureOr<std::vector<uint8_t>> Writer::unstoredBytes(Value value) {
+  Operation *producer = value.getDefiningOp();
+  if (auto param = dyn_cast<ir::ParamOp>(producer)) return paramBytes(param);
+  if (auto constant = dyn_cast<ir::ConstantOp>(producer)) return constantBytes(constant);
+  return foldedBytes(*producer);
+}
+
+// A folded kernel's result, stored with the weights: as f32, written
+// straight into the weight segment (einc holds no second copy of it).
+LogicalResult Writer::addFoldedWeights(Operation &op, RankedTensorType type) {
+  Value result = op.getResult(0);
+  if (storedAsInt8(result, type) || storedAsBf16(result, type))
+    return addGemmWeights(result, type, [&] { return foldedBytes(op); });
+  const uint64_t offset = appendWeights(nullptr, static_cast<size_t>(type.getNumElements()) * 4);
+  if (!sizing && failed(fold(op, weights.data() + segmentBase + offset))) return failure();
+  weightOffset[result] = offset;
+  return success(succeeded(addTensor(result, fb::Storage::Weights, 0, offset)));
+}
+
+FailureOr<std::vector<uint8_t>> Writer::foldedBytes(Operation &op) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(cast<RankedTensorType>(op.getResult(0).getType()).getNumElements()) * 4);
+  if (failed(fold(op, bytes.data()))) return failure();
+  return bytes;
+}
+
+// Computes a folded element-wise, copy or concat kernel's result (f32,
+// row-major) into `out`, as the runtime's kernels would: the element-wise
+// program in f32 by the op table's scalar definitions, inputs read through
+// their views.
+LogicalResult Writer::fold(Operation &op, uint8_t *out) {
+  Shape shape = ir::shapeOf(op.getResult(0).getType());
+  std::vector<int64_t> sizes;
+  for (const Size &size : shape) sizes.push_back(*size.constant());
+  struct Input {
+    std::vector<uint8_t> computed;  // empty where the weight segment holds it
+    const uint8_t *data;
+    int64_t offset;
+    std::vector<int64_t> strides;
+    float at(const std::vector<int64_t> &index) const {
+      int64_t element = offset;
+      for (size_t axis = 0; axis < index.size(); ++axis) element += index[axis] * strides[axis];
+      float x;
+      std::memcpy(&x, data + 4 * element, 4);
+      return x;
+    }
+  };
+  auto inputOf = [&](Value value, kern::ViewAttr view) -> FailureOr<std::unique_ptr<Input>> {
+    auto input = std::make_unique<Input>();
+    if (auto stored = weightOffset.find(value); stored != weightOffset.end()) {
+      input->data = weights.data() + segmentBase + stored->second;
+    } else {
+      FailureOr<std::vector<uint8_t>> bytes = unstoredBytes(value);
+      if (failed(bytes)) return failure();
+      input->computed = std::move(*bytes);
+      input->data = input->computed.data();
+    }
+    input->offset = *view.getOffset().constant();
+    for (const Size &stride : view.getStrides()) input->strides.push_back(*stride.constant());
+    return input;
+  };
+  // Steps through a row-major index over `extent`; false after the last.
+  auto next = [](std::vector<int64_t> &index, const std::vector<int64_t> &extent) {
+    for (size_t axis = extent.size(); axis-- > 0;)
+      if (++index[axis] < extent[axis]) return true;
+      else index[axis] = 0;
+    return false;
+  };
+  int64_t count = 1;
+  for (int64_t size : sizes) count *= size;
+  if (count == 0) return success();
+  // Runs `program` over `inputs` at every index of `extent`, writing each
+  // result at its row-major place in `out`, `start` further along `axis`
+  // (a concat part's slab; 0 for a whole result). A copy is the empty
+  // program: its result register is its one input.
+  auto evaluate = [&](ValueRange values, ArrayRef<Attribute> views, Block *body, const std::vector<int64_t> &extent,
+                      size_t axis, int64_t start) -> LogicalResult {
+    std::vector<std::unique_ptr<Input>> inputs;
+    for (auto [value, attr] : llvm::zip(values, views)) {
+      FailureOr<std::unique_ptr<Input>> input = inputOf(value, cast<kern::ViewAttr>(attr));
+      if (failed(input)) return failure();
+      inputs.push_back(std::move(*input));
+    }
+    std::vector<fb::Instruction> program;
+    if (body) {
+      auto compiled = compileProgram(*body);
+      if (failed(compiled)) return failure();
+      program = std::move(*compiled);
+    }
+    for (int64_t size : extent)
+      if (size == 0) return success();
+    std::vector<int64_t> index(extent.size(), 0);
+    std::vector<float> registers(inputs.size() + program.size());
+    do {
+      for (size_t i = 0; i < inputs.size(); ++i) registers[i] = inputs[i]->at(index);
+      for (size_t p = 0; p < program.size(); ++p) {
+        const fb::Instruction &in = program[p];
+        registers[inputs.size() + p] =
+            ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
+                                 registers[in.c()], in.imm());
+      }
+      int64_t flat = 0;
+      for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
+      std::memcpy(out + 4 * flat, &registers.back(), 4);
+    } while (next(index, extent));
+    return success();
+  };
+  if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
+    // Each part into its slab along the axis.
+    const auto axis = static_cast<size_t>(concat.getAxis());
+    for (auto [part, size] : llvm::enumerate(concat.getSizes().sizes())) {
+      std::vector<int64_t> extent = sizes;
+      extent[axis] = *size.constant();
+      Block *body = concat.isCopy(part) ? nullptr : &concat.getParts()[part].front();
+      if (failed(evaluate(concat.partInputs(part), concat.partViews(part), body, extent, axis,
+                          *concat.partStart(part).constant())))
+        return failure();
+    }
+    return success();
+  }
+  if (auto copy = dyn_cast<kern::CopyOp>(op)) {
+    Value x = copy.getX();
+    Attribute view = copy.getXViewAttr();
+    return evaluate(x, view, nullptr, sizes, 0, 0);
+  }
+  auto elementwise = cast<kern::ElementwiseOp>(op);
+  return evaluate(elementwise.getInputs(), elementwise.getInputViews().getValue(), &elementwise.getBody().front(),
+                  sizes, 0, 0);
+}
+
+// A parameter's bytes, read once: by the second build (the first only sizes).
+FailureOr<std::vector<uint8_t>> Writer::paramBytes(ir::ParamOp param) {
+  return params(param.getName(), param.getType(), param.getLoc());
+}
+
+// Appends `size` bytes (64-aligned; zeros where `data` is null) to the
+// weight segment and returns their offset there; while sizing, only counts
+// them.
+uint64_t Writer::appendWeights(const uint8_t *data, size_t size) {
+  segmentSize = alignTo(segmentSize, kWeightAlignment);
+  const uint64_t offset = segmentSize;
+  segmentSize += size;
+  if (!sizing) {
+    weights.resize(segmentBase + offset, 0);
+    if (data) weights.insert(weights.end(), data, data + size);
+    else weights.resize(segmentBase + offset + size, 0);  // the caller fills them
+  }
+  return offset;
+}
+
+FailureOr<std::vector<uint8_t>> Writer::constantBytes(ir::ConstantOp constant) {
+  auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!value) return constant.emitOpError() << "only dense constants can be stored";
+  Type element = value.getElementType();
+  std::vector<uint8_t> bytes;
+  auto append = [&](const void *data, size_t size) {
+    auto *begin = static_cast<const uint8_t *>(data);
+    bytes.insert(bytes.end(), begin, begin + size);
+  };
+  if (element.isF32()) {
+    for (APFloat v : value.getValues<APFloat>()) {
+      float f = v.convertToFloat();
+      append(&f, sizeof f);
+    }
+  } else if (element.isInteger(1)) {
+    for (bool v : value.getValues<bool>()) bytes.push_back(v ? 1 : 0);
+  } else if (element.isSignlessInteger(32) || element.isSignlessInteger(64)) {
+    for (APInt v : value.getValues<APInt>()) {
+      int64_t wide = v.getSExtValue();
+      int32_t narrow = static_cast<int32_t>(wide);
+      element.isSignlessInteger(32) ? append(&narrow, sizeof narrow) : append(&wide, sizeof wide);
+    }
+  } else {
+    return constant.emitOpError() << "constants of " << element << " cannot be stored yet";
+  }
+  return bytes;
+}
+
+// Refuses, before its bytes are read or generated, a parameter that would
+// take the weight segment past its limit (a model declaring terabytes of
+// random weights would otherwise exhaust memory).
+LogicalResult Writer::checkWeightLimit(Value value, RankedTensorType type) {
+  uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
+  if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(segmentSize, limits::kMaxWeightBytes))
+    return emitError(value.getLoc()) << "the weights reach " << segmentSize + bytes
+                                     << " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
+  return success();
+}
+
+// A parameter or folded weight, stored as gemm weights are at the
+// artifact's precision (bf16, int8) or else as it is.
+LogicalResult Writer::addGemmWeights(Value value, RankedTensorType type,
+                                     llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
+  if (std::optional<Int8Layout> layout = storedAsInt8(value, type)) return addInt8Weights(value, *layout, read);
+  return addWeights(value, type, read, storedAsBf16(value, type));
+}
+
+// --precision bf16 on the CPU: a f32 parameter (or folded weight) that
+// only ever is a gemm's weight operand b is stored as bf16, half the bytes
+// to map and stream. The runtime packs it for its bf16 gemm, or widens it
+// to f32 while packing, so every path computes with exactly these
+// bf16-rounded weights. A parameter with any other use (a bias, a norm's
+// gamma, a gather table) stays f32.
+bool Writer::storedAsBf16(Value value, RankedTensorType type) {
+  if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Bf16) return false;
+  if (!type.getElementType().isF32() || value.use_empty()) return false;
+  for (OpOperand &use : value.getUses()) {
+    auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
+    if (!gemm || gemm.getB() != value) return false;
+    if (gemm.getA() == value || gemm.getBias() == value || gemm.getResidual() == value) return false;
+  }
+  return true;
+}
+
+// --precision int8 on the CPU: a f32 parameter that only ever is a gemm's
+// weight operand b, always through the same view, which is one [k, n]
+// matrix for the whole batch covering each element once (a linear's weight,
+// either orientation), is stored as s8 with a scale per column n
+// (symmetric: scale = max_k |w| / 127, q = round_half_even(w * 127 / max)).
+// Anything else stays f32.
+std::optional<Writer::Int8Layout> Writer::storedAsInt8(Value value, RankedTensorType type) {
+  if (options.target != ArtifactTarget::Cpu || options.precision != ArtifactPrecision::Int8) return std::nullopt;
+  if (!type.getElementType().isF32() || value.use_empty()) return std::nullopt;
+  std::optional<Int8Layout> layout;
+  for (OpOperand &use : value.getUses()) {
+    auto gemm = dyn_cast<kern::GemmOp>(use.getOwner());
+    if (!gemm || gemm.getB() != value || gemm.getA() == value || gemm.getBias() == value ||
+        gemm.getResidual() == value)
+      return std::nullopt;
+    kern::ViewAttr view = gemm.getBView();
+    const Shape &strides = view.getStrides();
+    const Shape batch = gemm.getBatch().sizes();
+    std::optional<int64_t> k = kern::sizeOf(gemm.getK()).constant(), n = kern::sizeOf(gemm.getN()).constant();
+    std::optional<int64_t> offset = view.getOffset().constant();
+    if (!k || !n || !offset || *offset != 0 || strides.size() != batch.size() + 2) return std::nullopt;
+    for (size_t axis = 0; axis < batch.size(); ++axis) {
+      std::optional<int64_t> stride = strides[axis].constant(), size = batch[axis].constant();
+      if (!stride || !size || (*stride != 0 && *size != 1)) return std::nullopt;
+    }
+    std::optional<int64_t> sK = strides[batch.size()].constant(), sN = strides[batch.size() + 1].constant();
+    if (!sK || !sN) return std::nullopt;
+    // Each element once: row-major [k, n] or its transpose [n, k].
+    const bool dense = (*sN == 1 && *sK == *n) || (*sK == 1 && *sN == *k);
+    if (!dense || *k * *n != type.getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
+    Int8Layout here{*k, *n, *sK, *sN};
+    if (layout && (layout->k != here.k || layout->n != here.n || layout->sK != here.sK || layout->sN != here.sN))
+      return std::nullopt;
+    layout = here;
+  }
+  return layout;
+}
+
+// The weights as s8 (their own tensor; a parameter's under its name) and
+// their scales (an f32 [n] weight tensor that gemms reading them name as
+// b_scale). A folded weight (a concatenation) is quantized as computed, so
+// the scales of concatenated weights are theirs concatenated.
+LogicalResult Writer::addInt8Weights(Value value, const Int8Layout &layout,
+                                     llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
+  const auto count = static_cast<size_t>(layout.k * layout.n);
+  std::vector<int64_t> shape{layout.n};
+  if (sizing) {  // the layout only
+    if (failed(addTensor(value, fb::Storage::Weights, 0, appendWeights(nullptr, count), fb::DType::I8)))
+      return failure();
+    const uint64_t scales = appendWeights(nullptr, static_cast<size_t>(layout.n) * sizeof(float));
+    scaleTensor[value] = static_cast<uint32_t>(tensors.size());
+    tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, scales));
+    return success();
+  }
+  FailureOr<std::vector<uint8_t>> bytes = read();
+  if (failed(bytes)) return failure();
+  if (bytes->size() != count * 4)
+    return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << value.getType();
+  auto at = [&](int64_t p, int64_t j) {
+    float weight;
+    std::memcpy(&weight, bytes->data() + 4 * (p * layout.sK + j * layout.sN), 4);
+    return weight;
+  };
+  std::vector<uint8_t> quantized(count);
+  std::vector<float> scales(static_cast<size_t>(layout.n));
+  for (int64_t j = 0; j < layout.n; ++j) {
+    float absMax = 0.0f;
+    for (int64_t p = 0; p < layout.k; ++p) {
+      const float weight = at(p, j);
+      if (!std::isfinite(weight)) {
+        auto param = value.getDefiningOp<ir::ParamOp>();
+        return emitError(value.getLoc())
+               << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+               << " holds a value that is not finite: it cannot be quantized to int8";
+      }
+      absMax = std::max(absMax, std::fabs(weight));
+    }
+    scales[static_cast<size_t>(j)] = absMax / 127.0f;
+    const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
+    for (int64_t p = 0; p < layout.k; ++p) {
+      float q = std::nearbyint(at(p, j) * inverse);
+      q = std::min(127.0f, std::max(-127.0f, q));
+      quantized[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<uint8_t>(static_cast<int8_t>(q));
+    }
+  }
+  bytes->clear();
+  bytes->shrink_to_fit();
+  if (failed(addTensor(value, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
+    return failure();
+  const uint64_t offset =
+      appendWeights(reinterpret_cast<const uint8_t *>(scales.data()), scales.size() * sizeof(float));
+  scaleTensor[value] = static_cast<uint32_t>(tensors.size());
+  tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, offset));
+  return success();
+}
+
+// f32 bytes to bf16, rounded to nearest even (NaN stays NaN).
+std::vector<uint8_t> Writer::toBf16(const std::vector<uint8_t> &f32) {
+  std::vector<uint8_t> out(f32.size() / 2);
+  for (size_t i = 0; i < f32.size() / 4; ++i) {
+    float value;
+    std::memcpy(&value, f32.data() + 4 * i, 4);
+    APFloat wide(value);
+    bool lost = false;
+    wide.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+    auto bits = static_cast<uint16_t>(wide.bitcastToAPInt().getZExtValue());
+    std::memcpy(out.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+// `read` gives the value's bytes; it is not called while sizing.
+LogicalResult Writer::addWeights(Value value, RankedTensorType type,
+                                 llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read, bool asBf16) {
+  uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
+  uint64_t offset;
+  if (sizing) {
+    offset = appendWeights(nullptr, asBf16 ? expected / 2 : expected);
+  } else {
+    FailureOr<std::vector<uint8_t>> bytes = read();
+    if (failed(bytes)) return failure();
+    if (bytes->size() != expected)
+      return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type
+                                       << " (expected " << expected << ")";
+    if (asBf16) *bytes = toBf16(*bytes);
+    offset = appendWeights(bytes->data(), bytes->size());
+  }
+  weightOffset[value] = offset;
+  return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
+                                     asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
+}
+
+}  // namespace ein::artifact

@@ -1,0 +1,26 @@
+// The compiler's pipeline: every pass, by dialect and phase, in the order einc
+// runs them.
+#pragma once
+
+#include "compiler/conversion/ein_to_kern/passes.hpp"
+#include "compiler/transforms/ein/passes.hpp"
+#include "compiler/transforms/kern/passes.hpp"
+
+namespace ein {
+
+// Registers every dialect the compiler's IR may contain.
+void registerEinDialects(mlir::DialectRegistry &registry);
+
+// Registers every ein pass (ein-opt's command line).
+void registerEinPasses();
+
+// What the pipeline may leave out, so that a test can compare a model
+// compiled with and without a fusion.
+struct CompilerPipelineOptions {
+  bool fuseParallelLinears = true;  // ein-fuse-parallel-linears
+};
+
+// The pipeline einc runs after the front end: ein -> kern -> planned memory.
+void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineOptions &options = {});
+
+}  // namespace ein

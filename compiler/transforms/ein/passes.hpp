@@ -1,0 +1,19 @@
+// The ein dialect's passes (passes.td): canonical forms and fusions, before the lowering.
+#pragma once
+
+#include "ir/ein/ein_dialect.hpp"
+#include "ir/kern/kern_dialect.hpp"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Pass/Pass.h"
+
+namespace ein {
+
+#define GEN_PASS_DECL
+#include "compiler/transforms/ein/passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/transforms/ein/passes.h.inc"
+
+}  // namespace ein

@@ -1,0 +1,43 @@
+// The kern dialect's passes: kernel fusion and the memory plan.
+#ifndef EIN_TRANSFORMS_KERN_PASSES_TD
+#define EIN_TRANSFORMS_KERN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def FuseElementwise : Pass<"kern-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Merge chains of element-wise kernels into one";
+  let description = [{
+    An element-wise kernel whose only user is another element-wise kernel of
+    the same shape, reading it element for element, is inlined into that
+    user's body: the intermediate is never stored, and integer intermediates
+    (`(1 - keep) * -1e4`) need no integer kernel. A producer read through a
+    broadcast, or used elsewhere, stays.
+  }];
+}
+
+def FuseGemmEpilogue : Pass<"kern-fuse-gemm-epilogue", "mlir::func::FuncOp"> {
+  let summary = "Fuse bias, activation and residual adds into the producing GEMM";
+  let description = [{
+    An element-wise kernel that computes `activation(c * g + bias) + residual`
+    (each part optional; c constant; relu, gelu, gelu_tanh or silu) from the only use of
+    a GEMM's result `g`, read element for element, becomes that GEMM's
+    epilogue: the bias and residual are read through views over the GEMM's
+    [batch.., m, n] space, so the product is stored once. Run after
+    kern-fuse-elementwise so chains are whole.
+  }];
+}
+
+def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
+  let summary = "Assign every intermediate buffer an offset in one arena";
+  let description = [{
+    Buffers whose lifetimes do not overlap share memory. Greedy by size: the
+    largest buffers are placed first, each at the lowest offset that clashes
+    with no placed buffer alive at the same time. Results returned by the
+    function live in the caller's output buffers, not in the arena.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", "64", "byte alignment of every buffer">
+  ];
+}
+
+#endif // EIN_TRANSFORMS_KERN_PASSES_TD

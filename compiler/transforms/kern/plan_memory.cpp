@@ -1,0 +1,148 @@
+// Places every kernel result that is not a model output in one arena, each
+// buffer as large as its tensor gets over the dims' ranges: one plan serves
+// every run. First, element-wise, copy and concat kernels of parameters and
+// constants only (a scaled, transposed, offset or concatenated weight) are
+// marked kern.folded: einc computes them once and stores them with the
+// weights (constant folding), so they need no arena room.
+#include <algorithm>
+
+#include "compiler/transforms/kern/passes.hpp"
+#include "ir/ein/ein_dialect.hpp"
+#include "ir/kern/kern_dialect.hpp"
+#include "llvm/ADT/DenseSet.h"
+
+namespace ein {
+#define GEN_PASS_DEF_PLANMEMORY
+#include "compiler/transforms/kern/passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+
+namespace {
+
+struct Buffer {
+  Operation *producer;
+  int64_t bytes;
+  int64_t firstUse;  // index of the producing op
+  int64_t lastUse;   // index of the last op reading it
+  int64_t offset = -1;
+};
+
+int64_t alignTo(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+bool staticView(ein::kern::ViewAttr view) {
+  if (!view.getOffset().constant()) return false;
+  return llvm::all_of(view.getStrides(), [](const ein::Size &stride) { return stride.constant().has_value(); });
+}
+
+// Whether `op` is an f32 element-wise, copy or concat kernel of a static shape, not a
+// model output, whose inputs are all f32 parameters, constants or folded
+// results read through static views, and whose result is no larger than
+// those inputs together (folding never grows the weights: a broadcast
+// stays a kernel).
+bool foldable(Operation &op, Operation *terminator, const llvm::DenseSet<Operation *> &folded) {
+  using namespace ein;
+  if (!isa<kern::ElementwiseOp, kern::CopyOp, kern::ConcatOp>(op) || op.getNumResults() != 1) return false;
+  auto type = cast<RankedTensorType>(op.getResult(0).getType());
+  if (!type.getElementType().isF32() || !type.hasStaticShape()) return false;
+  if (llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; })) return false;
+  int64_t inputElements = 0;
+  for (Value input : op.getOperands()) {
+    Operation *producer = input.getDefiningOp();
+    if (!producer || !(isa<ir::ParamOp, ir::ConstantOp>(producer) || folded.contains(producer))) return false;
+    auto inputType = cast<RankedTensorType>(input.getType());
+    if (!inputType.getElementType().isF32() || !inputType.hasStaticShape()) return false;
+    inputElements += inputType.getNumElements();
+  }
+  if (auto elementwise = dyn_cast<kern::ElementwiseOp>(op)) {
+    if (elementwise.getInputs().empty()) return false;
+    for (Attribute view : elementwise.getInputViews())
+      if (!staticView(cast<kern::ViewAttr>(view))) return false;
+  } else if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
+    for (Attribute view : concat.getInputViews())
+      if (!staticView(cast<kern::ViewAttr>(view))) return false;
+  } else if (!staticView(cast<kern::CopyOp>(op).getXView())) {
+    return false;
+  }
+  return type.getNumElements() <= inputElements;
+}
+
+// The largest byte size over the dims' ranges (the front end bounded it).
+int64_t byteSize(RankedTensorType type, const ein::DimRanges &ranges) {
+  int64_t bits = type.getElementType().getIntOrFloatBitWidth();
+  return ein::ir::largestValue(ein::product(ein::ir::shapeOf(type)), ranges) * std::max<int64_t>(bits / 8, 1);
+}
+
+struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
+  using PlanMemoryBase::PlanMemoryBase;
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) {
+      function.emitError() << "alignment " << alignment << " is not a power of two";
+      return signalPassFailure();
+    }
+    Block &body = function.getBody().front();
+    ein::DimRanges ranges = ein::ir::dimRangesOf(function);
+    DenseMap<Operation *, int64_t> position;
+    int64_t index = 0;
+    for (Operation &op : body) position[&op] = index++;
+
+    Operation *terminator = body.getTerminator();
+    Builder builder(function.getContext());
+    llvm::DenseSet<Operation *> folded;
+    for (Operation &op : body)
+      if (foldable(op, terminator, folded)) {
+        folded.insert(&op);
+        op.setAttr(ein::kern::kFoldedAttr, builder.getUnitAttr());
+      }
+    std::vector<Buffer> buffers;
+    for (Operation &op : body) {
+      // kern.append's result is the session's state, not a new buffer; a
+      // folded kernel's result is a weight.
+      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1 || isa<ein::kern::AppendOp>(op) ||
+          folded.contains(&op))
+        continue;
+      bool isOutput = llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; });
+      if (isOutput) continue;
+      Buffer buffer{&op, byteSize(cast<RankedTensorType>(op.getResult(0).getType()), ranges), position[&op],
+                    position[&op]};
+      for (Operation *user : op.getResult(0).getUsers()) {
+        // Uses inside an elementwise body are not possible (bodies see scalars),
+        // but stay safe: attribute a nested use to its top-level ancestor.
+        Operation *ancestor = body.findAncestorOpInBlock(*user);
+        buffer.lastUse = std::max(buffer.lastUse, position[ancestor]);
+      }
+      buffers.push_back(buffer);
+    }
+
+    // Greedy by size: big buffers first, each at the lowest aligned offset that
+    // does not overlap a placed buffer with an overlapping lifetime.
+    std::vector<Buffer *> order;
+    for (Buffer &buffer : buffers) order.push_back(&buffer);
+    std::stable_sort(order.begin(), order.end(), [](Buffer *a, Buffer *b) { return a->bytes > b->bytes; });
+    std::vector<Buffer *> placed;
+    int64_t arenaBytes = 0;
+    for (Buffer *buffer : order) {
+      std::vector<std::pair<int64_t, int64_t>> busy;
+      for (Buffer *other : placed)
+        if (other->firstUse <= buffer->lastUse && buffer->firstUse <= other->lastUse)
+          busy.emplace_back(other->offset, other->offset + other->bytes);
+      std::sort(busy.begin(), busy.end());
+      int64_t offset = 0;
+      for (auto [begin, end] : busy) {
+        if (offset + buffer->bytes <= begin) break;
+        offset = std::max(offset, alignTo(end, alignment));
+      }
+      buffer->offset = offset;
+      placed.push_back(buffer);
+      arenaBytes = std::max(arenaBytes, offset + buffer->bytes);
+    }
+
+    for (const Buffer &buffer : buffers)
+      buffer.producer->setAttr(ein::kern::kArenaOffsetAttr, builder.getI64IntegerAttr(buffer.offset));
+    function->setAttr(ein::kern::kArenaBytesAttr, builder.getI64IntegerAttr(alignTo(arenaBytes, alignment)));
+  }
+};
+
+}  // namespace

@@ -1,0 +1,77 @@
+// Where einc takes parameter values from: a .safetensors file under PyTorch
+// state_dict names, or seeded random values for benchmarks.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "compiler/artifact/artifact.hpp"
+#include "compiler/weights/safetensors.hpp"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace ein {
+
+// Serves parameters from a safetensors file, checking each against the type
+// the model declares, and remembers which tensors the model used.
+class SafetensorsParams {
+ public:
+  explicit SafetensorsParams(weights::SafetensorsFile file) : file(std::move(file)) {}
+
+  ParamBytesProvider provider();
+
+  // Checks that the file holds every parameter `module` declares, before
+  // anything is compiled; the first missing one is an error at its
+  // declaration. Afterwards a missing parameter's message (here or from the
+  // provider) can say that every missing name is in the file under a prefix
+  // added or removed. Names only: shapes and types are checked as the
+  // provider serves each parameter.
+  mlir::LogicalResult checkNames(mlir::ModuleOp module);
+
+  // Names of the file's tensors that no parameter asked for.
+  std::vector<std::string> unusedTensors() const;
+
+ private:
+  // "FILE: missing parameter "NAME" (declared at ...)" and what may explain
+  // it: the file's names carry a prefix the model's lack (or the other way
+  // round), or a name a few edits away.
+  std::string missingMessage(llvm::StringRef name, mlir::Location declaredAt) const;
+
+  weights::SafetensorsFile file;
+  std::set<std::string> used;
+  std::vector<std::string> declared;  // every parameter of the model, once checkNames has run
+};
+
+// How --random-weights draws a float parameter, decided by how the model uses
+// it, as PyTorch's modules initialise theirs.
+enum class RandomInit {
+  Normal,          // N(0, 0.02): anything not below
+  One,             // a layernorm / rmsnorm weight
+  Zero,            // a norm's bias, or a bias added to a GEMM's (linear, matmul, einsum, conv2d) result
+  FanInUniform,    // a GEMM weight: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), nn.Linear's and nn.Conv2d's default
+  StandardNormal,  // an embedding table (rows gathered by ids): N(0, 1), nn.Embedding's default
+};
+
+struct ParamInit {
+  RandomInit kind = RandomInit::Normal;
+  int64_t fanIn = 1;  // FanInUniform: the elements each output sums over
+};
+
+using ParamInits = std::map<std::string, ParamInit>;
+
+// Each float parameter's RandomInit, from its uses in `module`, the ein
+// dialect as the front end gives it (before the passes fuse and lower it).
+// A use is seen through views (rearrange, slice, cast, transpose, concat);
+// when a parameter has several kinds of use, the first of One, Zero (norm
+// bias), StandardNormal, FanInUniform, Zero (GEMM bias) wins.
+ParamInits paramInitsFromUses(mlir::ModuleOp module);
+
+// Deterministic values from `seed` and each parameter's name, so a value does
+// not depend on declaration order: floats as `inits` says (N(0, 0.02) for a
+// parameter it does not name), 0/1 for bools, [0, 2) for integers.
+ParamBytesProvider randomParams(uint64_t seed, ParamInits inits = {});
+
+}  // namespace ein

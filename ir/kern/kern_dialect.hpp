@@ -1,0 +1,58 @@
+// The `kern` dialect: one op per runtime kernel call.
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "ir/ein/ein_dialect.hpp"
+
+#include "ir/kern/kern_ops_dialect.h.inc"
+#include "ir/kern/kern_ops_enums.h.inc"
+#define GET_ATTRDEF_CLASSES
+#include "ir/kern/kern_ops_attrs.h.inc"
+#define GET_OP_CLASSES
+#include "ir/kern/kern_ops.h.inc"
+
+namespace ein::kern {
+
+// Attributes the memory planner puts on every op that owns a buffer.
+inline constexpr const char *kArenaOffsetAttr = "kern.arena_offset";
+// On an element-wise or copy kernel of weights only (kern-plan-memory): einc
+// computes it once and stores the result with the weights; it gets no arena
+// room and no step.
+inline constexpr const char *kFoldedAttr = "kern.folded";
+inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
+
+// The flat element range [min, max] a view reaches over `sizes`; false when
+// `sizes` is empty of elements.
+struct ViewExtent {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+// Known only where every size, stride and the offset are constants.
+std::optional<ViewExtent> viewExtent(ViewAttr view, const ein::Shape &sizes);
+
+// The strides of a dense row-major buffer of `sizes`, in elements.
+ein::Shape denseStrides(const ein::Shape &sizes);
+
+// Sizes as the kern ops hold them: a list, or one size (m, n, k, ...).
+ein::ir::SizesAttr sizesAttr(mlir::MLIRContext *context, const ein::Shape &sizes);
+ein::ir::SizesAttr sizeAttr(mlir::MLIRContext *context, const ein::Size &size);
+ein::Size sizeOf(ein::ir::SizesAttr attr);
+
+// The shape a kern.gather reads its ids over: the result's axes but the last
+// (the table's width). The ids buffer's own shape may differ, as the ids may
+// be a view of it (a flatten or a slice).
+ein::Shape gatherIdsShape(GatherOp gather);
+// The [rows, width] a kern.gather reads its dense table as: the width is the
+// result's last axis. The table buffer may have another shape (a flatten of
+// `[b, h, w, c]` into rows is a view of it).
+ein::Shape gatherTableShape(GatherOp gather);
+
+}  // namespace ein::kern

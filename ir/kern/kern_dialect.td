@@ -1,0 +1,74 @@
+#ifndef KERN_DIALECT_TD
+#define KERN_DIALECT_TD
+
+include "ir/ein/ein_base.td"
+include "mlir/IR/EnumAttr.td"
+
+def Kern_Dialect : Dialect {
+  let name = "kern";
+  let summary = "Kernel-level IR: one op per runtime kernel call";
+  let description = [{
+    Every op is one call of a runtime kernel. An op's result is a fresh dense
+    row-major buffer; operands are read through strided views
+    (`#kern.view<offset, [strides]>`, in elements), so permutations, slices and
+    head splits need no copies. Sizes, strides and offsets are ein::Size: a
+    constant prints as an integer, a size over ranged dims as its quoted text
+    (`#kern.view<0, ["t*384", 384, 1]>`, `m = #ein.sizes<"b*t">`). The
+    serializer maps these ops one to one onto the artifact's steps.
+  }];
+  let cppNamespace = "::ein::kern";
+  let useDefaultAttributePrinterParser = 1;
+  // Views and sizes are built of ein's #ein.sizes.
+  let dependentDialects = ["::ein::ir::EinDialect"];
+}
+
+class Kern_Op<string mnemonic, list<Trait> traits = []> :
+    Op<Kern_Dialect, mnemonic, traits>;
+
+def Kern_ViewAttr : AttrDef<Kern_Dialect, "View"> {
+  let mnemonic = "view";
+  let summary = "a strided window onto a buffer, in elements";
+  let parameters = (ins "::ein::ir::SizesAttr":$offsetSize, "::ein::ir::SizesAttr":$strideSizes);
+  let hasCustomAssemblyFormat = 1;
+  let extraClassDeclaration = [{
+    static ViewAttr get(::mlir::MLIRContext *context, const ::ein::Size &offset, const ::ein::Shape &strides);
+    ::ein::Size getOffset() const;
+    ::ein::Shape getStrides() const;
+  }];
+}
+
+def Kern_Activation : I32EnumAttr<"Activation", "GEMM epilogue activation", [
+  I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"relu", 1>, I32EnumAttrCase<"gelu", 2>,
+  I32EnumAttrCase<"gelu_tanh", 3>, I32EnumAttrCase<"silu", 4>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_ActivationAttr : EnumAttr<Kern_Dialect, Kern_Activation, "activation">;
+
+def Kern_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kernel", [
+  I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"mean", 1>, I32EnumAttrCase<"max", 2>,
+  I32EnumAttrCase<"min", 3>, I32EnumAttrCase<"prod", 4>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_ReduceKindAttr : EnumAttr<Kern_Dialect, Kern_ReduceKind, "reduce">;
+
+def Kern_MaskKind : I32EnumAttr<"MaskKind", "attention mask", [
+  I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"add", 1>, I32EnumAttrCase<"keep", 2>, I32EnumAttrCase<"drop", 3>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_MaskKindAttr : EnumAttr<Kern_Dialect, Kern_MaskKind, "mask_kind">;
+
+def Kern_LayerNormVariant : I32EnumAttr<"LayerNormVariant", "layer norm divisor", [
+  I32EnumAttrCase<"variance", 0>, I32EnumAttrCase<"unbiased_std", 1>, I32EnumAttrCase<"rms", 2>
+]> {
+  let cppNamespace = "::ein::kern";
+  let genSpecializedAttr = 0;
+}
+def Kern_LayerNormVariantAttr : EnumAttr<Kern_Dialect, Kern_LayerNormVariant, "layernorm_variant">;
+
+#endif // KERN_DIALECT_TD
