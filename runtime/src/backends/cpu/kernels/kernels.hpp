@@ -9,7 +9,7 @@
 
 #include "ein/status.hpp"
 #include "backends/cpu/kernels/isa/isa.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::detail::cpu {

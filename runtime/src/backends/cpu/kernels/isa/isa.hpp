@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail::cpu {
 
