@@ -15,7 +15,7 @@
 
 #include "ein/half_float.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/thread_pool.hpp"
 

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "artifact_builder.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 #include "session_test_peer.hpp"
 
 namespace ein::testing {

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "artifact_builder.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::testing {
 namespace {

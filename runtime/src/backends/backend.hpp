@@ -20,7 +20,7 @@
 #include "ein/session.hpp"
 #include "ein/status.hpp"
 #include "backends/executor.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

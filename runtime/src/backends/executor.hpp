@@ -11,7 +11,7 @@
 
 #include "ein/session.hpp"
 #include "ein/status.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

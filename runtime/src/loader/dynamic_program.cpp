@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "io_checks.hpp"
+#include "api/io_checks.hpp"
 #include "backends/backend.hpp"
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/program_decoder.hpp"

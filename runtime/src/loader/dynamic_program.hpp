@@ -15,7 +15,7 @@
 
 #include "ein/status.hpp"
 #include "loader/size_expressions.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

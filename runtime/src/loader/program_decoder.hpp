@@ -12,7 +12,7 @@
 #include "loader/artifact_bytes.hpp"
 #include "loader/artifact_framing.hpp"
 #include "loader/size_expressions.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

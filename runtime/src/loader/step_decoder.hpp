@@ -8,7 +8,7 @@
 #include "ein/schema/ein_artifact_generated.h"
 #include "ein/status.hpp"
 #include "loader/size_expressions.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

@@ -10,6 +10,7 @@
 
 #include "artifact_builder.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 #include "step_harness.hpp"
 

@@ -13,6 +13,7 @@
 #include "artifact_builder.hpp"
 #include "kernel_test_support.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "ops/scalar_functions.hpp"
 #include "step_harness.hpp"
 

@@ -21,7 +21,7 @@
 #include "backends/cuda/gemm_cublaslt.hpp"
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/launch_plan.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 #include "util/status_macros.hpp"
 
 

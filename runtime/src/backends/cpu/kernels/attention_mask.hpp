@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail::cpu {
 

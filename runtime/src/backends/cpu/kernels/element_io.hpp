@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "ein/half_float.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail::cpu {
 

@@ -8,8 +8,17 @@
 #include "backends/cpu/kernels/element_io.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::detail::cpu {
+
+// Here, in a file built for the baseline ISA, so that no per-ISA file compiles
+// a copy of it (isa.hpp).
+void evaluateLanesF32(const Instruction &in, const float *a, const float *b, const float *c, float *out,
+                      int64_t count) {
+  ops::evaluateLanes(in.opcode, in.imm, a, b, c, out, count);
+}
+
 namespace {
 
 constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);

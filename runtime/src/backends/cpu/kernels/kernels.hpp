@@ -1,6 +1,8 @@
-// Reference CPU kernels: plain loops computing exactly what the schema's
-// comments say, for any rank and any (verified) strides. They are the
-// baseline that faster kernels are tested against.
+// The CPU kernels: what a kernel sees of a run (KernelContext), the fast
+// kernels the kernel table chooses, and the table itself. Their oracle, the
+// reference kernels (plain loops computing exactly what the schema's comments
+// say), is not shipped: it is the tests' library ein_reference_kernels
+// (tests/runtime/kernels/reference).
 #pragma once
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 
 #include "ein/status.hpp"
 #include "backends/cpu/kernels/isa/isa.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 #include "util/thread_pool.hpp"
 
 namespace ein::detail::cpu {
@@ -61,11 +63,6 @@ struct KernelContext {
   DType dtype(const View &view) const { return tensors[view.tensor].dtype; }
 };
 
-Status gemmF32Reference(const Gemm &op, const KernelContext &context);
-Status elementwiseF32Reference(const Elementwise &op, const KernelContext &context);
-Status softmaxF32Reference(const Softmax &op, const KernelContext &context);
-Status reduceF32Reference(const Reduce &op, const KernelContext &context);
-Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
 // A gather's id at element `offset` of its ids, and the check of every id
 // against [0, rows) (the error names the first bad one in row-major order).
 inline int64_t gatherId(const Gather &op, const KernelContext &context, int64_t offset) {
@@ -74,10 +71,14 @@ inline int64_t gatherId(const Gather &op, const KernelContext &context, int64_t 
                                              : reinterpret_cast<const int32_t *>(ids)[offset];
 }
 Status checkGatherIds(const Gather &op, const KernelContext &context);
+// y = x element by element, for any dtype, rank and strides (plain loops):
+// the one reference kernel the runtime ships, as copyFast's path for what it
+// does not take (a conversion into a bf16 cache, rank below 2, a tensor into
+// itself).
 Status copyReference(const Copy &op, const KernelContext &context);
 
 // Fast kernels (threads, SIMD through context.isa); the reference kernels
-// above are their oracle in the tests.
+// (tests/runtime/kernels/reference) are their oracle in the tests.
 Status gemmF32Packed(const Gemm &op, const KernelContext &context);
 size_t gemmF32PackedScratchFloats(const Gemm &op);
 // The int8 gemm (op.bScale: int8 weights; gemm_s8_dynamic.cpp): rows of a
@@ -113,13 +114,9 @@ size_t attentionF32DecodeScratchFloats(const Attention &op);
 // Talking heads: all heads of a query tile together, one key row at a time.
 Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context);
 size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op);
-Status attentionF32Reference(const Attention &op, const KernelContext &context);
-Status talkingHeadsAttentionF32Reference(const TalkingHeadsAttention &op, const KernelContext &context);
-Status layerNormF32Reference(const LayerNorm &op, const KernelContext &context);
 
-// The CPU kernel table: the function that runs a decoded step (the fast
-// kernel where there is one, else the reference), chosen once when a session
-// is created.
+// The CPU kernel table: the function that runs a decoded step (every op has a
+// fast kernel), chosen once when a session is created.
 using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &context);
 KernelFn selectKernel(const detail::Kernel &kernel);
 // Working memory the chosen kernel needs, in floats per thread.

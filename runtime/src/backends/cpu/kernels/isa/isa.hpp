@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail::cpu {
 
@@ -58,9 +58,9 @@ inline constexpr size_t kElementwiseBlock = 256;
 // out[e] = instruction `in` on lanes e < count of registers a, b, c, by the
 // opcode's scalar definition (ops/scalar_functions.hpp): the reference
 // kernel's step, and the vector kernels' path for opcodes they have no vector
-// form of. Out of line in elementwise_f32_reference.cpp, built for the
-// baseline ISA, so that no per-ISA file compiles a copy the linker could
-// pick for every caller.
+// form of. Out of line in elementwise_f32_fast.cpp, built for the baseline
+// ISA, so that no per-ISA file compiles a copy the linker could pick for
+// every caller.
 void evaluateLanesF32(const Instruction &in, const float *a, const float *b, const float *c, float *out,
                       int64_t count);
 

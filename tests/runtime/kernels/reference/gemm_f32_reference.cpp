@@ -1,5 +1,5 @@
 #include "ein/half_float.hpp"
-#include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 #include "ops/scalar_functions.hpp"

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
 namespace ein::detail::cpu {

@@ -8,9 +8,9 @@
 #include <mutex>
 
 #include "backends/executor.hpp"
-#include "io_checks.hpp"
-#include "program.hpp"
-#include "program_selector.hpp"
+#include "api/io_checks.hpp"
+#include "program/program.hpp"
+#include "program/program_selector.hpp"
 #include "util/aligned_buffer.hpp"
 
 namespace ein::detail {

@@ -1,4 +1,4 @@
-#include "io_checks.hpp"
+#include "api/io_checks.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -19,7 +19,7 @@
 #include "ein/model.hpp"
 #include "backends/executor.hpp"
 #include "loader/dynamic_program.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein::detail {
 

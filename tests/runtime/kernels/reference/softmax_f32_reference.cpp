@@ -1,7 +1,7 @@
 #include <cmath>
 #include <limits>
 
-#include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
 namespace ein::detail::cpu {

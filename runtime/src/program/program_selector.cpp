@@ -1,4 +1,4 @@
-#include "program_selector.hpp"
+#include "program/program_selector.hpp"
 
 #include <algorithm>
 

@@ -4,14 +4,14 @@
 
 #include <algorithm>
 
-#include "io_checks.hpp"
+#include "api/io_checks.hpp"
 
 #include "loader/artifact_bytes.hpp"
 #include "loader/artifact_framing.hpp"
 #include "loader/dynamic_program.hpp"
 #include "loader/program_decoder.hpp"
 #include "backends/backend.hpp"
-#include "program.hpp"
+#include "program/program.hpp"
 
 namespace ein {
 namespace {

@@ -1,16 +1,11 @@
 #include <algorithm>
 
 #include "backends/cpu/kernels/element_io.hpp"
-#include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 #include "ops/scalar_functions.hpp"
 
 namespace ein::detail::cpu {
-
-void evaluateLanesF32(const Instruction &in, const float *a, const float *b, const float *c, float *out,
-                      int64_t count) {
-  ops::evaluateLanes(in.opcode, in.imm, a, b, c, out, count);
-}
 
 namespace {
 

@@ -2,7 +2,7 @@
 #include <limits>
 
 #include "ein/half_float.hpp"
-#include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/strided_loop.hpp"
 
 namespace ein::detail::cpu {
