@@ -44,7 +44,7 @@ namespace ein {
 
 namespace detail {
 class ExecutionContext;
-struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTest.cpp)
+struct SessionTestPeer;  // lets the tests hold a session's claim (concurrency_test.cpp)
 }  // namespace detail
 
 struct SessionOptions {
