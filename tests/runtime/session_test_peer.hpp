@@ -1,7 +1,7 @@
-// Reaches into a Session for tests: its claim (ConcurrencyTest.cpp holds it
+// Reaches into a Session for tests: its claim (concurrency_test.cpp holds it
 // from the test's thread, as a call in progress does, so another thread's
 // call meets it deterministically) and how often it instantiated a dynamic
-// model's program (DynamicShapesTest.cpp: the same shapes reuse it).
+// model's program (dynamic_shapes_test.cpp: the same shapes reuse it).
 #pragma once
 
 #include "ein/session.hpp"

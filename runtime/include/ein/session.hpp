@@ -43,10 +43,8 @@
 namespace ein {
 
 namespace detail {
-class AlignedBuffer;
-class Executor;
-class ProgramSelector;
-struct SessionTestPeer;  // lets the tests hold a session's claim (ConcurrencyTest.cpp)
+class ExecutionContext;
+struct SessionTestPeer;  // lets the tests hold a session's claim (concurrency_test.cpp)
 }  // namespace detail
 
 struct SessionOptions {
@@ -139,17 +137,11 @@ class Session {
 
   std::shared_ptr<const Model> model_;
   SessionOptions options_;
-  std::unique_ptr<detail::Executor> executor_;
-  std::vector<detail::AlignedBuffer> inputs_;  // 64-byte aligned, like the arena
+  // The executor, the program at the last run's dims, and the input copies
+  // and output buffers.
+  std::unique_ptr<detail::ExecutionContext> context_;
   std::vector<bool> inputIsSet_;
-  std::vector<detail::AlignedBuffer> outputs_;
-  // Base pointers handed to the executor, one per input and output.
-  std::vector<const std::byte *> inputPointers_;
-  std::vector<std::byte *> outputPointers_;
-  // The shape each input was last set with, and views of them for the selector.
-  std::vector<std::vector<int64_t>> inputShapes_;
-  std::vector<std::span<const int64_t>> inputShapeViews_;
-  std::unique_ptr<detail::ProgramSelector> selector_;
+  std::vector<std::vector<int64_t>> inputShapes_;  // the shape each input was last set with
   int64_t position_ = 0;
 
   // Whether a thread is inside setInput, run or output. The fields below are

@@ -10,7 +10,6 @@
 #include "loader/artifact_framing.hpp"
 #include "loader/dynamic_program.hpp"
 #include "loader/program_decoder.hpp"
-#include "backends/backend.hpp"
 #include "program/program.hpp"
 
 namespace ein {
@@ -21,41 +20,17 @@ struct Decoded {
   std::unique_ptr<const detail::DynamicProgram> dynamic;  // null without dims
 };
 
-// A model without dims: its one program, decoded at load (size expressions,
-// if any, are constants evaluated here).
-Status decodeStatic(const schema::Model &model, const detail::SizeProgram &sizes, detail::Program &program) {
-  const detail::SizeProgram::Values values = sizes.valuesAt({});
-  if (Status status = sizes.check({}, values); !status.ok()) return Status(StatusCode::InvalidArtifact, status.message());
-  if (!values.missing.empty())
-    return Status(StatusCode::InvalidArtifact, sizes.noValue(values.missing.front(), {}).message());
-  if (sizes.expressionCount() > 0)
-    if (Status status = detail::checkSizeReferences(model, sizes.expressionCount()); !status.ok()) return status;
-  const detail::SizeResolver resolve(values.values);
-  if (Status status = detail::decodeTensors(model, resolve, detail::ArenaClaim::JustifiedByTheseSizes, program);
-      !status.ok())
-    return status;
-  if (Status status = detail::decodeSteps(model, resolve, program); !status.ok()) return status;
-  detail::prepareWeightsForTarget(program, nullptr);
-  return Status();
-}
-
 StatusOr<Decoded> decode(const detail::Framing &framing, detail::ArtifactBytes bytes, const std::string &name) {
   const schema::Model &model = *framing.model;
   StatusOr<std::unique_ptr<detail::Program>> program = detail::decodeFixedParts(framing, std::move(bytes), name);
   if (!program.ok()) return program.status();
   StatusOr<detail::SizeProgram> sizes = detail::SizeProgram::decode(model);
   if (!sizes.ok()) return sizes.status();
-  Decoded decoded;
-  if (!sizes->dynamic()) {
-    if (Status status = decodeStatic(model, sizes.value(), *program.value()); !status.ok()) return status;
-  } else {
-    StatusOr<std::unique_ptr<const detail::DynamicProgram>> dynamic =
-        detail::DynamicProgram::load(model, std::move(sizes).value(), *program.value());
-    if (!dynamic.ok()) return dynamic.status();
-    decoded.dynamic = std::move(dynamic).value();
-  }
-  decoded.program = std::move(program).value();
-  return decoded;
+  // Every model loads as one with dims; one without has no DynamicProgram.
+  StatusOr<std::unique_ptr<const detail::DynamicProgram>> dynamic =
+      detail::DynamicProgram::load(model, std::move(sizes).value(), *program.value());
+  if (!dynamic.ok()) return dynamic.status();
+  return Decoded{std::move(program).value(), std::move(dynamic).value()};
 }
 
 // Frames, verifies and decodes; errors name the artifact.

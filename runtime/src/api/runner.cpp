@@ -7,26 +7,18 @@
 #include <cstring>
 #include <mutex>
 
-#include "backends/executor.hpp"
+#include "api/execution_context.hpp"
 #include "api/io_checks.hpp"
 #include "program/program.hpp"
-#include "program/program_selector.hpp"
-#include "util/aligned_buffer.hpp"
 
 namespace ein::detail {
 
-// Everything one call computes with. The executor owns the arena and the
-// kernels' per-thread scratch; the staging buffers take an input or output
-// whose caller memory is not aligned to its element size, and the outputs
-// the caller did not ask for.
+// One call's context: what it computes with (its buffers stage an input or
+// output whose caller memory is not aligned to its element size, and the
+// outputs the caller did not ask for), and which of the model's inputs and
+// outputs the caller named, kept here so that a call allocates nothing.
 struct RunContext {
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<ProgramSelector> selector;  // the program at the dims of this context's last call
-  std::vector<AlignedBuffer> stagedInputs, stagedOutputs;
-  std::vector<std::span<const int64_t>> inputShapes;  // per call, in the model's order
-  // Per call: the buffers handed to the executor and which the caller named.
-  std::vector<const std::byte *> inputPointers;
-  std::vector<std::byte *> outputPointers;
+  std::unique_ptr<ExecutionContext> execution;
   std::vector<const InputTensor *> givenInputs;
   std::vector<const OutputBuffer *> givenOutputs;
 };
@@ -36,7 +28,7 @@ struct RunContext {
 class RunContextPool {
  public:
   RunContextPool(const Model &model, SessionOptions executorOptions, size_t cap)
-      : model_(model), program_(model.program()), executorOptions_(executorOptions), cap_(cap) {}
+      : model_(model), executorOptions_(executorOptions), cap_(cap) {}
 
   // A context for one call, handed back when the lease ends.
   class Lease {
@@ -107,33 +99,15 @@ class RunContextPool {
 
   StatusOr<std::unique_ptr<RunContext>> create() {
     auto context = std::make_unique<RunContext>();
-    StatusOr<std::unique_ptr<Executor>> executor = createExecutor(program_, executorOptions_);
-    if (!executor.ok()) return executor.status();
-    context->executor = std::move(executor).value();
-    context->selector = std::make_unique<ProgramSelector>(model_);
-    // A dynamic model's staging buffers start empty (byteSize() is 0) and
-    // grow to the largest call that needs them.
-    for (const TensorInfo &input : program_.inputs) {
-      StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(input.byteSize(), fmt::format("input \"{}\"", input.name));
-      if (!buffer.ok()) return buffer.status();
-      context->stagedInputs.push_back(std::move(buffer).value());
-    }
-    for (const TensorInfo &output : program_.outputs) {
-      StatusOr<AlignedBuffer> buffer =
-          AlignedBuffer::allocate(output.byteSize(), fmt::format("output \"{}\"", output.name));
-      if (!buffer.ok()) return buffer.status();
-      context->stagedOutputs.push_back(std::move(buffer).value());
-    }
-    context->inputShapes.resize(program_.inputs.size());
-    context->inputPointers.resize(program_.inputs.size());
-    context->outputPointers.resize(program_.outputs.size());
-    context->givenInputs.resize(program_.inputs.size());
-    context->givenOutputs.resize(program_.outputs.size());
+    StatusOr<std::unique_ptr<ExecutionContext>> execution = ExecutionContext::create(model_, executorOptions_);
+    if (!execution.ok()) return execution.status();
+    context->execution = std::move(execution).value();
+    context->givenInputs.resize(model_.inputs().size());
+    context->givenOutputs.resize(model_.outputs().size());
     return context;
   }
 
   const Model &model_;
-  const Program &program_;
   const SessionOptions executorOptions_;
   const size_t cap_;  // 0: none
   mutable std::mutex mutex_;
@@ -153,9 +127,9 @@ bool overlap(const void *a, size_t aBytes, const void *b, size_t bBytes) {
 }
 
 // Matches the caller's inputs to the model's, checks them, selects the
-// program at their dims and fills the context's input pointers: the
-// caller's memory where it is aligned to the element size (no copy), a
-// staging buffer otherwise.
+// program at their dims and binds the context's inputs: the caller's memory
+// where it is aligned to the element size (no copy), a staging buffer
+// otherwise.
 StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTensor> inputs, RunContext &context) {
   const std::vector<TensorInfo> &infos = model.inputs();
   std::fill(context.givenInputs.begin(), context.givenInputs.end(), nullptr);
@@ -171,34 +145,32 @@ StatusOr<const Program *> bindInputs(const Model &model, std::span<const InputTe
       return status;
     if (Status status = checkInputValues(info, input.dtype, input.shape, input.data); !status.ok()) return status;
     context.givenInputs[index] = &input;
-    context.inputShapes[index] = input.shape;
+    context.execution->setInputShape(index, input.shape);
   }
   for (size_t i = 0; i < infos.size(); ++i)
     if (!context.givenInputs[i])
       return Status(StatusCode::InvalidArgument,
                     fmt::format("input \"{}\" ({}) is not given", infos[i].name, describe(infos[i])));
-  StatusOr<const Program *> program = context.selector->select(context.inputShapes, /*position=*/0, *context.executor);  // state: a new sequence
+  StatusOr<const Program *> program = context.execution->select(/*position=*/0);  // state: a new sequence
   if (!program.ok()) return program.status();
   for (size_t i = 0; i < infos.size(); ++i) {
     const InputTensor *input = context.givenInputs[i];
     const bool converts = input->dtype != elementType(infos[i].dtype);
     if (!converts && input->bytes && alignedFor(input->data, infos[i].dtype)) {
-      context.inputPointers[i] = static_cast<const std::byte *>(input->data);
+      context.execution->bindInput(i, static_cast<const std::byte *>(input->data));
       continue;
     }
-    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
     const size_t stored = input->bytes / elementSize(input->dtype) * dtypeSize(infos[i].dtype);
-    if (Status status = context.stagedInputs[i].reserve(stored, inputName); !status.ok()) return status;
-    if (Status status = convertInput(infos[i], input->dtype, input->shape, input->data, context.stagedInputs[i].data());
-        !status.ok())
+    StatusOr<std::byte *> staged = context.execution->stageInput(i, stored);
+    if (!staged.ok()) return staged.status();
+    if (Status status = convertInput(infos[i], input->dtype, input->shape, input->data, staged.value()); !status.ok())
       return status;
-    context.inputPointers[i] = context.stagedInputs[i].data();
   }
   return program;
 }
 
 // Matches the caller's output buffers to `program`'s outputs (the sizes at
-// this call's dims), checks them and fills the context's output pointers.
+// this call's dims), checks them and binds the context's outputs.
 Status bindOutputs(const Program &program, std::span<const InputTensor> inputs, std::span<const OutputBuffer> outputs,
                    RunContext &context) {
   std::fill(context.givenOutputs.begin(), context.givenOutputs.end(), nullptr);
@@ -231,25 +203,22 @@ Status bindOutputs(const Program &program, std::span<const InputTensor> inputs, 
   for (size_t i = 0; i < program.outputs.size(); ++i) {
     const OutputBuffer *output = context.givenOutputs[i];
     if (output && output->bytes && alignedFor(output->data, program.outputs[i].dtype)) {
-      context.outputPointers[i] = static_cast<std::byte *>(output->data);
+      context.execution->bindOutput(i, static_cast<std::byte *>(output->data));
       continue;
     }
-    const TensorInfo &info = program.outputs[i];
-    auto outputName = [&] { return fmt::format("output \"{}\"", info.name); };
-    if (Status status = context.stagedOutputs[i].reserve(info.byteSize(), outputName); !status.ok()) return status;
-    context.outputPointers[i] = context.stagedOutputs[i].data();
+    if (StatusOr<std::byte *> staged = context.execution->stageOutput(i, program.outputs[i].byteSize()); !staged.ok())
+      return staged.status();
   }
   return Status();
 }
 
 // Runs the bound program and copies staged outputs to the caller's buffers.
 Status execute(const Program &program, RunContext &context) {
-  if (Status status = context.executor->run(context.inputPointers, context.outputPointers); !status.ok())
-    return status;
+  if (Status status = context.execution->run(); !status.ok()) return status;
   for (size_t i = 0; i < program.outputs.size(); ++i)
     if (const OutputBuffer *output = context.givenOutputs[i];
-        output && output->bytes && context.outputPointers[i] != output->data)
-      std::memcpy(output->data, context.outputPointers[i], output->bytes);
+        output && output->bytes && context.execution->boundOutput(i) != output->data)
+      std::memcpy(output->data, context.execution->boundOutput(i), output->bytes);
   return Status();
 }
 

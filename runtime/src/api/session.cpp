@@ -4,11 +4,9 @@
 
 #include <cstring>
 
-#include "backends/executor.hpp"
+#include "api/execution_context.hpp"
 #include "api/io_checks.hpp"
 #include "program/program.hpp"
-#include "program/program_selector.hpp"
-#include "util/aligned_buffer.hpp"
 
 namespace ein {
 
@@ -47,30 +45,12 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
       !status.ok())
     return status;
   std::unique_ptr<Session> session(new Session(model, options));
-  StatusOr<std::unique_ptr<detail::Executor>> executor = detail::createExecutor(model->program(), options);
-  if (!executor.ok()) return executor.status();
-  session->executor_ = std::move(executor).value();
-  session->selector_ = std::make_unique<detail::ProgramSelector>(*model);
-  // A static model's buffers have their one size; a dynamic model's grow to
-  // the largest inputs and outputs its runs have seen (byteSize() is 0).
-  for (const TensorInfo &input : model->inputs()) {
-    StatusOr<detail::AlignedBuffer> buffer =
-        detail::AlignedBuffer::allocate(input.byteSize(), fmt::format("input \"{}\"", input.name));
-    if (!buffer.ok()) return buffer.status();
-    session->inputs_.push_back(std::move(buffer).value());
-    session->inputShapes_.push_back(input.shape);
-  }
-  for (const TensorInfo &output : model->outputs()) {
-    StatusOr<detail::AlignedBuffer> buffer =
-        detail::AlignedBuffer::allocate(output.byteSize(), fmt::format("output \"{}\"", output.name));
-    if (!buffer.ok()) return buffer.status();
-    session->outputs_.push_back(std::move(buffer).value());
-  }
+  StatusOr<std::unique_ptr<detail::ExecutionContext>> context = detail::ExecutionContext::create(*model, options);
+  if (!context.ok()) return context.status();
+  session->context_ = std::move(context).value();
+  for (const TensorInfo &input : model->inputs()) session->inputShapes_.push_back(input.shape);
   session->inputIsSet_.assign(model->inputs().size(), false);
   session->inputSetBy_.assign(model->inputs().size(), std::thread::id());
-  for (const auto &buffer : session->inputs_) session->inputPointers_.push_back(buffer.data());
-  for (const auto &buffer : session->outputs_) session->outputPointers_.push_back(buffer.data());
-  for (const auto &shape : session->inputShapes_) session->inputShapeViews_.emplace_back(shape);
   return session;
 }
 
@@ -84,16 +64,14 @@ Status Session::setInput(std::string_view name, ElementType type, std::span<cons
     if (Status status = detail::checkInput(infos[i], model_->dims(), type, shape, data, bytes); !status.ok())
       return status;
     if (Status status = detail::checkInputValues(infos[i], type, shape, data); !status.ok()) return status;
-    auto inputName = [&] { return fmt::format("input \"{}\"", infos[i].name); };
     const size_t stored = bytes / elementSize(type) * dtypeSize(infos[i].dtype);
-    if (Status status = inputs_[i].reserve(stored, inputName); !status.ok()) return status;
-    inputPointers_[i] = inputs_[i].data();
+    StatusOr<std::byte *> copy = context_->stageInput(i, stored);
+    if (!copy.ok()) return copy.status();
     // A value that does not fit leaves the input unset: no run reads a half-converted copy.
     inputIsSet_[i] = false;
-    if (Status status = detail::convertInput(infos[i], type, shape, data, inputs_[i].data()); !status.ok())
-      return status;
+    if (Status status = detail::convertInput(infos[i], type, shape, data, copy.value()); !status.ok()) return status;
     inputShapes_[i].assign(shape.begin(), shape.end());
-    inputShapeViews_[i] = inputShapes_[i];
+    context_->setInputShape(i, inputShapes_[i]);
     inputIsSet_[i] = true;
     inputSetBy_[i] = std::this_thread::get_id();
     return Status();
@@ -115,16 +93,13 @@ Status Session::run() {
                               infos[i].name));
   }
   lastRunBy_ = self;
-  StatusOr<const detail::Program *> program = selector_->select(inputShapeViews_, position_, *executor_);
+  StatusOr<const detail::Program *> program = context_->select(position_);
   if (!program.ok()) return program.status();
   if (model_->dynamicProgram())
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const TensorInfo &output = program.value()->outputs[i];
-      auto outputName = [&] { return fmt::format("output \"{}\"", output.name); };
-      if (Status status = outputs_[i].reserve(output.byteSize(), outputName); !status.ok()) return status;
-      outputPointers_[i] = outputs_[i].data();
-    }
-  if (Status status = executor_->run(inputPointers_, outputPointers_); !status.ok()) return status;
+    for (size_t i = 0; i < program.value()->outputs.size(); ++i)
+      if (StatusOr<std::byte *> output = context_->stageOutput(i, program.value()->outputs[i].byteSize()); !output.ok())
+        return output.status();
+  if (Status status = context_->run(); !status.ok()) return status;
   // The steps appended positionAdvance rows to every state (the model's
   // checks kept them within the states' capacity before any step ran).
   position_ += program.value()->positionAdvance;
@@ -148,7 +123,7 @@ Status Session::copyStateFrom(const Session &other) {
   if (!claim.held()) return busy("is in use by another thread");
   Claim source(other);
   if (!source.held()) return other.busy("is in use by another thread");
-  std::span<std::byte> from = other.executor_->state(), to = executor_->state();
+  std::span<std::byte> from = other.context_->state(), to = context_->state();
   if (from.size() != to.size()) return Status(StatusCode::Internal, "the sessions' states differ in size");
   // Only the rows up to the position hold values, but the copy is one memcpy.
   if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
@@ -156,16 +131,16 @@ Status Session::copyStateFrom(const Session &other) {
   return Status();
 }
 
-size_t Session::outputCount() const { return outputs_.size(); }
+size_t Session::outputCount() const { return model_->outputs().size(); }
 
-size_t Session::instantiations() const { return selector_->instantiations(); }
+size_t Session::instantiations() const { return context_->instantiations(); }
 
 StatusOr<TensorRef> Session::output(size_t index) const {
   Claim claim(*this);
   if (!claim.held()) return busy("is in use by another thread");
   if (lastRunBy_ != std::thread::id() && lastRunBy_ != std::this_thread::get_id())
     return busy("cannot give its outputs: the last run was made by another thread");
-  const detail::Program *program = selector_->current();
+  const detail::Program *program = context_->current();
   if (!program)
     return Status(StatusCode::InvalidArgument,
                   fmt::format("session of '{}' has no outputs yet: a model with dims has output shapes only after a "
@@ -176,10 +151,11 @@ StatusOr<TensorRef> Session::output(size_t index) const {
     return Status(StatusCode::OutOfRange, fmt::format("output {} does not exist (the model has {})", index, infos.size()));
   // A run at new dims that could not grow this buffer failed: there is no
   // output of that size to give.
-  if (outputs_[index].size() < infos[index].byteSize())
+  const detail::AlignedBuffer &buffer = context_->outputBuffer(index);
+  if (buffer.size() < infos[index].byteSize())
     return Status(StatusCode::ResourceExhausted,
                   fmt::format("output \"{}\" has no value: the last run could not allocate it", infos[index].name));
-  return TensorRef{infos[index].dtype, infos[index].shape, outputs_[index].data(), infos[index].byteSize()};
+  return TensorRef{infos[index].dtype, infos[index].shape, buffer.data(), infos[index].byteSize()};
 }
 
 StatusOr<TensorRef> Session::output(std::string_view name) const {

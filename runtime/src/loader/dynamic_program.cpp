@@ -59,11 +59,23 @@ void showDims(const SizeProgram &sizes, const std::vector<std::vector<int64_t>> 
 
 StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::Model &model, SizeProgram sizes,
                                                                      Program &base) {
-  EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
+  // Size references exist only where there are expressions (a model without
+  // them has plain sizes, which the decoder bounds).
+  if (sizes.dynamic() || sizes.expressionCount() > 0)
+    EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
   std::unique_ptr<DynamicProgram> dynamic(new DynamicProgram(model, std::move(sizes), base));
   StatusOr<MaximaProbe> probe = dynamic->decodeAtMaxima();
   if (!probe.ok()) return probe.status();
   Program &atMaxima = *probe->program;
+  if (!dynamic->sizes_.dynamic()) {
+    // No dims: the sizes at the maxima are the model's only ones, so its
+    // steps must verify there, every gemm's weights are fixed, and the
+    // program there is the model's one program, run as it is (no binding,
+    // no instantiation: no DynamicProgram is kept).
+    EIN_RETURN_IF_ERROR(dynamic->decodeStepsAtMaxima(probe.value()));
+    base = std::move(atMaxima);
+    return std::unique_ptr<const DynamicProgram>();
+  }
   EIN_RETURN_IF_ERROR(dynamic->checkWeightsAreFixed(atMaxima));
   for (uint32_t tensor : atMaxima.inputTensors) dynamic->inputFields_.push_back(shapeFields(model, tensor));
   for (uint32_t tensor : atMaxima.outputTensors) dynamic->outputFields_.push_back(shapeFields(model, tensor));
@@ -87,29 +99,37 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   base.outputTensors = atMaxima.outputTensors;
   showDims(dynamic->sizes_, dynamic->inputFields_, base.inputs);
   showDims(dynamic->sizes_, dynamic->outputFields_, base.outputs);
-  dynamic->packWeightsAtMaxima(stepsProbe, base);
+  EIN_RETURN_IF_ERROR(dynamic->decodeStepsAtMaxima(stepsProbe));
+  base.packed = std::move(stepsProbe.program->packed);
+  base.stepInfos = std::move(stepsProbe.program->stepInfos);
   return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
 }
 
 // The program at the dims' maxima, the sizes the arena is planned for: its
 // tensors and bindings must verify there (its steps are decoded later, by
-// packWeightsAtMaxima).
+// decodeStepsAtMaxima). Without dims these are the model's only sizes: every
+// check must pass and every size have a value.
 StatusOr<DynamicProgram::MaximaProbe> DynamicProgram::decodeAtMaxima() const {
   MaximaProbe probe;
   std::vector<int64_t> maxima;
   for (const DimInfo &dim : sizes_.dims()) maxima.push_back(dim.max);
-  const std::string where = fmt::format("at the dims' maxima ({})", dimsAt(sizes_, maxima));
+  SizeProgram::Values values = sizes_.valuesAt(maxima);
+  if (!sizes_.dynamic()) {
+    if (Status status = sizes_.check({}, values); !status.ok()) return invalid(status.message());
+    if (!values.missing.empty()) return invalid(sizes_.noValue(values.missing.front(), {}).message());
+  }
   // A size may have no value at the maxima (a check excludes them, e.g. a
   // slice end past its rows): it reads as 0 here, and the arena's claim is
   // then not held to these sizes.
-  SizeProgram::Values values = sizes_.valuesAt(maxima);
   for (size_t missing : values.missing) values.values[missing] = 0;
   const ArenaClaim arena =
       values.missing.empty() ? ArenaClaim::JustifiedByTheseSizes : ArenaClaim::PlannedForOtherSizes;
   probe.values = std::move(values.values);
   probe.program = copyFixedParts(base_);
   if (Status status = decodeTensors(model_, SizeResolver(probe.values), arena, *probe.program); !status.ok())
-    return invalid(fmt::format("{}: {}", where, status.message()));
+    return sizes_.dynamic()
+               ? invalid(fmt::format("at the dims' maxima ({}): {}", dimsAt(sizes_, maxima), status.message()))
+               : status;
   return probe;
 }
 
@@ -140,21 +160,31 @@ Status DynamicProgram::checkWeightsAreFixed(const Program &atMaxima) const {
   return Status();
 }
 
-// The steps at the maxima, when they verify there (a check may exclude the
-// maxima), give the steps ein-inspect shows and the gemm weights packed once
-// for every run: those of gemms whose weight view no dim changes.
-void DynamicProgram::packWeightsAtMaxima(MaximaProbe &probe, Program &base) {
+// Decodes the steps into `probe` and packs its gemm weights for every run:
+// those of gemms whose weight view no dim changes (without dims, every
+// gemm's). A dynamic model's maxima may be excluded by a check, so steps that
+// fail to verify there leave `probe` without steps (ein-inspect shows none,
+// nothing is packed); without dims they are an error.
+Status DynamicProgram::decodeStepsAtMaxima(MaximaProbe &probe) {
   const size_t stepCount = model_.steps() ? model_.steps()->size() : 0;
   packedByStep_.assign(stepCount, -1);
-  if (!decodeSteps(model_, SizeResolver(probe.values), *probe.program).ok()) return;
-  std::vector<bool> fixedWeights(stepCount);
-  for (size_t s = 0; s < stepCount; ++s)
-    fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
-  prepareWeightsForTarget(*probe.program, &fixedWeights);
+  if (Status status = decodeSteps(model_, SizeResolver(probe.values), *probe.program); !status.ok()) {
+    if (!sizes_.dynamic()) return status;
+    probe.program->steps.clear();
+    probe.program->stepInfos.clear();
+    return Status();
+  }
+  if (!sizes_.dynamic()) {
+    prepareWeightsForTarget(*probe.program, nullptr);
+  } else {
+    std::vector<bool> fixedWeights(stepCount);
+    for (size_t s = 0; s < stepCount; ++s)
+      fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
+    prepareWeightsForTarget(*probe.program, &fixedWeights);
+  }
   for (size_t s = 0; s < stepCount; ++s)
     if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
-  base.packed = std::move(probe.program->packed);
-  base.stepInfos = std::move(probe.program->stepInfos);
+  return Status();
 }
 
 Status DynamicProgram::findDimSources(const Program &probe) {

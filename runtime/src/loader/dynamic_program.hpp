@@ -29,11 +29,13 @@ using InputShapes = std::span<const std::span<const int64_t>>;
 
 class DynamicProgram {
  public:
-  // Verifies `sizes` (decoded from `model`) against the model and fills
-  // `base`, which holds the fixed parts, with what the model shows: input and
-  // output infos with -1 for dynamic axes, the parameters, the steps and the
-  // gemm weights packed at the dims' maxima. `model` and `base` must outlive
-  // the result.
+  // Loads every model, the one path: verifies `sizes` (decoded from `model`)
+  // against the model and fills `base`, which holds the fixed parts, with
+  // what the model shows: input and output infos with -1 for dynamic axes,
+  // the parameters, the steps and the gemm weights packed at the dims'
+  // maxima. `model` and `base` must outlive the result. A model without dims
+  // is one whose maxima are its only sizes: `base` becomes the program
+  // decoded and verified there, ready to run, and the result is null.
   static StatusOr<std::unique_ptr<const DynamicProgram>> load(const schema::Model &model, SizeProgram sizes,
                                                               Program &base);
 
@@ -82,7 +84,7 @@ class DynamicProgram {
   StatusOr<MaximaProbe> decodeAtMaxima() const;
   StatusOr<MaximaProbe> decodeAtPositionZero() const;
   Status checkWeightsAreFixed(const Program &atMaxima) const;
-  void packWeightsAtMaxima(MaximaProbe &probe, Program &base);
+  Status decodeStepsAtMaxima(MaximaProbe &probe);
   Status findDimSources(const Program &probe);
   void findPositionDependents();
   Status checkInputAxes(InputShapes shapes, std::span<const int64_t> dims, const SizeProgram::Values &values) const;

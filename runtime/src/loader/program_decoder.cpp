@@ -355,6 +355,7 @@ std::unique_ptr<Program> copyFixedParts(const Program &base) {
   auto program = std::make_unique<Program>();
   program->name = base.name;
   program->bytes = base.bytes;
+  program->artifact = base.artifact;
   program->weights = base.weights;
   program->weightsBytes = base.weightsBytes;
   program->arenaBytes = base.arenaBytes;

@@ -1,7 +1,7 @@
 // Launch decisions of the CUDA backend that are plain arithmetic: grid sizes
 // within CUDA's limits, the tensor-core attention's tile for a device's
 // shared memory, whether cuBLASLt may read a bias directly. Kept free of CUDA
-// headers so the CPU-only build unit-tests them (tests/runtime/CudaLaunchPlanTest.cpp)
+// headers so the CPU-only build unit-tests them (tests/runtime/cuda_launch_plan_test.cpp)
 // and nvcc, the executor and cuBLASLt planning share one answer.
 #pragma once
 

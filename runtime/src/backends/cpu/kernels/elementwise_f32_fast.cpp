@@ -1,7 +1,7 @@
 // The element-wise interpreter, vectorised and threaded: the iteration space
 // is cut into blocks of kElementwiseBlock lanes along the innermost axis,
 // chunks of blocks go to the threads, and each block runs the register
-// program through the ISA's vector code (isa_kernels.hpp).
+// program through the ISA's vector code (isa/elementwise_block.hpp).
 #include <algorithm>
 #include <cstring>
 

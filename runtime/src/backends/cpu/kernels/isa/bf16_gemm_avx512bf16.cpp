@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/isa/isa.hpp"
-#include "backends/cpu/kernels/isa/isa_kernels.hpp"
+#include "backends/cpu/kernels/isa/vector_math.hpp"
 #include "ein/half_float.hpp"
 
 namespace ein::detail::cpu {

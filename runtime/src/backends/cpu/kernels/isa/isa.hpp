@@ -1,6 +1,6 @@
 // The CPU kernels that depend on the instruction set: one table per ISA
 // (AVX-512, AVX2 + FMA, portable C++), all built from the same templates
-// (isa_kernels.hpp) and chosen at run time by the features of the CPU, so an
+// (isa_kernels.hpp: one header per micro-kernel family) and chosen at run time by the features of the CPU, so an
 // artifact compiled anywhere runs on any x86-64 machine.
 #pragma once
 

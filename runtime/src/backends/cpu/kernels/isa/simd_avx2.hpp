@@ -1,4 +1,4 @@
-// AVX2 + FMA vectors of 8 floats, for the templates in isa_kernels.hpp. Only
+// AVX2 + FMA vectors of 8 floats, for the micro-kernel templates (isa_kernels.hpp). Only
 // isa_avx2.cpp (built with -mavx2 -mfma) includes this.
 #pragma once
 

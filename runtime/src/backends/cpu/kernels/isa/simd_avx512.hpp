@@ -1,4 +1,4 @@
-// AVX-512F vectors of 16 floats, for the templates in isa_kernels.hpp. Only
+// AVX-512F vectors of 16 floats, for the micro-kernel templates (isa_kernels.hpp). Only
 // isa_avx512.cpp (built with -mavx512f) includes this.
 #pragma once
 

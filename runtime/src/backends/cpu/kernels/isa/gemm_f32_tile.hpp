@@ -1,0 +1,132 @@
+// The f32 gemm's register tile (MR rows by NV vectors of c, a packed panel
+// or plain rows of a against a packed panel of b) and the gemv's panel walk
+// for a few rows.
+//
+// Templates on the SIMD type S (simd_*.hpp), instantiated by each ISA's
+// table file (isa_avx512.cpp, isa_avx2.cpp, isa_portable.cpp), which is built
+// for that ISA: nothing here may be out-of-line code one ISA's file could
+// share with another's.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cpu/kernels/isa/isa.hpp"
+
+namespace ein::detail::cpu::isa {
+
+// The register tile: MR rows x NV vectors of accumulators, one a element
+// broadcast per row and NV b-vector loads per step of k. a[r * aRow + p * aStep]
+// covers both packed panels (aRow 1, aStep MR) and plain rows (aRow lda, aStep 1);
+// b's rows are bStep floats apart. Always inlined, so each caller's constant
+// strides become immediate offsets (a few percent of the tile's speed).
+template <class S, int MR, int NV>
+[[gnu::always_inline]] inline void gemmTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep,
+                                                   const float *b, int64_t bStep, float *c, int64_t ldc,
+                                                   bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  V acc[MR][NV];
+  // One line of the bytes to prefetch every few steps, spread over the tile.
+  const int64_t lines = prefetchBytes / 64;
+  const int64_t every = lines > 0 ? std::max<int64_t>(1, kc / lines) : kc + 1;
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? S::load(c + r * ldc + v * W) : S::zero();
+  int64_t line = 0, countdown = every;
+  for (int64_t p = 0; p < kc; ++p) {
+    if (--countdown == 0) {
+      countdown = every;
+      if (line < lines) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
+    }
+    V bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) bv[v] = S::load(b + p * bStep + v * W);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V ar = S::set1(a[r * aRow + p * aStep]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(ar, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, acc[r][v]);
+}
+
+template <class S, int MR, int NV>
+void gemmTile(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool accumulate,
+              const char *prefetch, int64_t prefetchBytes) {
+  gemmTileStrided<S, MR, NV>(kc, a, 1, MR, b, NV * S::W, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+template <class S, int MR, int NV>
+void gemmTileRows(int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc, bool accumulate,
+                  const char *prefetch, int64_t prefetchBytes) {
+  gemmTileStrided<S, MR, NV>(kc, a, lda, 1, b, NV * S::W, c, ldc, accumulate, prefetch, prefetchBytes);
+}
+
+template <class S, int MR>
+void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
+                        bool accumulate) {
+  gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
+}
+
+// The gemv's MR rows over one panel of NV vectors (see IsaKernels::gemvPanel).
+// One row alone would be a chain of k dependent FMAs per accumulator, so it
+// keeps two sets of sums (even and odd steps).
+template <class S, int MR, int NV>
+[[gnu::always_inline]] inline void gemvPanelRows(int64_t k, const float *a, int64_t lda, const float *b, float *c,
+                                                 int64_t ldc) {
+  using V = typename S::V;
+  constexpr int W = S::W, NR = NV * W, U = MR == 1 ? 2 : 1;
+  V acc[U][MR][NV];
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[u][r][v] = S::zero();
+  int64_t p = 0;
+  for (; p + U <= k; p += U)
+#pragma GCC unroll 2
+    for (int u = 0; u < U; ++u) {
+      const float *row = b + (p + u) * NR;
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v)
+        if ((v * W * 4) % 64 == 0) __builtin_prefetch(row + v * W + kGemvPrefetchBytes / 4, 0, 3);
+      V bv[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) bv[v] = S::load(row + v * W);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        const V ar = S::set1(a[r * lda + p + u]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[u][r][v] = S::fmadd(ar, bv[v], acc[u][r][v]);
+      }
+    }
+  for (; p < k; ++p)
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const V ar = S::set1(a[r * lda + p]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[0][r][v] = S::fmadd(ar, S::load(b + p * NR + v * W), acc[0][r][v]);
+    }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      V sum = acc[0][r][v];
+      if constexpr (U == 2) sum = S::add(sum, acc[U - 1][r][v]);
+      S::store(c + r * ldc + v * W, sum);
+    }
+}
+
+template <class S, int NV>
+void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { gemvPanelRows<S, decltype(mr)::value, NV>(k, a, lda, b, c, ldc); });
+}
+
+}  // namespace ein::detail::cpu::isa
