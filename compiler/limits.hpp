@@ -7,7 +7,10 @@
 // without MLIR.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "tensor_limits.hpp"
 
@@ -16,6 +19,13 @@ namespace ein::limits {
 // The weight segment of an artifact (parameters and constants), checked
 // before each parameter's values are read or generated.
 inline constexpr uint64_t kMaxWeightBytes = uint64_t{1} << 36;
+
+// The message when `adding` bytes to `before` would pass kMaxWeightBytes.
+inline std::optional<std::string> weightLimitPassed(uint64_t before, uint64_t adding) {
+  if (adding <= kMaxWeightBytes - std::min(before, kMaxWeightBytes)) return std::nullopt;
+  return "the weights reach " + std::to_string(before + adding) +
+         " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
+}
 // Integers the model computes with (dims, axes, loop bounds, integer
 // constants) are doubles while folded; beyond 2^53 they are no longer exact.
 inline constexpr int64_t kMaxExactInteger = int64_t{1} << 53;

@@ -2,20 +2,14 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/LogicalResult.h"
 
 namespace ein {
-
-// The bytes of one parameter, in the layout of its declared type (row-major,
-// little-endian). Errors are reported at the declaration's location.
-using ParamBytesProvider =
-    std::function<mlir::FailureOr<std::vector<uint8_t>>(llvm::StringRef name, mlir::RankedTensorType type,
-                                                        mlir::Location declaredAt)>;
 
 enum class ArtifactTarget { Cpu, Cuda };
 enum class ArtifactPrecision { Fp32, Bf16, Fp16, Int8 };
@@ -26,9 +20,20 @@ struct ArtifactOptions {
   ArtifactPrecision precision = ArtifactPrecision::Fp32;
 };
 
-// Builds the artifact in memory. `function` must have been through the
-// compiler pipeline (kern ops with planned arena offsets).
-mlir::FailureOr<std::vector<uint8_t>> writeArtifact(mlir::func::FuncOp function, const ParamBytesProvider &params,
-                                                    const ArtifactOptions &options);
+// What writeArtifact wrote: the FlatBuffer header (einc's summary reads it)
+// and the artifact's size in bytes.
+struct WrittenArtifact {
+  std::vector<uint8_t> header;
+  uint64_t bytes = 0;
+};
+
+// Writes the artifact to `out` (a file or a buffer: the header is written
+// last, into room left for it), one weight at a time. `function` must have
+// been through the compiler pipeline (kern ops with planned arena offsets),
+// with every parameter it keeps bound to its values (bindParameters).
+mlir::FailureOr<WrittenArtifact> writeArtifact(mlir::func::FuncOp function, const ArtifactOptions &options,
+                                               llvm::raw_pwrite_stream &out);
+// The artifact in memory.
+mlir::FailureOr<std::vector<uint8_t>> writeArtifact(mlir::func::FuncOp function, const ArtifactOptions &options);
 
 }  // namespace ein

@@ -42,9 +42,9 @@ LogicalResult Writer::addParameters(Block &body) {
 }
 
 // The f32 bytes of a weight a fold reads (a parameter, constant or folded
-// result: f32, kern-plan-memory checked) that is not in the weight segment,
-// computed now.
-FailureOr<std::vector<uint8_t>> Writer::unstoredBytes(Value value) {
+// result: f32, kern-plan-memory checked), from the IR: the weight segment
+// already written is in the file, not in memory.
+FailureOr<WeightBytes> Writer::weightBytes(Value value) {
   Operation *producer = value.getDefiningOp();
   if (auto param = dyn_cast<ir::ParamOp>(producer)) return paramBytes(param);
   if (auto constant = dyn_cast<ir::ConstantOp>(producer)) return constantBytes(constant);
@@ -57,16 +57,22 @@ LogicalResult Writer::addFoldedWeights(Operation &op, RankedTensorType type) {
   Value result = op.getResult(0);
   if (storedAsInt8(result, type) || storedAsBf16(result, type))
     return addGemmWeights(result, type, [&] { return foldedBytes(op); });
-  const uint64_t offset = appendWeights(nullptr, static_cast<size_t>(type.getNumElements()) * 4);
-  if (!sizing && failed(fold(op, weights.data() + segmentBase + offset))) return failure();
-  weightOffset[result] = offset;
+  const size_t size = static_cast<size_t>(type.getNumElements()) * 4;
+  uint64_t offset;
+  if (sizing) {
+    offset = appendWeights(nullptr, size);
+  } else {
+    FailureOr<WeightBytes> bytes = foldedBytes(op);
+    if (failed(bytes)) return failure();
+    offset = appendWeights(bytes->data(), size);
+  }
   return success(succeeded(addTensor(result, fb::Storage::Weights, 0, offset)));
 }
 
-FailureOr<std::vector<uint8_t>> Writer::foldedBytes(Operation &op) {
+FailureOr<WeightBytes> Writer::foldedBytes(Operation &op) {
   std::vector<uint8_t> bytes(static_cast<size_t>(cast<RankedTensorType>(op.getResult(0).getType()).getNumElements()) * 4);
   if (failed(fold(op, bytes.data()))) return failure();
-  return bytes;
+  return WeightBytes(std::move(bytes));
 }
 
 // Computes a folded element-wise, copy or concat kernel's result (f32,
@@ -78,7 +84,7 @@ LogicalResult Writer::fold(Operation &op, uint8_t *out) {
   std::vector<int64_t> sizes;
   for (const Size &size : shape) sizes.push_back(*size.constant());
   struct Input {
-    std::vector<uint8_t> computed;  // empty where the weight segment holds it
+    std::optional<WeightBytes> source;
     const uint8_t *data;
     int64_t offset;
     std::vector<int64_t> strides;
@@ -92,14 +98,10 @@ LogicalResult Writer::fold(Operation &op, uint8_t *out) {
   };
   auto inputOf = [&](Value value, kern::ViewAttr view) -> FailureOr<std::unique_ptr<Input>> {
     auto input = std::make_unique<Input>();
-    if (auto stored = weightOffset.find(value); stored != weightOffset.end()) {
-      input->data = weights.data() + segmentBase + stored->second;
-    } else {
-      FailureOr<std::vector<uint8_t>> bytes = unstoredBytes(value);
-      if (failed(bytes)) return failure();
-      input->computed = std::move(*bytes);
-      input->data = input->computed.data();
-    }
+    FailureOr<WeightBytes> bytes = weightBytes(value);
+    if (failed(bytes)) return failure();
+    input->source = std::move(*bytes);
+    input->data = input->source->data();
     input->offset = *view.getOffset().constant();
     for (const Size &stride : view.getStrides()) input->strides.push_back(*stride.constant());
     return input;
@@ -173,27 +175,30 @@ LogicalResult Writer::fold(Operation &op, uint8_t *out) {
                   sizes, 0, 0);
 }
 
-// A parameter's bytes, read once: by the second build (the first only sizes).
-FailureOr<std::vector<uint8_t>> Writer::paramBytes(ir::ParamOp param) {
-  return params(param.getName(), param.getType(), param.getLoc());
+// A parameter's bytes, as bound (bindParameters), read by the second build
+// (the first only sizes).
+FailureOr<WeightBytes> Writer::paramBytes(ir::ParamOp param) {
+  if (!param.getValueAttr())
+    return param.emitOpError() << "\"" << param.getName() << "\" has no values: bind the parameters before writing";
+  return WeightBytes(param.getBoundBytes());
 }
 
-// Appends `size` bytes (64-aligned; zeros where `data` is null) to the
-// weight segment and returns their offset there; while sizing, only counts
-// them.
+// Appends `size` bytes of `data` (64-aligned: zeros before them) to the
+// weight segment, straight to the output, and returns their offset there;
+// while sizing, only counts them (`data` may then be null).
 uint64_t Writer::appendWeights(const uint8_t *data, size_t size) {
+  const uint64_t end = segmentSize;
   segmentSize = alignTo(segmentSize, kWeightAlignment);
   const uint64_t offset = segmentSize;
   segmentSize += size;
   if (!sizing) {
-    weights.resize(segmentBase + offset, 0);
-    if (data) weights.insert(weights.end(), data, data + size);
-    else weights.resize(segmentBase + offset + size, 0);  // the caller fills them
+    out->write_zeros(static_cast<unsigned>(offset - end));
+    out->write(reinterpret_cast<const char *>(data), size);
   }
   return offset;
 }
 
-FailureOr<std::vector<uint8_t>> Writer::constantBytes(ir::ConstantOp constant) {
+FailureOr<WeightBytes> Writer::constantBytes(ir::ConstantOp constant) {
   auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!value) return constant.emitOpError() << "only dense constants can be stored";
   Type element = value.getElementType();
@@ -218,7 +223,7 @@ FailureOr<std::vector<uint8_t>> Writer::constantBytes(ir::ConstantOp constant) {
   } else {
     return constant.emitOpError() << "constants of " << element << " cannot be stored yet";
   }
-  return bytes;
+  return WeightBytes(std::move(bytes));
 }
 
 // Refuses, before its bytes are read or generated, a parameter that would
@@ -226,16 +231,15 @@ FailureOr<std::vector<uint8_t>> Writer::constantBytes(ir::ConstantOp constant) {
 // random weights would otherwise exhaust memory).
 LogicalResult Writer::checkWeightLimit(Value value, RankedTensorType type) {
   uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
-  if (bytes > limits::kMaxWeightBytes - std::min<uint64_t>(segmentSize, limits::kMaxWeightBytes))
-    return emitError(value.getLoc()) << "the weights reach " << segmentSize + bytes
-                                     << " bytes with this parameter, beyond the artifact's limit of 2^36 bytes";
+  if (std::optional<std::string> passed = limits::weightLimitPassed(segmentSize, bytes))
+    return emitError(value.getLoc()) << *passed;
   return success();
 }
 
 // A parameter or folded weight, stored as gemm weights are at the
 // artifact's precision (bf16, int8) or else as it is.
 LogicalResult Writer::addGemmWeights(Value value, RankedTensorType type,
-                                     llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
+                                     llvm::function_ref<FailureOr<WeightBytes>()> read) {
   if (std::optional<Int8Layout> layout = storedAsInt8(value, type)) return addInt8Weights(value, *layout, read);
   return addWeights(value, type, read, storedAsBf16(value, type));
 }
@@ -300,7 +304,7 @@ std::optional<Writer::Int8Layout> Writer::storedAsInt8(Value value, RankedTensor
 // b_scale). A folded weight (a concatenation) is quantized as computed, so
 // the scales of concatenated weights are theirs concatenated.
 LogicalResult Writer::addInt8Weights(Value value, const Int8Layout &layout,
-                                     llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read) {
+                                     llvm::function_ref<FailureOr<WeightBytes>()> read) {
   const auto count = static_cast<size_t>(layout.k * layout.n);
   std::vector<int64_t> shape{layout.n};
   if (sizing) {  // the layout only
@@ -311,7 +315,7 @@ LogicalResult Writer::addInt8Weights(Value value, const Int8Layout &layout,
     tensors.push_back(fb::CreateTensorDirect(builder, fb::DType::F32, &shape, fb::Storage::Weights, 0, scales));
     return success();
   }
-  FailureOr<std::vector<uint8_t>> bytes = read();
+  FailureOr<WeightBytes> bytes = read();
   if (failed(bytes)) return failure();
   if (bytes->size() != count * 4)
     return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << value.getType();
@@ -342,8 +346,7 @@ LogicalResult Writer::addInt8Weights(Value value, const Int8Layout &layout,
       quantized[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<uint8_t>(static_cast<int8_t>(q));
     }
   }
-  bytes->clear();
-  bytes->shrink_to_fit();
+  bytes = failure();  // the f32 weights are done with
   if (failed(addTensor(value, fb::Storage::Weights, 0, appendWeights(quantized.data(), count), fb::DType::I8)))
     return failure();
   const uint64_t offset =
@@ -354,7 +357,7 @@ LogicalResult Writer::addInt8Weights(Value value, const Int8Layout &layout,
 }
 
 // f32 bytes to bf16, rounded to nearest even (NaN stays NaN).
-std::vector<uint8_t> Writer::toBf16(const std::vector<uint8_t> &f32) {
+std::vector<uint8_t> Writer::toBf16(ArrayRef<uint8_t> f32) {
   std::vector<uint8_t> out(f32.size() / 2);
   for (size_t i = 0; i < f32.size() / 4; ++i) {
     float value;
@@ -370,21 +373,20 @@ std::vector<uint8_t> Writer::toBf16(const std::vector<uint8_t> &f32) {
 
 // `read` gives the value's bytes; it is not called while sizing.
 LogicalResult Writer::addWeights(Value value, RankedTensorType type,
-                                 llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read, bool asBf16) {
+                                 llvm::function_ref<FailureOr<WeightBytes>()> read, bool asBf16) {
   uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
   uint64_t offset;
   if (sizing) {
     offset = appendWeights(nullptr, asBf16 ? expected / 2 : expected);
   } else {
-    FailureOr<std::vector<uint8_t>> bytes = read();
+    FailureOr<WeightBytes> bytes = read();
     if (failed(bytes)) return failure();
     if (bytes->size() != expected)
       return emitError(value.getLoc()) << "weights hold " << bytes->size() << " bytes for " << type
                                        << " (expected " << expected << ")";
-    if (asBf16) *bytes = toBf16(*bytes);
+    if (asBf16) bytes = WeightBytes(toBf16(bytes->bytes()));
     offset = appendWeights(bytes->data(), bytes->size());
   }
-  weightOffset[value] = offset;
   return success(succeeded(addTensor(value, fb::Storage::Weights, 0, offset,
                                      asBf16 ? std::optional<fb::DType>(fb::DType::BF16) : std::nullopt)));
 }

@@ -60,24 +60,29 @@ std::string bindingName(DictionaryAttr attrs, const std::string &fallback) {
   return fallback;
 }
 
-FailureOr<std::vector<uint8_t>> Writer::run() {
+FailureOr<WrittenArtifact> Writer::run(llvm::raw_pwrite_stream &output) {
   // The weight segment's file offset is a field of the FlatBuffer: build
   // once to learn the buffer's size (sizing: weights are laid out but not
-  // read), then again with the final offset, reading each parameter once
-  // straight into the file after the header's room. All scalar fields are
-  // forced present, so both builds have the same size. So einc holds the
-  // weights once (the file), plus one parameter at a time.
+  // read), then again with the final offset, streaming each weight to the
+  // output after the header's room, and the header into that room last. All
+  // scalar fields are forced present, so both builds have the same size. So
+  // the writer holds one weight at a time; the values are the IR's.
   sizing = true;
   if (failed(build(0))) return failure();
   uint64_t weightsOffset = alignTo(builder.GetSize(), kWeightAlignment);
   sizing = false;
   segmentBase = weightsOffset;
-  weights.reserve(weightsOffset + segmentSize);
+  out = &output;
+  const uint64_t start = output.tell();
+  output.write_zeros(static_cast<unsigned>(weightsOffset));
   if (failed(build(weightsOffset))) return failure();
   if (alignTo(builder.GetSize(), kWeightAlignment) != weightsOffset)
     return function.emitError() << "internal error: artifact header changed size between builds";
-  std::memcpy(weights.data(), builder.GetBufferPointer(), builder.GetSize());
-  return std::move(weights);
+  output.pwrite(reinterpret_cast<const char *>(builder.GetBufferPointer()), builder.GetSize(), start);
+  WrittenArtifact written;
+  written.header.assign(builder.GetBufferPointer(), builder.GetBufferPointer() + builder.GetSize());
+  written.bytes = segmentBase + segmentSize;
+  return written;
 }
 
 LogicalResult Writer::build(uint64_t weightsOffset) {
@@ -86,8 +91,6 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   tensors.clear();
   tensorIndex.clear();
   scaleTensor.clear();
-  weightOffset.clear();
-  weights.assign(sizing ? 0 : segmentBase, 0);
   segmentSize = 0;
   inputs.clear();
   outputs.clear();
@@ -118,8 +121,8 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
 
   for (Operation &op : body.without_terminator()) {
     // A weight only folded kernels read is stored in its folded form alone
-    // (q, k and v weights as their concatenation); unstoredBytes computes
-    // it where a fold reads it.
+    // (q, k and v weights as their concatenation); weightBytes computes it
+    // where a fold reads it.
     if (isa<ir::ParamOp, ir::ConstantOp>(op) && readOnlyByFolds(op.getResult(0))) continue;
     if (auto param = dyn_cast<ir::ParamOp>(op)) {
       if (failed(checkWeightLimit(param, param.getType())) ||
@@ -378,9 +381,16 @@ using namespace mlir;
 
 namespace ein {
 
-FailureOr<std::vector<uint8_t>> writeArtifact(func::FuncOp function, const ParamBytesProvider &params,
-                                              const ArtifactOptions &options) {
-  return artifact::Writer(function, params, options).run();
+FailureOr<WrittenArtifact> writeArtifact(func::FuncOp function, const ArtifactOptions &options,
+                                         llvm::raw_pwrite_stream &out) {
+  return artifact::Writer(function, options).run(out);
+}
+
+FailureOr<std::vector<uint8_t>> writeArtifact(func::FuncOp function, const ArtifactOptions &options) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream out(buffer);
+  if (failed(writeArtifact(function, options, out))) return failure();
+  return std::vector<uint8_t>(buffer.begin(), buffer.end());
 }
 
 }  // namespace ein

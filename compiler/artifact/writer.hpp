@@ -35,12 +35,32 @@ int64_t elementBytes(Type type);
 std::string describe(Location loc);
 std::string bindingName(DictionaryAttr attrs, const std::string &fallback);
 
+// A weight's bytes: a view of a bound parameter's values in the IR (no
+// copy), or bytes computed here (a constant, a folded kernel's result).
+class WeightBytes {
+ public:
+  explicit WeightBytes(ArrayRef<char> inIr)
+      : view(reinterpret_cast<const uint8_t *>(inIr.data()), inIr.size()) {}
+  explicit WeightBytes(std::vector<uint8_t> computed) : owned(std::move(computed)), view(owned) {}
+  // A moved vector keeps its buffer, so a moved WeightBytes' view stays valid.
+  WeightBytes(WeightBytes &&) = default;
+  WeightBytes &operator=(WeightBytes &&) = default;
+
+  const uint8_t *data() const { return view.data(); }
+  size_t size() const { return view.size(); }
+  ArrayRef<uint8_t> bytes() const { return view; }
+
+ private:
+  std::vector<uint8_t> owned;
+  ArrayRef<uint8_t> view;
+};
+
 class Writer {
  public:
-  Writer(func::FuncOp function, const ParamBytesProvider &params, const ArtifactOptions &options)
-      : function(function), params(params), options(options) {}
+  Writer(func::FuncOp function, const ArtifactOptions &options) : function(function), options(options) {}
 
-  FailureOr<std::vector<uint8_t>> run();
+  // Writes the artifact to `out`, the header last (into room left for it).
+  FailureOr<WrittenArtifact> run(llvm::raw_pwrite_stream &out);
 
  private:
   // writer.cpp
@@ -73,36 +93,34 @@ class Writer {
   // The model's parameters, in declaration order, each with the weight tensor
   // that holds it (its own, or a folded one it went into).
   LogicalResult addParameters(Block &body);
-  FailureOr<std::vector<uint8_t>> unstoredBytes(Value value);
+  FailureOr<WeightBytes> weightBytes(Value value);
   LogicalResult addFoldedWeights(Operation &op, RankedTensorType type);
-  FailureOr<std::vector<uint8_t>> foldedBytes(Operation &op);
+  FailureOr<WeightBytes> foldedBytes(Operation &op);
   LogicalResult fold(Operation &op, uint8_t *out);
-  FailureOr<std::vector<uint8_t>> paramBytes(ir::ParamOp param);
+  FailureOr<WeightBytes> paramBytes(ir::ParamOp param);
   uint64_t appendWeights(const uint8_t *data, size_t size);
-  FailureOr<std::vector<uint8_t>> constantBytes(ir::ConstantOp constant);
+  FailureOr<WeightBytes> constantBytes(ir::ConstantOp constant);
   LogicalResult checkWeightLimit(Value value, RankedTensorType type);
   LogicalResult addGemmWeights(Value value, RankedTensorType type,
-                               llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read);
+                               llvm::function_ref<FailureOr<WeightBytes>()> read);
   bool storedAsBf16(Value value, RankedTensorType type);
   std::optional<Int8Layout> storedAsInt8(Value value, RankedTensorType type);
   LogicalResult addInt8Weights(Value value, const Int8Layout &layout,
-                               llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read);
-  static std::vector<uint8_t> toBf16(const std::vector<uint8_t> &f32);
+                               llvm::function_ref<FailureOr<WeightBytes>()> read);
+  static std::vector<uint8_t> toBf16(ArrayRef<uint8_t> f32);
   LogicalResult addWeights(Value value, RankedTensorType type,
-                           llvm::function_ref<FailureOr<std::vector<uint8_t>>()> read, bool asBf16 = false);
+                           llvm::function_ref<FailureOr<WeightBytes>()> read, bool asBf16 = false);
 
   func::FuncOp function;
-  const ParamBytesProvider &params;
   const ArtifactOptions &options;
 
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
   DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
-  DenseMap<Value, uint64_t> weightOffset;  // where a weight tensor's bytes start in the segment
-  // The artifact file being built: segmentBase bytes of room for the header,
-  // then the weight segment (empty while sizing).
-  std::vector<uint8_t> weights;
+  // The artifact being written (null while sizing): segmentBase bytes of room
+  // for the header, then the weight segment as it is laid out.
+  llvm::raw_pwrite_stream *out = nullptr;
   bool sizing = false;
   uint64_t segmentBase = 0, segmentSize = 0;
   std::vector<flatbuffers::Offset<fb::Binding>> inputs, outputs, states;

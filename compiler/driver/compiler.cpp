@@ -30,6 +30,10 @@ Severity severityOf(mlir::DiagnosticSeverity severity) {
   return Severity::Error;
 }
 
+// How --print-ir-after-all and --dump-ir print the IR: the weights (the
+// parameters' dense resources) as a short placeholder, not megabytes of hex.
+mlir::OpPrintingFlags printingFlags() { return mlir::OpPrintingFlags().elideLargeResourceString(64); }
+
 // Writes the IR after every pass to DIR/NN-pass-name.mlir.
 class DumpIrInstrumentation : public mlir::PassInstrumentation {
  public:
@@ -57,7 +61,7 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
       compilation.warning("cannot write " + path + ": " + error.message());
       return;
     }
-    op->print(file);
+    op->print(file, printingFlags());
   }
 
  private:
@@ -244,7 +248,8 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
     context.disableMultithreading();
     manager.enableIRPrinting(/*shouldPrintBeforePass=*/nullptr,
                              /*shouldPrintAfterPass=*/[](mlir::Pass *, mlir::Operation *) { return true; },
-                             /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false);
+                             /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+                             /*printAfterOnlyOnFailure=*/false, llvm::errs(), printingFlags());
   }
   if (!options.dumpIrDir.empty()) {
     std::error_code error = llvm::sys::fs::create_directories(options.dumpIrDir);
@@ -262,13 +267,27 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
   return manager.run(module);
 }
 
-mlir::FailureOr<std::vector<uint8_t>> Compilation::writeArtifact(mlir::ModuleOp module, const ParamBytesProvider &params,
-                                                                 const PipelineOptions &options) {
-  auto function = *module.getOps<mlir::func::FuncOp>().begin();
-  ArtifactOptions artifactOptions{llvm::sys::path::filename(source.filename).str()};
+namespace {
+
+ArtifactOptions artifactOptionsOf(const std::string &filename, const PipelineOptions &options) {
+  ArtifactOptions artifactOptions{llvm::sys::path::filename(filename).str()};
   artifactOptions.target = options.target;
   artifactOptions.precision = options.precision;
-  return ein::writeArtifact(function, params, artifactOptions);
+  return artifactOptions;
+}
+
+}  // namespace
+
+mlir::FailureOr<WrittenArtifact> Compilation::writeArtifact(mlir::ModuleOp module, const PipelineOptions &options,
+                                                            llvm::raw_pwrite_stream &out) {
+  auto function = *module.getOps<mlir::func::FuncOp>().begin();
+  return ein::writeArtifact(function, artifactOptionsOf(source.filename, options), out);
+}
+
+mlir::FailureOr<std::vector<uint8_t>> Compilation::writeArtifact(mlir::ModuleOp module,
+                                                                 const PipelineOptions &options) {
+  auto function = *module.getOps<mlir::func::FuncOp>().begin();
+  return ein::writeArtifact(function, artifactOptionsOf(source.filename, options));
 }
 
 }  // namespace ein::driver

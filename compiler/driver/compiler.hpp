@@ -4,8 +4,9 @@
 //
 //   ein::driver::Compilation compilation(std::move(source), sink);
 //   auto module = compilation.frontEnd(dims);               // ein dialect, or null
-//   if (!module || failed(compilation.runPipeline(*module, options))) ...
-//   auto artifact = compilation.writeArtifact(*module, params, options);
+//   if (!module || failed(bindParameters(*module, params))) ...  // weights enter the IR
+//   if (failed(compilation.runPipeline(*module, options))) ...
+//   auto artifact = compilation.writeArtifact(*module, options);
 //
 // Every error goes to the DiagnosticSink, located (file:line:col) where the
 // model has a place for it; nothing is printed except --print-ir-after-all's IR.
@@ -101,9 +102,11 @@ class Compilation {
   mlir::OwningOpRef<mlir::ModuleOp> frontEnd(const ein::DimRanges &dims);
   // The compiler's passes, ein -> kern -> planned memory.
   mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &options);
-  // The artifact's bytes; `params` gives every parameter's values.
-  mlir::FailureOr<std::vector<uint8_t>> writeArtifact(mlir::ModuleOp module, const ParamBytesProvider &params,
-                                                      const PipelineOptions &options);
+  // The artifact of the planned module, its parameters bound: written to
+  // `out` (a file), or in memory.
+  mlir::FailureOr<WrittenArtifact> writeArtifact(mlir::ModuleOp module, const PipelineOptions &options,
+                                                 llvm::raw_pwrite_stream &out);
+  mlir::FailureOr<std::vector<uint8_t>> writeArtifact(mlir::ModuleOp module, const PipelineOptions &options);
 
   // Report a message without a place in the model.
   void error(const std::string &message) const;

@@ -25,6 +25,7 @@
 #include "compiler/weights/param_sources.hpp"
 #include "ein/schema/ein_artifact_generated.h"
 #include "ir/ein/ein_dialect.hpp"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #ifndef EIN_VERSION
@@ -236,8 +237,7 @@ ParameterTotals parameterTotals(mlir::ModuleOp module) {
   return totals;
 }
 
-// The bytes the writer will ask the parameter source for: every parameter
-// left after the passes, as stored in its declared type.
+// The bytes the parameter source will give: every parameter as declared.
 uint64_t parameterBytes(mlir::ModuleOp module) {
   uint64_t bytes = 0;
   module.walk([&](ein::ir::ParamOp param) {
@@ -249,12 +249,12 @@ uint64_t parameterBytes(mlir::ModuleOp module) {
 
 // "einc: wrote enc.einb (13.2 MB) in 1.4 s: 58 steps, 3.3 M parameters in 72
 // tensors (13.1 MB of weights), fp32, cpu".
-std::string summary(const Options &options, const std::vector<uint8_t> &artifact, const ParameterTotals &parameters,
+std::string summary(const Options &options, const ein::WrittenArtifact &artifact, const ParameterTotals &parameters,
                     double seconds) {
-  const auto *model = ein::schema::GetSizePrefixedModel(artifact.data());
+  const auto *model = ein::schema::GetSizePrefixedModel(artifact.header.data());
   char time[32];
   std::snprintf(time, sizeof time, "%.1f s", seconds);
-  std::string line = "einc: wrote " + options.output + " (" + humanBytes(artifact.size()) + ") in " + time + ": ";
+  std::string line = "einc: wrote " + options.output + " (" + humanBytes(artifact.bytes) + ") in " + time + ": ";
   size_t steps = model->steps() ? model->steps()->size() : 0;
   line += std::to_string(steps) + " step" + (steps == 1 ? "" : "s") + ", ";
   if (parameters.tensors == 0) {
@@ -326,9 +326,10 @@ int compile(const Options &options) {
   const ParameterTotals parameters = parameterTotals(*module);
 
   // The parameters' source, opened before the passes run, so that a wrong
-  // file or a missing parameter is reported at once.
+  // file or a missing parameter is reported at once; the values enter the IR
+  // before the first pass.
   std::unique_ptr<ein::SafetensorsParams> safetensors;
-  ein::ParamBytesProvider params;
+  ein::ParamProvider params;
   if (!options.weights.empty()) {
     auto opened = ein::weights::SafetensorsFile::open(options.weights);
     if (!opened) {
@@ -342,30 +343,38 @@ int compile(const Options &options) {
     // Drawn by how the model uses each parameter (norm weights 1, biases 0, ...).
     params = ein::randomParams(options.randomWeights.value_or(0), ein::paramInitsFromUses(*module));
   }
+  progress.phase(safetensors ? "reading weights" : "drawing random weights");
+  const uint64_t totalBytes = parameterBytes(*module);
+  auto bound = [&](uint64_t bytes) { progress.bytes(bytes, std::max(totalBytes, bytes)); };
+  if (mlir::failed(ein::bindParameters(*module, params, bound))) return 1;
 
   progress.phase("running passes");
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;
 
-  // Counts the bytes the writer reads, parameter by parameter.
-  const uint64_t totalBytes = parameterBytes(*module);
-  uint64_t readBytes = 0;
-  ein::ParamBytesProvider counted = [&](llvm::StringRef name, mlir::RankedTensorType type,
-                                        mlir::Location declaredAt) -> mlir::FailureOr<std::vector<uint8_t>> {
-    auto bytes = params(name, type, declaredAt);
-    if (mlir::succeeded(bytes)) progress.bytes(readBytes += bytes->size(), std::max(totalBytes, readBytes));
-    return bytes;
-  };
-  progress.phase(safetensors ? "reading weights" : "drawing random weights");
-  auto artifact = compilation.writeArtifact(*module, counted, pipeline);
-  if (mlir::failed(artifact)) return 1;
+  // Written beside the output and renamed over it once whole, so that a
+  // failure leaves no partial artifact.
+  progress.phase("writing " + options.output);
+  const std::string partial = options.output + ".partial";
+  std::error_code error;
+  llvm::raw_fd_ostream file(partial, error);
+  if (error) {
+    progress.printing([&] { llvm::errs() << "einc: cannot write " << options.output << ": " << error.message() << "\n"; });
+    return 1;
+  }
+  auto artifact = compilation.writeArtifact(*module, pipeline, file);
+  file.close();
+  if (mlir::failed(artifact) || file.has_error() || llvm::sys::fs::rename(partial, options.output)) {
+    if (mlir::succeeded(artifact))
+      progress.printing([&] { llvm::errs() << "einc: cannot write " << options.output << "\n"; });
+    file.clear_error();
+    llvm::sys::fs::remove(partial);
+    return 1;
+  }
   if (safetensors)
     for (const std::string &name : safetensors->unusedTensors())
       progress.printing([&] {
         llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
       });
-  progress.phase("writing " + options.output);
-  if (!writeFile(options.output, reinterpret_cast<const char *>(artifact->data()), artifact->size(), progress))
-    return 1;
   progress.stop();
   if (!options.quiet)
     llvm::errs() << summary(options, *artifact, parameters,

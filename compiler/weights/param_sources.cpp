@@ -1,11 +1,14 @@
 #include "compiler/weights/param_sources.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <random>
 
+#include "compiler/limits.hpp"
 #include "ir/ein/ein_dialect.hpp"
 #include "ir/ein/equations.hpp"
+#include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,37 +46,99 @@ std::optional<weights::DType> exactDType(Type element) {
   if (element.isInteger(1)) return weights::DType::Bool;
   if (element.isSignlessInteger(32)) return weights::DType::I32;
   if (element.isSignlessInteger(64)) return weights::DType::I64;
+  if (element.isF32()) return weights::DType::F32;
+  if (element.isF16()) return weights::DType::F16;
+  if (element.isBF16()) return weights::DType::BF16;
   return std::nullopt;
+}
+
+bool isFloat(Type element) { return element.isF32() || element.isF16() || element.isBF16(); }
+
+// Bytes per element of a parameter's type (a bool is one byte).
+size_t elementBytes(Type element) { return element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8; }
+
+// f32 values as `element` (f32, or f16 / bf16 rounded to nearest even).
+std::vector<uint8_t> floatBytes(llvm::ArrayRef<float> values, Type element) {
+  std::vector<uint8_t> bytes(values.size() * elementBytes(element));
+  if (element.isF32()) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+  const llvm::fltSemantics &semantics = element.isF16() ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
+  for (size_t i = 0; i < values.size(); ++i) {
+    llvm::APFloat value(values[i]);
+    bool lost = false;
+    value.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &lost);
+    auto bits = static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
+    std::memcpy(bytes.data() + 2 * i, &bits, 2);
+  }
+  return bytes;
 }
 
 }  // namespace
 
-ParamBytesProvider SafetensorsParams::provider() {
-  return [this](llvm::StringRef name, RankedTensorType type, Location declaredAt) -> FailureOr<std::vector<uint8_t>> {
+AsmResourceBlob ownedBlob(std::vector<uint8_t> bytes) {
+  auto *owner = new std::vector<uint8_t>(std::move(bytes));
+  llvm::ArrayRef<char> data(reinterpret_cast<const char *>(owner->data()), owner->size());
+  // operator new aligns the bytes for any element type.
+  return AsmResourceBlob(data, alignof(std::max_align_t), [owner](void *, size_t, size_t) { delete owner; },
+                         /*dataIsMutable=*/true);
+}
+
+LogicalResult bindParameters(ModuleOp module, const ParamProvider &params,
+                             const std::function<void(uint64_t bytes)> &bound) {
+  uint64_t total = 0;
+  WalkResult walked = module.walk([&](ir::ParamOp param) {
+    if (param->use_empty()) return WalkResult::advance();  // the passes drop it
+    RankedTensorType type = param.getType();
+    const uint64_t expected = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
+    // Refused before its values are read or generated: a model declaring
+    // terabytes of random weights would otherwise exhaust memory.
+    if (std::optional<std::string> passed = limits::weightLimitPassed(total, expected)) {
+      emitError(param.getLoc()) << *passed;
+      return WalkResult::interrupt();
+    }
+    FailureOr<AsmResourceBlob> blob = params(param.getName(), type, param.getLoc());
+    if (failed(blob)) return WalkResult::interrupt();
+    if (blob->getData().size() != expected) {
+      emitError(param.getLoc()) << "parameter \"" << param.getName() << "\" has " << blob->getData().size()
+                                << " bytes of values for " << type << " (" << expected << " bytes)";
+      return WalkResult::interrupt();
+    }
+    total += expected;
+    param.setValueAttr(DenseResourceElementsAttr::get(type, param.getName(), std::move(*blob)));
+    if (bound) bound(total);
+    return WalkResult::advance();
+  });
+  return failure(walked.wasInterrupted());
+}
+
+ParamProvider SafetensorsParams::provider() {
+  return [this](llvm::StringRef name, RankedTensorType type, Location declaredAt) -> FailureOr<AsmResourceBlob> {
     const weights::TensorEntry *entry = file.find(name);
     if (!entry) return emitError(declaredAt) << missingMessage(name, declaredAt);
     used.insert(name.str());
     std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
     Type element = type.getElementType();
     auto exact = exactDType(element);
-    bool typeFits = exact ? entry->dtype == *exact : element.isF32() && weights::isFloatingPoint(entry->dtype);
+    bool typeFits = exact && (entry->dtype == *exact || (isFloat(element) && weights::isFloatingPoint(entry->dtype)));
     if (entry->shape != shape || !typeFits)
       return emitError(declaredAt) << file.path() << ": parameter \"" << name << "\" is " << entry->typeString()
                                    << " in the file and " << typeString(type) << " in " << describe(declaredAt);
-    if (exact) {
+    if (entry->dtype == *exact) {
+      // The file's bytes as they are, in place where they are aligned for
+      // their elements (the mapping outlives the module), else copied.
       llvm::ArrayRef<uint8_t> bytes = file.bytes(*entry);
-      std::vector<uint8_t> copy(bytes.begin(), bytes.end());
-      file.release(*entry);
-      return copy;
+      const size_t alignment = elementBytes(element);
+      if (reinterpret_cast<uintptr_t>(bytes.data()) % alignment == 0)
+        return UnmanagedAsmResourceBlob::allocateWithAlign(
+            llvm::ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()), bytes.size()), alignment);
+      return ownedBlob(std::vector<uint8_t>(bytes.begin(), bytes.end()));
     }
-    if (!element.isF32())
-      return emitError(declaredAt) << "parameter \"" << name << "\": " << element << " weights are not supported yet";
     auto values = file.toF32(*entry);
     if (!values) return emitError(declaredAt) << llvm::toString(values.takeError());
     file.release(*entry);
-    std::vector<uint8_t> bytes(values->size() * sizeof(float));
-    std::memcpy(bytes.data(), values->data(), bytes.size());
-    return bytes;
+    return ownedBlob(floatBytes(*values, element));
   };
 }
 
@@ -256,9 +321,9 @@ ParamInits paramInitsFromUses(ModuleOp module) {
   return inits;
 }
 
-ParamBytesProvider randomParams(uint64_t seed, ParamInits inits) {
+ParamProvider randomParams(uint64_t seed, ParamInits inits) {
   return [seed, inits = std::move(inits)](llvm::StringRef name, RankedTensorType type,
-                                          Location declaredAt) -> FailureOr<std::vector<uint8_t>> {
+                                          Location declaredAt) -> FailureOr<AsmResourceBlob> {
     std::mt19937_64 generator(seed ^ std::hash<std::string>{}(name.str()));
     Type element = type.getElementType();
     int64_t count = type.getNumElements();
@@ -267,7 +332,7 @@ ParamBytesProvider randomParams(uint64_t seed, ParamInits inits) {
       auto *begin = reinterpret_cast<const uint8_t *>(&value);
       bytes.insert(bytes.end(), begin, begin + sizeof value);
     };
-    if (element.isF32()) {
+    if (isFloat(element)) {
       auto found = inits.find(name.str());
       ParamInit init = found == inits.end() ? ParamInit{} : found->second;
       // Straight into the bytes: one copy of the parameter at a time.
@@ -298,7 +363,9 @@ ParamBytesProvider randomParams(uint64_t seed, ParamInits inits) {
           break;
         }
       }
-      return bytes;
+      if (element.isF32()) return ownedBlob(std::move(bytes));
+      llvm::ArrayRef<float> values(reinterpret_cast<const float *>(bytes.data()), static_cast<size_t>(count));
+      return ownedBlob(floatBytes(values, element));
     }
     std::uniform_int_distribution<int> bit(0, 1);
     for (int64_t i = 0; i < count; ++i) {
@@ -307,7 +374,7 @@ ParamBytesProvider randomParams(uint64_t seed, ParamInits inits) {
       else if (element.isSignlessInteger(64)) append(static_cast<int64_t>(bit(generator)));
       else return emitError(declaredAt) << "parameter \"" << name << "\": no random values for " << element;
     }
-    return bytes;
+    return ownedBlob(std::move(bytes));
   };
 }
 

@@ -1,5 +1,6 @@
-// Where einc takes parameter values from: a .safetensors file under PyTorch
-// state_dict names, or seeded random values for benchmarks.
+// Where a compilation takes parameter values from (a .safetensors file under
+// PyTorch state_dict names, or seeded random values for benchmarks), and how
+// they enter the IR: each ein.param's `value`, bound once after the front end.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,31 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
-#include "compiler/artifact/artifact.hpp"
 #include "compiler/weights/safetensors.hpp"
+#include "ir/ein/ein_dialect.hpp"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace ein {
+
+// The values of one parameter, in the layout of its declared type (row-major,
+// little-endian): a blob that owns its bytes or points into a mapped weights
+// file (which then outlives the module). Errors are reported at the
+// declaration's location.
+using ParamProvider = std::function<mlir::FailureOr<mlir::AsmResourceBlob>(
+    llvm::StringRef name, mlir::RankedTensorType type, mlir::Location declaredAt)>;
+
+// A blob that owns `bytes`.
+mlir::AsmResourceBlob ownedBlob(std::vector<uint8_t> bytes);
+
+// Binds every parameter of `module` that something reads: its `value`
+// becomes a dense resource over the provider's bytes, whose size is checked
+// against the declared type. `bound` is told the bytes bound so far (einc's
+// progress line).
+mlir::LogicalResult bindParameters(mlir::ModuleOp module, const ParamProvider &params,
+                                   const std::function<void(uint64_t bytes)> &bound = {});
 
 // Serves parameters from a safetensors file, checking each against the type
 // the model declares, and remembers which tensors the model used.
@@ -21,7 +41,7 @@ class SafetensorsParams {
  public:
   explicit SafetensorsParams(weights::SafetensorsFile file) : file(std::move(file)) {}
 
-  ParamBytesProvider provider();
+  ParamProvider provider();
 
   // Checks that the file holds every parameter `module` declares, before
   // anything is compiled; the first missing one is an error at its
@@ -71,7 +91,8 @@ ParamInits paramInitsFromUses(mlir::ModuleOp module);
 
 // Deterministic values from `seed` and each parameter's name, so a value does
 // not depend on declaration order: floats as `inits` says (N(0, 0.02) for a
-// parameter it does not name), 0/1 for bools, [0, 2) for integers.
-ParamBytesProvider randomParams(uint64_t seed, ParamInits inits = {});
+// parameter it does not name; f16 and bf16 parameters hold them rounded to
+// their type), 0/1 for bools, [0, 2) for integers.
+ParamProvider randomParams(uint64_t seed, ParamInits inits = {});
 
 }  // namespace ein

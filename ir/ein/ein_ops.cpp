@@ -6,6 +6,7 @@
 
 #include "ir/ein/equations.hpp"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 
 using namespace mlir;
 using namespace ein::ir;
@@ -110,6 +111,20 @@ LogicalResult EinsumOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                                          SmallVectorImpl<Type> &types) {
   return inferFrom(location, getOperationName(), inferResultType(adaptor.getEquation(), adaptor.getInputs().getTypes()),
                    types);
+}
+
+// Bound values have exactly the parameter's type: a pass that changes one
+// (ein-widen-half-floats) changes the other.
+LogicalResult ParamOp::verify() {
+  if (ElementsAttr value = getValueAttr(); value && value.getType() != getType())
+    return emitOpError() << "value of type " << value.getType() << " for a parameter of type " << getType();
+  return success();
+}
+
+ArrayRef<char> ParamOp::getBoundBytes() {
+  if (auto resource = llvm::dyn_cast_or_null<DenseResourceElementsAttr>(getValueAttr()))
+    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob()) return blob->getData();
+  return {};
 }
 
 LogicalResult EinsumOp::verify() { return verifyInferred(*this, inferResultType(getEquation(), getInputs().getTypes())); }

@@ -10,9 +10,28 @@ defvar Ein_Tensor = Ein_SizedTensor;
 
 def Ein_ParamOp : Ein_Op<"param", [Pure]> {
   let summary = "a weight, loaded by its PyTorch state_dict name";
-  let arguments = (ins StrAttr:$name);
+  let description = [{
+    The front end declares a parameter by its name and type; the compiler
+    then binds its values (`value`, of the result's type), most often a
+    `dense_resource` over the weights file itself, so that passes read and
+    transform weights as any other constant and the artifact writer only
+    serialises what they leave. A parameter without `value` is one no
+    source has bound yet (a test of a pass, `ein-opt`).
+  }];
+  let arguments = (ins StrAttr:$name, OptionalAttr<ElementsAttr>:$value);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "::llvm::StringRef":$name), [{
+      build($_builder, $_state, type, name, ::mlir::ElementsAttr());
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    // The bytes of the bound values (row-major, little-endian, a bool per
+    // byte); empty when none are bound.
+    ::llvm::ArrayRef<char> getBoundBytes();
+  }];
+  let hasVerifier = 1;
 }
 
 def Ein_StateOp : Ein_Op<"state", [MemoryEffects<[MemRead]>]> {

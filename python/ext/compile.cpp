@@ -199,7 +199,7 @@ Outcome compileRequest(Request request) {
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
   if (!module) return outcome;
   std::unique_ptr<SafetensorsParams> safetensors;
-  ParamBytesProvider params;
+  ParamProvider params;
   const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
   if (std::optional<std::string> missing = driver::parametersWithoutSource(*module, !noSource)) {
     compilation.error("the model " + *missing + ": give them as weights=... or random_weights=SEED");
@@ -214,8 +214,9 @@ Outcome compileRequest(Request request) {
     if (!safetensors || mlir::failed(safetensors->checkNames(*module))) return outcome;
     params = safetensors->provider();
   }
+  if (mlir::failed(bindParameters(*module, params))) return outcome;
   if (mlir::failed(compilation.runPipeline(*module, options))) return outcome;
-  auto artifact = compilation.writeArtifact(*module, params, options);
+  auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) return outcome;
   outcome.artifact = std::move(*artifact);
   if (safetensors) outcome.unusedWeights = safetensors->unusedTensors();

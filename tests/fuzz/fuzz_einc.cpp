@@ -132,12 +132,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   });
   mlir::OwningOpRef<mlir::ModuleOp> module = ein::mlirgen::generate(ctx, source, "fuzz.ein", {});
   if (!module) return 0;
+  auto function = *module->getOps<mlir::func::FuncOp>().begin();
+  if (paramElements(function) > kMaxWrittenParamElements) return 0;
+  if (mlir::failed(ein::bindParameters(*module, ein::randomParams(1)))) return 0;
   mlir::PassManager manager(&ctx);
   ein::buildCompilerPipeline(manager);
   if (mlir::failed(manager.run(*module))) return 0;
-  auto function = *module->getOps<mlir::func::FuncOp>().begin();
-  if (paramElements(function) > kMaxWrittenParamElements) return 0;
-  auto artifact = ein::writeArtifact(function, ein::randomParams(1), ein::ArtifactOptions{"fuzz.ein"});
+  auto artifact = ein::writeArtifact(function, ein::ArtifactOptions{"fuzz.ein"});
   if (mlir::failed(artifact)) return 0;
   runWithZeroInputs(*artifact);
   return 0;

@@ -1,9 +1,13 @@
 // Computes f16 and bf16 values in f32: the kernels work in f32, so half
 // floats are a storage type. Inputs are widened where the function reads
-// them, params and constants become f32 (einc converts the weights when it
-// writes them), every other result becomes f32, and outputs declared half
-// are narrowed just before they are returned.
+// them, params and constants become f32 (a bound parameter's values are
+// converted once, here), every other result becomes f32, and outputs declared
+// half are narrowed just before they are returned.
+#include <cstring>
+#include <vector>
+
 #include "compiler/transforms/ein/passes.hpp"
+#include "mlir/IR/DialectResourceBlobManager.h"
 
 namespace ein {
 #define GEN_PASS_DEF_WIDENHALFFLOATS
@@ -24,6 +28,21 @@ RankedTensorType widened(Type type) {
   return tensor.clone(Float32Type::get(type.getContext()));
 }
 
+// A bound half parameter's values as f32 (exact: every f16 and bf16 is an f32).
+DenseResourceElementsAttr widenedValues(ein::ir::ParamOp param) {
+  Type element = param.getType().getElementType();
+  const llvm::fltSemantics &semantics = element.isF16() ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
+  ArrayRef<char> bytes = param.getBoundBytes();
+  std::vector<float> values(bytes.size() / 2);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, bytes.data() + 2 * i, 2);
+    values[i] = llvm::APFloat(semantics, llvm::APInt(16, bits)).convertToFloat();
+  }
+  return DenseResourceElementsAttr::get(widened(param.getType()), param.getName(),
+                                        HeapAsmResourceBlob::allocateAndCopyInferAlign(ArrayRef<float>(values)));
+}
+
 // A cast of `value` to f32 right after its definition, taking all its uses.
 void widenUses(OpBuilder &builder, Value value) {
   auto cast = builder.create<ein::ir::CastOp>(value.getLoc(), widened(value.getType()), value);
@@ -41,10 +60,11 @@ struct WidenHalfFloatsPass : ein::impl::WidenHalfFloatsBase<WidenHalfFloatsPass>
 
     for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
       if (!isa<ein::ir::EinDialect>(op.getDialect())) continue;
-      if (isa<ein::ir::ParamOp>(op)) {
-        // Weights are converted once, when einc writes them (safetensors
-        // f16/bf16 to f32), instead of at every run.
-        if (isHalf(op.getResult(0).getType())) op.getResult(0).setType(widened(op.getResult(0).getType()));
+      if (auto param = dyn_cast<ein::ir::ParamOp>(op)) {
+        // Weights are converted once, here, instead of at every run.
+        if (!isHalf(param.getType())) continue;
+        if (param.getValueAttr()) param.setValueAttr(widenedValues(param));
+        param.getResult().setType(widened(param.getType()));
         continue;
       }
       if (auto constant = dyn_cast<ein::ir::ConstantOp>(op)) {

@@ -29,8 +29,10 @@ std::optional<std::vector<uint8_t>> compile(const std::string &text, std::vector
                                             const PipelineOptions &options = {}) {
   Compilation compilation({text, "model.ein"}, [&](const Diagnostic &d) { diagnostics.push_back(d); });
   auto module = compilation.frontEnd({});
-  if (!module || mlir::failed(compilation.runPipeline(*module, options))) return std::nullopt;
-  auto artifact = compilation.writeArtifact(*module, ein::randomParams(1), options);
+  if (!module || mlir::failed(ein::bindParameters(*module, ein::randomParams(1))) ||
+      mlir::failed(compilation.runPipeline(*module, options)))
+    return std::nullopt;
+  auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) return std::nullopt;
   return std::move(*artifact);
 }
@@ -251,14 +253,14 @@ TEST(RandomWeights, AreInitialisedByTheirUseAsPyTorchDoes) {
   EXPECT_EQ(inits.at("encoder.layer.0.output.dense.weight").fanIn, 256);       // [c, f]: f inputs
 
   // The values: norm weights 1, biases 0, linear weights within 1/sqrt(fan_in).
-  ein::ParamBytesProvider params = ein::randomParams(5, inits);
+  ein::ParamProvider params = ein::randomParams(5, inits);
   auto values = [&](const std::string &name, std::vector<int64_t> shape) {
     mlir::MLIRContext &context = *module->getContext();
-    auto bytes = params(name, mlir::RankedTensorType::get(shape, mlir::Float32Type::get(&context)),
-                        mlir::UnknownLoc::get(&context));
-    EXPECT_TRUE(mlir::succeeded(bytes));
-    std::vector<float> floats(bytes->size() / 4);
-    std::memcpy(floats.data(), bytes->data(), bytes->size());
+    auto blob = params(name, mlir::RankedTensorType::get(shape, mlir::Float32Type::get(&context)),
+                       mlir::UnknownLoc::get(&context));
+    EXPECT_TRUE(mlir::succeeded(blob));
+    std::vector<float> floats(blob->getData().size() / 4);
+    std::memcpy(floats.data(), blob->getData().data(), blob->getData().size());
     return floats;
   };
   EXPECT_EQ(values("embeddings.LayerNorm.weight", {64}), std::vector<float>(64, 1.0f));
@@ -282,10 +284,10 @@ TEST(RandomWeights, ARandomEncodersOutputDependsOnItsInput) {
                           [&](const Diagnostic &d) { diagnostics.push_back(d); });
   auto module = compilation.frontEnd({});
   ASSERT_TRUE(module);
-  ein::ParamBytesProvider params = ein::randomParams(1, ein::paramInitsFromUses(*module));
+  ASSERT_TRUE(mlir::succeeded(ein::bindParameters(*module, ein::randomParams(1, ein::paramInitsFromUses(*module)))));
   PipelineOptions options;
   ASSERT_TRUE(mlir::succeeded(compilation.runPipeline(*module, options)));
-  auto artifact = compilation.writeArtifact(*module, params, options);
+  auto artifact = compilation.writeArtifact(*module, options);
   ASSERT_TRUE(mlir::succeeded(artifact));
   auto model = ein::Model::loadFromMemory(artifact->data(), artifact->size(), "bert.einb");
   ASSERT_TRUE(model.ok()) << model.status().toString();

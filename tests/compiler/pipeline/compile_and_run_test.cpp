@@ -14,6 +14,7 @@
 #include "compiler/mlirgen/mlirgen.hpp"
 #include "compiler/pipeline/pipeline.hpp"
 #include "compiler/reference/reference_evaluator.hpp"
+#include "compiler/weights/param_sources.hpp"
 #include "ein/half_float.hpp"
 #include "ein/runtime.hpp"
 #include "mlir/IR/BuiltinOps.h"
@@ -43,7 +44,13 @@ std::vector<double> paramValues(llvm::StringRef name, mlir::RankedTensorType typ
   std::mt19937_64 generator(std::hash<std::string>{}(name.str()));
   std::normal_distribution<double> normal(0.0, 0.5);
   std::vector<double> values(type.getNumElements());
-  for (double &value : values) value = static_cast<float>(normal(generator));
+  for (double &value : values) {
+    auto single = static_cast<float>(normal(generator));
+    // A half parameter holds values of its type.
+    if (type.getElementType().isF16()) single = ein::halfToFloat(ein::floatToHalf(single));
+    if (type.getElementType().isBF16()) single = ein::bfloatToFloat(ein::floatToBfloat(single));
+    value = single;
+  }
   return values;
 }
 
@@ -67,22 +74,27 @@ struct Outcome {
   if (!module) return ::testing::AssertionFailure() << "front end failed:\n" << diagnostics;
   mlir::OwningOpRef<mlir::ModuleOp> frontEnd = module->clone();
 
+  ein::ParamProvider params = [](llvm::StringRef name, mlir::RankedTensorType type,
+                                 mlir::Location) -> mlir::FailureOr<mlir::AsmResourceBlob> {
+    mlir::Type element = type.getElementType();
+    if (!element.isF32() && !element.isF16() && !element.isBF16()) return mlir::failure();
+    std::vector<double> values = paramValues(name, type);
+    const size_t width = element.isF32() ? 4 : 2;
+    std::vector<uint8_t> bytes(values.size() * width);
+    for (size_t i = 0; i < values.size(); ++i) {
+      auto value = static_cast<float>(values[i]);
+      uint16_t half = element.isF16() ? ein::floatToHalf(value) : ein::floatToBfloat(value);
+      std::memcpy(bytes.data() + width * i, width == 4 ? static_cast<const void *>(&value) : &half, width);
+    }
+    return ein::ownedBlob(std::move(bytes));
+  };
+  if (mlir::failed(ein::bindParameters(*module, params)))
+    return ::testing::AssertionFailure() << "parameters failed:\n" << diagnostics;
   mlir::PassManager manager(&context);
   ein::buildCompilerPipeline(manager);
   if (mlir::failed(manager.run(*module))) return ::testing::AssertionFailure() << "passes failed:\n" << diagnostics;
   auto function = *module->getOps<mlir::func::FuncOp>().begin();
-  ein::ParamBytesProvider params = [](llvm::StringRef name, mlir::RankedTensorType type,
-                                      mlir::Location) -> mlir::FailureOr<std::vector<uint8_t>> {
-    if (!type.getElementType().isF32()) return mlir::failure();
-    std::vector<double> values = paramValues(name, type);
-    std::vector<uint8_t> bytes(values.size() * 4);
-    for (size_t i = 0; i < values.size(); ++i) {
-      auto value = static_cast<float>(values[i]);
-      std::memcpy(bytes.data() + 4 * i, &value, 4);
-    }
-    return bytes;
-  };
-  auto artifact = ein::writeArtifact(function, params, {testCase.name + ".ein"});
+  auto artifact = ein::writeArtifact(function, {testCase.name + ".ein"});
   if (mlir::failed(artifact)) return ::testing::AssertionFailure() << "artifact failed:\n" << diagnostics;
 
   auto model = ein::Model::loadFromMemory(artifact->data(), artifact->size(), testCase.name);

@@ -58,12 +58,12 @@ class Compiler {
       return mlir::success();
     });
     auto module = ein::mlirgen::generate(*context, source, "model.ein", {});
-    if (module) {
+    if (module && mlir::succeeded(ein::bindParameters(*module, ein::randomParams(1)))) {
       mlir::PassManager manager(context.get());
       ein::buildCompilerPipeline(manager);
       if (mlir::succeeded(manager.run(*module))) {
         auto function = *module->getOps<mlir::func::FuncOp>().begin();
-        if (mlir::succeeded(ein::writeArtifact(function, ein::randomParams(1), {"model.ein"}))) {
+        if (mlir::succeeded(ein::writeArtifact(function, {"model.ein"}))) {
           ++compiled;
           return ::testing::AssertionSuccess();
         }

@@ -39,11 +39,12 @@ Compiled compileExample(const std::string &file, const ein::DimRanges &dims, ein
   ein::driver::PipelineOptions options;
   options.precision = precision;
   options.fuseParallelLinears = fused;
-  if (!module || mlir::failed(compilation.runPipeline(*module, options))) {
+  if (!module || mlir::failed(ein::bindParameters(*module, ein::randomParams(3))) ||
+      mlir::failed(compilation.runPipeline(*module, options))) {
     ADD_FAILURE() << messages;
     return {};
   }
-  auto artifact = compilation.writeArtifact(*module, ein::randomParams(3), options);
+  auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) {
     ADD_FAILURE() << messages;
     return {};

@@ -36,8 +36,9 @@ std::shared_ptr<const ein::Model> compile(const std::string &text, std::string *
   std::optional<std::vector<uint8_t>> artifact;
   ein::driver::PipelineOptions options;
   options.precision = precision;
-  if (module && mlir::succeeded(compilation.runPipeline(*module, options))) {
-    auto written = compilation.writeArtifact(*module, ein::randomParams(1), options);
+  if (module && mlir::succeeded(ein::bindParameters(*module, ein::randomParams(1))) &&
+      mlir::succeeded(compilation.runPipeline(*module, options))) {
+    auto written = compilation.writeArtifact(*module, options);
     if (mlir::succeeded(written)) artifact = std::move(*written);
   }
   if (errors) *errors = messages;
