@@ -1,178 +1,42 @@
-// The writer's weight segment: parameters, constants and folded kernels'
-// results, stored as f32 or, for gemm weights, bf16 / int8.
+// The writer's weight segment: parameters and constants (folded weights
+// among them), stored as f32 or, for gemm weights, bf16 / int8.
 #include "compiler/artifact/writer.hpp"
 
 #include <cmath>
 #include <cstring>
 
 #include "compiler/limits.hpp"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "ops/scalar_functions.hpp"
 
 namespace ein::artifact {
 
-// Whether every reader of `value` (a weight) is a folded kernel.
-bool Writer::readOnlyByFolds(Value value) {
-  return !value.use_empty() &&
-         llvm::all_of(value.getUsers(), [](Operation *user) { return user->hasAttr(kern::kFoldedAttr); });
-}
-
 LogicalResult Writer::addParameters(Block &body) {
+  // The constants kern-fold-constants made, by the parameters they hold.
+  llvm::StringMap<uint32_t> foldedInto;
+  for (auto constant : body.getOps<ir::ConstantOp>())
+    if (auto from = constant->getAttrOfType<ArrayAttr>(kern::kFoldedFromAttr))
+      for (StringRef name : from.getAsValueRange<StringAttr>())
+        if (auto stored = tensorIndex.find(constant.getResult()); stored != tensorIndex.end())
+          foldedInto.try_emplace(name, stored->second);
   for (auto param : body.getOps<ir::ParamOp>()) {
-    // A parameter only folds read is in the first stored weight down its folds.
+    // A parameter only folds read is in the folded weight that holds it.
+    const bool folded = param.getResult().use_empty();
     std::optional<uint32_t> tensor;
-    SmallVector<Value> pending = {param.getResult()};
-    while (!tensor && !pending.empty()) {
-      Value value = pending.pop_back_val();
-      if (auto stored = tensorIndex.find(value); stored != tensorIndex.end()) {
-        tensor = stored->second;
-        break;
-      }
-      for (Operation *user : value.getUsers())
-        if (user->hasAttr(kern::kFoldedAttr)) pending.push_back(user->getResult(0));
+    if (!folded) {
+      if (auto stored = tensorIndex.find(param.getResult()); stored != tensorIndex.end()) tensor = stored->second;
+    } else if (auto into = foldedInto.find(param.getName()); into != foldedInto.end()) {
+      tensor = into->second;
     }
     if (!tensor) continue;  // read by nothing the artifact keeps
     auto dtype = dtypeOf(param.getLoc(), param.getType().getElementType());
     if (failed(dtype)) return failure();
     std::vector<int64_t> shape(param.getType().getShape());
-    parameters.push_back(fb::CreateParameterDirect(builder, param.getName().str().c_str(), *tensor, *dtype, &shape,
-                                                   readOnlyByFolds(param.getResult())));
+    parameters.push_back(
+        fb::CreateParameterDirect(builder, param.getName().str().c_str(), *tensor, *dtype, &shape, folded));
   }
   return success();
-}
-
-// The f32 bytes of a weight a fold reads (a parameter, constant or folded
-// result: f32, kern-plan-memory checked), from the IR: the weight segment
-// already written is in the file, not in memory.
-FailureOr<WeightBytes> Writer::weightBytes(Value value) {
-  Operation *producer = value.getDefiningOp();
-  if (auto param = dyn_cast<ir::ParamOp>(producer)) return paramBytes(param);
-  if (auto constant = dyn_cast<ir::ConstantOp>(producer)) return constantBytes(constant);
-  return foldedBytes(*producer);
-}
-
-// A folded kernel's result, stored with the weights: as f32, written
-// straight into the weight segment (einc holds no second copy of it).
-LogicalResult Writer::addFoldedWeights(Operation &op, RankedTensorType type) {
-  Value result = op.getResult(0);
-  if (storedAsInt8(result, type) || storedAsBf16(result, type))
-    return addGemmWeights(result, type, [&] { return foldedBytes(op); });
-  const size_t size = static_cast<size_t>(type.getNumElements()) * 4;
-  uint64_t offset;
-  if (sizing) {
-    offset = appendWeights(nullptr, size);
-  } else {
-    FailureOr<WeightBytes> bytes = foldedBytes(op);
-    if (failed(bytes)) return failure();
-    offset = appendWeights(bytes->data(), size);
-  }
-  return success(succeeded(addTensor(result, fb::Storage::Weights, 0, offset)));
-}
-
-FailureOr<WeightBytes> Writer::foldedBytes(Operation &op) {
-  std::vector<uint8_t> bytes(static_cast<size_t>(cast<RankedTensorType>(op.getResult(0).getType()).getNumElements()) * 4);
-  if (failed(fold(op, bytes.data()))) return failure();
-  return WeightBytes(std::move(bytes));
-}
-
-// Computes a folded element-wise, copy or concat kernel's result (f32,
-// row-major) into `out`, as the runtime's kernels would: the element-wise
-// program in f32 by the op table's scalar definitions, inputs read through
-// their views.
-LogicalResult Writer::fold(Operation &op, uint8_t *out) {
-  Shape shape = ir::shapeOf(op.getResult(0).getType());
-  std::vector<int64_t> sizes;
-  for (const Size &size : shape) sizes.push_back(*size.constant());
-  struct Input {
-    std::optional<WeightBytes> source;
-    const uint8_t *data;
-    int64_t offset;
-    std::vector<int64_t> strides;
-    float at(const std::vector<int64_t> &index) const {
-      int64_t element = offset;
-      for (size_t axis = 0; axis < index.size(); ++axis) element += index[axis] * strides[axis];
-      float x;
-      std::memcpy(&x, data + 4 * element, 4);
-      return x;
-    }
-  };
-  auto inputOf = [&](Value value, kern::ViewAttr view) -> FailureOr<std::unique_ptr<Input>> {
-    auto input = std::make_unique<Input>();
-    FailureOr<WeightBytes> bytes = weightBytes(value);
-    if (failed(bytes)) return failure();
-    input->source = std::move(*bytes);
-    input->data = input->source->data();
-    input->offset = *view.getOffset().constant();
-    for (const Size &stride : view.getStrides()) input->strides.push_back(*stride.constant());
-    return input;
-  };
-  // Steps through a row-major index over `extent`; false after the last.
-  auto next = [](std::vector<int64_t> &index, const std::vector<int64_t> &extent) {
-    for (size_t axis = extent.size(); axis-- > 0;)
-      if (++index[axis] < extent[axis]) return true;
-      else index[axis] = 0;
-    return false;
-  };
-  int64_t count = 1;
-  for (int64_t size : sizes) count *= size;
-  if (count == 0) return success();
-  // Runs `program` over `inputs` at every index of `extent`, writing each
-  // result at its row-major place in `out`, `start` further along `axis`
-  // (a concat part's slab; 0 for a whole result). A copy is the empty
-  // program: its result register is its one input.
-  auto evaluate = [&](ValueRange values, ArrayRef<Attribute> views, Block *body, const std::vector<int64_t> &extent,
-                      size_t axis, int64_t start) -> LogicalResult {
-    std::vector<std::unique_ptr<Input>> inputs;
-    for (auto [value, attr] : llvm::zip(values, views)) {
-      FailureOr<std::unique_ptr<Input>> input = inputOf(value, cast<kern::ViewAttr>(attr));
-      if (failed(input)) return failure();
-      inputs.push_back(std::move(*input));
-    }
-    std::vector<fb::Instruction> program;
-    if (body) {
-      auto compiled = compileProgram(*body);
-      if (failed(compiled)) return failure();
-      program = std::move(*compiled);
-    }
-    for (int64_t size : extent)
-      if (size == 0) return success();
-    std::vector<int64_t> index(extent.size(), 0);
-    std::vector<float> registers(inputs.size() + program.size());
-    do {
-      for (size_t i = 0; i < inputs.size(); ++i) registers[i] = inputs[i]->at(index);
-      for (size_t p = 0; p < program.size(); ++p) {
-        const fb::Instruction &in = program[p];
-        registers[inputs.size() + p] =
-            ops::evaluate<float>(static_cast<ops::Opcode>(in.opcode()), registers[in.a()], registers[in.b()],
-                                 registers[in.c()], in.imm());
-      }
-      int64_t flat = 0;
-      for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
-      std::memcpy(out + 4 * flat, &registers.back(), 4);
-    } while (next(index, extent));
-    return success();
-  };
-  if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
-    // Each part into its slab along the axis.
-    const auto axis = static_cast<size_t>(concat.getAxis());
-    for (auto [part, size] : llvm::enumerate(concat.getSizes().sizes())) {
-      std::vector<int64_t> extent = sizes;
-      extent[axis] = *size.constant();
-      Block *body = concat.isCopy(part) ? nullptr : &concat.getParts()[part].front();
-      if (failed(evaluate(concat.partInputs(part), concat.partViews(part), body, extent, axis,
-                          *concat.partStart(part).constant())))
-        return failure();
-    }
-    return success();
-  }
-  if (auto copy = dyn_cast<kern::CopyOp>(op)) {
-    Value x = copy.getX();
-    Attribute view = copy.getXViewAttr();
-    return evaluate(x, view, nullptr, sizes, 0, 0);
-  }
-  auto elementwise = cast<kern::ElementwiseOp>(op);
-  return evaluate(elementwise.getInputs(), elementwise.getInputViews().getValue(), &elementwise.getBody().front(),
-                  sizes, 0, 0);
 }
 
 // A parameter's bytes, as bound (bindParameters), read by the second build
@@ -199,6 +63,12 @@ uint64_t Writer::appendWeights(const uint8_t *data, size_t size) {
 }
 
 FailureOr<WeightBytes> Writer::constantBytes(ir::ConstantOp constant) {
+  // A folded weight (kern-fold-constants): f32 values in a resource.
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(constant.getValue())) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || !resource.getElementType().isF32()) return constant.emitOpError() << "holds no f32 values";
+    return WeightBytes(blob->getData());
+  }
   auto value = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!value) return constant.emitOpError() << "only dense constants can be stored";
   Type element = value.getElementType();

@@ -120,10 +120,9 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) outputIndex[value] = static_cast<uint32_t>(index);
 
   for (Operation &op : body.without_terminator()) {
-    // A weight only folded kernels read is stored in its folded form alone
-    // (q, k and v weights as their concatenation); weightBytes computes it
-    // where a fold reads it.
-    if (isa<ir::ParamOp, ir::ConstantOp>(op) && readOnlyByFolds(op.getResult(0))) continue;
+    // A parameter kern-fold-constants folded into a constant (q, k and v
+    // weights as their concatenation) is stored in that form alone.
+    if (isa<ir::ParamOp>(op) && op.getResult(0).use_empty()) continue;
     if (auto param = dyn_cast<ir::ParamOp>(op)) {
       if (failed(checkWeightLimit(param, param.getType())) ||
           failed(addGemmWeights(param, param.getType(), [&] { return paramBytes(param); })))
@@ -131,7 +130,12 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       continue;
     }
     if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
-      if (failed(addWeights(constant, constant.getType(), [&] { return constantBytes(constant); })))
+      // A folded weight is stored as a parameter would be (bf16, int8).
+      auto bytes = [&] { return constantBytes(constant); };
+      if (constant->hasAttr(kern::kFoldedFromAttr)
+              ? failed(checkWeightLimit(constant, constant.getType())) ||
+                    failed(addGemmWeights(constant, constant.getType(), bytes))
+              : failed(addWeights(constant, constant.getType(), bytes)))
         return failure();
       continue;
     }
@@ -159,12 +163,6 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
     }
     if (!isa<kern::KernDialect>(op.getDialect()))
       return op.emitOpError() << "cannot be serialised: the artifact holds kernel (kern) ops only";
-    if (op.hasAttr(kern::kFoldedAttr)) {  // computed here, stored with the weights
-      auto type = cast<RankedTensorType>(op.getResult(0).getType());
-      if (readOnlyByFolds(op.getResult(0))) continue;
-      if (failed(checkWeightLimit(op.getResult(0), type)) || failed(addFoldedWeights(op, type))) return failure();
-      continue;
-    }
     Value result = op.getResult(0);
     FailureOr<uint32_t> id = failure();
     if (auto output = outputIndex.find(result); output != outputIndex.end()) {

@@ -89,14 +89,9 @@ class Writer {
   struct Int8Layout {
     int64_t k, n, sK, sN;
   };
-  static bool readOnlyByFolds(Value value);
   // The model's parameters, in declaration order, each with the weight tensor
   // that holds it (its own, or a folded one it went into).
   LogicalResult addParameters(Block &body);
-  FailureOr<WeightBytes> weightBytes(Value value);
-  LogicalResult addFoldedWeights(Operation &op, RankedTensorType type);
-  FailureOr<WeightBytes> foldedBytes(Operation &op);
-  LogicalResult fold(Operation &op, uint8_t *out);
   FailureOr<WeightBytes> paramBytes(ir::ParamOp param);
   uint64_t appendWeights(const uint8_t *data, size_t size);
   FailureOr<WeightBytes> constantBytes(ir::ConstantOp constant);

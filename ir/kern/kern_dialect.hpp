@@ -23,10 +23,9 @@ namespace ein::kern {
 
 // Attributes the memory planner puts on every op that owns a buffer.
 inline constexpr const char *kArenaOffsetAttr = "kern.arena_offset";
-// On an element-wise or copy kernel of weights only (kern-plan-memory): einc
-// computes it once and stores the result with the weights; it gets no arena
-// room and no step.
-inline constexpr const char *kFoldedAttr = "kern.folded";
+// On a constant kern-fold-constants computed from weights: the names of the
+// parameters it holds (the artifact lists them), possibly none.
+inline constexpr const char *kFoldedFromAttr = "kern.folded_from";
 inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
 
 // The flat element range [min, max] a view reaches over `sizes`; false when

@@ -27,6 +27,19 @@ def FuseGemmEpilogue : Pass<"kern-fuse-gemm-epilogue", "mlir::func::FuncOp"> {
   }];
 }
 
+def FoldKernConstants : Pass<"kern-fold-constants", "mlir::func::FuncOp"> {
+  let summary = "Compute kernels of weights once, at compile time";
+  let description = [{
+    An f32 element-wise, copy or concat kernel of a static shape whose inputs
+    are all bound parameters or constants read through static views, that is
+    no model output and no larger than its inputs (a scaled, transposed or
+    concatenated weight), becomes an `ein.constant` of its result, computed
+    in f32 as the runtime's kernels would. The constant names the parameters
+    it holds (`kern.folded_from`); a parameter only folds read keeps its
+    declaration without values, a constant only they read goes.
+  }];
+}
+
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate buffer an offset in one arena";
   let description = [{

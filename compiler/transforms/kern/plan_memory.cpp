@@ -1,15 +1,11 @@
 // Places every kernel result that is not a model output in one arena, each
 // buffer as large as its tensor gets over the dims' ranges: one plan serves
-// every run. First, element-wise, copy and concat kernels of parameters and
-// constants only (a scaled, transposed, offset or concatenated weight) are
-// marked kern.folded: einc computes them once and stores them with the
-// weights (constant folding), so they need no arena room.
+// every run (kern-fold-constants has made the kernels of weights constants).
 #include <algorithm>
 
 #include "compiler/transforms/kern/passes.hpp"
 #include "ir/ein/ein_dialect.hpp"
 #include "ir/kern/kern_dialect.hpp"
-#include "llvm/ADT/DenseSet.h"
 
 namespace ein {
 #define GEN_PASS_DEF_PLANMEMORY
@@ -29,43 +25,6 @@ struct Buffer {
 };
 
 int64_t alignTo(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
-
-bool staticView(ein::kern::ViewAttr view) {
-  if (!view.getOffset().constant()) return false;
-  return llvm::all_of(view.getStrides(), [](const ein::Size &stride) { return stride.constant().has_value(); });
-}
-
-// Whether `op` is an f32 element-wise, copy or concat kernel of a static shape, not a
-// model output, whose inputs are all f32 parameters, constants or folded
-// results read through static views, and whose result is no larger than
-// those inputs together (folding never grows the weights: a broadcast
-// stays a kernel).
-bool foldable(Operation &op, Operation *terminator, const llvm::DenseSet<Operation *> &folded) {
-  using namespace ein;
-  if (!isa<kern::ElementwiseOp, kern::CopyOp, kern::ConcatOp>(op) || op.getNumResults() != 1) return false;
-  auto type = cast<RankedTensorType>(op.getResult(0).getType());
-  if (!type.getElementType().isF32() || !type.hasStaticShape()) return false;
-  if (llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; })) return false;
-  int64_t inputElements = 0;
-  for (Value input : op.getOperands()) {
-    Operation *producer = input.getDefiningOp();
-    if (!producer || !(isa<ir::ParamOp, ir::ConstantOp>(producer) || folded.contains(producer))) return false;
-    auto inputType = cast<RankedTensorType>(input.getType());
-    if (!inputType.getElementType().isF32() || !inputType.hasStaticShape()) return false;
-    inputElements += inputType.getNumElements();
-  }
-  if (auto elementwise = dyn_cast<kern::ElementwiseOp>(op)) {
-    if (elementwise.getInputs().empty()) return false;
-    for (Attribute view : elementwise.getInputViews())
-      if (!staticView(cast<kern::ViewAttr>(view))) return false;
-  } else if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
-    for (Attribute view : concat.getInputViews())
-      if (!staticView(cast<kern::ViewAttr>(view))) return false;
-  } else if (!staticView(cast<kern::CopyOp>(op).getXView())) {
-    return false;
-  }
-  return type.getNumElements() <= inputElements;
-}
 
 // The largest byte size over the dims' ranges (the front end bounded it).
 int64_t byteSize(RankedTensorType type, const ein::DimRanges &ranges) {
@@ -90,18 +49,10 @@ struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
 
     Operation *terminator = body.getTerminator();
     Builder builder(function.getContext());
-    llvm::DenseSet<Operation *> folded;
-    for (Operation &op : body)
-      if (foldable(op, terminator, folded)) {
-        folded.insert(&op);
-        op.setAttr(ein::kern::kFoldedAttr, builder.getUnitAttr());
-      }
     std::vector<Buffer> buffers;
     for (Operation &op : body) {
-      // kern.append's result is the session's state, not a new buffer; a
-      // folded kernel's result is a weight.
-      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1 || isa<ein::kern::AppendOp>(op) ||
-          folded.contains(&op))
+      // kern.append's result is the session's state, not a new buffer.
+      if (!isa<ein::kern::KernDialect>(op.getDialect()) || op.getNumResults() != 1 || isa<ein::kern::AppendOp>(op))
         continue;
       bool isOutput = llvm::any_of(op.getResult(0).getUsers(), [&](Operation *user) { return user == terminator; });
       if (isOutput) continue;
