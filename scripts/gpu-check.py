@@ -442,23 +442,33 @@ def check_generation(step, folder, case_dir, name, expected):
                     tokens_agreeing=f"{agreeing} of {len(greedy)}", tokens=tokens)
 
 
-def refilled_artifact(stripped, work, block_floats=None):
-    """A kit artifact whose weight segment (f32 at every CUDA precision) was cut
-    off, refilled in `work`: the same N(0, 0.02) values (the scale of timm's and
-    transformers' initialisation) for every precision. `block_floats`: repeat a
-    block of that many values instead (a multi-GB model for timing)."""
+def refilled_artifact(stripped, work, block_floats=1 << 22):
+    """A kit artifact whose weight segment was cut off, refilled in `work`. Each
+    parameter's stored tensor (ein-inspect --json's params: offset, bytes,
+    dtype) gets the same N(0, 0.02) values, the scale of timm's and
+    transformers' initialisation, a block of `block_floats` repeated, in its
+    stored type (f32, or bf16 / f16 gemm weights), so every precision's
+    artifact holds the same weights, rounded as einc rounds them. The rest of
+    the segment (folded constants) is zeros."""
     import numpy as np
     size = int(open(stripped + ".weights_bytes").read())
+    tensors = {(t["stored"]["offset"], t["stored"]["bytes"], t["stored"]["dtype"])
+               for t in json.load(open(stripped + ".json"))["params"]["tensors"]}
+    block = np.random.default_rng(2).standard_normal(block_floats, dtype=np.float32) * 0.02
+    typed = {"f32": block.tobytes(), "f16": block.astype(np.float16).tobytes(),
+             # to nearest even, as einc rounds
+             "bf16": ((block.view(np.uint32) + 0x7FFF + ((block.view(np.uint32) >> 16) & 1)) >> 16)
+             .astype(np.uint16).tobytes()}
     artifact = os.path.join(work, os.path.basename(stripped))
-    rng = np.random.default_rng(2)
     with open(artifact, "wb") as out:
         out.write(open(stripped, "rb").read())
-        if block_floats is None:
-            out.write((rng.standard_normal(size // 4, dtype=np.float32) * 0.02).tobytes())
-            return artifact
-        block = (rng.standard_normal(block_floats, dtype=np.float32) * 0.02).tobytes()
-        for start in range(0, size, len(block)):
-            out.write(block[:size - start])
+        base = out.tell()
+        out.truncate(base + size)
+        for offset, length, dtype in sorted(tensors):
+            values = typed[dtype]
+            out.seek(base + offset)
+            for start in range(0, length, len(values)):
+                out.write(values[:length - start])
     return artifact
 
 
@@ -642,7 +652,7 @@ def step_bench_decode():
             step.record(False, f"ein Llama 1.1B {precision}", output="the kit has no " + stripped)
             continue
         weights = int(open(stripped + ".weights_bytes").read())
-        artifact = refilled_artifact(stripped, work, block_floats=1 << 22)
+        artifact = refilled_artifact(stripped, work)
         command = [os.path.join(folder, "ein-run"), artifact, *device_args(), "--generate", str(LLAMA_NEW_TOKENS),
                    "--prompt-ids", prompt]
         status, out, err = step.run(command, 90)
