@@ -28,10 +28,14 @@ bench.jsonl (the benchmarks' lines). Steps, the most valuable first:
                    then in one process without it
   conformance      every conformance case at fp32, bf16 and fp16 through
                    ein-run --device cuda, against the expected outputs
-  bench-attention  attention TFLOP/s (flash2 at bf16 and fp16, wmma at bf16; causal
-                   and not) against torch SDPA
+  bench-attention  attention TFLOP/s (flash2 at bf16 and fp16, causal and not)
+                   against torch SDPA
   vit-accuracy     ViT-B/16 batch 64: ein fp32 against ein bf16 logits (same weights)
-  bench-vit        ViT-B/16 batch 64 images/s: ein fp32/bf16, PyTorch eager, torch.compile
+  bench-vit        ViT-B/16 batch 64 images/s: ein fp32/bf16, PyTorch eager, torch.compile;
+                   where ein's bf16 time goes (EIN_PROFILE)
+  bench-decode     a 1.1B Llama shape: prefill of 128 tokens and 32 greedy decode steps
+                   with the key/value cache on the GPU (fp32, bf16), decode's weight
+                   GB/s, EIN_PROFILE of a decode, transformers' eager bf16 beside it
   sanitize         compute-sanitizer memcheck and racecheck on the attention,
                    layernorm and gemm tests
   correctness      env, tests and conformance (what --no-bench runs with no step named)
@@ -73,11 +77,11 @@ SOURCE_BUILD = os.environ.get("EIN_KIT_BUILD_DIR") or os.path.join(KIT, "build")
 WIDENED = {"fp32": 0.0, "bf16": 2e-2, "fp16": 5e-3}
 STARTED = time.time()
 BUDGET = float("inf")  # seconds for the whole invocation (--budget; none by default)
-STEPS = ["env", "tests", "conformance", "bench-attention", "vit-accuracy", "bench-vit", "sanitize"]
+STEPS = ["env", "tests", "conformance", "bench-attention", "vit-accuracy", "bench-vit", "bench-decode", "sanitize"]
 # The most seconds each step's commands may take, the source build apart. Well above what each
 # should need on an H100 (env ~15, tests ~30, conformance ~60, attention ~60, ViT ~30 and ~150).
 STEP_SECONDS = {"env": 60, "tests": 120, "conformance": 150, "bench-attention": 150, "vit-accuracy": 90,
-                "bench-vit": 300, "sanitize": 400}
+                "bench-vit": 300, "bench-decode": 240, "sanitize": 400}
 
 
 def library_folders():
@@ -412,20 +416,65 @@ def step_conformance():
                 finite = np.isfinite(want) & np.isfinite(got)
                 errors[output] = float(np.max(np.abs(got - want)[finite])) if finite.any() else 0.0
             step.record(ok, f"{name} {precision}", max_abs_error=errors, atol=atol, rtol=rtol)
+        generation = os.path.join(case_dir, "generation.json")
+        if os.path.exists(generation):
+            check_generation(step, folder, case_dir, name, json.load(open(generation)))
     return step.finish()
 
 
-def vit_artifact(precision, work):
-    """The ViT-B/16 batch-64 artifact with its weight segment refilled: the same
-    values for fp32 and bf16 (N(0, 0.02), the scale of timm's initialisation)."""
+def check_generation(step, folder, case_dir, name, expected):
+    """A decoder with a key/value cache in the session: its prompt, then token
+    by token on the device (the cache on the GPU, one run per token), at fp32
+    token for token what transformers' greedy generate gave; at bf16 and fp16
+    the tokens that agree before the first difference are recorded."""
+    prompt, greedy = expected["prompt"], expected["greedy"]
+    for precision in ("fp32", "bf16", "fp16"):
+        command = [os.path.join(folder, "ein-run"), os.path.join(case_dir, f"model_{precision}.einb"), *device_args(),
+                   "--generate", str(len(greedy)), "--prompt-ids", ",".join(map(str, prompt))]
+        status, out, err = step.run(command, 60, env={"EIN_CUDA_SYNC": "1"})
+        found = re.search(r"^tokens: ([\d,]*)$", out, re.M)
+        if status != 0 or not found:
+            step.record(False, f"{name} generate {precision}", output="ein-run failed: " + (err or out).strip()[-400:])
+            continue
+        tokens = [int(t) for t in found.group(1).split(",") if t]
+        agreeing = next((i for i, (a, b) in enumerate(zip(tokens, greedy)) if a != b), min(len(tokens), len(greedy)))
+        step.record(precision != "fp32" or tokens == greedy, f"{name} generate {precision}",
+                    tokens_agreeing=f"{agreeing} of {len(greedy)}", tokens=tokens)
+
+
+def refilled_artifact(stripped, work, block_floats=1 << 22):
+    """A kit artifact whose weight segment was cut off, refilled in `work`. Each
+    parameter's stored tensor (ein-inspect --json's params: offset, bytes,
+    dtype) gets the same N(0, 0.02) values, the scale of timm's and
+    transformers' initialisation, a block of `block_floats` repeated, in its
+    stored type (f32, or bf16 / f16 gemm weights), so every precision's
+    artifact holds the same weights, rounded as einc rounds them. The rest of
+    the segment (folded constants) is zeros."""
     import numpy as np
-    stripped = os.path.join(KIT, "vit", f"vit_b16_batch64_{precision}.einb")
     size = int(open(stripped + ".weights_bytes").read())
+    tensors = {(t["stored"]["offset"], t["stored"]["bytes"], t["stored"]["dtype"])
+               for t in json.load(open(stripped + ".json"))["params"]["tensors"]}
+    block = np.random.default_rng(2).standard_normal(block_floats, dtype=np.float32) * 0.02
+    typed = {"f32": block.tobytes(), "f16": block.astype(np.float16).tobytes(),
+             # to nearest even, as einc rounds
+             "bf16": ((block.view(np.uint32) + 0x7FFF + ((block.view(np.uint32) >> 16) & 1)) >> 16)
+             .astype(np.uint16).tobytes()}
     artifact = os.path.join(work, os.path.basename(stripped))
     with open(artifact, "wb") as out:
         out.write(open(stripped, "rb").read())
-        out.write((np.random.default_rng(2).standard_normal(size // 4, dtype=np.float32) * 0.02).tobytes())
+        base = out.tell()
+        out.truncate(base + size)
+        for offset, length, dtype in sorted(tensors):
+            values = typed[dtype]
+            out.seek(base + offset)
+            for start in range(0, length, len(values)):
+                out.write(values[:length - start])
     return artifact
+
+
+def vit_artifact(precision, work):
+    """The ViT-B/16 batch-64 artifact with its weights refilled."""
+    return refilled_artifact(os.path.join(KIT, "vit", f"vit_b16_batch64_{precision}.einb"), work)
 
 
 def vit_images(work, batch=64):
@@ -470,12 +519,10 @@ def step_bench_attention():
     folder = binaries(step)
     bench = os.path.join(folder, "attention_bench")
     sdpa = [sys.executable, os.path.join(KIT, "attention_torch.py"), "--dtype"]
-    # One process per engine and precision, causal and not (a process start costs more than its
-    # runs); both tensor-core kernels at bf16, the one the executor runs (flash2) at fp16.
-    for engine, command in (("ein flash2 bf16", [bench, "--precision", "bf16", "--kernel", "flash2"]),
+    # One process per engine and precision, causal and not (a process start costs more than its runs).
+    for engine, command in (("ein flash2 bf16", [bench, "--precision", "bf16"]),
                             ("torch SDPA bf16", sdpa + ["bf16"]),
-                            ("ein wmma bf16", [bench, "--precision", "bf16", "--kernel", "wmma"]),
-                            ("ein flash2 fp16", [bench, "--precision", "fp16", "--kernel", "flash2"]),
+                            ("ein flash2 fp16", [bench, "--precision", "fp16"]),
                             ("torch SDPA fp16", sdpa + ["fp16"])):
         status, out, err = step.run(command + ["--causal", "both"], 120, env=device_env())
         rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
@@ -534,6 +581,11 @@ def step_bench_vit(runs=20):
             step.record(True, f"ein ViT-B/16 {precision}", **line)
         else:
             step.record(False, f"ein ViT-B/16 {precision}", output=(out + err).strip()[-400:])
+    # Where ein's bf16 time goes: each kind of step's device time (EIN_PROFILE waits for every step).
+    status, out, err = step.run([os.path.join(folder, "ein-run"), vit_artifact("bf16", work), *device_args(),
+                                 "--input", f"img={images}", "--bench", "3", "--output-dir", work], 60,
+                                env={"EIN_PROFILE": "1"})
+    step.record(status == 0, "ein ViT-B/16 bf16 profile", profile=profile_lines(err))
     # bf16 first: the comparison the goal names; each torch.compile takes a minute or two.
     for precision, mode in (("bf16", "eager"), ("bf16", "compile"), ("fp32", "eager"), ("fp32", "compile")):
         status, out, err = step.run([sys.executable, os.path.abspath(__file__), "torch-vit-worker", mode, precision,
@@ -547,8 +599,92 @@ def step_bench_vit(runs=20):
     return step.finish()
 
 
+def profile_lines(text):
+    """EIN_PROFILE's lines, each "kind: ms in calls"."""
+    found = re.findall(r"^profile: (.+?)\s+([\d.]+) ms in (\d+) calls$", text, re.M)
+    return {kind.strip(): f"{float(ms):.2f} ms in {calls}" for kind, ms, calls in found}
+
+
+LLAMA_PROMPT, LLAMA_NEW_TOKENS = 128, 32
+
+
+def torch_llama_worker(runs):
+    """transformers' LlamaForCausalLM at the kit's 1.1B shape, bf16, random
+    weights, greedy generate with its default (dynamic) cache: one JSON line."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+                         num_attention_heads=32, num_key_value_heads=4, max_position_embeddings=2048)
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
+    ids = torch.randint(0, 32000, (1, LLAMA_PROMPT), device="cuda")
+    def timed(function):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        function()
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+    with torch.inference_mode():
+        generate = lambda: model.generate(ids, max_new_tokens=LLAMA_NEW_TOKENS, min_new_tokens=LLAMA_NEW_TOKENS,
+                                          do_sample=False)
+        timed(generate)  # warm-up
+        prefill = sorted(timed(lambda: model(ids)) for _ in range(runs))[runs // 2]
+        total = sorted(timed(generate) for _ in range(runs))[runs // 2]
+    decode = (total - prefill) / (LLAMA_NEW_TOKENS - 1)
+    print(json.dumps({"impl": "torch_eager_bf16", "prompt": LLAMA_PROMPT, "prefill_tokens_per_s":
+                      round(LLAMA_PROMPT / prefill, 1), "decode_tokens_per_s": round(1 / decode, 1),
+                      "device": torch.cuda.get_device_name(0)}))
+
+
+def step_bench_decode():
+    """The 1.1B Llama shape (kit llama/: TinyLlama's sizes, cache 2048): a
+    128-token prompt, then 32 greedy tokens one run each, the cache on the GPU;
+    decode's weight bytes per second against the GPU's memory bandwidth; then
+    where a decode's time goes (EIN_PROFILE), and transformers' eager bf16."""
+    step = Step("bench-decode")
+    folder = binaries(step)
+    work = tempfile.mkdtemp()
+    prompt = ",".join(str((i * 7919) % 32000) for i in range(LLAMA_PROMPT))
+    for precision in ("fp32", "bf16"):
+        stripped = os.path.join(KIT, "llama", f"llama_1b_{precision}.einb")
+        if not os.path.exists(stripped):
+            step.record(False, f"ein Llama 1.1B {precision}", output="the kit has no " + stripped)
+            continue
+        weights = int(open(stripped + ".weights_bytes").read())
+        artifact = refilled_artifact(stripped, work)
+        command = [os.path.join(folder, "ein-run"), artifact, *device_args(), "--generate", str(LLAMA_NEW_TOKENS),
+                   "--prompt-ids", prompt]
+        status, out, err = step.run(command, 90)
+        prefill = re.search(r"^prefill: (\d+) tokens in ([\d.]+) ms", out, re.M)
+        decode = re.search(r"^decode: (\d+) tokens in ([\d.]+) ms", out, re.M)
+        if status != 0 or not prefill or not decode:
+            step.record(False, f"ein Llama 1.1B {precision}", output=(out + err).strip()[-400:])
+        else:
+            decode_rate = int(decode.group(1)) / float(decode.group(2)) * 1e3
+            line = {"impl": f"ein_cuda_{precision}", "prompt": LLAMA_PROMPT,
+                    "prefill_tokens_per_s": round(int(prefill.group(1)) / float(prefill.group(2)) * 1e3, 1),
+                    "decode_tokens_per_s": round(decode_rate, 1), "weights_gb": round(weights / 1e9, 3),
+                    "decode_weight_gb_per_s": round(weights * decode_rate / 1e9, 1)}
+            step.bench_lines([line])
+            step.record(True, f"ein Llama 1.1B {precision}", **line)
+        if precision == "bf16":
+            status, out, err = step.run(command[:-3] + ["8", "--prompt-ids", prompt], 60, env={"EIN_PROFILE": "1"})
+            step.record(status == 0, f"ein Llama 1.1B {precision} profile", profile=profile_lines(err))
+        os.remove(artifact)
+    status, out, err = step.run([sys.executable, os.path.abspath(__file__), "torch-llama-worker", "3"], 150)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    if status == 0 and rows:
+        step.bench_lines(rows[-1:])
+        step.record(True, "torch eager Llama 1.1B bf16", **rows[-1])
+    else:
+        step.record(False, "torch eager Llama 1.1B bf16", output=err.strip()[-400:])
+    return step.finish()
+
+
 RUNNERS = {"env": step_env, "tests": step_tests, "sanitize": step_sanitize, "conformance": step_conformance,
-           "vit-accuracy": step_vit_accuracy, "bench-attention": step_bench_attention, "bench-vit": step_bench_vit}
+           "vit-accuracy": step_vit_accuracy, "bench-attention": step_bench_attention, "bench-vit": step_bench_vit,
+           "bench-decode": step_bench_decode}
 DEVICE = None
 
 
@@ -575,12 +711,15 @@ def main(argv):
     if argv[:1] == ["torch-vit-worker"]:
         torch_vit_worker(argv[1], argv[2], int(argv[3]))
         return 0
+    if argv[:1] == ["torch-llama-worker"]:
+        torch_llama_worker(int(argv[1]))
+        return 0
     if any(a in ("-h", "--help") for a in argv):
         print(__doc__)
         return 0
     names, no_bench = parse_options(argv)
     steps = []
-    for name in names or ["correctness"] + ([] if no_bench else ["bench-attention", "bench-vit"]):
+    for name in names or ["correctness"] + ([] if no_bench else ["bench-attention", "bench-vit", "bench-decode"]):
         if name == "correctness":
             steps += ["env", "tests", "conformance"]
         elif name == "all":
@@ -623,6 +762,11 @@ def print_digest():
             print(f"  {line['impl']:<24} n {line['n']:>5} d {line['head_dim']:>3}{causal}"
                   f"  {line['ms']:9.3f} ms  {line['tflops']:7.1f} TFLOP/s" +
                   (f"  key tile {line['key_tile']}" if "key_tile" in line else ""))
+        elif "decode_tokens_per_s" in line:
+            print(f"  {line['impl']:<24} Llama 1.1B prompt {line['prompt']}  prefill "
+                  f"{line['prefill_tokens_per_s']:8.1f} tokens/s  decode {line['decode_tokens_per_s']:7.1f} tokens/s" +
+                  (f"  {line['decode_weight_gb_per_s']:7.1f} GB/s of weights" if "decode_weight_gb_per_s" in line
+                   else ""))
         else:
             print(f"  {line['impl']:<24} ViT-B/16 batch {line['batch']}  {line['median_ms']:9.2f} ms  "
                   f"{line['images_per_s']:8.1f} images/s")

@@ -115,6 +115,20 @@ for precision in fp32 bf16; do
   echo "$weights" > "$artifact.weights_bytes"
 done
 
+# A 1.1B Llama shape (TinyLlama's sizes, cache 2048) for the decode benchmark,
+# likewise without its weights (4.4 GB at every CUDA precision).
+mkdir -p "$kit/llama"
+for precision in fp32 bf16; do
+  artifact="$kit/llama/llama_1b_$precision.einb"
+  "$einc" "$root/examples/models/llama_decoder.ein" --random-weights 1 --dim vocab=32000 --dim hidden=2048 \
+    --dim heads=32 --dim kv_heads=4 --dim head_dim=64 --dim inter=5632 --dim layers=22 --dim cache=2048 --dim t=1..2048 \
+    --target cuda --precision "$precision" -o "$artifact"
+  "$build/bin/ein-inspect" "$artifact" --json > "$artifact.json"
+  weights=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['weights_bytes'])" "$artifact.json")
+  truncate -s "-$weights" "$artifact"
+  echo "$weights" > "$artifact.weights_bytes"
+done
+
 for folder in "${conformance_dirs[@]}"; do
   for dir in "$folder"/*/; do
     name=$(basename "$dir")
@@ -122,6 +136,7 @@ for folder in "${conformance_dirs[@]}"; do
     rm -rf "$kit/cases/$name"
     mkdir -p "$kit/cases/$name"
     cp "$dir"/case.json "$dir"/*.npy "$kit/cases/$name/"
+    [[ -f "$dir/generation.json" ]] && cp "$dir/generation.json" "$kit/cases/$name/"
     cp -r "$dir/expected" "$kit/cases/$name/"
     for precision in fp32 bf16 fp16; do
       "$einc" "$dir/model.ein" --weights "$dir/weights.safetensors" --target cuda --precision "$precision" \

@@ -9,9 +9,7 @@
 // in memory (as the runtime keeps them); the kernel converts tiles to
 // bf16/fp16 in shared memory.
 //
-//   attention_bench [--precision bf16|fp16|fp32] [--kernel flash2|wmma] [--iterations N] [--causal 0|1|both]
-//                   [--n N]
-// --kernel picks the tensor-core kernel at bf16/fp16 (flash2, the executor's default, or wmma).
+//   attention_bench [--precision bf16|fp16|fp32] [--iterations N] [--causal 0|1|both] [--n N]
 // prints one JSON line per shape: n, heads, head_dim, batch, causal, key_tile, ms, tflops.
 #include <cuda_runtime_api.h>
 
@@ -24,7 +22,6 @@
 #include <vector>
 
 #include "backends/cuda/kernels.hpp"
-#include "backends/cuda/launch_plan.hpp"
 
 namespace ec = ein::cuda;
 
@@ -38,35 +35,26 @@ namespace ec = ein::cuda;
   } while (0)
 
 int main(int argc, char **argv) {
-  std::string precision = "bf16", causalModes = "both", kernel = "flash2";
+  std::string precision = "bf16", causalModes = "both";
   int iterations = 20;
   int64_t onlyN = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--precision")) precision = argv[i + 1];
     else if (!std::strcmp(argv[i], "--iterations")) iterations = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--causal")) causalModes = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--kernel")) kernel = argv[i + 1];
     else if (!std::strcmp(argv[i], "--n")) onlyN = std::atoll(argv[i + 1]);
     else {
       std::fprintf(stderr, "attention_bench: unknown option %s\n", argv[i]);
       return 2;
     }
   }
-  if (kernel != "flash2" && kernel != "wmma") {
-    std::fprintf(stderr, "attention_bench: --kernel is flash2 or wmma, not %s\n", kernel.c_str());
-    return 2;
-  }
-  const std::string impl = precision == "fp32" ? "ein_fp32" : "ein_" + kernel + "_" + precision;
-  int device = 0, sharedLimit = 0;
-  CHECK(cudaGetDevice(&device));
-  CHECK(cudaDeviceGetAttribute(&sharedLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const std::string impl = precision == "fp32" ? "ein_fp32" : "ein_flash2_" + precision;
   const int64_t heads = 16, tokens = 16384;  // batch * n = 16k tokens, as the FlashAttention-2 benchmarks
   for (int causal : {0, 1}) {
     if ((causalModes == "0" && causal) || (causalModes == "1" && !causal)) continue;
     for (int64_t d : {64, 128})
       for (int64_t n : {1024, 4096, 16384}) {
         if (onlyN && n != onlyN) continue;
-        const int keyTile = ec::mmaKeyTile(int(d), size_t(sharedLimit));
         const int64_t batch = tokens / n > 0 ? tokens / n : 1;
         const size_t elements = size_t(batch * heads * n * d);
         float *q, *k, *v, *out;
@@ -107,8 +95,7 @@ int main(int argc, char **argv) {
         CHECK(cudaMalloc(&scratch, ec::attentionFlash2ScratchBytes(launch)));
         auto once = [&]() {
           if (precision == "fp32") return ec::launchAttentionF32Flash(launch, nullptr);
-          return kernel == "flash2" ? ec::launchAttentionFlash2(launch, arithmetic, scratch, nullptr)
-                                    : ec::launchAttentionMma(launch, arithmetic, keyTile, nullptr);
+          return ec::launchAttentionFlash2(launch, arithmetic, scratch, nullptr);
         };
         CHECK(once());
         CHECK(cudaDeviceSynchronize());
@@ -123,7 +110,7 @@ int main(int argc, char **argv) {
         CHECK(cudaEventElapsedTime(&ms, start, stop));
         ms /= float(iterations);
         const double flops = 4.0 * double(batch) * heads * double(n) * n * d / (causal ? 2 : 1);
-        const int tile = precision == "fp32" ? 0 : kernel == "flash2" ? ec::kFlash2Keys : keyTile;
+        const int tile = precision == "fp32" ? 0 : ec::kFlash2Keys;
         std::printf("{\"impl\": \"%s\", \"n\": %lld, \"heads\": %lld, \"head_dim\": %lld, \"batch\": %lld, "
                     "\"causal\": %s, \"key_tile\": %d, \"ms\": %.4f, \"tflops\": %.2f}\n",
                     impl.c_str(), (long long)n, (long long)heads, (long long)d, (long long)batch,

@@ -44,7 +44,8 @@ nlohmann::json modelJson(const ein::Model &model) {
   for (size_t i = 0; i < model.params().size(); ++i) {
     nlohmann::json item = tensorJson(model.params()[i]);
     const ein::ParamStorage &stored = model.paramStorage()[i];
-    item["stored"] = {{"dtype", ein::dtypeName(stored.dtype)}, {"shape", stored.shape}, {"folded", stored.folded}};
+    item["stored"] = {{"dtype", ein::dtypeName(stored.dtype)}, {"shape", stored.shape}, {"folded", stored.folded},
+                      {"offset", stored.offset}, {"bytes", stored.bytes}};
     params.push_back(std::move(item));
   }
   out["params"] = {{"count", model.params().size()}, {"bytes", ein::paramsByteSize(model)}, {"tensors", params}};

@@ -3,9 +3,11 @@
 // greedy generation gives transformers' tokens one for one, and each decode
 // step over the key/value cache gives the logits one run over the whole
 // sequence gives. (The prefill logits are the case's ordinary conformance check.)
-// Each check runs on the fp32 artifact and on the bf16 and int8 ones, whose
-// key/value cache is bf16 (the decode steps then match the one run within
-// bf16's rounding).
+// Each check runs on the CPU on the fp32 artifact and on the bf16 and int8
+// ones, whose key/value cache is bf16 (the decode steps then match the one run
+// within bf16's rounding), and, with the CUDA backend and a GPU, on the GPU at
+// fp32, bf16 and fp16 (the cache in device memory, f32 there; skipped with the
+// CUDA runtime's reason where no GPU can be used).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +17,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <tuple>
 
 #include "ein/runtime.hpp"
 
@@ -31,10 +35,12 @@ std::string slurp(const fs::path &path) {
   return text.str();
 }
 
-// einc --precision.
-class Generation : public ::testing::TestWithParam<std::string> {
+// The device ("cpu", "cuda") and einc --precision.
+class Generation : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
  protected:
   void SetUp() override {
+    device = std::get<0>(GetParam());
+    precision = std::get<1>(GetParam());
     ASSERT_TRUE(fs::exists(kCase / "generation.json")) << kCase;
     // One folder per test: ctest runs the tests in parallel processes.
     std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -44,14 +50,20 @@ class Generation : public ::testing::TestWithParam<std::string> {
     const fs::path artifact = work / "model.einb";
     const std::string compile = std::string(EIN_BIN_DIR) + "/einc " + (kCase / "model.ein").string() + " -o " +
                                 artifact.string() + " --weights " + (kCase / "weights.safetensors").string() +
-                                " --precision " + GetParam() + " > " + (work / "einc.log").string() + " 2>&1";
+                                " --target " + device + " --precision " + precision + " > " +
+                                (work / "einc.log").string() + " 2>&1";
     ASSERT_EQ(std::system(compile.c_str()), 0) << compile << "\n" << slurp(work / "einc.log");
     auto loaded = ein::Model::load(artifact.string());
     ASSERT_TRUE(loaded.ok()) << loaded.status().toString();
     model = *loaded;
-    // The cache is bf16 exactly in the bf16 and int8 artifacts.
+    if (device == "cuda")
+      if (auto probe = ein::Session::create(model, options(1)); !probe.ok()) {
+        ASSERT_EQ(probe.status().code(), ein::StatusCode::Unimplemented) << probe.status().toString();
+        GTEST_SKIP() << probe.status().message();
+      }
+    // The cache is bf16 exactly in the CPU's bf16 and int8 artifacts.
     for (const ein::TensorInfo &state : model->states())
-      EXPECT_EQ(state.dtype, GetParam() == "fp32" ? ein::DType::F32 : ein::DType::BF16) << state.name;
+      EXPECT_EQ(state.dtype, device == "cpu" && precision != "fp32" ? ein::DType::BF16 : ein::DType::F32) << state.name;
     nlohmann::json spec = nlohmann::json::parse(slurp(kCase / "generation.json"));
     prompt = spec["prompt"].get<std::vector<int64_t>>();
     greedy = spec["greedy"].get<std::vector<int64_t>>();
@@ -69,6 +81,18 @@ class Generation : public ::testing::TestWithParam<std::string> {
     return std::vector<float>(data, data + logits->bytes / sizeof(float));
   }
 
+  ein::SessionOptions options(int threads) const {
+    ein::SessionOptions chosen{threads};
+    chosen.device = device == "cuda" ? ein::Device::Cuda : ein::Device::Cpu;
+    return chosen;
+  }
+  std::unique_ptr<ein::Session> newSession(int threads = ein::defaultThreadCount()) const {
+    auto session = ein::Session::create(model, options(threads));
+    EXPECT_TRUE(session.ok()) << session.status().toString();
+    return session.ok() ? std::move(session).value() : nullptr;
+  }
+
+  std::string device, precision;
   std::shared_ptr<const ein::Model> model;
   std::vector<int64_t> prompt, greedy;
 };
@@ -78,9 +102,9 @@ class Generation : public ::testing::TestWithParam<std::string> {
 // is the argmax of each step's logits run by hand over the bf16 cache.
 TEST_P(Generation, GreedyTokensAreTransformers) {
   std::vector<int64_t> expected = greedy;
-  if (GetParam() != "fp32") {
+  if (precision != "fp32") {
     expected.clear();
-    auto session = ein::Session::create(model).value();
+    auto session = newSession();
     std::vector<float> logits = run(*session, prompt);
     const size_t vocab = logits.size() / prompt.size();
     for (size_t step = 0; step < greedy.size(); ++step) {
@@ -90,7 +114,7 @@ TEST_P(Generation, GreedyTokensAreTransformers) {
     }
   }
   for (int threads : {1, 2}) {
-    auto session = ein::Session::create(model, {threads}).value();
+    auto session = newSession(threads);
     ein::GenerationOptions options;
     options.maxNewTokens = static_cast<int64_t>(greedy.size());
     auto tokens = ein::generate(*session, prompt, options);
@@ -103,11 +127,11 @@ TEST_P(Generation, GreedyTokensAreTransformers) {
 TEST_P(Generation, DecodeStepsMatchOneRunOverTheSequence) {
   std::vector<int64_t> sequence = prompt;
   sequence.insert(sequence.end(), greedy.begin(), greedy.end());
-  auto whole = ein::Session::create(model).value();
+  auto whole = newSession();
   std::vector<float> all = run(*whole, sequence);
   const size_t vocab = all.size() / sequence.size();
 
-  auto stepwise = ein::Session::create(model).value();
+  auto stepwise = newSession();
   std::vector<float> rows = run(*stepwise, std::span(sequence).first(prompt.size()));
   for (size_t t = prompt.size(); t < sequence.size(); ++t) {
     std::vector<float> row = run(*stepwise, std::span(sequence).subspan(t, 1));
@@ -122,8 +146,19 @@ TEST_P(Generation, DecodeStepsMatchOneRunOverTheSequence) {
   double largest = 0.0;
   for (float logit : all) largest = std::max(largest, double(std::abs(logit)));
   for (size_t i = 0; i < all.size(); ++i)
-    ASSERT_NEAR(rows[i], all[i], GetParam() == "fp32" ? 1e-4 + 1e-4 * std::abs(all[i]) : 0.03 * largest)
+    ASSERT_NEAR(rows[i], all[i], precision == "fp32" ? 1e-4 + 1e-4 * std::abs(all[i]) : 0.03 * largest)
         << "token " << i / vocab << ", logit " << i % vocab;
+}
+
+// A session forked after the prompt (copyStateFrom: the cache copied where it
+// lives, device to device on the GPU) decodes what the original decodes.
+TEST_P(Generation, AForkedSessionContinuesAsTheOriginal) {
+  auto original = newSession(), fork = newSession();
+  run(*original, prompt);
+  ASSERT_TRUE(fork->copyStateFrom(*original).ok());
+  EXPECT_EQ(fork->position(), original->position());
+  const std::vector<int64_t> next(greedy.begin(), greedy.begin() + 1);
+  EXPECT_EQ(run(*fork, next), run(*original, next));
 }
 
 TEST_P(Generation, SamplingIsSeededAndStopsAtAStopToken) {
@@ -133,7 +168,7 @@ TEST_P(Generation, SamplingIsSeededAndStopsAtAStopToken) {
   options.topK = 20;
   options.topP = 0.9f;
   options.seed = 5;
-  auto first = ein::Session::create(model).value(), second = ein::Session::create(model).value();
+  auto first = newSession(), second = newSession();
   auto a = ein::generate(*first, prompt, options), b = ein::generate(*second, prompt, options);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a.value(), b.value());
@@ -149,7 +184,7 @@ TEST_P(Generation, SamplingIsSeededAndStopsAtAStopToken) {
 }
 
 TEST_P(Generation, APromptBeyondTheCacheIsAClearError) {
-  auto session = ein::Session::create(model).value();
+  auto session = newSession();
   std::vector<int64_t> longPrompt(200, 3);
   ASSERT_TRUE(ein::generate(*session, longPrompt, {.maxNewTokens = 1}).ok());
   auto beyond = ein::generate(*session, longPrompt, {.maxNewTokens = 1});
@@ -158,7 +193,17 @@ TEST_P(Generation, APromptBeyondTheCacheIsAClearError) {
   EXPECT_EQ(session->position(), 200);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, Generation, ::testing::Values("fp32", "bf16", "int8"),
-                         [](const auto &info) { return info.param; });
+std::string testName(const ::testing::TestParamInfo<Generation::ParamType> &info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Generation,
+                         ::testing::Combine(::testing::Values("cpu"), ::testing::Values("fp32", "bf16", "int8")),
+                         testName);
+#if defined(EIN_HAVE_CUDA)
+INSTANTIATE_TEST_SUITE_P(Cuda, Generation,
+                         ::testing::Combine(::testing::Values("cuda"), ::testing::Values("fp32", "bf16", "fp16")),
+                         testName);
+#endif
 
 }  // namespace

@@ -59,40 +59,6 @@ TEST(CudaLaunchPlan, BiasEpilogueNeedsSixteenByteAlignment) {
   EXPECT_FALSE(biasEpilogueAligned(0x1000c));
 }
 
-TEST(CudaLaunchPlan, MmaLayoutBytes) {
-  // q, k, v (16-bit, rows padded by 8), scores (f32, +4), P (16-bit, +8), O (f32, +4), 3 f32 per row.
-  EXPECT_EQ(mmaLayout(64, 64).bytes, 2u * 64 * 72 * 3 + 4u * 64 * 68 + 2u * 64 * 72 + 4u * 64 * 68 + 4u * 3 * 64);
-  EXPECT_EQ(mmaLayout(128, 64).bytes, 113408u);  // ~111 KB: more than sm_86/sm_89's 99 KB
-  EXPECT_EQ(mmaLayout(128, 32).bytes, 83712u);
-  // WMMA loads need 32-byte aligned tiles.
-  for (int d : {64, 128})
-    for (int keys : kMmaKeyTiles) {
-      const MmaLayout l = mmaLayout(d, keys);
-      for (size_t offset : {l.k, l.v, l.s, l.p, l.o, l.stats}) EXPECT_EQ(offset % 32, 0u) << d << " " << keys;
-    }
-}
-
-TEST(CudaLaunchPlan, MmaKeyTileFitsTheDeviceSharedMemory) {
-  const size_t h100 = 232448, a100 = 166912, rtx = 101376 /* sm_86, sm_89 */, small = 49152;
-  for (size_t limit : {h100, a100}) {
-    EXPECT_EQ(mmaKeyTile(64, limit), 64);
-    EXPECT_EQ(mmaKeyTile(128, limit), 64);
-  }
-  EXPECT_EQ(mmaKeyTile(64, rtx), 64);
-  EXPECT_EQ(mmaKeyTile(128, rtx), 32);
-  EXPECT_EQ(mmaKeyTile(128, small), 0);  // the executor then runs the fp32 kernel
-  for (int d : {64, 128})
-    for (size_t limit : {h100, a100, rtx, small}) {
-      const int keys = mmaKeyTile(d, limit);
-      if (keys > 0) {
-        EXPECT_LE(mmaLayout(d, keys).bytes, limit);
-      }
-    }
-  // The boundary itself.
-  EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes), 64);
-  EXPECT_EQ(mmaKeyTile(128, mmaLayout(128, 64).bytes - 1), 32);
-}
-
 // Against the rule itself: the end is one past the last key any query of the
 // block sees (0 when none sees any), and no key at or past it is seen.
 TEST(CudaLaunchPlan, CausalKeyEndIsThePastTheLastKeyTheBlockSees) {

@@ -58,11 +58,13 @@ struct TensorInfo {
 // How the artifact holds a parameter: in a weight tensor of its own, possibly
 // in another type (bf16 or i8 gemm weights), or `folded` into a tensor
 // computed from it and other parameters (q, k and v weights stored as their
-// concatenation). dtype and shape are that tensor's.
+// concatenation). dtype and shape are that tensor's, and its bytes are
+// [offset, offset + bytes) of the weight segment.
 struct ParamStorage {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   bool folded = false;
+  uint64_t offset = 0, bytes = 0;
 };
 
 // One step of the program, as ein-inspect shows it.

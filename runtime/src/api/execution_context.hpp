@@ -58,8 +58,8 @@ class ExecutionContext {
 
   // Runs the selected program on the bound buffers.
   Status run() { return executor_->run(inputPointers_, outputPointers_); }
-  // The states (Executor::state).
-  std::span<std::byte> state() { return executor_->state(); }
+  // Overwrites the states with those of `other`, a context of the same model.
+  Status copyStateFrom(ExecutionContext &other) { return executor_->copyStateFrom(*other.executor_); }
 
  private:
   explicit ExecutionContext(const Model &model) : model_(model), selector_(model) {}

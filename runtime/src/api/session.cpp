@@ -123,10 +123,8 @@ Status Session::copyStateFrom(const Session &other) {
   if (!claim.held()) return busy("is in use by another thread");
   Claim source(other);
   if (!source.held()) return other.busy("is in use by another thread");
-  std::span<std::byte> from = other.context_->state(), to = context_->state();
-  if (from.size() != to.size()) return Status(StatusCode::Internal, "the sessions' states differ in size");
-  // Only the rows up to the position hold values, but the copy is one memcpy.
-  if (!from.empty()) std::memcpy(to.data(), from.data(), from.size());
+  // Only the rows up to the position hold values, but the copy is one block.
+  if (Status status = context_->copyStateFrom(*other.context_); !status.ok()) return status;
   position_ = other.position_;
   return Status();
 }

@@ -29,8 +29,11 @@ class Executor {
   // its i-th input and output, of the sizes it gives. Errors name the
   // failing step.
   virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
-  // The session's state (Program::stateBytes, zeros at first), host memory.
-  virtual std::span<std::byte> state() = 0;
+  // The session's state (Program::stateBytes, zeros at first) lives with the
+  // executor, in its device's memory. Overwrites it with that of `source`, an
+  // executor of the same model (so of the same backend: an artifact targets
+  // one device).
+  virtual Status copyStateFrom(Executor &source) = 0;
 };
 
 // An executor for the model whose program is `program` (which must outlive

@@ -174,14 +174,11 @@ Status DynamicProgram::decodeStepsAtMaxima(MaximaProbe &probe) {
     probe.program->stepInfos.clear();
     return Status();
   }
-  if (!sizes_.dynamic()) {
-    prepareWeightsForTarget(*probe.program, nullptr);
-  } else {
-    std::vector<bool> fixedWeights(stepCount);
-    for (size_t s = 0; s < stepCount; ++s)
-      fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
-    prepareWeightsForTarget(*probe.program, &fixedWeights);
-  }
+  // Without dims no size depends on one, so every gemm's weights are fixed.
+  std::vector<bool> fixedWeights(stepCount);
+  for (size_t s = 0; s < stepCount; ++s)
+    fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
+  prepareWeightsForTarget(*probe.program, &fixedWeights);
   for (size_t s = 0; s < stepCount; ++s)
     if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
   return Status();

@@ -197,7 +197,8 @@ Status decodeParams(const fb::Model &model, Program &program) {
       return invalid(fmt::format("parameter \"{}\" names tensor {}, which is not a weight tensor",
                                  param->name()->str(), id));
     const Tensor &tensor = program.tensors[id];
-    program.paramStorage.push_back(ParamStorage{tensor.dtype, tensor.shape.vector(), param->folded()});
+    program.paramStorage.push_back(
+        ParamStorage{tensor.dtype, tensor.shape.vector(), param->folded(), tensor.offset, tensor.byteSize});
     if (!param->shape()) {  // an artifact from before declared types: the tensor's
       program.params.push_back(TensorInfo{param->name()->str(), tensor.dtype, tensor.shape.vector(), 0, {}});
       continue;

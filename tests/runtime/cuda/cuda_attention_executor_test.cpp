@@ -178,14 +178,6 @@ TEST(CudaAttentionExecutor, TensorCoresFp16) {
   for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[1]);
 }
 
-// The first tensor-core kernel, which EIN_CUDA_ATTENTION=wmma picks instead of flash2.
-TEST(CudaAttentionExecutor, TensorCoresWmmaBf16) {
-  EIN_REQUIRE_CUDA();
-  ASSERT_EQ(setenv("EIN_CUDA_ATTENTION", "wmma", 1), 0);
-  for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[0]);
-  unsetenv("EIN_CUDA_ATTENTION");
-}
-
 TEST(CudaAttentionExecutor, FlashFp32) {
   EIN_REQUIRE_CUDA();
   for (const ExecutorCase &c : kCases) runExecutorCase(c, kArithmetics[2]);

@@ -1,5 +1,4 @@
-// The tensor-core attention kernels (flash2, and wmma with each key tile the
-// device's shared memory allows; bf16 and fp16, head_dim 64 and 128) called directly,
+// The tensor-core attention kernel (flash2; bf16 and fp16, head_dim 64 and 128) called directly,
 // against attention in double on the host from the same bf16/fp16-rounded
 // q, k and v, so the tolerance measures the kernel (P rounded before P V,
 // f32 accumulation) rather than the inputs' rounding: 5e-3 (bf16) and 1e-3
@@ -12,7 +11,6 @@
 #include <vector>
 
 #include "backends/cuda/kernels.hpp"
-#include "backends/cuda/launch_plan.hpp"
 #include "cuda_test_support.hpp"
 #include "ein/half_float.hpp"
 
@@ -58,7 +56,7 @@ std::vector<double> reference(const Case &c, const std::vector<float> &q, const 
   return out;
 }
 
-enum class Kernel { F32Flash, Wmma, Flash2 };
+enum class Kernel { F32Flash, Flash2 };
 
 // `values` as the kernel sees them: rounded to bf16 or fp16 on tensor cores.
 std::vector<float> roundedFor(ec::Precision precision, std::vector<float> values) {
@@ -68,17 +66,10 @@ std::vector<float> roundedFor(ec::Precision precision, std::vector<float> values
   return values;
 }
 
-int sharedMemoryLimit() {
-  int device = 0, limit = 0;
-  EXPECT_EQ(cudaGetDevice(&device), cudaSuccess);
-  EXPECT_EQ(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), cudaSuccess);
-  return limit;
-}
-
-void runCase(const Case &c, Kernel kernel, ec::Precision precision, double tolerance, int keyTile = 64) {
-  SCOPED_TRACE(::testing::Message() << (kernel == Kernel::Flash2 ? "flash2" : kernel == Kernel::Wmma ? "wmma" : "f32")
-                                    << " batch " << c.batch << " queries " << c.queries << " keys " << c.keys << " d "
-                                    << c.dim << (c.causalMask ? " causal" : "") << " key tile " << keyTile);
+void runCase(const Case &c, Kernel kernel, ec::Precision precision, double tolerance) {
+  SCOPED_TRACE(::testing::Message() << (kernel == Kernel::Flash2 ? "flash2" : "f32") << " batch " << c.batch
+                                    << " queries " << c.queries << " keys " << c.keys << " d " << c.dim
+                                    << (c.causalMask ? " causal" : ""));
   const int64_t d = c.dim;
   std::vector<float> q = randomFloats(c.batch * c.queries * d, 40), k = randomFloats(c.batch * c.keys * d, 41),
                      v = randomFloats(c.batch * c.keys * d, 42);
@@ -119,7 +110,6 @@ void runCase(const Case &c, Kernel kernel, ec::Precision precision, double toler
   DeviceArray scratch(kernel == Kernel::Flash2 ? ec::attentionFlash2ScratchBytes(launch) : 0);
   const cudaError_t launched =
       kernel == Kernel::F32Flash ? ec::launchAttentionF32Flash(launch, nullptr)
-      : kernel == Kernel::Wmma   ? ec::launchAttentionMma(launch, precision, keyTile, nullptr)
                                  : ec::launchAttentionFlash2(launch, precision, scratch.data, nullptr);
   ASSERT_EQ(launched, cudaSuccess) << cudaGetErrorString(launched);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -136,16 +126,8 @@ const Case kCases[] = {
     {2, 77, 50, 128, true}, {1, 300, 200, 128, true}, {2, 129, 65, 64, false},
 };
 
-// flash2, and wmma with every key tile it has that fits this device (both on
-// sm_80/sm_90; 32 only at head_dim 128 on sm_86/sm_89).
 void runTensorCoreCases(ec::Precision precision, double tolerance) {
-  const int limit = sharedMemoryLimit();
-  for (const Case &c : kCases) {
-    runCase(c, Kernel::Flash2, precision, tolerance);
-    for (int keyTile : ec::kMmaKeyTiles)
-      if (ec::mmaLayout(int(c.dim), keyTile).bytes <= size_t(limit))
-        runCase(c, Kernel::Wmma, precision, tolerance, keyTile);
-  }
+  for (const Case &c : kCases) runCase(c, Kernel::Flash2, precision, tolerance);
 }
 
 TEST(CudaAttention, TensorCoresBf16) {
@@ -158,24 +140,15 @@ TEST(CudaAttention, TensorCoresFp16) {
   runTensorCoreCases(ec::Precision::Fp16, 1e-3);
 }
 
-// The device takes a tensor-core kernel at both head dims (every sm_80+ part
-// allows at least 99 KB a block), and the tile mmaKeyTile picks launches.
-TEST(CudaAttention, KeyTileForThisDevice) {
+// Only what the tensor-core kernel is built for launches: not fp32
+// arithmetic, nor a head dim other than 64 and 128.
+TEST(CudaAttention, TensorCoresRefuseWhatTheyAreNotBuiltFor) {
   EIN_REQUIRE_CUDA();
-  const int limit = sharedMemoryLimit();
-  for (int d : {64, 128}) {
-    const int keyTile = ec::mmaKeyTile(d, size_t(limit));
-    EXPECT_GT(keyTile, 0) << "head dim " << d << ", " << limit << " bytes of shared memory a block";
-    if (keyTile > 0) runCase({2, 70, 90, d, true}, Kernel::Wmma, ec::Precision::Bf16, 5e-3, keyTile);
-  }
-  // A tile the kernel is not built for is refused, not launched.
   ec::AttentionLaunch launch;
   launch.batch.rank = 1;
   launch.batch.size[0] = 1;
   launch.queries = launch.keys = 4;
   launch.headDim = launch.valueDim = 64;
-  EXPECT_EQ(ec::launchAttentionMma(launch, ec::Precision::Bf16, 48, nullptr), cudaErrorInvalidValue);
-  // Nor is fp32 arithmetic, or a head dim the tensor-core kernels are not built for.
   EXPECT_EQ(ec::launchAttentionFlash2(launch, ec::Precision::Fp32, nullptr, nullptr), cudaErrorInvalidValue);
   launch.headDim = launch.valueDim = 96;
   EXPECT_FALSE(ec::attentionFlash2Supports(launch));

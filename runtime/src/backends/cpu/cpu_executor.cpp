@@ -5,15 +5,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
-#include <string_view>
 #include <memory>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "backends/cpu/kernels/kernels.hpp"
+#include "backends/step_profile.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/limits.hpp"
 #include "util/status_macros.hpp"
@@ -47,19 +46,15 @@ class CpuExecutor final : public Executor {
   CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, int threads)
       : model_(model), arena_(std::move(arena)), state_(std::move(state)), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
-        profile_(std::getenv("EIN_PROFILE") != nullptr),
-        profileSteps_(profile_ && std::string_view(std::getenv("EIN_PROFILE")) == "steps") {}
+        profile_(StepProfile::wanted() ? std::make_unique<StepProfile>() : nullptr) {}
 
-  // EIN_PROFILE=1 in the environment: time per operation kind, printed to
-  // stderr when the session ends; EIN_PROFILE=steps: per step, with its
-  // sizes and source location (a development aid; off it costs a branch).
-  ~CpuExecutor() override {
-    if (!profile_) return;
-    for (const auto &[op, time] : profileTimes_)
-      std::fprintf(stderr, "profile: %-24s %8.3f ms in %lld calls\n", op.c_str(), time.seconds * 1e3, time.calls);
+  Status copyStateFrom(Executor &source) override {
+    const auto *cpu = dynamic_cast<const CpuExecutor *>(&source);
+    if (!cpu || cpu->state_.size() != state_.size())
+      return Status(StatusCode::Internal, "the sessions' states differ in device or size");
+    if (state_.size()) std::memcpy(state_.data(), cpu->state_.data(), state_.size());
+    return Status();
   }
-
-  std::span<std::byte> state() override { return {state_.data(), state_.size()}; }
 
   Status prepare(const Program &program) override {
     program_ = nullptr;  // until this succeeds
@@ -98,11 +93,9 @@ class CpuExecutor final : public Executor {
       const Step &step = program.steps[s];
       const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status status = kernels_[s](step.kernel, context);
-      if (profile_) {
-        StepTime &time = profileTimes_[profileSteps_ ? profileKey(s, program.stepInfos[s]) : program.stepInfos[s].op];
-        time.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        ++time.calls;
-      }
+      if (profile_)
+        profile_->add(s, program.stepInfos[s],
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       if (!status.ok()) return Status(status.code(), step.label + ": " + status.message());
     }
     return Status();
@@ -140,19 +133,7 @@ class CpuExecutor final : public Executor {
   std::vector<cpu::KernelFn> kernels_;  // one per step
   std::vector<std::byte *> bases_;    // base address of each tensor
   std::unique_ptr<ThreadPool> pool_;  // null with one thread
-  struct StepTime {
-    double seconds = 0;
-    long long calls = 0;
-  };
-  // "step 12 gemm m=1024 n=1536 k=384 at model.ein:35:13": sorts in step order.
-  static std::string profileKey(size_t step, const StepInfo &info) {
-    std::string key = fmt::format("step {:4} {}", step, info.op);
-    for (const auto &[name, size] : info.sizes) key += fmt::format(" {}={}", name, size);
-    if (!info.location.empty()) key += " at " + info.location;
-    return key;
-  }
-  bool profile_, profileSteps_;
-  std::map<std::string, StepTime> profileTimes_;  // by StepInfo::op, or by step
+  std::unique_ptr<StepProfile> profile_;  // EIN_PROFILE
 };
 
 }  // namespace

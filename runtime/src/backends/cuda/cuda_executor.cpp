@@ -1,7 +1,5 @@
 #include "backends/cuda/cuda_executor.hpp"
 
-#include <string_view>
-
 #include "backends/cuda/cuda_executor_impl.hpp"
 
 namespace ein::detail {
@@ -19,15 +17,19 @@ Status CudaExecutor::initialise(int device) {
     return Status(StatusCode::Unimplemented,
                   fmt::format("CUDA device {} ({}) has compute capability {}.{}; the CUDA kernels need 8.0 or newer",
                               device, properties_.name, properties_.major, properties_.minor));
+  if (StepProfile::wanted()) profile_ = std::make_unique<CudaStepProfile>();
   if ((error = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)) != cudaSuccess)
     return Status(StatusCode::Internal, "cudaStreamCreate: " + cudaMessage(error));
   if (const cublasStatus_t status = cublasLtCreate(&lt_.handle); status != CUBLAS_STATUS_SUCCESS)
     return Status(StatusCode::Internal, std::string("cublasLtCreate: ") + cublasLtGetStatusString(status));
 
-  // Device memory: the arena and the weights (uploaded once) and cuBLASLt's
-  // workspace; the inputs, outputs and gather error slots follow the
-  // prepared program's sizes.
+  // Device memory: the arena, the session's state (zeros at first), the
+  // weights (uploaded once) and cuBLASLt's workspace; the inputs, outputs and
+  // gather error slots follow the prepared program's sizes.
   EIN_ASSIGN_OR_RETURN(arena_, allocate(model_.arenaBytes, "the arena"));
+  EIN_ASSIGN_OR_RETURN(state_, allocate(model_.stateBytes, "the session's state"));
+  if ((error = cudaMemset(state_.get(), 0, model_.stateBytes)) != cudaSuccess)
+    return Status(StatusCode::Internal, "clearing the session's state: " + cudaMessage(error));
   EIN_ASSIGN_OR_RETURN(weights_, allocate(model_.weightsBytes, "the weights"));
   if (model_.weightsBytes &&
       (error = cudaMemcpy(weights_.get(), model_.weights, model_.weightsBytes, cudaMemcpyHostToDevice)) != cudaSuccess)
@@ -80,8 +82,7 @@ Status CudaExecutor::prepare(const Program &program) {
       case Storage::Weights: bases_.push_back(static_cast<std::byte *>(weights_.get()) + tensor.offset); break;
       case Storage::Input: bases_.push_back(inputAddresses_[tensor.index]); break;
       case Storage::Output: bases_.push_back(outputAddresses_[tensor.index]); break;
-      case Storage::State:  // planning refuses models with state first; kept a status, not a missing base
-        return Status(StatusCode::Unimplemented, "the CUDA backend keeps no session state");
+      case Storage::State: bases_.push_back(static_cast<std::byte *>(state_.get()) + tensor.offset); break;
     }
   }
 
@@ -122,8 +123,10 @@ Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std
   if (error != cudaSuccess) return Status(StatusCode::Internal, "copying the inputs to the device: " + cudaMessage(error));
 
   for (size_t s = 0; s < steps_.size(); ++s) {
+    if (profile_) profile_->begin(stream_);
     const std::string message = steps_[s](stream_);
     if (!message.empty()) return fail(s, StatusCode::Internal, message);
+    if (profile_) profile_->end(stream_, s, program_->stepInfos[s]);
     if (syncEachStep_ && (error = cudaStreamSynchronize(stream_)) != cudaSuccess)
       return fail(s, StatusCode::Internal, cudaMessage(error));
   }
@@ -158,6 +161,21 @@ Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std
   return Status();
 }
 
+Status CudaExecutor::copyStateFrom(Executor &source) {
+  auto *cuda = dynamic_cast<CudaExecutor *>(&source);
+  if (!cuda || cuda->model_.stateBytes != model_.stateBytes)
+    return Status(StatusCode::Internal, "the sessions' states differ in device or size");
+  // Device to device, across devices too; the source's queued runs finish first.
+  cudaError_t error = cudaSetDevice(cuda->device_);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(cuda->stream_);
+  if (error == cudaSuccess) error = cudaSetDevice(device_);
+  if (error == cudaSuccess && model_.stateBytes)
+    error = cudaMemcpyPeerAsync(state_.get(), device_, cuda->state_.get(), cuda->device_, model_.stateBytes, stream_);
+  if (error == cudaSuccess) error = cudaStreamSynchronize(stream_);
+  if (error != cudaSuccess) return Status(StatusCode::Internal, "copying the session's state: " + cudaMessage(error));
+  return Status();
+}
+
 }  // namespace cuda_host
 
 using cuda_host::CudaExecutor;
@@ -173,9 +191,6 @@ StatusOr<int> cudaDeviceCount() {
 }
 
 StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &options) {
-  if (program.stateBytes > 0)
-    return Status(StatusCode::Unimplemented,
-                  "a model with session state (a key/value cache) runs on the CPU only, not yet on CUDA");
   StatusOr<int> count = cudaDeviceCount();
   if (!count.ok()) return count.status();
   int device = options.deviceIndex;
@@ -186,13 +201,7 @@ StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, c
                   fmt::format("CUDA device {} ({}) but there {} {} CUDA device{}", device,
                               options.deviceIndex >= 0 ? "asked for" : chosen ? "EIN_CUDA_DEVICE" : "the default",
                               count.value() == 1 ? "is" : "are", count.value(), count.value() == 1 ? "" : "s"));
-  const char *attention = std::getenv("EIN_CUDA_ATTENTION");
-  const std::string_view kernel = attention ? attention : "flash2";
-  if (kernel != "flash2" && kernel != "wmma")
-    return Status(StatusCode::InvalidArgument,
-                  fmt::format("EIN_CUDA_ATTENTION={}: the tensor-core attention kernels are flash2 (the default) "
-                              "and wmma", kernel));
-  auto executor = std::make_unique<CudaExecutor>(program, kernel == "wmma");
+  auto executor = std::make_unique<CudaExecutor>(program);
   EIN_RETURN_IF_ERROR(executor->initialise(device));
   return std::unique_ptr<Executor>(std::move(executor));
 }

@@ -21,6 +21,7 @@
 #include "backends/cuda/gemm_cublaslt.hpp"
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/launch_plan.hpp"
+#include "backends/step_profile.hpp"
 #include "program/program.hpp"
 #include "util/status_macros.hpp"
 
@@ -114,11 +115,34 @@ struct GatherCheck {
   int64_t rows = 0;
 };
 
+// EIN_PROFILE: each step's device time between two events, waited for after
+// the step (which serialises the host with the device: a development aid).
+class CudaStepProfile {
+ public:
+  CudaStepProfile() {
+    cudaEventCreate(&start_);
+    cudaEventCreate(&stop_);
+  }
+  ~CudaStepProfile() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void begin(cudaStream_t stream) { cudaEventRecord(start_, stream); }
+  void end(cudaStream_t stream, size_t step, const StepInfo &info) {
+    float milliseconds = 0;
+    if (cudaEventRecord(stop_, stream) == cudaSuccess && cudaEventSynchronize(stop_) == cudaSuccess &&
+        cudaEventElapsedTime(&milliseconds, start_, stop_) == cudaSuccess)
+      profile_.add(step, info, milliseconds * 1e-3);
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  StepProfile profile_;
+};
+
 class CudaExecutor final : public Executor {
  public:
-  // `wmmaAttention`: the first tensor-core attention kernel instead of flash2
-  // (EIN_CUDA_ATTENTION=wmma, kept until a GPU run settles which one stays).
-  CudaExecutor(const Program &model, bool wmmaAttention) : model_(model), wmmaAttention_(wmmaAttention) {}
+  explicit CudaExecutor(const Program &model) : model_(model) {}
 
   ~CudaExecutor() override {
     if (device_ >= 0) cudaSetDevice(device_);  // the stream, handle and memory belong to it
@@ -132,7 +156,7 @@ class CudaExecutor final : public Executor {
   Status initialise(int device);
   Status prepare(const Program &program) override;
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override;
-  std::span<std::byte> state() override { return {}; }  // models with state are refused at creation
+  Status copyStateFrom(Executor &source) override;
 
  private:
   Status fail(size_t step, StatusCode code, const std::string &message) const {
@@ -186,10 +210,10 @@ class CudaExecutor final : public Executor {
   cudaDeviceProp properties_{};
   bool verbose_ = std::getenv("EIN_CUDA_VERBOSE") != nullptr;
   bool syncEachStep_ = std::getenv("EIN_CUDA_SYNC") != nullptr;
-  bool wmmaAttention_ = false;
+  std::unique_ptr<CudaStepProfile> profile_;  // EIN_PROFILE; made on the device by initialise()
   cudaStream_t stream_ = nullptr;
   ec::LtResources lt_;
-  DeviceMemory arena_, weights_, io_, workspace_, errorSlots_, attentionScratch_;
+  DeviceMemory arena_, state_, weights_, io_, workspace_, errorSlots_, attentionScratch_;
   size_t ioBytes_ = 0, errorSlotCount_ = 0, attentionScratchBytes_ = 0;  // what io_, errorSlots_ and the scratch hold
   std::vector<DeviceMemory> tables_;  // elementwise programs
   std::vector<void *> bases_;         // device address of every tensor

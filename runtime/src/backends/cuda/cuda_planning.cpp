@@ -254,20 +254,14 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   launch.causalPositions = op.causalPositions;
   const auto precision = static_cast<ec::Precision>(program_->precision);
   const bool lowPrecision = precision != ec::Precision::Fp32;
-  const bool flash2 = lowPrecision && !wmmaAttention_ && ec::attentionFlash2Supports(launch);
-  // The WMMA kernel's widest key tile whose shared memory the device allows
-  // (head dim 128 with 64 keys needs more than sm_86/sm_89's 99 KB).
-  const int keyTile = ec::mmaKeyTile(int(op.headDim), properties_.sharedMemPerBlockOptin);
-  const bool wmma = lowPrecision && wmmaAttention_ && ec::attentionMmaSupports(launch) && keyTile > 0;
-  if (!flash2 && !wmma && !ec::attentionF32FlashSupports(launch))
+  const bool flash2 = lowPrecision && ec::attentionFlash2Supports(launch);
+  if (!flash2 && !ec::attentionF32FlashSupports(launch))
     return fail(step, StatusCode::Unimplemented,
                 fmt::format("attention with head_dim {} and value_dim {}: the CUDA kernels take up to {}", op.headDim,
                             op.valueDim, ec::kFlashF32MaxDim));
   if (verbose_)
     std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
-                 flash2 ? "flash attention on tensor cores (flash2)"
-                 : wmma ? fmt::format("flash attention on tensor cores (wmma), {} keys a tile", keyTile).c_str()
-                        : "flash attention in fp32");
+                 flash2 ? "flash attention on tensor cores (flash2)" : "flash attention in fp32");
   if (flash2) {
     // One scratch buffer for every flash2 step (they run one after another on
     // the stream), grown to the largest; the steps read it when they run.
@@ -280,10 +274,6 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
     steps_.push_back([this, launch, precision](cudaStream_t stream) {
       return launched("attention (tensor cores)",
                       ec::launchAttentionFlash2(launch, precision, attentionScratch_.get(), stream));
-    });
-  } else if (wmma) {
-    steps_.push_back([launch, precision, keyTile](cudaStream_t stream) {
-      return launched("attention (tensor cores)", ec::launchAttentionMma(launch, precision, keyTile, stream));
     });
   } else {
     steps_.push_back([launch](cudaStream_t stream) {

@@ -118,7 +118,7 @@ cudaError_t launchGemmTiled(const GemmLaunch &launch, cudaStream_t stream);
 // After a library gemm wrote c = alpha * a b: c = act(c + bias) + residual in place.
 cudaError_t launchGemmEpilogue(const GemmLaunch &launch, cudaStream_t stream);
 
-// ---- attention (attention_f32_flash.cu, attention_bf16_mma.cu, attention_bf16_flash2.cu,
+// ---- attention (attention_f32_flash.cu, attention_bf16_flash2.cu,
 // talking_heads_f32.cu) ----
 // Views carry the batch strides, then two: q [i, d], k [j, d], v [j, e],
 // out [i, e], mask [i, j].
@@ -135,14 +135,10 @@ struct AttentionLaunch {
 inline constexpr int64_t kFlashF32MaxDim = 256;
 bool attentionF32FlashSupports(const AttentionLaunch &launch);
 cudaError_t launchAttentionF32Flash(const AttentionLaunch &launch, cudaStream_t stream);
-// Tensor cores (bf16 or fp16 operands, f32 accumulation and softmax):
-// head_dim == value_dim in {64, 128}. `keyTile` is one of kMmaKeyTiles,
-// chosen with mmaKeyTile (launch_plan.hpp) for the device's shared memory.
-bool attentionMmaSupports(const AttentionLaunch &launch);
-cudaError_t launchAttentionMma(const AttentionLaunch &launch, Precision precision, int keyTile, cudaStream_t stream);
-// Tensor cores with scores, probabilities and output in registers
-// (FlashAttention-2's layout; attention_bf16_flash2.cu): the same operands and
-// cases as launchAttentionMma, 128 queries a block (8 warps of 16) and 64 keys
+// Tensor cores (bf16 or fp16 operands, f32 accumulation and softmax) with
+// scores, probabilities and output in registers (FlashAttention-2's layout;
+// attention_bf16_flash2.cu): head_dim == value_dim in {64, 128}, 128 queries
+// a block (8 warps of 16) and 64 keys
 // a tile in two shared-memory stages (70 KB at head_dim 128: any sm_80+
 // device). k and v are first converted to 16-bit copies in `scratch`, device
 // memory of attentionFlash2ScratchBytes, which the launch may use until the

@@ -1,6 +1,6 @@
 // Launch decisions of the CUDA backend that are plain arithmetic: grid sizes
-// within CUDA's limits, the tensor-core attention's tile for a device's
-// shared memory, whether cuBLASLt may read a bias directly. Kept free of CUDA
+// within CUDA's limits, the key tiles causal attention walks, whether cuBLASLt
+// may read a bias directly. Kept free of CUDA
 // headers so the CPU-only build unit-tests them (tests/runtime/cuda_launch_plan_test.cpp)
 // and nvcc, the executor and cuBLASLt planning share one answer.
 #pragma once
@@ -46,52 +46,7 @@ inline TiledGemmGrid tiledGemmGrid(int64_t m, int64_t n, int64_t batches) {
 inline constexpr uintptr_t kBiasEpilogueAlignment = 16;
 inline bool biasEpilogueAligned(uintptr_t address) { return address % kBiasEpilogueAlignment == 0; }
 
-// ---- tensor-core attention (attention_bf16_mma.cu) --------------------------------
-// A block takes kMmaQueries queries (4 warps of 16 rows) and walks the keys
-// in tiles of `keys` (64, or 32 where 64 does not fit), staging q, k, v
-// (16-bit), the scores (f32), P (16-bit) and the output rows (f32) in shared
-// memory. The byte layout lives here so the host can check it against the
-// device's limit before launching.
-inline constexpr int kMmaWarps = 4, kMmaRows = 16, kMmaQueries = kMmaWarps * kMmaRows;
-inline constexpr int kMmaPad16 = 8;  // elements of padding per 16-bit row (keeps WMMA's ld a multiple of 8)
-inline constexpr int kMmaPad32 = 4;  // per f32 row
-
-struct MmaLayout {
-  int ld16 = 0, ldS = 0, ldP = 0, ldO = 0;
-  size_t q = 0, k = 0, v = 0, s = 0, p = 0, o = 0, stats = 0, bytes = 0;
-};
-
-constexpr MmaLayout mmaLayout(int headDim, int keys) {
-  MmaLayout l;
-  l.ld16 = headDim + kMmaPad16;
-  l.ldS = keys + kMmaPad32;
-  l.ldP = keys + kMmaPad16;
-  l.ldO = headDim + kMmaPad32;
-  l.q = 0;
-  l.k = l.q + 2 * size_t(kMmaQueries) * l.ld16;
-  l.v = l.k + 2 * size_t(keys) * l.ld16;
-  l.s = l.v + 2 * size_t(keys) * l.ld16;
-  l.p = l.s + 4 * size_t(kMmaQueries) * l.ldS;
-  l.o = l.p + 2 * size_t(kMmaQueries) * l.ldP;
-  l.stats = l.o + 4 * size_t(kMmaQueries) * l.ldO;  // max, sum, nan flag per row
-  l.bytes = l.stats + 4 * 3 * size_t(kMmaQueries);
-  return l;
-}
-
-// The key tiles the kernel is built for, widest (fastest) first.
-inline constexpr int kMmaKeyTiles[] = {64, 32};
-
-// The widest key tile whose shared memory fits `sharedLimit` bytes (the
-// device's cudaDevAttrMaxSharedMemoryPerBlockOptin), or 0 when none does.
-// Head dim 128 needs ~111 KB with 64 keys, more than sm_86/sm_89 allow
-// (99 KB), and ~82 KB with 32.
-inline int mmaKeyTile(int headDim, size_t sharedLimit) {
-  for (int keys : kMmaKeyTiles)
-    if (mmaLayout(headDim, keys).bytes <= sharedLimit) return keys;
-  return 0;
-}
-
-// ---- causal attention (both attention kernels) ------------------------------------
+// ---- causal attention (every attention kernel) ------------------------------------
 // Causal attention (causalPositions P > 0) hides key j from query i where
 // j > i % P + keys - P (device_math.cuh's causallyHidden). A block of
 // `blockQueries` queries from `firstQuery` (fewer at the end of `queries`)
