@@ -69,9 +69,9 @@ LogicalResult Writer::addStep(Operation &op) {
         auto residual = optionalView(gemm.getResidual(), gemm.getResidualView());
         // int8 weights: their scale per column (n), a dense [n] tensor.
         flatbuffers::Offset<fb::View> bScale = 0;
-        if (auto scale = scaleTensor.find(gemm.getB()); scale != scaleTensor.end()) {
+        if (Value scale = gemm.getBScale()) {
           std::vector<int64_t> unit{1};
-          bScale = fb::CreateViewDirect(builder, scale->second, 0, &unit);
+          bScale = fb::CreateViewDirect(builder, tensorIndex.at(scale), 0, &unit);
         }
         kernel = fb::CreateGemmDirect(builder, &batch, one(gemm.getM()), one(gemm.getN()), one(gemm.getK()), a, b, c,
                                       bias,

@@ -31,6 +31,7 @@ uint64_t alignTo(uint64_t value, uint64_t alignment) { return (value + alignment
 
 FailureOr<fb::DType> dtypeOf(Location loc, Type type) {
   if (type.isF32()) return fb::DType::F32;
+  if (type.isSignlessInteger(8)) return fb::DType::I8;
   if (type.isF16()) return fb::DType::F16;
   if (type.isBF16()) return fb::DType::BF16;
   if (type.isInteger(1)) return fb::DType::Bool;
@@ -90,7 +91,6 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   builder.ForceDefaults(true);
   tensors.clear();
   tensorIndex.clear();
-  scaleTensor.clear();
   segmentSize = 0;
   inputs.clear();
   outputs.clear();
@@ -120,22 +120,19 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) outputIndex[value] = static_cast<uint32_t>(index);
 
   for (Operation &op : body.without_terminator()) {
-    // A parameter kern-fold-constants folded into a constant (q, k and v
-    // weights as their concatenation) is stored in that form alone.
+    // A parameter kern-store-weights folded into a constant (q, k and v
+    // weights as their concatenation) or stored as one (bf16, i8) is
+    // stored in that form alone.
     if (isa<ir::ParamOp>(op) && op.getResult(0).use_empty()) continue;
     if (auto param = dyn_cast<ir::ParamOp>(op)) {
       if (failed(checkWeightLimit(param, param.getType())) ||
-          failed(addGemmWeights(param, param.getType(), [&] { return paramBytes(param); })))
+          failed(addWeights(param, param.getType(), [&] { return paramBytes(param); })))
         return failure();
       continue;
     }
     if (auto constant = dyn_cast<ir::ConstantOp>(op)) {
-      // A folded weight is stored as a parameter would be (bf16, int8).
-      auto bytes = [&] { return constantBytes(constant); };
-      if (constant->hasAttr(kern::kFoldedFromAttr)
-              ? failed(checkWeightLimit(constant, constant.getType())) ||
-                    failed(addGemmWeights(constant, constant.getType(), bytes))
-              : failed(addWeights(constant, constant.getType(), bytes)))
+      if (failed(checkWeightLimit(constant, constant.getType())) ||
+          failed(addWeights(constant, constant.getType(), [&] { return constantBytes(constant); })))
         return failure();
       continue;
     }

@@ -1,8 +1,8 @@
 // The writer behind writeArtifact, private to compiler/artifact. Its members
 // are defined by concern: writer.cpp (the two builds, tensors,
 // bindings and sizes over ranged dims), steps.cpp (steps, views and
-// element-wise programs) and weights.cpp (parameters, constants,
-// folded kernels, bf16/int8 weight storage and the weight segment).
+// element-wise programs) and weights.cpp (parameters, constants and the
+// weight segment, streamed to the output as the IR holds them).
 #pragma once
 
 #include <cstdint>
@@ -85,10 +85,6 @@ class Writer {
   FailureOr<std::vector<fb::Instruction>> compileProgram(Block &block);
 
   // weights.cpp
-  // How an int8 weight lies: [k, n] with strides sK, sN.
-  struct Int8Layout {
-    int64_t k, n, sK, sN;
-  };
   // The model's parameters, in declaration order, each with the weight tensor
   // that holds it (its own, or a folded one it went into).
   LogicalResult addParameters(Block &body);
@@ -96,15 +92,7 @@ class Writer {
   uint64_t appendWeights(const uint8_t *data, size_t size);
   FailureOr<WeightBytes> constantBytes(ir::ConstantOp constant);
   LogicalResult checkWeightLimit(Value value, RankedTensorType type);
-  LogicalResult addGemmWeights(Value value, RankedTensorType type,
-                               llvm::function_ref<FailureOr<WeightBytes>()> read);
-  bool storedAsBf16(Value value, RankedTensorType type);
-  std::optional<Int8Layout> storedAsInt8(Value value, RankedTensorType type);
-  LogicalResult addInt8Weights(Value value, const Int8Layout &layout,
-                               llvm::function_ref<FailureOr<WeightBytes>()> read);
-  static std::vector<uint8_t> toBf16(ArrayRef<uint8_t> f32);
-  LogicalResult addWeights(Value value, RankedTensorType type,
-                           llvm::function_ref<FailureOr<WeightBytes>()> read, bool asBf16 = false);
+  LogicalResult addWeights(Value value, RankedTensorType type, llvm::function_ref<FailureOr<WeightBytes>()> read);
 
   func::FuncOp function;
   const ArtifactOptions &options;
@@ -112,7 +100,6 @@ class Writer {
   flatbuffers::FlatBufferBuilder builder;
   std::vector<flatbuffers::Offset<fb::Tensor>> tensors;
   DenseMap<Value, uint32_t> tensorIndex;
-  DenseMap<Value, uint32_t> scaleTensor;  // an int8 parameter's scale tensor
   // The artifact being written (null while sizing): segmentBase bytes of room
   // for the header, then the weight segment as it is laid out.
   llvm::raw_pwrite_stream *out = nullptr;

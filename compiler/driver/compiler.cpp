@@ -191,11 +191,20 @@ std::optional<ArtifactTarget> parseTarget(llvm::StringRef name) {
 }
 
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name) {
-  if (name == "fp32") return ArtifactPrecision::Fp32;
-  if (name == "bf16") return ArtifactPrecision::Bf16;
-  if (name == "fp16") return ArtifactPrecision::Fp16;
-  if (name == "int8") return ArtifactPrecision::Int8;
+  for (ArtifactPrecision precision :
+       {ArtifactPrecision::Fp32, ArtifactPrecision::Bf16, ArtifactPrecision::Fp16, ArtifactPrecision::Int8})
+    if (name == precisionName(precision)) return precision;
   return std::nullopt;
+}
+
+const char *precisionName(ArtifactPrecision precision) {
+  switch (precision) {
+    case ArtifactPrecision::Fp32: return "fp32";
+    case ArtifactPrecision::Bf16: return "bf16";
+    case ArtifactPrecision::Fp16: return "fp16";
+    case ArtifactPrecision::Int8: return "int8";
+  }
+  return "fp32";
 }
 
 std::optional<std::string> parametersWithoutSource(mlir::ModuleOp module, bool haveSource) {
@@ -263,7 +272,8 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
     manager.addInstrumentation(std::move(dumper));
   }
   if (options.beforePass) manager.addInstrumentation(std::make_unique<BeforePassInstrumentation>(options.beforePass));
-  buildCompilerPipeline(manager, {options.fuseParallelLinears});
+  buildCompilerPipeline(manager, {options.fuseParallelLinears, precisionName(options.precision),
+                                  options.target == ArtifactTarget::Cuda ? "cuda" : "cpu"});
   return manager.run(module);
 }
 

@@ -67,6 +67,7 @@ std::optional<std::string> notModelText(const std::string &path, llvm::StringRef
 // "cpu"/"cuda" and "fp32"/"bf16"/"fp16"/"int8", as einc --target and --precision spell them.
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name);
+const char *precisionName(ArtifactPrecision precision);  // parsePrecision's inverse
 
 // A model without parameters needs no weights. For one with parameters but no
 // source of them: "declares N parameters ("first.name" first)", to which

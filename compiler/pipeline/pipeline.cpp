@@ -32,7 +32,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());
   function.addPass(createFuseGemmEpilogue());
-  function.addPass(createFoldKernConstants());
+  function.addPass(createStoreKernWeights({options.precision, options.target}));
   function.addPass(createPlanMemory());
 }
 

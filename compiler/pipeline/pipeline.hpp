@@ -2,6 +2,8 @@
 // runs them.
 #pragma once
 
+#include <string>
+
 #include "compiler/conversion/ein_to_kern/passes.hpp"
 #include "compiler/transforms/ein/passes.hpp"
 #include "compiler/transforms/kern/passes.hpp"
@@ -14,10 +16,13 @@ void registerEinDialects(mlir::DialectRegistry &registry);
 // Registers every ein pass (ein-opt's command line).
 void registerEinPasses();
 
-// What the pipeline may leave out, so that a test can compare a model
-// compiled with and without a fusion.
+// The artifact's precision and target (the passes that store weights need
+// them), and what the pipeline may leave out, so that a test can compare a
+// model compiled with and without a fusion.
 struct CompilerPipelineOptions {
   bool fuseParallelLinears = true;  // ein-fuse-parallel-linears
+  std::string precision = "fp32";   // fp32, bf16, fp16 or int8
+  std::string target = "cpu";       // cpu or cuda
 };
 
 // The pipeline einc runs after the front end: ein -> kern -> planned memory.

@@ -195,6 +195,15 @@ LogicalResult GemmOp::verify() {
   if (ein::product(output) != elementsOf(getResult()))
     return emitOpError() << "result has " << elementsOf(getResult()).str() << " elements but the product has "
                          << ein::product(output).str();
+  Type weights = cast<RankedTensorType>(getB().getType()).getElementType();
+  if (!weights.isF32() && !weights.isBF16() && !weights.isSignlessInteger(8))
+    return emitOpError() << "b must be f32, bf16 or i8 weights, got " << weights;
+  if (weights.isSignlessInteger(8) != bool(getBScale()))
+    return emitOpError() << (getBScale() ? "b_scale belongs to i8 weights b" : "i8 weights b need b_scale");
+  if (Value scale = getBScale()) {
+    if (!cast<RankedTensorType>(scale.getType()).getElementType().isF32() || elementsOf(scale) != n)
+      return emitOpError() << "b_scale must hold one f32 scale per column (" << n.str() << ")";
+  }
   return success();
 }
 

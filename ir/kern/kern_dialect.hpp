@@ -23,9 +23,12 @@ namespace ein::kern {
 
 // Attributes the memory planner puts on every op that owns a buffer.
 inline constexpr const char *kArenaOffsetAttr = "kern.arena_offset";
-// On a constant kern-fold-constants computed from weights: the names of the
+// On a constant kern-store-weights computed from weights: the names of the
 // parameters it holds (the artifact lists them), possibly none.
 inline constexpr const char *kFoldedFromAttr = "kern.folded_from";
+// On a constant kern-store-weights made of one parameter in another type
+// (bf16, i8): that parameter's name.
+inline constexpr const char *kStoredFromAttr = "kern.stored_from";
 inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
 
 // The flat element range [min, max] a view reaches over `sizes`; false when

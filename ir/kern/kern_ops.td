@@ -15,10 +15,12 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     `C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n]) + residual[b.., m, n]`.
     The views of `a`, `b`, `bias` and `residual` are indexed [batch..., m, k],
     [batch..., k, n] and [batch..., m, n]; `c` places the product in the
-    result buffer.
+    result buffer. `b` is f32, or weights in their stored type
+    (kern-store-weights): bf16, or i8 with `b_scale`, an f32 [n] tensor of
+    one scale per column (B[k, n] = b[k, n] * b_scale[n]).
   }];
   let arguments = (ins Kern_Tensor:$a, Kern_Tensor:$b, Optional<Kern_Tensor>:$bias,
-                       Optional<Kern_Tensor>:$residual,
+                       Optional<Kern_Tensor>:$residual, Optional<Kern_Tensor>:$b_scale,
                        Ein_SizesAttr:$batch, Ein_SizesAttr:$m, Ein_SizesAttr:$n, Ein_SizesAttr:$k,
                        Kern_ViewAttr:$a_view, Kern_ViewAttr:$b_view, Kern_ViewAttr:$c_view,
                        OptionalAttr<Kern_ViewAttr>:$bias_view, OptionalAttr<Kern_ViewAttr>:$residual_view,
@@ -26,7 +28,8 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                        DefaultValuedAttr<Kern_ActivationAttr, "::ein::kern::Activation::none">:$activation);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = [{
-    $a `,` $b (`bias` $bias^)? (`residual` $residual^)? attr-dict `:` functional-type(operands, $result)
+    $a `,` $b (`bias` $bias^)? (`residual` $residual^)? (`scale` $b_scale^)? attr-dict `:`
+    functional-type(operands, $result)
   }];
   let hasVerifier = 1;
 }

@@ -1,7 +1,7 @@
 // An element-wise kernel's body as the register program the runtime runs
 // (schemas/ops/op_table.def's opcodes): block arguments are registers
 // 0..n-1 and each instruction defines the next one; the result is the last.
-// The artifact writer serialises it; kern-fold-constants evaluates it.
+// The artifact writer serialises it; kern-store-weights evaluates it.
 #pragma once
 
 #include <cstdint>

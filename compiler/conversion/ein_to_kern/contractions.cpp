@@ -165,7 +165,7 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
     biasView = viewOf(context(), bias->offset, strides);
   }
   auto gemm = builder.create<ein::kern::GemmOp>(
-      loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, /*residual=*/Value(),
+      loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, /*residual=*/Value(), /*b_scale=*/Value(),
       sizesAttr(context(), batchSizes), sizeAttr(context(), m), sizeAttr(context(), n), sizeAttr(context(), k),
       viewOf(context(), a.layout.offset, aView),
       viewOf(context(), b.layout.offset, bView), viewOf(context(), 0, cView), biasView,

@@ -239,7 +239,8 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
       }
       OpBuilder builder(elementwise);
       auto fused = builder.create<ein::kern::GemmOp>(
-          elementwise.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBatchAttr(), gemm.getMAttr(),
+          elementwise.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBScale(), gemm.getBatchAttr(),
+          gemm.getMAttr(),
           gemm.getNAttr(), gemm.getKAttr(), gemm.getAView(), gemm.getBView(), gemm.getCView(),
           biasView.value_or(ein::kern::ViewAttr()), residualView.value_or(ein::kern::ViewAttr()),
           builder.getF32FloatAttr(static_cast<float>(gemm.getAlpha().convertToDouble() * epilogue->scale)),

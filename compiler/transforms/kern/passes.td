@@ -27,17 +27,33 @@ def FuseGemmEpilogue : Pass<"kern-fuse-gemm-epilogue", "mlir::func::FuncOp"> {
   }];
 }
 
-def FoldKernConstants : Pass<"kern-fold-constants", "mlir::func::FuncOp"> {
-  let summary = "Compute kernels of weights once, at compile time";
+def StoreKernWeights : Pass<"kern-store-weights", "mlir::func::FuncOp"> {
+  let summary = "Compute every weight the artifact stores, in the type it stores it";
   let description = [{
-    An f32 element-wise, copy or concat kernel of a static shape whose inputs
-    are all bound parameters or constants read through static views, that is
-    no model output and no larger than its inputs (a scaled, transposed or
-    concatenated weight), becomes an `ein.constant` of its result, computed
-    in f32 as the runtime's kernels would. The constant names the parameters
-    it holds (`kern.folded_from`); a parameter only folds read keeps its
-    declaration without values, a constant only they read goes.
+    Two steps, one weight at a time, so that the compiler holds at most one
+    f32 weight it computed:
+    - Folding: an f32 element-wise, copy or concat kernel of a static shape
+      whose inputs are all bound parameters or constants read through static
+      views, that is no model output and no larger than its inputs (a scaled,
+      transposed or concatenated weight), becomes an `ein.constant` of its
+      result, computed in f32 as the runtime's kernels would. The constant
+      names the parameters it holds (`kern.folded_from`); a parameter only
+      folds read keeps its declaration without values, a constant only they
+      read goes.
+    - Storing, on the CPU at `precision=bf16` or `int8`: a parameter or folded
+      weight that only ever is gemms' operand b becomes a constant of bf16
+      (rounded to nearest even), or of i8 with an f32 scale per column that
+      the gemms read as `b_scale` (symmetric: scale = max_k |w| / 127, q =
+      round_half_even(w / scale); only a [k, n] matrix, either orientation,
+      shared by the batch and read through one view). A stored parameter
+      keeps its declaration without values and is named by its constant
+      (`kern.stored_from`).
   }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "the artifact's precision: fp32, bf16, fp16 or int8">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "the artifact's target: cpu or cuda">,
+  ];
 }
 
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {

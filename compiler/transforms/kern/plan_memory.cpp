@@ -1,6 +1,6 @@
 // Places every kernel result that is not a model output in one arena, each
 // buffer as large as its tensor gets over the dims' ranges: one plan serves
-// every run (kern-fold-constants has made the kernels of weights constants).
+// every run (kern-store-weights has made the kernels of weights constants).
 #include <algorithm>
 
 #include "compiler/transforms/kern/passes.hpp"

@@ -1,0 +1,426 @@
+// kern-store-weights (passes.td): every weight the artifact stores, computed
+// and in the type it is stored in. Folding computes element-wise, copy and
+// concat kernels of weights (a scaled, transposed or offset weight; the fused
+// parallel linears' concatenated weights) once, in f32 as the runtime's
+// kernels would (the element-wise program through the op table's scalar
+// definitions, inputs read through their views). Storing rounds gemm weights
+// to bf16 or quantizes them to int8 with a scale per column. Each weight is
+// folded and stored before the next is read, so at most one f32 weight the
+// pass computed is held at a time.
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "compiler/transforms/kern/passes.hpp"
+#include "ir/ein/ein_dialect.hpp"
+#include "ir/kern/kern_dialect.hpp"
+#include "ir/kern/scalar_program.hpp"
+#include "llvm/ADT/SetVector.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+
+namespace ein {
+#define GEN_PASS_DEF_STOREKERNWEIGHTS
+#include "compiler/transforms/kern/passes.h.inc"
+}  // namespace ein
+
+using namespace mlir;
+using ein::Shape;
+using ein::Size;
+
+namespace {
+
+bool staticView(ein::kern::ViewAttr view) {
+  if (!view.getOffset().constant()) return false;
+  return llvm::all_of(view.getStrides(), [](const Size &stride) { return stride.constant().has_value(); });
+}
+
+// Lets a weight's f32 values go: a resource's blob is emptied (a folded
+// weight's memory, or a mapped file's pages), since erasing the op that
+// holds it does not free it.
+void release(ElementsAttr values) {
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(values))
+    if (auto *entry = resource.getRawHandle().getResource()) entry->setBlob(AsmResourceBlob());
+}
+
+// The values of a weight: a bound parameter's or a constant's.
+ElementsAttr valueOf(Value value) {
+  Operation *producer = value.getDefiningOp();
+  if (auto param = dyn_cast_or_null<ein::ir::ParamOp>(producer)) return param.getValueAttr();
+  if (auto constant = dyn_cast_or_null<ein::ir::ConstantOp>(producer)) return constant.getValue();
+  return {};
+}
+
+// A weight's f32 values, row-major: read in place from a resource (a bound
+// parameter's, a folded constant's), copied out of a dense attribute.
+struct F32Values {
+  std::vector<float> copied;
+  const char *bytes = nullptr;  // into the resource, or `copied`
+  float operator[](size_t i) const {
+    float value;
+    std::memcpy(&value, bytes + i * sizeof(float), sizeof value);
+    return value;
+  }
+};
+
+std::optional<F32Values> f32Values(ElementsAttr attr) {
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (!type.getElementType().isF32()) return std::nullopt;
+  const auto count = static_cast<size_t>(type.getNumElements());
+  F32Values values;
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob || blob->getData().size() != count * sizeof(float)) return std::nullopt;
+    values.bytes = blob->getData().data();
+    return values;
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense) return std::nullopt;
+  values.copied.assign(dense.getValues<float>().begin(), dense.getValues<float>().end());
+  values.bytes = reinterpret_cast<const char *>(values.copied.data());
+  return values;
+}
+
+// Whether `op` is an f32 element-wise, copy or concat kernel of a static
+// shape, not a model output, whose inputs are all f32 weights with values
+// read through static views, and whose result is no larger than those inputs
+// together (folding never grows the weights: a broadcast stays a kernel).
+bool foldable(Operation &op, Operation *terminator) {
+  using namespace ein;
+  if (!isa<kern::ElementwiseOp, kern::CopyOp, kern::ConcatOp>(op) || op.getNumResults() != 1) return false;
+  auto type = cast<RankedTensorType>(op.getResult(0).getType());
+  if (!type.getElementType().isF32() || !type.hasStaticShape()) return false;
+  if (llvm::is_contained(op.getResult(0).getUsers(), terminator)) return false;
+  int64_t inputElements = 0;
+  for (Value input : op.getOperands()) {
+    ElementsAttr value = valueOf(input);
+    auto inputType = cast<RankedTensorType>(input.getType());
+    if (!value || !inputType.getElementType().isF32() || !inputType.hasStaticShape()) return false;
+    inputElements += inputType.getNumElements();
+  }
+  if (auto elementwise = dyn_cast<kern::ElementwiseOp>(op)) {
+    if (elementwise.getInputs().empty()) return false;
+    for (Attribute view : elementwise.getInputViews())
+      if (!staticView(cast<kern::ViewAttr>(view))) return false;
+  } else if (auto concat = dyn_cast<kern::ConcatOp>(op)) {
+    for (Attribute view : concat.getInputViews())
+      if (!staticView(cast<kern::ViewAttr>(view))) return false;
+  } else if (!staticView(cast<kern::CopyOp>(op).getXView())) {
+    return false;
+  }
+  return type.getNumElements() <= inputElements;
+}
+
+// One input of a fold: its values and the view it is read through.
+struct Input {
+  F32Values values;
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  float at(const std::vector<int64_t> &index) const {
+    int64_t element = offset;
+    for (size_t axis = 0; axis < index.size(); ++axis) element += index[axis] * strides[axis];
+    return values[static_cast<size_t>(element)];
+  }
+};
+
+// Steps through a row-major index over `extent`; false after the last.
+bool next(std::vector<int64_t> &index, const std::vector<int64_t> &extent) {
+  for (size_t axis = extent.size(); axis-- > 0;)
+    if (++index[axis] < extent[axis]) return true;
+    else index[axis] = 0;
+  return false;
+}
+
+// The kernel's result (f32, row-major), as the runtime computes it, into
+// `out` (the elements of its type).
+LogicalResult fold(Operation &op, MutableArrayRef<float> out) {
+  std::vector<int64_t> sizes;
+  for (const Size &size : ein::ir::shapeOf(op.getResult(0).getType())) sizes.push_back(*size.constant());
+  // Runs `body` (none: a copy) over `values` at every index of `extent`,
+  // writing each result at its row-major place in `out`, `start` further
+  // along `axis` (a concat part's slab; 0 for a whole result).
+  auto evaluate = [&](ValueRange values, ArrayRef<Attribute> views, Block *body, const std::vector<int64_t> &extent,
+                      size_t axis, int64_t start) -> LogicalResult {
+    std::vector<Input> inputs;
+    for (auto [value, attr] : llvm::zip(values, views)) {
+      std::optional<F32Values> weights = f32Values(valueOf(value));
+      if (!weights) return op.emitOpError() << "folds a weight whose values are not f32";
+      auto view = cast<ein::kern::ViewAttr>(attr);
+      Input input{std::move(*weights), *view.getOffset().constant(), {}};
+      for (const Size &stride : view.getStrides()) input.strides.push_back(*stride.constant());
+      inputs.push_back(std::move(input));
+    }
+    std::vector<ein::kern::ScalarInstruction> program;
+    if (body) {
+      auto compiled = ein::kern::compileScalarProgram(*body);
+      if (failed(compiled)) return failure();
+      program = std::move(*compiled);
+    }
+    for (int64_t size : extent)
+      if (size == 0) return success();
+    std::vector<int64_t> index(extent.size(), 0);
+    std::vector<float> registers(inputs.size() + program.size());
+    do {
+      for (size_t i = 0; i < inputs.size(); ++i) registers[i] = inputs[i].at(index);
+      ein::kern::runScalarProgram(program, inputs.size(), registers);
+      int64_t flat = 0;
+      for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
+      out[static_cast<size_t>(flat)] = registers.back();
+    } while (next(index, extent));
+    return success();
+  };
+  if (out.empty()) return success();
+  if (auto concat = dyn_cast<ein::kern::ConcatOp>(op)) {
+    const auto axis = static_cast<size_t>(concat.getAxis());
+    const Shape parts = concat.getSizes().sizes();
+    for (auto [part, size] : llvm::enumerate(parts)) {
+      std::vector<int64_t> extent = sizes;
+      extent[axis] = *size.constant();
+      Block *body = concat.isCopy(part) ? nullptr : &concat.getParts()[part].front();
+      if (failed(evaluate(concat.partInputs(part), concat.partViews(part), body, extent, axis,
+                          *concat.partStart(part).constant())))
+        return failure();
+      // A weight only this part reads goes now, before the next part is
+      // computed (the concatenation of two weights then needs one and a half
+      // times their memory, not twice).
+      for (Value input : concat.partInputs(part)) {
+        bool readLater = llvm::any_of(llvm::seq(part + 1, parts.size()), [&](size_t later) {
+          return llvm::is_contained(concat.partInputs(later), input);
+        });
+        if (!readLater && llvm::all_of(input.getUsers(), [&](Operation *user) { return user == &op; }))
+          release(valueOf(input));
+      }
+    }
+    return success();
+  }
+  if (auto copy = dyn_cast<ein::kern::CopyOp>(op)) return evaluate(copy.getX(), copy.getXViewAttr(), nullptr, sizes, 0, 0);
+  auto elementwise = cast<ein::kern::ElementwiseOp>(op);
+  return evaluate(elementwise.getInputs(), elementwise.getInputViews().getValue(), &elementwise.getBody().front(),
+                  sizes, 0, 0);
+}
+
+// ---- storing -------------------------------------------------------------
+
+// Whether every use of `value` is a gemm's weight operand b (and nothing else of it).
+bool onlyGemmWeights(Value value) {
+  if (value.use_empty()) return false;
+  return llvm::all_of(value.getUses(), [&](OpOperand &use) {
+    auto gemm = dyn_cast<ein::kern::GemmOp>(use.getOwner());
+    return gemm && gemm.getB() == value && gemm.getA() != value && gemm.getBias() != value &&
+           gemm.getResidual() != value;
+  });
+}
+
+// How int8 weights lie: [k, n] with strides sK, sN (row-major [k, n] or its
+// transpose [n, k]), one matrix for every batch, read through one view.
+struct Int8Layout {
+  int64_t k = 0, n = 0, sK = 0, sN = 0;
+  bool operator==(const Int8Layout &other) const {
+    return k == other.k && n == other.n && sK == other.sK && sN == other.sN;
+  }
+};
+
+std::optional<Int8Layout> int8Layout(Value value) {
+  auto type = cast<RankedTensorType>(value.getType());
+  std::optional<Int8Layout> layout;
+  for (Operation *user : value.getUsers()) {
+    auto gemm = cast<ein::kern::GemmOp>(user);
+    ein::kern::ViewAttr view = gemm.getBView();
+    const Shape &strides = view.getStrides();
+    const Shape batch = gemm.getBatch().sizes();
+    std::optional<int64_t> k = ein::kern::sizeOf(gemm.getK()).constant(), n = ein::kern::sizeOf(gemm.getN()).constant();
+    std::optional<int64_t> offset = view.getOffset().constant();
+    if (!k || !n || !offset || *offset != 0 || strides.size() != batch.size() + 2) return std::nullopt;
+    for (size_t axis = 0; axis < batch.size(); ++axis) {
+      std::optional<int64_t> stride = strides[axis].constant(), size = batch[axis].constant();
+      if (!stride || !size || (*stride != 0 && *size != 1)) return std::nullopt;
+    }
+    std::optional<int64_t> sK = strides[batch.size()].constant(), sN = strides[batch.size() + 1].constant();
+    if (!sK || !sN) return std::nullopt;
+    // Each element once: row-major [k, n] or its transpose [n, k].
+    const bool dense = (*sN == 1 && *sK == *n) || (*sK == 1 && *sN == *k);
+    if (!dense || *k * *n != type.getNumElements() || *k * *n == 0 || *k > 65536) return std::nullopt;
+    const Int8Layout here{*k, *n, *sK, *sN};
+    if (layout && !(*layout == here)) return std::nullopt;
+    layout = here;
+  }
+  return layout;
+}
+
+// A constant of `type` holding `blob`, after `after`, naming what it holds as `from` did.
+ein::ir::ConstantOp storedConstant(OpBuilder &builder, Operation *after, RankedTensorType type, StringRef key,
+                                   AsmResourceBlob blob) {
+  builder.setInsertionPointAfter(after);
+  return builder.create<ein::ir::ConstantOp>(after->getLoc(), DenseResourceElementsAttr::get(type, key, std::move(blob)));
+}
+
+class Storer {
+ public:
+  Storer(StringRef precision, StringRef target)
+      : bf16(target == "cpu" && precision == "bf16"), int8(target == "cpu" && precision == "int8") {}
+
+  // Stores the weight `producer` defines (a bound parameter, or a constant
+  // folding made) in its artifact type, if it has one other than f32.
+  LogicalResult store(OpBuilder &builder, Operation *producer) {
+    if (!bf16 && !int8) return success();
+    Value weight = producer->getResult(0);
+    auto type = cast<RankedTensorType>(weight.getType());
+    if (!type.getElementType().isF32() || !type.hasStaticShape() || !onlyGemmWeights(weight)) return success();
+    ElementsAttr values = valueOf(weight);
+    std::optional<F32Values> f32 = values ? f32Values(values) : std::nullopt;
+    if (!f32) return success();  // no values bound: the writer says so
+    ein::ir::ConstantOp stored;
+    if (int8) {
+      std::optional<Int8Layout> layout = int8Layout(weight);
+      if (!layout) return success();
+      FailureOr<ein::ir::ConstantOp> quantized = quantize(builder, producer, *f32, *layout);
+      if (failed(quantized)) return failure();
+      stored = *quantized;
+    } else {
+      AsmResourceBlob blob = HeapAsmResourceBlob::allocate(static_cast<size_t>(type.getNumElements()) * 2,
+                                                           alignof(uint16_t), /*dataIsMutable=*/true);
+      MutableArrayRef<char> out = blob.getMutableData();
+      for (size_t i = 0; i < out.size() / 2; ++i) {
+        APFloat wide((*f32)[i]);
+        bool lost = false;
+        wide.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+        const auto bits = static_cast<uint16_t>(wide.bitcastToAPInt().getZExtValue());
+        std::memcpy(out.data() + 2 * i, &bits, 2);
+      }
+      stored = storedConstant(builder, producer, RankedTensorType::get(type.getShape(), builder.getBF16Type()),
+                              "stored", std::move(blob));
+    }
+    weight.replaceAllUsesWith(stored.getResult());
+    if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) {
+      stored->setAttr(ein::kern::kStoredFromAttr, builder.getStringAttr(param.getName()));
+      release(param.getValueAttr());
+      param.removeValueAttr();
+    } else {
+      if (Attribute from = producer->getAttr(ein::kern::kFoldedFromAttr))
+        stored->setAttr(ein::kern::kFoldedFromAttr, from);
+      release(values);
+      producer->erase();
+    }
+    return success();
+  }
+
+ private:
+  // The weights as i8 at their own places and their scales (an f32 [n]
+  // constant after them) that the gemms reading them take as b_scale. A
+  // folded weight (a concatenation) is quantized as computed, so the scales
+  // of concatenated weights are theirs concatenated.
+  FailureOr<ein::ir::ConstantOp> quantize(OpBuilder &builder, Operation *producer, const F32Values &f32,
+                                          const Int8Layout &layout) {
+    const auto count = static_cast<size_t>(layout.k * layout.n);
+    AsmResourceBlob quantized = HeapAsmResourceBlob::allocate(count, 1, /*dataIsMutable=*/true);
+    AsmResourceBlob scales = HeapAsmResourceBlob::allocate(static_cast<size_t>(layout.n) * sizeof(float),
+                                                           alignof(float), /*dataIsMutable=*/true);
+    MutableArrayRef<char> q = quantized.getMutableData(), scale = scales.getMutableData();
+    auto at = [&](int64_t p, int64_t j) { return f32[static_cast<size_t>(p * layout.sK + j * layout.sN)]; };
+    for (int64_t j = 0; j < layout.n; ++j) {
+      float absMax = 0.0f;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        const float weight = at(p, j);
+        if (!std::isfinite(weight)) {
+          auto param = dyn_cast<ein::ir::ParamOp>(producer);
+          return producer->emitError()
+                 << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                 << " holds a value that is not finite: it cannot be quantized to int8";
+        }
+        absMax = std::max(absMax, std::fabs(weight));
+      }
+      const float columnScale = absMax / 127.0f;
+      std::memcpy(scale.data() + j * sizeof(float), &columnScale, sizeof(float));
+      const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
+      for (int64_t p = 0; p < layout.k; ++p) {
+        float value = std::nearbyint(at(p, j) * inverse);
+        value = std::min(127.0f, std::max(-127.0f, value));
+        q[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<char>(static_cast<int8_t>(value));
+      }
+    }
+    auto type = cast<RankedTensorType>(producer->getResult(0).getType());
+    ein::ir::ConstantOp weights = storedConstant(
+        builder, producer, RankedTensorType::get(type.getShape(), builder.getIntegerType(8)), "stored", std::move(quantized));
+    ein::ir::ConstantOp perColumn = storedConstant(
+        builder, weights, RankedTensorType::get({layout.n}, builder.getF32Type()), "scales", std::move(scales));
+    for (Operation *user : producer->getResult(0).getUsers())
+      cast<ein::kern::GemmOp>(user).getBScaleMutable().assign(perColumn.getResult());
+    return weights;
+  }
+
+  bool bf16, int8;
+};
+
+// ---- the pass ------------------------------------------------------------
+
+struct StoreKernWeightsPass : ein::impl::StoreKernWeightsBase<StoreKernWeightsPass> {
+  using StoreKernWeightsBase::StoreKernWeightsBase;
+
+  LogicalResult foldKernel(OpBuilder &builder, Operation &op, Operation *&constantOut) {
+    auto type = cast<RankedTensorType>(op.getResult(0).getType());
+    AsmResourceBlob blob = HeapAsmResourceBlob::allocate(static_cast<size_t>(type.getNumElements()) * sizeof(float),
+                                                         alignof(float), /*dataIsMutable=*/true);
+    MutableArrayRef<char> bytes = blob.getMutableData();
+    if (failed(fold(op, MutableArrayRef<float>(reinterpret_cast<float *>(bytes.data()), bytes.size() / sizeof(float)))))
+      return failure();
+    // The parameters it holds: its inputs', and those folded into them.
+    llvm::SetVector<StringRef> names;
+    llvm::SetVector<Operation *> producers;
+    for (Value input : op.getOperands()) {
+      Operation *producer = input.getDefiningOp();
+      producers.insert(producer);
+      if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) names.insert(param.getName());
+      if (auto from = producer->getAttrOfType<ArrayAttr>(ein::kern::kFoldedFromAttr))
+        for (auto name : from.getAsValueRange<StringAttr>()) names.insert(name);
+    }
+    builder.setInsertionPoint(&op);
+    auto constant = builder.create<ein::ir::ConstantOp>(op.getLoc(),
+                                                        DenseResourceElementsAttr::get(type, "folded", std::move(blob)));
+    constant->setAttr(ein::kern::kFoldedFromAttr, builder.getStrArrayAttr(names.getArrayRef()));
+    op.getResult(0).replaceAllUsesWith(constant.getResult());
+    op.erase();
+    // A weight nothing reads any more: a constant goes; a parameter stays
+    // declared (the artifact lists it, held by the folded constant) but
+    // lets its values go.
+    for (Operation *producer : producers) {
+      if (!producer->use_empty()) continue;
+      if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) {
+        release(param.getValueAttr());
+        param.removeValueAttr();
+      } else {
+        release(valueOf(producer->getResult(0)));
+        producer->erase();
+      }
+    }
+    constantOut = constant;
+    return success();
+  }
+
+  void runOnOperation() override {
+    func::FuncOp function = getOperation();
+    Block &body = function.getBody().front();
+    Operation *terminator = body.getTerminator();
+    OpBuilder builder(&getContext());
+    Storer storer(precision, target);
+    // A parameter is stored when its last reader has been folded, or at
+    // once when no fold reads it: walking in order, a weight's folds come
+    // after it, so each is stored on the first visit after its folds.
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      Operation *weight = nullptr;
+      if (foldable(op, terminator)) {
+        if (failed(foldKernel(builder, op, weight))) return signalPassFailure();
+      } else if (isa<ein::ir::ParamOp>(op) && !op.getResult(0).use_empty() &&
+                 llvm::none_of(op.getResult(0).getUsers(), [&](Operation *user) { return foldable(*user, terminator); })) {
+        weight = &op;
+      }
+      if (weight && failed(storer.store(builder, weight))) return signalPassFailure();
+    }
+    // Parameters whose folds came first (none, in the order the front end
+    // emits them; kept for IR written by hand).
+    for (auto param : llvm::make_early_inc_range(body.getOps<ein::ir::ParamOp>()))
+      if (!param.getResult().use_empty() && param.getValueAttr() && onlyGemmWeights(param.getResult()))
+        if (failed(storer.store(builder, param))) return signalPassFailure();
+  }
+};
+
+}  // namespace
