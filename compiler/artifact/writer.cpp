@@ -128,6 +128,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       if (failed(checkWeightLimit(param, param.getType())) ||
           failed(addWeights(param, param.getType(), [&] { return paramBytes(param); })))
         return failure();
+      if (!sizing) param.releaseValues();  // values made on demand go once written
       continue;
     }
     if (auto constant = dyn_cast<ir::ConstantOp>(op)) {

@@ -343,10 +343,14 @@ int compile(const Options &options) {
     // Drawn by how the model uses each parameter (norm weights 1, biases 0, ...).
     params = ein::randomParams(options.randomWeights.value_or(0), ein::paramInitsFromUses(*module));
   }
-  progress.phase(safetensors ? "reading weights" : "drawing random weights");
+  // A file's weights are bound in place now; random ones are drawn as the
+  // passes and the writer read them, one parameter at a time.
+  progress.phase(safetensors ? "reading weights" : "binding random weights");
   const uint64_t totalBytes = parameterBytes(*module);
   auto bound = [&](uint64_t bytes) { progress.bytes(bytes, std::max(totalBytes, bytes)); };
-  if (mlir::failed(ein::bindParameters(*module, params, bound))) return 1;
+  if (mlir::failed(ein::bindParameters(*module, params, bound,
+                                       safetensors ? ein::ParamBinding::Now : ein::ParamBinding::OnDemand)))
+    return 1;
 
   progress.phase("running passes");
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "compiler/limits.hpp"
@@ -86,7 +87,8 @@ AsmResourceBlob ownedBlob(std::vector<uint8_t> bytes) {
 }
 
 LogicalResult bindParameters(ModuleOp module, const ParamProvider &params,
-                             const std::function<void(uint64_t bytes)> &bound) {
+                             const std::function<void(uint64_t bytes)> &bound, ParamBinding binding) {
+  auto shared = std::make_shared<ParamProvider>(params);
   uint64_t total = 0;
   WalkResult walked = module.walk([&](ir::ParamOp param) {
     if (param->use_empty()) return WalkResult::advance();  // the passes drop it
@@ -98,15 +100,23 @@ LogicalResult bindParameters(ModuleOp module, const ParamProvider &params,
       emitError(param.getLoc()) << *passed;
       return WalkResult::interrupt();
     }
-    FailureOr<AsmResourceBlob> blob = params(param.getName(), type, param.getLoc());
-    if (failed(blob)) return WalkResult::interrupt();
-    if (blob->getData().size() != expected) {
-      emitError(param.getLoc()) << "parameter \"" << param.getName() << "\" has " << blob->getData().size()
-                                << " bytes of values for " << type << " (" << expected << " bytes)";
-      return WalkResult::interrupt();
-    }
+    auto values = [shared, name = param.getName().str(), type, at = param.getLoc(),
+                   expected]() -> FailureOr<AsmResourceBlob> {
+      FailureOr<AsmResourceBlob> blob = (*shared)(name, type, at);
+      if (failed(blob)) return failure();
+      if (blob->getData().size() != expected)
+        return emitError(at) << "parameter \"" << name << "\" has " << blob->getData().size()
+                             << " bytes of values for " << type << " (" << expected << " bytes)";
+      return blob;
+    };
     total += expected;
-    param.setValueAttr(DenseResourceElementsAttr::get(type, param.getName(), std::move(*blob)));
+    if (binding == ParamBinding::OnDemand) {
+      param.bindOnDemand(std::move(values));
+    } else {
+      FailureOr<AsmResourceBlob> blob = values();
+      if (failed(blob)) return WalkResult::interrupt();
+      param.setValueAttr(DenseResourceElementsAttr::get(type, param.getName(), std::move(*blob)));
+    }
     if (bound) bound(total);
     return WalkResult::advance();
   });

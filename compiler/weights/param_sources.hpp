@@ -28,12 +28,19 @@ using ParamProvider = std::function<mlir::FailureOr<mlir::AsmResourceBlob>(
 // A blob that owns `bytes`.
 mlir::AsmResourceBlob ownedBlob(std::vector<uint8_t> bytes);
 
+// When a provider's values are taken: at once (a file's, mapped: errors
+// reported before any pass runs), or each the first time a pass or the
+// writer reads it, and again after they let it go (values made from a seed:
+// never all held at once).
+enum class ParamBinding { Now, OnDemand };
+
 // Binds every parameter of `module` that something reads: its `value`
 // becomes a dense resource over the provider's bytes, whose size is checked
 // against the declared type. `bound` is told the bytes bound so far (einc's
 // progress line).
 mlir::LogicalResult bindParameters(mlir::ModuleOp module, const ParamProvider &params,
-                                   const std::function<void(uint64_t bytes)> &bound = {});
+                                   const std::function<void(uint64_t bytes)> &bound = {},
+                                   ParamBinding binding = ParamBinding::Now);
 
 // Serves parameters from a safetensors file, checking each against the type
 // the model declares, and remembers which tensors the model used.

@@ -22,6 +22,11 @@ def Ein_Dialect : Dialect {
   }];
   let cppNamespace = "::ein::ir";
   let useDefaultAttributePrinterParser = 1;
+  let extraClassDeclaration = [{
+    // Parameter values bound on demand (ParamOp::bindOnDemand): what makes
+    // each, by its resource's key.
+    ::llvm::StringMap<std::function<::mlir::FailureOr<::mlir::AsmResourceBlob>()>> valueMakers;
+  }];
 }
 
 class Ein_Op<string mnemonic, list<Trait> traits = []> :

@@ -1,10 +1,13 @@
 // The `ein` dialect: the model language as tensor operations.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
+#include "llvm/ADT/StringMap.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"

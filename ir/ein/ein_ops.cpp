@@ -6,6 +6,7 @@
 
 #include "ir/ein/equations.hpp"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 using namespace mlir;
@@ -121,10 +122,40 @@ LogicalResult ParamOp::verify() {
   return success();
 }
 
+namespace {
+// The maker of a parameter's values bound on demand, or null.
+std::function<FailureOr<AsmResourceBlob>()> *valueMaker(ParamOp param, DenseResourceElementsAttr resource) {
+  auto &makers = param->getContext()->getOrLoadDialect<EinDialect>()->valueMakers;
+  auto found = makers.find(resource.getRawHandle().getKey());
+  return found == makers.end() ? nullptr : &found->second;
+}
+}  // namespace
+
+void ParamOp::bindOnDemand(std::function<FailureOr<AsmResourceBlob>()> make) {
+  auto &manager = DenseResourceElementsHandle::getManagerInterface(getContext());
+  DenseResourceElementsHandle handle = manager.insert(getName());  // no blob yet
+  getContext()->getOrLoadDialect<EinDialect>()->valueMakers[handle.getKey()] = std::move(make);
+  setValueAttr(DenseResourceElementsAttr::get(getType(), handle));
+}
+
 ArrayRef<char> ParamOp::getBoundBytes() {
-  if (auto resource = llvm::dyn_cast_or_null<DenseResourceElementsAttr>(getValueAttr()))
-    if (AsmResourceBlob *blob = resource.getRawHandle().getBlob()) return blob->getData();
-  return {};
+  auto resource = llvm::dyn_cast_or_null<DenseResourceElementsAttr>(getValueAttr());
+  if (!resource) return {};
+  AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+  if ((!blob || blob->getData().empty()) && resource.getNumElements() > 0) {
+    auto *make = valueMaker(*this, resource);
+    if (!make) return {};
+    FailureOr<AsmResourceBlob> made = (*make)();
+    if (failed(made)) return {};
+    resource.getRawHandle().getResource()->setBlob(std::move(*made));
+    blob = resource.getRawHandle().getBlob();
+  }
+  return blob ? blob->getData() : ArrayRef<char>();
+}
+
+void ParamOp::releaseValues() {
+  auto resource = llvm::dyn_cast_or_null<DenseResourceElementsAttr>(getValueAttr());
+  if (resource && valueMaker(*this, resource)) resource.getRawHandle().getResource()->setBlob(AsmResourceBlob());
 }
 
 LogicalResult EinsumOp::verify() { return verifyInferred(*this, inferResultType(getEquation(), getInputs().getTypes())); }

@@ -27,9 +27,16 @@ def Ein_ParamOp : Ein_Op<"param", [Pure]> {
     }]>
   ];
   let extraClassDeclaration = [{
+    // Binds values that `make` gives the first time they are read, and again
+    // after releaseValues (random weights: generated one parameter at a time,
+    // never all held at once).
+    void bindOnDemand(std::function<::mlir::FailureOr<::mlir::AsmResourceBlob>()> make);
     // The bytes of the bound values (row-major, little-endian, a bool per
-    // byte); empty when none are bound.
+    // byte), made first if bound on demand; empty when none are bound (or
+    // making them failed, which it reports).
     ::llvm::ArrayRef<char> getBoundBytes();
+    // Lets values bound on demand go until they are next read; others stay.
+    void releaseValues();
   }];
   let hasVerifier = 1;
 }

@@ -214,7 +214,8 @@ Outcome compileRequest(Request request) {
     if (!safetensors || mlir::failed(safetensors->checkNames(*module))) return outcome;
     params = safetensors->provider();
   }
-  if (mlir::failed(bindParameters(*module, params))) return outcome;
+  if (mlir::failed(bindParameters(*module, params, {}, safetensors ? ParamBinding::Now : ParamBinding::OnDemand)))
+    return outcome;
   if (mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) return outcome;

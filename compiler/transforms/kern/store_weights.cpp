@@ -35,14 +35,6 @@ bool staticView(ein::kern::ViewAttr view) {
   return llvm::all_of(view.getStrides(), [](const Size &stride) { return stride.constant().has_value(); });
 }
 
-// Lets a weight's f32 values go: a resource's blob is emptied (a folded
-// weight's memory, or a mapped file's pages), since erasing the op that
-// holds it does not free it.
-void release(ElementsAttr values) {
-  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(values))
-    if (auto *entry = resource.getRawHandle().getResource()) entry->setBlob(AsmResourceBlob());
-}
-
 // The values of a weight: a bound parameter's or a constant's.
 ElementsAttr valueOf(Value value) {
   Operation *producer = value.getDefiningOp();
@@ -51,8 +43,17 @@ ElementsAttr valueOf(Value value) {
   return {};
 }
 
+// Lets a weight's values go once nothing needs them: a resource's blob is
+// emptied (a folded weight's memory, a random parameter's, or a mapped
+// file's pages), since erasing the op that holds it does not free it.
+void release(Value value) {
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(valueOf(value)))
+    if (auto *entry = resource.getRawHandle().getResource()) entry->setBlob(AsmResourceBlob());
+}
+
 // A weight's f32 values, row-major: read in place from a resource (a bound
-// parameter's, a folded constant's), copied out of a dense attribute.
+// parameter's, made first if bound on demand; a folded constant's), copied
+// out of a dense attribute.
 struct F32Values {
   std::vector<float> copied;
   const char *bytes = nullptr;  // into the resource, or `copied`
@@ -63,18 +64,26 @@ struct F32Values {
   }
 };
 
-std::optional<F32Values> f32Values(ElementsAttr attr) {
-  auto type = cast<RankedTensorType>(attr.getType());
+std::optional<F32Values> f32ValuesOf(Value weight) {
+  auto type = cast<RankedTensorType>(weight.getType());
   if (!type.getElementType().isF32()) return std::nullopt;
   const auto count = static_cast<size_t>(type.getNumElements());
   F32Values values;
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+  auto param = weight.getDefiningOp<ein::ir::ParamOp>();
+  if (param && isa_and_nonnull<DenseResourceElementsAttr>(param.getValueAttr())) {
+    ArrayRef<char> bytes = param.getBoundBytes();
+    if (bytes.size() != count * sizeof(float)) return std::nullopt;
+    values.bytes = bytes.data();
+    return values;
+  }
+  ElementsAttr attr = valueOf(weight);
+  if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr)) {
     AsmResourceBlob *blob = resource.getRawHandle().getBlob();
     if (!blob || blob->getData().size() != count * sizeof(float)) return std::nullopt;
     values.bytes = blob->getData().data();
     return values;
   }
-  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
   if (!dense) return std::nullopt;
   values.copied.assign(dense.getValues<float>().begin(), dense.getValues<float>().end());
   values.bytes = reinterpret_cast<const char *>(values.copied.data());
@@ -143,7 +152,7 @@ LogicalResult fold(Operation &op, MutableArrayRef<float> out) {
                       size_t axis, int64_t start) -> LogicalResult {
     std::vector<Input> inputs;
     for (auto [value, attr] : llvm::zip(values, views)) {
-      std::optional<F32Values> weights = f32Values(valueOf(value));
+      std::optional<F32Values> weights = f32ValuesOf(value);
       if (!weights) return op.emitOpError() << "folds a weight whose values are not f32";
       auto view = cast<ein::kern::ViewAttr>(attr);
       Input input{std::move(*weights), *view.getOffset().constant(), {}};
@@ -188,7 +197,7 @@ LogicalResult fold(Operation &op, MutableArrayRef<float> out) {
           return llvm::is_contained(concat.partInputs(later), input);
         });
         if (!readLater && llvm::all_of(input.getUsers(), [&](Operation *user) { return user == &op; }))
-          release(valueOf(input));
+          release(input);
       }
     }
     return success();
@@ -266,9 +275,9 @@ class Storer {
     Value weight = producer->getResult(0);
     auto type = cast<RankedTensorType>(weight.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape() || !onlyGemmWeights(weight)) return success();
-    ElementsAttr values = valueOf(weight);
-    std::optional<F32Values> f32 = values ? f32Values(values) : std::nullopt;
-    if (!f32) return success();  // no values bound: the writer says so
+    if (!valueOf(weight)) return success();  // no values bound: the writer says so
+    std::optional<F32Values> f32 = f32ValuesOf(weight);
+    if (!f32) return producer->emitError() << "the values of this weight cannot be read";
     ein::ir::ConstantOp stored;
     if (int8) {
       std::optional<Int8Layout> layout = int8Layout(weight);
@@ -293,12 +302,12 @@ class Storer {
     weight.replaceAllUsesWith(stored.getResult());
     if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) {
       stored->setAttr(ein::kern::kStoredFromAttr, builder.getStringAttr(param.getName()));
-      release(param.getValueAttr());
+      release(param);
       param.removeValueAttr();
     } else {
       if (Attribute from = producer->getAttr(ein::kern::kFoldedFromAttr))
         stored->setAttr(ein::kern::kFoldedFromAttr, from);
-      release(values);
+      release(weight);
       producer->erase();
     }
     return success();
@@ -384,13 +393,9 @@ struct StoreKernWeightsPass : ein::impl::StoreKernWeightsBase<StoreKernWeightsPa
     // lets its values go.
     for (Operation *producer : producers) {
       if (!producer->use_empty()) continue;
-      if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) {
-        release(param.getValueAttr());
-        param.removeValueAttr();
-      } else {
-        release(valueOf(producer->getResult(0)));
-        producer->erase();
-      }
+      release(producer->getResult(0));
+      if (auto param = dyn_cast<ein::ir::ParamOp>(producer)) param.removeValueAttr();
+      else producer->erase();
     }
     constantOut = constant;
     return success();
