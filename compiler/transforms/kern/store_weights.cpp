@@ -256,7 +256,8 @@ std::optional<Int8Layout> int8Layout(Value value) {
   return layout;
 }
 
-// A constant of `type` holding `blob`, after `after`, naming what it holds as `from` did.
+// A constant of `type` holding `blob`, right after `after` (the writer lays
+// the weights out in the order of their ops).
 ein::ir::ConstantOp storedConstant(OpBuilder &builder, Operation *after, RankedTensorType type, StringRef key,
                                    AsmResourceBlob blob) {
   builder.setInsertionPointAfter(after);
@@ -276,12 +277,12 @@ class Storer {
     auto type = cast<RankedTensorType>(weight.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape() || !onlyGemmWeights(weight)) return success();
     if (!valueOf(weight)) return success();  // no values bound: the writer says so
+    std::optional<Int8Layout> layout = int8 ? int8Layout(weight) : std::nullopt;
+    if (int8 && !layout) return success();
     std::optional<F32Values> f32 = f32ValuesOf(weight);
     if (!f32) return producer->emitError() << "the values of this weight cannot be read";
     ein::ir::ConstantOp stored;
     if (int8) {
-      std::optional<Int8Layout> layout = int8Layout(weight);
-      if (!layout) return success();
       FailureOr<ein::ir::ConstantOp> quantized = quantize(builder, producer, *f32, *layout);
       if (failed(quantized)) return failure();
       stored = *quantized;
