@@ -140,12 +140,10 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
     if (auto state = dyn_cast<ir::StateOp>(op)) {
       // Each state at its own 64-aligned place in the session's state.
       stateBytes = alignTo(stateBytes, kWeightAlignment);
-      const bool bf16 = stateStoredAsBf16(state);
-      auto id = addTensor(state, fb::Storage::State, static_cast<uint32_t>(states.size()), stateBytes,
-                          bf16 ? std::optional(fb::DType::BF16) : std::nullopt);
+      // In its IR type (bf16 where kern-store-state narrowed it).
+      auto id = addTensor(state, fb::Storage::State, static_cast<uint32_t>(states.size()), stateBytes);
       if (failed(id)) return failure();
-      stateBytes += static_cast<uint64_t>(state.getType().getNumElements()) *
-                    (bf16 ? 2 : elementBytes(state.getType().getElementType()));
+      stateBytes += static_cast<uint64_t>(state.getType().getNumElements()) * elementBytes(state.getType().getElementType());
       states.push_back(fb::CreateBinding(builder, builder.CreateString(state.getName().str()), *id, 0));
       continue;
     }
@@ -229,33 +227,6 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
                                      positionAdvance, &fixedDims);
   fb::FinishSizePrefixedModelBuffer(builder, model);
   return success();
-}
-
-// --precision bf16 or int8 on the CPU: a f32 state (a key/value cache)
-// that only appends write and only attention reads, as its keys or values,
-// is kept as bf16: appends round each row to nearest even, and attention
-// reads half the bytes per step. Any other use (a state returned, or read by
-// another kernel) keeps it f32, as fp32 and CUDA artifacts keep every state.
-bool Writer::stateStoredAsBf16(ir::StateOp state) {
-  if (options.target != ArtifactTarget::Cpu ||
-      (options.precision != ArtifactPrecision::Bf16 && options.precision != ArtifactPrecision::Int8))
-    return false;
-  if (!state.getType().getElementType().isF32()) return false;
-  // The state and each append's result (the same tensor, grown).
-  SmallVector<Value> pending{state.getResult()};
-  while (!pending.empty()) {
-    Value value = pending.pop_back_val();
-    for (OpOperand &use : value.getUses()) {
-      Operation *user = use.getOwner();
-      if (auto append = dyn_cast<kern::AppendOp>(user); append && append.getState() == value && append.getX() != value) {
-        pending.push_back(append.getResult());
-        continue;
-      }
-      auto attention = dyn_cast<kern::AttentionOp>(user);
-      if (!attention || attention.getQ() == value || attention.getMask() == value) return false;
-    }
-  }
-  return true;
 }
 
 // Ids feeding a gather must index its table: record the row count so that

@@ -66,7 +66,6 @@ class Writer {
   // writer.cpp
   LogicalResult build(uint64_t weightsOffset);
   int64_t upperBound(Value argument);
-  bool stateStoredAsBf16(ir::StateOp state);
   FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset,
                                 std::optional<fb::DType> storedAs = std::nullopt);
   FailureOr<int64_t> sizeField(const Size &size, std::optional<Location> at = std::nullopt);

@@ -33,6 +33,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createFuseElementwise());
   function.addPass(createFuseGemmEpilogue());
   function.addPass(createStoreKernWeights({options.precision, options.target}));
+  function.addPass(createStoreKernState({options.precision, options.target}));
   function.addPass(createPlanMemory());
 }
 

@@ -291,7 +291,10 @@ LogicalResult AppendOp::verify() {
   Shape shape = getShape().sizes();
   if (getType() != getState().getType()) return emitOpError() << "result must be the state itself";
   auto state = cast<RankedTensorType>(getState().getType()), input = cast<RankedTensorType>(getX().getType());
-  if (input.getElementType() != state.getElementType()) return emitOpError() << "cannot change element type";
+  // A bf16 state (kern-store-state) takes f32 rows, rounded to nearest even.
+  if (input.getElementType() != state.getElementType() &&
+      !(input.getElementType().isF32() && state.getElementType().isBF16()))
+    return emitOpError() << "cannot change element type (except f32 rows into a bf16 state)";
   if (failed(verifyView(*this, "x_view", getXView(), shape, getX()))) return failure();
   return verifyView(*this, "state_view", getStateView(), shape, getState());
 }

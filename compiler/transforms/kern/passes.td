@@ -56,6 +56,23 @@ def StoreKernWeights : Pass<"kern-store-weights", "mlir::func::FuncOp"> {
   ];
 }
 
+def StoreKernState : Pass<"kern-store-state", "mlir::func::FuncOp"> {
+  let summary = "Keep a key/value cache as bf16 on the CPU at bf16 and int8";
+  let description = [{
+    At `precision=bf16` or `int8` with `target=cpu`, an f32 session state
+    (`ein.state`) that only appends write and only attention reads, as its
+    keys or values, becomes bf16, and so do the appends' results (the same
+    tensor): each append rounds its rows to nearest even, and attention reads
+    half the bytes per step. Any other use (a state returned, or read by
+    another kernel) keeps it f32, as fp32 and CUDA artifacts keep every state.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
+           "the artifact's precision: fp32, bf16, fp16 or int8">,
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "the artifact's target: cpu or cuda">,
+  ];
+}
+
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate buffer an offset in one arena";
   let description = [{
