@@ -2,13 +2,8 @@
 // weights among them, kern-store-weights), each as the IR holds it.
 #include "compiler/artifact/writer.hpp"
 
-#include <cmath>
-#include <cstring>
-
 #include "compiler/limits.hpp"
 #include "mlir/IR/DialectResourceBlobManager.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "ops/scalar_functions.hpp"
 
 namespace ein::artifact {
 

@@ -241,10 +241,9 @@ int64_t Writer::upperBound(Value argument) {
   return bound;
 }
 
-FailureOr<uint32_t> Writer::addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset,
-                                      std::optional<fb::DType> storedAs) {
+FailureOr<uint32_t> Writer::addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset) {
   auto type = cast<RankedTensorType>(value.getType());
-  auto dtype = storedAs ? FailureOr<fb::DType>(*storedAs) : dtypeOf(value.getLoc(), type.getElementType());
+  auto dtype = dtypeOf(value.getLoc(), type.getElementType());
   if (failed(dtype)) return failure();
   auto shape = sizeFields(ir::shapeOf(type), value.getLoc());
   if (failed(shape)) return failure();

@@ -66,8 +66,7 @@ class Writer {
   // writer.cpp
   LogicalResult build(uint64_t weightsOffset);
   int64_t upperBound(Value argument);
-  FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset,
-                                std::optional<fb::DType> storedAs = std::nullopt);
+  FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset);
   FailureOr<int64_t> sizeField(const Size &size, std::optional<Location> at = std::nullopt);
   FailureOr<std::vector<int64_t>> sizeFields(const Shape &sizes, std::optional<Location> at = std::nullopt);
   int64_t field(const Size &size);

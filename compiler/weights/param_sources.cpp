@@ -9,7 +9,7 @@
 #include "compiler/limits.hpp"
 #include "ir/ein/ein_dialect.hpp"
 #include "ir/ein/equations.hpp"
-#include "llvm/ADT/APFloat.h"
+#include "ir/half_floats.hpp"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -65,12 +65,9 @@ std::vector<uint8_t> floatBytes(llvm::ArrayRef<float> values, Type element) {
     std::memcpy(bytes.data(), values.data(), bytes.size());
     return bytes;
   }
-  const llvm::fltSemantics &semantics = element.isF16() ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
+  const llvm::fltSemantics &semantics = ir::halfSemantics(element);
   for (size_t i = 0; i < values.size(); ++i) {
-    llvm::APFloat value(values[i]);
-    bool lost = false;
-    value.convert(semantics, llvm::APFloat::rmNearestTiesToEven, &lost);
-    auto bits = static_cast<uint16_t>(value.bitcastToAPInt().getZExtValue());
+    const uint16_t bits = ir::toHalfBits(values[i], semantics);
     std::memcpy(bytes.data() + 2 * i, &bits, 2);
   }
   return bytes;

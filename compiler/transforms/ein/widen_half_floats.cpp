@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/transforms/ein/passes.hpp"
+#include "ir/half_floats.hpp"
 #include "mlir/IR/DialectResourceBlobManager.h"
 
 namespace ein {
@@ -31,13 +32,13 @@ RankedTensorType widened(Type type) {
 // A bound half parameter's values as f32 (exact: every f16 and bf16 is an f32).
 DenseResourceElementsAttr widenedValues(ein::ir::ParamOp param) {
   Type element = param.getType().getElementType();
-  const llvm::fltSemantics &semantics = element.isF16() ? llvm::APFloat::IEEEhalf() : llvm::APFloat::BFloat();
+  const llvm::fltSemantics &semantics = ein::ir::halfSemantics(element);
   ArrayRef<char> bytes = param.getBoundBytes();
   std::vector<float> values(bytes.size() / 2);
   for (size_t i = 0; i < values.size(); ++i) {
     uint16_t bits;
     std::memcpy(&bits, bytes.data() + 2 * i, 2);
-    values[i] = llvm::APFloat(semantics, llvm::APInt(16, bits)).convertToFloat();
+    values[i] = ein::ir::fromHalfBits(bits, semantics);
   }
   return DenseResourceElementsAttr::get(widened(param.getType()), param.getName(),
                                         HeapAsmResourceBlob::allocateAndCopyInferAlign(ArrayRef<float>(values)));

@@ -14,6 +14,7 @@
 
 #include "compiler/transforms/kern/passes.hpp"
 #include "ir/ein/ein_dialect.hpp"
+#include "ir/half_floats.hpp"
 #include "ir/kern/kern_dialect.hpp"
 #include "ir/kern/scalar_program.hpp"
 #include "llvm/ADT/SetVector.h"
@@ -69,18 +70,13 @@ std::optional<F32Values> f32ValuesOf(Value weight) {
   if (!type.getElementType().isF32()) return std::nullopt;
   const auto count = static_cast<size_t>(type.getNumElements());
   F32Values values;
-  auto param = weight.getDefiningOp<ein::ir::ParamOp>();
-  if (param && isa_and_nonnull<DenseResourceElementsAttr>(param.getValueAttr())) {
-    ArrayRef<char> bytes = param.getBoundBytes();
-    if (bytes.size() != count * sizeof(float)) return std::nullopt;
-    values.bytes = bytes.data();
-    return values;
-  }
   ElementsAttr attr = valueOf(weight);
   if (auto resource = dyn_cast_or_null<DenseResourceElementsAttr>(attr)) {
-    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob || blob->getData().size() != count * sizeof(float)) return std::nullopt;
-    values.bytes = blob->getData().data();
+    ArrayRef<char> bytes;
+    if (auto param = weight.getDefiningOp<ein::ir::ParamOp>()) bytes = param.getBoundBytes();
+    else if (AsmResourceBlob *blob = resource.getRawHandle().getBlob()) bytes = blob->getData();
+    if (bytes.size() != count * sizeof(float)) return std::nullopt;
+    values.bytes = bytes.data();
     return values;
   }
   auto dense = dyn_cast_or_null<DenseElementsAttr>(attr);
@@ -291,10 +287,7 @@ class Storer {
                                                            alignof(uint16_t), /*dataIsMutable=*/true);
       MutableArrayRef<char> out = blob.getMutableData();
       for (size_t i = 0; i < out.size() / 2; ++i) {
-        APFloat wide((*f32)[i]);
-        bool lost = false;
-        wide.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
-        const auto bits = static_cast<uint16_t>(wide.bitcastToAPInt().getZExtValue());
+        const uint16_t bits = ein::ir::toHalfBits((*f32)[i], APFloat::BFloat());
         std::memcpy(out.data() + 2 * i, &bits, 2);
       }
       stored = storedConstant(builder, producer, RankedTensorType::get(type.getShape(), builder.getBF16Type()),
@@ -408,9 +401,8 @@ struct StoreKernWeightsPass : ein::impl::StoreKernWeightsBase<StoreKernWeightsPa
     Operation *terminator = body.getTerminator();
     OpBuilder builder(&getContext());
     Storer storer(precision, target);
-    // A parameter is stored when its last reader has been folded, or at
-    // once when no fold reads it: walking in order, a weight's folds come
-    // after it, so each is stored on the first visit after its folds.
+    // In op order: each fold as it comes, stored at once; a parameter no
+    // fold reads, stored when it is visited.
     for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
       Operation *weight = nullptr;
       if (foldable(op, terminator)) {
@@ -421,8 +413,8 @@ struct StoreKernWeightsPass : ein::impl::StoreKernWeightsBase<StoreKernWeightsPa
       }
       if (weight && failed(storer.store(builder, weight))) return signalPassFailure();
     }
-    // Parameters whose folds came first (none, in the order the front end
-    // emits them; kept for IR written by hand).
+    // A parameter a fold reads and gemms read too, stored once every fold
+    // has read its f32 values.
     for (auto param : llvm::make_early_inc_range(body.getOps<ein::ir::ParamOp>()))
       if (!param.getResult().use_empty() && param.getValueAttr() && onlyGemmWeights(param.getResult()))
         if (failed(storer.store(builder, param))) return signalPassFailure();
