@@ -12,6 +12,8 @@ runtime_packages=(
 )
 # MLIR and LLVM are pinned to 19: only one libmlir-N can be installed at a time.
 compiler_packages=(libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools)
+# ein-tblgen links LLVM's static TableGen and Support libraries, which need zstd.
+compiler_packages+=(libzstd-dev)
 # The Python package (scripts/python-env.sh): a venv and the headers its module builds against.
 compiler_packages+=(python3-venv python3-dev)
 # clang 19 with its sanitizer and libFuzzer runtimes: the ASan+UBSan test

@@ -77,10 +77,16 @@ class Writer {
   // steps.cpp
   flatbuffers::Offset<fb::View> view(Value value, kern::ViewAttr attr);
   flatbuffers::Offset<fb::View> denseView(Value value, const Shape &sizes);
+  flatbuffers::Offset<fb::View> optionalView(Value value, std::optional<kern::ViewAttr> attr);
+  std::vector<flatbuffers::Offset<fb::View>> views(ValueRange values, ArrayRef<Attribute> viewAttrs);
   LogicalResult addConcatSteps(kern::ConcatOp concat);
   LogicalResult addStep(Operation &op);
-  flatbuffers::Offset<fb::View> optionalView(Value value, std::optional<kern::ViewAttr> attr);
   FailureOr<std::vector<fb::Instruction>> compileProgram(Block &block);
+  // Generated from the kern ops' `step` (ir/kern/kern_ops.td, ein-tblgen):
+  // writeStep(op) for each op with a step of its own, and writeOwnStep.
+  FailureOr<std::pair<fb::Kernel, flatbuffers::Offset<void>>> writeOwnStep(Operation &op);
+#define GET_STEP_WRITER_DECLS
+#include "compiler/artifact/step_writers.inc"
 
   // weights.cpp
   // The model's parameters, in declaration order, each with the weight tensor

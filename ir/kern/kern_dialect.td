@@ -2,6 +2,7 @@
 #define KERN_DIALECT_TD
 
 include "ir/ein/ein_base.td"
+include "ir/kern/kern_steps.td"
 include "mlir/IR/EnumAttr.td"
 
 def Kern_Dialect : Dialect {
@@ -23,7 +24,21 @@ def Kern_Dialect : Dialect {
 }
 
 class Kern_Op<string mnemonic, list<Trait> traits = []> :
-    Op<Kern_Dialect, mnemonic, traits>;
+    Op<Kern_Dialect, mnemonic, traits> {
+  // The op's own step in the artifact (kern_steps.td); none when empty.
+  dag step = (fields);
+  // The step's member number in the artifact's Kernel union: 1, 2, ... in
+  // the order steps were added; never reused or changed.
+  int stepNumber = 0;
+  // The step table's comment in the schema: what the kernel computes.
+  string stepDoc = "";
+  // Writer expressions for fields without accessors of their name.
+  dag stepWrites = (writes);
+  // Statements the writer runs before the fields' expressions (`$_op`).
+  code stepWritePrologue = "";
+  // Products of sizes the loader bounds before it decodes the views.
+  list<StepSpaceCheck> stepSpaceChecks = [];
+}
 
 def Kern_ViewAttr : AttrDef<Kern_Dialect, "View"> {
   let mnemonic = "view";

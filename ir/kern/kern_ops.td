@@ -32,6 +32,36 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let stepNumber = 1;
+  let stepDoc = [{
+    C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n])
+                  + residual[b.., m, n].
+    Views are indexed [batch..., m, k] / [batch..., k, n] / [batch..., m, n];
+    `bias` and `residual` are optional; bias usually broadcasts over m.
+
+    Int8 (only in an Int8 CPU artifact): b is an I8 weight tensor, one matrix
+    shared by the batch (batch strides 0), and `b_scale` views an F32 weight
+    tensor indexed [n] (its per-column scale, symmetric: b[k, n] ~ q * b_scale[n]).
+    Each row of a is quantized at run time: s = max_k |a[m, k]| / 127 and
+    qa[m, k] = round_half_even(a[m, k] * (127 / max_k |a[m, k]|)) in [-127, 127]
+    (computed in f32; a row of zeros gives 0; a non-finite max gives NaN); then
+      C[m, n] = activation(alpha * s[m] * b_scale[n] * sum_k qa[m, k] * b[k, n]
+                           + bias[m, n]) + residual[m, n]
+    with the sum exact (int32).
+  }];
+  let step = (fields StepSizes<3>:$batch, StepSize:$m, StepSize:$n, StepSize:$k,
+                     StepView<"$batch.concat({$m, $k})", ["F32"]>:$a,
+                     StepView<"$batch.concat({$k, $n})">:$b,
+                     StepView<"$batch.concat({$m, $n})", ["F32"], 1>:$c,
+                     StepOptionalView<"$batch.concat({$m, $n})", ["F32"]>:$bias,
+                     StepFloat<"1.0">:$alpha,
+                     StepEnum<"Activation", "None">:$activation,
+                     StepOptionalView<"$batch.concat({$m, $n})", ["F32"]>:$residual,
+                     StepOptionalView<"Dims{$n}", ["F32"]>:$b_scale);
+  let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$m, $n, $k})", "batch x m x n x k">];
+  // The scale per column is a dense [n] weight tensor.
+  let stepWrites = (writes [{$_op.getBScale() ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
+                                              : flatbuffers::Offset<fb::View>()}]:$b_scale);
 }
 
 def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {
@@ -47,6 +77,25 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result) $body";
   let hasVerifier = 1;
+  let stepNumber = 2;
+  let stepDoc = [{
+    out[i..] = program(inputs[0][i..], inputs[1][i..], ...) over `shape`,
+    computed in f32: inputs of any dtype are converted to f32, the result is
+    stored as the output's dtype (f16/bf16 rounded to nearest even; integers
+    rounded to nearest, NaN giving 0, out-of-range values saturating).
+  }];
+  let step = (fields StepSizes<>:$shape, StepCustom<"[View]", "std::vector<View>">:$inputs,
+                     StepView<"$shape", ["F32", "F16", "BF16", "I32", "I64", "Bool"], 1>:$output,
+                     StepCustom<"[Instruction]", "std::vector<Instruction>">:$program);
+  // Any result type: the kernel computes in f32 and stores the result's dtype.
+  let stepWritePrologue = [{
+    auto compiled = compileProgram($_op.getBody().front());
+    if (failed(compiled)) return failure();
+  }];
+  let stepWrites = (writes [{fields(ir::shapeOf($_result.getType()))}]:$shape,
+                           [{views($_op.getInputs(), $_op.getInputViews().getValue())}]:$inputs,
+                           [{denseView($_result, ir::shapeOf($_result.getType()))}]:$output,
+                           [{*compiled}]:$program);
 }
 
 def Kern_YieldOp : Kern_Op<"yield", [Pure, Terminator, ParentOneOf<["ElementwiseOp", "ConcatOp"]>]> {
@@ -86,6 +135,13 @@ def Kern_SoftmaxOp : Kern_Op<"softmax", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
+  let stepNumber = 3;
+  let stepDoc = [{
+    Softmax over the last axis of `shape` (the compiler permutes the axis there
+    through the views' strides).
+  }];
+  let step = (fields StepSizes<0, 1>:$shape, StepView<"$shape", ["F32"]>:$x,
+                     StepView<"$shape", ["F32"], 1>:$y);
 }
 
 def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
@@ -95,6 +151,19 @@ def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "`` $kind $x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
+  let stepNumber = 4;
+  let stepDoc = [{
+    Reduces the trailing `reduced_rank` axes of `shape`. `x` is indexed over all
+    of `shape`, `y` over its leading (kept) axes.
+  }];
+  let step = (fields StepSizes<>:$shape, StepUInt:$reduced_rank, StepEnum<"ReduceKind", "Sum">:$kind,
+                     StepView<"$shape", ["F32"]>:$x, StepView<"">:$y);
+  let stepWritePrologue = [{
+    ::ein::Shape kept = $_op.getShape().sizes();
+    kept.resize(kept.size() - $_op.getReducedRankAttr().getInt());
+  }];
+  let stepWrites = (writes [{static_cast<uint32_t>($_op.getReducedRankAttr().getInt())}]:$reduced_rank,
+                           [{denseView($_result, kept)}]:$y);
 }
 
 def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
@@ -103,6 +172,26 @@ def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let stepNumber = 5;
+  let stepDoc = [{
+    out[i.., :] = table[ids[i..], :] for ids of shape `ids_shape`; an id outside
+    [0, rows) is a run-time error. `table` is dense [rows, width]; `y` is indexed
+    [i.., w].
+  }];
+  let step = (fields StepSizes<1>:$ids_shape, StepSize:$rows, StepSize:$width,
+                     StepView<"$ids_shape", ["I32", "I64"]>:$ids,
+                     StepView<"Dims{$rows, $width}", ["F32"]>:$table,
+                     StepView<"$ids_shape.concat({$width})", ["F32"], 1>:$y);
+  let stepSpaceChecks = [StepSpaceCheck<"$ids_shape.concat({$width})", "ids_shape x width">,
+                         StepSpaceCheck<"Dims{$rows, $width}", "rows x width">];
+  let stepWritePrologue = [{
+    ::ein::Shape idsSizes = kern::gatherIdsShape($_op), tableSizes = kern::gatherTableShape($_op);
+    ::ein::Shape ySizes = idsSizes;
+    ySizes.push_back(tableSizes[1]);
+  }];
+  let stepWrites = (writes [{fields(idsSizes)}]:$ids_shape, [{field(tableSizes[0])}]:$rows,
+                           [{field(tableSizes[1])}]:$width, [{denseView($_op.getTable(), tableSizes)}]:$table,
+                           [{denseView($_result, ySizes)}]:$y);
 }
 
 def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
@@ -115,6 +204,14 @@ def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
+  let stepNumber = 6;
+  let stepDoc = [{
+    y[i..] = x[i..] over `shape`, same dtype: materialises a permuted or sliced view.
+    The one conversion: x f32 into y bf16, rounded to nearest even (appending
+    rows to a bf16 key/value cache, the step of kern.append).
+  }];
+  let step = (fields StepSizes<>:$shape, StepView<"$shape">:$x, StepView<"$shape", [], 1>:$y);
+  let stepWrites = (writes [{denseView($_result, $_op.getShape().sizes())}]:$y);
 }
 
 def Kern_AppendOp : Kern_Op<"append", [MemoryEffects<[MemWrite]>]> {
@@ -185,6 +282,35 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let stepNumber = 7;
+  let stepDoc = [{
+    Scaled dot-product attention over batch axes (heads among them):
+      s[b.., i, j]   = scale * sum_d q[b.., i, d] * k[b.., j, d], then the mask
+      p[b.., i, :]   = softmax(s[b.., i, :])
+      out[b.., i, e] = sum_j p[b.., i, j] * v[b.., j, e]
+    Views are indexed q [b.., i, d], k [b.., j, d], v [b.., j, e],
+    out [b.., i, e], mask [b.., i, j] (zero strides broadcast). A row whose
+    scores are all -inf gives NaN, as softmax does. q and out are f32; k and v
+    are both f32, or both bf16 on the CPU target (a bf16 key/value cache).
+    The mask (MaskKind) is present exactly when mask_kind is not None.
+    Causal, aligned bottom-right: the queries are causal_positions positions
+    P (queries a multiple of P: query heads sharing a key head stack their
+    positions), query i is position i mod P of the last P of the keys, and
+    sees key j only where j <= i mod P + keys - P (masked before the mask).
+  }];
+  let step = (fields StepSizes<4>:$batch, StepSize:$queries, StepSize:$keys, StepSize:$head_dim,
+                     StepSize:$value_dim, StepFloat<"1.0">:$scale,
+                     StepView<"$batch.concat({$queries, $head_dim})", ["F32"]>:$q,
+                     StepView<"$batch.concat({$keys, $head_dim})">:$k,
+                     StepView<"$batch.concat({$keys, $value_dim})">:$v,
+                     StepView<"$batch.concat({$queries, $value_dim})", ["F32"], 1>:$out,
+                     StepEnum<"MaskKind", "None">:$mask_kind,
+                     StepOptionalView<"$batch.concat({$queries, $keys})">:$mask,
+                     StepFloat<"-inf">:$mask_fill, StepBool<>:$causal, StepConditionalSize:$causal_positions);
+  let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$queries, $keys, $head_dim, $value_dim})",
+                                        "batch x queries x keys x head_dim x value_dim">];
+  let stepWrites = (writes [{$_op.getCausalPositions().has_value()}]:$causal,
+                           [{$_op.getCausalPositions() ? field(kern::sizeOf(*$_op.getCausalPositions())) : 0}]:$causal_positions);
 }
 
 def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {
@@ -212,6 +338,32 @@ def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, Att
     (`post_bias` $post_bias^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let stepNumber = 8;
+  let stepDoc = [{
+    Talking-heads attention (Shazeer et al. 2020): heads are mixed by learned
+    [heads, heads] matrices before and/or after the softmax.
+      s[b.., h, i, j]  = scale * sum_d q[b.., h, i, d] * k[b.., h, j, d]
+      s'[b.., g, i, j] = sum_h pre_mix[g, h] * s[b.., h, i, j] + pre_bias[g]   (when pre_mix is given)
+      then the mask (indexed [b.., g, i, j]) and the softmax over j, giving p
+      p'[b.., g, i, j] = sum_h post_mix[g, h] * p[b.., h, i, j] + post_bias[g] (when post_mix is given)
+      out[b.., g, i, e] = sum_j p'[b.., g, i, j] * v[b.., g, j, e]
+    Biases are optional even when their matrix is given.
+  }];
+  let step = (fields StepSizes<5>:$batch, StepSize:$heads, StepSize:$queries, StepSize:$keys,
+                     StepSize:$head_dim, StepSize:$value_dim, StepFloat<"1.0">:$scale,
+                     StepView<"$batch.concat({$heads, $queries, $head_dim})", ["F32"]>:$q,
+                     StepView<"$batch.concat({$heads, $keys, $head_dim})", ["F32"]>:$k,
+                     StepView<"$batch.concat({$heads, $keys, $value_dim})", ["F32"]>:$v,
+                     StepView<"$batch.concat({$heads, $queries, $value_dim})", ["F32"], 1>:$out,
+                     StepOptionalView<"Dims{$heads, $heads}", ["F32"]>:$pre_mix,
+                     StepOptionalView<"Dims{$heads}", ["F32"]>:$pre_bias,
+                     StepOptionalView<"Dims{$heads, $heads}", ["F32"]>:$post_mix,
+                     StepOptionalView<"Dims{$heads}", ["F32"]>:$post_bias,
+                     StepEnum<"MaskKind", "None">:$mask_kind,
+                     StepOptionalView<"$batch.concat({$heads, $queries, $keys})">:$mask,
+                     StepFloat<"-inf">:$mask_fill);
+  let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$heads, $queries, $keys, $head_dim, $value_dim})",
+                                        "batch x heads x queries x keys x head_dim x value_dim">];
 }
 
 def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
@@ -234,6 +386,21 @@ def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
     $x (`residual` $residual^)? (`gamma` $gamma^)? (`beta` $beta^)? attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let stepNumber = 9;
+  let stepDoc = [{
+    Over the last axis of `shape` (length n):
+      x' = x + residual                   (when residual is given; also written to `sum` when given)
+      y  = normalise(x') * gamma + beta   (gamma, beta optional, indexed [n])
+  }];
+  let step = (fields StepSizes<0, 1>:$shape, StepView<"$shape", ["F32"]>:$x,
+                     StepOptionalView<"$shape", ["F32"]>:$residual, StepOptionalView<"$shape", ["F32"]>:$sum,
+                     StepOptionalView<"Dims{$shape.back()}", ["F32"]>:$gamma,
+                     StepOptionalView<"Dims{$shape.back()}", ["F32"]>:$beta,
+                     StepView<"$shape", ["F32"], 1>:$y, StepFloat<>:$epsilon,
+                     StepEnum<"LayerNormVariant", "Variance">:$variant);
+  // The compiler never writes the sum (the runtime's kernels can).
+  let stepWrites = (writes [{flatbuffers::Offset<fb::View>()}]:$sum,
+                           [{denseView($_result, $_op.getShape().sizes())}]:$y);
 }
 
 #endif // KERN_OPS_TD

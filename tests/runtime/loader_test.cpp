@@ -499,12 +499,12 @@ TEST(Verifier, RejectsInconsistentSizes) {
   {
     SmallModel small;
     small.builder.reduce({{2, 4}, 1, static_cast<fb::ReduceKind>(9), dense(small.y, {2, 4}), {small.z, 0, {1}}});
-    expectRejected(small.build(), "unknown reduction kind 9");
+    expectRejected(small.build(), "unknown reduce kind 9");
   }
   {
     SmallModel small;
     small.gemm.activation = static_cast<fb::Activation>(7);
-    expectRejected(small.build(), "unknown activation 7");
+    expectRejected(small.build(), "unknown gemm activation 7");
   }
   {
     SmallModel small;
@@ -607,7 +607,7 @@ TEST(Verifier, RejectsBadAttention) {
         m.spec.maskKind = static_cast<fb::MaskKind>(9);
         m.spec.mask = ViewSpec{m.boolMask, 0, {0, 3, 1}};
       },
-      "unknown mask kind 9");
+      "unknown attention mask kind 9");
   rejected([](AttentionModel &m) { m.spec.out = dense(m.q, {2, 3, 4}); }, "view out writes tensor 5, which is an input");
   rejected([](AttentionModel &m) { m.spec.v.strides = {12, 4}; }, "view v has 2 strides for a 3-axis iteration space");
   rejected([](AttentionModel &m) { m.spec.keys = 4; }, "view k reaches element 27 of tensor 5, which has 24 elements");

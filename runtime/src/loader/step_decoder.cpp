@@ -27,21 +27,6 @@ Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact,
 
 std::string dimsText(const Dims &dims) { return fmt::format("[{}]", fmt::join(dims.begin(), dims.end(), ", ")); }
 
-const char *kernelName(fb::Kernel kernel) {
-  switch (kernel) {
-    case fb::Kernel::Gemm: return "gemm";
-    case fb::Kernel::Elementwise: return "elementwise";
-    case fb::Kernel::Softmax: return "softmax";
-    case fb::Kernel::Reduce: return "reduce";
-    case fb::Kernel::Gather: return "gather";
-    case fb::Kernel::Copy: return "copy";
-    case fb::Kernel::Attention: return "attention";
-    case fb::Kernel::TalkingHeadsAttention: return "talking_heads_attention";
-    case fb::Kernel::LayerNorm: return "layernorm";
-    default: return "unknown kernel";
-  }
-}
-
 std::vector<int64_t> vectorOf(const flatbuffers::Vector<int64_t> *values) { return readInt64Vector(values); }
 
 // Checks a step's own view of the program: sizes, views, dtypes.
@@ -191,21 +176,10 @@ class StepChecker {
   const SizeResolver &resolve_;  // reads every (size) field
 };
 
-StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &info) {
-  Gemm gemm;
-  // Room for m, n and k, which join the batch axes in the size check below.
-  EIN_ASSIGN_OR_RETURN(gemm.batch, check.space(in.batch(), "batch", 3));
-  EIN_ASSIGN_OR_RETURN(gemm.m, check.size(in.m(), "m"));
-  EIN_ASSIGN_OR_RETURN(gemm.n, check.size(in.n(), "n"));
-  EIN_ASSIGN_OR_RETURN(gemm.k, check.size(in.k(), "k"));
-  EIN_RETURN_IF_ERROR(check.checkSizes(gemm.batch.concat({gemm.m, gemm.n, gemm.k}), "batch x m x n x k"));
-  Dims cSpace = gemm.batch.concat({gemm.m, gemm.n});
-  EIN_ASSIGN_OR_RETURN(gemm.a, check.view(in.a(), gemm.batch.concat({gemm.m, gemm.k}), "a"));
-  EIN_ASSIGN_OR_RETURN(gemm.b, check.view(in.b(), gemm.batch.concat({gemm.k, gemm.n}), "b"));
-  EIN_ASSIGN_OR_RETURN(gemm.c, check.view(in.c(), cSpace, "c"));
-  EIN_ASSIGN_OR_RETURN(gemm.bias, check.optionalView(in.bias(), cSpace, "bias"));
-  EIN_ASSIGN_OR_RETURN(gemm.residual, check.optionalView(in.residual(), cSpace, "residual"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.a, "a", {DType::F32}));
+// The checks across fields of each step, after the generated decoding of its
+// fields (step_decoders.inc), and the step's description for ein-inspect.
+
+Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, StepInfo &info) {
   // A bf16 artifact for the CPU (einc --precision bf16) stores gemm weights,
   // and only those, as bf16: b may then be a bf16 weight tensor.
   const bool cpuWeights = check.program().target == Device::Cpu && check.tensorOf(gemm.b).storage == Storage::Weights;
@@ -221,194 +195,107 @@ StatusOr<Kernel> decodeGemm(const fb::Gemm &in, StepChecker &check, StepInfo &in
     for (size_t axis = 0; axis < gemm.batch.size(); ++axis)
       if (gemm.b.strides[axis] != 0 && gemm.batch[axis] != 1)
         return invalid("int8 weights b must be one matrix shared by the batch (batch strides 0)");
-    if (!in.b_scale()) return invalid("int8 weights b need a b_scale view");
+    if (!gemm.bScale) return invalid("int8 weights b need a b_scale view");
     // The int32 sums of 8-bit products stay exact up to this k.
     if (gemm.k > 65536) return invalid(fmt::format("an int8 gemm's k is at most 65536, not {}", gemm.k));
-    EIN_ASSIGN_OR_RETURN(View scale, check.view(in.b_scale(), Dims{gemm.n}, "b_scale"));
-    EIN_RETURN_IF_ERROR(check.dtypeIn(scale, "b_scale", {DType::F32}));
-    if (check.tensorOf(scale).storage != Storage::Weights) return invalid("b_scale must view a weight tensor");
-    gemm.bScale = scale;
-  } else if (in.b_scale()) {
+    if (check.tensorOf(*gemm.bScale).storage != Storage::Weights) return invalid("b_scale must view a weight tensor");
+  } else if (gemm.bScale) {
     return invalid("b_scale is only for int8 weights b");
   }
-  EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.c, "c", {DType::F32}));
-  if (gemm.bias) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.bias, "bias", {DType::F32}));
-  if (gemm.residual) EIN_RETURN_IF_ERROR(check.dtypeIn(*gemm.residual, "residual", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(gemm.c, cSpace, "c"));
   if (gemm.batch.product() * gemm.m * gemm.n > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
   }
-  gemm.alpha = in.alpha();
-  std::optional<Activation> activation = ops::fromSchema<Activation>(in.activation());
-  if (!activation) return invalid(fmt::format("unknown activation {}", static_cast<int>(in.activation())));
-  gemm.activation = *activation;
-  info.shapes["batch"] = gemm.batch.vector();
-  info.sizes = {{"m", gemm.m}, {"n", gemm.n}, {"k", gemm.k}};
   info.attributes["activation"] = fb::EnumNameActivation(in.activation());
   info.attributes["bias"] = gemm.bias ? "yes" : "no";
   info.attributes["residual"] = gemm.residual ? "yes" : "no";
   if (gemm.bScale) info.attributes["weights"] = "int8";
   if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
-  return Kernel(std::move(gemm));
+  return Status();
 }
 
 // The mask of an attention step: present exactly when its kind is not None,
 // f32 for Add and bool for Keep and Drop.
-Status decodeMask(fb::MaskKind kind, const fb::View *in, float fill, const Dims &space, StepChecker &check,
-                  MaskKind &outKind, std::optional<View> &outMask, StepInfo &info) {
-  std::optional<MaskKind> known = ops::fromSchema<MaskKind>(kind);
-  if (!known) return invalid(fmt::format("unknown mask kind {}", static_cast<int>(kind)));
-  outKind = *known;
+Status checkMask(fb::MaskKind kind, MaskKind decodedKind, const std::optional<View> &mask, float fill,
+                 const StepChecker &check, StepInfo &info) {
   info.attributes["mask"] = fb::EnumNameMaskKind(kind);
-  if (outKind == MaskKind::None) {
-    if (in) return invalid("it has a mask view but mask_kind None");
+  if (decodedKind == MaskKind::None) {
+    if (mask) return invalid("it has a mask view but mask_kind None");
     return Status();
   }
-  if (!in) return invalid(fmt::format("mask_kind {} needs a mask view", fb::EnumNameMaskKind(kind)));
-  EIN_ASSIGN_OR_RETURN(outMask, check.optionalView(in, space, "mask"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(*outMask, "mask", {outKind == MaskKind::Add ? DType::F32 : DType::Bool}));
-  if (outKind != MaskKind::Add) info.attributes["mask_fill"] = fmt::format("{}", fill);
+  if (!mask) return invalid(fmt::format("mask_kind {} needs a mask view", fb::EnumNameMaskKind(kind)));
+  EIN_RETURN_IF_ERROR(check.dtypeIn(*mask, "mask", {decodedKind == MaskKind::Add ? DType::F32 : DType::Bool}));
+  if (decodedKind != MaskKind::Add) info.attributes["mask_fill"] = fmt::format("{}", fill);
   return Status();
 }
 
-StatusOr<Kernel> decodeAttention(const fb::Attention &in, StepChecker &check, StepInfo &info) {
-  Attention op;
-  EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 4));
-  EIN_ASSIGN_OR_RETURN(op.queries, check.size(in.queries(), "queries"));
-  EIN_ASSIGN_OR_RETURN(op.keys, check.size(in.keys(), "keys"));
-  EIN_ASSIGN_OR_RETURN(op.headDim, check.size(in.head_dim(), "head_dim"));
-  EIN_ASSIGN_OR_RETURN(op.valueDim, check.size(in.value_dim(), "value_dim"));
-  EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.queries, op.keys, op.headDim, op.valueDim}),
-                                       "batch x queries x keys x head_dim x value_dim"));
-  const Dims outSpace = op.batch.concat({op.queries, op.valueDim});
-  EIN_ASSIGN_OR_RETURN(op.q, check.view(in.q(), op.batch.concat({op.queries, op.headDim}), "q"));
-  EIN_ASSIGN_OR_RETURN(op.k, check.view(in.k(), op.batch.concat({op.keys, op.headDim}), "k"));
-  EIN_ASSIGN_OR_RETURN(op.v, check.view(in.v(), op.batch.concat({op.keys, op.valueDim}), "v"));
-  EIN_ASSIGN_OR_RETURN(op.out, check.view(in.out(), outSpace, "out"));
-  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.out, "out"}})
-    EIN_RETURN_IF_ERROR(check.dtypeIn(*view, name, {DType::F32}));
+Status decodeAttention(const fb::Attention &in, const StepChecker &check, Attention &op, StepInfo &info) {
   // k and v: f32, or both bf16 (a bf16 key/value cache) on the CPU.
   const bool cpu = check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(check.dtypeIn(op.k, "k", cpu ? std::initializer_list<DType>{DType::F32, DType::BF16}
                                                   : std::initializer_list<DType>{DType::F32}));
   EIN_RETURN_IF_ERROR(check.dtypeIn(op.v, "v", {check.tensorOf(op.k).dtype}));
   op.bf16KeyValues = check.tensorOf(op.k).dtype == DType::BF16;
-  EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
-  op.scale = in.scale();
-  op.maskFill = in.mask_fill();
   if (op.bf16KeyValues) info.attributes["key_values"] = "bf16";
   op.bf16 = (check.program().precision == Precision::Bf16 || check.program().precision == Precision::Int8) &&
             check.program().target == Device::Cpu;
-  EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill, op.batch.concat({op.queries, op.keys}), check,
-                                 op.maskKind, op.mask, info));
-  if (in.causal()) {
-    EIN_ASSIGN_OR_RETURN(op.causalPositions, check.size(in.causal_positions(), "causal_positions"));
+  EIN_RETURN_IF_ERROR(checkMask(in.mask_kind(), op.maskKind, op.mask, op.maskFill, check, info));
+  if (op.causal) {
     if (op.queries > 0 && (op.causalPositions < 1 || op.queries % op.causalPositions != 0))
       return invalid(fmt::format("causal_positions {} does not divide the {} queries", op.causalPositions, op.queries));
     if (op.causalPositions > op.keys)
       return invalid(fmt::format("causal attention has {} query positions but only {} keys", op.causalPositions,
                                  op.keys));
     info.sizes["causal_positions"] = op.causalPositions;
+  } else {
+    op.causalPositions = 0;  // what the kernels read as "not causal"
   }
   // Each output row reads keys x (head_dim + value_dim) elements of k and v.
-  if (outSpace.product() > 0) {
+  if (op.batch.concat({op.queries, op.valueDim}).product() > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.q, op.headDim, "q"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.k, op.keys * op.headDim, "k"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.v, op.keys * op.valueDim, "v"));
   }
-  info.shapes["batch"] = op.batch.vector();
-  info.sizes.insert({{"queries", op.queries}, {"keys", op.keys}, {"head_dim", op.headDim}, {"value_dim", op.valueDim}});
   info.attributes["scale"] = fmt::format("{}", op.scale);
-  if (in.causal()) info.attributes["causal"] = "yes";
-  return Kernel(std::move(op));
+  if (op.causal) info.attributes["causal"] = "yes";
+  return Status();
 }
 
-StatusOr<Kernel> decodeTalkingHeads(const fb::TalkingHeadsAttention &in, StepChecker &check, StepInfo &info) {
-  TalkingHeadsAttention op;
-  EIN_ASSIGN_OR_RETURN(op.batch, check.space(in.batch(), "batch", 5));
-  EIN_ASSIGN_OR_RETURN(op.heads, check.size(in.heads(), "heads"));
-  EIN_ASSIGN_OR_RETURN(op.queries, check.size(in.queries(), "queries"));
-  EIN_ASSIGN_OR_RETURN(op.keys, check.size(in.keys(), "keys"));
-  EIN_ASSIGN_OR_RETURN(op.headDim, check.size(in.head_dim(), "head_dim"));
-  EIN_ASSIGN_OR_RETURN(op.valueDim, check.size(in.value_dim(), "value_dim"));
-  EIN_RETURN_IF_ERROR(check.checkSizes(op.batch.concat({op.heads, op.queries, op.keys, op.headDim, op.valueDim}),
-                                       "batch x heads x queries x keys x head_dim x value_dim"));
-  const Dims outSpace = op.batch.concat({op.heads, op.queries, op.valueDim});
-  EIN_ASSIGN_OR_RETURN(op.q, check.view(in.q(), op.batch.concat({op.heads, op.queries, op.headDim}), "q"));
-  EIN_ASSIGN_OR_RETURN(op.k, check.view(in.k(), op.batch.concat({op.heads, op.keys, op.headDim}), "k"));
-  EIN_ASSIGN_OR_RETURN(op.v, check.view(in.v(), op.batch.concat({op.heads, op.keys, op.valueDim}), "v"));
-  EIN_ASSIGN_OR_RETURN(op.out, check.view(in.out(), outSpace, "out"));
-  EIN_ASSIGN_OR_RETURN(op.preMix, check.optionalView(in.pre_mix(), {op.heads, op.heads}, "pre_mix"));
-  EIN_ASSIGN_OR_RETURN(op.preBias, check.optionalView(in.pre_bias(), {op.heads}, "pre_bias"));
-  EIN_ASSIGN_OR_RETURN(op.postMix, check.optionalView(in.post_mix(), {op.heads, op.heads}, "post_mix"));
-  EIN_ASSIGN_OR_RETURN(op.postBias, check.optionalView(in.post_bias(), {op.heads}, "post_bias"));
+Status decodeTalkingHeadsAttention(const fb::TalkingHeadsAttention &in, const StepChecker &check,
+                                   TalkingHeadsAttention &op, StepInfo &info) {
   if (op.preBias && !op.preMix) return invalid("it has pre_bias without pre_mix");
   if (op.postBias && !op.postMix) return invalid("it has post_bias without post_mix");
-  for (auto [view, name] : {std::pair{&op.q, "q"}, {&op.k, "k"}, {&op.v, "v"}, {&op.out, "out"}})
-    EIN_RETURN_IF_ERROR(check.dtypeIn(*view, name, {DType::F32}));
-  for (auto [view, name] : {std::pair{&op.preMix, "pre_mix"}, {&op.preBias, "pre_bias"}, {&op.postMix, "post_mix"},
-                            {&op.postBias, "post_bias"}})
-    if (*view) EIN_RETURN_IF_ERROR(check.dtypeIn(**view, name, {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(op.out, outSpace, "out"));
-  op.scale = in.scale();
-  op.maskFill = in.mask_fill();
-  EIN_RETURN_IF_ERROR(decodeMask(in.mask_kind(), in.mask(), op.maskFill,
-                                 op.batch.concat({op.heads, op.queries, op.keys}), check, op.maskKind, op.mask, info));
+  EIN_RETURN_IF_ERROR(checkMask(in.mask_kind(), op.maskKind, op.mask, op.maskFill, check, info));
   // Each output row reads keys x (head_dim + value_dim) elements of k and v,
   // and mixing sums over heads.
-  if (outSpace.product() > 0) {
+  if (op.batch.concat({op.heads, op.queries, op.valueDim}).product() > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.q, op.headDim, "q"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.k, op.keys * op.headDim, "k"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.v, op.keys * op.valueDim, "v"));
     if (op.preMix) EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(*op.preMix, op.heads, "pre_mix"));
     if (op.postMix) EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(*op.postMix, op.heads, "post_mix"));
   }
-  info.shapes["batch"] = op.batch.vector();
-  info.sizes = {{"heads", op.heads},       {"queries", op.queries},    {"keys", op.keys},
-                {"head_dim", op.headDim}, {"value_dim", op.valueDim}};
   info.attributes["scale"] = fmt::format("{}", op.scale);
   info.attributes["pre_mix"] = op.preMix ? (op.preBias ? "yes, with bias" : "yes") : "no";
   info.attributes["post_mix"] = op.postMix ? (op.postBias ? "yes, with bias" : "yes") : "no";
-  return Kernel(std::move(op));
+  return Status();
 }
 
-StatusOr<Kernel> decodeLayerNorm(const fb::LayerNorm &in, StepChecker &check, StepInfo &info) {
-  LayerNorm op;
-  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
-  if (op.shape.empty()) return invalid("layernorm needs a shape of rank 1 or more");
-  const Dims row = {op.shape.back()};
-  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
-  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
-  EIN_ASSIGN_OR_RETURN(op.residual, check.optionalView(in.residual(), op.shape, "residual"));
-  EIN_ASSIGN_OR_RETURN(op.sum, check.optionalView(in.sum(), op.shape, "sum"));
-  EIN_ASSIGN_OR_RETURN(op.gamma, check.optionalView(in.gamma(), row, "gamma"));
-  EIN_ASSIGN_OR_RETURN(op.beta, check.optionalView(in.beta(), row, "beta"));
+Status decodeLayerNorm(const fb::LayerNorm &in, const StepChecker &check, LayerNorm &op, StepInfo &info) {
   if (op.sum && !op.residual) return invalid("it writes sum without a residual");
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
-  for (auto [view, name] : {std::pair{&op.residual, "residual"}, {&op.sum, "sum"}, {&op.gamma, "gamma"},
-                            {&op.beta, "beta"}})
-    if (*view) EIN_RETURN_IF_ERROR(check.dtypeIn(**view, name, {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
   if (op.sum) EIN_RETURN_IF_ERROR(check.writable(*op.sum, op.shape, "sum"));
-  std::optional<LayerNormVariant> variant = ops::fromSchema<LayerNormVariant>(in.variant());
-  if (!variant) return invalid(fmt::format("unknown layernorm variant {}", static_cast<int>(in.variant())));
-  if (*variant == LayerNormVariant::Rms && op.beta) return invalid("an rms layernorm has no beta");
-  op.variant = *variant;
-  op.epsilon = in.epsilon();
-  info.shapes["shape"] = op.shape.vector();
+  if (op.variant == LayerNormVariant::Rms && op.beta) return invalid("an rms layernorm has no beta");
   info.attributes["variant"] = fb::EnumNameLayerNormVariant(in.variant());
   info.attributes["epsilon"] = fmt::format("{}", op.epsilon);
   info.attributes["residual"] = op.residual ? (op.sum ? "yes, sum written" : "yes") : "no";
   info.attributes["gamma"] = op.gamma ? "yes" : "no";
   info.attributes["beta"] = op.beta ? "yes" : "no";
-  return Kernel(std::move(op));
+  return Status();
 }
 
-StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check, StepInfo &info) {
-  Elementwise op;
-  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
+// The inputs and the register program: each instruction reads only
+// registers written before it.
+Status decodeElementwise(const fb::Elementwise &in, const StepChecker &check, Elementwise &op, StepInfo &info) {
   size_t inputCount = in.inputs() ? in.inputs()->size() : 0;
   size_t length = in.program() ? in.program()->size() : 0;
   if (length == 0) return invalid("the element-wise program is empty");
@@ -423,11 +310,6 @@ StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check
                                       {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool}));
     op.inputs.push_back(std::move(view));
   }
-  EIN_ASSIGN_OR_RETURN(op.output, check.view(in.output(), op.shape, "output"));
-  // Computed in f32 and stored as the output's type (integers exact below 2^24).
-  EIN_RETURN_IF_ERROR(
-      check.dtypeIn(op.output, "output", {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool}));
-  EIN_RETURN_IF_ERROR(check.writable(op.output, op.shape, "output"));
   for (size_t i = 0; i < length; ++i) {
     const fb::Instruction *encoded = in.program()->Get(static_cast<flatbuffers::uoffset_t>(i));
     std::optional<Opcode> opcode = ops::fromSchema<Opcode>(encoded->opcode());
@@ -446,104 +328,45 @@ StatusOr<Kernel> decodeElementwise(const fb::Elementwise &in, StepChecker &check
                                    static_cast<int64_t>(defined) - 1));
     op.program.push_back(instruction);
   }
-  info.shapes["shape"] = op.shape.vector();
-  info.sizes = {{"inputs", static_cast<int64_t>(inputCount)}, {"program", static_cast<int64_t>(length)}};
-  return Kernel(std::move(op));
+  info.sizes["inputs"] = static_cast<int64_t>(inputCount);
+  info.sizes["program"] = static_cast<int64_t>(length);
+  return Status();
 }
 
-StatusOr<Kernel> decodeSoftmax(const fb::Softmax &in, StepChecker &check, StepInfo &info) {
-  Softmax op;
-  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
-  if (op.shape.empty()) return invalid("softmax needs a shape of rank 1 or more");
-  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
-  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
-  info.shapes["shape"] = op.shape.vector();
-  return Kernel(std::move(op));
-}
+Status decodeSoftmax(const fb::Softmax &, const StepChecker &, Softmax &, StepInfo &) { return Status(); }
 
-StatusOr<Kernel> decodeReduce(const fb::Reduce &in, StepChecker &check, StepInfo &info) {
-  Reduce op;
-  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
-  if (in.reduced_rank() > op.shape.size())
-    return invalid(fmt::format("it reduces {} axes of a rank-{} shape", in.reduced_rank(), op.shape.size()));
-  op.reducedRank = in.reduced_rank();
-  std::optional<ReduceKind> kind = ops::fromSchema<ReduceKind>(in.kind());
-  if (!kind) return invalid(fmt::format("unknown reduction kind {}", static_cast<int>(in.kind())));
-  op.kind = *kind;
+// y, over the kept axes, once reduced_rank is known to fit the shape.
+Status decodeReduce(const fb::Reduce &in, const StepChecker &check, Reduce &op, StepInfo &info) {
+  if (op.reducedRank > op.shape.size())
+    return invalid(fmt::format("it reduces {} axes of a rank-{} shape", op.reducedRank, op.shape.size()));
   Dims kept = op.shape.dropLast(op.reducedRank);
-  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
   EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), kept, "y"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.x, "x", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
   EIN_RETURN_IF_ERROR(check.writable(op.y, kept, "y"));
   if (kept.product() > 0)
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.x, op.shape.dropFirst(kept.size()).product(), "x"));
-  info.shapes["shape"] = op.shape.vector();
-  info.sizes = {{"reduced_rank", static_cast<int64_t>(op.reducedRank)}};
+  info.sizes["reduced_rank"] = static_cast<int64_t>(op.reducedRank);
   info.attributes["kind"] = fb::EnumNameReduceKind(in.kind());
-  return Kernel(std::move(op));
+  return Status();
 }
 
-StatusOr<Kernel> decodeGather(const fb::Gather &in, StepChecker &check, StepInfo &info) {
-  Gather op;
-  EIN_ASSIGN_OR_RETURN(op.idsShape, check.space(in.ids_shape(), "ids_shape", 1));
-  EIN_ASSIGN_OR_RETURN(op.rows, check.size(in.rows(), "rows"));
-  EIN_ASSIGN_OR_RETURN(op.width, check.size(in.width(), "width"));
-  Dims ySpace = op.idsShape.concat({op.width});
-  EIN_RETURN_IF_ERROR(check.checkSizes(ySpace, "ids_shape x width"));
-  EIN_RETURN_IF_ERROR(check.checkSizes({op.rows, op.width}, "rows x width"));
-  EIN_ASSIGN_OR_RETURN(op.ids, check.view(in.ids(), op.idsShape, "ids"));
-  EIN_ASSIGN_OR_RETURN(op.table, check.view(in.table(), {op.rows, op.width}, "table"));
-  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), ySpace, "y"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.ids, "ids", {DType::I32, DType::I64}));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.table, "table", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(op.y, ySpace, "y"));
-  EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.ids, op.idsShape.product(), "ids"));
-  info.shapes["ids_shape"] = op.idsShape.vector();
-  info.sizes = {{"rows", op.rows}, {"width", op.width}};
-  return Kernel(std::move(op));
+Status decodeGather(const fb::Gather &, const StepChecker &check, Gather &op, StepInfo &) {
+  return check.readsAtMostItsTensor(op.ids, op.idsShape.product(), "ids");
 }
 
-StatusOr<Kernel> decodeCopy(const fb::Copy &in, StepChecker &check, StepInfo &info) {
-  Copy op;
-  EIN_ASSIGN_OR_RETURN(op.shape, check.space(in.shape(), "shape"));
-  EIN_ASSIGN_OR_RETURN(op.x, check.view(in.x(), op.shape, "x"));
-  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), op.shape, "y"));
-  // A copy keeps the dtype, except that f32 may be rounded into bf16 (rows
-  // appended to a bf16 key/value cache).
+// A copy keeps the dtype, except that f32 may be rounded into bf16 (rows
+// appended to a bf16 key/value cache).
+Status decodeCopy(const fb::Copy &, const StepChecker &check, Copy &op, StepInfo &info) {
   DType from = check.tensorOf(op.x).dtype, to = check.tensorOf(op.y).dtype;
   if (from != to && !(from == DType::F32 && to == DType::BF16))
     return invalid(fmt::format("it copies a {} tensor into a {} tensor; a copy keeps the dtype (or rounds f32 to bf16)",
                                dtypeName(from), dtypeName(to)));
-  EIN_RETURN_IF_ERROR(check.writable(op.y, op.shape, "y"));
-  info.shapes["shape"] = op.shape.vector();
   info.attributes["dtype"] = from == to ? dtypeName(from) : fmt::format("{} to {}", dtypeName(from), dtypeName(to));
-  return Kernel(std::move(op));
+  return Status();
 }
 
-StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo &info) {
-  switch (step.kernel_type()) {
-    case fb::Kernel::Gemm: return decodeGemm(*step.kernel_as_Gemm(), check, info);
-    case fb::Kernel::Elementwise: return decodeElementwise(*step.kernel_as_Elementwise(), check, info);
-    case fb::Kernel::Softmax: return decodeSoftmax(*step.kernel_as_Softmax(), check, info);
-    case fb::Kernel::Reduce: return decodeReduce(*step.kernel_as_Reduce(), check, info);
-    case fb::Kernel::Gather: return decodeGather(*step.kernel_as_Gather(), check, info);
-    case fb::Kernel::Copy: return decodeCopy(*step.kernel_as_Copy(), check, info);
-    case fb::Kernel::Attention: return decodeAttention(*step.kernel_as_Attention(), check, info);
-    case fb::Kernel::TalkingHeadsAttention:
-      return decodeTalkingHeads(*step.kernel_as_TalkingHeadsAttention(), check, info);
-    case fb::Kernel::LayerNorm: return decodeLayerNorm(*step.kernel_as_LayerNorm(), check, info);
-    default: break;  // kernel_as_* is null for these
-  }
-  return Status(StatusCode::Unimplemented,
-                fmt::format("unsupported kernel type {}: this runtime runs gemm, elementwise, softmax, reduce, gather, "
-                            "copy, attention, talking_heads_attention and layernorm (was the artifact written for a newer runtime?)",
-                            static_cast<int>(step.kernel_type())));
-}
+#define GET_STEP_DECODERS
+#include "loader/step_decoders.inc"
 
 }  // namespace
 

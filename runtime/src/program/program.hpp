@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,79 +47,38 @@ using ops::Opcode;
 using ops::operandCount;
 using ops::ReduceKind;
 
-// c[b.., m, n] = activation(alpha * sum_k a[b.., m, k] * b[b.., k, n] + bias[b.., m, n])
-//               + residual[b.., m, n]
-struct Gemm {
-  Dims batch;
-  int64_t m = 0, n = 0, k = 0;
-  View a, b, c;
-  std::optional<View> bias;
-  float alpha = 1.0f;
-  Activation activation = Activation::None;
-  std::optional<View> residual;
-  std::optional<View> bScale;  // int8 b: its f32 scale per column, indexed [n]
-  int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
-};
-
 struct Instruction {
   Opcode opcode = Opcode::Const;
   uint16_t a = 0, b = 0, c = 0;
   float imm = 0.0f;
 };
 
+// The decoded fields of every kernel step (GemmFields, ...), generated from
+// the kern ops' definitions (ir/kern/kern_ops.td; the schema's
+// kernel_steps.fbs says what each step computes), and the runtime's own
+// members beside them.
+#define GET_STEP_FIELDS
+#include "program/step_fields.inc"
+
+struct Gemm : GemmFields {
+  int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
+};
+
 // Registers 0..inputs-1 hold the inputs; instruction i writes register
 // inputs + i; the last register is the result.
-struct Elementwise {
-  Dims shape;
-  std::vector<View> inputs;
-  View output;
-  std::vector<Instruction> program;
-
+struct Elementwise : ElementwiseFields {
   size_t registerCount() const { return inputs.size() + program.size(); }
 };
 
-// Over the last axis of `shape`.
-struct Softmax {
-  Dims shape;
-  View x, y;
-};
+struct Softmax : SoftmaxFields {};
+struct Reduce : ReduceFields {};
+struct Gather : GatherFields {};
+struct Copy : CopyFields {};
 
-// The trailing `reducedRank` axes of `shape`; y is indexed by the kept ones.
-struct Reduce {
-  Dims shape;
-  size_t reducedRank = 0;
-  ReduceKind kind = ReduceKind::Sum;
-  View x, y;
-};
-
-// y[i.., w] = table[ids[i..], w]
-struct Gather {
-  Dims idsShape;
-  int64_t rows = 0, width = 0;
-  View ids, table, y;
-};
-
-struct Copy {
-  Dims shape;
-  View x, y;
-};
-
-// Attention scores are masked before the softmax (MaskKind): s + mask (f32
-// mask), mask ? s : fill (Keep) or mask ? fill : s (Drop), bool masks.
-// out[b.., i, e] = sum_j softmax_j(mask(scale * q[b.., i, :] . k[b.., j, :])) v[b.., j, e];
-// views q [b.., i, d], k [b.., j, d], v [b.., j, e], out [b.., i, e], mask [b.., i, j].
-struct Attention {
-  Dims batch;
-  int64_t queries = 0, keys = 0, headDim = 0, valueDim = 0;
-  float scale = 1.0f;
-  View q, k, v, out;
-  MaskKind maskKind = MaskKind::None;
-  std::optional<View> mask;  // present exactly when maskKind != None
-  float maskFill = 0.0f;
-  // Causal (schema Attention.causal): query i sees key j <= i % causalPositions
-  // + keys - causalPositions; causalPositions is 0 when not causal.
-  int64_t causalPositions = 0;
-  // How many keys (a prefix) query `i` sees: all, or i % P + keys - P + 1.
+struct Attention : AttentionFields {
+  // How many keys (a prefix) query `i` sees: all, or i % P + keys - P + 1
+  // for causal attention over P = causalPositions positions (the loader
+  // keeps causalPositions 0 when the step is not causal).
   int64_t visibleKeys(int64_t i) const {
     return causalPositions == 0 ? keys : i % causalPositions + keys - causalPositions + 1;
   }
@@ -130,32 +90,13 @@ struct Attention {
   bool bf16KeyValues = false;
 };
 
-// Attention whose heads are mixed by [heads, heads] matrices before the mask
-// (preMix, preBias) and after the softmax (postMix, postBias); each optional.
-// Views carry the heads axis after the batch axes: q [b.., h, i, d] and so on.
-struct TalkingHeadsAttention {
-  Dims batch;
-  int64_t heads = 0, queries = 0, keys = 0, headDim = 0, valueDim = 0;
-  float scale = 1.0f;
-  View q, k, v, out;
-  std::optional<View> preMix, preBias, postMix, postBias;  // a bias only with its matrix
-  MaskKind maskKind = MaskKind::None;
-  std::optional<View> mask;  // indexed [b.., g, i, j]
-  float maskFill = 0.0f;
-};
+struct TalkingHeadsAttention : TalkingHeadsAttentionFields {};
+struct LayerNorm : LayerNormFields {};
 
-// Over the last axis of `shape`: x' = x + residual (also written to `sum`),
-// y = normalise(x') * gamma + beta. gamma and beta are indexed [n].
-struct LayerNorm {
-  Dims shape;
-  View x, y;
-  std::optional<View> residual, sum, gamma, beta;  // sum only with residual
-  float epsilon = 0.0f;
-  LayerNormVariant variant = LayerNormVariant::Variance;
-};
-
-using Kernel = std::variant<Gemm, Elementwise, Softmax, Reduce, Gather, Copy, Attention, TalkingHeadsAttention,
-                            LayerNorm>;
+using Kernel = std::variant<
+#define GET_STEP_LIST
+#include "program/step_fields.inc"
+    >;
 
 // A weight matrix [k, n] re-laid out once at load for the gemm kernels:
 // column panels of `nr` (the last zero-padded), each k x nr, row-major in f32;
