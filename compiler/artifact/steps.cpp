@@ -9,14 +9,16 @@
 namespace ein::artifact {
 
 flatbuffers::Offset<fb::View> Writer::view(Value value, kern::ViewAttr attr) {
-  std::vector<int64_t> strides = fields(attr.getStrides());
-  return fb::CreateViewDirect(builder, tensorIndex.at(value), field(attr.getOffset()), &strides);
+  std::vector<fb::Size> strides = fields(attr.getStrides());
+  fb::Size offset = field(attr.getOffset());
+  // An absent offset is 0, as it was when sizes were longs: most views start there.
+  return fb::CreateViewDirect(builder, tensorIndex.at(value), offset.encoded() == 0 ? nullptr : &offset, &strides);
 }
 
 // The dense row-major view of an op's own result over `sizes`.
 flatbuffers::Offset<fb::View> Writer::denseView(Value value, const Shape &sizes) {
-  std::vector<int64_t> strides = fields(kern::denseStrides(sizes));
-  return fb::CreateViewDirect(builder, tensorIndex.at(value), 0, &strides);
+  std::vector<fb::Size> strides = fields(kern::denseStrides(sizes));
+  return fb::CreateViewDirect(builder, tensorIndex.at(value), /*offset=*/nullptr, &strides);
 }
 
 // One step per part, each writing its slab of the result: a copy, or the
@@ -25,15 +27,15 @@ LogicalResult Writer::addConcatSteps(kern::ConcatOp concat) {
   Value result = concat.getResult();
   Shape shape = ir::shapeOf(concat.getType());
   Shape strides = kern::denseStrides(shape);
-  std::vector<int64_t> strideFields = fields(strides);
+  std::vector<fb::Size> strideFields = fields(strides);
   int64_t axis = concat.getAxis();
   for (auto [part, size] : llvm::enumerate(concat.getSizes().sizes())) {
     Shape partShape = shape;
     partShape[axis] = size;
-    std::vector<int64_t> partFields = fields(partShape);
+    std::vector<fb::Size> partFields = fields(partShape);
     std::vector<flatbuffers::Offset<fb::View>> inputs = views(concat.partInputs(part), concat.partViews(part));
-    auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), field(concat.partStart(part) * strides[axis]),
-                                  &strideFields);
+    fb::Size start = field(concat.partStart(part) * strides[axis]);
+    auto y = fb::CreateViewDirect(builder, tensorIndex.at(result), &start, &strideFields);
     flatbuffers::Offset<void> kernel;
     fb::Kernel kind = fb::Kernel::Copy;
     if (concat.isCopy(part)) {

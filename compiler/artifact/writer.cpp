@@ -150,7 +150,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
     if (auto append = dyn_cast<kern::AppendOp>(op)) {
       // The appended state is the state's tensor; the step is a copy into it.
       tensorIndex[append.getResult()] = tensorIndex.at(append.getState());
-      std::vector<int64_t> shape = fields(append.getShape().sizes());
+      std::vector<fb::Size> shape = fields(append.getShape().sizes());
       auto kernel = fb::CreateCopyDirect(builder, &shape, view(append.getX(), append.getXView()),
                                          view(append.getState(), append.getStateView()))
                         .Union();
@@ -186,14 +186,14 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       auto [condition, at] = *check;
       auto lhs = sizeField(condition.lhs), rhs = sizeField(condition.rhs);
       if (failed(lhs) || failed(rhs)) return failure();
-      checks.push_back(fb::CreateCheckDirect(builder, checkKindOf(condition.kind), *lhs, *rhs, describe(at).c_str(),
+      checks.push_back(fb::CreateCheckDirect(builder, checkKindOf(condition.kind), &*lhs, &*rhs, describe(at).c_str(),
                                              condition.message.c_str()));
     }
   std::vector<flatbuffers::Offset<fb::SizeExpression>> sizeTables;
   for (const std::vector<fb::SizeOp> &ops : expressions) sizeTables.push_back(fb::CreateSizeExpressionDirect(builder, &ops));
 
   int32_t positionDim = -1;
-  int64_t positionAdvance = 0;
+  std::optional<fb::Size> positionAdvance;
   if (auto position = function->getAttrOfType<StringAttr>("ein.position")) {
     auto advance = function->getAttrOfType<ir::SizesAttr>("ein.position_advance");
     auto dim = dimIndex.find(position.str());
@@ -224,7 +224,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
                                      options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                      static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, segmentSize,
                                      precision, &dims, &sizeTables, &checks, &states, stateBytes, positionDim,
-                                     positionAdvance, &fixedDims);
+                                     positionAdvance ? &*positionAdvance : nullptr, &fixedDims);
   fb::FinishSizePrefixedModelBuffer(builder, model);
   return success();
 }
@@ -253,21 +253,21 @@ FailureOr<uint32_t> Writer::addTensor(Value value, fb::Storage storage, uint32_t
   return id;
 }
 
-// A (size) field: the constant, or -1 - the index of the size's
-// expression (one per distinct size).
-FailureOr<int64_t> Writer::sizeField(const Size &size, std::optional<Location> at) {
-  if (std::optional<int64_t> constant = size.constant()) return *constant;
+// A Size field: the constant, or -1 - the index of the size's expression
+// (one per distinct size).
+FailureOr<fb::Size> Writer::sizeField(const Size &size, std::optional<Location> at) {
+  if (std::optional<int64_t> constant = size.constant()) return fb::Size(*constant);
   auto [entry, inserted] = expressionIndex.try_emplace(size.str(), static_cast<int64_t>(expressions.size()));
   if (inserted) {
     std::vector<fb::SizeOp> ops;
     if (failed(emitSize(size, ops, at))) return failure();
     expressions.push_back(std::move(ops));
   }
-  return -1 - entry->second;
+  return fb::Size(-1 - entry->second);
 }
 
-FailureOr<std::vector<int64_t>> Writer::sizeFields(const Shape &sizes, std::optional<Location> at) {
-  std::vector<int64_t> fields;
+FailureOr<std::vector<fb::Size>> Writer::sizeFields(const Shape &sizes, std::optional<Location> at) {
+  std::vector<fb::Size> fields;
   for (const Size &size : sizes) {
     auto field = sizeField(size, at);
     if (failed(field)) return failure();
@@ -279,13 +279,13 @@ FailureOr<std::vector<int64_t>> Writer::sizeFields(const Shape &sizes, std::opti
 // Fields of sizes the kern verifiers and the front end have made valid: a
 // size over a dim the function does not declare is an internal error,
 // reported where it is found.
-int64_t Writer::field(const Size &size) {
-  FailureOr<int64_t> value = sizeField(size);
-  return succeeded(value) ? *value : 0;
+fb::Size Writer::field(const Size &size) {
+  FailureOr<fb::Size> value = sizeField(size);
+  return succeeded(value) ? *value : fb::Size(0);
 }
 
-std::vector<int64_t> Writer::fields(const Shape &sizes) {
-  std::vector<int64_t> result;
+std::vector<fb::Size> Writer::fields(const Shape &sizes) {
+  std::vector<fb::Size> result;
   for (const Size &size : sizes) result.push_back(field(size));
   return result;
 }

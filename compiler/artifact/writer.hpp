@@ -67,10 +67,10 @@ class Writer {
   LogicalResult build(uint64_t weightsOffset);
   int64_t upperBound(Value argument);
   FailureOr<uint32_t> addTensor(Value value, fb::Storage storage, uint32_t index, uint64_t offset);
-  FailureOr<int64_t> sizeField(const Size &size, std::optional<Location> at = std::nullopt);
-  FailureOr<std::vector<int64_t>> sizeFields(const Shape &sizes, std::optional<Location> at = std::nullopt);
-  int64_t field(const Size &size);
-  std::vector<int64_t> fields(const Shape &sizes);
+  FailureOr<fb::Size> sizeField(const Size &size, std::optional<Location> at = std::nullopt);
+  FailureOr<std::vector<fb::Size>> sizeFields(const Shape &sizes, std::optional<Location> at = std::nullopt);
+  fb::Size field(const Size &size);
+  std::vector<fb::Size> fields(const Shape &sizes);
   LogicalResult emitSize(const Size &size, std::vector<fb::SizeOp> &ops, std::optional<Location> at);
   static fb::CheckKind checkKindOf(SizeCheck::Kind kind);
 

@@ -310,7 +310,7 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
   let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$queries, $keys, $head_dim, $value_dim})",
                                         "batch x queries x keys x head_dim x value_dim">];
   let stepWrites = (writes [{$_op.getCausalPositions().has_value()}]:$causal,
-                           [{$_op.getCausalPositions() ? field(kern::sizeOf(*$_op.getCausalPositions())) : 0}]:$causal_positions);
+                           [{$_op.getCausalPositions() ? field(kern::sizeOf(*$_op.getCausalPositions())) : fb::Size(0)}]:$causal_positions);
 }
 
 def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, AttrSizedOperandSegments]> {

@@ -32,22 +32,22 @@ class StepField<string schemaType_, string kind_> {
   string kind = kind_;
 }
 
-// A (size): a constant, or the index of a size expression over the dims
-// (the schema's SizeExpression). The writer takes it from an #ein.sizes
+// A size (the schema's Size: a constant, or the index of a size expression
+// over the dims). The writer takes it from an #ein.sizes
 // attribute holding one size; the loader resolves it and checks that it is
 // not negative, and ein-inspect shows it among the step's sizes.
-class StepSizeField<bit shown_> : StepField<"long", "size"> {
+class StepSizeField<bit shown_> : StepField<"Size", "size"> {
   bit shown = shown_;
 }
 def StepSize : StepSizeField<1>;
-// A (size) that only some steps use (their other fields say which): the
+// A size that only some steps use (their other fields say which): the
 // loader resolves it, the hand-written decoder checks and shows it.
 def StepConditionalSize : StepSizeField<0>;
 
-// An iteration space: one (size) per axis. Its rank plus `extraAxes` (the
+// An iteration space: one size per axis. Its rank plus `extraAxes` (the
 // scalar sizes that join it in the step's spaces) is within the runtime's
 // rank limit, the element count is bounded, and the rank is at least minRank.
-class StepSizes<int extraAxes_ = 0, int minRank_ = 0> : StepField<"[long]", "sizes"> {
+class StepSizes<int extraAxes_ = 0, int minRank_ = 0> : StepField<"[Size]", "sizes"> {
   int extraAxes = extraAxes_;
   int minRank = minRank_;
 }

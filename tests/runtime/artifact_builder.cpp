@@ -37,8 +37,14 @@ uint64_t byteSize(fb::DType dtype, const std::vector<int64_t> &shape) {
 
 uint64_t alignTo64(uint64_t value) { return (value + 63) / 64 * 64; }
 
+// Size arguments of Create...Direct calls (a temporary Size lives until the
+// call returns).
+const fb::Size *size(const fb::Size &value) { return &value; }
+std::vector<fb::Size> sizeVector(const std::vector<int64_t> &values) { return {values.begin(), values.end()}; }
+
 flatbuffers::Offset<fb::View> viewOf(flatbuffers::FlatBufferBuilder &builder, const ViewSpec &view) {
-  return fb::CreateViewDirect(builder, view.tensor, view.offset, &view.strides);
+  std::vector<fb::Size> strides = sizeVector(view.strides);
+  return fb::CreateViewDirect(builder, view.tensor, size(fb::Size(view.offset)), &strides);
 }
 
 flatbuffers::Offset<fb::View> viewOf(flatbuffers::FlatBufferBuilder &builder, const std::optional<ViewSpec> &view) {
@@ -127,7 +133,9 @@ void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }
 
 void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateGemmDirect(b, &spec.batch, spec.m, spec.n, spec.k, viewOf(b, spec.a), viewOf(b, spec.b),
+    std::vector<fb::Size> batch = sizeVector(spec.batch);
+    auto kernel = fb::CreateGemmDirect(b, &batch, size(fb::Size(spec.m)), size(fb::Size(spec.n)),
+                                       size(fb::Size(spec.k)), viewOf(b, spec.a), viewOf(b, spec.b),
                                        viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
                                        viewOf(b, spec.residual), viewOf(b, spec.bScale));
     return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
@@ -138,21 +146,24 @@ void ArtifactBuilder::elementwise(const ElementwiseSpec &spec, const std::string
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     std::vector<flatbuffers::Offset<fb::View>> inputs;
     for (const ViewSpec &view : spec.inputs) inputs.push_back(viewOf(b, view));
-    auto kernel = fb::CreateElementwiseDirect(b, &spec.shape, &inputs, viewOf(b, spec.output), &spec.program);
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateElementwiseDirect(b, &shape, &inputs, viewOf(b, spec.output), &spec.program);
     return fb::CreateStepDirect(b, fb::Kernel::Elementwise, kernel.Union(), location.c_str());
   });
 }
 
 void ArtifactBuilder::softmax(const SoftmaxSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateSoftmaxDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.y));
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateSoftmaxDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.y));
     return fb::CreateStepDirect(b, fb::Kernel::Softmax, kernel.Union(), location.c_str());
   });
 }
 
 void ArtifactBuilder::reduce(const ReduceSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateReduceDirect(b, &spec.shape, spec.reducedRank, spec.kind, viewOf(b, spec.x),
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateReduceDirect(b, &shape, spec.reducedRank, spec.kind, viewOf(b, spec.x),
                                          viewOf(b, spec.y));
     return fb::CreateStepDirect(b, fb::Kernel::Reduce, kernel.Union(), location.c_str());
   });
@@ -160,7 +171,9 @@ void ArtifactBuilder::reduce(const ReduceSpec &spec, const std::string &location
 
 void ArtifactBuilder::gather(const GatherSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateGatherDirect(b, &spec.idsShape, spec.rows, spec.width, viewOf(b, spec.ids),
+    std::vector<fb::Size> idsShape = sizeVector(spec.idsShape);
+    auto kernel = fb::CreateGatherDirect(b, &idsShape, size(fb::Size(spec.rows)), size(fb::Size(spec.width)),
+                                         viewOf(b, spec.ids),
                                          viewOf(b, spec.table), viewOf(b, spec.y));
     return fb::CreateStepDirect(b, fb::Kernel::Gather, kernel.Union(), location.c_str());
   });
@@ -168,25 +181,29 @@ void ArtifactBuilder::gather(const GatherSpec &spec, const std::string &location
 
 void ArtifactBuilder::copy(const CopySpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateCopyDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.y));
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateCopyDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.y));
     return fb::CreateStepDirect(b, fb::Kernel::Copy, kernel.Union(), location.c_str());
   });
 }
 
 void ArtifactBuilder::attention(const AttentionSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateAttentionDirect(b, &spec.batch, spec.queries, spec.keys, spec.headDim, spec.valueDim,
-                                            spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
+    std::vector<fb::Size> batch = sizeVector(spec.batch);
+    auto kernel = fb::CreateAttentionDirect(b, &batch, size(fb::Size(spec.queries)), size(fb::Size(spec.keys)),
+                                            size(fb::Size(spec.headDim)), size(fb::Size(spec.valueDim)), spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
                                             viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill,
-                                            spec.causalPositions > 0, spec.causalPositions);
+                                            spec.causalPositions > 0, size(fb::Size(spec.causalPositions)));
     return fb::CreateStepDirect(b, fb::Kernel::Attention, kernel.Union(), location.c_str());
   });
 }
 
 void ArtifactBuilder::talkingHeads(const TalkingHeadsSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    std::vector<fb::Size> batch = sizeVector(spec.batch);
     auto kernel = fb::CreateTalkingHeadsAttentionDirect(
-        b, &spec.batch, spec.heads, spec.queries, spec.keys, spec.headDim, spec.valueDim, spec.scale,
+        b, &batch, size(fb::Size(spec.heads)), size(fb::Size(spec.queries)), size(fb::Size(spec.keys)),
+        size(fb::Size(spec.headDim)), size(fb::Size(spec.valueDim)), spec.scale,
         viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v), viewOf(b, spec.out), viewOf(b, spec.preMix),
         viewOf(b, spec.preBias), viewOf(b, spec.postMix), viewOf(b, spec.postBias), spec.maskKind,
         viewOf(b, spec.mask), spec.maskFill);
@@ -196,7 +213,8 @@ void ArtifactBuilder::talkingHeads(const TalkingHeadsSpec &spec, const std::stri
 
 void ArtifactBuilder::layerNorm(const LayerNormSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
-    auto kernel = fb::CreateLayerNormDirect(b, &spec.shape, viewOf(b, spec.x), viewOf(b, spec.residual),
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateLayerNormDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.residual),
                                             viewOf(b, spec.sum), viewOf(b, spec.gamma), viewOf(b, spec.beta),
                                             viewOf(b, spec.y), spec.epsilon, spec.variant);
     return fb::CreateStepDirect(b, fb::Kernel::LayerNorm, kernel.Union(), location.c_str());
@@ -207,8 +225,10 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   flatbuffers::FlatBufferBuilder b;
   b.ForceDefaults(true);  // the same size whatever the values, for the two-pass layout
   std::vector<flatbuffers::Offset<fb::Tensor>> tensorTable;
-  for (const TensorSpec &t : tensors)
-    tensorTable.push_back(fb::CreateTensorDirect(b, t.dtype, &t.shape, t.storage, t.index, t.offset));
+  for (const TensorSpec &t : tensors) {
+    std::vector<fb::Size> shape = sizeVector(t.shape);
+    tensorTable.push_back(fb::CreateTensorDirect(b, t.dtype, &shape, t.storage, t.index, t.offset));
+  }
   auto bindings = [&](const std::vector<BindingSpec> &specs) {
     std::vector<flatbuffers::Offset<fb::Binding>> table;
     for (const BindingSpec &binding : specs)
@@ -228,7 +248,8 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   for (const std::vector<fb::SizeOp> &ops : sizes) sizeTable.push_back(fb::CreateSizeExpressionDirect(b, &ops));
   std::vector<flatbuffers::Offset<fb::Check>> checkTable;
   for (const CheckSpec &check : checks)
-    checkTable.push_back(fb::CreateCheckDirect(b, check.kind, check.lhs, check.rhs, check.location.c_str(),
+    checkTable.push_back(fb::CreateCheckDirect(b, check.kind, size(fb::Size(check.lhs)), size(fb::Size(check.rhs)),
+                                               check.location.c_str(),
                                                check.message.c_str()));
   auto model = fb::CreateModelDirect(b, formatVersion, target, "ein tests", "test.ein", &inputTable, &outputTable,
                                      &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),

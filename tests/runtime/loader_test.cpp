@@ -363,7 +363,7 @@ TEST(Verifier, RejectsBadStrides) {
 TEST(Verifier, RejectsUnknownKernelType) {
   SmallModel small;
   small.builder.step([](flatbuffers::FlatBufferBuilder &b) {
-    std::vector<int64_t> shape{1};
+    std::vector<fb::Size> shape{fb::Size(1)};
     auto copy = fb::CreateCopyDirect(b, &shape);
     return fb::CreateStepDirect(b, static_cast<fb::Kernel>(42), copy.Union(), "model.ein:20:1");
   });

@@ -26,7 +26,7 @@ std::string dimsAt(const SizeProgram &sizes, std::span<const int64_t> dims) {
 }
 
 std::vector<int64_t> shapeFields(const fb::Model &model, uint32_t tensor) {
-  return readInt64Vector(model.tensors()->Get(tensor)->shape());
+  return readSizes(model.tensors()->Get(tensor)->shape());
 }
 
 // A gemm whose weight operand b reads the same elements at every dim value
@@ -35,9 +35,9 @@ std::vector<int64_t> shapeFields(const fb::Model &model, uint32_t tensor) {
 bool weightOperandIsFixed(const fb::Step &step, const SizeProgram &sizes) {
   const fb::Gemm *gemm = step.kernel_as_Gemm();
   if (!gemm || !gemm->b()) return false;
-  bool fixed = !sizes.dependsOnDims(gemm->k()) && !sizes.dependsOnDims(gemm->n()) &&
-               !sizes.dependsOnDims(gemm->b()->offset());
-  for (int64_t stride : readInt64Vector(gemm->b()->strides())) fixed = fixed && !sizes.dependsOnDims(stride);
+  bool fixed = !sizes.dependsOnDims(readSize(gemm->k())) && !sizes.dependsOnDims(readSize(gemm->n())) &&
+               !sizes.dependsOnDims(readSize(gemm->b()->offset()));
+  for (int64_t stride : readSizes(gemm->b()->strides())) fixed = fixed && !sizes.dependsOnDims(stride);
   return fixed;
 }
 

@@ -1,7 +1,7 @@
-// Reading [long] vectors from an untrusted FlatBuffer. The FlatBuffers
-// verifier checks the alignment of a vector's length field (4 bytes) but not
-// of its 8-byte elements, so they are copied out byte-wise rather than read
-// through a possibly misaligned int64_t pointer.
+// Reading sizes and [long] vectors from an untrusted FlatBuffer. The
+// FlatBuffers verifier checks the alignment of a vector's length field (4
+// bytes) but not of its 8-byte elements, so they are copied out byte-wise
+// rather than read through a possibly misaligned pointer.
 #pragma once
 
 #include <flatbuffers/flatbuffers.h>
@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "ein/schema/ein_artifact_generated.h"
+
 namespace ein::detail {
 
 inline std::vector<int64_t> readInt64Vector(const flatbuffers::Vector<int64_t> *values) {
@@ -17,6 +19,23 @@ inline std::vector<int64_t> readInt64Vector(const flatbuffers::Vector<int64_t> *
   std::vector<int64_t> result(values->size());
   if (!result.empty()) std::memcpy(result.data(), values->Data(), result.size() * sizeof(int64_t));
   for (int64_t &value : result) value = flatbuffers::EndianScalar(value);  // a no-op on little-endian hosts
+  return result;
+}
+
+// A Size field's encoded value (schema step_types.fbs); absent: the constant 0.
+inline int64_t readSize(const schema::Size *size) {
+  if (!size) return 0;
+  int64_t value;
+  std::memcpy(&value, size, sizeof value);
+  return flatbuffers::EndianScalar(value);
+}
+
+inline std::vector<int64_t> readSizes(const flatbuffers::Vector<const schema::Size *> *sizes) {
+  if (!sizes) return {};
+  static_assert(sizeof(schema::Size) == sizeof(int64_t));
+  std::vector<int64_t> result(sizes->size());
+  if (!result.empty()) std::memcpy(result.data(), sizes->Data(), result.size() * sizeof(int64_t));
+  for (int64_t &value : result) value = flatbuffers::EndianScalar(value);
   return result;
 }
 

@@ -99,7 +99,7 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, Bind
       !(tensor.dtype == DType::BF16 && program.target == Device::Cpu))
     return invalid(fmt::format("a state tensor is {}; the runtime keeps state as f32{}", dtypeName(tensor.dtype),
                                program.target == Device::Cpu ? " or bf16" : " on this target"));
-  std::vector<int64_t> shape = readInt64Vector(in.shape());
+  std::vector<int64_t> shape = readSizes(in.shape());
   if (shape.size() > kMaxRank)  // before resolving its sizes
     return invalid(fmt::format("rank {} exceeds the runtime's limit of {}", shape.size(), kMaxRank));
   for (int64_t &size : shape) {
@@ -261,7 +261,7 @@ Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaCla
       decodeBindings(model.outputs(), Storage::Output, program, program.outputs, program.outputTensors));
   EIN_RETURN_IF_ERROR(decodeBindings(model.states(), Storage::State, program, program.states, program.stateTensors));
   if (program.positionDim >= 0) {
-    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(model.position_advance(), "position_advance"));
+    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(readSize(model.position_advance()), "position_advance"));
     if (program.positionAdvance < 0)
       return invalid(fmt::format("the position advances by {} rows, a negative number", program.positionAdvance));
   }
@@ -296,7 +296,7 @@ Status redecode(const fb::Model &model, const SizeResolver &sizes, std::span<con
     EIN_RETURN_IF_ERROR(checkStateJustified(program));
   }
   if (program.positionDim >= 0) {
-    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(model.position_advance(), "position_advance"));
+    EIN_ASSIGN_OR_RETURN(program.positionAdvance, sizes(readSize(model.position_advance()), "position_advance"));
     if (program.positionAdvance < 0)
       return invalid(fmt::format("the position advances by {} rows, a negative number", program.positionAdvance));
   }

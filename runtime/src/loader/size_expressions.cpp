@@ -7,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "loader/flatbuffer_vectors.hpp"
 #include "util/limits.hpp"
 #include "util/status_macros.hpp"
 
@@ -188,8 +189,8 @@ StatusOr<SizeCheck> decodeCheck(const fb::Check &in, size_t expressionCount, siz
     case fb::CheckKind::Divides: check.kind = CheckKind::Divides; break;
     default: return invalid(fmt::format("check {} has unknown kind {}", index, static_cast<int>(in.kind())));
   }
-  check.lhs = in.lhs();
-  check.rhs = in.rhs();
+  check.lhs = readSize(in.lhs());
+  check.rhs = readSize(in.rhs());
   const std::string what = fmt::format("check {}", index);
   if (Status status = checkReference(check.lhs, expressionCount, what); !status.ok()) return status;
   if (Status status = checkReference(check.rhs, expressionCount, what); !status.ok()) return status;
@@ -198,26 +199,14 @@ StatusOr<SizeCheck> decodeCheck(const fb::Check &in, size_t expressionCount, siz
   return check;
 }
 
-// The long fields that are not (size) fields (see the schema).
-bool isSizeField(const char *name) {
-  return std::strcmp(name, "upper_bound") != 0 && std::strcmp(name, "min") != 0 && std::strcmp(name, "max") != 0 &&
-         std::strcmp(name, "operand") != 0;
-}
-
-int64_t readLong(const uint8_t *at) {
-  int64_t value;
-  std::memcpy(&value, at, sizeof value);  // vector elements may be misaligned (the verifier checks only the length)
-  return flatbuffers::EndianScalar(value);
-}
-
 const uint8_t *follow(const uint8_t *offset) { return offset + flatbuffers::ReadScalar<flatbuffers::uoffset_t>(offset); }
 
-// Calls onSize(name, value) for every (size) field of a verified table and
-// of the tables below it, and onTensor(value) for every field named
-// "tensor" (a View's, a Binding's): guided by the schema's mini-reflection
-// tables (--reflect-names), a generic walk, so a kernel added to the schema
-// is covered without code here. Structs are skipped: the only one, SizeOp,
-// holds no (size) field.
+// Calls onSize(name, value) for every Size field of a verified table and of
+// the tables below it, and onTensor(value) for every field named "tensor" (a
+// View's, a Binding's): guided by the schema's mini-reflection tables
+// (--reflect-names), a generic walk, so a kernel added to the schema is
+// covered without code here. A Size is found by its type; no other struct
+// (SizeOp, Instruction) holds one.
 template <typename OnSize, typename OnTensor>
 Status walkReferences(const flatbuffers::Table &table, const flatbuffers::TypeTable &type, OnSize &onSize,
                       OnTensor &onTensor) {
@@ -233,10 +222,10 @@ Status walkReferences(const flatbuffers::Table &table, const flatbuffers::TypeTa
       count = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(vector);
       elements = vector + sizeof(flatbuffers::uoffset_t);
     }
-    if (code.base_type == flatbuffers::ET_LONG) {
-      if (!isSizeField(type.names[i])) continue;
+    if (ref == fb::SizeTypeTable()) {
       for (flatbuffers::uoffset_t j = 0; j < count; ++j)
-        EIN_RETURN_IF_ERROR(onSize(type.names[i], readLong(code.is_repeating ? elements + j * sizeof(int64_t) : field)));
+        EIN_RETURN_IF_ERROR(onSize(type.names[i], readSize(reinterpret_cast<const fb::Size *>(
+                                                       code.is_repeating ? elements + j * sizeof(fb::Size) : field))));
       continue;
     }
     if (code.base_type == flatbuffers::ET_UINT && !code.is_repeating && std::strcmp(type.names[i], "tensor") == 0) {

@@ -27,7 +27,6 @@ Status invalid(std::string message) { return Status(StatusCode::InvalidArtifact,
 
 std::string dimsText(const Dims &dims) { return fmt::format("[{}]", fmt::join(dims.begin(), dims.end(), ", ")); }
 
-std::vector<int64_t> vectorOf(const flatbuffers::Vector<int64_t> *values) { return readInt64Vector(values); }
 
 // Checks a step's own view of the program: sizes, views, dtypes.
 class StepChecker {
@@ -36,8 +35,8 @@ class StepChecker {
 
   // An iteration space from the artifact: rank within the limit, sizes
   // non-negative, element count bounded.
-  StatusOr<Dims> space(const flatbuffers::Vector<int64_t> *sizes, const char *name, size_t extraAxes = 0) const {
-    std::vector<int64_t> values = vectorOf(sizes);
+  StatusOr<Dims> space(const flatbuffers::Vector<const fb::Size *> *sizes, const char *name, size_t extraAxes = 0) const {
+    std::vector<int64_t> values = readSizes(sizes);
     if (values.size() + extraAxes > kMaxRank)
       return invalid(fmt::format("{} has rank {}, more than the runtime's limit of {}", name, values.size() + extraAxes,
                                  kMaxRank));
@@ -51,8 +50,8 @@ class StepChecker {
   }
 
   // A scalar size (m, keys, rows, ...): its value, non-negative.
-  StatusOr<int64_t> size(int64_t field, const char *name) const {
-    EIN_ASSIGN_OR_RETURN(int64_t value, resolve_(field, name));
+  StatusOr<int64_t> size(const fb::Size *field, const char *name) const {
+    EIN_ASSIGN_OR_RETURN(int64_t value, resolve_(readSize(field), name));
     EIN_RETURN_IF_ERROR(nonNegative(value, name));
     return value;
   }
@@ -84,7 +83,7 @@ class StepChecker {
     if (out.tensor >= program_.tensors.size())
       return invalid(fmt::format("view {} names tensor {}, but there are {} tensors", name, out.tensor,
                                  program_.tensors.size()));
-    std::vector<int64_t> strides = vectorOf(in->strides());
+    std::vector<int64_t> strides = readSizes(in->strides());
     if (strides.size() != sizes.size())
       return invalid(fmt::format("view {} has {} strides for a {}-axis iteration space {}", name, strides.size(),
                                  sizes.size(), dimsText(sizes)));
@@ -94,7 +93,7 @@ class StepChecker {
         return invalid(fmt::format("view {} has negative stride {} on axis {} (not supported)", name, stride, axis));
       out.strides.push_back(stride);
     }
-    EIN_ASSIGN_OR_RETURN(out.offset, resolve_(in->offset(), name));
+    EIN_ASSIGN_OR_RETURN(out.offset, resolve_(readSize(in->offset()), name));
     if (out.offset < 0) return invalid(fmt::format("view {} has negative offset {}", name, out.offset));
     // Each term is below 2^126 and the sum stops growing past 2^63, so the
     // 128-bit sum cannot overflow.
