@@ -158,23 +158,29 @@ public:
     entry.end = *asUnsigned((*offsetsField)[1]);
     std::string offsets = llvm::formatv("data_offsets [{0}, {1}]", entry.begin, entry.end).str();
 
-    // The element count within the compiler's limit, zeros aside: neither
-    // [2^62, 8] nor the empty [0, 2^40, 2^40] may pass as a small tensor
-    // (whose element count would overflow wherever it is computed).
-    std::optional<int64_t> elements = limits::checkedElementCount(entry.shape);
-    if (!elements)
-      return error(quoted + " has shape " + formatShape(entry.shape) + " with more than 2^40 elements" +
-                   " (the product of its nonzero sizes)");
-    uint64_t byteSize = dtypeSize(*dtype) * static_cast<uint64_t>(*elements);
+    llvm::Expected<uint64_t> byteSize = checkedByteSize(entry);
+    if (!byteSize) return byteSize.takeError();
 
     if (entry.begin > entry.end) return error(quoted + " has " + offsets + " whose begin is past its end");
     if (entry.end > dataSize)
       return error(quoted + " has " + offsets + " past the end of the " + llvm::Twine(dataSize) +
                    "-byte data block");
-    if (entry.end - entry.begin != byteSize)
-      return error(quoted + " has " + offsets + " but " + entry.typeString() + " needs " + llvm::Twine(byteSize) +
+    if (entry.end - entry.begin != *byteSize)
+      return error(quoted + " has " + offsets + " but " + entry.typeString() + " needs " + llvm::Twine(*byteSize) +
                    " bytes");
     return entry;
+  }
+
+  // The bytes `entry`'s dtype and shape need, its element count within the
+  // compiler's limit, zeros aside: neither [2^62, 8] nor the empty
+  // [0, 2^40, 2^40] may pass as a small tensor (whose element count would
+  // overflow wherever it is computed).
+  llvm::Expected<uint64_t> checkedByteSize(const TensorEntry &entry) const {
+    std::optional<int64_t> elements = limits::checkedElementCount(entry.shape);
+    if (!elements)
+      return error("tensor \"" + entry.name + "\" has shape " + formatShape(entry.shape) +
+                   " with more than 2^40 elements (the product of its nonzero sizes)");
+    return dtypeSize(entry.dtype) * static_cast<uint64_t>(*elements);
   }
 
   llvm::Error parseMetadata(const ordered_json &json, std::map<std::string, std::string> &metadata) const {
@@ -288,9 +294,37 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::fromBuffer(std::unique_ptr<llvm
     llvm::Expected<TensorEntry> entry = validator.parseEntry(name, value, result.data_.size());
     if (!entry) return entry.takeError();
     result.indexByName_[name] = result.entries_.size();
+    result.bytes_.push_back(result.data_.slice(entry->begin, entry->end - entry->begin));
     result.entries_.push_back(std::move(*entry));
   }
   result.buffer_ = std::move(buffer);
+  return result;
+}
+
+llvm::Expected<SafetensorsFile> SafetensorsFile::fromTensors(std::vector<TensorInMemory> tensors,
+                                                             llvm::StringRef path) {
+  HeaderValidator validator(path);
+  SafetensorsFile result;
+  result.path_ = path.str();
+  uint64_t offset = 0;
+  for (TensorInMemory &tensor : tensors) {
+    std::string quoted = "tensor \"" + tensor.name + "\"";
+    if (tensor.name == kMetadataKey) return validator.error(quoted + " has the name of the format's metadata entry");
+    if (!result.indexByName_.try_emplace(tensor.name, result.entries_.size()).second)
+      return validator.error("two tensors are named \"" + tensor.name + "\"");
+    for (int64_t size : tensor.shape)
+      if (size < 0)
+        return validator.error(quoted + " has size " + llvm::Twine(size) + " in its shape " + formatShape(tensor.shape));
+    TensorEntry entry{std::move(tensor.name), tensor.dtype, std::move(tensor.shape), offset, offset};
+    llvm::Expected<uint64_t> byteSize = validator.checkedByteSize(entry);
+    if (!byteSize) return byteSize.takeError();
+    if (tensor.bytes.size() != *byteSize)
+      return validator.error(quoted + " holds " + llvm::Twine(tensor.bytes.size()) + " bytes but " +
+                             entry.typeString() + " needs " + llvm::Twine(*byteSize));
+    entry.end = offset += *byteSize;
+    result.bytes_.push_back(tensor.bytes);
+    result.entries_.push_back(std::move(entry));
+  }
   return result;
 }
 
@@ -300,13 +334,13 @@ const TensorEntry *SafetensorsFile::find(llvm::StringRef name) const {
 }
 
 llvm::ArrayRef<uint8_t> SafetensorsFile::bytes(const TensorEntry &entry) const {
-  assert(entry.end <= data_.size() && "entry from another file");
-  return data_.slice(entry.begin, entry.end - entry.begin);
+  assert(&entry >= entries_.data() && &entry < entries_.data() + entries_.size() && "entry from another file");
+  return bytes_[&entry - entries_.data()];
 }
 
 void SafetensorsFile::release(const TensorEntry &entry) const {
-  assert(entry.end <= data_.size() && "entry from another file");
   if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
+  assert(entry.end <= data_.size() && "entry from another file");
   // The whole pages inside the entry: a read-only private file mapping, so
   // the kernel drops them and would read them again on a later access.
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));

@@ -60,6 +60,15 @@ struct TensorEntry {
   std::string typeString() const;
 };
 
+// A tensor in the caller's memory (the Python package's arrays): row-major,
+// little-endian bytes that outlive the SafetensorsFile made of them.
+struct TensorInMemory {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  llvm::ArrayRef<uint8_t> bytes;
+};
+
 class SafetensorsFile {
 public:
   // Maps the file at `path` and validates its header.
@@ -67,6 +76,12 @@ public:
   // Validates an in-memory file; `path` only names it in error messages.
   static llvm::Expected<SafetensorsFile> fromBuffer(std::unique_ptr<llvm::MemoryBuffer> buffer,
                                                    llvm::StringRef path);
+  // Named tensors where the caller holds them, checked as a file's entries
+  // are (unique names, the element limit, bytes matching dtype and shape)
+  // and read in place, with no file image built around them; `path` names
+  // them in error messages. Entries' offsets count as if the tensors were
+  // laid end to end.
+  static llvm::Expected<SafetensorsFile> fromTensors(std::vector<TensorInMemory> tensors, llvm::StringRef path);
 
   // The path given to `open`, which prefixes every error message.
   llvm::StringRef path() const { return path_; }
@@ -97,9 +112,10 @@ private:
 
   std::string path_;
   std::unique_ptr<llvm::MemoryBuffer> buffer_;
-  // The data block inside `buffer_`.
+  // The data block inside `buffer_` (empty for tensors in memory).
   llvm::ArrayRef<uint8_t> data_;
   std::vector<TensorEntry> entries_;
+  std::vector<llvm::ArrayRef<uint8_t>> bytes_;  // each entry's bytes
   llvm::StringMap<size_t> indexByName_;
   std::map<std::string, std::string> metadata_;
 };

@@ -3,7 +3,6 @@
 // in memory, or seeded random values.
 #include "compile.hpp"
 
-#include <cstring>
 #include <set>
 
 #include <nanobind/stl/map.h>
@@ -12,10 +11,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
-#include <nlohmann/json.hpp>
 #include <utility>
-
-#include "llvm/Support/Endian.h"
 
 #include "arrays.hpp"
 #include "compiler/driver/compiler.hpp"
@@ -42,32 +38,27 @@ std::pair<AnyArray, std::string> importWeight(const std::string &name, nb::handl
   return {array, *dtype};
 }
 
-// Named arrays laid out as a safetensors file in memory, so that the
-// compiler's reader checks and converts them exactly as it does a file's.
-// `arrays` holds (name, array) pairs; the bytes are copied in C order.
-std::unique_ptr<llvm::MemoryBuffer> safetensorsFromArrays(nb::list arrays) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  std::vector<AnyArray> imported;
-  uint64_t offset = 0;
+// Named arrays as the compiler's weights, read where they lie: the compiler's
+// safetensors reader checks them as it checks a file's entries, with no file
+// image built around them. `arrays` holds (name, array) pairs; `held` keeps
+// every array referenced, and `copies` the C-order copy of each one that is
+// not C-contiguous, until compiling ends (both are released with the GIL held).
+std::vector<weights::TensorInMemory> tensorsFromArrays(nb::list arrays, std::vector<AnyArray> &held,
+                                                       std::vector<std::vector<std::byte>> &copies) {
+  std::vector<weights::TensorInMemory> tensors;
   for (nb::handle item : arrays) {
     std::string name = nb::cast<std::string>(item[0]);
     auto [array, dtype] = importWeight(name, item[1]);
-    header[name] = {{"dtype", dtype}, {"shape", shapeOf(array)}, {"data_offsets", {offset, offset + array.nbytes()}}};
-    offset += array.nbytes();
-    imported.push_back(array);
+    const auto *data = static_cast<const uint8_t *>(array.data());
+    if (!isCContiguous(array)) {
+      copies.emplace_back(array.nbytes());
+      copyInCOrder(array, copies.back().data());
+      data = reinterpret_cast<const uint8_t *>(copies.back().data());
+    }
+    tensors.push_back({std::move(name), *weights::parseDType(dtype), shapeOf(array), {data, array.nbytes()}});
+    held.push_back(std::move(array));
   }
-  std::string json = header.dump();
-  json.append((8 - json.size() % 8) % 8, ' ');  // the data block starts 8-byte aligned
-  auto buffer = llvm::WritableMemoryBuffer::getNewUninitMemBuffer(8 + json.size() + offset, "weights");
-  char *out = buffer->getBufferStart();
-  llvm::support::endian::write64le(out, json.size());
-  std::memcpy(out + 8, json.data(), json.size());
-  auto *data = reinterpret_cast<std::byte *>(out + 8 + json.size());
-  for (const AnyArray &array : imported) {
-    copyInCOrder(array, data);
-    data += array.nbytes();
-  }
-  return buffer;
+  return tensors;
 }
 
 // What the model text declares, for messages in the caller's words before
@@ -160,7 +151,7 @@ struct Outcome {
 struct Request {
   driver::ModelSource source;
   std::optional<std::string> weightsPath;
-  std::unique_ptr<llvm::MemoryBuffer> weightsInMemory;
+  std::optional<std::vector<weights::TensorInMemory>> weightsInMemory;
   std::optional<uint64_t> randomSeed;
   DimRanges dims;
   std::string target;
@@ -171,7 +162,7 @@ struct Request {
 // The parameters' source, as einc opens it; null after a reported error.
 std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::Compilation &compilation) {
   auto opened = request.weightsInMemory
-                    ? weights::SafetensorsFile::fromBuffer(std::move(request.weightsInMemory), "weights")
+                    ? weights::SafetensorsFile::fromTensors(std::move(*request.weightsInMemory), "weights")
                     : weights::SafetensorsFile::open(*request.weightsPath);
   if (!opened) {
     compilation.error(llvm::toString(opened.takeError()));
@@ -232,9 +223,11 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
   std::optional<Declarations> declared = declarationsOf(text);
   DimRanges ranges;  // min == max pins a dim
   for (const auto &[name, range] : dims) ranges[name] = {range.first, range.second};
-  Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), nullptr, randomSeed,
+  Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), std::nullopt, randomSeed,
                   std::move(ranges), std::move(target), std::move(precision), std::move(dumpIr)};
-  if (weightArrays) request.weightsInMemory = safetensorsFromArrays(*weightArrays);
+  std::vector<AnyArray> heldArrays;  // outlive the compilation, released with the GIL held
+  std::vector<std::vector<std::byte>> arrayCopies;
+  if (weightArrays) request.weightsInMemory = tensorsFromArrays(*weightArrays, heldArrays, arrayCopies);
   Outcome outcome;
   {
     nb::gil_scoped_release released;

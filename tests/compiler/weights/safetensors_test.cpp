@@ -537,4 +537,44 @@ TEST_F(MalformedSafetensorsTest, TruncatedAndCorruptedFilesNeverCrash) {
   }
 }
 
+// Tensors in the caller's memory (the Python package's arrays) are read in
+// place and checked as a file's entries are.
+TEST(SafetensorsInMemory, ReadsTensorsWhereTheyLie) {
+  std::vector<float> weight{1.0f, -2.0f, 3.5f, 0.25f, 8.0f, -0.5f};
+  std::vector<uint16_t> half{0x3c00, 0xc000};  // f16 1, -2
+  auto bytesOf = [](const auto &values) {
+    return llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(values.data()),
+                                   values.size() * sizeof(values[0]));
+  };
+  llvm::Expected<SafetensorsFile> file = SafetensorsFile::fromTensors(
+      {{"w", DType::F32, {2, 3}, bytesOf(weight)}, {"h", DType::F16, {2}, bytesOf(half)}}, "arrays");
+  ASSERT_TRUE(static_cast<bool>(file)) << errorMessage(file.takeError());
+  ASSERT_EQ(file->entries().size(), 2u);
+  const TensorEntry *w = file->find("w");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->typeString(), "f32[2, 3]");
+  EXPECT_EQ(file->bytes(*w).data(), reinterpret_cast<const uint8_t *>(weight.data())) << "copied, not read in place";
+  EXPECT_EQ(floatsOf(*file, w), weight);
+  EXPECT_EQ(floatsOf(*file, file->find("h")), (std::vector<float>{1.0f, -2.0f}));
+  EXPECT_EQ(file->find("h")->begin, 24u) << "offsets as if laid end to end";
+}
+
+TEST(SafetensorsInMemory, RefusesWhatAFileCouldNotHold) {
+  std::vector<float> four(4, 1.0f);
+  llvm::ArrayRef<uint8_t> bytes(reinterpret_cast<const uint8_t *>(four.data()), 16);
+  auto refused = [&](std::vector<ein::weights::TensorInMemory> tensors) {
+    llvm::Expected<SafetensorsFile> file = SafetensorsFile::fromTensors(std::move(tensors), "arrays");
+    EXPECT_FALSE(static_cast<bool>(file));
+    return file ? std::string() : errorMessage(file.takeError());
+  };
+  EXPECT_EQ(refused({{"a", DType::F32, {4}, bytes}, {"a", DType::F32, {4}, bytes}}),
+            "arrays: two tensors are named \"a\"");
+  EXPECT_EQ(refused({{"a", DType::F32, {5}, bytes}}), "arrays: tensor \"a\" holds 16 bytes but f32[5] needs 20");
+  EXPECT_EQ(refused({{"a", DType::F32, {-4}, bytes}}), "arrays: tensor \"a\" has size -4 in its shape [-4]");
+  EXPECT_NE(refused({{"a", DType::F32, {1 << 30, 1 << 30, 4}, bytes}}).find("more than 2^40 elements"),
+            std::string::npos);
+  EXPECT_EQ(refused({{"__metadata__", DType::F32, {4}, bytes}}),
+            "arrays: tensor \"__metadata__\" has the name of the format's metadata entry");
+}
+
 }  // namespace
