@@ -38,6 +38,9 @@ class Kern_Op<string mnemonic, list<Trait> traits = []> :
   code stepWritePrologue = "";
   // Products of sizes the loader bounds before it decodes the views.
   list<StepSpaceCheck> stepSpaceChecks = [];
+  // Whether the loader runs hand-written checks across the step's fields
+  // after decoding them: `decode<Table>` in runtime/src/loader/step_decoder.cpp.
+  bit hasStepChecks = 0;
 }
 
 def Kern_ViewAttr : AttrDef<Kern_Dialect, "View"> {

@@ -32,6 +32,7 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 1;
   let stepDoc = [{
     C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n])
@@ -77,6 +78,7 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result) $body";
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 2;
   let stepDoc = [{
     out[i..] = program(inputs[0][i..], inputs[1][i..], ...) over `shape`,
@@ -156,14 +158,14 @@ def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
     Reduces the trailing `reduced_rank` axes of `shape`. `x` is indexed over all
     of `shape`, `y` over its leading (kept) axes.
   }];
-  let step = (fields StepSizes<>:$shape, StepUInt:$reduced_rank, StepEnum<"ReduceKind", "Sum">:$kind,
-                     StepView<"$shape", ["F32"]>:$x, StepView<"">:$y);
+  let step = (fields StepSizes<>:$shape, StepAxisCount<"shape">:$reduced_rank, StepEnum<"ReduceKind", "Sum">:$kind,
+                     StepView<"$shape", ["F32"]>:$x, StepView<"$shape.dropLast($reduced_rank)", ["F32"], 1>:$y);
   let stepWritePrologue = [{
     ::ein::Shape kept = $_op.getShape().sizes();
-    kept.resize(kept.size() - $_op.getReducedRankAttr().getInt());
+    kept.resize(kept.size() - $_op.getReducedRank());
   }];
-  let stepWrites = (writes [{static_cast<uint32_t>($_op.getReducedRankAttr().getInt())}]:$reduced_rank,
-                           [{denseView($_result, kept)}]:$y);
+  let stepWrites = (writes [{denseView($_result, kept)}]:$y);
+  let hasStepChecks = 1;
 }
 
 def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
@@ -172,6 +174,7 @@ def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 5;
   let stepDoc = [{
     out[i.., :] = table[ids[i..], :] for ids of shape `ids_shape`; an id outside
@@ -204,6 +207,7 @@ def Kern_CopyOp : Kern_Op<"copy", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 6;
   let stepDoc = [{
     y[i..] = x[i..] over `shape`, same dtype: materialises a permuted or sliced view.
@@ -282,6 +286,7 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 7;
   let stepDoc = [{
     Scaled dot-product attention over batch axes (heads among them):
@@ -338,6 +343,7 @@ def Kern_TalkingHeadsAttentionOp : Kern_Op<"talking_heads_attention", [Pure, Att
     (`post_bias` $post_bias^)? (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 8;
   let stepDoc = [{
     Talking-heads attention (Shazeer et al. 2020): heads are mixed by learned
@@ -386,6 +392,7 @@ def Kern_LayerNormOp : Kern_Op<"layernorm", [Pure, AttrSizedOperandSegments]> {
     $x (`residual` $residual^)? (`gamma` $gamma^)? (`beta` $beta^)? attr-dict `:` functional-type(operands, $result)
   }];
   let hasVerifier = 1;
+  let hasStepChecks = 1;
   let stepNumber = 9;
   let stepDoc = [{
     Over the last axis of `shape` (length n):

@@ -70,7 +70,8 @@ class StepOptionalView<string space_, list<string> dtypes_ = []> : StepField<"Vi
   bit writes = 0;
 }
 
-// Scalars with the schema's default.
+// Scalars with the schema's default. Without stepWrites, a writer reads a
+// scalar from the op's attribute of the field's name.
 class StepFloat<string defaultValue_ = ""> : StepField<"float", "float"> {
   string defaultValue = defaultValue_;
 }
@@ -78,6 +79,13 @@ class StepBool<string defaultValue_ = "false"> : StepField<"bool", "bool"> {
   string defaultValue = defaultValue_;
 }
 def StepUInt : StepField<"uint", "uint">;
+def StepInt : StepField<"long", "int">;
+// A count of trailing axes of the iteration space `sizes` (a field of kind
+// StepSizes): the loader checks that it is at most that space's rank before
+// it decodes the views, whose spaces may then drop those axes.
+class StepAxisCount<string sizes_> : StepField<"uint", "axis_count"> {
+  string sizes = sizes_;
+}
 // One of the schema's enums (hand-written in schemas/step_types.fbs, and in
 // the op table schemas/ops/op_table.def), read back with ops::fromSchema.
 class StepEnum<string enumName_, string defaultValue_> : StepField<enumName_, "enum"> {

@@ -153,11 +153,15 @@ std::string writerExpression(const Operator &op, const Step &step, const Field &
     llvm::PrintFatalError(step.def->getLoc(), "step field " + field.name + " of " + step.table + ": " + why +
                                                   "; give its expression in stepWrites");
   };
-  if (kind == "size" || kind == "sizes" || kind == "float" || kind == "enum") {
+  if (kind == "size" || kind == "sizes" || kind == "float" || kind == "enum" || kind == "bool" || kind == "int" ||
+      kind == "uint" || kind == "axis_count") {
     if (!hasAttribute(op, field.name)) unsupported("the op has no attribute of its name");
     if (kind == "size") return "field(kern::sizeOf(" + getter + "))";
     if (kind == "sizes") return "fields(" + getter + ".sizes())";
     if (kind == "float") return getter + ".convertToFloat()";
+    if (kind == "bool") return getter;
+    if (kind == "int") return "static_cast<int64_t>(" + getter + ")";
+    if (kind == "uint" || kind == "axis_count") return "static_cast<uint32_t>(" + getter + ")";
     return "toSchema<fb::" + field.kind->getValueAsString("schemaType").str() + ">(" + getter + ")";
   }
   if (isView(field)) {
@@ -233,7 +237,8 @@ std::string runtimeType(const Field &field) {
   if (kind == "optional_view") return "std::optional<View>";
   if (kind == "float") return "float";
   if (kind == "bool") return "bool";
-  if (kind == "uint") return "uint32_t";
+  if (kind == "uint" || kind == "axis_count") return "uint32_t";
+  if (kind == "int") return "int64_t";
   if (kind == "enum") return field.kind->getValueAsString("schemaType").str();
   return field.kind->getValueAsString("runtimeType").str();
 }
@@ -241,7 +246,7 @@ std::string runtimeType(const Field &field) {
 std::string runtimeDefault(const Field &field) {
   std::string kind = kindOf(field);
   StringRef value = field.kind->getValue("defaultValue") ? field.kind->getValueAsString("defaultValue") : "";
-  if (kind == "size" || kind == "uint") return " = 0";
+  if (kind == "size" || kind == "uint" || kind == "axis_count" || kind == "int") return " = 0";
   if (kind == "bool") return " = " + (value.empty() ? std::string("false") : value.str());
   if (kind == "float") {
     if (value.empty()) return " = 0.0f";
@@ -266,7 +271,9 @@ bool genFields(const RecordKeeper &records, llvm::raw_ostream &os) {
       os << "  " << runtimeType(field) << " " << camel(field.name) << runtimeDefault(field) << ";\n";
     os << "};\n";
   }
-  os << "#endif  // GET_STEP_FIELDS\n\n#ifdef GET_STEP_LIST\n#undef GET_STEP_LIST\n";
+  os << "\n// X(Table) for every step: what each backend declares per step.\n#define EIN_FOR_EACH_STEP(X)";
+  for (const Step &step : steps) os << " \\\n  X(" << step.table << ")";
+  os << "\n#endif  // GET_STEP_FIELDS\n\n#ifdef GET_STEP_LIST\n#undef GET_STEP_LIST\n";
   llvm::interleave(
       steps, os, [&](const Step &step) { os << step.table; }, ",\n");
   os << "\n#endif  // GET_STEP_LIST\n";
@@ -308,6 +315,16 @@ bool genDecoders(const RecordKeeper &records, llvm::raw_ostream &os) {
           os << "  info.sizes[\"" << field.name << "\"] = " << member << ";\n";
       }
     }
+    for (const Field &field : step.fields) {
+      if (kindOf(field) != "axis_count") continue;
+      std::string member = "out." + camel(field.name);
+      std::string sizes = "out." + camel(field.kind->getValueAsString("sizes"));
+      os << "  " << member << " = in." << field.name << "();\n"
+         << "  if (" << member << " > " << sizes << ".size())\n"
+         << "    return invalid(fmt::format(\"{} is {}, more than the {} axes of " << field.kind->getValueAsString("sizes")
+         << "\", \"" << field.name << "\", " << member << ", " << sizes << ".size()));\n"
+         << "  info.sizes[\"" << field.name << "\"] = " << member << ";\n";
+    }
     for (const Record *spaceCheck : step.def->getValueAsListOfDefs("stepSpaceChecks"))
       os << "  EIN_RETURN_IF_ERROR(check.checkSizes(" << expression(spaceCheck->getValueAsString("space")) << ", \""
          << spaceCheck->getValueAsString("name") << "\"));\n";
@@ -334,7 +351,7 @@ bool genDecoders(const RecordKeeper &records, llvm::raw_ostream &os) {
            << expression(field->kind->getValueAsString("space")) << ", \"" << field->name << "\"));\n";
     for (const Field &field : step.fields) {
       std::string kind = kindOf(field), member = "out." + camel(field.name);
-      if (kind == "float" || kind == "bool" || kind == "uint") {
+      if (kind == "float" || kind == "bool" || kind == "uint" || kind == "int") {
         os << "  " << member << " = in." << field.name << "();\n";
       } else if (kind == "enum") {
         std::string type = field.kind->getValueAsString("schemaType").str();
@@ -350,15 +367,18 @@ bool genDecoders(const RecordKeeper &records, llvm::raw_ostream &os) {
   for (const Step &step : steps)
     os << "    case fb::Kernel::" << step.table << ": return \"" << step.mnemonic << "\";\n";
   os << "    default: return \"unknown kernel\";\n  }\n}\n\n"
-        "// The step's kernel: its fields, then the hand-written decode<Table> with the\n"
-        "// checks across fields and the step's description (StepInfo).\n"
+        "// The step's kernel: its fields, then (hasStepChecks) the hand-written\n"
+        "// decode<Table> with the checks across fields and the rest of the step's\n"
+        "// description (StepInfo).\n"
         "StatusOr<Kernel> decodeKernel(const fb::Step &step, StepChecker &check, StepInfo &info) {\n"
         "  switch (step.kernel_type()) {\n";
   for (const Step &step : steps)
     os << "    case fb::Kernel::" << step.table << ": {\n      " << step.table << " decoded;\n"
        << "      const fb::" << step.table << " &in = *step.kernel_as_" << step.table << "();\n"
        << "      EIN_RETURN_IF_ERROR(decode" << step.table << "Fields(in, check, decoded, info));\n"
-       << "      EIN_RETURN_IF_ERROR(decode" << step.table << "(in, check, decoded, info));\n"
+       << (step.def->getValueAsBit("hasStepChecks")
+               ? "      EIN_RETURN_IF_ERROR(decode" + step.table + "(in, check, decoded, info));\n"
+               : "      (void)in;\n")
        << "      return Kernel(std::move(decoded));\n    }\n";
   os << "    default: break;  // kernel_as_* is null for these\n  }\n"
         "  return Status(StatusCode::Unimplemented,\n"

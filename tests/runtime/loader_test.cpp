@@ -494,7 +494,7 @@ TEST(Verifier, RejectsInconsistentSizes) {
   {
     SmallModel small;
     small.builder.reduce({{2, 4}, 3, fb::ReduceKind::Sum, dense(small.y, {2, 4}), {small.z, 0, {}}});
-    expectRejected(small.build(), "step 0 (reduce at test.ein:4:1): it reduces 3 axes of a rank-2 shape");
+    expectRejected(small.build(), "step 0 (reduce at test.ein:4:1): reduced_rank is 3, more than the 2 axes of shape");
   }
   {
     SmallModel small;

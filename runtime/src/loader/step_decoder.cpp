@@ -332,19 +332,11 @@ Status decodeElementwise(const fb::Elementwise &in, const StepChecker &check, El
   return Status();
 }
 
-Status decodeSoftmax(const fb::Softmax &, const StepChecker &, Softmax &, StepInfo &) { return Status(); }
-
-// y, over the kept axes, once reduced_rank is known to fit the shape.
+// Each kept item reads its reduced elements through x.
 Status decodeReduce(const fb::Reduce &in, const StepChecker &check, Reduce &op, StepInfo &info) {
-  if (op.reducedRank > op.shape.size())
-    return invalid(fmt::format("it reduces {} axes of a rank-{} shape", op.reducedRank, op.shape.size()));
-  Dims kept = op.shape.dropLast(op.reducedRank);
-  EIN_ASSIGN_OR_RETURN(op.y, check.view(in.y(), kept, "y"));
-  EIN_RETURN_IF_ERROR(check.dtypeIn(op.y, "y", {DType::F32}));
-  EIN_RETURN_IF_ERROR(check.writable(op.y, kept, "y"));
-  if (kept.product() > 0)
-    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.x, op.shape.dropFirst(kept.size()).product(), "x"));
-  info.sizes["reduced_rank"] = static_cast<int64_t>(op.reducedRank);
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  if (op.shape.first(keptRank).product() > 0)
+    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.x, op.shape.dropFirst(keptRank).product(), "x"));
   info.attributes["kind"] = fb::EnumNameReduceKind(in.kind());
   return Status();
 }

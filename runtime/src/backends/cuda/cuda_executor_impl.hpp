@@ -190,17 +190,13 @@ class CudaExecutor final : public Executor {
                 fmt::format("{} axes after merging; the CUDA kernels take at most {}", rank + trailing, ec::kMaxRank));
   }
 
-  Status plan(size_t step, const Gemm &op);
-  Status plan(size_t step, const Elementwise &op);
-  Status plan(size_t step, const Softmax &op);
-  Status plan(size_t step, const Reduce &op);
-  Status plan(size_t step, const Gather &op);
-  Status plan(size_t step, const Copy &op);
+  // One plan per step of the schema (EIN_FOR_EACH_STEP, generated from the
+  // kern ops' definitions), in cuda_planning.cpp.
+#define EIN_DECLARE_PLAN(Step) Status plan(size_t step, const Step &op);
+  EIN_FOR_EACH_STEP(EIN_DECLARE_PLAN)
+#undef EIN_DECLARE_PLAN
   template <typename Launch, typename Op>
   Status planAttentionOperands(size_t step, const Op &op, size_t inner, Launch &launch);
-  Status plan(size_t step, const Attention &op);
-  Status plan(size_t step, const TalkingHeadsAttention &op);
-  Status plan(size_t step, const LayerNorm &op);
 
   Status growInputsAndOutputs(const Program &program);
 

@@ -234,4 +234,15 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
   return Status();
 }
 
+// An attention step: a decode step's few queries against a long cache, or
+// any other attention, flash. Scratch for either, and for the reference
+// kernel's scores in doubles.
+Status runStep(const Attention &op, const KernelContext &context) {
+  return attentionF32DecodeApplies(op) ? attentionF32Decode(op, context) : attentionF32Flash(op, context);
+}
+size_t stepScratchFloats(const Attention &op) {
+  return std::max({doublesAsFloats(static_cast<uint64_t>(op.keys)), attentionF32FlashScratchFloats(op),
+                   attentionF32DecodeScratchFloats(op)});
+}
+
 }  // namespace ein::detail::cpu

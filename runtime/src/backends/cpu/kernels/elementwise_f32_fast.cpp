@@ -57,4 +57,7 @@ Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context) {
   return Status();
 }
 
+Status runStep(const Elementwise &op, const KernelContext &context) { return elementwiseF32Fast(op, context); }
+size_t stepScratchFloats(const Elementwise &op) { return op.registerCount() * kElementwiseBlock; }
+
 }  // namespace ein::detail::cpu

@@ -50,4 +50,7 @@ Status gatherF32Fast(const Gather &op, const KernelContext &context) {
   return Status();
 }
 
+Status runStep(const Gather &op, const KernelContext &context) { return gatherF32Fast(op, context); }
+size_t stepScratchFloats(const Gather &) { return 0; }
+
 }  // namespace ein::detail::cpu

@@ -419,4 +419,13 @@ void prepackGemmWeights(Program &program, const std::vector<bool> *eligible, con
   }
 }
 
+// A gemm step: int8 weights (an int8 artifact's) on the s8 kernel, f32 and
+// bf16 ones on the packed one.
+Status runStep(const Gemm &op, const KernelContext &context) {
+  return op.bScale ? gemmS8Dynamic(op, context) : gemmF32Packed(op, context);
+}
+size_t stepScratchFloats(const Gemm &op) {
+  return op.bScale ? gemmS8DynamicScratchFloats(op) : gemmF32PackedScratchFloats(op);
+}
+
 }  // namespace ein::detail::cpu

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "ein/status.hpp"
@@ -115,8 +116,26 @@ size_t attentionF32DecodeScratchFloats(const Attention &op);
 Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const KernelContext &context);
 size_t talkingHeadsAttentionF32FastScratchFloats(const TalkingHeadsAttention &op);
 
-// The CPU kernel table: the function that runs a decoded step (every op has a
-// fast kernel), chosen once when a session is created.
+// Each step's CPU kernel, defined in its kernel's file for every step of the
+// schema (EIN_FOR_EACH_STEP, generated from the kern ops' definitions):
+// runStep runs the step, choosing among its kernels where it has several;
+// stepScratchFloats is the working memory it needs per thread, and also what
+// its reference kernel (tests) needs: scores and rows in doubles.
+#define EIN_DECLARE_STEP_KERNEL(Step)                           \
+  Status runStep(const Step &op, const KernelContext &context); \
+  size_t stepScratchFloats(const Step &op);
+EIN_FOR_EACH_STEP(EIN_DECLARE_STEP_KERNEL)
+#undef EIN_DECLARE_STEP_KERNEL
+
+// `count` doubles as floats, saturated so that a size from a hostile artifact
+// makes the allocation fail instead of wrapping around.
+inline size_t doublesAsFloats(unsigned __int128 count) {
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return count * 2 > kLimit ? kLimit : static_cast<size_t>(count * 2);
+}
+
+// The CPU kernel table: the function that runs a decoded step (runStep of
+// its type), chosen once when a session is created.
 using KernelFn = Status (*)(const detail::Kernel &kernel, const KernelContext &context);
 KernelFn selectKernel(const detail::Kernel &kernel);
 // Working memory the chosen kernel needs, in floats per thread.

@@ -91,4 +91,12 @@ Status layerNormF32Fast(const LayerNorm &op, const KernelContext &context) {
   return Status();
 }
 
+Status runStep(const LayerNorm &op, const KernelContext &context) { return layerNormF32Fast(op, context); }
+// Three rows of floats, or the reference kernel's row of doubles.
+size_t stepScratchFloats(const LayerNorm &op) {
+  return std::max(doublesAsFloats(static_cast<uint64_t>(op.shape.back())),
+                  static_cast<size_t>(std::min<unsigned __int128>(
+                      static_cast<unsigned __int128>(3) * static_cast<uint64_t>(op.shape.back()), SIZE_MAX / 16)));
+}
+
 }  // namespace ein::detail::cpu

@@ -101,4 +101,7 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
   return Status();
 }
 
+Status runStep(const Reduce &op, const KernelContext &context) { return reduceF32Fast(op, context); }
+size_t stepScratchFloats(const Reduce &op) { return reduceF32FastScratchFloats(op); }
+
 }  // namespace ein::detail::cpu

@@ -45,4 +45,7 @@ Status softmaxF32Fast(const Softmax &op, const KernelContext &context) {
   return Status();
 }
 
+Status runStep(const Softmax &op, const KernelContext &context) { return softmaxF32Fast(op, context); }
+size_t stepScratchFloats(const Softmax &op) { return static_cast<size_t>(op.shape.back()); }
+
 }  // namespace ein::detail::cpu

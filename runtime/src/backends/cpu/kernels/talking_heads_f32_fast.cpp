@@ -158,4 +158,14 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
   return Status();
 }
 
+Status runStep(const TalkingHeadsAttention &op, const KernelContext &context) {
+  return talkingHeadsAttentionF32Fast(op, context);
+}
+// With room for the reference kernel's scores and mixed scores in doubles.
+size_t stepScratchFloats(const TalkingHeadsAttention &op) {
+  return std::max(doublesAsFloats(static_cast<unsigned __int128>(2) * static_cast<uint64_t>(op.heads) *
+                                  static_cast<uint64_t>(op.keys)),
+                  talkingHeadsAttentionF32FastScratchFloats(op));
+}
+
 }  // namespace ein::detail::cpu
