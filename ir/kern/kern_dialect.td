@@ -38,6 +38,11 @@ class Kern_Op<string mnemonic, list<Trait> traits = []> :
   code stepWritePrologue = "";
   // Products of sizes the loader bounds before it decodes the views.
   list<StepSpaceCheck> stepSpaceChecks = [];
+  // Reads the loader bounds by the tensors read (after the views).
+  list<StepReadBound> stepReadBounds = [];
+  // Whether the runtime's struct of the step adds members of its own to the
+  // decoded fields (runtime/src/program/program.hpp); else it is generated.
+  bit hasRuntimeMembers = 0;
   // Whether the loader runs hand-written checks across the step's fields
   // after decoding them: `decode<Table>` in runtime/src/loader/step_decoder.cpp.
   bit hasStepChecks = 0;

@@ -33,6 +33,7 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   }];
   let hasVerifier = 1;
   let hasStepChecks = 1;
+  let hasRuntimeMembers = 1;
   let stepNumber = 1;
   let stepDoc = [{
     C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n])
@@ -79,6 +80,7 @@ def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result) $body";
   let hasVerifier = 1;
   let hasStepChecks = 1;
+  let hasRuntimeMembers = 1;
   let stepNumber = 2;
   let stepDoc = [{
     out[i..] = program(inputs[0][i..], inputs[1][i..], ...) over `shape`,
@@ -158,14 +160,50 @@ def Kern_ReduceOp : Kern_Op<"reduce", [Pure]> {
     Reduces the trailing `reduced_rank` axes of `shape`. `x` is indexed over all
     of `shape`, `y` over its leading (kept) axes.
   }];
-  let step = (fields StepSizes<>:$shape, StepAxisCount<"shape">:$reduced_rank, StepEnum<"ReduceKind", "Sum">:$kind,
+  let step = (fields StepSizes<>:$shape, StepAxisCount<"shape">:$reduced_rank,
+                     StepEnum<"ReduceKind", "Sum", /*shown=*/1>:$kind,
                      StepView<"$shape", ["F32"]>:$x, StepView<"$shape.dropLast($reduced_rank)", ["F32"], 1>:$y);
+  let stepReadBounds = [StepReadBound<"x", "$shape.dropFirst($shape.size() - $reduced_rank).product()",
+                                      "$shape.dropLast($reduced_rank).product() > 0">];
   let stepWritePrologue = [{
     ::ein::Shape kept = $_op.getShape().sizes();
     kept.resize(kept.size() - $_op.getReducedRank());
   }];
   let stepWrites = (writes [{denseView($_result, kept)}]:$y);
-  let hasStepChecks = 1;
+}
+
+def Kern_VarianceOp : Kern_Op<"variance", [Pure]> {
+  let summary = "variance or standard deviation over the trailing `reduced_rank` axes of `shape`";
+  let description = [{
+    For each kept item, over its n reduced elements: the sum of squared
+    deviations from their mean divided by max(0, n - correction) (torch.var),
+    or its square root when `root` (torch.std). One pass where a mean, the
+    squared deviations and their sum were three steps; n may depend on
+    ranged dims. `x_view` maps `shape` onto the input; the result is dense
+    over the kept axes.
+  }];
+  let arguments = (ins Kern_Tensor:$x, Ein_SizesAttr:$shape, I64Attr:$reduced_rank, I64Attr:$correction,
+                       BoolAttr:$root, Kern_ViewAttr:$x_view);
+  let results = (outs Kern_Tensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let stepNumber = 10;
+  let stepDoc = [{
+    For each kept item of `shape` (all but the trailing `reduced_rank` axes),
+    over its n reduced elements x_i with mean m:
+      y = sum_i (x_i - m)^2 / max(0, n - correction), or its square root when `root`
+    (torch.var and torch.std; 0 / 0 gives NaN, as there). `x` is indexed over
+    all of `shape`, `y` over its kept axes.
+  }];
+  let step = (fields StepSizes<>:$shape, StepAxisCount<"shape">:$reduced_rank, StepInt</*shown=*/1>:$correction,
+                     StepBool<"false", /*shown=*/1>:$root, StepView<"$shape", ["F32"]>:$x,
+                     StepView<"$shape.dropLast($reduced_rank)", ["F32"], 1>:$y);
+  let stepReadBounds = [StepReadBound<"x", "$shape.dropFirst($shape.size() - $reduced_rank).product()",
+                                      "$shape.dropLast($reduced_rank).product() > 0">];
+  let stepWritePrologue = [{
+    ::ein::Shape kept = $_op.getShape().sizes();
+    kept.resize(kept.size() - $_op.getReducedRank());
+  }];
+  let stepWrites = (writes [{denseView($_result, kept)}]:$y);
 }
 
 def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
@@ -174,7 +212,6 @@ def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$ids `,` $table attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
-  let hasStepChecks = 1;
   let stepNumber = 5;
   let stepDoc = [{
     out[i.., :] = table[ids[i..], :] for ids of shape `ids_shape`; an id outside
@@ -187,6 +224,7 @@ def Kern_GatherOp : Kern_Op<"gather", [Pure]> {
                      StepView<"$ids_shape.concat({$width})", ["F32"], 1>:$y);
   let stepSpaceChecks = [StepSpaceCheck<"$ids_shape.concat({$width})", "ids_shape x width">,
                          StepSpaceCheck<"Dims{$rows, $width}", "rows x width">];
+  let stepReadBounds = [StepReadBound<"ids", "$ids_shape.product()">];
   let stepWritePrologue = [{
     ::ein::Shape idsSizes = kern::gatherIdsShape($_op), tableSizes = kern::gatherTableShape($_op);
     ::ein::Shape ySizes = idsSizes;
@@ -287,6 +325,7 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
   let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
   let hasStepChecks = 1;
+  let hasRuntimeMembers = 1;
   let stepNumber = 7;
   let stepDoc = [{
     Scaled dot-product attention over batch axes (heads among them):

@@ -75,11 +75,15 @@ class StepOptionalView<string space_, list<string> dtypes_ = []> : StepField<"Vi
 class StepFloat<string defaultValue_ = ""> : StepField<"float", "float"> {
   string defaultValue = defaultValue_;
 }
-class StepBool<string defaultValue_ = "false"> : StepField<"bool", "bool"> {
+// `shown`: ein-inspect lists the value among the step's attributes.
+class StepBool<string defaultValue_ = "false", bit shown_ = 0> : StepField<"bool", "bool"> {
   string defaultValue = defaultValue_;
+  bit shown = shown_;
 }
 def StepUInt : StepField<"uint", "uint">;
-def StepInt : StepField<"long", "int">;
+class StepInt<bit shown_ = 0> : StepField<"long", "int"> {
+  bit shown = shown_;
+}
 // A count of trailing axes of the iteration space `sizes` (a field of kind
 // StepSizes): the loader checks that it is at most that space's rank before
 // it decodes the views, whose spaces may then drop those axes.
@@ -88,14 +92,26 @@ class StepAxisCount<string sizes_> : StepField<"uint", "axis_count"> {
 }
 // One of the schema's enums (hand-written in schemas/step_types.fbs, and in
 // the op table schemas/ops/op_table.def), read back with ops::fromSchema.
-class StepEnum<string enumName_, string defaultValue_> : StepField<enumName_, "enum"> {
+class StepEnum<string enumName_, string defaultValue_, bit shown_ = 0> : StepField<enumName_, "enum"> {
   string defaultValue = defaultValue_;
+  bit shown = shown_;
 }
 
 // A field the hand-written code writes and decodes: its schema type and the
 // runtime struct's member type.
 class StepCustom<string schemaType_, string runtimeType_> : StepField<schemaType_, "custom"> {
   string runtimeType = runtimeType_;
+}
+
+// A bound on a step's work: where `when` holds (it writes anything), each
+// item it writes reads `count` elements through view `view` without
+// repeating them in a sound artifact (a reduction's length), so `count` may
+// not exceed that view's tensor. With the written view's bound this bounds
+// every step's work by the sizes of real tensors.
+class StepReadBound<string view_, string count_, string when_ = "true"> {
+  string view = view_;
+  string count = count_;
+  string when = when_;
 }
 
 // A product of sizes the loader bounds like an iteration space's element

@@ -169,6 +169,15 @@ void ArtifactBuilder::reduce(const ReduceSpec &spec, const std::string &location
   });
 }
 
+void ArtifactBuilder::variance(const VarianceSpec &spec, const std::string &location) {
+  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+    std::vector<fb::Size> shape = sizeVector(spec.shape);
+    auto kernel = fb::CreateVarianceDirect(b, &shape, spec.reducedRank, spec.correction, spec.root, viewOf(b, spec.x),
+                                           viewOf(b, spec.y));
+    return fb::CreateStepDirect(b, fb::Kernel::Variance, kernel.Union(), location.c_str());
+  });
+}
+
 void ArtifactBuilder::gather(const GatherSpec &spec, const std::string &location) {
   step([spec, location](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> idsShape = sizeVector(spec.idsShape);

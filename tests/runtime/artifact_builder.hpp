@@ -91,6 +91,14 @@ struct ReduceSpec {
   ViewSpec x, y;
 };
 
+struct VarianceSpec {
+  std::vector<int64_t> shape;
+  uint32_t reducedRank = 0;
+  int64_t correction = 0;
+  bool root = false;
+  ViewSpec x, y;
+};
+
 struct GatherSpec {
   std::vector<int64_t> idsShape;
   int64_t rows = 0, width = 0;
@@ -151,6 +159,7 @@ class ArtifactBuilder {
   void elementwise(const ElementwiseSpec &spec, const std::string &location = "test.ein:2:1");
   void softmax(const SoftmaxSpec &spec, const std::string &location = "test.ein:3:1");
   void reduce(const ReduceSpec &spec, const std::string &location = "test.ein:4:1");
+  void variance(const VarianceSpec &spec, const std::string &location = "test.ein:4:1");
   void gather(const GatherSpec &spec, const std::string &location = "test.ein:5:1");
   void copy(const CopySpec &spec, const std::string &location = "test.ein:6:1");
   void attention(const AttentionSpec &spec, const std::string &location = "test.ein:7:1");

@@ -502,6 +502,13 @@ TEST(Verifier, RejectsInconsistentSizes) {
     expectRejected(small.build(), "unknown reduce kind 9");
   }
   {
+    // A variance step reads each row through x: a row longer than x's tensor
+    // (stride 0) is refused, which bounds its work.
+    SmallModel small;
+    small.builder.variance({{2, 1000000}, 1, 1, false, {small.y, 0, {4, 0}}, {small.z, 0, {1}}});
+    expectRejected(small.build(), "step 0 (variance at test.ein:4:1): it reads 1000000 elements through view x");
+  }
+  {
     SmallModel small;
     small.gemm.activation = static_cast<fb::Activation>(7);
     expectRejected(small.build(), "unknown gemm activation 7");

@@ -144,10 +144,6 @@ class Lowering {
   Value reduceAxes(Location loc, const Layout &input, ArrayRef<int64_t> axes, ein::kern::ReduceKind kind,
                    Type element);
 
-  // `reduced` (dense over the kept axes) read back over `fullSizes`, with stride
-  // 0 along the reduced axes.
-  static Layout broadcastReduced(Value reduced, ArrayRef<Size> fullSizes, ArrayRef<int64_t> axes);
-
   LogicalResult lowerReduce(ein::ir::ReduceOp reduce);
 
   ein::kern::ViewAttr viewOfLayout(const Layout &layout);

@@ -1,4 +1,4 @@
-// Reductions and norms: reduce, softmax and layer norm.
+// Reductions and norms: reduce, variance, softmax and layer norm.
 #include "compiler/conversion/ein_to_kern/lowering.hpp"
 
 namespace ein::conversion {
@@ -42,33 +42,31 @@ LogicalResult Lowering::lowerSoftmax(ein::ir::SoftmaxOp softmax) {
   return success();
 }
 
-Value Lowering::reduceAxes(Location loc, const Layout &input, ArrayRef<int64_t> axes, ein::kern::ReduceKind kind,
-                           Type element) {
-  Shape shape, strides, keptShape;
+// `input`'s axes with `axes` moved last: a reduction's iteration space over
+// them, its strides through `input`, and the kept sizes.
+struct ReducedLast {
+  Shape shape, strides, kept;
+};
+static ReducedLast reducedLast(const Layout &input, ArrayRef<int64_t> axes) {
+  ReducedLast space;
   for (size_t i = 0; i < input.sizes.size(); ++i) {
     if (llvm::is_contained(axes, static_cast<int64_t>(i))) continue;
-    shape.push_back(input.sizes[i]);
-    strides.push_back(input.strides[i]);
-    keptShape.push_back(input.sizes[i]);
+    space.shape.push_back(input.sizes[i]);
+    space.strides.push_back(input.strides[i]);
+    space.kept.push_back(input.sizes[i]);
   }
   for (int64_t axis : axes) {
-    shape.push_back(input.sizes[axis]);
-    strides.push_back(input.strides[axis]);
+    space.shape.push_back(input.sizes[axis]);
+    space.strides.push_back(input.strides[axis]);
   }
-  return buildReduce(loc, ein::ir::sizedTensorType(keptShape, element), input, shape, strides,
-                     static_cast<int64_t>(axes.size()), kind);
+  return space;
 }
 
-Layout Lowering::broadcastReduced(Value reduced, ArrayRef<Size> fullSizes, ArrayRef<int64_t> axes) {
-  Layout layout{reduced, 0, Shape(fullSizes.begin(), fullSizes.end()), {}};
-  Shape kept;
-  for (size_t i = 0; i < fullSizes.size(); ++i)
-    if (!llvm::is_contained(axes, static_cast<int64_t>(i))) kept.push_back(fullSizes[i]);
-  Shape keptStrides = denseStrides(kept);
-  size_t next = 0;
-  for (size_t i = 0; i < fullSizes.size(); ++i)
-    layout.strides.push_back(llvm::is_contained(axes, static_cast<int64_t>(i)) ? Size(0) : keptStrides[next++]);
-  return layout;
+Value Lowering::reduceAxes(Location loc, const Layout &input, ArrayRef<int64_t> axes, ein::kern::ReduceKind kind,
+                           Type element) {
+  ReducedLast space = reducedLast(input, axes);
+  return buildReduce(loc, ein::ir::sizedTensorType(space.kept, element), input, space.shape, space.strides,
+                     static_cast<int64_t>(axes.size()), kind);
 }
 
 // The reduce's result over `buffer` (dense over the kept axes): with
@@ -103,35 +101,14 @@ LogicalResult Lowering::lowerReduce(ein::ir::ReduceOp reduce) {
     layouts[reduce] = resultLayout(reduce, result);
     return success();
   }
-  // var / std: mean, squared deviations, their sum over (n - correction), or
-  // their mean without a correction (n may then be a size over ranged dims).
-  Size count = 1;
-  for (int64_t axis : axes) count *= input.sizes[axis];
-  int64_t correction = reduce.getCorrectionAttr().getInt();
-  if (correction != 0 && !count.isConstant())
-    return reduce.emitOpError() << "var/std with correction " << correction << " over " << count.str()
-                                << " elements (a size over ranged dims) has no kernel yet; use correction=0";
-  Value mean = reduceAxes(loc, input, axes, ein::kern::ReduceKind::mean, element);
-  auto fullType = ein::ir::sizedTensorType(input.sizes, element);
-  Layout meanLayout = broadcastReduced(mean, input.sizes, axes);
-  auto squares = buildElementwise(loc, fullType, {Value(), Value()}, {input, meanLayout},
-                                  [](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                    Value centered = b.create<arith::SubFOp>(loc, x[0], x[1]);
-                                    return b.create<arith::MulFOp>(loc, centered, centered);
-                                  });
-  if (failed(squares)) return failure();
-  Value sum = reduceAxes(loc, denseLayout(*squares), axes,
-                         correction == 0 ? ein::kern::ReduceKind::mean : ein::kern::ReduceKind::sum, element);
-  double divisor = correction == 0 ? 1.0 : static_cast<double>(*count.constant() - correction);
-  bool isStd = reduce.getKind() == ein::ir::ReduceKind::std;
-  auto keptType = cast<RankedTensorType>(sum.getType());
-  auto result = buildElementwise(loc, keptType, {Value()}, {denseLayout(sum)},
-                                 [&](OpBuilder &b, Location loc, ArrayRef<Value> x) -> Value {
-                                   Value variance = b.create<arith::DivFOp>(loc, x[0], constantF32(loc, divisor));
-                                   return isStd ? b.create<math::SqrtOp>(loc, variance).getResult() : variance;
-                                 });
-  if (failed(result)) return failure();
-  layouts[reduce] = resultLayout(reduce, *result);
+  // var / std: one kern.variance over the reduced axes.
+  ReducedLast space = reducedLast(input, axes);
+  Value result = builder.create<ein::kern::VarianceOp>(
+      loc, ein::ir::sizedTensorType(space.kept, element), input.buffer, sizesAttr(context(), space.shape),
+      builder.getI64IntegerAttr(static_cast<int64_t>(axes.size())), reduce.getCorrectionAttr(),
+      builder.getBoolAttr(reduce.getKind() == ein::ir::ReduceKind::std),
+      viewOf(context(), input.offset, space.strides));
+  layouts[reduce] = resultLayout(reduce, result);
   return success();
 }
 

@@ -332,19 +332,6 @@ Status decodeElementwise(const fb::Elementwise &in, const StepChecker &check, El
   return Status();
 }
 
-// Each kept item reads its reduced elements through x.
-Status decodeReduce(const fb::Reduce &in, const StepChecker &check, Reduce &op, StepInfo &info) {
-  const size_t keptRank = op.shape.size() - op.reducedRank;
-  if (op.shape.first(keptRank).product() > 0)
-    EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(op.x, op.shape.dropFirst(keptRank).product(), "x"));
-  info.attributes["kind"] = fb::EnumNameReduceKind(in.kind());
-  return Status();
-}
-
-Status decodeGather(const fb::Gather &, const StepChecker &check, Gather &op, StepInfo &) {
-  return check.readsAtMostItsTensor(op.ids, op.idsShape.product(), "ids");
-}
-
 // A copy keeps the dtype, except that f32 may be rounded into bf16 (rows
 // appended to a bf16 key/value cache).
 Status decodeCopy(const fb::Copy &, const StepChecker &check, Copy &op, StepInfo &info) {

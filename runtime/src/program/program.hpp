@@ -55,8 +55,9 @@ struct Instruction {
 
 // The decoded fields of every kernel step (GemmFields, ...), generated from
 // the kern ops' definitions (ir/kern/kern_ops.td; the schema's
-// kernel_steps.fbs says what each step computes), and the runtime's own
-// members beside them.
+// kernel_steps.fbs says what each step computes), with the step's struct
+// where it adds nothing; below, the steps that add members of their own
+// (hasRuntimeMembers).
 #define GET_STEP_FIELDS
 #include "program/step_fields.inc"
 
@@ -70,10 +71,6 @@ struct Elementwise : ElementwiseFields {
   size_t registerCount() const { return inputs.size() + program.size(); }
 };
 
-struct Softmax : SoftmaxFields {};
-struct Reduce : ReduceFields {};
-struct Gather : GatherFields {};
-struct Copy : CopyFields {};
 
 struct Attention : AttentionFields {
   // How many keys (a prefix) query `i` sees: all, or i % P + keys - P + 1
@@ -90,8 +87,6 @@ struct Attention : AttentionFields {
   bool bf16KeyValues = false;
 };
 
-struct TalkingHeadsAttention : TalkingHeadsAttentionFields {};
-struct LayerNorm : LayerNormFields {};
 
 using Kernel = std::variant<
 #define GET_STEP_LIST

@@ -343,6 +343,11 @@ TEST(CudaKernels, SoftmaxLayerNormReduce) {
         }
         uint32_t columns = b.output("columns", fb::DType::F32, {n});
         b.reduce({{n, rows}, 1, fb::ReduceKind::Mean, ViewSpec{res, 0, {1, n}}, dense(columns, {n})});
+        // var over rows (NaN and -inf rows included) and std over columns, unbiased.
+        uint32_t variance = b.output("variance", fb::DType::F32, {rows});
+        b.variance({{rows, n}, 1, 0, false, dense(in, {rows, n}), dense(variance, {rows})});
+        uint32_t deviation = b.output("deviation", fb::DType::F32, {n});
+        b.variance({{n, rows}, 1, 1, true, ViewSpec{res, 0, {1, n}}, dense(deviation, {n})});
       },
       {{"x", bytesOf(x)}, {"res", randomBytes(rows * n, 16, 0.9f, 1.1f)}}, 1e-4);
 }

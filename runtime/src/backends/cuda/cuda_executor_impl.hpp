@@ -197,6 +197,8 @@ class CudaExecutor final : public Executor {
 #undef EIN_DECLARE_PLAN
   template <typename Launch, typename Op>
   Status planAttentionOperands(size_t step, const Op &op, size_t inner, Launch &launch);
+  Status planReducedRows(size_t step, const Dims &shape, size_t reducedRank, const View &x, const View &y,
+                         ec::ReducedRows &rows);
 
   Status growInputsAndOutputs(const Program &program);
 

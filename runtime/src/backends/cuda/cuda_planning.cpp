@@ -164,21 +164,38 @@ Status CudaExecutor::plan(size_t step, const LayerNorm &op) {
   return Status();
 }
 
-Status CudaExecutor::plan(size_t step, const Reduce &op) {
-  const size_t keptRank = op.shape.size() - op.reducedRank;
-  const Space kept = merge(op.shape.first(keptRank), {op.x.strides.first(keptRank), op.y.strides});
-  const Space reduced = merge(op.shape.dropFirst(keptRank), {op.x.strides.dropFirst(keptRank)});
+// A reduction's rows: the kept axes (all but the trailing reducedRank of
+// `shape`) and the reduced ones, each merged where their strides allow.
+Status CudaExecutor::planReducedRows(size_t step, const Dims &shape, size_t reducedRank, const View &x, const View &y,
+                                     ec::ReducedRows &rows) {
+  const size_t keptRank = shape.size() - reducedRank;
+  const Space kept = merge(shape.first(keptRank), {x.strides.first(keptRank), y.strides});
+  const Space reduced = merge(shape.dropFirst(keptRank), {x.strides.dropFirst(keptRank)});
   EIN_RETURN_IF_ERROR(checkRank(step, kept.sizes.size(), 0));
   EIN_RETURN_IF_ERROR(checkRank(step, reduced.sizes.size(), 0));
+  rows.kept = shapeOf(kept.sizes);
+  rows.reduced = shapeOf(reduced.sizes);
+  rows.x = view(x, kept.strides[0]);
+  rows.xReduced = view(x, reduced.strides[0]);
+  rows.xReduced.offset = 0;
+  rows.y = view(y, kept.strides[1]);
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Reduce &op) {
   ec::ReduceLaunch launch;
-  launch.kept = shapeOf(kept.sizes);
-  launch.reduced = shapeOf(reduced.sizes);
-  launch.x = view(op.x, kept.strides[0]);
-  launch.xReduced = view(op.x, reduced.strides[0]);
-  launch.xReduced.offset = 0;
-  launch.y = view(op.y, kept.strides[1]);
+  EIN_RETURN_IF_ERROR(planReducedRows(step, op.shape, op.reducedRank, op.x, op.y, launch.rows));
   launch.kind = op.kind;
   steps_.push_back([launch](cudaStream_t stream) { return launched("reduce", ec::launchReduce(launch, stream)); });
+  return Status();
+}
+
+Status CudaExecutor::plan(size_t step, const Variance &op) {
+  ec::VarianceLaunch launch;
+  EIN_RETURN_IF_ERROR(planReducedRows(step, op.shape, op.reducedRank, op.x, op.y, launch.rows));
+  launch.correction = op.correction;
+  launch.root = op.root;
+  steps_.push_back([launch](cudaStream_t stream) { return launched("variance", ec::launchVariance(launch, stream)); });
   return Status();
 }
 

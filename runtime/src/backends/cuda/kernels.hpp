@@ -73,15 +73,29 @@ struct LayerNormLaunch {
 };
 cudaError_t launchLayerNorm(const LayerNormLaunch &launch, cudaStream_t stream);
 
-// ---- reduce, gather, copy (reduce_gather_copy.cu) -------------------------------
-struct ReduceLaunch {
+// ---- reduce, variance, gather, copy (reduce_gather_copy.cu) ---------------------
+// The operands of a reduction: each kept element reduces its row of
+// `reduced` elements of x.
+struct ReducedRows {
   Shape kept, reduced;
   DeviceView x;         // strides over kept
   DeviceView xReduced;  // strides over reduced (offset unused)
   DeviceView y;         // over kept
+};
+
+struct ReduceLaunch {
+  ReducedRows rows;
   ReduceKind kind = ReduceKind::Sum;
 };
 cudaError_t launchReduce(const ReduceLaunch &launch, cudaStream_t stream);
+
+// var / std: y = sum (x - mean)^2 / max(0, n - correction), square-rooted when `root`.
+struct VarianceLaunch {
+  ReducedRows rows;
+  int64_t correction = 0;
+  bool root = false;
+};
+cudaError_t launchVariance(const VarianceLaunch &launch, cudaStream_t stream);
 
 struct GatherLaunch {
   Shape ids;

@@ -1,4 +1,4 @@
-// Data movement and reductions: reduce (one warp per kept element), gather
+// Data movement and reductions: reduce and variance (one warp per kept element), gather
 // (one thread per output element, ids range-checked), copy (one thread per
 // element, any dtype).
 #include "backends/cuda/device_math.cuh"
@@ -39,16 +39,17 @@ __device__ float initialValue(ReduceKind kind) {
 // NaN propagates through every kind (max and min too, as torch.amax/amin);
 // the mean of nothing is NaN.
 __global__ void reduceKernel(ReduceLaunch launch, int64_t keptCount, int64_t reducedCount) {
+  const ReducedRows &rows = launch.rows;
   const int lane = threadIdx.x & 31;
   const int64_t warpsPerGrid = int64_t(gridDim.x) * (blockDim.x / 32);
-  const auto *x = static_cast<const float *>(launch.x.data);
-  auto *y = static_cast<float *>(launch.y.data);
+  const auto *x = static_cast<const float *>(rows.x.data);
+  auto *y = static_cast<float *>(rows.y.data);
   for (int64_t out = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; out < keptCount; out += warpsPerGrid) {
-    const int64_t base = offsetOf(launch.kept, launch.x, out);
+    const int64_t base = offsetOf(rows.kept, rows.x, out);
     float accumulator = initialValue(launch.kind);
     bool sawNan = false;
     for (int64_t r = lane; r < reducedCount; r += 32) {
-      const float value = x[base + offsetOf(launch.reduced, launch.xReduced, r)];
+      const float value = x[base + offsetOf(rows.reduced, rows.xReduced, r)];
       sawNan |= isnan(value);
       accumulator = combine(launch.kind, accumulator, value);
     }
@@ -57,7 +58,35 @@ __global__ void reduceKernel(ReduceLaunch launch, int64_t keptCount, int64_t red
     sawNan = warpAny(sawNan);
     if (lane == 0) {
       if (launch.kind == ReduceKind::Mean) accumulator /= static_cast<float>(reducedCount);
-      y[offsetOf(launch.kept, launch.y, out)] = sawNan ? NAN : accumulator;
+      y[offsetOf(rows.kept, rows.y, out)] = sawNan ? NAN : accumulator;
+    }
+  }
+}
+
+// Two passes over each kept element's row: the mean, then the squared
+// deviations from it (NaN propagates through both sums; 0 / 0 is NaN).
+__global__ void varianceKernel(VarianceLaunch launch, int64_t keptCount, int64_t reducedCount) {
+  const ReducedRows &rows = launch.rows;
+  const int lane = threadIdx.x & 31;
+  const int64_t warpsPerGrid = int64_t(gridDim.x) * (blockDim.x / 32);
+  const auto *x = static_cast<const float *>(rows.x.data);
+  auto *y = static_cast<float *>(rows.y.data);
+  const float divisor = static_cast<float>(reducedCount > launch.correction ? reducedCount - launch.correction : 0);
+  for (int64_t out = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32; out < keptCount; out += warpsPerGrid) {
+    const int64_t base = offsetOf(rows.kept, rows.x, out);
+    float sum = 0.0f;
+    for (int64_t r = lane; r < reducedCount; r += 32) sum += x[base + offsetOf(rows.reduced, rows.xReduced, r)];
+    for (int delta = 16; delta > 0; delta >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, delta);
+    const float mean = sum / static_cast<float>(reducedCount);
+    float squares = 0.0f;
+    for (int64_t r = lane; r < reducedCount; r += 32) {
+      const float deviation = x[base + offsetOf(rows.reduced, rows.xReduced, r)] - mean;
+      squares += deviation * deviation;
+    }
+    for (int delta = 16; delta > 0; delta >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, delta);
+    if (lane == 0) {
+      const float variance = squares / divisor;
+      y[offsetOf(rows.kept, rows.y, out)] = launch.root ? sqrtf(variance) : variance;
     }
   }
 }
@@ -93,9 +122,16 @@ __global__ void copyKernel(CopyLaunch launch, int64_t total) {
 }  // namespace
 
 cudaError_t launchReduce(const ReduceLaunch &launch, cudaStream_t stream) {
-  const int64_t kept = launch.kept.count();
+  const int64_t kept = launch.rows.kept.count();
   if (kept == 0) return cudaSuccess;
-  reduceKernel<<<gridFor(kept, kThreads / 32), kThreads, 0, stream>>>(launch, kept, launch.reduced.count());
+  reduceKernel<<<gridFor(kept, kThreads / 32), kThreads, 0, stream>>>(launch, kept, launch.rows.reduced.count());
+  return cudaGetLastError();
+}
+
+cudaError_t launchVariance(const VarianceLaunch &launch, cudaStream_t stream) {
+  const int64_t kept = launch.rows.kept.count();
+  if (kept == 0) return cudaSuccess;
+  varianceKernel<<<gridFor(kept, kThreads / 32), kThreads, 0, stream>>>(launch, kept, launch.rows.reduced.count());
   return cudaGetLastError();
 }
 

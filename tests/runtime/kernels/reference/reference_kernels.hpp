@@ -15,6 +15,7 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context);  // an in
 Status elementwiseF32Reference(const Elementwise &op, const KernelContext &context);
 Status softmaxF32Reference(const Softmax &op, const KernelContext &context);
 Status reduceF32Reference(const Reduce &op, const KernelContext &context);
+Status varianceF32Reference(const Variance &op, const KernelContext &context);
 Status gatherF32Reference(const Gather &op, const KernelContext &context);  // fails on an id outside [0, rows)
 Status attentionF32Reference(const Attention &op, const KernelContext &context);
 Status talkingHeadsAttentionF32Reference(const TalkingHeadsAttention &op, const KernelContext &context);

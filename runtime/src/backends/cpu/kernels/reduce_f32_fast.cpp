@@ -5,8 +5,10 @@
 // of [batch, tokens, channels]: each reduced position's lanes are one short
 // contiguous read), one element at a time otherwise. Every row then goes
 // through the same reduceRow: f32 with several accumulators; NaN propagates
-// through max and min; the mean of nothing is NaN.
+// through max and min; the mean of nothing is NaN. Variance steps walk their
+// rows the same way, then take each row's mean and squared deviations.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "backends/cpu/kernels/blocking.hpp"
@@ -40,6 +42,53 @@ bool gathersColumns(const Reduce &op) {
          count <= kMaxColumnCount;
 }
 
+// The sum of term(row[i]) in kLanes independent f32 partial sums, which the
+// compiler turns into vector adds (a single sum would be one dependent
+// chain), then added in double.
+template <typename Term>
+double laneSum(const float *row, int64_t count, Term term) {
+  constexpr int kLanes = 16;
+  float lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes)
+    for (int lane = 0; lane < kLanes; ++lane) lanes[lane] += term(row[i + lane]);
+  double total = 0.0;
+  for (float lane : lanes) total += lane;
+  for (; i < count; ++i) total += term(row[i]);
+  return total;
+}
+
+// Each kept item's row of a reduction over the trailing `reducedRank` axes
+// (Reduce, Variance): body(row, count, y) for every item, spread over the
+// threads, with the item's `count` reduced values read in place when they
+// are contiguous, else gathered into the thread's scratch (count floats),
+// and `y` its place in the output.
+template <typename Op, typename Body>
+void forEachRow(const Op &op, const KernelContext &context, Body &&body) {
+  const float *x = context.data<const float>(op.x);
+  float *y = context.data<float>(op.y);
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  const Dims kept = op.shape.first(keptRank), reduced = op.shape.dropFirst(keptRank);
+  const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
+  const int64_t count = reduced.product();
+  const bool contiguous = isContiguous(reduced, xReduced);
+  context.parallelChunks(kept.product(), std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
+                         [&](int64_t begin, int64_t end, int thread) {
+                           float *scratch = context.threadScratch(thread);
+                           for (int64_t item = begin; item < end; ++item) {
+                             const int64_t base = offsetOfIndex(kept, xKept, op.x.offset, item);
+                             const float *row = x + base;
+                             if (!contiguous && count > 0) {
+                               float *to = scratch;
+                               forEachIndex<1>(reduced, {base}, {&xReduced},
+                                               [&](const std::array<int64_t, 1> &at) { *to++ = x[at[0]]; });
+                               row = scratch;
+                             }
+                             body(row, count, y[offsetOfIndex(kept, op.y.strides, op.y.offset, item)]);
+                           }
+                         });
+}
+
 }  // namespace
 
 size_t reduceF32FastScratchFloats(const Reduce &op) {
@@ -56,10 +105,9 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
   const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
   const int64_t count = reduced.product();
   const bool contiguous = isContiguous(reduced, xReduced);
-  auto finish = [&](float value, int64_t item) {
-    if (op.kind == ReduceKind::Mean)
-      value = count > 0 ? value / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
-    y[offsetOfIndex(kept, op.y.strides, op.y.offset, item)] = value;
+  auto finish = [&](float value) {
+    if (op.kind != ReduceKind::Mean) return value;
+    return count > 0 ? value / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
   };
   if (!contiguous && gathersColumns(op)) {
     const int64_t last = kept.back(), blocksPerRow = ceilDiv(last, kColumnLanes);
@@ -78,30 +126,38 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
                                                  ++position;
                                                });
                                for (int64_t lane = 0; lane < lanes; ++lane)
-                                 finish(isa.reduceRow(rows + lane * count, count, op.kind), first + lane);
+                                 y[offsetOfIndex(kept, op.y.strides, op.y.offset, first + lane)] =
+                                     finish(isa.reduceRow(rows + lane * count, count, op.kind));
                              }
                            });
     return Status();
   }
-  context.parallelChunks(kept.product(), std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
-                         [&](int64_t begin, int64_t end, int thread) {
-                           float *scratch = context.threadScratch(thread);
-                           for (int64_t item = begin; item < end; ++item) {
-                             const int64_t base = offsetOfIndex(kept, xKept, op.x.offset, item);
-                             const float *row = x + base;
-                             if (!contiguous && count > 0) {
-                               float *to = scratch;
-                               forEachIndex<1>(reduced, {base}, {&xReduced},
-                                               [&](const std::array<int64_t, 1> &at) { *to++ = x[at[0]]; });
-                               row = scratch;
-                             }
-                             finish(isa.reduceRow(row, count, op.kind), item);
-                           }
-                         });
+  forEachRow(op, context, [&](const float *row, int64_t, float &out) { out = finish(isa.reduceRow(row, count, op.kind)); });
   return Status();
 }
 
 Status runStep(const Reduce &op, const KernelContext &context) { return reduceF32Fast(op, context); }
 size_t stepScratchFloats(const Reduce &op) { return reduceF32FastScratchFloats(op); }
+
+// var / std: each kept item's row, read in place when contiguous, else
+// gathered into scratch; its mean, then the sum of squared deviations from
+// it over max(0, n - correction), both summed in f32 lanes (0 / 0 is NaN, as
+// in torch).
+Status runStep(const Variance &op, const KernelContext &context) {
+  forEachRow(op, context, [&](const float *row, int64_t count, float &out) {
+    const double mean = laneSum(row, count, [](float v) { return v; }) / static_cast<double>(count);
+    const auto shift = static_cast<float>(mean);
+    const double squares = laneSum(row, count, [shift](float v) {
+      const float deviation = v - shift;
+      return deviation * deviation;
+    });
+    const double variance = squares / std::max(0.0, static_cast<double>(count) - static_cast<double>(op.correction));
+    out = static_cast<float>(op.root ? std::sqrt(variance) : variance);
+  });
+  return Status();
+}
+size_t stepScratchFloats(const Variance &op) {
+  return static_cast<size_t>(op.shape.dropFirst(op.shape.size() - op.reducedRank).product());
+}
 
 }  // namespace ein::detail::cpu
