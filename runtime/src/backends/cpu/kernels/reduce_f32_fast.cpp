@@ -58,33 +58,45 @@ double laneSum(const float *row, int64_t count, Term term) {
   return total;
 }
 
-// Each kept item's row of a reduction over the trailing `reducedRank` axes
-// (Reduce, Variance): body(row, count, y) for every item, spread over the
-// threads, with the item's `count` reduced values read in place when they
-// are contiguous, else gathered into the thread's scratch (count floats),
-// and `y` its place in the output.
+// How a reduction over the trailing `reducedRank` axes (Reduce, Variance)
+// walks x: the kept and reduced axes, their strides, the reduced count and
+// whether each kept item's reduced values are one contiguous run.
+struct Rows {
+  Dims kept, reduced, xKept, xReduced;
+  int64_t count = 0;
+  bool contiguous = false;
+};
+
+template <typename Op>
+Rows rowsOf(const Op &op) {
+  const size_t keptRank = op.shape.size() - op.reducedRank;
+  Rows rows{op.shape.first(keptRank), op.shape.dropFirst(keptRank), op.x.strides.first(keptRank),
+            op.x.strides.dropFirst(keptRank)};
+  rows.count = rows.reduced.product();
+  rows.contiguous = isContiguous(rows.reduced, rows.xReduced);
+  return rows;
+}
+
+// body(row, y) for each kept item, spread over the threads: `row` the item's
+// reduced values, read in place when contiguous, else gathered into the
+// thread's scratch (count floats), and `y` its place in the output.
 template <typename Op, typename Body>
-void forEachRow(const Op &op, const KernelContext &context, Body &&body) {
+void forEachRow(const Op &op, const Rows &rows, const KernelContext &context, Body &&body) {
   const float *x = context.data<const float>(op.x);
   float *y = context.data<float>(op.y);
-  const size_t keptRank = op.shape.size() - op.reducedRank;
-  const Dims kept = op.shape.first(keptRank), reduced = op.shape.dropFirst(keptRank);
-  const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
-  const int64_t count = reduced.product();
-  const bool contiguous = isContiguous(reduced, xReduced);
-  context.parallelChunks(kept.product(), std::max<int64_t>(1, 16384 / std::max<int64_t>(count, 1)),
+  context.parallelChunks(rows.kept.product(), std::max<int64_t>(1, 16384 / std::max<int64_t>(rows.count, 1)),
                          [&](int64_t begin, int64_t end, int thread) {
                            float *scratch = context.threadScratch(thread);
                            for (int64_t item = begin; item < end; ++item) {
-                             const int64_t base = offsetOfIndex(kept, xKept, op.x.offset, item);
+                             const int64_t base = offsetOfIndex(rows.kept, rows.xKept, op.x.offset, item);
                              const float *row = x + base;
-                             if (!contiguous && count > 0) {
+                             if (!rows.contiguous && rows.count > 0) {
                                float *to = scratch;
-                               forEachIndex<1>(reduced, {base}, {&xReduced},
+                               forEachIndex<1>(rows.reduced, {base}, {&rows.xReduced},
                                                [&](const std::array<int64_t, 1> &at) { *to++ = x[at[0]]; });
                                row = scratch;
                              }
-                             body(row, count, y[offsetOfIndex(kept, op.y.strides, op.y.offset, item)]);
+                             body(row, y[offsetOfIndex(rows.kept, op.y.strides, op.y.offset, item)]);
                            }
                          });
 }
@@ -100,21 +112,19 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
   const IsaKernels &isa = *context.isa;
   const float *x = context.data<const float>(op.x);
   float *y = context.data<float>(op.y);
-  const size_t keptRank = op.shape.size() - op.reducedRank;
-  const Dims kept = op.shape.first(keptRank), reduced = op.shape.dropFirst(keptRank);
-  const Dims xKept = op.x.strides.first(keptRank), xReduced = op.x.strides.dropFirst(keptRank);
-  const int64_t count = reduced.product();
-  const bool contiguous = isContiguous(reduced, xReduced);
+  const Rows rows = rowsOf(op);
+  const Dims &kept = rows.kept, &reduced = rows.reduced, &xKept = rows.xKept, &xReduced = rows.xReduced;
+  const int64_t count = rows.count;
   auto finish = [&](float value) {
     if (op.kind != ReduceKind::Mean) return value;
     return count > 0 ? value / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
   };
-  if (!contiguous && gathersColumns(op)) {
+  if (!rows.contiguous && gathersColumns(op)) {
     const int64_t last = kept.back(), blocksPerRow = ceilDiv(last, kColumnLanes);
     context.parallelChunks(kept.product() / last * blocksPerRow,
                            std::max<int64_t>(1, 16384 / (count * kColumnLanes)),
                            [&](int64_t begin, int64_t end, int thread) {
-                             float *rows = context.threadScratch(thread);
+                             float *columns = context.threadScratch(thread);
                              for (int64_t block = begin; block < end; ++block) {
                                const int64_t first = block / blocksPerRow * last + block % blocksPerRow * kColumnLanes;
                                const int64_t lanes = std::min(kColumnLanes, last - block % blocksPerRow * kColumnLanes);
@@ -122,17 +132,17 @@ Status reduceF32Fast(const Reduce &op, const KernelContext &context) {
                                forEachIndex<1>(reduced, {offsetOfIndex(kept, xKept, op.x.offset, first)}, {&xReduced},
                                                [&](const std::array<int64_t, 1> &at) {
                                                  for (int64_t lane = 0; lane < lanes; ++lane)
-                                                   rows[lane * count + position] = x[at[0] + lane];
+                                                   columns[lane * count + position] = x[at[0] + lane];
                                                  ++position;
                                                });
                                for (int64_t lane = 0; lane < lanes; ++lane)
                                  y[offsetOfIndex(kept, op.y.strides, op.y.offset, first + lane)] =
-                                     finish(isa.reduceRow(rows + lane * count, count, op.kind));
+                                     finish(isa.reduceRow(columns + lane * count, count, op.kind));
                              }
                            });
     return Status();
   }
-  forEachRow(op, context, [&](const float *row, int64_t, float &out) { out = finish(isa.reduceRow(row, count, op.kind)); });
+  forEachRow(op, rows, context, [&](const float *row, float &out) { out = finish(isa.reduceRow(row, count, op.kind)); });
   return Status();
 }
 
@@ -144,7 +154,9 @@ size_t stepScratchFloats(const Reduce &op) { return reduceF32FastScratchFloats(o
 // it over max(0, n - correction), both summed in f32 lanes (0 / 0 is NaN, as
 // in torch).
 Status runStep(const Variance &op, const KernelContext &context) {
-  forEachRow(op, context, [&](const float *row, int64_t count, float &out) {
+  const Rows rows = rowsOf(op);
+  const int64_t count = rows.count;
+  forEachRow(op, rows, context, [&](const float *row, float &out) {
     const double mean = laneSum(row, count, [](float v) { return v; }) / static_cast<double>(count);
     const auto shift = static_cast<float>(mean);
     const double squares = laneSum(row, count, [shift](float v) {
