@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/TableGen/Error.h"
 #include "llvm/TableGen/Record.h"
 #include "mlir/TableGen/Format.h"
@@ -55,9 +54,9 @@ std::vector<Step> collectSteps(const RecordKeeper &records) {
     const llvm::DagInit *dag = def->getValueAsDag("step");
     if (dag->getNumArgs() == 0) continue;
     Operator op(def);
-    Step step{def, op.getCppClassName().drop_back(2).str(), def->getValueAsString("opName").str(), {}};
-    if (!StringRef(op.getCppClassName()).ends_with("Op"))
+    if (!op.getCppClassName().ends_with("Op"))
       llvm::PrintFatalError(def->getLoc(), "a kern op with a step is named ...Op");
+    Step step{def, op.getCppClassName().drop_back(2).str(), def->getValueAsString("opName").str(), {}};
     for (unsigned i = 0; i < dag->getNumArgs(); ++i) {
       auto *kind = llvm::dyn_cast<llvm::DefInit>(dag->getArg(i));
       if (!kind || !kind->getDef()->isSubClassOf("StepField") || dag->getArgNameStr(i).empty())

@@ -60,7 +60,7 @@ void prepareWeightsForTarget(Program &program, const std::vector<bool> *eligible
 // the Program structs change) and the sizes of the structs they share, so a
 // library from another build is refused rather than misread.
 struct BackendAbi {
-  uint32_t version = 1;
+  uint32_t version = 2;  // 2: the steps come from the kern ops' definitions (Variance added)
   uint32_t program = sizeof(Program), step = sizeof(Step), tensor = sizeof(Tensor), kernel = sizeof(Kernel),
            packed = sizeof(PackedMatrix), options = sizeof(SessionOptions), status = sizeof(Status);
   bool operator==(const BackendAbi &) const = default;
