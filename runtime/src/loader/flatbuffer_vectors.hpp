@@ -22,13 +22,16 @@ inline std::vector<int64_t> readInt64Vector(const flatbuffers::Vector<int64_t> *
   return result;
 }
 
-// A Size field's encoded value (schema step_types.fbs); absent: the constant 0.
-inline int64_t readSize(const schema::Size *size) {
-  if (!size) return 0;
+// The encoded value of the Size whose bytes start at `at`, at any alignment
+// (a vector's elements may sit 4 bytes off their 8-byte alignment).
+inline int64_t readSizeAt(const void *at) {
   int64_t value;
-  std::memcpy(&value, size, sizeof value);
+  std::memcpy(&value, at, sizeof value);
   return flatbuffers::EndianScalar(value);
 }
+
+// A Size field's encoded value (schema step_types.fbs); absent: the constant 0.
+inline int64_t readSize(const schema::Size *size) { return size ? readSizeAt(size) : 0; }
 
 inline std::vector<int64_t> readSizes(const flatbuffers::Vector<const schema::Size *> *sizes) {
   if (!sizes) return {};

@@ -224,8 +224,8 @@ Status walkReferences(const flatbuffers::Table &table, const flatbuffers::TypeTa
     }
     if (ref == fb::SizeTypeTable()) {
       for (flatbuffers::uoffset_t j = 0; j < count; ++j)
-        EIN_RETURN_IF_ERROR(onSize(type.names[i], readSize(reinterpret_cast<const fb::Size *>(
-                                                       code.is_repeating ? elements + j * sizeof(fb::Size) : field))));
+        EIN_RETURN_IF_ERROR(
+            onSize(type.names[i], readSizeAt(code.is_repeating ? elements + j * sizeof(fb::Size) : field)));
       continue;
     }
     if (code.base_type == flatbuffers::ET_UINT && !code.is_repeating && std::strcmp(type.names[i], "tensor") == 0) {
