@@ -180,9 +180,22 @@ TEST_F(ToolsTest, RunSaysWhyTheCudaBackendCannotBeUsed) {
   ASSERT_NE(dladdr(reinterpret_cast<void *>(static_cast<double (*)(double)>(&::cos)), &libm), 0);
   Result otherLibrary = run("EIN_CUDA_BACKEND=" + std::string(libm.dli_fname) + " " EIN_RUN_PATH, arguments);
   EXPECT_NE(otherLibrary.exitCode, 0);
-  EXPECT_NE(otherLibrary.err.find(std::string(libm.dli_fname) + " is not an ein backend library (no ein_cuda_backend)"),
+  EXPECT_NE(otherLibrary.err.find(std::string(libm.dli_fname) + " is not an ein backend library (no ein_backend_entry)"),
             std::string::npos)
       << otherLibrary.err;
+  // A backend library that answers through the C table, wrongly (test_backend.c).
+  const auto withTestBackend = [&](const std::string &mode) {
+    return run("EIN_CUDA_BACKEND=" EIN_TEST_BACKEND_PATH " EIN_TEST_BACKEND=" + mode + " " EIN_RUN_PATH, arguments);
+  };
+  for (const auto &[mode, message] : std::vector<std::pair<std::string, std::string>>{
+           {"old", "was built for another version of the runtime; use the libein_cuda.so of the same build"},
+           {"incomplete", "does not give a complete CUDA backend table"},
+           {"no-device", "test backend: no memory for the arena"},
+           {"silent", "the backend failed without saying why"}}) {
+    Result result = withTestBackend(mode);
+    EXPECT_NE(result.exitCode, 0) << mode;
+    EXPECT_NE(result.err.find(message), std::string::npos) << mode << ": " << result.err;
+  }
   // Where the build put it: a GPU runs the model, none is the CUDA runtime's
   // reason; a CPU-only build has no library to find.
   Result found = einRun(arguments);

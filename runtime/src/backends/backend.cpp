@@ -4,6 +4,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/backend_table.hpp"
 #include "util/status_macros.hpp"
 
 namespace ein::detail {
@@ -53,6 +55,33 @@ std::string runtimeFolder() {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
+// Turns a table call's report into a Status: what the backend said, or that
+// it failed without a word, or with a code no Status has.
+class ErrorReport {
+ public:
+  ErrorReport() = default;
+  ErrorReport(const ErrorReport &) = delete;
+  ErrorReport &operator=(const ErrorReport &) = delete;
+  const ein_backend_error *sink() { return &error_; }
+  Status status() const {
+    if (!reported_) return Status(StatusCode::Internal, "the backend failed without saying why");
+    return status_;
+  }
+  Status of(int32_t result) const { return result == 0 ? Status() : status(); }
+
+ private:
+  static void report(void *context, int32_t code, const char *message, size_t length) {
+    auto *self = static_cast<ErrorReport *>(context);
+    const bool known = code > static_cast<int32_t>(StatusCode::Ok) && code <= static_cast<int32_t>(StatusCode::Busy);
+    self->status_ = Status(known ? static_cast<StatusCode>(code) : StatusCode::Internal,
+                           message ? std::string(message, length) : std::string());
+    self->reported_ = true;
+  }
+  ein_backend_error error_{this, &ErrorReport::report};
+  Status status_;
+  bool reported_ = false;
+};
+
 Status unavailable(std::string why) {
   return Status(StatusCode::Unimplemented, "device cuda is not available: " + std::move(why));
 }
@@ -60,13 +89,18 @@ Status unavailable(std::string why) {
 // The backend of the library dlopen gave; `library` names it in messages.
 StatusOr<const Backend *> backendOf(void *handle, const std::string &library) {
   // Never closed: the backend's executors live as long as their sessions.
-  auto *entry = reinterpret_cast<BackendEntry *>(dlsym(handle, kCudaBackendEntry));
-  if (!entry) return unavailable(fmt::format("{} is not an ein backend library (no {})", library, kCudaBackendEntry));
-  const Backend *backend = entry(BackendAbi{});
-  if (!backend)
+  auto *entry = reinterpret_cast<ein_backend_entry_fn *>(dlsym(handle, EIN_BACKEND_ENTRY_NAME));
+  if (!entry) return unavailable(fmt::format("{} is not an ein backend library (no {})", library, EIN_BACKEND_ENTRY_NAME));
+  const ein_backend_layout layout = thisBuildLayout();
+  const ein_backend_table *table = entry(&layout);
+  if (!table || !sameLayout(table->layout, layout))
     return unavailable(fmt::format("{} was built for another version of the runtime; use the {} of the same build",
                                    library, kCudaBackendLibrary));
-  return backend;
+  if (table->device != static_cast<int32_t>(Device::Cuda) || !table->device_count || !table->create_executor ||
+      !table->destroy_executor || !table->prepare || !table->run || !table->copy_state)
+    return unavailable(fmt::format("{} does not give a complete CUDA backend table", library));
+  static const Backend backend(*table);
+  return &backend;
 }
 
 // A library that is there but cannot be loaded (a missing libcublasLt.so,
@@ -103,7 +137,10 @@ StatusOr<const Backend *> loadCudaBackend() {
 
 StatusOr<const Backend *> backendFor(Device device) {
   switch (device) {
-    case Device::Cpu: return &cpuBackend();
+    case Device::Cpu: {
+      static const Backend cpu(cpuBackendTable());
+      return &cpu;
+    }
     case Device::Cuda: {
       // Loaded once per process, on first use; a failure is remembered too.
       static const StatusOr<const Backend *> cuda = loadCudaBackend();
@@ -116,6 +153,51 @@ StatusOr<const Backend *> backendFor(Device device) {
 void prepareWeightsForTarget(Program &program, const std::vector<bool> *eligible) {
   if (StatusOr<const Backend *> backend = backendFor(program.target); backend.ok())
     backend.value()->prepareWeights(program, eligible);
+}
+
+StatusOr<int> Backend::deviceCount() const {
+  ErrorReport error;
+  const int32_t count = table_.device_count(error.sink());
+  if (count < 0) return error.status();
+  return static_cast<int>(count);
+}
+
+void Backend::prepareWeights(Program &program, const std::vector<bool> *eligible) const {
+  if (!table_.prepare_weights) return;
+  std::unique_ptr<bool[]> flags;
+  if (eligible) {
+    flags = std::make_unique<bool[]>(eligible->size());
+    std::copy(eligible->begin(), eligible->end(), flags.get());
+  }
+  table_.prepare_weights(reinterpret_cast<ein_backend_program *>(&program), flags.get(),
+                         eligible ? eligible->size() : program.steps.size());
+}
+
+StatusOr<std::unique_ptr<Executor>> Backend::createExecutor(const Program &program,
+                                                            const SessionOptions &options) const {
+  ErrorReport error;
+  const ein_backend_executor_options c{options.threads, options.deviceIndex};
+  ein_backend_executor *handle =
+      table_.create_executor(reinterpret_cast<const ein_backend_program *>(&program), &c, error.sink());
+  if (!handle) return error.status();
+  return std::make_unique<Executor>(table_, handle);
+}
+
+Status Executor::prepare(const Program &program) {
+  ErrorReport error;
+  return error.of(table_.prepare(handle_, reinterpret_cast<const ein_backend_program *>(&program), error.sink()));
+}
+
+Status Executor::run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
+  ErrorReport error;
+  return error.of(table_.run(handle_, reinterpret_cast<const void *const *>(inputs.data()), inputs.size(),
+                             reinterpret_cast<void *const *>(outputs.data()), outputs.size(), error.sink()));
+}
+
+Status Executor::copyStateFrom(Executor &source) {
+  if (&source.table_ != &table_) return Status(StatusCode::Internal, "the sessions' states are on different devices");
+  ErrorReport error;
+  return error.of(table_.copy_state(handle_, source.handle_, error.sink()));
 }
 
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) {

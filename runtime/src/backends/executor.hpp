@@ -11,29 +11,39 @@
 
 #include "ein/session.hpp"
 #include "ein/status.hpp"
+#include "backends/backend_interface.h"
 #include "program/program.hpp"
 
 namespace ein::detail {
 
+// One executor of a backend's C table (backend_interface.h), owned.
 class Executor {
  public:
-  virtual ~Executor() = default;
+  Executor(const ein_backend_table &table, ein_backend_executor *handle) : table_(table), handle_(handle) {}
+  ~Executor() { table_.destroy_executor(handle_); }
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
   // Makes `program` the one run() runs: the model's program it was created
   // for, or an instantiation of a dynamic model's program (the same tensors
   // in the same arena places, sizes within the planned maxima). `program`
   // must outlive its use. Chooses kernels and plans launches; grows only
   // memory whose need depends on the sizes (kernel scratch, device copies
   // of inputs and outputs), never the arena.
-  virtual Status prepare(const Program &program) = 0;
+  Status prepare(const Program &program);
   // Runs the prepared program. inputs[i] and outputs[i] are host buffers of
   // its i-th input and output, of the sizes it gives. Errors name the
   // failing step.
-  virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
+  Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
   // The session's state (Program::stateBytes, zeros at first) lives with the
   // executor, in its device's memory. Overwrites it with that of `source`, an
   // executor of the same model (so of the same backend: an artifact targets
   // one device).
-  virtual Status copyStateFrom(Executor &source) = 0;
+  Status copyStateFrom(Executor &source);
+
+ private:
+  const ein_backend_table &table_;
+  ein_backend_executor *handle_;
 };
 
 // An executor for the model whose program is `program` (which must outlive

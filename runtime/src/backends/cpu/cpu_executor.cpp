@@ -41,14 +41,14 @@ StatusOr<size_t> scratchFloatsFor(const Program &program) {
   return (scratchFloats + 15) / 16 * 16;
 }
 
-class CpuExecutor final : public Executor {
+class CpuExecutor final : public ExecutorImplementation {
  public:
   CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, int threads)
       : model_(model), arena_(std::move(arena)), state_(std::move(state)), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
         profile_(StepProfile::wanted() ? std::make_unique<StepProfile>() : nullptr) {}
 
-  Status copyStateFrom(Executor &source) override {
+  Status copyStateFrom(ExecutorImplementation &source) override {
     const auto *cpu = dynamic_cast<const CpuExecutor *>(&source);
     if (!cpu || cpu->state_.size() != state_.size())
       return Status(StatusCode::Internal, "the sessions' states differ in device or size");
@@ -138,12 +138,12 @@ class CpuExecutor final : public Executor {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &options) {
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
   StatusOr<AlignedBuffer> state = AlignedBuffer::allocate(program.stateBytes, "the session's state");
   if (!state.ok()) return state.status();
-  return std::unique_ptr<Executor>(
+  return std::unique_ptr<ExecutorImplementation>(
       new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), options.threads));
 }
 

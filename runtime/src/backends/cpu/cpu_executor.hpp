@@ -3,10 +3,10 @@
 
 #include <memory>
 
-#include "backends/executor.hpp"
+#include "backends/backend_table.hpp"
 
 namespace ein::detail {
 
-StatusOr<std::unique_ptr<Executor>> createCpuExecutor(const Program &program, const SessionOptions &options);
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options);
 
 }  // namespace ein::detail

@@ -1,20 +1,19 @@
-// libein_cuda.so's entry point: the CUDA backend, which the runtime loads
-// (backends/backend.cpp) the first time a session runs on CUDA. The library
-// exports nothing else (cuda_backend.map).
+// libein_cuda.so's entry point: the CUDA backend's table, which the runtime
+// loads (backends/backend.cpp) the first time a session runs on CUDA. The
+// library exports nothing else (cuda_backend.map).
+#include "backends/backend_table.hpp"
 #include "backends/cuda/cuda_executor.hpp"
-#include "backends/backend.hpp"
 
 namespace ein::detail {
 namespace {
 
-class CudaBackend final : public Backend {
- public:
-  Device device() const override { return Device::Cuda; }
-  StatusOr<int> deviceCount() const override { return cudaDeviceCount(); }
+struct CudaBackend {
+  static constexpr Device kDevice = Device::Cuda;
+  static StatusOr<int> deviceCount() { return cudaDeviceCount(); }
   // Each executor uploads the weights to its device; nothing is shared on the host.
-  void prepareWeights(Program &, const std::vector<bool> *) const override {}
-  StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program,
-                                                     const SessionOptions &options) const override {
+  static void prepareWeights(Program &, const bool *) {}
+  static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &program,
+                                                                          const SessionOptions &options) {
     return createCudaExecutor(program, options);
   }
 };
@@ -22,8 +21,8 @@ class CudaBackend final : public Backend {
 }  // namespace
 }  // namespace ein::detail
 
-extern "C" __attribute__((visibility("default"))) const ein::detail::Backend *ein_cuda_backend(
-    const ein::detail::BackendAbi &runtime) {
-  static const ein::detail::CudaBackend backend;
-  return runtime == ein::detail::BackendAbi{} ? &backend : nullptr;
+extern "C" __attribute__((visibility("default"))) const ein_backend_table *ein_backend_entry(
+    const ein_backend_layout *runtime) {
+  const ein_backend_table &table = ein::detail::backendTable<ein::detail::CudaBackend>();
+  return runtime && ein::detail::sameLayout(*runtime, table.layout) ? &table : nullptr;
 }

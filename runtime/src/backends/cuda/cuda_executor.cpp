@@ -161,7 +161,7 @@ Status CudaExecutor::run(std::span<const std::byte *const> inputs, std::span<std
   return Status();
 }
 
-Status CudaExecutor::copyStateFrom(Executor &source) {
+Status CudaExecutor::copyStateFrom(ExecutorImplementation &source) {
   auto *cuda = dynamic_cast<CudaExecutor *>(&source);
   if (!cuda || cuda->model_.stateBytes != model_.stateBytes)
     return Status(StatusCode::Internal, "the sessions' states differ in device or size");
@@ -190,7 +190,7 @@ StatusOr<int> cudaDeviceCount() {
   return count;
 }
 
-StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &options) {
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCudaExecutor(const Program &program, const SessionOptions &options) {
   StatusOr<int> count = cudaDeviceCount();
   if (!count.ok()) return count.status();
   int device = options.deviceIndex;
@@ -203,7 +203,7 @@ StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, c
                               count.value() == 1 ? "is" : "are", count.value(), count.value() == 1 ? "" : "s"));
   auto executor = std::make_unique<CudaExecutor>(program);
   EIN_RETURN_IF_ERROR(executor->initialise(device));
-  return std::unique_ptr<Executor>(std::move(executor));
+  return std::unique_ptr<ExecutorImplementation>(std::move(executor));
 }
 
 }  // namespace ein::detail

@@ -11,11 +11,11 @@
 #include <memory>
 #include <string>
 
-#include "backends/executor.hpp"
+#include "backends/backend_table.hpp"
 
 namespace ein::detail {
 
-StatusOr<std::unique_ptr<Executor>> createCudaExecutor(const Program &program, const SessionOptions &options);
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCudaExecutor(const Program &program, const SessionOptions &options);
 
 // The number of CUDA devices, or an error ("no CUDA device: cudaGetDeviceCount
 // returned ...") when there is none; for tests that skip without a GPU.

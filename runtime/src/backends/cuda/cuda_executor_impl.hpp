@@ -140,7 +140,7 @@ class CudaStepProfile {
   StepProfile profile_;
 };
 
-class CudaExecutor final : public Executor {
+class CudaExecutor final : public ExecutorImplementation {
  public:
   explicit CudaExecutor(const Program &model) : model_(model) {}
 
@@ -156,7 +156,7 @@ class CudaExecutor final : public Executor {
   Status initialise(int device);
   Status prepare(const Program &program) override;
   Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override;
-  Status copyStateFrom(Executor &source) override;
+  Status copyStateFrom(ExecutorImplementation &source) override;
 
  private:
   Status fail(size_t step, StatusCode code, const std::string &message) const {

@@ -369,12 +369,12 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   return Status();
 }
 
-void prepackGemmWeights(Program &program, const std::vector<bool> *eligible, const IsaKernels *forIsa) {
+void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels *forIsa) {
   const IsaKernels &isa = forIsa ? *forIsa : bestKernels();
   const int nr = isa.gemmNr;
   for (size_t s = 0; s < program.steps.size(); ++s) {
     auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
-    if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !(*eligible)[s])) continue;
+    if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !eligible[s])) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
     if (tensor.storage == Storage::Weights && tensor.dtype == DType::I8 && op->bScale) {
       // Verified as one matrix for the batch (the loader).

@@ -90,9 +90,9 @@ size_t gemmS8DynamicScratchFloats(const Gemm &op);
 StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaKernels &isa);
 // Packs, for the running CPU's kernels (or `isa`'s: tests), the weight
 // operand b of every gemm that shares one dense weight matrix across its
-// batch (Gemm::packedB); with `eligible`, only the steps it marks (a dynamic
+// batch (Gemm::packedB); with `eligible` (a flag per step), only the steps it marks (a dynamic
 // program's gemms whose weight operand no dim changes).
-void prepackGemmWeights(Program &program, const std::vector<bool> *eligible = nullptr,
+void prepackGemmWeights(Program &program, const bool *eligible = nullptr,
                         const IsaKernels *isa = nullptr);
 Status softmaxF32Fast(const Softmax &op, const KernelContext &context);
 Status reduceF32Fast(const Reduce &op, const KernelContext &context);

@@ -1,0 +1,102 @@
+/* The plain C interface between the runtime and a backend, as ggml-backend's
+   ggml_backend_i and IREE's HAL vtables: one table of function pointers over
+   opaque handles. The built-in CPU backend and the CUDA backend library
+   (libein_cuda.so, which exports only ein_backend_entry) both answer through
+   it, so no C++ object, exception, vtable or allocation crosses from one
+   side to the other, and the runtime never depends on the C++ types a
+   library was built with beyond the program it describes.
+
+   The program crosses as a pointer to the runtime's Program
+   (program/program.hpp), which both sides compile from the same headers: the
+   layout record, compared when a library is loaded, refuses a library built
+   from other headers instead of letting it misread them. */
+#ifndef EIN_BACKENDS_BACKEND_INTERFACE_H_
+#define EIN_BACKENDS_BACKEND_INTERFACE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped when this table, the Program structs or their meaning change.
+   3: the backends answer through this C table (2: a C++ class). */
+#define EIN_BACKEND_INTERFACE_VERSION 3u
+
+/* The runtime's verified Program (a model's, or an instantiation of it). */
+typedef struct ein_backend_program ein_backend_program;
+/* One executor of a backend: its device memory, kernels and state. */
+typedef struct ein_backend_executor ein_backend_executor;
+
+/* What both sides must agree on before a library is used. */
+typedef struct ein_backend_layout {
+  uint32_t interface_version; /* EIN_BACKEND_INTERFACE_VERSION */
+  uint32_t table_bytes;       /* sizeof(ein_backend_table) */
+  uint32_t program_bytes, step_bytes, tensor_bytes, kernel_bytes, packed_matrix_bytes;
+} ein_backend_layout;
+
+/* Where a failing call says why, before it returns its failure: `code` is
+   one of ein::StatusCode's values (never 0, Ok), `message` need not end in
+   a zero byte and is copied before report returns. */
+typedef struct ein_backend_error {
+  void *context;
+  void (*report)(void *context, int32_t code, const char *message, size_t length);
+} ein_backend_error;
+
+/* The session's choices an executor needs. */
+typedef struct ein_backend_executor_options {
+  int32_t threads;      /* >= 1 */
+  int32_t device_index; /* -1: the backend's default device */
+} ein_backend_executor_options;
+
+typedef struct ein_backend_table {
+  ein_backend_layout layout;
+  int32_t device; /* ein::Device's value */
+
+  /* The devices of this kind a session can use (>= 1), or -1 after
+     reporting why there is none. */
+  int32_t (*device_count)(const ein_backend_error *error);
+
+  /* Once per model at load, after verification; may be NULL (nothing to
+     prepare). Rewrites only what the backend owns in the program (the CPU's
+     packed gemm weights). `eligible` holds `step_count` flags, or is NULL
+     for every step: the steps whose weights no dim changes. */
+  void (*prepare_weights)(ein_backend_program *program, const bool *eligible, size_t step_count);
+
+  /* An executor for `program` (the model's, which outlives the executor),
+     with its arena and state allocated; NULL after reporting why. */
+  ein_backend_executor *(*create_executor)(const ein_backend_program *program,
+                                           const ein_backend_executor_options *options,
+                                           const ein_backend_error *error);
+  void (*destroy_executor)(ein_backend_executor *executor);
+
+  /* The calls below return 0, or after reporting, -1. */
+
+  /* Makes `program` (the model's program or an instantiation of it, which
+     outlives its use) the one run() runs: chooses kernels, plans launches,
+     grows memory whose need depends on sizes (never the arena). */
+  int32_t (*prepare)(ein_backend_executor *executor, const ein_backend_program *program,
+                     const ein_backend_error *error);
+  /* Runs the prepared program on host buffers: inputs[i] and outputs[i]
+     hold the program's i-th input and output. */
+  int32_t (*run)(ein_backend_executor *executor, const void *const *inputs, size_t input_count,
+                 void *const *outputs, size_t output_count, const ein_backend_error *error);
+  /* Overwrites `target`'s state with `source`'s, an executor of the same
+     table and model. */
+  int32_t (*copy_state)(ein_backend_executor *target, ein_backend_executor *source,
+                        const ein_backend_error *error);
+} ein_backend_table;
+
+/* What a backend library exports as EIN_BACKEND_ENTRY_NAME: its table, or
+   NULL when `runtime` (the loading runtime's layout) differs from the layout
+   the library was built with. */
+typedef const ein_backend_table *ein_backend_entry_fn(const ein_backend_layout *runtime);
+#define EIN_BACKEND_ENTRY_NAME "ein_backend_entry"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EIN_BACKENDS_BACKEND_INTERFACE_H_ */
