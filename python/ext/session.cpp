@@ -149,8 +149,15 @@ std::optional<int64_t> PyGeneration::next() {
   return token.value();
 }
 
+std::optional<std::string> PyGeneration::finishReason() const {
+  if (generation.finishReason() == FinishReason::None) return std::nullopt;
+  return std::string(finishReasonName(generation.finishReason()));
+}
+
 void bindSession(nb::module_ &module) {
-  nb::class_<PyGeneration>(module, "_Generation").def("next", &PyGeneration::next);
+  nb::class_<PyGeneration>(module, "_Generation")
+      .def("next", &PyGeneration::next)
+      .def_prop_ro("finish_reason", &PyGeneration::finishReason);
   nb::class_<PySession>(module, "_Session")
       .def(nb::init<const PyModel &, int>(), nb::arg("model"), nb::arg("threads"))
       .def("run", &PySession::run, nb::arg("inputs"))

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -83,6 +84,8 @@ class PyGeneration {
 
   // The next token, or None when the generation is over.
   std::optional<int64_t> next();
+  // "length" (max_new_tokens, or the cache full), "stop", or None while it goes on.
+  std::optional<std::string> finishReason() const;
 
  private:
   std::shared_ptr<SessionCore> core;

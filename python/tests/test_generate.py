@@ -34,9 +34,11 @@ def test_sampling_is_seeded_and_stops_at_stop_tokens(decoder):
     assert stopped == first[:first.index(first[2]) + 1]
 
 
-def test_generating_beyond_the_cache_is_an_error(decoder):
-    with pytest.raises(ein.Error, match="holds 256 rows"):
-        decoder.generate([1] * 250, max_new_tokens=10)  # 250 + 9 decode steps > 256
+def test_generating_to_the_end_of_the_cache_returns_the_tokens(decoder):
+    tokens = decoder.generate([1] * 250, max_new_tokens=10)  # the prompt and 6 decode steps fill 256 rows
+    assert tokens == decoder.generate([1] * 250, max_new_tokens=7)
+    with pytest.raises(ein.Error, match="the prompt of 257 tokens does not fit from position 0: .*ranges over 1..256"):
+        decoder.generate([1] * 257, max_new_tokens=1)
 
 
 def test_live_against_transformers():

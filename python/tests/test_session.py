@@ -180,14 +180,19 @@ def test_bad_generation_arguments(llama_decoder, arguments, message):
         llama_decoder.generate(**arguments)
 
 
-def test_generating_beyond_the_cache_fails_and_keeps_the_session(llama_decoder):
+def test_a_full_cache_ends_the_generation_and_keeps_the_session(llama_decoder):
     session = llama_decoder.session()
     generation = session.generate([1] * 250, max_new_tokens=10)
-    tokens = []
-    with pytest.raises(ein.Error, match="holds 256 rows"):
-        for token in generation:
-            tokens.append(token)
+    assert generation.finish_reason is None
+    tokens = list(generation)
     assert len(tokens) == 7 and session.position == 256  # 250 + 6 decode steps filled the cache
+    assert generation.finish_reason == "length"
+    with pytest.raises(ein.Error, match="the prompt of 1 tokens does not fit from position 256: .*holds 256 rows"):
+        session.generate([1], max_new_tokens=1)
+    session.reset()
+    first = llama_decoder.generate(PROMPT, max_new_tokens=1)[0]
+    stopped = session.generate(PROMPT, max_new_tokens=5, stop_tokens=[first])
+    assert list(stopped) == [first] and stopped.finish_reason == "stop"
     session.reset()
     assert list(session.generate(PROMPT, max_new_tokens=2)) == llama_decoder.generate(PROMPT, max_new_tokens=2)
 

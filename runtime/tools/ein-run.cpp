@@ -18,8 +18,9 @@
 // threads sharing one ein::Runner with C threads with a Session each, N runs
 // per thread in each of R rounds, and prints both medians and their ratio.
 // With --generate N, a decoder with a key/value cache (session state) runs
-// the prompt and generates up to N tokens, printing "tokens: ..." and the
-// prefill and decode speeds.
+// the prompt and generates up to N tokens, printing "tokens: ..." (and
+// "finish: the cache is full ..." when it ends there) and the prefill and
+// decode speeds.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -399,13 +400,17 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
     first = false;
     return true;
   };
-  auto produced = ein::generate(*session.value(), prompt, options);
+  ein::FinishReason finish = ein::FinishReason::None;
+  auto produced = ein::generate(*session.value(), prompt, options, &finish);
   if (!produced.ok()) return fail(produced.status().message());
   const double prefill = std::chrono::duration<double>(firstToken - start).count();
   const double decode = std::chrono::duration<double>(Clock::now() - firstToken).count();
   std::string text;
   for (int64_t token : produced.value()) text += (text.empty() ? "" : ",") + std::to_string(token);
   std::printf("tokens: %s\n", text.c_str());
+  if (finish == ein::FinishReason::CacheFull)
+    std::printf("finish: the cache is full after %lld rows (fewer than %lld new tokens)\n",
+                static_cast<long long>(session.value()->position()), static_cast<long long>(tokens));
   std::printf("prefill: %zu tokens in %.3f ms (%.1f tokens/s)\n", prompt.size(), prefill * 1e3,
               static_cast<double>(prompt.size()) / prefill);
   const size_t decoded = produced.value().size() > 1 ? produced.value().size() - 1 : 0;

@@ -183,14 +183,43 @@ TEST_P(Generation, SamplingIsSeededAndStopsAtAStopToken) {
   EXPECT_EQ(stopped.value(), std::vector<int64_t>(a.value().begin(), a.value().begin() + firstStop + 1));
 }
 
-TEST_P(Generation, APromptBeyondTheCacheIsAClearError) {
+TEST_P(Generation, APromptBeyondTheCacheIsRefusedBeforeItRuns) {
   auto session = newSession();
   std::vector<int64_t> longPrompt(200, 3);
   ASSERT_TRUE(ein::generate(*session, longPrompt, {.maxNewTokens = 1}).ok());
   auto beyond = ein::generate(*session, longPrompt, {.maxNewTokens = 1});
   ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("the prompt of 200 tokens does not fit from position 200: "),
+            std::string::npos)
+      << beyond.status().message();
   EXPECT_NE(beyond.status().message().find("holds 256 rows"), std::string::npos) << beyond.status().message();
   EXPECT_EQ(session->position(), 200);
+}
+
+// The cache (256 rows) full is an end with the tokens made, not an error.
+TEST_P(Generation, AFullCacheEndsTheGenerationWithItsTokens) {
+  auto session = newSession();
+  const std::vector<int64_t> longPrompt(250, 3);
+  ein::FinishReason finish = ein::FinishReason::None;
+  auto tokens = ein::generate(*session, longPrompt, {.maxNewTokens = 10}, &finish);
+  ASSERT_TRUE(tokens.ok()) << tokens.status().message();
+  EXPECT_EQ(tokens.value().size(), 7u);  // the prompt's run and 6 decode steps fill the 256 rows
+  EXPECT_EQ(finish, ein::FinishReason::CacheFull);
+  EXPECT_STREQ(ein::finishReasonName(finish), "length");
+  EXPECT_EQ(session->position(), 256);
+
+  // The same tokens as a generation that asks for exactly those.
+  auto again = newSession();
+  auto exact = ein::generate(*again, longPrompt, {.maxNewTokens = 7}, &finish);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact.value(), tokens.value());
+  EXPECT_EQ(finish, ein::FinishReason::Length);
+
+  ASSERT_TRUE(again->resetState().ok());
+  auto stopped = ein::generate(*again, longPrompt, {.maxNewTokens = 7, .stopTokens = {tokens.value()[0]}}, &finish);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped.value().size(), 1u);
+  EXPECT_EQ(finish, ein::FinishReason::Stop);
 }
 
 std::string testName(const ::testing::TestParamInfo<Generation::ParamType> &info) {

@@ -67,6 +67,13 @@ class Generation(Iterator[int]):
         return token
 
     @property
+    def finish_reason(self) -> Optional[str]:
+        """Why the generation ended, as the OpenAI API says it: "stop" (a stop
+        token, the last of ``tokens``), "length" (``max_new_tokens`` made, or
+        the model's cache full: its tokens stand), or None while it goes on."""
+        return self._native.finish_reason
+
+    @property
     def stats(self) -> Optional[GenerationStats]:
         """This generation's timing so far (the session's last_generation
         while no other generation has begun on it)."""

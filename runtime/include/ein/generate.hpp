@@ -36,6 +36,16 @@ struct GenerationOptions {
   std::function<bool(int64_t token)> onToken;
 };
 
+// Why a generation ended.
+enum class FinishReason {
+  None,       // it has not ended
+  Length,     // maxNewTokens were produced (with 0: the prompt ran)
+  Stop,       // a stop token was produced (it is returned)
+  CacheFull,  // the state (key/value cache) holds no row for another token
+};
+// "length" (both Length and CacheFull, as the OpenAI API says), "stop", or "" for None.
+const char *finishReasonName(FinishReason reason);
+
 // Generation one token at a time, for callers that stream tokens, stop at any
 // point or time each phase: the first next() runs the prompt and chooses a
 // token, each later one runs the previous token and chooses the next, so
@@ -46,16 +56,19 @@ class Generation {
  public:
   // Checks the session's model (state, the ids input and logits output),
   // the options and the prompt (not empty; every id inside the vocabulary
-  // of the ids input); runs nothing. onToken is not called: the caller has
-  // each token.
+  // of the ids input; fitting the cache from the session's position, with
+  // the model's message when it does not); runs nothing. onToken is not
+  // called: the caller has each token.
   static StatusOr<Generation> start(Session &session, std::span<const int64_t> prompt, GenerationOptions options);
 
   // The next token, or nullopt once generation has ended: maxNewTokens
-  // produced (with 0, after the prompt's run), or a stop token returned by
-  // the call before. An error ends it too.
+  // produced (with 0, after the prompt's run), a stop token returned by the
+  // call before, or the cache full (the tokens so far stand; the session
+  // stays at the last token it ran). An error ends it too.
   StatusOr<std::optional<int64_t>> next();
   bool prefilled() const { return started_; }  // whether the prompt has run
   int64_t produced() const { return produced_; }
+  FinishReason finishReason() const { return finish_; }
 
  private:
   Generation() = default;
@@ -68,14 +81,16 @@ class Generation {
   uint64_t samplerState_ = 0;
   int64_t produced_ = 0, last_ = 0;
   bool started_ = false, done_ = false;
+  FinishReason finish_ = FinishReason::None;
 };
 
 // Runs the prompt from the session's current position (resetState() first to
-// start a new sequence), then generates; returns the new tokens. A prompt or
-// generation longer than the model's cache fails with the model's message,
-// the tokens so far being lost with it.
+// start a new sequence), then generates; returns the new tokens. A prompt
+// that does not fit the model's cache fails before anything runs; a
+// generation that fills the cache ends there with the tokens it made
+// (`finish`, when given, says why it ended).
 StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_t> prompt,
-                                        const GenerationOptions &options = {});
+                                        const GenerationOptions &options = {}, FinishReason *finish = nullptr);
 
 // The token `options` choose from one row of logits (greedy or sampled), with
 // `state` the sampling generator's state (seeded from options.seed by generate()).

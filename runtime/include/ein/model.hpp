@@ -144,10 +144,14 @@ class Model {
   std::span<const std::byte> artifactBytes() const;
 
   // Each output's shape for inputs of `inputShapes` (one per input, in the
-  // order of inputs()), with the checks and messages a run makes: the dims
-  // read from the inputs, their ranges, the inputs' agreement and the
-  // model's run-time checks. For callers that allocate outputs before a run.
-  StatusOr<std::vector<std::vector<int64_t>>> outputShapes(std::span<const std::vector<int64_t>> inputShapes) const;
+  // order of inputs()) in a session at `position` (rows already in its
+  // state; 0 for a model without), with the checks and messages a run
+  // makes: the dims read from the inputs, their ranges, the inputs'
+  // agreement and the model's run-time checks (a state's rows not exceeded
+  // among them). For callers that allocate outputs, or ask whether a run
+  // fits the cache, before it runs.
+  StatusOr<std::vector<std::vector<int64_t>>> outputShapes(std::span<const std::vector<int64_t>> inputShapes,
+                                                           int64_t position = 0) const;
 
   // Each input's shape when the dims take `dimValues` (one per dim, in the
   // order of dims(), each within its range): for callers that make inputs,

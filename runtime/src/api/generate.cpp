@@ -37,6 +37,16 @@ bool isIds(const TensorInfo &info) {
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
+// Whether a run of `tokens` ids at the session's position fits the model
+// (its dims' ranges and checks: the cache's rows among them), with the
+// model's message when it does not. Only for a model whose one input is the ids.
+Status fits(const Session &session, int64_t tokens) {
+  const Model &model = session.model();
+  if (model.inputs().size() != 1) return Status();  // the run says it
+  const std::vector<int64_t> shape[] = {{1, tokens}};
+  return model.outputShapes(shape, session.position()).status();
+}
+
 // One run over `tokens` as the ids [1, n] (converted to the input's type by
 // the session); the last row of logits.
 StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, const std::string &logitsName,
@@ -111,6 +121,9 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
       if (prompt[i] < 0 || prompt[i] >= vocabulary)
         return invalidArgument(fmt::format("prompt token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
                                            prompt[i], vocabulary, ids.value()->name));
+  if (Status status = fits(session, static_cast<int64_t>(prompt.size())); !status.ok())
+    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
+                                             session.position(), status.message()));
   Generation generation;
   generation.session_ = &session;
   generation.prompt_.assign(prompt.begin(), prompt.end());
@@ -124,6 +137,11 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
 StatusOr<std::optional<int64_t>> Generation::next() {
   if (done_) return std::optional<int64_t>();
   const bool first = !started_;
+  if (!first && !fits(*session_, 1).ok()) {
+    done_ = true;
+    finish_ = FinishReason::CacheFull;
+    return std::optional<int64_t>();
+  }
   started_ = true;
   const int64_t previous[1] = {last_};
   StatusOr<std::span<const float>> row = first ? step(*session_, *ids_, logits_, prompt_)
@@ -134,6 +152,7 @@ StatusOr<std::optional<int64_t>> Generation::next() {
   }
   if (options_.maxNewTokens == 0) {  // the prompt ran; no token is wanted
     done_ = true;
+    finish_ = FinishReason::Length;
     return std::optional<int64_t>();
   }
   const std::span<const float> values = row.value();
@@ -145,12 +164,28 @@ StatusOr<std::optional<int64_t>> Generation::next() {
   last_ = chooseToken(values, options_, samplerState_);
   ++produced_;
   const std::vector<int64_t> &stops = options_.stopTokens;
-  if (produced_ == options_.maxNewTokens || std::find(stops.begin(), stops.end(), last_) != stops.end()) done_ = true;
+  if (std::find(stops.begin(), stops.end(), last_) != stops.end()) {
+    done_ = true;
+    finish_ = FinishReason::Stop;
+  } else if (produced_ == options_.maxNewTokens) {
+    done_ = true;
+    finish_ = FinishReason::Length;
+  }
   return std::optional<int64_t>(last_);
 }
 
+const char *finishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::None: return "";
+    case FinishReason::Length:
+    case FinishReason::CacheFull: return "length";
+    case FinishReason::Stop: return "stop";
+  }
+  return "";
+}
+
 StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_t> prompt,
-                                        const GenerationOptions &options) {
+                                        const GenerationOptions &options, FinishReason *finish) {
   StatusOr<Generation> generation = Generation::start(session, prompt, options);
   if (!generation.ok()) return generation.status();
   std::vector<int64_t> produced;
@@ -161,6 +196,7 @@ StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_
     produced.push_back(*token.value());
     if (options.onToken && !options.onToken(*token.value())) break;
   }
+  if (finish) *finish = generation.value().finishReason();
   return produced;
 }
 

@@ -76,8 +76,8 @@ StatusOr<std::shared_ptr<const Model>> Model::loadFromMemory(const void *data, s
   return std::shared_ptr<const Model>(new Model(std::move(decoded->program), std::move(decoded->dynamic)));
 }
 
-StatusOr<std::vector<std::vector<int64_t>>> Model::outputShapes(
-    std::span<const std::vector<int64_t>> inputShapes) const {
+StatusOr<std::vector<std::vector<int64_t>>> Model::outputShapes(std::span<const std::vector<int64_t>> inputShapes,
+                                                                int64_t position) const {
   const std::vector<TensorInfo> &inputs = program_->inputs;
   if (inputShapes.size() != inputs.size())
     return Status(StatusCode::InvalidArgument,
@@ -94,7 +94,7 @@ StatusOr<std::vector<std::vector<int64_t>>> Model::outputShapes(
     for (const TensorInfo &output : program_->outputs) outputs.push_back(output.shape);
     return outputs;
   }
-  StatusOr<detail::DimBinding> binding = dynamic_->bind(shapes);
+  StatusOr<detail::DimBinding> binding = dynamic_->bind(shapes, position);
   if (!binding.ok()) return binding.status();
   return dynamic_->outputShapes(binding.value());
 }
