@@ -34,6 +34,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createFuseGemmEpilogue());
   function.addPass(createStoreKernWeights({options.precision, options.target}));
   function.addPass(createStoreKernState({options.precision, options.target}));
+  function.addPass(createPlanSequences());
   function.addPass(createPlanMemory());
 }
 

@@ -73,6 +73,36 @@ def StoreKernState : Pass<"kern-store-state", "mlir::func::FuncOp"> {
   ];
 }
 
+def PlanSequences : Pass<"kern-plan-sequences", "mlir::func::FuncOp"> {
+  let summary = "Decide which kernels of a decoder run over many sequences' tokens at once";
+  let description = [{
+    A decoder written for one sequence (session state, a position dim, each
+    run appending `t` rows: `ein.position_advance`) serves many sequences in
+    one run when their tokens are laid end to end as one `t`. A kernel runs
+    once over all of them when it reads and writes each token's row alone:
+    every tensor it touches is either per token (`[1, .., 1, t, inner..]`,
+    walked a row apart along one axis of size `t` and within the row
+    otherwise) or the same for every sequence (no size depends on `t` or the
+    position, read alike for every token), nothing it reduces over is the
+    tokens, and nothing depends on the position: projections, norms,
+    element-wise kernels, the MLP, the head. Every other kernel is marked
+    `kern.per_sequence` (appends, attention, position-dependent tables,
+    heads-before-tokens layouts): it runs once per sequence over its own
+    rows, position and state. What a sequence computes for itself and is not
+    per token (a rotated `[1, h, t, d]`, scores) is its own: it may only be
+    read by per-sequence kernels in the same stretch of them, so such
+    kernels are moved down to their first reader, past the kernels over all
+    tokens that do not need them. The function gets `kern.sequence_tokens`
+    (the tokens' dim) when the plan holds, else `kern.one_sequence` saying
+    where and why it does not (with `require`, that is an error at the
+    kernel). Functions without a position are left alone.
+  }];
+  let options = [
+    Option<"require", "require", "bool", /*default=*/"false",
+           "fail at the kernel that keeps the model from serving many sequences at once">,
+  ];
+}
+
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate buffer an offset in one arena";
   let description = [{
