@@ -101,6 +101,21 @@ ein::Size ein::kern::sizeOf(ein::ir::SizesAttr attr) {
   return sizes.empty() ? ein::Size(0) : sizes.front();
 }
 
+std::optional<size_t> ein::kern::tokenRowAxis(const ein::Shape &shape, const std::string &tokens,
+                                              const std::string &position) {
+  for (size_t axis = 0; axis < shape.size(); ++axis) {
+    if (shape[axis] == ein::Size::dim(tokens)) {
+      for (size_t inner = axis + 1; inner < shape.size(); ++inner) {
+        const std::set<std::string> dims = shape[inner].dims();
+        if (dims.count(tokens) || dims.count(position)) return std::nullopt;
+      }
+      return axis;
+    }
+    if (shape[axis] != ein::Size(1)) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 ein::Shape ein::kern::denseStrides(const ein::Shape &sizes) {
   ein::Shape strides(sizes.size(), 1);
   for (int i = static_cast<int>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
@@ -127,6 +142,7 @@ std::optional<ViewExtent> ein::kern::viewExtent(ViewAttr view, const ein::Shape 
   if (!offset) return std::nullopt;
   ViewExtent extent{*offset, *offset};
   for (auto [size, stride] : llvm::zip(sizes, view.getStrides())) {
+    if (size == ein::Size(1)) continue;  // never walked: any stride reaches nothing
     std::optional<int64_t> constantSize = size.constant(), constantStride = stride.constant();
     if (!constantSize || !constantStride || *constantSize == 0) return std::nullopt;
     int64_t reach = (*constantSize - 1) * *constantStride;

@@ -30,6 +30,17 @@ inline constexpr const char *kFoldedFromAttr = "kern.folded_from";
 // (bf16, i8): that parameter's name.
 inline constexpr const char *kStoredFromAttr = "kern.stored_from";
 inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
+// kern-plan-sequences' marks: a kernel that runs once per sequence when many
+// run at once; on the function, the dim of the tokens laid end to end, or
+// where and why the model serves one sequence at a time.
+inline constexpr const char *kPerSequenceAttr = "kern.per_sequence";
+inline constexpr const char *kSequenceTokensAttr = "kern.sequence_tokens";
+inline constexpr const char *kOneSequenceAttr = "kern.one_sequence";
+
+// The axis of `shape` that holds the tokens when the shape is a row per token,
+// [1, .., 1, tokens, inner..], no inner size depending on `tokens` or
+// `position`; nullopt otherwise.
+std::optional<size_t> tokenRowAxis(const ein::Shape &shape, const std::string &tokens, const std::string &position);
 
 // The flat element range [min, max] a view reaches over `sizes`; false when
 // `sizes` is empty of elements.

@@ -50,19 +50,6 @@ bool dependsOn(const ein::Shape &shape, const SequenceDims &dims) {
   return llvm::any_of(shape, [&](const ein::Size &size) { return dependsOn(size, dims); });
 }
 
-// The axis of `shape` that is the tokens, when `shape` is [1, ..., 1, t, inner...].
-std::optional<size_t> rowAxis(const ein::Shape &shape, const SequenceDims &dims) {
-  const ein::Size tokens = ein::Size::dim(dims.tokens);
-  for (size_t axis = 0; axis < shape.size(); ++axis) {
-    if (shape[axis] == tokens) {
-      ein::Shape inner(shape.begin() + axis + 1, shape.end());
-      return dependsOn(inner, dims) ? std::nullopt : std::optional<size_t>(axis);
-    }
-    if (shape[axis] != ein::Size(1)) return std::nullopt;
-  }
-  return std::nullopt;
-}
-
 // Elements per token row of a Rows tensor, when its inner sizes are constants.
 std::optional<int64_t> rowElements(const ein::Shape &shape, size_t axis) {
   int64_t elements = 1;
@@ -169,7 +156,7 @@ std::optional<Walk> walkOf(Operation *op) {
   }
   if (auto gather = dyn_cast<ein::kern::GatherOp>(op)) {
     // The table's rows are chosen by id, not by token: it is read whole.
-    walk.accesses = {{gather.getIds(), gather.getIdsView(), shapeOf(gather.getIds())},
+    walk.accesses = {{gather.getIds(), gather.getIdsView(), ein::kern::gatherIdsShape(gather)},
                      {gather.getTable(), {}, shapeOf(gather.getTable())},
                      {gather.getResult(), {}, shapeOf(gather.getResult())}};
     return walk;
@@ -186,7 +173,7 @@ class SequencePlanner {
     if (isa_and_nonnull<ein::ir::StateOp>(value.getDefiningOp())) return Holds::State;
     const ein::Shape shape = shapeOf(value);
     if (!dependsOn(shape, dims_)) return Holds::Shared;
-    return rowAxis(shape, dims_) ? Holds::Rows : Holds::Private;
+    return ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.position) ? Holds::Rows : Holds::Private;
   }
 
   // Whether `op` can run once over the tokens of every sequence: it reads
@@ -229,7 +216,7 @@ class SequencePlanner {
       if (isa<ein::kern::KernDialect>(op.getDialect())) kernels.push_back(&op);
     for (Operation *op : kernels) {
       const bool perSequence = !overAllTokens(op);
-      if (perSequence) op->setAttr("kern.per_sequence", UnitAttr::get(op->getContext()));
+      if (perSequence) op->setAttr(ein::kern::kPerSequenceAttr, UnitAttr::get(op->getContext()));
       // A value a sequence computes for itself is its own, whatever its shape.
       for (Value result : op->getResults())
         if (perSequence && holds(result) != Holds::Rows) holds_[result] = Holds::Private;
@@ -239,7 +226,7 @@ class SequencePlanner {
     DenseMap<Operation *, int> segmentOf;
     bool inSegment = false;
     for (Operation &op : body) {
-      const bool perSequence = op.hasAttr("kern.per_sequence");
+      const bool perSequence = op.hasAttr(ein::kern::kPerSequenceAttr);
       if (perSequence && !inSegment) ++segment;
       inSegment = perSequence || (inSegment && !isa<ein::kern::KernDialect>(op.getDialect()));
       segmentOf[&op] = perSequence ? segment : 0;
@@ -250,7 +237,7 @@ class SequencePlanner {
         for (Operation *user : result.getUsers()) {
           if (isa<func::ReturnOp>(user))
             return std::make_pair(&op, std::string("its result is a model output but not per token"));
-          if (!user->hasAttr("kern.per_sequence"))
+          if (!user->hasAttr(ein::kern::kPerSequenceAttr))
             return std::make_pair(&op, "it computes a sequence's own " + describeShape(result) +
                                            ", which " + describeOp(user) +
                                            " reads as if it were per token or shared by the sequences");
@@ -278,56 +265,37 @@ class SequencePlanner {
   }
 
   // An access that reads or writes each token's row alone: a Rows tensor
-  // walked row by row along one axis of `t`, within a row otherwise; a
-  // Shared one the same for every token.
+  // walked a row apart along one axis of `t` and within the row along the
+  // others; a Shared one alike for every token.
   bool rowWise(const Access &access) const {
     const Holds tensorHolds = holds(access.tensor);
     if (tensorHolds == Holds::Private || tensorHolds == Holds::State) return false;
-    const ein::Size tokens = ein::Size::dim(dims_.tokens);
-    ein::Shape strides;
-    ein::Size offset(0);
-    if (access.view) {
-      strides = access.view.getStrides();
-      offset = access.view.getOffset();
-    } else {
-      if (access.extents != shapeOf(access.tensor)) return false;
-      ein::Size stride(1);
-      strides.assign(access.extents.size(), ein::Size(0));
-      for (size_t axis = access.extents.size(); axis-- > 0;) {
-        strides[axis] = stride;
-        stride *= access.extents[axis];
-      }
-    }
-    if (strides.size() != access.extents.size() || dependsOn(offset, dims_)) return false;
-    // An axis of size 1 is never walked: its stride means nothing.
-    const ein::Size one(1);
+    const ein::Shape shape = shapeOf(access.tensor);
+    if (!access.view)  // read or written densely
+      return tensorHolds == Holds::Shared ? !dependsOn(access.extents, dims_) : access.extents == shape;
+    const ein::Shape strides = access.view.getStrides();
+    if (strides.size() != access.extents.size() || dependsOn(access.view.getOffset(), dims_)) return false;
+    const ein::Size one(1), tokens = ein::Size::dim(dims_.tokens);
+    // The axes of size 1 are never walked: their strides mean nothing.
     if (tensorHolds == Holds::Shared) {
       for (size_t axis = 0; axis < strides.size(); ++axis)
-        if (access.extents[axis] == one) continue;
-        else if (dependsOn(strides[axis], dims_) || (dependsOn(access.extents[axis], dims_) && strides[axis] != 0))
+        if (access.extents[axis] != one &&
+            (dependsOn(strides[axis], dims_) || (dependsOn(access.extents[axis], dims_) && strides[axis] != 0)))
           return false;
       return true;
     }
-    const ein::Shape shape = shapeOf(access.tensor);
-    std::optional<int64_t> row = rowElements(shape, *rowAxis(shape, dims_));
-    std::optional<int64_t> start = offset.constant();
-    if (!row || !start) return false;
-    // Exactly one axis walks the tokens, a row apart; the others stay in the row.
+    std::optional<int64_t> row = rowElements(shape, *ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.position));
+    if (!row) return false;
+    ein::Shape withinRow = access.extents;
     int tokenAxes = 0;
-    int64_t low = *start, high = *start;
     for (size_t axis = 0; axis < strides.size(); ++axis) {
-      if (access.extents[axis] == one) continue;
-      if (access.extents[axis] == tokens) {
-        if (strides[axis] != ein::Size(*row)) return false;
-        ++tokenAxes;
-        continue;
-      }
-      std::optional<int64_t> extent = access.extents[axis].constant(), stride = strides[axis].constant();
-      if (!extent || !stride) return false;
-      if (*extent == 0) return true;  // nothing is read
-      (*stride < 0 ? low : high) += (*extent - 1) * *stride;
+      if (access.extents[axis] != tokens) continue;
+      if (strides[axis] != ein::Size(*row)) return false;
+      withinRow[axis] = one;
+      ++tokenAxes;
     }
-    return tokenAxes == 1 && low >= 0 && high < *row;
+    std::optional<ein::kern::ViewExtent> reach = ein::kern::viewExtent(access.view, withinRow);
+    return tokenAxes == 1 && reach && reach->min >= 0 && reach->max < *row;
   }
 
   // Moves each kernel whose results a sequence keeps to itself down to just
@@ -339,7 +307,7 @@ class SequencePlanner {
     auto isState = [&](Value value) { return holds(value) == Holds::State; };
     // A kernel reading a state directly is not moved past the append that writes it.
     for (Operation &op : body)
-      if (op.hasAttr("kern.per_sequence") && op.getNumResults() > 0 && llvm::all_of(op.getResults(), isPrivate) &&
+      if (op.hasAttr(ein::kern::kPerSequenceAttr) && op.getNumResults() > 0 && llvm::all_of(op.getResults(), isPrivate) &&
           llvm::none_of(op.getOperands(), isState))
         candidates.push_back(&op);
     for (Operation *op : llvm::reverse(candidates)) {
@@ -392,7 +360,7 @@ struct PlanSequencesPass : ein::impl::PlanSequencesBase<PlanSequencesPass> {
                             : std::nullopt;
     Builder builder(function.getContext());
     if (!tokens) {
-      function->setAttr("kern.one_sequence",
+      function->setAttr(ein::kern::kOneSequenceAttr,
                         builder.getStringAttr("each run appends " + advanced[0].str() +
                                               " rows to the state, not one dim of tokens"));
       return;
@@ -400,14 +368,14 @@ struct PlanSequencesPass : ein::impl::PlanSequencesBase<PlanSequencesPass> {
     SequencePlanner planner(function, {*tokens, position.str()});
     std::optional<std::pair<Operation *, std::string>> blocked = planner.plan();
     if (!blocked) {
-      function->setAttr("kern.sequence_tokens", builder.getStringAttr(*tokens));
+      function->setAttr(ein::kern::kSequenceTokensAttr, builder.getStringAttr(*tokens));
       return;
     }
     if (require) {
       blocked->first->emitError() << "the model cannot run many sequences at once: " << blocked->second;
       return signalPassFailure();
     }
-    function->setAttr("kern.one_sequence",
+    function->setAttr(ein::kern::kOneSequenceAttr,
                       builder.getStringAttr(locationText(blocked->first->getLoc()) + ": " + blocked->second));
   }
 };
