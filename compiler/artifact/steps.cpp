@@ -46,7 +46,7 @@ LogicalResult Writer::addConcatSteps(kern::ConcatOp concat) {
       kernel = fb::CreateElementwiseDirect(builder, &partFields, &inputs, y, &*program).Union();
       kind = fb::Kernel::Elementwise;
     }
-    steps.push_back(fb::CreateStep(builder, kind, kernel, builder.CreateString(describe(concat.getLoc()))));
+    steps.push_back(stepOf(concat, kind, kernel));
   }
   return success();
 }
@@ -55,8 +55,13 @@ LogicalResult Writer::addStep(Operation &op) {
   if (auto concat = dyn_cast<kern::ConcatOp>(op)) return addConcatSteps(concat);
   auto written = writeOwnStep(op);
   if (failed(written) || broken) return failure();
-  steps.push_back(fb::CreateStep(builder, written->first, written->second, builder.CreateString(describe(op.getLoc()))));
+  steps.push_back(stepOf(&op, written->first, written->second));
   return success();
+}
+
+flatbuffers::Offset<fb::Step> Writer::stepOf(Operation *op, fb::Kernel kind, flatbuffers::Offset<void> kernel) {
+  return fb::CreateStep(builder, kind, kernel, builder.CreateString(ir::locationText(op->getLoc())),
+                        op->hasAttr(kern::kPerSequenceAttr));
 }
 
 #define GET_STEP_WRITERS

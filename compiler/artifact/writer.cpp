@@ -42,19 +42,6 @@ FailureOr<fb::DType> dtypeOf(Location loc, Type type) {
 
 int64_t elementBytes(Type type) { return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8; }
 
-// "model.ein:12:5" for the innermost file location of `loc`.
-std::string describe(Location loc) {
-  std::string text;
-  loc->walk([&](Location inner) {
-    if (auto file = dyn_cast<FileLineColLoc>(inner)) {
-      text = (file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn()));
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  return text;
-}
-
 std::string bindingName(DictionaryAttr attrs, const std::string &fallback) {
   if (attrs)
     if (auto name = attrs.getAs<StringAttr>("ein.name")) return name.str();
@@ -101,6 +88,14 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   expressions.clear();
   expressionIndex.clear();
   dimIndex.clear();
+  sequenceTokens.clear();
+  positionDimName.clear();
+  if (auto tokens = function->getAttrOfType<StringAttr>(kern::kSequenceTokensAttr)) {
+    auto position = function->getAttrOfType<StringAttr>("ein.position");
+    if (!position) return function.emitError() << kern::kSequenceTokensAttr << " without ein.position";
+    sequenceTokens = tokens.str();
+    positionDimName = position.str();
+  }
   ein::DimRanges ranges = ir::dimRangesOf(function);
   std::vector<flatbuffers::Offset<fb::Dim>> dims;
   for (const auto &[name, range] : ranges) {
@@ -154,7 +149,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       auto kernel = fb::CreateCopyDirect(builder, &shape, view(append.getX(), append.getXView()),
                                          view(append.getState(), append.getStateView()))
                         .Union();
-      steps.push_back(fb::CreateStep(builder, fb::Kernel::Copy, kernel, builder.CreateString(describe(append.getLoc()))));
+      steps.push_back(stepOf(append, fb::Kernel::Copy, kernel));
       continue;
     }
     if (!isa<kern::KernDialect>(op.getDialect()))
@@ -186,7 +181,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
       auto [condition, at] = *check;
       auto lhs = sizeField(condition.lhs), rhs = sizeField(condition.rhs);
       if (failed(lhs) || failed(rhs)) return failure();
-      checks.push_back(fb::CreateCheckDirect(builder, checkKindOf(condition.kind), &*lhs, &*rhs, describe(at).c_str(),
+      checks.push_back(fb::CreateCheckDirect(builder, checkKindOf(condition.kind), &*lhs, &*rhs, ir::locationText(at).c_str(),
                                              condition.message.c_str()));
     }
   std::vector<flatbuffers::Offset<fb::SizeExpression>> sizeTables;
@@ -220,11 +215,20 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
             options.source + ":" + std::to_string(at[1]) + ":" + std::to_string(at[2]);
         fixedDims.push_back(fb::CreateFixedDimDirect(builder, entry.getName().str().c_str(), at[0], declaredAt.c_str()));
       }
+  int32_t sequenceTokensDim = -1;
+  if (!sequenceTokens.empty()) {
+    auto dim = dimIndex.find(sequenceTokens);
+    if (dim == dimIndex.end())
+      return function.emitError() << kern::kSequenceTokensAttr << " names " << sequenceTokens << ", no ranged dim";
+    sequenceTokensDim = static_cast<int32_t>(dim->second);
+  }
+  auto oneSequence = function->getAttrOfType<StringAttr>(kern::kOneSequenceAttr);
   auto model = fb::CreateModelDirect(builder, static_cast<uint32_t>(fb::FormatVersion::Current), target, kProducer,
                                      options.source.c_str(), &inputs, &outputs, &parameters, &tensors, &steps,
                                      static_cast<uint64_t>(arenaBytes.getInt()), weightsOffset, segmentSize,
                                      precision, &dims, &sizeTables, &checks, &states, stateBytes, positionDim,
-                                     positionAdvance ? &*positionAdvance : nullptr, &fixedDims);
+                                     positionAdvance ? &*positionAdvance : nullptr, &fixedDims, sequenceTokensDim,
+                                     oneSequence ? oneSequence.str().c_str() : nullptr);
   fb::FinishSizePrefixedModelBuffer(builder, model);
   return success();
 }
@@ -248,7 +252,9 @@ FailureOr<uint32_t> Writer::addTensor(Value value, fb::Storage storage, uint32_t
   auto shape = sizeFields(ir::shapeOf(type), value.getLoc());
   if (failed(shape)) return failure();
   auto id = static_cast<uint32_t>(tensors.size());
-  tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &*shape, storage, index, offset));
+  const bool perToken = !sequenceTokens.empty() && storage != fb::Storage::Weights && storage != fb::Storage::State &&
+                        kern::tokenRowAxis(ir::shapeOf(type), sequenceTokens, positionDimName).has_value();
+  tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &*shape, storage, index, offset, perToken));
   tensorIndex[value] = id;
   return id;
 }

@@ -31,8 +31,6 @@ constexpr uint64_t kWeightAlignment = 64;
 uint64_t alignTo(uint64_t value, uint64_t alignment);
 FailureOr<fb::DType> dtypeOf(Location loc, Type type);
 int64_t elementBytes(Type type);
-// "model.ein:12:5" for the innermost file location of `loc`.
-std::string describe(Location loc);
 std::string bindingName(DictionaryAttr attrs, const std::string &fallback);
 
 // A weight's bytes: a view of a bound parameter's values in the IR (no
@@ -81,6 +79,8 @@ class Writer {
   std::vector<flatbuffers::Offset<fb::View>> views(ValueRange values, ArrayRef<Attribute> viewAttrs);
   LogicalResult addConcatSteps(kern::ConcatOp concat);
   LogicalResult addStep(Operation &op);
+  // The step of `op` (its location, whether it runs per sequence) around `kernel`.
+  flatbuffers::Offset<fb::Step> stepOf(Operation *op, fb::Kernel kind, flatbuffers::Offset<void> kernel);
   FailureOr<std::vector<fb::Instruction>> compileProgram(Block &block);
   // Generated from the kern ops' `step` (ir/kern/kern_ops.td, ein-tblgen):
   // writeStep(op) for each op with a step of its own, and writeOwnStep.
@@ -116,6 +116,9 @@ class Writer {
   std::vector<std::vector<fb::SizeOp>> expressions;   // Model.sizes, in order
   std::map<std::string, int64_t> expressionIndex;     // a size's text -> its expression
   std::map<std::string, int64_t> dimIndex;            // a ranged dim -> its Model.dims number
+  // A decoder serving many sequences at once (kern-plan-sequences): the dim
+  // of their tokens and the position's; empty otherwise.
+  std::string sequenceTokens, positionDimName;
   bool broken = false;                                // a size named an unknown dim (reported)
 };
 

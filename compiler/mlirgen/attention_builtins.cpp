@@ -135,7 +135,7 @@ EValue Generator::callAppend(const ast::Call &call, Scope &scope) {
   const ein::Size rows = xShape[axis], offset = ein::Size::dim(position);
   if (advance && rows != *advance)
     fail(args.get("x")->loc, "append() adds " + rows.str() + " rows here and " + advance->str() + " at " +
-                                 describe(advanceAt) + "; every append of a run adds the same rows");
+                                 ir::locationText(advanceAt, "?") + "; every append of a run adds the same rows");
   if (!advance) {
     advance = rows;
     advanceAt = at;

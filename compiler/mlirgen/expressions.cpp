@@ -458,7 +458,7 @@ std::optional<std::string> Generator::tensorAttributeMessage(const ast::Name &na
     const ast::TypeExpr &typeExpr = *declared->second.first;
     std::string declaration = x + " is declared " + typeExpr.dtype + "[";
     for (size_t i = 0; i < typeExpr.dims.size(); ++i) declaration += (i ? ", " : "") + written(*typeExpr.dims[i]);
-    declaration += "] at " + describe(declared->second.second);
+    declaration += "] at " + ir::locationText(declared->second.second, "?");
     if (!position) return message + "; " + declaration + ": write its dims";
     const ast::Expr &size = *typeExpr.dims[static_cast<size_t>(*position)];
     if (size.kind == ast::Expr::Kind::Number)

@@ -143,8 +143,6 @@ class Generator {
   void declareState(const ast::ParamDecl &decl, Scope &scope);
   void finishState();
 
-  static std::string describe(Location at);
-
   void declareOutput(const ast::OutputDecl &decl, Scope &scope);
 
   void assign(const ast::Assign &statement, Scope &scope);

@@ -274,7 +274,7 @@ void Generator::declareParam(const ast::ParamDecl &decl, Scope &scope) {
   if (auto existing = params.find(name); existing != params.end()) {
     if (existing->second.type != type)
       fail(decl.loc, "parameter \"" + name + "\" is declared as " + typeString(type) + " here and as " +
-                         typeString(existing->second.type) + " at " + describe(existing->second.declaredAt));
+                         typeString(existing->second.type) + " at " + ir::locationText(existing->second.declaredAt, "?"));
     return;
   }
   mlir::Value value = atTop<ir::ParamOp>(loc(decl.loc), type, name);
@@ -305,12 +305,6 @@ void Generator::declareState(const ast::ParamDecl &decl, Scope &scope) {
   if (states.count(name) || params.count(name))
     fail(decl.loc, "\"" + name + "\" is declared twice (state names are unique and differ from parameters)");
   states.emplace(name, Param{atTop<ir::StateOp>(loc(decl.loc), type, name), type, loc(decl.loc)});
-}
-
-std::string Generator::describe(Location at) {
-  if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(at))
-    return file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
-  return "?";
 }
 
 void Generator::declareOutput(const ast::OutputDecl &decl, Scope &scope) {

@@ -36,12 +36,6 @@ std::string typeString(RankedTensorType type) {
   return text + "]";
 }
 
-std::string describe(Location loc) {
-  if (auto file = dyn_cast<FileLineColLoc>(loc))
-    return file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
-  return "the model";
-}
-
 // The file's dtype that stores the model's element type without conversion.
 std::optional<weights::DType> exactDType(Type element) {
   if (element.isInteger(1)) return weights::DType::Bool;
@@ -131,7 +125,7 @@ ParamProvider SafetensorsParams::provider() {
     bool typeFits = exact && (entry->dtype == *exact || (isFloat(element) && weights::isFloatingPoint(entry->dtype)));
     if (entry->shape != shape || !typeFits)
       return emitError(declaredAt) << file.path() << ": parameter \"" << name << "\" is " << entry->typeString()
-                                   << " in the file and " << typeString(type) << " in " << describe(declaredAt);
+                                   << " in the file and " << typeString(type) << " in " << ein::ir::locationText(declaredAt, "the model");
     if (entry->dtype == *exact) {
       // The file's bytes as they are, in place where they are aligned for
       // their elements (the mapping outlives the module), else copied.
@@ -164,7 +158,7 @@ LogicalResult SafetensorsParams::checkNames(ModuleOp module) {
 
 std::string SafetensorsParams::missingMessage(llvm::StringRef name, Location declaredAt) const {
   std::string message = file.path().str() + ": missing parameter \"" + name.str() + "\" (declared at " +
-                        describe(declaredAt) + ")";
+                        ein::ir::locationText(declaredAt, "the model") + ")";
   std::set<std::string> inFile;
   for (const weights::TensorEntry &entry : file.entries()) inFile.insert(entry.name);
   // Every declared parameter the file lacks (this one alone when the model's

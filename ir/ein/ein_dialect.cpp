@@ -107,6 +107,18 @@ constexpr std::pair<ein::SizeCheck::Kind, llvm::StringLiteral> kCheckKinds[] = {
     {ein::SizeCheck::Equal, "equal"}, {ein::SizeCheck::LessEqual, "less_equal"}, {ein::SizeCheck::Divides, "divides"}};
 }  // namespace
 
+std::string ein::ir::locationText(Location loc, const std::string &fallback) {
+  std::string text = fallback;
+  loc->walk([&](Location inner) {
+    if (auto file = dyn_cast<FileLineColLoc>(inner)) {
+      text = file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return text;
+}
+
 ein::DimRanges ein::ir::dimRangesOf(Operation *op) {
   ein::DimRanges ranges;
   for (Operation *scope = op; scope; scope = scope->getParentOp()) {

@@ -30,6 +30,10 @@ ein::Shape shapeOf(mlir::Type type);
 // dynamic axes with a #ein.sizes encoding.
 mlir::RankedTensorType sizedTensorType(const ein::Shape &shape, mlir::Type elementType);
 
+// "model.ein:12:5": the innermost file location in `loc` (fused or named
+// locations looked into), or `fallback` when it holds none.
+std::string locationText(mlir::Location loc, const std::string &fallback = "");
+
 // The ranges of the ranged dims of the function holding `op` (its `ein.dims`
 // attribute: {t = array<i64: 1, 512>}); empty where there are none.
 ein::DimRanges dimRangesOf(mlir::Operation *op);

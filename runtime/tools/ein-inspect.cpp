@@ -53,6 +53,10 @@ nlohmann::json modelJson(const ein::Model &model) {
   for (const ein::TensorInfo &state : model.states()) states.push_back(tensorJson(state));
   out["states"] = states;
   if (model.positionDim() >= 0) out["position"] = model.dims()[static_cast<size_t>(model.positionDim())].name;
+  if (model.sequenceTokensDim() >= 0)
+    out["sequence_tokens"] = model.dims()[static_cast<size_t>(model.sequenceTokensDim())].name;
+  else if (!model.oneSequenceReason().empty())
+    out["one_sequence"] = model.oneSequenceReason();
   out["arena_bytes"] = model.arenaBytes();
   // With dims, the arena (and the steps' sizes) are those at the dims' maxima.
   out["sizes_at"] = model.dims().empty() ? "fixed" : "dims' maxima";

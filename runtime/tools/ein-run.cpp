@@ -20,7 +20,7 @@
 // With --generate N, a decoder with a key/value cache (session state) runs
 // the prompt and generates up to N tokens, printing "tokens: ..." (and
 // "finish: the cache is full ..." when it ends there) and the prefill and
-// decode speeds.
+// decode speeds; with --sequences S, for S copies of the prompt at once.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -368,9 +368,83 @@ double percentile(const std::vector<double> &sorted, double p) {
 
 }  // namespace
 
+// --generate --sequences S: S copies of the prompt generated together in one
+// ein::SequencePool (prompts prefilled in runs of at most the model's token
+// dim, then one run per step for every sequence still going); prints the
+// first sequence's tokens and the throughput of all.
+int generateSequences(const std::shared_ptr<const ein::Model> &model, const std::vector<int64_t> &prompt,
+                      int64_t tokens, const ein::GenerationOptions &options, int threads, int sequences) {
+  auto pool = ein::SequencePool::create(model, {sequences, threads});
+  if (!pool.ok()) return fail(pool.status().message());
+  const int64_t budget = model->dims()[static_cast<size_t>(model->sequenceTokensDim())].max;
+  if (static_cast<int64_t>(prompt.size()) > budget)
+    return fail("the prompt of " + std::to_string(prompt.size()) + " tokens is longer than the " +
+                std::to_string(budget) + " a run takes");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  std::vector<std::vector<int64_t>> produced(static_cast<size_t>(sequences));
+  std::vector<uint64_t> samplers(static_cast<size_t>(sequences), options.seed);
+  std::vector<bool> going(static_cast<size_t>(sequences), tokens > 0);
+  // Chooses each entry's next token from its logits, ending a sequence at
+  // its token count, a stop token or a full cache.
+  auto choose = [&](const std::vector<int> &entries) {
+    for (size_t entry = 0; entry < entries.size(); ++entry) {
+      const auto i = static_cast<size_t>(entries[entry]);
+      const int64_t token = ein::chooseToken(pool.value()->lastLogits(entry), options, samplers[i]);
+      produced[i].push_back(token);
+      const std::vector<int64_t> next = {1, 1};
+      const bool stop = std::find(options.stopTokens.begin(), options.stopTokens.end(), token) !=
+                        options.stopTokens.end();
+      if (stop || static_cast<int64_t>(produced[i].size()) >= tokens ||
+          !model->outputShapes(std::span(&next, 1), pool.value()->position(entries[entry])).ok())
+        going[i] = false;
+    }
+  };
+  for (int first = 0; first < sequences;) {  // prefill, as many prompts a run as the token dim takes
+    std::vector<ein::SequenceTokens> batch;
+    std::vector<int> entries;
+    for (int64_t used = 0; first < sequences && used + static_cast<int64_t>(prompt.size()) <= budget; ++first) {
+      batch.push_back({first, prompt});
+      entries.push_back(first);
+      used += static_cast<int64_t>(prompt.size());
+    }
+    if (ein::Status status = pool.value()->run(batch); !status.ok()) return fail(status.message());
+    if (tokens > 0) choose(entries);
+  }
+  const Clock::time_point prefilled = Clock::now();
+  int64_t decoded = 0;
+  while (true) {
+    std::vector<ein::SequenceTokens> batch;
+    std::vector<int> entries;
+    for (int i = 0; i < sequences; ++i)
+      if (going[static_cast<size_t>(i)]) {
+        batch.push_back({i, std::span<const int64_t>(&produced[static_cast<size_t>(i)].back(), 1)});
+        entries.push_back(i);
+      }
+    if (batch.empty()) break;
+    if (ein::Status status = pool.value()->run(batch); !status.ok()) return fail(status.message());
+    decoded += static_cast<int64_t>(batch.size());
+    choose(entries);
+  }
+  const double prefill = std::chrono::duration<double>(prefilled - start).count();
+  const double decode = std::chrono::duration<double>(Clock::now() - prefilled).count();
+  std::string text;
+  for (int64_t token : produced[0]) text += (text.empty() ? "" : ",") + std::to_string(token);
+  std::printf("tokens: %s\n", text.c_str());
+  size_t same = 0;
+  for (const std::vector<int64_t> &other : produced) same += other == produced[0];
+  std::printf("sequences: %d, %zu of them generated these tokens\n", sequences, same);
+  std::printf("prefill: %d x %zu tokens in %.3f ms (%.1f tokens/s)\n", sequences, prompt.size(), prefill * 1e3,
+              static_cast<double>(prompt.size()) * sequences / prefill);
+  if (decoded > 0)
+    std::printf("decode: %lld tokens in %.3f ms (%.1f tokens/s, all sequences together)\n",
+                static_cast<long long>(decoded), decode * 1e3, static_cast<double>(decoded) / decode);
+  return 0;
+}
+
 // --generate: prefill and decode, timed apart.
 int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
-                       ein::GenerationOptions options, int threads, const std::string &deviceName) {
+                       ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences) {
   std::vector<int64_t> prompt;
   for (size_t start = 0; start < promptIds.size();) {
     size_t end = promptIds.find(',', start);
@@ -389,6 +463,10 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");
   auto model = ein::Model::load(modelPath);
   if (!model.ok()) return fail(model.status().message());
+  if (sequences > 1) {
+    if (device->device != ein::Device::Cpu) return fail("--sequences runs on the CPU for now");
+    return generateSequences(model.value(), prompt, tokens, options, threads, sequences);
+  }
   auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
   options.maxNewTokens = tokens;
@@ -460,9 +538,13 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", generation.seed, "with --generate: the sampling seed");
   app.add_option("--stop-token", generation.stopTokens, "with --generate: stop after this token (repeatable)");
+  int sequences = 1;
+  app.add_option("--sequences", sequences,
+                 "with --generate: generate for S copies of the prompt at once (ein::SequencePool), one run a step")
+      ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)
-    return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName);
+    return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName, sequences);
   if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);

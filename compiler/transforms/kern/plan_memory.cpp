@@ -67,6 +67,31 @@ struct PlanMemoryPass : ein::impl::PlanMemoryBase<PlanMemoryPass> {
       buffers.push_back(buffer);
     }
 
+    // Where many sequences run at once, a stretch of per-sequence kernels
+    // (kern-plan-sequences) runs once for each sequence in turn: a buffer
+    // any of them writes or reads is live over the whole stretch, or the next
+    // sequence's would overwrite what the one before left for later.
+    std::vector<std::pair<int64_t, int64_t>> stretchOf(static_cast<size_t>(index), {-1, -1});
+    int64_t start = -1, last = -1;
+    auto closeStretch = [&] {
+      for (int64_t inside = start; start >= 0 && inside <= last; ++inside) stretchOf[inside] = {start, last};
+      start = -1;
+    };
+    for (Operation &op : body) {
+      if (!isa<ein::kern::KernDialect>(op.getDialect())) continue;  // constants between kernels end no stretch
+      if (!op.hasAttr(ein::kern::kPerSequenceAttr)) {
+        closeStretch();
+        continue;
+      }
+      if (start < 0) start = position[&op];
+      last = position[&op];
+    }
+    closeStretch();
+    for (Buffer &buffer : buffers) {
+      if (stretchOf[buffer.firstUse].first >= 0) buffer.firstUse = stretchOf[buffer.firstUse].first;
+      if (stretchOf[buffer.lastUse].second >= 0) buffer.lastUse = stretchOf[buffer.lastUse].second;
+    }
+
     // Greedy by size: big buffers first, each at the lowest aligned offset that
     // does not overlap a placed buffer with an overlapping lifetime.
     std::vector<Buffer *> order;

@@ -30,18 +30,6 @@ struct SequenceDims {
   std::string tokens, position;
 };
 
-// "model.ein:12:5", as einc prints a location.
-std::string locationText(Location location) {
-  if (auto file = dyn_cast<FileLineColLoc>(location))
-    return file.getFilename().str() + ":" + std::to_string(file.getLine()) + ":" + std::to_string(file.getColumn());
-  if (auto fused = dyn_cast<FusedLoc>(location))
-    for (Location part : fused.getLocations())
-      if (std::string text = locationText(part); !text.empty()) return text;
-  if (auto named = dyn_cast<NameLoc>(location)) return locationText(named.getChildLoc());
-  if (auto site = dyn_cast<CallSiteLoc>(location)) return locationText(site.getCallee());
-  return "";
-}
-
 bool dependsOn(const ein::Size &size, const SequenceDims &dims) {
   std::set<std::string> used = size.dims();
   return used.count(dims.tokens) || used.count(dims.position);
@@ -335,7 +323,7 @@ class SequencePlanner {
     return text;
   }
   static std::string describeOp(Operation *op) {
-    return op->getName().getStringRef().str() + " at " + locationText(op->getLoc());
+    return op->getName().getStringRef().str() + " at " + ein::ir::locationText(op->getLoc());
   }
 
   func::FuncOp function_;
@@ -376,7 +364,7 @@ struct PlanSequencesPass : ein::impl::PlanSequencesBase<PlanSequencesPass> {
       return signalPassFailure();
     }
     function->setAttr(ein::kern::kOneSequenceAttr,
-                      builder.getStringAttr(locationText(blocked->first->getLoc()) + ": " + blocked->second));
+                      builder.getStringAttr(ein::ir::locationText(blocked->first->getLoc()) + ": " + blocked->second));
   }
 };
 

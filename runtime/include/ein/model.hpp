@@ -133,6 +133,11 @@ class Model {
   // for a model without state).
   const std::vector<TensorInfo> &states() const;
   int positionDim() const;
+  // A decoder that serves many sequences in one run (ein::SequencePool):
+  // the dim their tokens are laid end to end along (an index into dims()), or
+  // -1, with why where the compiler said ("model.ein:12:5: ...").
+  int sequenceTokensDim() const;
+  const std::string &oneSequenceReason() const;
   // For a model with dims: the steps at the dims' maxima (empty when the
   // steps do not verify there, e.g. a check excludes the maxima).
   const std::vector<StepInfo> &steps() const;

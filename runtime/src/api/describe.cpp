@@ -68,6 +68,11 @@ std::string describeModel(const Model &model) {
   if (model.positionDim() >= 0)
     text += fmt::format("position: {} (the rows a session's state holds before a run)\n",
                         model.dims()[static_cast<size_t>(model.positionDim())].name);
+  if (model.sequenceTokensDim() >= 0)
+    text += fmt::format("sequences: many per run, their tokens laid end to end along {} (ein::SequencePool)\n",
+                        model.dims()[static_cast<size_t>(model.sequenceTokensDim())].name);
+  else if (!model.oneSequenceReason().empty())
+    text += fmt::format("sequences: one per run: {}\n", model.oneSequenceReason());
   text += "inputs:\n" + tensorLines(model.inputs());
   text += "outputs:\n" + tensorLines(model.outputs());
   text += fmt::format("params: {} tensors, {} bytes\n", model.params().size(), paramsByteSize(model));

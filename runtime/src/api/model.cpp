@@ -137,6 +137,8 @@ const std::vector<TensorInfo> &Model::params() const { return program_->params; 
 const std::vector<ParamStorage> &Model::paramStorage() const { return program_->paramStorage; }
 const std::vector<TensorInfo> &Model::states() const { return program_->states; }
 int Model::positionDim() const { return program_->positionDim; }
+int Model::sequenceTokensDim() const { return program_->sequenceTokensDim; }
+const std::string &Model::oneSequenceReason() const { return program_->oneSequence; }
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }
 uint64_t Model::arenaBytes() const { return program_->arenaBytes; }
 uint64_t Model::weightsBytes() const { return program_->weightsBytes; }

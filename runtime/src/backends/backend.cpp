@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -173,10 +174,10 @@ void Backend::prepareWeights(Program &program, const std::vector<bool> *eligible
                          eligible ? eligible->size() : program.steps.size());
 }
 
-StatusOr<std::unique_ptr<Executor>> Backend::createExecutor(const Program &program,
-                                                            const SessionOptions &options) const {
+StatusOr<std::unique_ptr<Executor>> Backend::createExecutor(const Program &program, const SessionOptions &options,
+                                                            int sequenceSlots) const {
   ErrorReport error;
-  const ein_backend_executor_options c{options.threads, options.deviceIndex};
+  const ein_backend_executor_options c{options.threads, options.deviceIndex, sequenceSlots};
   ein_backend_executor *handle =
       table_.create_executor(reinterpret_cast<const ein_backend_program *>(&program), &c, error.sink());
   if (!handle) return error.status();
@@ -200,9 +201,24 @@ Status Executor::copyStateFrom(Executor &source) {
   return error.of(table_.copy_state(handle_, source.handle_, error.sink()));
 }
 
-StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) {
+Status Executor::runSequences(const Program &all, std::span<const SequenceSlice> sequences,
+                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
+  if (!table_.run_sequences) return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
+  std::vector<ein_backend_sequence> c(sequences.size());
+  for (size_t i = 0; i < sequences.size(); ++i)
+    c[i] = {reinterpret_cast<const ein_backend_program *>(sequences[i].program), sequences[i].firstToken,
+            sequences[i].slot};
+  ErrorReport error;
+  return error.of(table_.run_sequences(handle_, reinterpret_cast<const ein_backend_program *>(&all), c.data(),
+                                       c.size(), reinterpret_cast<const void *const *>(inputs.data()), inputs.size(),
+                                       reinterpret_cast<void *const *>(outputs.data()), outputs.size(),
+                                       error.sink()));
+}
+
+StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
+                                                   int sequenceSlots) {
   EIN_ASSIGN_OR_RETURN(const Backend *backend, backendFor(options.device));
-  StatusOr<std::unique_ptr<Executor>> executor = backend->createExecutor(program, options);
+  StatusOr<std::unique_ptr<Executor>> executor = backend->createExecutor(program, options, sequenceSlots);
   if (!executor.ok() || program.dynamicBase) return executor;
   if (Status status = executor.value()->prepare(program); !status.ok()) return status;
   return executor;

@@ -42,7 +42,8 @@ class Backend {
   void prepareWeights(Program &program, const std::vector<bool> *eligible) const;
   // An executor for `program` (the model's, which must outlive it) on
   // `options`' device; it allocates the arena and what no size changes.
-  StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options) const;
+  StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
+                                                     int sequenceSlots = 1) const;
 
  private:
   const ein_backend_table &table_;

@@ -22,8 +22,9 @@ extern "C" {
 #endif
 
 /* Bumped when this table, the Program structs or their meaning change.
-   3: the backends answer through this C table (2: a C++ class). */
-#define EIN_BACKEND_INTERFACE_VERSION 3u
+   3: the backends answer through this C table (2: a C++ class).
+   4: many sequences in one run (run_sequences, sequence_slots). */
+#define EIN_BACKEND_INTERFACE_VERSION 4u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -47,9 +48,18 @@ typedef struct ein_backend_error {
 
 /* The session's choices an executor needs. */
 typedef struct ein_backend_executor_options {
-  int32_t threads;      /* >= 1 */
-  int32_t device_index; /* -1: the backend's default device */
+  int32_t threads;        /* >= 1 */
+  int32_t device_index;   /* -1: the backend's default device */
+  int32_t sequence_slots; /* >= 1: the states it keeps, one per sequence run at once */
 } ein_backend_executor_options;
+
+/* One sequence of a run over many (run_sequences). */
+typedef struct ein_backend_sequence {
+  /* The model's program at this sequence's tokens and position. */
+  const ein_backend_program *program;
+  uint64_t first_token; /* its first token's row among the run's tokens */
+  uint32_t slot;        /* its state: the slot-th of the executor's */
+} ein_backend_sequence;
 
 typedef struct ein_backend_table {
   ein_backend_layout layout;
@@ -87,6 +97,18 @@ typedef struct ein_backend_table {
      table and model. */
   int32_t (*copy_state)(ein_backend_executor *target, ein_backend_executor *source,
                         const ein_backend_error *error);
+
+  /* Runs many sequences' tokens, laid end to end, in one pass: `all` (the
+     model's program at all the tokens) runs its steps once, but for those
+     marked per sequence (Step::perSequence), which run once per sequence
+     from that sequence's program, its per-token tensors (Tensor::perToken)
+     starting at its first token's row and its state in its slot. The
+     inputs and outputs are all the tokens'. May be NULL: the backend runs
+     one sequence per run. */
+  int32_t (*run_sequences)(ein_backend_executor *executor, const ein_backend_program *all,
+                           const ein_backend_sequence *sequences, size_t sequence_count,
+                           const void *const *inputs, size_t input_count, void *const *outputs,
+                           size_t output_count, const ein_backend_error *error);
 } ein_backend_table;
 
 /* What a backend library exports as EIN_BACKEND_ENTRY_NAME: its table, or

@@ -5,14 +5,17 @@
 // failed allocation) on the backend's side.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <new>
 #include <span>
+#include <vector>
 
 #include "ein/session.hpp"
 #include "ein/status.hpp"
 #include "backends/backend_interface.h"
+#include "backends/executor.hpp"
 #include "program/program.hpp"
 
 namespace ein::detail {
@@ -37,6 +40,12 @@ class ExecutorImplementation {
   virtual Status run(std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) = 0;
   // `source` is an executor of the same backend and model.
   virtual Status copyStateFrom(ExecutorImplementation &source) = 0;
+  // backend_interface.h's run_sequences.
+  virtual Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
+                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
+    (void)all, (void)sequences, (void)inputs, (void)outputs;
+    return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
+  }
 };
 
 namespace backend_table {
@@ -72,7 +81,8 @@ inline const Program &program(const ein_backend_program *program) {
 //   static constexpr Device kDevice;
 //   static StatusOr<int> deviceCount();
 //   static void prepareWeights(Program &, const bool *eligible);  // eligible: one flag per step, or null
-//   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &, const SessionOptions &);
+//   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &, const SessionOptions &,
+//                                                                          int sequenceSlots);
 template <typename Backend>
 const ein_backend_table &backendTable() {
   using namespace backend_table;
@@ -99,7 +109,8 @@ const ein_backend_table &backendTable() {
           session.device = Backend::kDevice;
           session.threads = options->threads;
           session.deviceIndex = options->device_index;
-          StatusOr<std::unique_ptr<ExecutorImplementation>> created = Backend::createExecutor(program(model), session);
+          StatusOr<std::unique_ptr<ExecutorImplementation>> created =
+              Backend::createExecutor(program(model), session, std::max(options->sequence_slots, 1));
           if (created.ok()) executor = std::move(created).value();
           return created.status();
         });
@@ -118,6 +129,18 @@ const ein_backend_table &backendTable() {
       },
       [](ein_backend_executor *target, ein_backend_executor *source, const ein_backend_error *error) {
         return guarded(error, [&] { return implementation(target).copyStateFrom(implementation(source)); });
+      },
+      [](ein_backend_executor *executor, const ein_backend_program *all, const ein_backend_sequence *sequences,
+         size_t sequenceCount, const void *const *inputs, size_t inputCount, void *const *outputs,
+         size_t outputCount, const ein_backend_error *error) {
+        return guarded(error, [&] {
+          std::vector<SequenceSlice> slices(sequenceCount);
+          for (size_t i = 0; i < sequenceCount; ++i)
+            slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot};
+          return implementation(executor).runSequences(
+              program(all), slices, {reinterpret_cast<const std::byte *const *>(inputs), inputCount},
+              {reinterpret_cast<std::byte *const *>(outputs), outputCount});
+        });
       },
   };
   return table;

@@ -16,6 +16,13 @@
 
 namespace ein::detail {
 
+// One sequence of a run over many (runSequences; ein_backend_sequence).
+struct SequenceSlice {
+  const Program *program = nullptr;  // the model's program at the sequence's tokens and position
+  uint64_t firstToken = 0;           // its first token's row among the run's tokens
+  uint32_t slot = 0;                 // its state: the slot-th of the executor's
+};
+
 // One executor of a backend's C table (backend_interface.h), owned.
 class Executor {
  public:
@@ -40,6 +47,12 @@ class Executor {
   // executor of the same model (so of the same backend: an artifact targets
   // one device).
   Status copyStateFrom(Executor &source);
+  // Runs many sequences' tokens laid end to end in one pass
+  // (backend_interface.h's run_sequences): `all` at every token, its steps
+  // marked per sequence once per sequence from that sequence's program.
+  // `all` and the sequences' programs must outlive the call.
+  Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
+                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
 
  private:
   const ein_backend_table &table_;
@@ -50,7 +63,9 @@ class Executor {
 // the executor) on `options.device`, from that device's backend
 // (backend.hpp): allocates the arena and what does not depend on sizes, then
 // prepares `program` itself when it has steps (a static model); a dynamic
-// model's contexts prepare each instantiation.
-StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options);
+// model's contexts prepare each instantiation. It keeps `sequenceSlots`
+// states, one per sequence runSequences may run at once.
+StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
+                                                   int sequenceSlots = 1);
 
 }  // namespace ein::detail

@@ -110,6 +110,9 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, Bind
   tensor.byteSize = static_cast<uint64_t>(tensor.numElements) * dtypeSize(tensor.dtype);
   tensor.index = in.index();
   tensor.offset = in.offset();
+  tensor.perToken = in.per_token();
+  if (tensor.perToken && (tensor.storage == Storage::Weights || tensor.storage == Storage::State))
+    return invalid("a weight or a state cannot hold a row per token");
   // Kernels access elements as their C++ type, so each tensor starts on a
   // multiple of its element size (the arena and the weight segment are
   // 64-aligned).
@@ -349,6 +352,13 @@ StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, Arti
   if ((model.position_dim() >= 0) != (model.states() && model.states()->size() > 0))
     return invalid("a model has a position dim exactly when it has state");
   program->positionDim = model.position_dim();
+  if (model.sequence_tokens_dim() < -1 || model.sequence_tokens_dim() >= static_cast<int64_t>(dimCount) ||
+      (model.sequence_tokens_dim() >= 0 &&
+       (model.position_dim() < 0 || model.sequence_tokens_dim() == model.position_dim())))
+    return invalid(fmt::format("the sequences' token dim {} is not one of the {} dims other than the position",
+                               model.sequence_tokens_dim(), dimCount));
+  program->sequenceTokensDim = model.sequence_tokens_dim();
+  program->oneSequence = model.one_sequence() ? model.one_sequence()->str() : "";
   return program;
 }
 
@@ -362,6 +372,8 @@ std::unique_ptr<Program> copyFixedParts(const Program &base) {
   program->arenaBytes = base.arenaBytes;
   program->stateBytes = base.stateBytes;
   program->positionDim = base.positionDim;
+  program->sequenceTokensDim = base.sequenceTokensDim;
+  program->oneSequence = base.oneSequence;
   program->formatVersion = base.formatVersion;
   program->target = base.target;
   program->precision = base.precision;

@@ -370,7 +370,7 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   StepChecker check(program, sizes);
   StatusOr<Kernel> kernel = decodeKernel(step, check, info);
   if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
-  out = Step{std::move(kernel).value(), std::move(label)};
+  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence()};
   return Status();
 }
 

@@ -29,6 +29,9 @@ struct Tensor {
   Storage storage = Storage::Arena;
   uint32_t index = 0;   // input, output or state number
   uint64_t offset = 0;  // bytes into the arena, the weight segment or the session's state
+  // A row per token (schema Tensor.per_token; never a weight or a state):
+  // when many sequences run at once, each sequence's rows start at its first token.
+  bool perToken = false;
 };
 
 // Element (i0, i1, ...) is element offset + sum(ik * strides[k]) of `tensor`;
@@ -126,6 +129,9 @@ struct PackedMatrix {
 struct Step {
   Kernel kernel;
   std::string label;  // "step 7 (gemm at model.ein:12:5)", for messages
+  // When many sequences run at once: once per sequence, over its own tokens,
+  // position and state (else once over every sequence's tokens).
+  bool perSequence = false;
 };
 
 struct Program {
@@ -143,6 +149,11 @@ struct Program {
   uint64_t stateBytes = 0;
   int32_t positionDim = -1;
   int64_t positionAdvance = 0;
+  // A decoder that serves many sequences in one run: the dim their tokens
+  // are laid end to end along (-1: one sequence per session; oneSequence
+  // says why, where the compiler found a reason).
+  int32_t sequenceTokensDim = -1;
+  std::string oneSequence;
 
   uint32_t formatVersion = 0;
   Device target = Device::Cpu;

@@ -25,5 +25,7 @@ inline constexpr uint64_t kArenaRounding = 4096;
 // Working memory one thread's kernels may need (the largest step's), after
 // steps that compute nothing (an empty output) are counted as needing none.
 inline constexpr uint64_t kMaxScratchBytesPerThread = uint64_t{1} << 32;
+// Sequences one executor keeps state for (SequencePool's maxSequences).
+inline constexpr int kMaxSequenceSlots = 4096;
 
 }  // namespace ein::detail

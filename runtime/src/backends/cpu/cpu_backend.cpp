@@ -14,8 +14,9 @@ struct CpuBackend {
   static StatusOr<int> deviceCount() { return 1; }
   static void prepareWeights(Program &program, const bool *eligible) { cpu::prepackGemmWeights(program, eligible); }
   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &program,
-                                                                          const SessionOptions &options) {
-    return createCpuExecutor(program, options);
+                                                                          const SessionOptions &options,
+                                                                          int sequenceSlots) {
+    return createCpuExecutor(program, options, sequenceSlots);
   }
 };
 

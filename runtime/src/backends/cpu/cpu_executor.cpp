@@ -43,8 +43,8 @@ StatusOr<size_t> scratchFloatsFor(const Program &program) {
 
 class CpuExecutor final : public ExecutorImplementation {
  public:
-  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, int threads)
-      : model_(model), arena_(std::move(arena)), state_(std::move(state)), threads_(threads),
+  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, uint64_t slotBytes, int threads)
+      : model_(model), arena_(std::move(arena)), state_(std::move(state)), slotBytes_(slotBytes), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
         profile_(StepProfile::wanted() ? std::make_unique<StepProfile>() : nullptr) {}
 
@@ -65,13 +65,7 @@ class CpuExecutor final : public ExecutorImplementation {
     // Arena and weight tensors never move within a program: resolve them
     // once. Weights are only read (the verifier allows writes to the arena
     // and outputs only), so the cast away from const never leads to a write.
-    bases_.assign(program.tensors.size(), nullptr);
-    for (size_t id = 0; id < program.tensors.size(); ++id) {
-      const Tensor &tensor = program.tensors[id];
-      if (tensor.storage == Storage::Arena) bases_[id] = arena_.data() + tensor.offset;
-      if (tensor.storage == Storage::Weights) bases_[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
-      if (tensor.storage == Storage::State) bases_[id] = state_.data() + tensor.offset;
-    }
+    bases_ = basesOf(program, 0);
     program_ = &program;
     return Status();
   }
@@ -101,7 +95,103 @@ class CpuExecutor final : public ExecutorImplementation {
     return Status();
   }
 
+  Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
+                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override {
+    if (all.sequenceTokensDim < 0 || static_cast<size_t>(all.sequenceTokensDim) >= all.dimValues.size())
+      return Status(StatusCode::InvalidArgument, "the model serves one sequence per run");
+    if (inputs.size() != all.inputs.size() || outputs.size() != all.outputs.size())
+      return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
+    const auto tokens = static_cast<uint64_t>(all.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
+    // Each sequence's per-token rows must lie inside all the tokens' rows:
+    // checked here, where the offsets are made, for every tensor it shifts.
+    std::vector<uint64_t> rowBytes(all.tensors.size(), 0);
+    for (size_t id = 0; id < all.tensors.size(); ++id)
+      if (all.tensors[id].perToken) {
+        if (tokens == 0 || all.tensors[id].byteSize % tokens != 0)
+          return Status(StatusCode::InvalidArtifact,
+                        fmt::format("tensor {} is marked per token but its {} bytes are not a row for each of {} tokens",
+                                    id, all.tensors[id].byteSize, tokens));
+        rowBytes[id] = all.tensors[id].byteSize / tokens;
+      }
+    EIN_ASSIGN_OR_RETURN(size_t scratchFloats, scratchFloatsFor(all));
+    for (const SequenceSlice &sequence : sequences) {
+      const Program &own = *sequence.program;
+      if (own.steps.size() != all.steps.size() || own.tensors.size() != all.tensors.size() ||
+          own.dimValues.size() != all.dimValues.size())
+        return Status(StatusCode::Internal, "a sequence's program is not the model's");
+      if (sequence.slot >= slotCount())
+        return Status(StatusCode::Internal, fmt::format("sequence slot {} of {}", sequence.slot, slotCount()));
+      const auto count = static_cast<uint64_t>(own.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
+      if (sequence.firstToken > tokens || count > tokens - sequence.firstToken)
+        return Status(StatusCode::Internal, "a sequence's tokens lie outside the run's");
+      for (size_t id = 0; id < all.tensors.size(); ++id)
+        if (all.tensors[id].perToken && own.tensors[id].byteSize != count * rowBytes[id])
+          return Status(StatusCode::InvalidArtifact,
+                        fmt::format("tensor {} is marked per token but holds {} bytes for {} tokens, not {} a token",
+                                    id, own.tensors[id].byteSize, count, rowBytes[id]));
+      EIN_ASSIGN_OR_RETURN(size_t ownFloats, scratchFloatsFor(own));
+      scratchFloats = std::max(scratchFloats, ownFloats);
+    }
+    EIN_RETURN_IF_ERROR(growScratch(scratchFloats));
+    cpu::beginKernelEpoch();
+    std::vector<std::byte *> bases = basesOf(all, 0);
+    for (size_t i = 0; i < inputs.size(); ++i) bases[all.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
+    for (size_t i = 0; i < outputs.size(); ++i) bases[all.outputTensors[i]] = outputs[i];
+    std::vector<std::byte *> sequenceBases(bases.size());
+    for (size_t s = 0; s < all.steps.size();) {
+      if (!all.steps[s].perSequence) {
+        EIN_RETURN_IF_ERROR(runStep(all, s, bases.data()));
+        ++s;
+        continue;
+      }
+      // A stretch of per-sequence steps runs sequence by sequence: what a
+      // sequence keeps to itself (scores, a rotated q) lives only within it.
+      size_t end = s;
+      while (end < all.steps.size() && all.steps[end].perSequence) ++end;
+      for (const SequenceSlice &sequence : sequences) {
+        for (size_t id = 0; id < bases.size(); ++id) {
+          const Tensor &tensor = all.tensors[id];
+          sequenceBases[id] = tensor.perToken ? bases[id] + sequence.firstToken * rowBytes[id]
+                              : tensor.storage == Storage::State
+                                  ? state_.data() + sequence.slot * slotBytes_ + tensor.offset
+                                  : bases[id];
+        }
+        for (size_t step = s; step < end; ++step)
+          EIN_RETURN_IF_ERROR(runStep(*sequence.program, step, sequenceBases.data()));
+      }
+      s = end;
+    }
+    return Status();
+  }
+
  private:
+  uint32_t slotCount() const {
+    return slotBytes_ == 0 ? UINT32_MAX : static_cast<uint32_t>(state_.size() / slotBytes_);
+  }
+
+  // Each tensor's address when its state is slot `slot`'s; inputs and outputs unbound.
+  std::vector<std::byte *> basesOf(const Program &program, uint32_t slot) {
+    std::vector<std::byte *> bases(program.tensors.size(), nullptr);
+    for (size_t id = 0; id < program.tensors.size(); ++id) {
+      const Tensor &tensor = program.tensors[id];
+      if (tensor.storage == Storage::Arena) bases[id] = arena_.data() + tensor.offset;
+      if (tensor.storage == Storage::Weights) bases[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
+      if (tensor.storage == Storage::State) bases[id] = state_.data() + slot * slotBytes_ + tensor.offset;
+    }
+    return bases;
+  }
+
+  // Step `s` of `program` over the tensors at `bases`.
+  Status runStep(const Program &program, size_t s, std::byte *const *bases) {
+    cpu::KernelContext context{program.tensors, bases,          reinterpret_cast<float *>(scratch_.data()),
+                               scratchStride_,  pool_.get(),   &cpu::bestKernels(),
+                               &model_.packed};
+    const Step &step = program.steps[s];
+    Status status = cpu::selectKernel(step.kernel)(step.kernel, context);
+    if (!status.ok()) return Status(status.code(), step.label + ": " + status.message());
+    return Status();
+  }
+
   // Scratch sized for the largest need prepared so far: a dynamic model's
   // contexts allocate only when a run needs more than any before, and then
   // half as much again, so a need that creeps up (attention over a cache
@@ -125,7 +215,8 @@ class CpuExecutor final : public ExecutorImplementation {
   const Program &model_;           // the model's program: arena size, packed weights
   const Program *program_ = nullptr;  // the prepared one (the model's, or an instantiation)
   AlignedBuffer arena_;
-  AlignedBuffer state_;  // the session's state (Storage::State), kept from run to run
+  AlignedBuffer state_;  // the session's state (Storage::State), kept from run to run: a slot per sequence
+  uint64_t slotBytes_ = 0;  // one sequence's state, 64-aligned
   int threads_;
   AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
   size_t scratchStride_ = 0;  // floats of scratch per thread
@@ -138,13 +229,21 @@ class CpuExecutor final : public ExecutorImplementation {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options) {
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options,
+                                                                    int sequenceSlots) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
-  StatusOr<AlignedBuffer> state = AlignedBuffer::allocate(program.stateBytes, "the session's state");
+  // stateBytes is bounded by the loader (2^43), so a slot count up to the
+  // limit below cannot overflow.
+  const uint64_t slotBytes = (program.stateBytes + 63) / 64 * 64;
+  if (sequenceSlots < 1 || sequenceSlots > kMaxSequenceSlots)
+    return Status(StatusCode::InvalidArgument,
+                  fmt::format("{} sequences at once; the runtime takes 1 to {}", sequenceSlots, kMaxSequenceSlots));
+  StatusOr<AlignedBuffer> state =
+      AlignedBuffer::allocate(slotBytes * static_cast<uint64_t>(sequenceSlots), "the sequences' state");
   if (!state.ok()) return state.status();
-  return std::unique_ptr<ExecutorImplementation>(
-      new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), options.threads));
+  return std::unique_ptr<ExecutorImplementation>(new CpuExecutor(
+      program, std::move(arena).value(), std::move(state).value(), slotBytes, options.threads));
 }
 
 }  // namespace ein::detail

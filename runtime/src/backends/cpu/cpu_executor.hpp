@@ -7,6 +7,8 @@
 
 namespace ein::detail {
 
-StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options);
+// `sequenceSlots` states, one per sequence runSequences may run at once.
+StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options,
+                                                                    int sequenceSlots = 1);
 
 }  // namespace ein::detail

@@ -13,7 +13,10 @@ struct CudaBackend {
   // Each executor uploads the weights to its device; nothing is shared on the host.
   static void prepareWeights(Program &, const bool *) {}
   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &program,
-                                                                          const SessionOptions &options) {
+                                                                          const SessionOptions &options,
+                                                                          int sequenceSlots) {
+    if (sequenceSlots != 1)
+      return Status(StatusCode::Unimplemented, "CUDA runs one sequence per session for now");
     return createCudaExecutor(program, options);
   }
 };

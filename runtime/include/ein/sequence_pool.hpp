@@ -1,0 +1,82 @@
+// Many sequences of one decoder, run together: a decoder written for one
+// sequence (session state, a position, an integer ids input [1, t] and a
+// logits output [1, t, vocab]) keeps a state per sequence here, and one run
+// takes tokens of any number of them (a prompt for one, the next token for
+// others), laid end to end: the projections, norms and MLP read their
+// weights once for all the tokens; appends and attention run per sequence,
+// over its own cache (LANGUAGE.md "Many sequences at once").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "ein/model.hpp"
+#include "ein/session.hpp"
+#include "ein/status.hpp"
+
+namespace ein {
+
+namespace detail {
+class Executor;
+struct Program;
+}  // namespace detail
+
+struct SequencePoolOptions {
+  // Sequences kept at once (each a state as large as a session's).
+  int maxSequences = 16;
+  int threads = defaultThreadCount();
+};
+
+// One sequence's part of a run: its next tokens, appended at its position.
+struct SequenceTokens {
+  int sequence = 0;  // 0 .. maxSequences - 1
+  std::span<const int64_t> tokens;
+};
+
+class SequencePool {
+ public:
+  // Fails for a model that serves one sequence per run (the compiler's reason
+  // when it gave one), or one without the ids input and logits output.
+  static StatusOr<std::unique_ptr<SequencePool>> create(std::shared_ptr<const Model> model,
+                                                        SequencePoolOptions options = {});
+  ~SequencePool();
+  SequencePool(const SequencePool &) = delete;
+  SequencePool &operator=(const SequencePool &) = delete;
+
+  const Model &model() const { return *model_; }
+  int maxSequences() const { return static_cast<int>(positions_.size()); }
+  // The rows in a sequence's state; reset() empties it.
+  int64_t position(int sequence) const;
+  Status reset(int sequence);
+
+  // Runs every entry's tokens for its sequence (each sequence at most once),
+  // all in one pass. Checked before anything runs: the sequences, the ids
+  // (inside the vocabulary), each sequence's tokens fitting its cache from
+  // its position, and the run's tokens together fitting the model's token
+  // dim. A failed run leaves every sequence as it was.
+  Status run(std::span<const SequenceTokens> batch);
+  // After run(): the logits of entry `entry`'s last token.
+  std::span<const float> lastLogits(size_t entry) const;
+
+ private:
+  struct Instantiation;
+  SequencePool(std::shared_ptr<const Model> model, int maxSequences);
+  StatusOr<const detail::Program *> programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
+                                               int64_t position);
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<detail::Executor> executor_;
+  size_t idsInput_ = 0, logitsOutput_ = 0;
+  int64_t vocabulary_ = 0;  // the logits' last axis
+  std::vector<int64_t> positions_;
+  // The program at all of a run's tokens, and each sequence's at its own.
+  std::unique_ptr<Instantiation> all_;
+  std::vector<std::unique_ptr<Instantiation>> sequences_;
+  std::vector<int64_t> ids_;
+  std::vector<float> logits_;
+  std::vector<size_t> lastRows_;  // each entry's last token's row in logits_
+};
+
+}  // namespace ein

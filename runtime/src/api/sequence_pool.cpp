@@ -1,0 +1,163 @@
+#include "ein/sequence_pool.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "api/io_checks.hpp"
+#include "backends/executor.hpp"
+#include "loader/dynamic_program.hpp"
+#include "util/limits.hpp"
+#include "program/program.hpp"
+
+namespace ein {
+
+// A program instantiated at some tokens and position, kept for the next run:
+// moved to a new position when only that changed (a decode step), else
+// instantiated again.
+struct SequencePool::Instantiation {
+  std::unique_ptr<detail::Program> program;
+};
+
+namespace {
+
+Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+}  // namespace
+
+SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
+    : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0) {
+  sequences_.resize(static_cast<size_t>(maxSequences));
+}
+
+SequencePool::~SequencePool() = default;
+
+StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<const Model> model,
+                                                            SequencePoolOptions options) {
+  if (!model) return invalidArgument("no model");
+  const detail::Program &program = model->program();
+  if (program.sequenceTokensDim < 0 || !model->dynamicProgram())
+    return invalidArgument(fmt::format(
+        "'{}' serves one sequence per run{}", model->name(),
+        program.oneSequence.empty() ? std::string(" (it keeps no state, or was compiled before einc planned many)")
+                                    : ": " + program.oneSequence));
+  if (options.maxSequences < 1 || options.maxSequences > detail::kMaxSequenceSlots)
+    return invalidArgument(
+        fmt::format("maxSequences is {}; it takes 1 to {}", options.maxSequences, detail::kMaxSequenceSlots));
+  if (Status status = detail::checkCanRun(model.get(), options.threads, Device::Cpu, -1); !status.ok()) return status;
+  const std::vector<TensorInfo> &inputs = model->inputs(), &outputs = model->outputs();
+  const bool idsOnly = inputs.size() == 1 && (inputs[0].dtype == DType::I64 || inputs[0].dtype == DType::I32) &&
+                       inputs[0].shape.size() == 2;
+  const bool logits = outputs.size() == 1 && outputs[0].dtype == DType::F32 && outputs[0].shape.size() == 3 &&
+                      outputs[0].shape[2] > 0;
+  if (!idsOnly || !logits)
+    return invalidArgument(fmt::format("'{}' must take one integer ids input [1, t] and give one f32 logits output "
+                                       "[1, t, vocab] to serve many sequences",
+                                       model->name()));
+  std::unique_ptr<SequencePool> pool(new SequencePool(model, options.maxSequences));
+  pool->vocabulary_ = outputs[0].shape[2];
+  SessionOptions session;
+  session.threads = options.threads;
+  StatusOr<std::unique_ptr<detail::Executor>> executor =
+      detail::createExecutor(program, session, options.maxSequences);
+  if (!executor.ok()) return executor.status();
+  pool->executor_ = std::move(executor).value();
+  return pool;
+}
+
+int64_t SequencePool::position(int sequence) const {
+  return sequence >= 0 && sequence < maxSequences() ? positions_[static_cast<size_t>(sequence)] : -1;
+}
+
+Status SequencePool::reset(int sequence) {
+  if (sequence < 0 || sequence >= maxSequences())
+    return invalidArgument(fmt::format("sequence {} is not one of the pool's 0..{}", sequence, maxSequences() - 1));
+  positions_[static_cast<size_t>(sequence)] = 0;
+  return Status();
+}
+
+StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
+                                                           int64_t position) {
+  const detail::DynamicProgram &dynamic = *model_->dynamicProgram();
+  const std::vector<int64_t> shape = {1, tokens};
+  const std::span<const int64_t> shapes[] = {shape};
+  StatusOr<detail::DimBinding> binding = dynamic.bind(shapes, position);
+  if (!binding.ok()) return binding.status();
+  if (kept && kept->program->dimValues == binding->dims) return kept->program.get();
+  if (kept && dynamic.sameDimsButPosition(*kept->program, binding->dims)) {
+    if (Status status = dynamic.reposition(*kept->program, binding.value()); status.ok()) return kept->program.get();
+    kept.reset();  // left part-way: instantiated again below
+  }
+  StatusOr<std::unique_ptr<detail::Program>> instance = dynamic.instantiate(binding.value());
+  if (!instance.ok()) return instance.status();
+  kept = std::make_unique<Instantiation>(Instantiation{std::move(instance).value()});
+  return kept->program.get();
+}
+
+Status SequencePool::run(std::span<const SequenceTokens> batch) {
+  lastRows_.clear();
+  if (batch.empty()) return invalidArgument("the run has no sequences");
+  const TensorInfo &ids = model_->inputs()[idsInput_];
+  std::vector<bool> seen(positions_.size(), false);
+  int64_t tokens = 0;
+  for (size_t entry = 0; entry < batch.size(); ++entry) {
+    const SequenceTokens &part = batch[entry];
+    if (part.sequence < 0 || part.sequence >= maxSequences())
+      return invalidArgument(
+          fmt::format("entry {}: sequence {} is not one of the pool's 0..{}", entry, part.sequence, maxSequences() - 1));
+    if (seen[static_cast<size_t>(part.sequence)])
+      return invalidArgument(fmt::format("entry {}: sequence {} is in the run twice", entry, part.sequence));
+    seen[static_cast<size_t>(part.sequence)] = true;
+    if (part.tokens.empty()) return invalidArgument(fmt::format("entry {}: sequence {} has no tokens", entry, part.sequence));
+    for (size_t i = 0; i < part.tokens.size(); ++i)
+      if (ids.upperBound > 0 && (part.tokens[i] < 0 || part.tokens[i] >= ids.upperBound))
+        return invalidArgument(fmt::format("entry {}: token {} is {}, outside the vocabulary [0, {}) of input \"{}\"",
+                                           entry, i, part.tokens[i], ids.upperBound, ids.name));
+    tokens += static_cast<int64_t>(part.tokens.size());
+  }
+  // Every program first: a sequence that does not fit fails the run before anything runs.
+  StatusOr<const detail::Program *> all = programFor(all_, tokens, 0);
+  if (!all.ok())
+    return Status(all.status().code(), fmt::format("the run's {} tokens together: {}", tokens, all.status().message()));
+  std::vector<detail::SequenceSlice> slices;
+  uint64_t first = 0;
+  for (size_t entry = 0; entry < batch.size(); ++entry) {
+    const SequenceTokens &part = batch[entry];
+    const auto sequence = static_cast<size_t>(part.sequence);
+    const auto count = static_cast<int64_t>(part.tokens.size());
+    StatusOr<const detail::Program *> own = programFor(sequences_[sequence], count, positions_[sequence]);
+    if (!own.ok())
+      return Status(own.status().code(), fmt::format("entry {}: sequence {} at position {}: {}", entry, part.sequence,
+                                                     positions_[sequence], own.status().message()));
+    slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence)});
+    first += static_cast<uint64_t>(count);
+  }
+  ids_.clear();
+  for (const SequenceTokens &part : batch) ids_.insert(ids_.end(), part.tokens.begin(), part.tokens.end());
+  // The ids in the input's type.
+  std::vector<int32_t> narrow;
+  const std::byte *input = reinterpret_cast<const std::byte *>(ids_.data());
+  if (ids.dtype == DType::I32) {
+    narrow.assign(ids_.begin(), ids_.end());
+    input = reinterpret_cast<const std::byte *>(narrow.data());
+  }
+  logits_.resize(static_cast<size_t>(tokens) * static_cast<size_t>(vocabulary_));
+  const std::byte *inputs[] = {input};
+  std::byte *outputs[] = {reinterpret_cast<std::byte *>(logits_.data())};
+  if (Status status = executor_->runSequences(*all.value(), slices, inputs, outputs); !status.ok()) return status;
+  uint64_t row = 0;
+  for (const SequenceTokens &part : batch) {
+    positions_[static_cast<size_t>(part.sequence)] += static_cast<int64_t>(part.tokens.size());
+    row += part.tokens.size();
+    lastRows_.push_back(static_cast<size_t>(row - 1));
+  }
+  return Status();
+}
+
+std::span<const float> SequencePool::lastLogits(size_t entry) const {
+  if (entry >= lastRows_.size()) return {};
+  return {logits_.data() + lastRows_[entry] * static_cast<size_t>(vocabulary_), static_cast<size_t>(vocabulary_)};
+}
+
+}  // namespace ein
