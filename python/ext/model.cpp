@@ -281,6 +281,27 @@ std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64
   return std::move(tokens).value();
 }
 
+std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::vector<int64_t>> &prompts,
+                                                        int64_t maxNewTokens, float temperature, int64_t topK,
+                                                        float topP, uint64_t seed,
+                                                        const std::vector<int64_t> &stopTokens, int threads,
+                                                        int maxSequences) {
+  if (placement.device.device != Device::Cpu)
+    throw PythonError("DeviceError", "generating for many prompts at once runs on the CPU for now");
+  auto pool = SequencePool::create(loaded, {maxSequences, threads ? threads : placement.threads});
+  if (!pool.ok()) throwStatus(pool.status());
+  const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
+  StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
+  {
+    nb::gil_scoped_release released;
+    produced = ein::generate(*pool.value(), prompts, options);
+  }
+  if (!produced.ok()) throwStatus(produced.status());
+  std::vector<std::vector<int64_t>> tokens;
+  for (GeneratedSequence &sequence : produced.value()) tokens.push_back(std::move(sequence.tokens));
+  return tokens;
+}
+
 Runner &PyModel::runnerFor(int threads) {
   std::lock_guard<std::mutex> lock(runnersMutex);
   std::unique_ptr<Runner> &runner = runners[threads];
@@ -367,7 +388,10 @@ void bindModel(nb::module_ &module) {
       .def("save", &PyModel::save, nb::arg("path"))
       .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"))
       .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
-           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"));
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"))
+      .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
+           nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
+           nb::arg("threads"), nb::arg("max_sequences"));
   module.def("default_thread_count", &defaultThreads,
              "The kernel threads a model gets when threads is not given: the runtime's default.");
   module.def("parse_device", [](const std::string &text) -> std::optional<std::string> {

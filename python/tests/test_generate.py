@@ -41,6 +41,18 @@ def test_generating_to_the_end_of_the_cache_returns_the_tokens(decoder):
         decoder.generate([1] * 257, max_new_tokens=1)
 
 
+def test_a_list_of_prompts_gives_each_its_own_tokens(decoder):
+    prompts = [[3, 1, 4], [1] * 200, [5, 9], [2, 6, 5, 3, 5], [7] * 90, [8]]
+    for options in (dict(max_new_tokens=10), dict(max_new_tokens=8, temperature=0.9, top_k=16, seed=4)):
+        together = decoder.generate(prompts, max_sequences=3, **options)
+        assert together == [decoder.generate(p, **options) for p in prompts]
+    assert decoder.generate([[1] * 250], max_new_tokens=10) == [decoder.generate([1] * 250, max_new_tokens=10)]
+    with pytest.raises(ein.Error, match="prompt 1 has 257 tokens; a run takes at most 256"):
+        decoder.generate([[1], [1] * 257], max_new_tokens=1)
+    with pytest.raises(ValueError, match="max_sequences must be an integer >= 1"):
+        decoder.generate([[1]], max_sequences=0)
+
+
 def test_live_against_transformers():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -369,76 +369,31 @@ double percentile(const std::vector<double> &sorted, double p) {
 }  // namespace
 
 // --generate --sequences S: S copies of the prompt generated together in one
-// ein::SequencePool (prompts prefilled in runs of at most the model's token
-// dim, then one run per step for every sequence still going); prints the
-// first sequence's tokens and the throughput of all.
+// ein::SequencePool, continuously batched (ein::generate over the pool);
+// prints the first sequence's tokens and the throughput of all.
 int generateSequences(const std::shared_ptr<const ein::Model> &model, const std::vector<int64_t> &prompt,
-                      int64_t tokens, const ein::GenerationOptions &options, int threads, int sequences) {
+                      int64_t tokens, ein::GenerationOptions options, int threads, int sequences) {
   auto pool = ein::SequencePool::create(model, {sequences, threads});
   if (!pool.ok()) return fail(pool.status().message());
-  const int64_t budget = model->dims()[static_cast<size_t>(model->sequenceTokensDim())].max;
-  if (static_cast<int64_t>(prompt.size()) > budget)
-    return fail("the prompt of " + std::to_string(prompt.size()) + " tokens is longer than the " +
-                std::to_string(budget) + " a run takes");
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  std::vector<std::vector<int64_t>> produced(static_cast<size_t>(sequences));
-  std::vector<uint64_t> samplers(static_cast<size_t>(sequences), options.seed);
-  std::vector<bool> going(static_cast<size_t>(sequences), tokens > 0);
-  // Chooses each entry's next token from its logits, ending a sequence at
-  // its token count, a stop token or a full cache.
-  auto choose = [&](const std::vector<int> &entries) {
-    for (size_t entry = 0; entry < entries.size(); ++entry) {
-      const auto i = static_cast<size_t>(entries[entry]);
-      const int64_t token = ein::chooseToken(pool.value()->lastLogits(entry), options, samplers[i]);
-      produced[i].push_back(token);
-      const std::vector<int64_t> next = {1, 1};
-      const bool stop = std::find(options.stopTokens.begin(), options.stopTokens.end(), token) !=
-                        options.stopTokens.end();
-      if (stop || static_cast<int64_t>(produced[i].size()) >= tokens ||
-          !model->outputShapes(std::span(&next, 1), pool.value()->position(entries[entry])).ok())
-        going[i] = false;
-    }
-  };
-  for (int first = 0; first < sequences;) {  // prefill, as many prompts a run as the token dim takes
-    std::vector<ein::SequenceTokens> batch;
-    std::vector<int> entries;
-    for (int64_t used = 0; first < sequences && used + static_cast<int64_t>(prompt.size()) <= budget; ++first) {
-      batch.push_back({first, prompt});
-      entries.push_back(first);
-      used += static_cast<int64_t>(prompt.size());
-    }
-    if (ein::Status status = pool.value()->run(batch); !status.ok()) return fail(status.message());
-    if (tokens > 0) choose(entries);
-  }
-  const Clock::time_point prefilled = Clock::now();
-  int64_t decoded = 0;
-  while (true) {
-    std::vector<ein::SequenceTokens> batch;
-    std::vector<int> entries;
-    for (int i = 0; i < sequences; ++i)
-      if (going[static_cast<size_t>(i)]) {
-        batch.push_back({i, std::span<const int64_t>(&produced[static_cast<size_t>(i)].back(), 1)});
-        entries.push_back(i);
-      }
-    if (batch.empty()) break;
-    if (ein::Status status = pool.value()->run(batch); !status.ok()) return fail(status.message());
-    decoded += static_cast<int64_t>(batch.size());
-    choose(entries);
-  }
-  const double prefill = std::chrono::duration<double>(prefilled - start).count();
-  const double decode = std::chrono::duration<double>(Clock::now() - prefilled).count();
+  options.maxNewTokens = tokens;
+  const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(sequences), prompt);
+  const auto start = std::chrono::steady_clock::now();
+  auto produced = ein::generate(*pool.value(), prompts, options);
+  if (!produced.ok()) return fail(produced.status().message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<ein::GeneratedSequence> &all = produced.value();
   std::string text;
-  for (int64_t token : produced[0]) text += (text.empty() ? "" : ",") + std::to_string(token);
+  for (int64_t token : all[0].tokens) text += (text.empty() ? "" : ",") + std::to_string(token);
   std::printf("tokens: %s\n", text.c_str());
-  size_t same = 0;
-  for (const std::vector<int64_t> &other : produced) same += other == produced[0];
+  size_t same = 0, generated = 0;
+  for (const ein::GeneratedSequence &other : all) {
+    same += other.tokens == all[0].tokens;
+    generated += other.tokens.size();
+  }
   std::printf("sequences: %d, %zu of them generated these tokens\n", sequences, same);
-  std::printf("prefill: %d x %zu tokens in %.3f ms (%.1f tokens/s)\n", sequences, prompt.size(), prefill * 1e3,
-              static_cast<double>(prompt.size()) * sequences / prefill);
-  if (decoded > 0)
-    std::printf("decode: %lld tokens in %.3f ms (%.1f tokens/s, all sequences together)\n",
-                static_cast<long long>(decoded), decode * 1e3, static_cast<double>(decoded) / decode);
+  std::printf("generate: %d x %zu prompt tokens and %zu new tokens in %.3f ms (%.1f new tokens/s, all sequences "
+              "together)\n",
+              sequences, prompt.size(), generated, seconds * 1e3, static_cast<double>(generated) / seconds);
   return 0;
 }
 

@@ -158,6 +158,46 @@ TEST_P(Sequences, EachSequenceEqualsItsRunAlone) {
   }
 }
 
+// Generation for more prompts than the pool has sequences, continuously
+// batched: each prompt's tokens and finish are its generation alone, greedy
+// and sampled, up to a stop token, its token count or a full cache.
+TEST_P(Sequences, ManyPromptsGenerateAsEachAlone) {
+  auto pool = ein::SequencePool::create(model, {4, 2});
+  ASSERT_TRUE(pool.ok());
+  EXPECT_EQ(pool.value()->maxTokensPerRun(), 256);
+  std::mt19937 random(7);
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t length : {5, 120, 1, 33, 120, 250, 64, 9, 2, 17}) {
+    prompts.emplace_back(length);
+    for (int64_t &token : prompts.back()) token = random() % 128;
+  }
+  ein::GenerationOptions greedy{.maxNewTokens = 12};
+  ein::GenerationOptions sampled{.maxNewTokens = 9, .temperature = 0.8f, .topK = 20, .seed = 3};
+  ein::GenerationOptions stopping{.maxNewTokens = 12, .stopTokens = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
+  for (const ein::GenerationOptions &options : {greedy, sampled, stopping}) {
+    auto many = ein::generate(*pool.value(), prompts, options);
+    ASSERT_TRUE(many.ok()) << many.status().toString();
+    ASSERT_EQ(many.value().size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto session = ein::Session::create(model, {2});
+      ein::FinishReason finish = ein::FinishReason::None;
+      auto alone = ein::generate(*session.value(), prompts[i], options, &finish);
+      ASSERT_TRUE(alone.ok()) << alone.status().toString();
+      EXPECT_EQ(many.value()[i].tokens, alone.value()) << "prompt " << i;
+      EXPECT_EQ(many.value()[i].finish, finish) << "prompt " << i;
+    }
+    // The 250-token prompt fills the 256-row cache after 7 tokens.
+    if (options.stopTokens.empty()) {
+      EXPECT_EQ(many.value()[5].finish, ein::FinishReason::CacheFull);
+    }
+  }
+  const std::vector<std::vector<int64_t>> tooLong = {{1, 2}, std::vector<int64_t>(257, 1)};
+  auto refused = ein::generate(*pool.value(), tooLong, greedy);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("prompt 1 has 257 tokens; a run takes at most 256"), std::string::npos)
+      << refused.status().message();
+}
+
 // A sequence reset runs as a new one; the others go on unchanged.
 TEST_P(Sequences, AResetSequenceStartsAgain) {
   auto pool = ein::SequencePool::create(model, {2, 2});

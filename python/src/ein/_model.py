@@ -118,6 +118,13 @@ def _integer(value: Any, argument: str, minimum: int, meaning: str = "") -> int:
     return number
 
 
+def _is_prompt_list(prompt) -> bool:
+    """Whether Model.generate was given prompts (a list of id lists), not one prompt."""
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, Sequence):
+        return False
+    return len(prompt) > 0 and all(isinstance(p, Sequence) and not isinstance(p, (str, bytes)) for p in prompt)
+
+
 def _generation_arguments(prompt: Sequence[int], max_new_tokens: int, temperature: float, top_k: int, top_p: float,
                           seed: int, stop_tokens: Sequence[int]) -> tuple:
     """The arguments of a generation, checked in Python words, as the native
@@ -213,9 +220,10 @@ class Model:
             _unknown_names(out, self._output_names, "output")
         return self._native.run(dict(inputs), dict(out or {}), _check_threads(threads))
 
-    def generate(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
-                 top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = (),
-                 threads: Optional[int] = None) -> List[int]:
+    def generate(self, prompt: Union[Sequence[int], Sequence[Sequence[int]]], *, max_new_tokens: int = 32,
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                 stop_tokens: Sequence[int] = (), threads: Optional[int] = None,
+                 max_sequences: int = 16) -> Union[List[int], List[List[int]]]:
         """Generates tokens with a decoder whose key/value cache is session state.
 
         Runs ``prompt`` (token ids) in a new session, then one decode step per
@@ -223,10 +231,24 @@ class Model:
         tokenizer, e.g. the ``tokenizers`` package). ``temperature`` 0 is
         greedy; otherwise the logits are divided by it and cut to ``top_k``
         (0: all) and ``top_p`` (1: all), and ``seed`` makes the draw
-        reproducible. Generation stops after any of ``stop_tokens``. The model
-        needs an integer ``ids`` input [1, t] and a ``logits`` output [1, t, vocab].
-        ``session().generate(...)`` yields the same tokens one at a time.
+        reproducible. Generation stops after any of ``stop_tokens``, or where
+        the cache is full. The model needs an integer ``ids`` input [1, t] and
+        a ``logits`` output [1, t, vocab]. ``session().generate(...)`` yields
+        the same tokens one at a time.
+
+        Given a list of prompts, generates for all of them together (up to
+        ``max_sequences`` at once, continuously batched: a finished one's place
+        goes to the next prompt; each run reads the weights once for all) and
+        returns a list of token lists, each what its prompt gives alone.
         """
+        if _is_prompt_list(prompt):
+            prompts = [_generation_arguments(p, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)[0]
+                       for p in prompt]
+            arguments = _generation_arguments(prompts[0], max_new_tokens, temperature, top_k, top_p, seed,
+                                              stop_tokens)
+            sequences = _integer(max_sequences, "max_sequences", 1)
+            return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
+                                              min(sequences, len(prompts)))
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
         return self._native.generate(*arguments, _check_threads(threads))
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ein/sequence_pool.hpp"
 #include "ein/session.hpp"
 #include "ein/status.hpp"
 
@@ -91,6 +92,23 @@ class Generation {
 // (`finish`, when given, says why it ended).
 StatusOr<std::vector<int64_t>> generate(Session &session, std::span<const int64_t> prompt,
                                         const GenerationOptions &options = {}, FinishReason *finish = nullptr);
+
+// One prompt's generation among many.
+struct GeneratedSequence {
+  std::vector<int64_t> tokens;
+  FinishReason finish = FinishReason::None;
+};
+
+// Generates for every prompt with the pool's sequences, continuously batched:
+// each run takes the next token of every sequence going and, within the
+// model's tokens per run, the prompts of sequences starting (as a sequence
+// ends, the next prompt takes its place). Each prompt's tokens are those it
+// would get alone (greedy; sampling draws from options.seed per prompt).
+// A prompt that cannot fit the cache fails the call before anything runs;
+// options.onToken is not called. The pool's sequences are reset as used.
+StatusOr<std::vector<GeneratedSequence>> generate(SequencePool &pool,
+                                                  std::span<const std::vector<int64_t>> prompts,
+                                                  const GenerationOptions &options = {});
 
 // The token `options` choose from one row of logits (greedy or sampled), with
 // `state` the sampling generator's state (seeded from options.seed by generate()).

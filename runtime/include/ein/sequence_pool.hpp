@@ -47,6 +47,9 @@ class SequencePool {
 
   const Model &model() const { return *model_; }
   int maxSequences() const { return static_cast<int>(positions_.size()); }
+  // The most tokens one run takes, all sequences together: the model's
+  // token dim's largest value that its checks allow from position 0.
+  int64_t maxTokensPerRun() const { return maxTokensPerRun_; }
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);
@@ -70,6 +73,7 @@ class SequencePool {
   std::unique_ptr<detail::Executor> executor_;
   size_t idsInput_ = 0, logitsOutput_ = 0;
   int64_t vocabulary_ = 0;  // the logits' last axis
+  int64_t maxTokensPerRun_ = 0;
   std::vector<int64_t> positions_;
   // The program at all of a run's tokens, and each sequence's at its own.
   std::unique_ptr<Instantiation> all_;

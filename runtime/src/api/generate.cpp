@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "ein/model.hpp"
@@ -172,6 +173,82 @@ StatusOr<std::optional<int64_t>> Generation::next() {
     finish_ = FinishReason::Length;
   }
   return std::optional<int64_t>(last_);
+}
+
+StatusOr<std::vector<GeneratedSequence>> generate(SequencePool &pool, std::span<const std::vector<int64_t>> prompts,
+                                                  const GenerationOptions &options) {
+  const Model &model = pool.model();
+  const int64_t budget = pool.maxTokensPerRun();
+  const int64_t vocabulary = model.inputs()[0].upperBound;
+  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
+  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
+  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
+    return invalidArgument("temperature must be a finite number >= 0");
+  const std::vector<int64_t> oneToken = {1, 1};
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::vector<int64_t> shape = {1, static_cast<int64_t>(prompts[i].size())};
+    if (prompts[i].empty()) return invalidArgument(fmt::format("prompt {} is empty", i));
+    for (size_t t = 0; t < prompts[i].size(); ++t)
+      if (vocabulary > 0 && (prompts[i][t] < 0 || prompts[i][t] >= vocabulary))
+        return invalidArgument(fmt::format("prompt {} token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
+                                           t, prompts[i][t], vocabulary, model.inputs()[0].name));
+    if (static_cast<int64_t>(prompts[i].size()) > budget)
+      return invalidArgument(fmt::format("prompt {} has {} tokens; a run takes at most {}", i, prompts[i].size(), budget));
+    if (Status fits = model.outputShapes(std::span(&shape, 1), 0).status(); !fits.ok())
+      return Status(fits.code(), fmt::format("prompt {} does not fit: {}", i, fits.message()));
+  }
+  struct Going {
+    size_t prompt = 0;
+    uint64_t sampler = 0;
+    int64_t last = 0;  // the token it chose last, the next run's
+  };
+  std::vector<GeneratedSequence> results(prompts.size());
+  std::vector<std::optional<Going>> slots(static_cast<size_t>(pool.maxSequences()));
+  size_t next = 0;
+  while (true) {
+    std::vector<SequenceTokens> batch;
+    std::vector<size_t> entries;  // the slot of each batch entry
+    int64_t tokens = 0;
+    for (size_t slot = 0; slot < slots.size(); ++slot)
+      if (slots[slot]) {
+        batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots[slot]->last, 1)});
+        entries.push_back(slot);
+        ++tokens;
+      }
+    // Free slots take the next prompts while the run has room for them.
+    for (size_t slot = 0; slot < slots.size() && next < prompts.size(); ++slot) {
+      if (slots[slot]) continue;
+      if (tokens + static_cast<int64_t>(prompts[next].size()) > budget) break;
+      if (Status status = pool.reset(static_cast<int>(slot)); !status.ok()) return status;
+      slots[slot] = Going{next, options.seed, 0};
+      batch.push_back({static_cast<int>(slot), prompts[next]});
+      entries.push_back(slot);
+      tokens += static_cast<int64_t>(prompts[next].size());
+      ++next;
+    }
+    if (batch.empty()) break;
+    if (Status status = pool.run(batch); !status.ok()) return status;
+    for (size_t entry = 0; entry < entries.size(); ++entry) {
+      Going &going = *slots[entries[entry]];
+      GeneratedSequence &result = results[going.prompt];
+      FinishReason &finish = result.finish;
+      if (options.maxNewTokens == 0) {
+        finish = FinishReason::Length;
+      } else {
+        going.last = chooseToken(pool.lastLogits(entry), options, going.sampler);
+        result.tokens.push_back(going.last);
+        const std::vector<int64_t> &stops = options.stopTokens;
+        if (std::find(stops.begin(), stops.end(), going.last) != stops.end())
+          finish = FinishReason::Stop;
+        else if (static_cast<int64_t>(result.tokens.size()) == options.maxNewTokens)
+          finish = FinishReason::Length;
+        else if (!model.outputShapes(std::span(&oneToken, 1), pool.position(static_cast<int>(entries[entry]))).ok())
+          finish = FinishReason::CacheFull;
+      }
+      if (finish != FinishReason::None) slots[entries[entry]].reset();
+    }
+  }
+  return results;
 }
 
 const char *finishReasonName(FinishReason reason) {

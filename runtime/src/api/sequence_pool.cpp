@@ -57,6 +57,26 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
                                        model->name()));
   std::unique_ptr<SequencePool> pool(new SequencePool(model, options.maxSequences));
   pool->vocabulary_ = outputs[0].shape[2];
+  // The largest run: the token dim's maximum, less where a check (the cache's
+  // rows) allows fewer tokens from position 0; the checks only tighten as
+  // the tokens grow.
+  const DimInfo &tokens = model->dims()[static_cast<size_t>(program.sequenceTokensDim)];
+  auto fits = [&](int64_t count) {
+    const std::vector<int64_t> shape[] = {{1, count}};
+    return model->outputShapes(shape, 0).ok();
+  };
+  int64_t low = tokens.min, high = tokens.max;
+  if (low < 1 || !fits(low))
+    return invalidArgument(fmt::format("'{}' cannot run {} token{} from an empty cache", model->name(),
+                                       std::max<int64_t>(low, 1), low > 1 ? "s" : ""));
+  while (low < high) {
+    const int64_t middle = low + (high - low + 1) / 2;
+    if (fits(middle))
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  pool->maxTokensPerRun_ = low;
   SessionOptions session;
   session.threads = options.threads;
   StatusOr<std::unique_ptr<detail::Executor>> executor =
