@@ -7,6 +7,7 @@
 // over its own cache (LANGUAGE.md "Many sequences at once").
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -54,6 +55,8 @@ class SequencePool {
   int64_t position(int sequence) const;
   Status reset(int sequence);
 
+  // One thread at a time: a call while another thread is inside run() or
+  // reset() fails with StatusCode::Busy.
   // Runs every entry's tokens for its sequence (each sequence at most once),
   // all in one pass. Checked before anything runs: the sequences, the ids
   // (inside the vocabulary), each sequence's tokens fitting its cache from
@@ -71,7 +74,6 @@ class SequencePool {
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<detail::Executor> executor_;
-  size_t idsInput_ = 0, logitsOutput_ = 0;
   int64_t vocabulary_ = 0;  // the logits' last axis
   int64_t maxTokensPerRun_ = 0;
   std::vector<int64_t> positions_;
@@ -81,6 +83,7 @@ class SequencePool {
   std::vector<int64_t> ids_;
   std::vector<float> logits_;
   std::vector<size_t> lastRows_;  // each entry's last token's row in logits_
+  std::atomic<bool> inUse_{false};
 };
 
 }  // namespace ein

@@ -24,6 +24,25 @@ namespace {
 
 Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
 
+// Holds the pool for one call; a second thread's call fails instead of waiting.
+class Claim {
+ public:
+  explicit Claim(std::atomic<bool> &inUse) : inUse_(inUse), held_(!inUse.exchange(true, std::memory_order_acquire)) {}
+  ~Claim() {
+    if (held_) inUse_.store(false, std::memory_order_release);
+  }
+  Claim(const Claim &) = delete;
+  Claim &operator=(const Claim &) = delete;
+  Status status() const {
+    return held_ ? Status()
+                 : Status(StatusCode::Busy, "the sequence pool is in use by another thread; it takes one at a time");
+  }
+
+ private:
+  std::atomic<bool> &inUse_;
+  bool held_;
+};
+
 }  // namespace
 
 SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
@@ -91,6 +110,8 @@ int64_t SequencePool::position(int sequence) const {
 }
 
 Status SequencePool::reset(int sequence) {
+  Claim claim(inUse_);
+  if (!claim.status().ok()) return claim.status();
   if (sequence < 0 || sequence >= maxSequences())
     return invalidArgument(fmt::format("sequence {} is not one of the pool's 0..{}", sequence, maxSequences() - 1));
   positions_[static_cast<size_t>(sequence)] = 0;
@@ -116,9 +137,11 @@ StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Insta
 }
 
 Status SequencePool::run(std::span<const SequenceTokens> batch) {
+  Claim claim(inUse_);
+  if (!claim.status().ok()) return claim.status();
   lastRows_.clear();
   if (batch.empty()) return invalidArgument("the run has no sequences");
-  const TensorInfo &ids = model_->inputs()[idsInput_];
+  const TensorInfo &ids = model_->inputs()[0];  // the only input (create checked)
   std::vector<bool> seen(positions_.size(), false);
   int64_t tokens = 0;
   for (size_t entry = 0; entry < batch.size(); ++entry) {
