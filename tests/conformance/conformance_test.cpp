@@ -19,6 +19,7 @@
 
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
+#include "text_file.hpp"
 #if defined(EIN_HAVE_CUDA)
 #include "backends/backend.hpp"
 #endif
@@ -33,10 +34,6 @@ int run(const std::string &command, const fs::path &log) {
   return std::system(full.c_str());
 }
 
-std::string slurp(const fs::path &path) {
-  std::ifstream file(path);
-  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-}
 
 // Every case by name: a folder holding case.json, from the repository's cases
 // and then the extra folder, whose cases replace same-named ones.

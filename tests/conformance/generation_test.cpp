@@ -16,11 +16,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <tuple>
 
 #include "ein/runtime.hpp"
+#include "text_file.hpp"
 
 namespace {
 
@@ -28,12 +28,6 @@ namespace fs = std::filesystem;
 
 const fs::path kCase = fs::path(EIN_CONFORMANCE_CASES_DIR) / "llama_hf_tiny";
 
-std::string slurp(const fs::path &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The device ("cpu", "cuda") and einc --precision.
 class Generation : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {

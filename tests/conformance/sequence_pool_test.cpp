@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "ein/runtime.hpp"
+#include "text_file.hpp"
 
 namespace {
 
@@ -23,12 +23,6 @@ namespace fs = std::filesystem;
 
 const fs::path kCase = fs::path(EIN_CONFORMANCE_CASES_DIR) / "llama_hf_tiny";
 
-std::string slurp(const fs::path &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 int64_t argmax(std::span<const float> logits) {
   return std::max_element(logits.begin(), logits.end()) - logits.begin();

@@ -38,14 +38,41 @@ bool isIds(const TensorInfo &info) {
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
-// Whether a run of `tokens` ids at the session's position fits the model
-// (its dims' ranges and checks: the cache's rows among them), with the
-// model's message when it does not. Only for a model whose one input is the ids.
-Status fits(const Session &session, int64_t tokens) {
-  const Model &model = session.model();
+// Whether a run of `tokens` ids at `position` fits the model (its dims'
+// ranges and checks: the cache's rows among them), with the model's message
+// when it does not. Only for a model whose one input is the ids.
+Status fits(const Model &model, int64_t tokens, int64_t position) {
   if (model.inputs().size() != 1) return Status();  // the run says it
   const std::vector<int64_t> shape[] = {{1, tokens}};
-  return model.outputShapes(shape, session.position()).status();
+  return model.outputShapes(shape, position).status();
+}
+
+Status checkOptions(const GenerationOptions &options) {
+  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
+  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
+  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
+    return invalidArgument("temperature must be a finite number >= 0");
+  return Status();
+}
+
+// Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
+// `which` names the prompt in the message ("prompt", "prompt 3").
+Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, const std::string &which) {
+  if (const int64_t vocabulary = ids.upperBound; vocabulary > 0)
+    for (size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocabulary)
+        return invalidArgument(fmt::format("{} token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", which,
+                                           i, prompt[i], vocabulary, ids.name));
+  return Status();
+}
+
+// Why generation ends after choosing `token`, its `produced`-th: a stop
+// token, or the last of maxNewTokens; None when it goes on.
+FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options) {
+  const std::vector<int64_t> &stops = options.stopTokens;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::Stop;
+  if (produced == options.maxNewTokens) return FinishReason::Length;
+  return FinishReason::None;
 }
 
 // One run over `tokens` as the ids [1, n] (converted to the input's type by
@@ -108,21 +135,14 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
                                        "appends to one",
                                        model.name()));
   if (prompt.empty()) return invalidArgument("the prompt is empty");
-  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
-  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
-  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
-    return invalidArgument("temperature must be a finite number >= 0");
+  if (Status status = checkOptions(options); !status.ok()) return status;
   StatusOr<const TensorInfo *> ids = pick(model.inputs(), options.idsInput, "ids", isIds, "ids input");
   if (!ids.ok()) return ids.status();
   StatusOr<const TensorInfo *> logits = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
                                              "logits output");
   if (!logits.ok()) return logits.status();
-  if (const int64_t vocabulary = ids.value()->upperBound; vocabulary > 0)
-    for (size_t i = 0; i < prompt.size(); ++i)
-      if (prompt[i] < 0 || prompt[i] >= vocabulary)
-        return invalidArgument(fmt::format("prompt token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
-                                           prompt[i], vocabulary, ids.value()->name));
-  if (Status status = fits(session, static_cast<int64_t>(prompt.size())); !status.ok())
+  if (Status status = checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
+  if (Status status = fits(model, static_cast<int64_t>(prompt.size()), session.position()); !status.ok())
     return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
                                              session.position(), status.message()));
   Generation generation;
@@ -138,7 +158,7 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
 StatusOr<std::optional<int64_t>> Generation::next() {
   if (done_) return std::optional<int64_t>();
   const bool first = !started_;
-  if (!first && !fits(*session_, 1).ok()) {
+  if (!first && !fits(session_->model(), 1, session_->position()).ok()) {
     done_ = true;
     finish_ = FinishReason::CacheFull;
     return std::optional<int64_t>();
@@ -164,14 +184,8 @@ StatusOr<std::optional<int64_t>> Generation::next() {
   }
   last_ = chooseToken(values, options_, samplerState_);
   ++produced_;
-  const std::vector<int64_t> &stops = options_.stopTokens;
-  if (std::find(stops.begin(), stops.end(), last_) != stops.end()) {
-    done_ = true;
-    finish_ = FinishReason::Stop;
-  } else if (produced_ == options_.maxNewTokens) {
-    done_ = true;
-    finish_ = FinishReason::Length;
-  }
+  finish_ = finishAfter(last_, produced_, options_);
+  done_ = finish_ != FinishReason::None;
   return std::optional<int64_t>(last_);
 }
 
@@ -179,23 +193,16 @@ StatusOr<std::vector<GeneratedSequence>> generate(SequencePool &pool, std::span<
                                                   const GenerationOptions &options) {
   const Model &model = pool.model();
   const int64_t budget = pool.maxTokensPerRun();
-  const int64_t vocabulary = model.inputs()[0].upperBound;
-  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
-  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
-  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
-    return invalidArgument("temperature must be a finite number >= 0");
-  const std::vector<int64_t> oneToken = {1, 1};
+  if (Status status = checkOptions(options); !status.ok()) return status;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::vector<int64_t> shape = {1, static_cast<int64_t>(prompts[i].size())};
+    const auto length = static_cast<int64_t>(prompts[i].size());
     if (prompts[i].empty()) return invalidArgument(fmt::format("prompt {} is empty", i));
-    for (size_t t = 0; t < prompts[i].size(); ++t)
-      if (vocabulary > 0 && (prompts[i][t] < 0 || prompts[i][t] >= vocabulary))
-        return invalidArgument(fmt::format("prompt {} token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", i,
-                                           t, prompts[i][t], vocabulary, model.inputs()[0].name));
-    if (static_cast<int64_t>(prompts[i].size()) > budget)
-      return invalidArgument(fmt::format("prompt {} has {} tokens; a run takes at most {}", i, prompts[i].size(), budget));
-    if (Status fits = model.outputShapes(std::span(&shape, 1), 0).status(); !fits.ok())
-      return Status(fits.code(), fmt::format("prompt {} does not fit: {}", i, fits.message()));
+    if (Status status = checkPromptIds(prompts[i], model.inputs()[0], fmt::format("prompt {}", i)); !status.ok())
+      return status;
+    if (length > budget)
+      return invalidArgument(fmt::format("prompt {} has {} tokens; a run takes at most {}", i, length, budget));
+    if (Status status = fits(model, length, 0); !status.ok())
+      return Status(status.code(), fmt::format("prompt {} does not fit: {}", i, status.message()));
   }
   struct Going {
     size_t prompt = 0;
@@ -237,12 +244,8 @@ StatusOr<std::vector<GeneratedSequence>> generate(SequencePool &pool, std::span<
       } else {
         going.last = chooseToken(pool.lastLogits(entry), options, going.sampler);
         result.tokens.push_back(going.last);
-        const std::vector<int64_t> &stops = options.stopTokens;
-        if (std::find(stops.begin(), stops.end(), going.last) != stops.end())
-          finish = FinishReason::Stop;
-        else if (static_cast<int64_t>(result.tokens.size()) == options.maxNewTokens)
-          finish = FinishReason::Length;
-        else if (!model.outputShapes(std::span(&oneToken, 1), pool.position(static_cast<int>(entries[entry]))).ok())
+        finish = finishAfter(going.last, static_cast<int64_t>(result.tokens.size()), options);
+        if (finish == FinishReason::None && !fits(model, 1, pool.position(static_cast<int>(entries[entry]))).ok())
           finish = FinishReason::CacheFull;
       }
       if (finish != FinishReason::None) slots[entries[entry]].reset();
