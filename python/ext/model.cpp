@@ -12,6 +12,7 @@
 #include "arrays.hpp"
 #include "ein/describe.hpp"
 #include "ein/generate.hpp"
+#include "ein/scheduler.hpp"
 #include "errors.hpp"
 
 namespace nb = nanobind;
@@ -288,13 +289,16 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
                                                         int maxSequences) {
   if (placement.device.device != Device::Cpu)
     throw PythonError("DeviceError", "generating for many prompts at once runs on the CPU for now");
-  auto pool = SequencePool::create(loaded, {maxSequences, threads ? threads : placement.threads});
-  if (!pool.ok()) throwStatus(pool.status());
+  SchedulerOptions scheduling;
+  scheduling.maxSequences = maxSequences;
+  scheduling.threads = threads ? threads : placement.threads;
+  auto scheduler = Scheduler::create(loaded, scheduling);
+  if (!scheduler.ok()) throwStatus(scheduler.status());
   const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
   StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
   {
     nb::gil_scoped_release released;
-    produced = ein::generate(*pool.value(), prompts, options);
+    produced = ein::generate(*scheduler.value(), prompts, options);
   }
   if (!produced.ok()) throwStatus(produced.status());
   std::vector<std::vector<int64_t>> tokens;

@@ -76,7 +76,7 @@ class PyModel {
   // model's); outputs named in `out` are written there, the others into new
   // NumPy arrays. Returns name -> array.
   nanobind::dict run(nanobind::dict inputs, nanobind::dict out, int threads);
-  // ein::generate over a SequencePool of up to `maxSequences` sequences, for many prompts at once.
+  // ein::generate through a Scheduler of up to `maxSequences` sequences, for many prompts at once.
   std::vector<std::vector<int64_t>> generateMany(const std::vector<std::vector<int64_t>> &prompts,
                                                  int64_t maxNewTokens, float temperature, int64_t topK, float topP,
                                                  uint64_t seed, const std::vector<int64_t> &stopTokens, int threads,

@@ -5,6 +5,7 @@
 #include "compile.hpp"
 #include "errors.hpp"
 #include "model.hpp"
+#include "scheduler.hpp"
 #include "session.hpp"
 
 NB_MODULE(_ein, module) {
@@ -13,4 +14,5 @@ NB_MODULE(_ein, module) {
   ein::python::bindModel(module);
   ein::python::bindCompile(module);
   ein::python::bindSession(module);
+  ein::python::bindScheduler(module);
 }

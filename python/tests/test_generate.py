@@ -47,7 +47,7 @@ def test_a_list_of_prompts_gives_each_its_own_tokens(decoder):
         together = decoder.generate(prompts, max_sequences=3, **options)
         assert together == [decoder.generate(p, **options) for p in prompts]
     assert decoder.generate([[1] * 250], max_new_tokens=10) == [decoder.generate([1] * 250, max_new_tokens=10)]
-    with pytest.raises(ein.Error, match="prompt 1 has 257 tokens; a run takes at most 256"):
+    with pytest.raises(ein.Error, match="prompt 1: the prompt of 257 tokens does not fit"):
         decoder.generate([[1], [1] * 257], max_new_tokens=1)
     with pytest.raises(ValueError, match="max_sequences must be an integer >= 1"):
         decoder.generate([[1]], max_sequences=0)

@@ -368,17 +368,20 @@ double percentile(const std::vector<double> &sorted, double p) {
 
 }  // namespace
 
-// --generate --sequences S: S copies of the prompt generated together in one
-// ein::SequencePool, continuously batched (ein::generate over the pool);
-// prints the first sequence's tokens and the throughput of all.
+// --generate --sequences S: S copies of the prompt generated together by an
+// ein::Scheduler, continuously batched; prints the first sequence's tokens
+// and the throughput of all.
 int generateSequences(const std::shared_ptr<const ein::Model> &model, const std::vector<int64_t> &prompt,
                       int64_t tokens, ein::GenerationOptions options, int threads, int sequences) {
-  auto pool = ein::SequencePool::create(model, {sequences, threads});
-  if (!pool.ok()) return fail(pool.status().message());
+  ein::SchedulerOptions scheduling;
+  scheduling.maxSequences = sequences;
+  scheduling.threads = threads;
+  auto scheduler = ein::Scheduler::create(model, scheduling);
+  if (!scheduler.ok()) return fail(scheduler.status().message());
   options.maxNewTokens = tokens;
   const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(sequences), prompt);
   const auto start = std::chrono::steady_clock::now();
-  auto produced = ein::generate(*pool.value(), prompts, options);
+  auto produced = ein::generate(*scheduler.value(), prompts, options);
   if (!produced.ok()) return fail(produced.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<ein::GeneratedSequence> &all = produced.value();

@@ -1,97 +1,19 @@
-// Many sequences of the Llama-style decoder (cases/llama_hf_tiny, and a wider
-// one with random weights whose memory plan reuses buffers inside the
-// per-sequence stretches) in one SequencePool: each sequence's logits, run
-// with others whose prompts and positions differ, joining and leaving at
-// different runs, equal that sequence's logits run alone in a Session (the
-// same model, the same tokens). On the CPU at fp32, bf16 and int8.
+// Many sequences of the Llama-style decoders (decoder_models.hpp) in one
+// SequencePool: each sequence's logits, run with others whose prompts and
+// positions differ, joining and leaving at different runs, equal that
+// sequence's logits run alone in a Session (the same model, the same
+// tokens). On the CPU at fp32, bf16 and int8.
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
-#include "ein/runtime.hpp"
-#include "text_file.hpp"
+#include "decoder_models.hpp"
 
+namespace many_sequences {
 namespace {
 
-namespace fs = std::filesystem;
-
-const fs::path kCase = fs::path(EIN_CONFORMANCE_CASES_DIR) / "llama_hf_tiny";
-
-
-int64_t argmax(std::span<const float> logits) {
-  return std::max_element(logits.begin(), logits.end()) - logits.begin();
-}
-
-// The largest |a - b| over the largest |b|, at least 1.
-double relativeDifference(std::span<const float> a, std::span<const float> b) {
-  double difference = 0, scale = 1;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    difference = std::max(difference, std::abs(double(a[i]) - double(b[i])));
-    scale = std::max(scale, std::abs(double(b[i])));
-  }
-  return a.size() == b.size() ? difference / scale : INFINITY;
-}
-
-class Sequences : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    precision = GetParam();
-    const fs::path work = fs::path(::testing::TempDir()) / ("sequence_pool_" + precision);
-    fs::create_directories(work);
-    model = compile(work / "tiny.einb",
-                    (kCase / "model.ein").string() + " --weights " + (kCase / "weights.safetensors").string());
-    wider = compile(work / "wider.einb", std::string(EIN_EXAMPLES_DIR) +
-                                             "/llama_decoder.ein --random-weights 7 --dim hidden=128 --dim heads=8 "
-                                             "--dim kv_heads=2 --dim head_dim=16 --dim inter=256 --dim layers=3");
-    ASSERT_TRUE(model && wider);
-    // fp32: the sums of a gemm over more rows may take another kernel path,
-    // in another order; bf16 and int8 round alike, their caches are bf16.
-    tolerance = precision == "fp32" ? 1e-5 : 2e-3;
-  }
-
-  std::shared_ptr<const ein::Model> compile(const fs::path &artifact, const std::string &arguments) {
-    const std::string log = artifact.string() + ".log";
-    const std::string command = std::string(EIN_BIN_DIR) + "/einc " + arguments + " -o " + artifact.string() +
-                                " --precision " + precision + " > " + log + " 2>&1";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command << "\n" << slurp(log);
-    auto loaded = ein::Model::load(artifact.string());
-    EXPECT_TRUE(loaded.ok()) << loaded.status().toString();
-    return loaded.ok() ? loaded.value() : nullptr;
-  }
-
-  // Sequence `prompt` alone in a session, fed `fed` after it: the logits of
-  // the prompt's last token, then of each fed token.
-  std::vector<std::vector<float>> alone(const std::vector<int64_t> &prompt, const std::vector<int64_t> &fed,
-                                        const std::shared_ptr<const ein::Model> &of) {
-    auto session = ein::Session::create(of, {2});
-    EXPECT_TRUE(session.ok());
-    std::vector<std::vector<float>> rows;
-    auto run = [&](std::span<const int64_t> tokens) {
-      const int64_t count = static_cast<int64_t>(tokens.size());
-      EXPECT_TRUE(
-          session.value()->setInput("ids", ein::DType::I64, {1, count}, tokens.data(), tokens.size_bytes()).ok());
-      ein::Status status = session.value()->run();
-      EXPECT_TRUE(status.ok()) << status.toString();
-      auto logits = session.value()->output("logits");
-      const float *data = static_cast<const float *>(logits->data);
-      const size_t vocabulary = logits->shape[2];
-      rows.emplace_back(data + (count - 1) * vocabulary, data + count * vocabulary);
-    };
-    run(prompt);
-    for (int64_t token : fed) run(std::span<const int64_t>(&token, 1));
-    return rows;
-  }
-
-  std::string precision;
-  std::shared_ptr<const ein::Model> model, wider;
-  double tolerance = 0;
-};
+using Sequences = DecoderModels;
 
 // N sequences with prompts of 1 to 60 tokens, each joining at its own run and
 // generating greedily for its own number of steps: every logits row equals
@@ -152,46 +74,6 @@ TEST_P(Sequences, EachSequenceEqualsItsRunAlone) {
   }
 }
 
-// Generation for more prompts than the pool has sequences, continuously
-// batched: each prompt's tokens and finish are its generation alone, greedy
-// and sampled, up to a stop token, its token count or a full cache.
-TEST_P(Sequences, ManyPromptsGenerateAsEachAlone) {
-  auto pool = ein::SequencePool::create(model, {4, 2});
-  ASSERT_TRUE(pool.ok());
-  EXPECT_EQ(pool.value()->maxTokensPerRun(), 256);
-  std::mt19937 random(7);
-  std::vector<std::vector<int64_t>> prompts;
-  for (size_t length : {5, 120, 1, 33, 120, 250, 64, 9, 2, 17}) {
-    prompts.emplace_back(length);
-    for (int64_t &token : prompts.back()) token = random() % 128;
-  }
-  ein::GenerationOptions greedy{.maxNewTokens = 12};
-  ein::GenerationOptions sampled{.maxNewTokens = 9, .temperature = 0.8f, .topK = 20, .seed = 3};
-  ein::GenerationOptions stopping{.maxNewTokens = 12, .stopTokens = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
-  for (const ein::GenerationOptions &options : {greedy, sampled, stopping}) {
-    auto many = ein::generate(*pool.value(), prompts, options);
-    ASSERT_TRUE(many.ok()) << many.status().toString();
-    ASSERT_EQ(many.value().size(), prompts.size());
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      auto session = ein::Session::create(model, {2});
-      ein::FinishReason finish = ein::FinishReason::None;
-      auto alone = ein::generate(*session.value(), prompts[i], options, &finish);
-      ASSERT_TRUE(alone.ok()) << alone.status().toString();
-      EXPECT_EQ(many.value()[i].tokens, alone.value()) << "prompt " << i;
-      EXPECT_EQ(many.value()[i].finish, finish) << "prompt " << i;
-    }
-    // The 250-token prompt fills the 256-row cache after 7 tokens.
-    if (options.stopTokens.empty()) {
-      EXPECT_EQ(many.value()[5].finish, ein::FinishReason::CacheFull);
-    }
-  }
-  const std::vector<std::vector<int64_t>> tooLong = {{1, 2}, std::vector<int64_t>(257, 1)};
-  auto refused = ein::generate(*pool.value(), tooLong, greedy);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("prompt 1 has 257 tokens; a run takes at most 256"), std::string::npos)
-      << refused.status().message();
-}
-
 // A sequence reset runs as a new one; the others go on unchanged.
 TEST_P(Sequences, AResetSequenceStartsAgain) {
   auto pool = ein::SequencePool::create(model, {2, 2});
@@ -232,8 +114,7 @@ TEST_P(Sequences, BadRunsAreClearErrorsAndChangeNothing) {
   expectError({{0, std::vector<int64_t>(200, 1)}, {2, std::vector<int64_t>(100, 1)}},
               "the run's 300 tokens together: ");
   // A model that keeps no state serves one sequence per run.
-  const fs::path work = fs::path(::testing::TempDir()) / ("sequence_pool_stateless_" + precision);
-  fs::create_directories(work);
+  const fs::path work = workDirectory("sequence_pool_stateless");
   const std::string compile = std::string(EIN_BIN_DIR) + "/einc " + EIN_EXAMPLES_DIR +
                               "/mhsa.ein --random-weights 1 -o " + (work / "mhsa.einb").string() + " > " +
                               (work / "einc.log").string() + " 2>&1";
@@ -249,3 +130,4 @@ TEST_P(Sequences, BadRunsAreClearErrorsAndChangeNothing) {
 INSTANTIATE_TEST_SUITE_P(Cpu, Sequences, ::testing::Values("fp32", "bf16", "int8"));
 
 }  // namespace
+}  // namespace many_sequences

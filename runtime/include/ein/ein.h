@@ -18,7 +18,8 @@
  * the caller's buffers). A session is single-threaded: set its inputs, run it
  * and read its outputs on one thread; a call from a second thread while one
  * is inside a call, a run on inputs set by another thread, or reading outputs
- * of another thread's run fails with EIN_STATUS_BUSY. */
+ * of another thread's run fails with EIN_STATUS_BUSY. A scheduler takes
+ * submissions from any thread, and a request may be read from any thread. */
 #ifndef EIN_EIN_H_
 #define EIN_EIN_H_
 
@@ -33,6 +34,8 @@ typedef struct ein_status ein_status_t;
 typedef struct ein_model ein_model_t;
 typedef struct ein_session ein_session_t;
 typedef struct ein_runner ein_runner_t;
+typedef struct ein_scheduler ein_scheduler_t;
+typedef struct ein_request ein_request_t;
 
 typedef enum ein_status_code {
   EIN_STATUS_OK = 0,
@@ -208,6 +211,40 @@ typedef struct ein_generation_options {
 void ein_generation_options_init(ein_generation_options_t *options); /* 32 tokens, greedy */
 ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
                            const ein_generation_options_t *options, int64_t *out_tokens, size_t *out_count);
+
+/* Schedulers (see ein/scheduler.hpp): many generations of one decoder at
+ * once, continuously batched. Requests are submitted from any thread; each
+ * streams its tokens to whichever thread reads it. A decoder compiled for one
+ * sequence serves many (the model's ein-inspect says whether it does). */
+typedef struct ein_scheduler_options {
+  int32_t max_sequences; /* generating at once */
+  int32_t threads;       /* kernel threads */
+  int64_t step_tokens;   /* tokens per step, decode and prompt chunks; 0: 512 or the model's most */
+  size_t max_waiting;    /* requests waiting at most; beyond: EIN_STATUS_RESOURCE_EXHAUSTED */
+} ein_scheduler_options_t;
+/* 16 sequences, ein_default_thread_count() threads, 1024 waiting */
+void ein_scheduler_options_init(ein_scheduler_options_t *options);
+/* `options` may be NULL for the defaults. Starts the scheduler's thread. */
+ein_status_t *ein_scheduler_create(const ein_model_t *model, const ein_scheduler_options_t *options,
+                                   ein_scheduler_t **out_scheduler);
+/* Cancels every request not ended and stops; a later submit fails. */
+void ein_scheduler_shutdown(ein_scheduler_t *scheduler);
+/* Shuts down and frees; its requests stay valid until they are freed. */
+void ein_scheduler_free(ein_scheduler_t *scheduler);
+/* Queues a generation of the prompt with its own options; checks the prompt
+ * (not empty, ids inside the vocabulary, fitting the cache) first. */
+ein_status_t *ein_scheduler_submit(ein_scheduler_t *scheduler, const int64_t *prompt, size_t prompt_length,
+                                   const ein_generation_options_t *options, ein_request_t **out_request);
+/* Waits for the request's next token: *out_has_token is 1 and *out_token the
+ * token, or *out_has_token is 0 once every token has been read and the
+ * request has ended (ein_request_finish_reason says why). */
+ein_status_t *ein_request_next(ein_request_t *request, int64_t *out_token, int *out_has_token);
+/* Ends the request before the next step; its tokens so far stand. */
+void ein_request_cancel(ein_request_t *request);
+int ein_request_done(const ein_request_t *request);
+/* "length", "stop", "cancelled", or "" while it goes on. */
+const char *ein_request_finish_reason(const ein_request_t *request);
+void ein_request_free(ein_request_t *request); /* does not cancel it */
 
 /* Runners: thread-safe; see the top of this file. */
 void ein_runner_options_init(ein_runner_options_t *options); /* one thread, CPU, no cap */

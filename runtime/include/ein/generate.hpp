@@ -43,8 +43,10 @@ enum class FinishReason {
   Length,     // maxNewTokens were produced (with 0: the prompt ran)
   Stop,       // a stop token was produced (it is returned)
   CacheFull,  // the state (key/value cache) holds no row for another token
+  Cancelled,  // its caller cancelled it, or the scheduler shut down (ein/scheduler.hpp)
 };
-// "length" (both Length and CacheFull, as the OpenAI API says), "stop", or "" for None.
+// "length" (both Length and CacheFull, as the OpenAI API says), "stop",
+// "cancelled", or "" for None.
 const char *finishReasonName(FinishReason reason);
 
 // Generation one token at a time, for callers that stream tokens, stop at any

@@ -8,6 +8,7 @@
 #include "ein/half_float.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"
+#include "ein/scheduler.hpp"
 #include "ein/sequence_pool.hpp"
 #include "ein/session.hpp"
 #include "ein/status.hpp"

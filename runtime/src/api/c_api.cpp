@@ -30,6 +30,14 @@ struct ein_runner {
   std::unique_ptr<ein::Runner> runner;
 };
 
+struct ein_scheduler {
+  std::unique_ptr<ein::Scheduler> scheduler;
+};
+
+struct ein_request {
+  std::shared_ptr<ein::Request> request;
+};
+
 namespace {
 
 // The codes are declared in the same order in both APIs.
@@ -280,6 +288,21 @@ void ein_generation_options_init(ein_generation_options_t *options) {
   options->top_p = 1.0f;
 }
 
+namespace {
+
+ein::GenerationOptions generationFromC(const ein_generation_options_t &options) {
+  ein::GenerationOptions generation;
+  generation.maxNewTokens = options.max_new_tokens;
+  generation.temperature = options.temperature;
+  generation.topK = options.top_k;
+  generation.topP = options.top_p;
+  generation.seed = options.seed;
+  generation.stopTokens.assign(options.stop_tokens, options.stop_tokens + options.stop_token_count);
+  return generation;
+}
+
+}  // namespace
+
 ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
                            const ein_generation_options_t *options, int64_t *out_tokens, size_t *out_count) {
   if (!session || (!prompt && prompt_length) || !options || !out_count || (!out_tokens && options->max_new_tokens > 0))
@@ -287,14 +310,8 @@ ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t
   if (!options->stop_tokens && options->stop_token_count)
     return invalidArgument("ein_generate: stop_tokens is NULL but stop_token_count is not 0");
   return guarded([&] {
-    ein::GenerationOptions generation;
-    generation.maxNewTokens = options->max_new_tokens;
-    generation.temperature = options->temperature;
-    generation.topK = options->top_k;
-    generation.topP = options->top_p;
-    generation.seed = options->seed;
-    generation.stopTokens.assign(options->stop_tokens, options->stop_tokens + options->stop_token_count);
-    auto tokens = ein::generate(*session->session, std::span<const int64_t>(prompt, prompt_length), generation);
+    auto tokens = ein::generate(*session->session, std::span<const int64_t>(prompt, prompt_length),
+                                generationFromC(*options));
     if (!tokens.ok()) return toC(tokens.status());
     std::copy(tokens.value().begin(), tokens.value().end(), out_tokens);
     *out_count = tokens.value().size();
@@ -312,6 +329,80 @@ ein_status_t *ein_session_output_by_name(const ein_session_t *session, const cha
     return invalidArgument("ein_session_output_by_name: session, name and out_tensor must not be NULL");
   return guarded([&] { return outputToC(session->session->output(std::string_view(name)), out_tensor); });
 }
+
+void ein_scheduler_options_init(ein_scheduler_options_t *options) {
+  if (options) *options = {16, ein::defaultThreadCount(), 0, 1024};
+}
+
+ein_status_t *ein_scheduler_create(const ein_model_t *model, const ein_scheduler_options_t *options,
+                                   ein_scheduler_t **out_scheduler) {
+  if (!model || !out_scheduler)
+    return invalidArgument("ein_scheduler_create: model and out_scheduler must not be NULL");
+  *out_scheduler = nullptr;
+  ein_scheduler_options_t c{};
+  ein_scheduler_options_init(&c);
+  if (options) c = *options;
+  return guarded([&]() -> ein_status_t * {
+    ein::SchedulerOptions scheduling;
+    scheduling.maxSequences = c.max_sequences;
+    scheduling.threads = c.threads;
+    scheduling.stepTokens = c.step_tokens;
+    scheduling.maxWaiting = c.max_waiting;
+    auto scheduler = ein::Scheduler::create(model->model, scheduling);
+    if (!scheduler.ok()) return toC(scheduler.status());
+    *out_scheduler = new ein_scheduler_t{std::move(scheduler).value()};
+    return nullptr;
+  });
+}
+
+void ein_scheduler_shutdown(ein_scheduler_t *scheduler) {
+  if (scheduler) scheduler->scheduler->shutdown();
+}
+
+void ein_scheduler_free(ein_scheduler_t *scheduler) { delete scheduler; }
+
+ein_status_t *ein_scheduler_submit(ein_scheduler_t *scheduler, const int64_t *prompt, size_t prompt_length,
+                                   const ein_generation_options_t *options, ein_request_t **out_request) {
+  if (!scheduler || (!prompt && prompt_length) || !options || !out_request)
+    return invalidArgument("ein_scheduler_submit: scheduler, prompt, options and out_request must not be NULL");
+  *out_request = nullptr;
+  if (!options->stop_tokens && options->stop_token_count)
+    return invalidArgument("ein_scheduler_submit: stop_tokens is NULL but stop_token_count is not 0");
+  return guarded([&]() -> ein_status_t * {
+    auto request = scheduler->scheduler->submit(std::span<const int64_t>(prompt, prompt_length),
+                                                generationFromC(*options));
+    if (!request.ok()) return toC(request.status());
+    *out_request = new ein_request_t{std::move(request).value()};
+    return nullptr;
+  });
+}
+
+ein_status_t *ein_request_next(ein_request_t *request, int64_t *out_token, int *out_has_token) {
+  if (!request || !out_token || !out_has_token)
+    return invalidArgument("ein_request_next: request, out_token and out_has_token must not be NULL");
+  *out_has_token = 0;
+  return guarded([&]() -> ein_status_t * {
+    auto token = request->request->next();
+    if (!token.ok()) return toC(token.status());
+    if (token.value()) {
+      *out_token = *token.value();
+      *out_has_token = 1;
+    }
+    return nullptr;
+  });
+}
+
+void ein_request_cancel(ein_request_t *request) {
+  if (request) request->request->cancel();
+}
+
+int ein_request_done(const ein_request_t *request) { return request && request->request->done() ? 1 : 0; }
+
+const char *ein_request_finish_reason(const ein_request_t *request) {
+  return request ? ein::finishReasonName(request->request->finishReason()) : "";
+}
+
+void ein_request_free(ein_request_t *request) { delete request; }
 
 void ein_runner_options_init(ein_runner_options_t *options) {
   if (options) *options = {1, EIN_DEVICE_CPU, 0};

@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 
+#include "api/generation_rules.hpp"
 #include "ein/model.hpp"
 
 namespace ein {
@@ -38,43 +39,6 @@ bool isIds(const TensorInfo &info) {
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
-// Whether a run of `tokens` ids at `position` fits the model (its dims'
-// ranges and checks: the cache's rows among them), with the model's message
-// when it does not. Only for a model whose one input is the ids.
-Status fits(const Model &model, int64_t tokens, int64_t position) {
-  if (model.inputs().size() != 1) return Status();  // the run says it
-  const std::vector<int64_t> shape[] = {{1, tokens}};
-  return model.outputShapes(shape, position).status();
-}
-
-Status checkOptions(const GenerationOptions &options) {
-  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
-  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
-  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
-    return invalidArgument("temperature must be a finite number >= 0");
-  return Status();
-}
-
-// Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
-// `which` names the prompt in the message ("prompt", "prompt 3").
-Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, const std::string &which) {
-  if (const int64_t vocabulary = ids.upperBound; vocabulary > 0)
-    for (size_t i = 0; i < prompt.size(); ++i)
-      if (prompt[i] < 0 || prompt[i] >= vocabulary)
-        return invalidArgument(fmt::format("{} token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", which,
-                                           i, prompt[i], vocabulary, ids.name));
-  return Status();
-}
-
-// Why generation ends after choosing `token`, its `produced`-th: a stop
-// token, or the last of maxNewTokens; None when it goes on.
-FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options) {
-  const std::vector<int64_t> &stops = options.stopTokens;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::Stop;
-  if (produced == options.maxNewTokens) return FinishReason::Length;
-  return FinishReason::None;
-}
-
 // One run over `tokens` as the ids [1, n] (converted to the input's type by
 // the session); the last row of logits.
 StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, const std::string &logitsName,
@@ -96,6 +60,47 @@ StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, c
 }
 
 }  // namespace
+
+namespace detail {
+
+Status fitsAt(const Model &model, int64_t tokens, int64_t position) {
+  if (model.inputs().size() != 1) return Status();  // the run says it
+  const std::vector<int64_t> shape[] = {{1, tokens}};
+  return model.outputShapes(shape, position).status();
+}
+
+Status checkGenerationOptions(const GenerationOptions &options) {
+  if (options.maxNewTokens < 0) return invalidArgument("maxNewTokens must not be negative");
+  if (!(options.topP > 0.0f && options.topP <= 1.0f)) return invalidArgument("topP must lie in (0, 1]");
+  if (!(options.temperature >= 0.0f && std::isfinite(options.temperature)))
+    return invalidArgument("temperature must be a finite number >= 0");
+  return Status();
+}
+
+Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, const std::string &which) {
+  if (const int64_t vocabulary = ids.upperBound; vocabulary > 0)
+    for (size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] < 0 || prompt[i] >= vocabulary)
+        return invalidArgument(fmt::format("{} token {} is {}, outside the vocabulary [0, {}) of input \"{}\"", which,
+                                           i, prompt[i], vocabulary, ids.name));
+  return Status();
+}
+
+FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options) {
+  const std::vector<int64_t> &stops = options.stopTokens;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::Stop;
+  if (produced == options.maxNewTokens) return FinishReason::Length;
+  return FinishReason::None;
+}
+
+Status checkLogits(std::span<const float> logits, int64_t produced) {
+  if (std::any_of(logits.begin(), logits.end(), [](float logit) { return std::isnan(logit); }))
+    return Status(StatusCode::OutOfRange,
+                  fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced));
+  return Status();
+}
+
+}  // namespace detail
 
 int64_t chooseToken(std::span<const float> logits, const GenerationOptions &options, uint64_t &state) {
   const auto vocab = static_cast<int64_t>(logits.size());
@@ -135,14 +140,14 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
                                        "appends to one",
                                        model.name()));
   if (prompt.empty()) return invalidArgument("the prompt is empty");
-  if (Status status = checkOptions(options); !status.ok()) return status;
+  if (Status status = detail::checkGenerationOptions(options); !status.ok()) return status;
   StatusOr<const TensorInfo *> ids = pick(model.inputs(), options.idsInput, "ids", isIds, "ids input");
   if (!ids.ok()) return ids.status();
   StatusOr<const TensorInfo *> logits = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
                                              "logits output");
   if (!logits.ok()) return logits.status();
-  if (Status status = checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
-  if (Status status = fits(model, static_cast<int64_t>(prompt.size()), session.position()); !status.ok())
+  if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
+  if (Status status = detail::fitsAt(model, static_cast<int64_t>(prompt.size()), session.position()); !status.ok())
     return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
                                              session.position(), status.message()));
   Generation generation;
@@ -158,7 +163,7 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
 StatusOr<std::optional<int64_t>> Generation::next() {
   if (done_) return std::optional<int64_t>();
   const bool first = !started_;
-  if (!first && !fits(session_->model(), 1, session_->position()).ok()) {
+  if (!first && !detail::fitsAt(session_->model(), 1, session_->position()).ok()) {
     done_ = true;
     finish_ = FinishReason::CacheFull;
     return std::optional<int64_t>();
@@ -177,81 +182,15 @@ StatusOr<std::optional<int64_t>> Generation::next() {
     return std::optional<int64_t>();
   }
   const std::span<const float> values = row.value();
-  if (std::any_of(values.begin(), values.end(), [](float logit) { return std::isnan(logit); })) {
+  if (Status status = detail::checkLogits(values, produced_); !status.ok()) {
     done_ = true;
-    return Status(StatusCode::OutOfRange,
-                  fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced_));
+    return status;
   }
   last_ = chooseToken(values, options_, samplerState_);
   ++produced_;
-  finish_ = finishAfter(last_, produced_, options_);
+  finish_ = detail::finishAfter(last_, produced_, options_);
   done_ = finish_ != FinishReason::None;
   return std::optional<int64_t>(last_);
-}
-
-StatusOr<std::vector<GeneratedSequence>> generate(SequencePool &pool, std::span<const std::vector<int64_t>> prompts,
-                                                  const GenerationOptions &options) {
-  const Model &model = pool.model();
-  const int64_t budget = pool.maxTokensPerRun();
-  if (Status status = checkOptions(options); !status.ok()) return status;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const auto length = static_cast<int64_t>(prompts[i].size());
-    if (prompts[i].empty()) return invalidArgument(fmt::format("prompt {} is empty", i));
-    if (Status status = checkPromptIds(prompts[i], model.inputs()[0], fmt::format("prompt {}", i)); !status.ok())
-      return status;
-    if (length > budget)
-      return invalidArgument(fmt::format("prompt {} has {} tokens; a run takes at most {}", i, length, budget));
-    if (Status status = fits(model, length, 0); !status.ok())
-      return Status(status.code(), fmt::format("prompt {} does not fit: {}", i, status.message()));
-  }
-  struct Going {
-    size_t prompt = 0;
-    uint64_t sampler = 0;
-    int64_t last = 0;  // the token it chose last, the next run's
-  };
-  std::vector<GeneratedSequence> results(prompts.size());
-  std::vector<std::optional<Going>> slots(static_cast<size_t>(pool.maxSequences()));
-  size_t next = 0;
-  while (true) {
-    std::vector<SequenceTokens> batch;
-    std::vector<size_t> entries;  // the slot of each batch entry
-    int64_t tokens = 0;
-    for (size_t slot = 0; slot < slots.size(); ++slot)
-      if (slots[slot]) {
-        batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots[slot]->last, 1)});
-        entries.push_back(slot);
-        ++tokens;
-      }
-    // Free slots take the next prompts while the run has room for them.
-    for (size_t slot = 0; slot < slots.size() && next < prompts.size(); ++slot) {
-      if (slots[slot]) continue;
-      if (tokens + static_cast<int64_t>(prompts[next].size()) > budget) break;
-      if (Status status = pool.reset(static_cast<int>(slot)); !status.ok()) return status;
-      slots[slot] = Going{next, options.seed, 0};
-      batch.push_back({static_cast<int>(slot), prompts[next]});
-      entries.push_back(slot);
-      tokens += static_cast<int64_t>(prompts[next].size());
-      ++next;
-    }
-    if (batch.empty()) break;
-    if (Status status = pool.run(batch); !status.ok()) return status;
-    for (size_t entry = 0; entry < entries.size(); ++entry) {
-      Going &going = *slots[entries[entry]];
-      GeneratedSequence &result = results[going.prompt];
-      FinishReason &finish = result.finish;
-      if (options.maxNewTokens == 0) {
-        finish = FinishReason::Length;
-      } else {
-        going.last = chooseToken(pool.lastLogits(entry), options, going.sampler);
-        result.tokens.push_back(going.last);
-        finish = finishAfter(going.last, static_cast<int64_t>(result.tokens.size()), options);
-        if (finish == FinishReason::None && !fits(model, 1, pool.position(static_cast<int>(entries[entry]))).ok())
-          finish = FinishReason::CacheFull;
-      }
-      if (finish != FinishReason::None) slots[entries[entry]].reset();
-    }
-  }
-  return results;
 }
 
 const char *finishReasonName(FinishReason reason) {
@@ -260,6 +199,7 @@ const char *finishReasonName(FinishReason reason) {
     case FinishReason::Length:
     case FinishReason::CacheFull: return "length";
     case FinishReason::Stop: return "stop";
+    case FinishReason::Cancelled: return "cancelled";
   }
   return "";
 }

@@ -1,0 +1,109 @@
+#include "scheduler.hpp"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "ein/scheduler.hpp"
+#include "errors.hpp"
+#include "model.hpp"
+
+namespace nb = nanobind;
+
+namespace ein::python {
+namespace {
+
+std::optional<std::string> finishText(FinishReason reason) {
+  if (reason == FinishReason::None) return std::nullopt;
+  return std::string(finishReasonName(reason));
+}
+
+class PyRequest {
+ public:
+  explicit PyRequest(std::shared_ptr<Request> request) : request(std::move(request)) {}
+
+  // The next token, or None once the request has ended.
+  std::optional<int64_t> next() {
+    StatusOr<std::optional<int64_t>> token = std::optional<int64_t>();
+    {
+      nb::gil_scoped_release released;
+      token = request->next();
+    }
+    if (!token.ok()) throwStatus(token.status());
+    return token.value();
+  }
+
+  std::vector<int64_t> wait() {
+    StatusOr<GeneratedSequence> result = GeneratedSequence();
+    {
+      nb::gil_scoped_release released;
+      result = request->wait();
+    }
+    if (!result.ok()) throwStatus(result.status());
+    return std::move(result).value().tokens;
+  }
+
+  void cancel() { request->cancel(); }
+  bool done() const { return request->done(); }
+  std::optional<std::string> finishReason() const { return finishText(request->finishReason()); }
+  int64_t promptTokens() const { return request->promptTokens(); }
+
+ private:
+  std::shared_ptr<Request> request;
+};
+
+class PyScheduler {
+ public:
+  PyScheduler(const PyModel &model, int maxSequences, int threads, int64_t stepTokens, size_t maxWaiting) {
+    if (model.where().device.device != Device::Cpu)
+      throw PythonError("DeviceError", "a scheduler runs on the CPU for now");
+    SchedulerOptions options;
+    options.maxSequences = maxSequences;
+    options.threads = threads ? threads : model.threads();
+    options.stepTokens = stepTokens;
+    options.maxWaiting = maxWaiting;
+    StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::create(model.shared(), options);
+    if (!created.ok()) throwStatus(created.status());
+    scheduler = std::move(created).value();
+  }
+
+  std::unique_ptr<PyRequest> submit(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
+                                    int64_t topK, float topP, uint64_t seed, std::vector<int64_t> stopTokens) {
+    StatusOr<std::shared_ptr<Request>> request = scheduler->submit(
+        prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)));
+    if (!request.ok()) throwStatus(request.status());
+    return std::make_unique<PyRequest>(std::move(request).value());
+  }
+
+  void shutdown() {
+    nb::gil_scoped_release released;  // waits for the step running
+    scheduler->shutdown();
+  }
+
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+}  // namespace
+
+void bindScheduler(nb::module_ &module) {
+  nb::class_<PyRequest>(module, "_Request")
+      .def("next", &PyRequest::next)
+      .def("wait", &PyRequest::wait)
+      .def("cancel", &PyRequest::cancel)
+      .def_prop_ro("done", &PyRequest::done)
+      .def_prop_ro("finish_reason", &PyRequest::finishReason)
+      .def_prop_ro("prompt_tokens", &PyRequest::promptTokens);
+  nb::class_<PyScheduler>(module, "_Scheduler")
+      .def(nb::init<const PyModel &, int, int, int64_t, size_t>(), nb::arg("model"), nb::arg("max_sequences"),
+           nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"))
+      .def("submit", &PyScheduler::submit, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"))
+      .def("shutdown", &PyScheduler::shutdown)
+      .def_prop_ro("running", [](const PyScheduler &self) { return self.scheduler->running(); })
+      .def_prop_ro("waiting", [](const PyScheduler &self) { return self.scheduler->waiting(); })
+      .def_prop_ro("max_sequences", [](const PyScheduler &self) { return self.scheduler->maxSequences(); })
+      .def_prop_ro("step_tokens", [](const PyScheduler &self) { return self.scheduler->stepTokens(); });
+}
+
+}  // namespace ein::python

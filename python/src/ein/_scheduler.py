@@ -1,0 +1,125 @@
+"""ein.Scheduler: many generations of one decoder at once, continuously
+batched; requests submitted from any thread, their tokens streamed."""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Sequence
+
+from . import _ein
+from ._model import Model, _check_threads, _generation_arguments, _integer
+
+
+class Request(Iterator[int]):
+    """One submitted generation (Scheduler.submit). Iterating yields its
+    tokens as the scheduler chooses them (waiting for each, the GIL
+    released); any thread may read it. Dropping it does not stop the
+    generation: cancel() does."""
+
+    def __init__(self, native: "_ein._Request"):
+        self._native = native
+        self.tokens: List[int] = []
+        """The tokens iteration has yielded so far."""
+
+    def __iter__(self) -> "Request":
+        return self
+
+    def __next__(self) -> int:
+        token = self._native.next()
+        if token is None:
+            raise StopIteration
+        self.tokens.append(token)
+        return token
+
+    def wait(self) -> List[int]:
+        """Waits until the request ends; every token it produced (also
+        those iteration yielded)."""
+        return self._native.wait()
+
+    def cancel(self) -> None:
+        """Ends the request before the scheduler's next step; its tokens so
+        far stand and finish_reason becomes "cancelled"."""
+        self._native.cancel()
+
+    @property
+    def done(self) -> bool:
+        return self._native.done
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        """"length" (max_new_tokens, or the cache full), "stop",
+        "cancelled", or None while it goes on."""
+        return self._native.finish_reason
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self._native.prompt_tokens
+
+    def __repr__(self) -> str:
+        state = f"ended: {self.finish_reason}" if self.done else "going"
+        return f"<ein.Request prompt of {self.prompt_tokens} tokens, {state}>"
+
+
+class Scheduler:
+    """Generation for many requests at once with a decoder compiled for one
+    sequence (LANGUAGE.md "Many sequences at once"): up to ``max_sequences``
+    generate together; each step runs the next token of every one of them
+    and, within ``step_tokens`` (0: 512, or the model's most per run), chunks
+    of the prompts of those starting, so the weights are read once for all
+    and a long prompt does not stall the others. Further requests wait (at
+    most ``max_waiting``; beyond it submit raises ein.Error). Each request's
+    tokens are those its prompt gives alone.
+
+        with ein.Scheduler(model, max_sequences=8) as scheduler:
+            request = scheduler.submit(ids, max_new_tokens=64)
+            for token in request:
+                ...
+    """
+
+    def __init__(self, model: Model, *, max_sequences: int = 16, threads: Optional[int] = None,
+                 step_tokens: int = 0, max_waiting: int = 1024):
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be an ein.Model, got {type(model).__name__}")
+        self.model = model
+        self._native = _ein._Scheduler(model._native, _integer(max_sequences, "max_sequences", 1),
+                                       _check_threads(threads), _integer(step_tokens, "step_tokens", 0),
+                                       _integer(max_waiting, "max_waiting", 1))
+
+    def submit(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
+               top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = ()) -> Request:
+        """Queues a generation of ``prompt`` (token ids) with its own options
+        (as Model.generate's) and returns at once. A prompt that cannot run
+        (empty, ids outside the vocabulary, longer than the cache) raises
+        here; a generation that fills the cache ends with "length"."""
+        arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
+        return Request(self._native.submit(*arguments))
+
+    def shutdown(self) -> None:
+        """Cancels every request not yet ended and stops; submit raises after."""
+        self._native.shutdown()
+
+    @property
+    def running(self) -> int:
+        """Requests generating now."""
+        return self._native.running
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a place."""
+        return self._native.waiting
+
+    @property
+    def max_sequences(self) -> int:
+        return self._native.max_sequences
+
+    @property
+    def step_tokens(self) -> int:
+        return self._native.step_tokens
+
+    def __enter__(self) -> "Scheduler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def __repr__(self) -> str:
+        return (f"<ein.Scheduler of {self.model.name!r}: {self.running} of {self.max_sequences} sequences "
+                f"generating, {self.waiting} waiting>")

@@ -1,0 +1,71 @@
+"""ein.Scheduler with the Llama-style decoder (llama_hf_tiny's weights):
+requests submitted from several Python threads stream the tokens each prompt
+gives alone; cancelling one leaves the others; bad use raises."""
+import threading
+
+import pytest
+
+import ein
+from conftest import EXAMPLES, REPO
+
+CASE = REPO / "tests" / "conformance" / "cases" / "llama_hf_tiny"
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    return ein.compile(EXAMPLES / "llama_decoder.ein", weights=CASE / "weights.safetensors")
+
+
+def test_requests_from_threads_stream_each_prompts_own_tokens(decoder):
+    prompts = [[3, 1, 4], [1] * 120, [5, 9], [2, 6, 5, 3, 5], [7] * 90, [8], [4] * 33]
+    options = [dict(max_new_tokens=6 + i, temperature=0.8 * (i % 2), top_k=16, seed=i) for i in range(len(prompts))]
+    streamed = [None] * len(prompts)
+    with ein.Scheduler(decoder, max_sequences=3, threads=2, step_tokens=32) as scheduler:
+        assert scheduler.max_sequences == 3 and scheduler.step_tokens == 32
+
+        def client(i):
+            request = scheduler.submit(prompts[i], **options[i])
+            streamed[i] = (list(request), request.finish_reason, request.wait())
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(prompts))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert scheduler.running == 0 and scheduler.waiting == 0
+    for i, prompt in enumerate(prompts):
+        alone = decoder.generate(prompt, **options[i])
+        assert streamed[i] == (alone, "length", alone), f"prompt {i}"
+
+
+def test_cancelling_one_request_leaves_the_others(decoder):
+    with ein.Scheduler(decoder, max_sequences=4, threads=2) as scheduler:
+        going = scheduler.submit([5, 9, 2], max_new_tokens=12)
+        cancelled = scheduler.submit([1] * 40, max_new_tokens=200)
+        first = next(cancelled)
+        cancelled.cancel()
+        assert going.wait() == decoder.generate([5, 9, 2], max_new_tokens=12)
+        rest = cancelled.wait()
+        assert cancelled.done and cancelled.finish_reason == "cancelled"
+        assert rest[0] == first and rest == decoder.generate([1] * 40, max_new_tokens=len(rest))
+        late = scheduler.submit([3], max_new_tokens=200)
+    assert late.finish_reason == "cancelled"  # the scheduler shut down
+    with pytest.raises(ein.Error, match="the scheduler has shut down"):
+        scheduler.submit([3])
+
+
+def test_bad_use_raises(decoder):
+    with ein.Scheduler(decoder, max_sequences=2) as scheduler:
+        with pytest.raises(ein.InputError, match="outside the vocabulary"):
+            scheduler.submit([1, 128])
+        with pytest.raises(ein.InputError, match="the prompt of 257 tokens does not fit"):
+            scheduler.submit([1] * 257)
+        with pytest.raises(ValueError, match="prompt=\\[\\]"):
+            scheduler.submit([])
+    with pytest.raises(ein.Error, match="stepTokens \\(4\\) must be at least maxSequences \\(8\\)"):
+        ein.Scheduler(decoder, max_sequences=8, step_tokens=4)
+    with pytest.raises(ValueError, match="max_sequences must be an integer >= 1"):
+        ein.Scheduler(decoder, max_sequences=0)
+    stateless = ein.compile(EXAMPLES / "mhsa.ein", random_weights=1)
+    with pytest.raises(ein.Error, match="serves one sequence per run"):
+        ein.Scheduler(stateless)

@@ -1,0 +1,133 @@
+// Continuous batching for a decoder that serves many sequences (a
+// SequencePool underneath): requests are submitted from any thread, each a
+// prompt and its own generation options; one thread of the scheduler runs
+// step after step, each the next token of every sequence generating and,
+// within the step's tokens, chunks of the prompts of sequences starting (a
+// long prompt is taken in chunks between decode steps, so it does not stall
+// the others). Sequences join and leave between steps; each request's tokens
+// stream to its caller as they are chosen (README "Generating text").
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "ein/generate.hpp"
+#include "ein/sequence_pool.hpp"
+#include "ein/status.hpp"
+
+namespace ein {
+
+struct SchedulerOptions {
+  // Sequences generating at once; more requests wait for a place.
+  int maxSequences = 16;
+  int threads = defaultThreadCount();
+  // The most tokens one step runs: every generating sequence's next token
+  // first, then prompt chunks up to this. 0: 512, or the model's most per
+  // run when smaller. At least maxSequences.
+  int64_t stepTokens = 0;
+  // Requests waiting for a place at most; a submit beyond fails with ResourceExhausted.
+  size_t maxWaiting = 1024;
+};
+
+// One submitted generation, shared by its caller and the scheduler; any
+// thread may read it, and dropping it does not stop the generation (cancel() does).
+class Request {
+ public:
+  // Blocks until the next token that next() has not returned yet: the
+  // token; nullopt once every token has been returned and the request has
+  // ended (finishReason() says why); or the error that ended it.
+  StatusOr<std::optional<int64_t>> next();
+  // Blocks until the request ends: every token it produced and why it ended.
+  StatusOr<GeneratedSequence> wait();
+  // Ends the request before the scheduler's next step (FinishReason::Cancelled);
+  // its tokens so far stand. Nothing happens to a request that has ended.
+  void cancel();
+  bool done() const;
+  FinishReason finishReason() const;
+  int64_t promptTokens() const { return static_cast<int64_t>(prompt_.size()); }
+
+ private:
+  friend class Scheduler;
+  Request(std::vector<int64_t> prompt, GenerationOptions options)
+      : prompt_(std::move(prompt)), options_(std::move(options)) {}
+  // Called by the scheduler's thread.
+  void push(int64_t token);
+  void end(FinishReason reason, Status status = Status());
+
+  const std::vector<int64_t> prompt_;
+  const GenerationOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<int64_t> tokens_;
+  size_t returned_ = 0;  // tokens next() has returned
+  FinishReason finish_ = FinishReason::None;
+  bool ended_ = false;
+  Status error_;
+  bool cancelled_ = false;
+};
+
+class Scheduler {
+ public:
+  // Fails as SequencePool::create does for a model that serves one sequence
+  // per run, and for options outside their ranges. Starts the scheduler's thread.
+  static StatusOr<std::unique_ptr<Scheduler>> create(std::shared_ptr<const Model> model,
+                                                     SchedulerOptions options = {});
+  ~Scheduler();  // shutdown()
+  Scheduler(const Scheduler &) = delete;
+  Scheduler &operator=(const Scheduler &) = delete;
+
+  const Model &model() const { return pool_->model(); }
+  int maxSequences() const { return pool_->maxSequences(); }
+  int64_t stepTokens() const { return stepTokens_; }
+
+  // From any thread. Checks the prompt (not empty, every id inside the
+  // vocabulary, fitting the cache) and the options before it queues the
+  // request; a generation that fills the cache ends with CacheFull. The
+  // options' onToken, when set, is called on the scheduler's thread with
+  // each token as it is chosen (before next() returns it); returning false
+  // cancels the request. idsInput and logitsOutput name the model's only
+  // input and output, or are empty.
+  StatusOr<std::shared_ptr<Request>> submit(std::span<const int64_t> prompt, GenerationOptions options = {});
+
+  // Ends every request not yet ended (Cancelled, their tokens standing) and
+  // stops the scheduler's thread; a later submit fails. Waits for the step
+  // running to finish.
+  void shutdown();
+
+  // Requests generating, and waiting for a place (a snapshot).
+  size_t running() const;
+  size_t waiting() const;
+
+ private:
+  struct Going;
+  Scheduler(std::unique_ptr<SequencePool> pool, int64_t stepTokens, size_t maxWaiting);
+  void loop();
+  // One step: the next token of every sequence going, then prompt chunks.
+  void step(std::vector<std::optional<Going>> &slots);
+
+  std::unique_ptr<SequencePool> pool_;
+  const int64_t stepTokens_;
+  const size_t maxWaiting_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::shared_ptr<Request>> waiting_;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Submits every prompt with the same options and waits for them all: each
+// prompt's tokens are those it would get alone (greedy; sampling draws from
+// options.seed per prompt). A prompt that cannot run fails the call before
+// any is submitted.
+StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts,
+                                                  const GenerationOptions &options = {});
+
+}  // namespace ein

@@ -1,0 +1,29 @@
+// The rules one generation follows, alone in a Session (generate.cpp) or
+// among many in a Scheduler (scheduler.cpp): its checks and when it ends.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "ein/generate.hpp"
+#include "ein/model.hpp"
+#include "ein/status.hpp"
+
+namespace ein::detail {
+
+Status checkGenerationOptions(const GenerationOptions &options);
+// Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
+// `which` names the prompt in the message ("prompt", "prompt 3").
+Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, const std::string &which);
+// Whether a run of `tokens` ids at `position` fits the model (its dims'
+// ranges and checks: the cache's rows among them), with the model's message
+// when it does not. Only for a model whose one input is the ids.
+Status fitsAt(const Model &model, int64_t tokens, int64_t position);
+// Why generation ends after choosing `token`, its `produced`-th: a stop
+// token, or the last of maxNewTokens; None when it goes on.
+FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options);
+// A row of logits to choose new token `produced` from: an error when it holds NaN.
+Status checkLogits(std::span<const float> logits, int64_t produced);
+
+}  // namespace ein::detail

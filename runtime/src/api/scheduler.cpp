@@ -1,0 +1,310 @@
+#include "ein/scheduler.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "api/generation_rules.hpp"
+
+namespace ein {
+
+namespace {
+
+Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+constexpr int64_t kDefaultStepTokens = 512;
+
+}  // namespace
+
+// A request with a sequence of the pool: how much of its prompt has run, the
+// token it chose last (its next run's) and its sampler.
+struct Scheduler::Going {
+  std::shared_ptr<Request> request;
+  uint64_t admitted = 0;  // order of admission: prompts run first come, first served
+  size_t prefilled = 0;   // prompt tokens run
+  int64_t last = 0;
+  uint64_t sampler = 0;
+};
+
+// Request
+
+StatusOr<std::optional<int64_t>> Request::next() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return returned_ < tokens_.size() || ended_; });
+  if (returned_ < tokens_.size()) return std::optional<int64_t>(tokens_[returned_++]);
+  if (!error_.ok()) return error_;
+  return std::optional<int64_t>();
+}
+
+StatusOr<GeneratedSequence> Request::wait() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return ended_; });
+  if (!error_.ok()) return error_;
+  return GeneratedSequence{tokens_, finish_};
+}
+
+void Request::cancel() {
+  std::lock_guard lock(mutex_);
+  cancelled_ = true;
+}
+
+bool Request::done() const {
+  std::lock_guard lock(mutex_);
+  return ended_;
+}
+
+FinishReason Request::finishReason() const {
+  std::lock_guard lock(mutex_);
+  return finish_;
+}
+
+void Request::push(int64_t token) {
+  {
+    std::lock_guard lock(mutex_);
+    tokens_.push_back(token);
+  }
+  changed_.notify_all();
+}
+
+void Request::end(FinishReason reason, Status status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (ended_) return;
+    ended_ = true;
+    finish_ = reason;
+    error_ = std::move(status);
+  }
+  changed_.notify_all();
+}
+
+// Scheduler
+
+Scheduler::Scheduler(std::unique_ptr<SequencePool> pool, int64_t stepTokens, size_t maxWaiting)
+    : pool_(std::move(pool)), stepTokens_(stepTokens), maxWaiting_(maxWaiting) {}
+
+StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerOptions options) {
+  StatusOr<std::unique_ptr<SequencePool>> pool =
+      SequencePool::create(std::move(model), {options.maxSequences, options.threads});
+  if (!pool.ok()) return pool.status();
+  const int64_t most = pool.value()->maxTokensPerRun();
+  if (options.stepTokens < 0) return invalidArgument(fmt::format("stepTokens is {}; it must not be negative", options.stepTokens));
+  const int64_t stepTokens = options.stepTokens > 0 ? options.stepTokens : std::min(kDefaultStepTokens, most);
+  if (stepTokens > most)
+    return invalidArgument(fmt::format("stepTokens is {}; '{}' runs at most {} tokens at once", stepTokens,
+                                       pool.value()->model().name(), most));
+  if (stepTokens < options.maxSequences)
+    return invalidArgument(fmt::format("stepTokens ({}) must be at least maxSequences ({}): every sequence's next "
+                                       "token runs in each step",
+                                       stepTokens, options.maxSequences));
+  if (options.maxWaiting < 1) return invalidArgument("maxWaiting must be at least 1");
+  std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(pool).value(), stepTokens, options.maxWaiting));
+  scheduler->thread_ = std::thread([raw = scheduler.get()] { raw->loop(); });
+  return scheduler;
+}
+
+Scheduler::~Scheduler() { shutdown(); }
+
+void Scheduler::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+size_t Scheduler::running() const {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
+size_t Scheduler::waiting() const {
+  std::lock_guard lock(mutex_);
+  return waiting_.size();
+}
+
+StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> prompt, GenerationOptions options) {
+  const Model &model = pool_->model();
+  const TensorInfo &ids = model.inputs()[0];  // the only input (the pool checked)
+  if (!options.idsInput.empty() && options.idsInput != ids.name)
+    return invalidArgument(fmt::format("the model's ids input is \"{}\", not \"{}\"", ids.name, options.idsInput));
+  if (!options.logitsOutput.empty() && options.logitsOutput != model.outputs()[0].name)
+    return invalidArgument(fmt::format("the model's logits output is \"{}\", not \"{}\"", model.outputs()[0].name,
+                                       options.logitsOutput));
+  if (Status status = detail::checkGenerationOptions(options); !status.ok()) return status;
+  if (prompt.empty()) return invalidArgument("the prompt is empty");
+  if (Status status = detail::checkPromptIds(prompt, ids, "prompt"); !status.ok()) return status;
+  // Its last token at its last position: the prompt runs in chunks, so only
+  // the cache bounds it, not the tokens of one run.
+  if (Status status = detail::fitsAt(model, 1, static_cast<int64_t>(prompt.size()) - 1); !status.ok())
+    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit: {}", prompt.size(), status.message()));
+  std::shared_ptr<Request> request(new Request({prompt.begin(), prompt.end()}, std::move(options)));
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return invalidArgument("the scheduler has shut down");
+    if (waiting_.size() >= maxWaiting_)
+      return Status(StatusCode::ResourceExhausted,
+                    fmt::format("{} requests wait for a sequence already (maxWaiting)", waiting_.size()));
+    waiting_.push_back(request);
+  }
+  wake_.notify_all();
+  return request;
+}
+
+void Scheduler::loop() {
+  std::vector<std::optional<Going>> slots(static_cast<size_t>(pool_->maxSequences()));
+  uint64_t admitted = 0;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || running_ > 0; });
+      if (stopping_) break;
+      for (size_t slot = 0; slot < slots.size() && !waiting_.empty(); ++slot) {
+        if (slots[slot]) continue;
+        std::shared_ptr<Request> request = std::move(waiting_.front());
+        waiting_.pop_front();
+        if (Status status = pool_->reset(static_cast<int>(slot)); !status.ok()) {
+          request->end(FinishReason::None, status);
+          continue;
+        }
+        slots[slot] = Going{std::move(request), admitted++, 0, 0, 0};
+        slots[slot]->sampler = slots[slot]->request->options_.seed;
+        ++running_;
+      }
+    }
+    step(slots);
+  }
+  // Shut down: every request not ended ends, cancelled.
+  std::deque<std::shared_ptr<Request>> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(waiting_);
+    running_ = 0;
+  }
+  for (std::optional<Going> &going : slots)
+    if (going) going->request->end(FinishReason::Cancelled);
+  for (const std::shared_ptr<Request> &request : left) request->end(FinishReason::Cancelled);
+}
+
+void Scheduler::step(std::vector<std::optional<Going>> &slots) {
+  auto release = [&](size_t slot) {
+    slots[slot].reset();
+    std::lock_guard lock(mutex_);
+    --running_;
+  };
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    if (!slots[slot]) continue;
+    Request &request = *slots[slot]->request;
+    bool cancelled;
+    {
+      std::lock_guard lock(request.mutex_);
+      cancelled = request.cancelled_;
+    }
+    if (cancelled) {
+      request.end(FinishReason::Cancelled);
+      release(slot);
+    }
+  }
+  // Every generating sequence's next token, then the prompts in the order
+  // they came, each as much as the step has room for.
+  std::vector<SequenceTokens> batch;
+  std::vector<size_t> entries;  // the slot of each batch entry
+  int64_t tokens = 0;
+  std::vector<size_t> starting;
+  for (size_t slot = 0; slot < slots.size(); ++slot) {
+    if (!slots[slot]) continue;
+    if (slots[slot]->prefilled < slots[slot]->request->prompt_.size()) {
+      starting.push_back(slot);
+      continue;
+    }
+    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots[slot]->last, 1)});
+    entries.push_back(slot);
+    ++tokens;
+  }
+  std::sort(starting.begin(), starting.end(),
+            [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
+  for (size_t slot : starting) {
+    if (tokens == stepTokens_) break;
+    const std::vector<int64_t> &prompt = slots[slot]->request->prompt_;
+    const size_t from = slots[slot]->prefilled;
+    const auto chunk = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens));
+    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(prompt).subspan(from, chunk)});
+    entries.push_back(slot);
+    tokens += static_cast<int64_t>(chunk);
+  }
+  if (batch.empty()) return;
+  if (Status status = pool_->run(batch); !status.ok()) {
+    // Checked before anything ran: the run's sequences end with its error, the others go on.
+    for (size_t slot : entries) {
+      slots[slot]->request->end(FinishReason::None, status);
+      release(slot);
+    }
+    return;
+  }
+  const Model &model = pool_->model();
+  for (size_t entry = 0; entry < entries.size(); ++entry) {
+    const size_t slot = entries[entry];
+    Going &going = *slots[slot];
+    Request &request = *going.request;
+    const GenerationOptions &options = request.options_;
+    const bool prefilling = going.prefilled < request.prompt_.size();
+    if (prefilling) {
+      going.prefilled += batch[entry].tokens.size();
+      if (going.prefilled < request.prompt_.size()) continue;  // more of the prompt to run
+    }
+    if (options.maxNewTokens == 0) {  // the prompt ran; no token is wanted
+      request.end(FinishReason::Length);
+      release(slot);
+      continue;
+    }
+    const std::span<const float> logits = pool_->lastLogits(entry);
+    const auto produced = static_cast<int64_t>(request.tokens_.size());  // only this thread appends
+    if (Status status = detail::checkLogits(logits, produced); !status.ok()) {
+      request.end(FinishReason::None, status);
+      release(slot);
+      continue;
+    }
+    going.last = chooseToken(logits, options, going.sampler);
+    FinishReason finish = detail::finishAfter(going.last, produced + 1, options);
+    if (options.onToken) {
+      bool goOn = false;
+      try {
+        goOn = options.onToken(going.last);
+      } catch (...) {  // the caller's code must not end the scheduler's thread
+        request.end(FinishReason::None, Status(StatusCode::Internal, "the request's onToken threw an exception"));
+        release(slot);
+        continue;
+      }
+      if (!goOn) finish = FinishReason::Cancelled;
+    }
+    request.push(going.last);
+    if (finish == FinishReason::None && !detail::fitsAt(model, 1, pool_->position(static_cast<int>(slot))).ok())
+      finish = FinishReason::CacheFull;
+    if (finish != FinishReason::None) {
+      request.end(finish);
+      release(slot);
+    }
+  }
+}
+
+StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts,
+                                                  const GenerationOptions &options) {
+  std::vector<std::shared_ptr<Request>> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    StatusOr<std::shared_ptr<Request>> request = scheduler.submit(prompts[i], options);
+    if (!request.ok()) {
+      for (const std::shared_ptr<Request> &submitted : requests) submitted->cancel();
+      return Status(request.status().code(), fmt::format("prompt {}: {}", i, request.status().message()));
+    }
+    requests.push_back(std::move(request).value());
+  }
+  std::vector<GeneratedSequence> results;
+  for (const std::shared_ptr<Request> &request : requests) {
+    StatusOr<GeneratedSequence> result = request->wait();
+    if (!result.ok()) return result.status();
+    results.push_back(std::move(result).value());
+  }
+  return results;
+}
+
+}  // namespace ein

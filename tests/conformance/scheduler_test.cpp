@@ -1,0 +1,337 @@
+// Generation through an ein::Scheduler (decoder_models.hpp's decoders): each
+// request's tokens and finish equal its generation alone in a Session,
+// whatever the others do (their prompts, when they come, from which thread,
+// whether they are cancelled or stop), with prompts taken in chunks between
+// decode steps; bad use is a clear error that disturbs nothing. On the CPU
+// at fp32, bf16 and int8.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "decoder_models.hpp"
+#include "ein/ein.h"
+
+namespace many_sequences {
+namespace {
+
+class Scheduling : public DecoderModels {
+ protected:
+  std::vector<int64_t> randomPrompt(std::mt19937 &random, size_t length) {
+    std::vector<int64_t> prompt(length);
+    for (int64_t &token : prompt) token = random() % 128;
+    return prompt;
+  }
+
+  // The prompt's generation alone in a session, and why it ended.
+  ein::GeneratedSequence alone(const std::shared_ptr<const ein::Model> &of, const std::vector<int64_t> &prompt,
+                               ein::GenerationOptions options) {
+    options.onToken = nullptr;
+    auto session = ein::Session::create(of, {2});
+    EXPECT_TRUE(session.ok());
+    ein::GeneratedSequence result;
+    auto tokens = ein::generate(*session.value(), prompt, options, &result.finish);
+    EXPECT_TRUE(tokens.ok()) << tokens.status().toString();
+    if (tokens.ok()) result.tokens = tokens.value();
+    return result;
+  }
+
+  std::unique_ptr<ein::Scheduler> schedule(const std::shared_ptr<const ein::Model> &of, int sequences,
+                                           int64_t stepTokens = 0) {
+    ein::SchedulerOptions options;
+    options.maxSequences = sequences;
+    options.threads = 2;
+    options.stepTokens = stepTokens;
+    auto scheduler = ein::Scheduler::create(of, options);
+    EXPECT_TRUE(scheduler.ok()) << scheduler.status().toString();
+    return scheduler.ok() ? std::move(scheduler).value() : nullptr;
+  }
+};
+
+// More prompts than sequences, continuously batched: each prompt's tokens and
+// finish are its generation alone, greedy and sampled, up to a stop token,
+// its token count or a full cache.
+TEST_P(Scheduling, ManyPromptsGenerateAsEachAlone) {
+  auto scheduler = schedule(model, 4);
+  ASSERT_TRUE(scheduler);
+  EXPECT_EQ(scheduler->stepTokens(), 256);  // the model's most per run
+  std::mt19937 random(7);
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t length : {5, 120, 1, 33, 120, 250, 64, 9, 2, 17}) prompts.push_back(randomPrompt(random, length));
+  ein::GenerationOptions greedy{.maxNewTokens = 12};
+  ein::GenerationOptions sampled{.maxNewTokens = 9, .temperature = 0.8f, .topK = 20, .seed = 3};
+  ein::GenerationOptions stopping{.maxNewTokens = 12, .stopTokens = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
+  for (const ein::GenerationOptions &options : {greedy, sampled, stopping}) {
+    auto many = ein::generate(*scheduler, prompts, options);
+    ASSERT_TRUE(many.ok()) << many.status().toString();
+    ASSERT_EQ(many.value().size(), prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const ein::GeneratedSequence expected = alone(model, prompts[i], options);
+      EXPECT_EQ(many.value()[i].tokens, expected.tokens) << "prompt " << i;
+      EXPECT_EQ(many.value()[i].finish, expected.finish) << "prompt " << i;
+    }
+    // The 250-token prompt fills the 256-row cache after 7 tokens.
+    if (options.stopTokens.empty()) EXPECT_EQ(many.value()[5].finish, ein::FinishReason::CacheFull);
+  }
+}
+
+// N = 1, 3, 8, 32 sequences, prompts of 1 to 200 tokens and their own token
+// counts, submitted from several threads at different times and read as
+// they stream: each equals its generation alone.
+TEST_P(Scheduling, RequestsFromManyThreadsEqualEachAlone) {
+  for (const auto &[name, of] : {std::pair("llama_hf_tiny", model), std::pair("wider", wider)}) {
+    for (int count : {1, 3, 8, 32}) {
+      SCOPED_TRACE(std::string(name) + ", sequences: " + std::to_string(count));
+      auto scheduler = schedule(of, count, 64);
+      ASSERT_TRUE(scheduler);
+      std::mt19937 random(count);
+      const int requests = count + 3;  // some wait for a place
+      std::vector<std::vector<int64_t>> prompts;
+      std::vector<ein::GenerationOptions> options;
+      for (int i = 0; i < requests; ++i) {
+        prompts.push_back(randomPrompt(random, 1 + random() % 200));
+        options.push_back({.maxNewTokens = static_cast<int64_t>(1 + random() % 20)});
+      }
+      std::vector<ein::GeneratedSequence> streamed(requests);
+      std::vector<std::thread> clients;
+      for (int client = 0; client < 3; ++client)
+        clients.emplace_back([&, client] {
+          for (int i = client; i < requests; i += 3) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(i % 4));
+            auto request = scheduler->submit(prompts[i], options[i]);
+            ASSERT_TRUE(request.ok()) << request.status().toString();
+            while (true) {
+              auto token = request.value()->next();
+              ASSERT_TRUE(token.ok()) << token.status().toString();
+              if (!token.value()) break;
+              streamed[i].tokens.push_back(*token.value());
+            }
+            streamed[i].finish = request.value()->finishReason();
+            auto whole = request.value()->wait();
+            ASSERT_TRUE(whole.ok());
+            EXPECT_EQ(whole.value().tokens, streamed[i].tokens);
+          }
+        });
+      for (std::thread &client : clients) client.join();
+      for (int i = 0; i < requests; ++i) {
+        const ein::GeneratedSequence expected = alone(of, prompts[i], options[i]);
+        EXPECT_EQ(streamed[i].tokens, expected.tokens) << "request " << i << " (prompt of " << prompts[i].size() << ")";
+        EXPECT_EQ(streamed[i].finish, expected.finish) << "request " << i;
+      }
+      EXPECT_EQ(scheduler->running(), 0u);
+      EXPECT_EQ(scheduler->waiting(), 0u);
+    }
+  }
+}
+
+// Prompts longer than a step's tokens run in chunks between the others'
+// decode steps, and longer than the model runs at once (the cache bounds a
+// prompt, not a run).
+TEST_P(Scheduling, LongPromptsRunInChunks) {
+  auto scheduler = schedule(model, 4, 8);
+  ASSERT_TRUE(scheduler);
+  std::mt19937 random(11);
+  const std::vector<std::vector<int64_t>> prompts = {randomPrompt(random, 3), randomPrompt(random, 100),
+                                                     randomPrompt(random, 41), randomPrompt(random, 7)};
+  const ein::GenerationOptions options{.maxNewTokens = 10};
+  auto many = ein::generate(*scheduler, prompts, options);
+  ASSERT_TRUE(many.ok()) << many.status().toString();
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(many.value()[i].tokens, alone(model, prompts[i], options).tokens) << "prompt " << i;
+}
+
+// A request cancelled mid-generation (by cancel() or its onToken) ends with
+// the tokens it had; the others' tokens do not change.
+TEST_P(Scheduling, CancellingOneLeavesTheOthers) {
+  auto scheduler = schedule(model, 4);
+  ASSERT_TRUE(scheduler);
+  std::mt19937 random(5);
+  const ein::GenerationOptions options{.maxNewTokens = 16};
+  std::vector<std::vector<int64_t>> prompts;
+  for (size_t length : {12, 30, 4, 60}) prompts.push_back(randomPrompt(random, length));
+  std::atomic<int> seen = 0;
+  ein::GenerationOptions stopsItself = options;
+  stopsItself.onToken = [&](int64_t) { return ++seen < 5; };
+  // Request 1 holds the scheduler at its third token until the test has cancelled it.
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool reached = false, cancelled = false;
+  int held = 0;
+  ein::GenerationOptions holds = options;
+  holds.onToken = [&](int64_t) {
+    if (++held != 3) return true;
+    std::unique_lock lock(mutex);
+    reached = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return cancelled; });
+    return true;
+  };
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto request = scheduler->submit(prompts[i], i == 2 ? stopsItself : i == 1 ? holds : options);
+    ASSERT_TRUE(request.ok());
+    requests.push_back(request.value());
+  }
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [&] { return reached; });
+    requests[1]->cancel();
+    cancelled = true;
+    changed.notify_all();
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto result = requests[i]->wait();
+    ASSERT_TRUE(result.ok());
+    const std::vector<int64_t> expected = alone(model, prompts[i], options).tokens;
+    if (i == 1 || i == 2) {
+      EXPECT_EQ(result.value().finish, ein::FinishReason::Cancelled);
+      ASSERT_LE(result.value().tokens.size(), expected.size());
+      EXPECT_TRUE(std::equal(result.value().tokens.begin(), result.value().tokens.end(), expected.begin()));
+      if (i == 2) EXPECT_EQ(result.value().tokens.size(), 5u);
+      if (i == 1) EXPECT_EQ(result.value().tokens.size(), 3u);
+    } else {
+      EXPECT_EQ(result.value().tokens, expected) << "request " << i;
+      EXPECT_EQ(result.value().finish, ein::FinishReason::Length);
+    }
+  }
+  EXPECT_EQ(ein::finishReasonName(ein::FinishReason::Cancelled), std::string("cancelled"));
+}
+
+// Each mistake is an error naming it, and the requests going on are unharmed.
+TEST_P(Scheduling, BadUseIsAClearErrorAndDisturbsNothing) {
+  ein::SchedulerOptions tooFew{.maxSequences = 8, .threads = 1, .stepTokens = 4};
+  auto refused = ein::Scheduler::create(model, tooFew);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("stepTokens (4) must be at least maxSequences (8)"), std::string::npos)
+      << refused.status().message();
+  ein::SchedulerOptions tooMany{.maxSequences = 2, .threads = 1, .stepTokens = 1000};
+  refused = ein::Scheduler::create(model, tooMany);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("runs at most 256 tokens at once"), std::string::npos)
+      << refused.status().message();
+
+  ein::SchedulerOptions small{.maxSequences = 1, .threads = 1, .maxWaiting = 2};
+  auto created = ein::Scheduler::create(model, small);
+  ASSERT_TRUE(created.ok());
+  ein::Scheduler &scheduler = *created.value();
+  const std::vector<int64_t> prompt = {3, 1, 4, 1, 5};
+  const ein::GenerationOptions options{.maxNewTokens = 40};
+  auto going = scheduler.submit(prompt, options);
+  ASSERT_TRUE(going.ok());
+  auto expectError = [&](std::span<const int64_t> tokens, ein::GenerationOptions with, const std::string &message) {
+    auto request = scheduler.submit(tokens, with);
+    ASSERT_FALSE(request.ok());
+    EXPECT_NE(request.status().message().find(message), std::string::npos) << request.status().message();
+  };
+  expectError({}, options, "the prompt is empty");
+  expectError(std::vector<int64_t>{1, 128}, options, "prompt token 1 is 128, outside the vocabulary [0, 128)");
+  expectError(std::vector<int64_t>(257, 1), options, "the prompt of 257 tokens does not fit");
+  expectError(prompt, {.maxNewTokens = -1}, "maxNewTokens must not be negative");
+  expectError(prompt, {.topP = 0.0f}, "topP must lie in (0, 1]");
+  expectError(prompt, {.idsInput = "tokens"}, "the model's ids input is \"ids\", not \"tokens\"");
+  // One sequence generating (its first token came); two may wait, the third is refused.
+  ASSERT_TRUE(going.value()->next().ok());
+  std::vector<std::shared_ptr<ein::Request>> queued;
+  for (int i = 0; i < 2; ++i) {
+    auto request = scheduler.submit(prompt, {.maxNewTokens = 2});
+    ASSERT_TRUE(request.ok()) << request.status().toString();
+    queued.push_back(request.value());
+  }
+  auto full = scheduler.submit(prompt, options);
+  if (!going.value()->done()) {  // it may have ended already on a fast machine
+    ASSERT_FALSE(full.ok());
+    EXPECT_EQ(full.status().code(), ein::StatusCode::ResourceExhausted);
+    EXPECT_NE(full.status().message().find("2 requests wait for a sequence already"), std::string::npos);
+  }
+  auto result = going.value()->wait();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.value().tokens, alone(model, prompt, options).tokens);
+  for (const auto &request : queued) EXPECT_TRUE(request->wait().ok());
+  // After shutdown: nothing is taken; what had not ended is cancelled.
+  auto last = scheduler.submit(prompt, {.maxNewTokens = 200});
+  ASSERT_TRUE(last.ok());
+  scheduler.shutdown();
+  EXPECT_TRUE(last.value()->done());
+  EXPECT_EQ(last.value()->finishReason(), ein::FinishReason::Cancelled);
+  expectError(prompt, options, "the scheduler has shut down");
+
+  // A model that keeps no state serves one sequence per run.
+  const fs::path work = workDirectory("scheduler_stateless");
+  const std::string compile = std::string(EIN_BIN_DIR) + "/einc " + EIN_EXAMPLES_DIR + "/mhsa.ein --random-weights 1 -o " +
+                              (work / "mhsa.einb").string() + " > " + (work / "einc.log").string() + " 2>&1";
+  ASSERT_EQ(std::system(compile.c_str()), 0) << slurp(work / "einc.log");
+  auto stateless = ein::Model::load((work / "mhsa.einb").string());
+  ASSERT_TRUE(stateless.ok());
+  auto none = ein::Scheduler::create(*stateless, {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("serves one sequence per run"), std::string::npos) << none.status().message();
+}
+
+// The C API: ein_generate in a session, and requests of a scheduler read
+// token by token, equal the C++ API's generation alone.
+TEST_P(Scheduling, TheCApiGeneratesAndStreams) {
+  ein_model_t *loaded = nullptr;
+  ASSERT_EQ(ein_model_load(modelPath.c_str(), &loaded), nullptr);
+  const std::vector<int64_t> first = {3, 1, 4, 1, 5}, second(70, 9);
+  ein_generation_options_t options;
+  ein_generation_options_init(&options);
+  options.max_new_tokens = 9;
+  const ein::GenerationOptions same{.maxNewTokens = 9};
+
+  ein_session_t *session = nullptr;
+  ASSERT_EQ(ein_session_create(loaded, nullptr, &session), nullptr);
+  std::vector<int64_t> tokens(9);
+  size_t count = 0;
+  ASSERT_EQ(ein_generate(session, first.data(), first.size(), &options, tokens.data(), &count), nullptr);
+  tokens.resize(count);
+  EXPECT_EQ(tokens, alone(model, first, same).tokens);
+  ein_session_free(session);
+
+  ein_scheduler_options_t scheduling;
+  ein_scheduler_options_init(&scheduling);
+  scheduling.max_sequences = 2;
+  scheduling.threads = 2;
+  ein_scheduler_t *scheduler = nullptr;
+  ASSERT_EQ(ein_scheduler_create(loaded, &scheduling, &scheduler), nullptr);
+  ein_model_free(loaded);  // the scheduler keeps it
+  std::vector<ein_request_t *> requests(2);
+  ASSERT_EQ(ein_scheduler_submit(scheduler, first.data(), first.size(), &options, &requests[0]), nullptr);
+  ASSERT_EQ(ein_scheduler_submit(scheduler, second.data(), second.size(), &options, &requests[1]), nullptr);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<int64_t> streamed;
+    int64_t token = 0;
+    int has = 0;
+    while (true) {
+      ASSERT_EQ(ein_request_next(requests[i], &token, &has), nullptr);
+      if (!has) break;
+      streamed.push_back(token);
+    }
+    EXPECT_EQ(streamed, alone(model, i == 0 ? first : second, same).tokens) << "request " << i;
+    EXPECT_EQ(ein_request_done(requests[i]), 1);
+    EXPECT_STREQ(ein_request_finish_reason(requests[i]), "length");
+    ein_request_free(requests[i]);
+  }
+  const int64_t outside = 128;
+  ein_request_t *refused = nullptr;
+  ein_status_t *status = ein_scheduler_submit(scheduler, &outside, 1, &options, &refused);
+  ASSERT_NE(status, nullptr);
+  EXPECT_EQ(ein_status_code(status), EIN_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(ein_status_message(status)).find("outside the vocabulary"), std::string::npos);
+  ein_status_free(status);
+  EXPECT_EQ(refused, nullptr);
+  ein_request_t *late = nullptr;
+  ASSERT_EQ(ein_scheduler_submit(scheduler, first.data(), first.size(), &options, &late), nullptr);
+  ein_scheduler_free(scheduler);  // shuts down: the request ends, cancelled, and stays readable
+  EXPECT_EQ(ein_request_done(late), 1);
+  EXPECT_STREQ(ein_request_finish_reason(late), "cancelled");
+  ein_request_free(late);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Scheduling, ::testing::Values("fp32", "bf16", "int8"));
+
+}  // namespace
+}  // namespace many_sequences
