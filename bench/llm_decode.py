@@ -136,8 +136,8 @@ def compile_ein(work, weights, precision, einc=EINC, suffix=""):
     return out, None
 
 
-def write_gguf(work, weights, kind):
-    """GGUF of the same weights: kind in f32, f16, bf16, q8_0."""
+def write_gguf(work, weights, kind, config=None):
+    """GGUF of the same weights: kind in f32, f16, bf16, q8_0; config: the model's (CONFIG by default)."""
     import numpy as np
     import gguf
     from safetensors.numpy import load_file
@@ -145,7 +145,7 @@ def write_gguf(work, weights, kind):
     if os.path.exists(out):
         return out
     st = load_file(weights)
-    c = CONFIG
+    c = config or CONFIG
     w = gguf.GGUFWriter(out, "llama")
     w.add_name("ein-bench-llama")
     w.add_context_length(c["max_position_embeddings"])

@@ -60,9 +60,12 @@ echo "== fuzz targets: ${EIN_CI_FUZZ_SECONDS:-30} s each"
 echo "== ASan+UBSan and fuzzing took $((SECONDS - sanitize_start)) s"
 
 # ThreadSanitizer: one model run from many threads (Runner, C API, Session
-# misuse), in a runtime-only build of just those tests.
+# misuse, a Scheduler fed and read by many threads), in a runtime-only build
+# of just those tests; the Scheduler's decoder is compiled by the full build.
 echo "== tests: ThreadSanitizer, concurrency (runtime only)"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEIN_BUILD_COMPILER=OFF \
   -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=OFF -DEIN_SANITIZE=thread >/dev/null
 cmake --build "$root/build-tsan" --target runtime_concurrency_tests
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir "$root/build-tsan" -L concurrency --output-on-failure -j "$jobs"
+"$root/build/bin/einc" "$root/examples/models/llama_decoder.ein" --random-weights 3 -o "$root/build-tsan/decoder.einb"
+EIN_TEST_DECODER=$root/build-tsan/decoder.einb TSAN_OPTIONS=halt_on_error=1 \
+  ctest --test-dir "$root/build-tsan" -L concurrency --output-on-failure -j "$jobs"

@@ -498,7 +498,7 @@ int main(int argc, char **argv) {
   app.add_option("--stop-token", generation.stopTokens, "with --generate: stop after this token (repeatable)");
   int sequences = 1;
   app.add_option("--sequences", sequences,
-                 "with --generate: generate for S copies of the prompt at once (ein::SequencePool), one run a step")
+                 "with --generate: generate for S copies of the prompt at once (ein::Scheduler)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)

@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include "artifact_builder.hpp"
 #include "ein/ein.h"
+#include "ein/scheduler.hpp"
 #include "session_test_peer.hpp"
 
 namespace ein::testing {
@@ -433,6 +435,62 @@ TEST(SessionThreadsCApi, RunOnInputsSetByAnotherThreadIsBusy) {
   ein_status_free(status);
   ein_session_free(session);
   ein_model_free(model);
+}
+
+// A scheduler fed from many threads, its requests read from others, one
+// cancelled: every request's tokens are its generation alone. The decoder
+// is an artifact einc compiled (a runtime-only build has no compiler):
+// $EIN_TEST_DECODER, which scripts/test.sh sets for the ThreadSanitizer run.
+TEST(SchedulerConcurrency, RequestsFromManyThreadsGiveEachItsOwnTokens) {
+  const char *path = std::getenv("EIN_TEST_DECODER");
+  if (!path) GTEST_SKIP() << "EIN_TEST_DECODER names no decoder artifact";
+  auto model = Model::load(path);
+  ASSERT_TRUE(model.ok()) << model.status().toString();
+  constexpr int kClients = 4, kEach = 3;
+  auto promptOf = [](int i) { return std::vector<int64_t>(static_cast<size_t>(1 + 7 * i), 1 + i % 50); };
+  const GenerationOptions options{.maxNewTokens = 6};
+  std::vector<std::vector<int64_t>> expected;
+  for (int i = 0; i < kClients * kEach; ++i) {
+    auto session = Session::create(model.value(), {2});
+    ASSERT_TRUE(session.ok());
+    auto tokens = generate(*session.value(), promptOf(i), options);
+    ASSERT_TRUE(tokens.ok()) << tokens.status().toString();
+    expected.push_back(tokens.value());
+  }
+  auto scheduler = Scheduler::create(model.value(), {.maxSequences = 4, .threads = 2, .stepTokens = 16});
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().toString();
+  std::vector<std::vector<int64_t>> got(kClients * kEach);
+  std::vector<std::thread> clients;
+  for (int client = 0; client < kClients; ++client)
+    clients.emplace_back([&, client] {
+      std::vector<std::shared_ptr<Request>> mine;
+      for (int k = 0; k < kEach; ++k) {
+        auto request = scheduler.value()->submit(promptOf(client * kEach + k), options);
+        ASSERT_TRUE(request.ok()) << request.status().toString();
+        mine.push_back(request.value());
+      }
+      // Read by another thread than the one that submitted them.
+      std::thread reader([&] {
+        for (int k = 0; k < kEach; ++k) {
+          while (true) {
+            auto token = mine[k]->next();
+            ASSERT_TRUE(token.ok());
+            if (!token.value()) break;
+            got[client * kEach + k].push_back(*token.value());
+          }
+        }
+      });
+      reader.join();
+    });
+  auto cancelled = scheduler.value()->submit(promptOf(1), {.maxNewTokens = 200});
+  ASSERT_TRUE(cancelled.ok());
+  cancelled.value()->cancel();
+  for (std::thread &client : clients) client.join();
+  for (int i = 0; i < kClients * kEach; ++i) EXPECT_EQ(got[i], expected[i]) << "request " << i;
+  auto rest = cancelled.value()->wait();
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest.value().finish, FinishReason::Cancelled);
+  scheduler.value()->shutdown();
 }
 
 }  // namespace

@@ -187,7 +187,11 @@ class CpuExecutor final : public ExecutorImplementation {
                                scratchStride_,  pool_.get(),   &cpu::bestKernels(),
                                &model_.packed};
     const Step &step = program.steps[s];
+    const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     Status status = cpu::selectKernel(step.kernel)(step.kernel, context);
+    if (profile_)
+      profile_->add(s, program.stepInfos[s],
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     if (!status.ok()) return Status(status.code(), step.label + ": " + status.message());
     return Status();
   }
