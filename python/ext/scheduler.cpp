@@ -48,6 +48,7 @@ class PyRequest {
   bool done() const { return request->done(); }
   std::optional<std::string> finishReason() const { return finishText(request->finishReason()); }
   int64_t promptTokens() const { return request->promptTokens(); }
+  int64_t cachedTokens() const { return request->cachedPromptTokens(); }
 
  private:
   std::shared_ptr<Request> request;
@@ -55,7 +56,8 @@ class PyRequest {
 
 class PyScheduler {
  public:
-  PyScheduler(const PyModel &model, int maxSequences, int threads, int64_t stepTokens, size_t maxWaiting) {
+  PyScheduler(const PyModel &model, int maxSequences, int threads, int64_t stepTokens, size_t maxWaiting,
+              bool reusePrefixes) {
     if (model.where().device.device != Device::Cpu)
       throw PythonError("DeviceError", "a scheduler runs on the CPU for now");
     SchedulerOptions options;
@@ -63,6 +65,7 @@ class PyScheduler {
     options.threads = threads ? threads : model.threads();
     options.stepTokens = stepTokens;
     options.maxWaiting = maxWaiting;
+    options.reusePrefixes = reusePrefixes;
     StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::create(model.shared(), options);
     if (!created.ok()) throwStatus(created.status());
     scheduler = std::move(created).value();
@@ -93,10 +96,11 @@ void bindScheduler(nb::module_ &module) {
       .def("cancel", &PyRequest::cancel)
       .def_prop_ro("done", &PyRequest::done)
       .def_prop_ro("finish_reason", &PyRequest::finishReason)
-      .def_prop_ro("prompt_tokens", &PyRequest::promptTokens);
+      .def_prop_ro("prompt_tokens", &PyRequest::promptTokens)
+      .def_prop_ro("cached_tokens", &PyRequest::cachedTokens);
   nb::class_<PyScheduler>(module, "_Scheduler")
-      .def(nb::init<const PyModel &, int, int, int64_t, size_t>(), nb::arg("model"), nb::arg("max_sequences"),
-           nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"))
+      .def(nb::init<const PyModel &, int, int, int64_t, size_t, bool>(), nb::arg("model"), nb::arg("max_sequences"),
+           nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"), nb::arg("reuse_prefixes"))
       .def("submit", &PyScheduler::submit, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"))
       .def("shutdown", &PyScheduler::shutdown)

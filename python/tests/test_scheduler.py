@@ -54,6 +54,17 @@ def test_cancelling_one_request_leaves_the_others(decoder):
         scheduler.submit([3])
 
 
+def test_a_continued_conversation_starts_from_its_cache(decoder):
+    with ein.Scheduler(decoder, max_sequences=2) as scheduler:
+        first = scheduler.submit([3, 1, 4, 1, 5, 9, 2, 6], max_new_tokens=5)
+        answer = first.wait()
+        assert first.cached_tokens == 0
+        turn = [3, 1, 4, 1, 5, 9, 2, 6] + answer + [7, 7]
+        second = scheduler.submit(turn, max_new_tokens=5)
+        assert second.wait() == decoder.generate(turn, max_new_tokens=5)
+        assert second.cached_tokens == 8 + 4  # the answer's last token was never fed back
+
+
 def test_bad_use_raises(decoder):
     with ein.Scheduler(decoder, max_sequences=2) as scheduler:
         with pytest.raises(ein.InputError, match="outside the vocabulary"):

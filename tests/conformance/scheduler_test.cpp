@@ -331,6 +331,51 @@ TEST_P(Scheduling, TheCApiGeneratesAndStreams) {
   ein_request_free(late);
 }
 
+// A prompt that begins as a sequence's cache holds starts from there: a
+// finished request's prompt again, its conversation continued (the
+// tokens it made, then more), and a generating sequence's prompt copied.
+// The tokens are the same as without; reusePrefixes off reuses nothing.
+TEST_P(Scheduling, PromptsStartFromTheCachedPrefixTheyShare) {
+  for (bool reuse : {true, false}) {
+    SCOPED_TRACE(reuse ? "reusing prefixes" : "not reusing");
+    ein::SchedulerOptions scheduling{.maxSequences = 2, .threads = 2, .reusePrefixes = reuse};
+    auto created = ein::Scheduler::create(model, scheduling);
+    ASSERT_TRUE(created.ok());
+    ein::Scheduler &scheduler = *created.value();
+    std::mt19937 random(3);
+    const std::vector<int64_t> first = randomPrompt(random, 60);
+    const ein::GenerationOptions options{.maxNewTokens = 8};
+    auto run = [&](const std::vector<int64_t> &prompt, int64_t expectCached) {
+      auto request = scheduler.submit(prompt, options);
+      EXPECT_TRUE(request.ok());
+      auto result = request.value()->wait();
+      EXPECT_TRUE(result.ok());
+      EXPECT_EQ(result.value().tokens, alone(model, prompt, options).tokens) << "prompt of " << prompt.size();
+      EXPECT_EQ(request.value()->cachedPromptTokens(), reuse ? expectCached : 0) << "prompt of " << prompt.size();
+      return result.value().tokens;
+    };
+    const std::vector<int64_t> answer = run(first, 0);
+    run(first, 59);  // all but its last token
+    // The conversation goes on: the prompt, the answer (its last token was
+    // never fed back), a new turn.
+    std::vector<int64_t> turn = first;
+    turn.insert(turn.end(), answer.begin(), answer.end());
+    turn.insert(turn.end(), {5, 6, 7});
+    run(turn, 60 + 7);
+    // A generating sequence's prefix is copied into a free sequence.
+    const std::vector<int64_t> shared = randomPrompt(random, 40);
+    auto going = scheduler.submit(shared, {.maxNewTokens = 60});
+    ASSERT_TRUE(going.ok());
+    ASSERT_TRUE(going.value()->next().ok());  // its prompt has run
+    std::vector<int64_t> longer = shared;
+    longer.insert(longer.end(), {1, 2, 3});
+    run(longer, 40);
+    auto rest = going.value()->wait();
+    ASSERT_TRUE(rest.ok());
+    EXPECT_EQ(rest.value().tokens, alone(model, shared, {.maxNewTokens = 60}).tokens);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Scheduling, ::testing::Values("fp32", "bf16", "int8"));
 
 }  // namespace

@@ -127,6 +127,29 @@ TEST_P(Sequences, BadRunsAreClearErrorsAndChangeNothing) {
       << refused.status().message();
 }
 
+// A copied sequence goes on as the original; a truncated one as if only its
+// first tokens had run.
+TEST_P(Sequences, ACopyGoesOnAsTheOriginalAndATruncatedOneFromItsPrefix) {
+  auto pool = ein::SequencePool::create(model, {3, 2});
+  ASSERT_TRUE(pool.ok());
+  const std::vector<int64_t> prompt = {5, 9, 13, 2, 7, 1}, next = {3};
+  ASSERT_TRUE(pool.value()->run(std::vector<ein::SequenceTokens>{{0, prompt}}).ok());
+  ASSERT_TRUE(pool.value()->copy(2, 0).ok());
+  EXPECT_EQ(pool.value()->position(2), 6);
+  ASSERT_TRUE(pool.value()->run(std::vector<ein::SequenceTokens>{{0, next}, {2, next}}).ok());
+  const std::vector<std::vector<float>> expected = alone(prompt, next, model);
+  EXPECT_LE(relativeDifference(pool.value()->lastLogits(0), expected.back()), tolerance);
+  EXPECT_LE(relativeDifference(pool.value()->lastLogits(1), expected.back()), tolerance);
+  // Keep the prompt's first 4 rows, run its last 2 again: as the prompt alone.
+  ASSERT_TRUE(pool.value()->truncate(2, 4).ok());
+  ASSERT_TRUE(pool.value()->run(std::vector<ein::SequenceTokens>{{2, std::span(prompt).subspan(4)}}).ok());
+  EXPECT_LE(relativeDifference(pool.value()->lastLogits(0), expected.front()), tolerance);
+  ein::Status status = pool.value()->truncate(1, 1);
+  EXPECT_NE(status.message().find("sequence 1 holds 0 rows; it cannot keep 1"), std::string::npos) << status.message();
+  status = pool.value()->copy(3, 0);
+  EXPECT_NE(status.message().find("sequence 3 is not one of the pool's 0..2"), std::string::npos) << status.message();
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Sequences, ::testing::Values("fp32", "bf16", "int8"));
 
 }  // namespace

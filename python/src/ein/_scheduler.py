@@ -53,6 +53,12 @@ class Request(Iterator[int]):
     def prompt_tokens(self) -> int:
         return self._native.prompt_tokens
 
+    @property
+    def cached_tokens(self) -> int:
+        """The prompt's first tokens taken from a cache an earlier sequence
+        left (``reuse_prefixes``) instead of run again; known once it started."""
+        return self._native.cached_tokens
+
     def __repr__(self) -> str:
         state = f"ended: {self.finish_reason}" if self.done else "going"
         return f"<ein.Request prompt of {self.prompt_tokens} tokens, {state}>"
@@ -65,8 +71,11 @@ class Scheduler:
     and, within ``step_tokens`` (0: 512, or the model's most per run), chunks
     of the prompts of those starting, so the weights are read once for all
     and a long prompt does not stall the others. Further requests wait (at
-    most ``max_waiting``; beyond it submit raises ein.Error). Each request's
-    tokens are those its prompt gives alone.
+    most ``max_waiting``; beyond it submit raises ein.Error). With
+    ``reuse_prefixes``, a prompt that begins as a sequence's cache holds (a
+    conversation continued, a shared system prompt) starts from there
+    instead of running those tokens again. Each request's tokens are those
+    its prompt gives alone.
 
         with ein.Scheduler(model, max_sequences=8) as scheduler:
             request = scheduler.submit(ids, max_new_tokens=64)
@@ -75,13 +84,13 @@ class Scheduler:
     """
 
     def __init__(self, model: Model, *, max_sequences: int = 16, threads: Optional[int] = None,
-                 step_tokens: int = 0, max_waiting: int = 1024):
+                 step_tokens: int = 0, max_waiting: int = 1024, reuse_prefixes: bool = True):
         if not isinstance(model, Model):
             raise TypeError(f"model must be an ein.Model, got {type(model).__name__}")
         self.model = model
         self._native = _ein._Scheduler(model._native, _integer(max_sequences, "max_sequences", 1),
                                        _check_threads(threads), _integer(step_tokens, "step_tokens", 0),
-                                       _integer(max_waiting, "max_waiting", 1))
+                                       _integer(max_waiting, "max_waiting", 1), bool(reuse_prefixes))
 
     def submit(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = ()) -> Request:

@@ -34,6 +34,13 @@ struct SchedulerOptions {
   int64_t stepTokens = 0;
   // Requests waiting for a place at most; a submit beyond fails with ResourceExhausted.
   size_t maxWaiting = 1024;
+  // A request whose prompt begins as the tokens a sequence's cache holds (a
+  // finished request's conversation, a shared system prompt) starts from
+  // them instead of running them again: from a free sequence's cache as it
+  // is, or from a copy of a generating one's when that saves at least
+  // kCopiedPrefixMinimum more tokens. The tokens are the same as without.
+  bool reusePrefixes = true;
+  static constexpr int64_t kCopiedPrefixMinimum = 16;
 };
 
 // One submitted generation, shared by its caller and the scheduler; any
@@ -52,6 +59,9 @@ class Request {
   bool done() const;
   FinishReason finishReason() const;
   int64_t promptTokens() const { return static_cast<int64_t>(prompt_.size()); }
+  // The prompt's first tokens whose keys and values came from an earlier
+  // sequence (SchedulerOptions::reusePrefixes) instead of a run; known once it started.
+  int64_t cachedPromptTokens() const;
 
  private:
   friend class Scheduler;
@@ -71,6 +81,7 @@ class Request {
   bool ended_ = false;
   Status error_;
   bool cancelled_ = false;
+  int64_t cached_ = 0;
 };
 
 class Scheduler {
@@ -107,14 +118,24 @@ class Scheduler {
 
  private:
   struct Going;
-  Scheduler(std::unique_ptr<SequencePool> pool, int64_t stepTokens, size_t maxWaiting);
+  Scheduler(std::unique_ptr<SequencePool> pool, const SchedulerOptions &options, int64_t stepTokens);
   void loop();
+  // Gives `request` a free sequence, starting from the longest prefix of its
+  // prompt some sequence's cache holds (reusePrefixes).
+  void admit(std::shared_ptr<Request> request);
   // One step: the next token of every sequence going, then prompt chunks.
-  void step(std::vector<std::optional<Going>> &slots);
+  void step();
+  void release(size_t slot);
 
   std::unique_ptr<SequencePool> pool_;
   const int64_t stepTokens_;
   const size_t maxWaiting_;
+  const bool reusePrefixes_;
+  // The scheduler's thread's alone: each sequence's request, and the tokens
+  // whose keys and values its cache holds (also after its request ended).
+  std::vector<std::optional<Going>> slots_;
+  std::vector<std::vector<int64_t>> held_;
+  uint64_t admitted_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Request>> waiting_;

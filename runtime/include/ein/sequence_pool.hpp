@@ -54,6 +54,13 @@ class SequencePool {
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);
+  // Keeps the first `rows` rows of a sequence's state (at most its
+  // position), as if only the tokens that made them had run: the next run
+  // appends at `rows`. A prefix kept for a new sequence that begins alike.
+  Status truncate(int sequence, int64_t rows);
+  // Makes sequence `target`'s state and position `source`'s: a fork, each
+  // going on its own way after.
+  Status copy(int target, int source);
 
   // One thread at a time: a call while another thread is inside run() or
   // reset() fails with StatusCode::Busy.
@@ -69,6 +76,7 @@ class SequencePool {
  private:
   struct Instantiation;
   SequencePool(std::shared_ptr<const Model> model, int maxSequences);
+  Status checkSequence(int sequence) const;
   StatusOr<const detail::Program *> programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
                                                int64_t position);
 

@@ -53,6 +53,11 @@ bool Request::done() const {
   return ended_;
 }
 
+int64_t Request::cachedPromptTokens() const {
+  std::lock_guard lock(mutex_);
+  return cached_;
+}
+
 FinishReason Request::finishReason() const {
   std::lock_guard lock(mutex_);
   return finish_;
@@ -79,8 +84,13 @@ void Request::end(FinishReason reason, Status status) {
 
 // Scheduler
 
-Scheduler::Scheduler(std::unique_ptr<SequencePool> pool, int64_t stepTokens, size_t maxWaiting)
-    : pool_(std::move(pool)), stepTokens_(stepTokens), maxWaiting_(maxWaiting) {}
+Scheduler::Scheduler(std::unique_ptr<SequencePool> pool, const SchedulerOptions &options, int64_t stepTokens)
+    : pool_(std::move(pool)),
+      stepTokens_(stepTokens),
+      maxWaiting_(options.maxWaiting),
+      reusePrefixes_(options.reusePrefixes),
+      slots_(static_cast<size_t>(pool_->maxSequences())),
+      held_(static_cast<size_t>(pool_->maxSequences())) {}
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerOptions options) {
   StatusOr<std::unique_ptr<SequencePool>> pool =
@@ -97,7 +107,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
                                        "token runs in each step",
                                        stepTokens, options.maxSequences));
   if (options.maxWaiting < 1) return invalidArgument("maxWaiting must be at least 1");
-  std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(pool).value(), stepTokens, options.maxWaiting));
+  std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(pool).value(), options, stepTokens));
   scheduler->thread_ = std::thread([raw = scheduler.get()] { raw->loop(); });
   return scheduler;
 }
@@ -152,27 +162,21 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
 }
 
 void Scheduler::loop() {
-  std::vector<std::optional<Going>> slots(static_cast<size_t>(pool_->maxSequences()));
-  uint64_t admitted = 0;
   while (true) {
+    std::vector<std::shared_ptr<Request>> starting;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_ || !waiting_.empty() || running_ > 0; });
       if (stopping_) break;
-      for (size_t slot = 0; slot < slots.size() && !waiting_.empty(); ++slot) {
-        if (slots[slot]) continue;
-        std::shared_ptr<Request> request = std::move(waiting_.front());
+      const size_t free = slots_.size() - running_;
+      while (starting.size() < free && !waiting_.empty()) {
+        starting.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
-        if (Status status = pool_->reset(static_cast<int>(slot)); !status.ok()) {
-          request->end(FinishReason::None, status);
-          continue;
-        }
-        slots[slot] = Going{std::move(request), admitted++, 0, 0, 0};
-        slots[slot]->sampler = slots[slot]->request->options_.seed;
-        ++running_;
       }
+      running_ += starting.size();
     }
-    step(slots);
+    for (std::shared_ptr<Request> &request : starting) admit(std::move(request));
+    step();
   }
   // Shut down: every request not ended ends, cancelled.
   std::deque<std::shared_ptr<Request>> left;
@@ -181,20 +185,76 @@ void Scheduler::loop() {
     left.swap(waiting_);
     running_ = 0;
   }
-  for (std::optional<Going> &going : slots)
+  for (std::optional<Going> &going : slots_)
     if (going) going->request->end(FinishReason::Cancelled);
   for (const std::shared_ptr<Request> &request : left) request->end(FinishReason::Cancelled);
 }
 
-void Scheduler::step(std::vector<std::optional<Going>> &slots) {
-  auto release = [&](size_t slot) {
-    slots[slot].reset();
+namespace {
+
+// How many of `prompt`'s first tokens `held` begins with, leaving the
+// prompt's last token to run (its logits choose the first new token).
+size_t sharedPrefix(const std::vector<int64_t> &held, const std::vector<int64_t> &prompt) {
+  const size_t most = std::min(held.size(), prompt.size() - 1);
+  return static_cast<size_t>(std::mismatch(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(most),
+                                            prompt.begin()).first -
+                             held.begin());
+}
+
+}  // namespace
+
+void Scheduler::admit(std::shared_ptr<Request> request) {
+  const std::vector<int64_t> &prompt = request->prompt_;
+  // The free sequence whose cache begins most like the prompt; when none
+  // does, the one holding least (what the others hold may serve a later one).
+  size_t slot = slots_.size(), kept = 0;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s]) continue;
+    const size_t shared = reusePrefixes_ ? sharedPrefix(held_[s], prompt) : 0;
+    if (slot == slots_.size() || shared > kept || (shared == kept && held_[s].size() < held_[slot].size())) {
+      slot = s;
+      kept = shared;
+    }
+  }
+  if (reusePrefixes_) {  // a generating sequence's, copied, when it holds more of it
+    size_t source = slots_.size(), longest = kept;
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s])
+        if (const size_t shared = sharedPrefix(held_[s], prompt); shared > longest) {
+          source = s;
+          longest = shared;
+        }
+    if (source < slots_.size() && longest >= kept + SchedulerOptions::kCopiedPrefixMinimum &&
+        pool_->copy(static_cast<int>(slot), static_cast<int>(source)).ok()) {
+      held_[slot] = held_[source];
+      kept = longest;
+    }
+  }
+  if (Status status = pool_->truncate(static_cast<int>(slot), static_cast<int64_t>(kept)); !status.ok()) {
+    request->end(FinishReason::None, status);
     std::lock_guard lock(mutex_);
     --running_;
-  };
-  for (size_t slot = 0; slot < slots.size(); ++slot) {
-    if (!slots[slot]) continue;
-    Request &request = *slots[slot]->request;
+    return;
+  }
+  held_[slot].resize(kept);
+  {
+    std::lock_guard lock(request->mutex_);
+    request->cached_ = static_cast<int64_t>(kept);
+  }
+  slots_[slot] = Going{std::move(request), admitted_++, kept, 0, 0};
+  slots_[slot]->sampler = slots_[slot]->request->options_.seed;
+}
+
+void Scheduler::release(size_t slot) {
+  slots_[slot].reset();
+  std::lock_guard lock(mutex_);
+  --running_;
+}
+
+void Scheduler::step() {
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (!slots_[slot]) continue;
+    Request &request = *slots_[slot]->request;
     bool cancelled;
     {
       std::lock_guard lock(request.mutex_);
@@ -211,23 +271,24 @@ void Scheduler::step(std::vector<std::optional<Going>> &slots) {
   std::vector<size_t> entries;  // the slot of each batch entry
   int64_t tokens = 0;
   std::vector<size_t> starting;
-  for (size_t slot = 0; slot < slots.size(); ++slot) {
-    if (!slots[slot]) continue;
-    if (slots[slot]->prefilled < slots[slot]->request->prompt_.size()) {
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    if (!slots_[slot]) continue;
+    if (slots_[slot]->prefilled < slots_[slot]->request->prompt_.size()) {
       starting.push_back(slot);
       continue;
     }
-    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots[slot]->last, 1)});
+    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots_[slot]->last, 1)});
     entries.push_back(slot);
     ++tokens;
   }
   std::sort(starting.begin(), starting.end(),
-            [&](size_t a, size_t b) { return slots[a]->admitted < slots[b]->admitted; });
+            [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
   for (size_t slot : starting) {
     if (tokens == stepTokens_) break;
-    const std::vector<int64_t> &prompt = slots[slot]->request->prompt_;
-    const size_t from = slots[slot]->prefilled;
-    const auto chunk = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens));
+    const std::vector<int64_t> &prompt = slots_[slot]->request->prompt_;
+    const size_t from = slots_[slot]->prefilled;
+    const auto chunk =
+        static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens));
     batch.push_back({static_cast<int>(slot), std::span<const int64_t>(prompt).subspan(from, chunk)});
     entries.push_back(slot);
     tokens += static_cast<int64_t>(chunk);
@@ -236,15 +297,17 @@ void Scheduler::step(std::vector<std::optional<Going>> &slots) {
   if (Status status = pool_->run(batch); !status.ok()) {
     // Checked before anything ran: the run's sequences end with its error, the others go on.
     for (size_t slot : entries) {
-      slots[slot]->request->end(FinishReason::None, status);
+      slots_[slot]->request->end(FinishReason::None, status);
       release(slot);
     }
     return;
   }
+  for (size_t entry = 0; entry < entries.size(); ++entry)
+    held_[entries[entry]].insert(held_[entries[entry]].end(), batch[entry].tokens.begin(), batch[entry].tokens.end());
   const Model &model = pool_->model();
   for (size_t entry = 0; entry < entries.size(); ++entry) {
     const size_t slot = entries[entry];
-    Going &going = *slots[slot];
+    Going &going = *slots_[slot];
     Request &request = *going.request;
     const GenerationOptions &options = request.options_;
     const bool prefilling = going.prefilled < request.prompt_.size();

@@ -109,12 +109,34 @@ int64_t SequencePool::position(int sequence) const {
   return sequence >= 0 && sequence < maxSequences() ? positions_[static_cast<size_t>(sequence)] : -1;
 }
 
-Status SequencePool::reset(int sequence) {
-  Claim claim(inUse_);
-  if (!claim.status().ok()) return claim.status();
+Status SequencePool::checkSequence(int sequence) const {
   if (sequence < 0 || sequence >= maxSequences())
     return invalidArgument(fmt::format("sequence {} is not one of the pool's 0..{}", sequence, maxSequences() - 1));
-  positions_[static_cast<size_t>(sequence)] = 0;
+  return Status();
+}
+
+Status SequencePool::reset(int sequence) { return truncate(sequence, 0); }
+
+Status SequencePool::truncate(int sequence, int64_t rows) {
+  Claim claim(inUse_);
+  if (!claim.status().ok()) return claim.status();
+  if (Status status = checkSequence(sequence); !status.ok()) return status;
+  int64_t &position = positions_[static_cast<size_t>(sequence)];
+  if (rows < 0 || rows > position)
+    return invalidArgument(
+        fmt::format("sequence {} holds {} rows; it cannot keep {}", sequence, position, rows));
+  position = rows;
+  return Status();
+}
+
+Status SequencePool::copy(int target, int source) {
+  Claim claim(inUse_);
+  if (!claim.status().ok()) return claim.status();
+  if (Status status = checkSequence(target); !status.ok()) return status;
+  if (Status status = checkSequence(source); !status.ok()) return status;
+  if (Status status = executor_->copySlot(static_cast<uint32_t>(target), static_cast<uint32_t>(source)); !status.ok())
+    return status;
+  positions_[static_cast<size_t>(target)] = positions_[static_cast<size_t>(source)];
   return Status();
 }
 

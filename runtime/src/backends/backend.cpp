@@ -201,6 +201,12 @@ Status Executor::copyStateFrom(Executor &source) {
   return error.of(table_.copy_state(handle_, source.handle_, error.sink()));
 }
 
+Status Executor::copySlot(uint32_t target, uint32_t source) {
+  if (!table_.copy_slot) return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
+  ErrorReport error;
+  return error.of(table_.copy_slot(handle_, target, source, error.sink()));
+}
+
 Status Executor::runSequences(const Program &all, std::span<const SequenceSlice> sequences,
                               std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
   if (!table_.run_sequences) return Status(StatusCode::Unimplemented, "this device runs one sequence per run");

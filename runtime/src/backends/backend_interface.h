@@ -24,7 +24,7 @@ extern "C" {
 /* Bumped when this table, the Program structs or their meaning change.
    3: the backends answer through this C table (2: a C++ class).
    4: many sequences in one run (run_sequences, sequence_slots). */
-#define EIN_BACKEND_INTERFACE_VERSION 4u
+#define EIN_BACKEND_INTERFACE_VERSION 5u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -109,6 +109,10 @@ typedef struct ein_backend_table {
                            const ein_backend_sequence *sequences, size_t sequence_count,
                            const void *const *inputs, size_t input_count, void *const *outputs,
                            size_t output_count, const ein_backend_error *error);
+  /* Overwrites slot `target`'s state with slot `source`'s (a sequence
+     forked, or its prefix reused). May be NULL where run_sequences is. */
+  int32_t (*copy_slot)(ein_backend_executor *executor, uint32_t target, uint32_t source,
+                       const ein_backend_error *error);
 } ein_backend_table;
 
 /* What a backend library exports as EIN_BACKEND_ENTRY_NAME: its table, or

@@ -46,6 +46,11 @@ class ExecutorImplementation {
     (void)all, (void)sequences, (void)inputs, (void)outputs;
     return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
   }
+  // backend_interface.h's copy_slot.
+  virtual Status copySlot(uint32_t target, uint32_t source) {
+    (void)target, (void)source;
+    return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
+  }
 };
 
 namespace backend_table {
@@ -141,6 +146,9 @@ const ein_backend_table &backendTable() {
               program(all), slices, {reinterpret_cast<const std::byte *const *>(inputs), inputCount},
               {reinterpret_cast<std::byte *const *>(outputs), outputCount});
         });
+      },
+      [](ein_backend_executor *executor, uint32_t target, uint32_t source, const ein_backend_error *error) {
+        return guarded(error, [&] { return implementation(executor).copySlot(target, source); });
       },
   };
   return table;

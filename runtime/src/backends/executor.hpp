@@ -53,6 +53,8 @@ class Executor {
   // `all` and the sequences' programs must outlive the call.
   Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
                       std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
+  // Overwrites state slot `target` with slot `source` (backend_interface.h's copy_slot).
+  Status copySlot(uint32_t target, uint32_t source);
 
  private:
   const ein_backend_table &table_;

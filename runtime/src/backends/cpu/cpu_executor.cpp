@@ -56,6 +56,14 @@ class CpuExecutor final : public ExecutorImplementation {
     return Status();
   }
 
+  Status copySlot(uint32_t target, uint32_t source) override {
+    if (target >= slotCount() || source >= slotCount())
+      return Status(StatusCode::Internal, fmt::format("state slots {} and {} of {}", target, source, slotCount()));
+    if (target != source && slotBytes_)
+      std::memcpy(state_.data() + target * slotBytes_, state_.data() + source * slotBytes_, slotBytes_);
+    return Status();
+  }
+
   Status prepare(const Program &program) override {
     program_ = nullptr;  // until this succeeds
     EIN_ASSIGN_OR_RETURN(size_t scratchFloats, scratchFloatsFor(program));
