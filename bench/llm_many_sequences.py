@@ -11,7 +11,7 @@ tokens greedily, all submitted at once:
   ein:       ein.Scheduler(max_sequences=S, threads=2): every step runs the next token of each
              generating sequence and prompt chunks within 512 tokens.
   llama.cpp: llama-cpp-python's low-level batch API (llama_batch with one sequence id per sequence,
-             n_seq_max=S, a unified cache of S x 512 cells, n_batch 512, 2 threads), scheduled the
+             n_seq_max=S, S cache streams of 512 cells, n_batch 512, 2 threads), scheduled the
              same way: each llama_decode takes every sequence's next token, then prompt chunks up to
              512 tokens; greedy argmax of the logits of each sequence's last token.
 Reported per engine and S, medians over --rounds alternated rounds, each engine in its own process:
@@ -154,8 +154,8 @@ def worker_llamacpp(gguf_path, sequences, new_tokens):
     params.n_batch = params.n_ubatch = STEP
     params.n_seq_max = sequences
     params.n_threads = params.n_threads_batch = THREADS
-    if hasattr(params, "kv_unified"):
-        params.kv_unified = True
+    if hasattr(params, "kv_unified"):  # a cache stream per sequence: attention reads its own 512 cells
+        params.kv_unified = False
     ctx = api.llama_init_from_model(model, params)
     vocab = api.llama_model_get_vocab(model)
     n_vocab = api.llama_vocab_n_tokens(vocab)

@@ -107,7 +107,8 @@ void bindScheduler(nb::module_ &module) {
       .def_prop_ro("running", [](const PyScheduler &self) { return self.scheduler->running(); })
       .def_prop_ro("waiting", [](const PyScheduler &self) { return self.scheduler->waiting(); })
       .def_prop_ro("max_sequences", [](const PyScheduler &self) { return self.scheduler->maxSequences(); })
-      .def_prop_ro("step_tokens", [](const PyScheduler &self) { return self.scheduler->stepTokens(); });
+      .def_prop_ro("step_tokens", [](const PyScheduler &self) { return self.scheduler->stepTokens(); })
+      .def_prop_ro("max_sequence_tokens", [](const PyScheduler &self) { return self.scheduler->maxSequenceTokens(); });
 }
 
 }  // namespace ein::python

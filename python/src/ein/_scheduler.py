@@ -123,6 +123,12 @@ class Scheduler:
     def step_tokens(self) -> int:
         return self._native.step_tokens
 
+    @property
+    def max_sequence_tokens(self) -> int:
+        """The most tokens one sequence's cache holds: its prompt and the
+        tokens fed back after it (a generation ends there, "length")."""
+        return self._native.max_sequence_tokens
+
     def __enter__(self) -> "Scheduler":
         return self
 

@@ -97,6 +97,9 @@ class Scheduler {
   const Model &model() const { return pool_->model(); }
   int maxSequences() const { return pool_->maxSequences(); }
   int64_t stepTokens() const { return stepTokens_; }
+  // The most tokens a sequence holds: its prompt and the tokens fed back
+  // (SequencePool::maxSequenceTokens); a generation ends there (CacheFull).
+  int64_t maxSequenceTokens() const { return pool_->maxSequenceTokens(); }
 
   // From any thread. Checks the prompt (not empty, every id inside the
   // vocabulary, fitting the cache) and the options before it queues the
@@ -109,7 +112,7 @@ class Scheduler {
 
   // Ends every request not yet ended (Cancelled, their tokens standing) and
   // stops the scheduler's thread; a later submit fails. Waits for the step
-  // running to finish.
+  // running to finish (but for a call from an onToken, which returns at once).
   void shutdown();
 
   // Requests generating, and waiting for a place (a snapshot).
@@ -142,6 +145,7 @@ class Scheduler {
   size_t running_ = 0;
   bool stopping_ = false;
   std::thread thread_;
+  std::once_flag joined_;
 };
 
 // Submits every prompt with the same options and waits for them all: each

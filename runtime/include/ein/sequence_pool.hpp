@@ -51,6 +51,9 @@ class SequencePool {
   // The most tokens one run takes, all sequences together: the model's
   // token dim's largest value that its checks allow from position 0.
   int64_t maxTokensPerRun() const { return maxTokensPerRun_; }
+  // The most tokens one sequence's state holds (its cache's rows): a prompt
+  // and the tokens fed back after it.
+  int64_t maxSequenceTokens() const { return maxSequenceTokens_; }
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);
@@ -83,7 +86,7 @@ class SequencePool {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<detail::Executor> executor_;
   int64_t vocabulary_ = 0;  // the logits' last axis
-  int64_t maxTokensPerRun_ = 0;
+  int64_t maxTokensPerRun_ = 0, maxSequenceTokens_ = 0;
   std::vector<int64_t> positions_;
   // The program at all of a run's tokens, and each sequence's at its own.
   std::unique_ptr<Instantiation> all_;

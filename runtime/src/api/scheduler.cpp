@@ -97,7 +97,8 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
       SequencePool::create(std::move(model), {options.maxSequences, options.threads});
   if (!pool.ok()) return pool.status();
   const int64_t most = pool.value()->maxTokensPerRun();
-  if (options.stepTokens < 0) return invalidArgument(fmt::format("stepTokens is {}; it must not be negative", options.stepTokens));
+  if (options.stepTokens < 0)
+    return invalidArgument(fmt::format("stepTokens is {}; it must not be negative", options.stepTokens));
   const int64_t stepTokens = options.stepTokens > 0 ? options.stepTokens : std::min(kDefaultStepTokens, most);
   if (stepTokens > most)
     return invalidArgument(fmt::format("stepTokens is {}; '{}' runs at most {} tokens at once", stepTokens,
@@ -120,7 +121,9 @@ void Scheduler::shutdown() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  // From an onToken on the scheduler's thread, the loop ends after this step.
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  std::call_once(joined_, [&] { thread_.join(); });
 }
 
 size_t Scheduler::running() const {
@@ -152,9 +155,11 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return invalidArgument("the scheduler has shut down");
-    if (waiting_.size() >= maxWaiting_)
+    // The queue also holds requests about to take a free sequence.
+    const size_t free = slots_.size() - running_;
+    if (waiting_.size() >= maxWaiting_ + free)
       return Status(StatusCode::ResourceExhausted,
-                    fmt::format("{} requests wait for a sequence already (maxWaiting)", waiting_.size()));
+                    fmt::format("{} requests wait for a sequence already (maxWaiting)", waiting_.size() - free));
     waiting_.push_back(request);
   }
   wake_.notify_all();

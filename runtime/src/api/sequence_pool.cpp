@@ -77,25 +77,32 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
   std::unique_ptr<SequencePool> pool(new SequencePool(model, options.maxSequences));
   pool->vocabulary_ = outputs[0].shape[2];
   // The largest run: the token dim's maximum, less where a check (the cache's
-  // rows) allows fewer tokens from position 0; the checks only tighten as
-  // the tokens grow.
+  // rows) allows fewer tokens from position 0; and the most rows a sequence
+  // holds: one token at the last position a check allows. The checks only
+  // tighten as either grows.
   const DimInfo &tokens = model->dims()[static_cast<size_t>(program.sequenceTokensDim)];
-  auto fits = [&](int64_t count) {
+  auto fits = [&](int64_t count, int64_t position) {
     const std::vector<int64_t> shape[] = {{1, count}};
-    return model->outputShapes(shape, 0).ok();
+    return model->outputShapes(shape, position).ok();
   };
-  int64_t low = tokens.min, high = tokens.max;
-  if (low < 1 || !fits(low))
+  auto largest = [](int64_t low, int64_t high, auto &&holds) {  // the largest in [low, high] that holds
+    while (low < high) {
+      const int64_t middle = low + (high - low + 1) / 2;
+      if (holds(middle))
+        low = middle;
+      else
+        high = middle - 1;
+    }
+    return low;
+  };
+  if (tokens.min < 1 || !fits(tokens.min, 0))
     return invalidArgument(fmt::format("'{}' cannot run {} token{} from an empty cache", model->name(),
-                                       std::max<int64_t>(low, 1), low > 1 ? "s" : ""));
-  while (low < high) {
-    const int64_t middle = low + (high - low + 1) / 2;
-    if (fits(middle))
-      low = middle;
-    else
-      high = middle - 1;
-  }
-  pool->maxTokensPerRun_ = low;
+                                       std::max<int64_t>(tokens.min, 1), tokens.min > 1 ? "s" : ""));
+  pool->maxTokensPerRun_ = largest(tokens.min, tokens.max, [&](int64_t count) { return fits(count, 0); });
+  pool->maxSequenceTokens_ = pool->maxTokensPerRun_;
+  if (const int positionDim = model->positionDim(); positionDim >= 0)
+    pool->maxSequenceTokens_ = 1 + largest(0, model->dims()[static_cast<size_t>(positionDim)].max,
+                                           [&](int64_t last) { return fits(1, last); });
   SessionOptions session;
   session.threads = options.threads;
   StatusOr<std::unique_ptr<detail::Executor>> executor =
