@@ -274,3 +274,35 @@ def test_sigterm_lets_the_streams_in_flight_finish_and_exits_0(served, tmp_path)
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def byte_ids(tokenizer, text):
+    """The ids of `text`'s UTF-8 bytes one by one (the byte-level alphabet's tokens)."""
+    from tokenizers.pre_tokenizers import ByteLevel
+    alphabet = sorted(ByteLevel.alphabet())
+    # GPT-2's byte-to-character table: printable bytes stand for themselves.
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    table, extra = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            table[byte] = chr(byte)
+        else:
+            table[byte] = chr(256 + extra)
+            extra += 1
+    assert set(table.values()) == set(alphabet)
+    return [tokenizer._tokenizer.token_to_id(table[b]) for b in text.encode()]
+
+
+def test_the_detokenizer_never_splits_a_character_or_shows_a_stop_strings_start():
+    tokenizer = Tokenizer(TOKENIZER)
+    ids = byte_ids(tokenizer, "aü€b")
+    detokenizer = Detokenizer(tokenizer)
+    pieces = [detokenizer.add(t) for t in ids]
+    assert pieces == ["a", "", "ü", "", "", "€", "b"] and detokenizer.finish() == ""
+    held = Detokenizer(tokenizer, stop=["bc"])
+    assert [held.add(t) for t in byte_ids(tokenizer, "abx")] == ["a", "", "bx"]
+    stopped = Detokenizer(tokenizer, stop=["bc", "zz"])
+    assert [stopped.add(t) for t in byte_ids(tokenizer, "abcd")] == ["a", "", "", ""]
+    assert stopped.stopped and stopped.text == "a" and stopped.finish() == ""
+    tail = Detokenizer(tokenizer, stop=["bc"])
+    assert [tail.add(t) for t in byte_ids(tokenizer, "ab")] == ["a", ""] and tail.finish() == "b"
