@@ -46,14 +46,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-import llm_decode  # noqa: E402  (the GGUF writer)
+import llm_decode  # noqa: E402  (the GGUF writer, the tools' and model's paths, the 125M config)
+from llm_decode import EINC, MODEL_EIN  # noqa: E402
 
-EINC = os.path.join(ROOT, "build", "bin", "einc")
 EIN_PYTHON = os.path.join(ROOT, ".venv-python", "bin", "python")
-MODEL_EIN = os.path.join(ROOT, "examples", "models", "llama_decoder.ein")
-CONFIG = dict(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
-              num_key_value_heads=4, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
-              rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+CONFIG = dict(llm_decode.CONFIG, hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
+              num_attention_heads=32)  # the 1.1B TinyLlama shape
 CACHE = 512  # rows per sequence: prompt 128 + 128 new tokens, with room
 STEP = 512   # tokens one step takes, all sequences together
 DIMS = dict(vocab=32000, hidden=2048, heads=32, kv_heads=4, head_dim=64, inter=5632, layers=22, cache=CACHE)

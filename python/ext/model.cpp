@@ -266,6 +266,11 @@ GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int
   return options;
 }
 
+std::optional<std::string> finishReasonText(FinishReason reason) {
+  if (reason == FinishReason::None) return std::nullopt;
+  return std::string(finishReasonName(reason));
+}
+
 std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
                                        int64_t topK, float topP, uint64_t seed,
                                        const std::vector<int64_t> &stopTokens, int threads) {

@@ -118,6 +118,8 @@ StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &i
 // The options Model.generate and Session.generate pass to the runtime.
 GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,
                                     std::vector<int64_t> stopTokens);
+// A finish reason as Python sees it: "length", "stop", "cancelled", or None while it goes on.
+std::optional<std::string> finishReasonText(FinishReason reason);
 
 // A new NumPy array of `dtype` and `shape`, 64-byte aligned, owning its memory.
 nanobind::ndarray<nanobind::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape);

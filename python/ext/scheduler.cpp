@@ -14,11 +14,6 @@ namespace nb = nanobind;
 namespace ein::python {
 namespace {
 
-std::optional<std::string> finishText(FinishReason reason) {
-  if (reason == FinishReason::None) return std::nullopt;
-  return std::string(finishReasonName(reason));
-}
-
 class PyRequest {
  public:
   explicit PyRequest(std::shared_ptr<Request> request) : request(std::move(request)) {}
@@ -46,7 +41,7 @@ class PyRequest {
 
   void cancel() { request->cancel(); }
   bool done() const { return request->done(); }
-  std::optional<std::string> finishReason() const { return finishText(request->finishReason()); }
+  std::optional<std::string> finishReason() const { return finishReasonText(request->finishReason()); }
   int64_t promptTokens() const { return request->promptTokens(); }
   int64_t cachedTokens() const { return request->cachedPromptTokens(); }
 

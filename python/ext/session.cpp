@@ -149,10 +149,7 @@ std::optional<int64_t> PyGeneration::next() {
   return token.value();
 }
 
-std::optional<std::string> PyGeneration::finishReason() const {
-  if (generation.finishReason() == FinishReason::None) return std::nullopt;
-  return std::string(finishReasonName(generation.finishReason()));
-}
+std::optional<std::string> PyGeneration::finishReason() const { return finishReasonText(generation.finishReason()); }
 
 void bindSession(nb::module_ &module) {
   nb::class_<PyGeneration>(module, "_Generation")

@@ -2,32 +2,18 @@
 batched; requests submitted from any thread, their tokens streamed."""
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 from . import _ein
 from ._model import Model, _check_threads, _generation_arguments, _integer
+from ._session import _TokenStream
 
 
-class Request(Iterator[int]):
+class Request(_TokenStream):
     """One submitted generation (Scheduler.submit). Iterating yields its
     tokens as the scheduler chooses them (waiting for each, the GIL
     released); any thread may read it. Dropping it does not stop the
     generation: cancel() does."""
-
-    def __init__(self, native: "_ein._Request"):
-        self._native = native
-        self.tokens: List[int] = []
-        """The tokens iteration has yielded so far."""
-
-    def __iter__(self) -> "Request":
-        return self
-
-    def __next__(self) -> int:
-        token = self._native.next()
-        if token is None:
-            raise StopIteration
-        self.tokens.append(token)
-        return token
 
     def wait(self) -> List[int]:
         """Waits until the request ends; every token it produced (also
@@ -42,12 +28,6 @@ class Request(Iterator[int]):
     @property
     def done(self) -> bool:
         return self._native.done
-
-    @property
-    def finish_reason(self) -> Optional[str]:
-        """"length" (max_new_tokens, or the cache full), "stop",
-        "cancelled", or None while it goes on."""
-        return self._native.finish_reason
 
     @property
     def prompt_tokens(self) -> int:

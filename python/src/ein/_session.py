@@ -41,22 +41,16 @@ class GenerationStats:
         return "\n".join(lines)
 
 
-class Generation(Iterator[int]):
-    """The tokens of one Session.generate call, each computed when it is asked
-    for: the first next() runs the prompt and chooses a token, each later
-    one runs the token before and chooses the next. Leaving the loop early
-    leaves the session after the last token it ran (``session.position``);
-    the session may then go on, reset() or fork(). Running, resetting or
-    generating on the session again ends this generation (its next()
-    raises ein.Error)."""
+class _TokenStream(Iterator[int]):
+    """Tokens read one by one from a native generation (Generation, and the
+    scheduler's Request), kept in ``tokens`` as they come."""
 
-    def __init__(self, session: "Session", native: "_ein._Generation"):
-        self._session = session
+    def __init__(self, native):
         self._native = native
         self.tokens: List[int] = []
-        """The tokens generated so far."""
+        """The tokens yielded so far."""
 
-    def __iter__(self) -> "Generation":
+    def __iter__(self) -> "_TokenStream":
         return self
 
     def __next__(self) -> int:
@@ -68,10 +62,25 @@ class Generation(Iterator[int]):
 
     @property
     def finish_reason(self) -> Optional[str]:
-        """Why the generation ended, as the OpenAI API says it: "stop" (a stop
-        token, the last of ``tokens``), "length" (``max_new_tokens`` made, or
-        the model's cache full: its tokens stand), or None while it goes on."""
+        """Why it ended, as the OpenAI API says it: "stop" (a stop token, the
+        last of ``tokens``), "length" (``max_new_tokens`` made, or the
+        model's cache full: its tokens stand), "cancelled" (a request
+        cancelled or its scheduler shut down), or None while it goes on."""
         return self._native.finish_reason
+
+
+class Generation(_TokenStream):
+    """The tokens of one Session.generate call, each computed when it is asked
+    for: the first next() runs the prompt and chooses a token, each later
+    one runs the token before and chooses the next. Leaving the loop early
+    leaves the session after the last token it ran (``session.position``);
+    the session may then go on, reset() or fork(). Running, resetting or
+    generating on the session again ends this generation (its next()
+    raises ein.Error)."""
+
+    def __init__(self, session: "Session", native: "_ein._Generation"):
+        super().__init__(native)
+        self._session = session
 
     @property
     def stats(self) -> Optional[GenerationStats]:

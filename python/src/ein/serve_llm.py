@@ -169,10 +169,6 @@ class LlmServer:
             if "wait for a sequence already" in message:
                 raise ApiError(429, f"the server is at capacity: {message}", kind="rate_limit_error",
                                code="rate_limit_exceeded") from None
-            if "does not fit" in message:
-                raise ApiError(400, f"the prompt of {len(wanted['ids'])} tokens is longer than the model's cache: "
-                                    f"{message}", param="messages" if "messages" in wanted else "prompt",
-                               code="context_length_exceeded") from None
             if isinstance(error, (InputError, ValueError)):
                 raise ApiError(400, message, param="prompt") from None
             raise ApiError(500, message, kind="server_error") from None
@@ -290,7 +286,7 @@ def create_app(server: LlmServer):
         return body
 
     def usage_of(wanted, produced):
-        prompt = len(wanted["ids"]) * 1
+        prompt = len(wanted["ids"])
         return {"prompt_tokens": prompt, "completion_tokens": produced, "total_tokens": prompt + produced}
 
     async def complete(http_request, requests, wanted, identifier, created):

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "api/generation_rules.hpp"
 #include "api/io_checks.hpp"
 #include "backends/executor.hpp"
 #include "loader/dynamic_program.hpp"
@@ -81,10 +82,7 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
   // holds: one token at the last position a check allows. The checks only
   // tighten as either grows.
   const DimInfo &tokens = model->dims()[static_cast<size_t>(program.sequenceTokensDim)];
-  auto fits = [&](int64_t count, int64_t position) {
-    const std::vector<int64_t> shape[] = {{1, count}};
-    return model->outputShapes(shape, position).ok();
-  };
+  auto fits = [&](int64_t count, int64_t position) { return detail::fitsAt(*model, count, position).ok(); };
   auto largest = [](int64_t low, int64_t high, auto &&holds) {  // the largest in [low, high] that holds
     while (low < high) {
       const int64_t middle = low + (high - low + 1) / 2;
@@ -175,9 +173,8 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
   int64_t tokens = 0;
   for (size_t entry = 0; entry < batch.size(); ++entry) {
     const SequenceTokens &part = batch[entry];
-    if (part.sequence < 0 || part.sequence >= maxSequences())
-      return invalidArgument(
-          fmt::format("entry {}: sequence {} is not one of the pool's 0..{}", entry, part.sequence, maxSequences() - 1));
+    if (Status status = checkSequence(part.sequence); !status.ok())
+      return invalidArgument(fmt::format("entry {}: {}", entry, status.message()));
     if (seen[static_cast<size_t>(part.sequence)])
       return invalidArgument(fmt::format("entry {}: sequence {} is in the run twice", entry, part.sequence));
     seen[static_cast<size_t>(part.sequence)] = true;
