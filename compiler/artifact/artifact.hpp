@@ -12,7 +12,7 @@
 namespace ein {
 
 enum class ArtifactTarget { Cpu, Cuda };
-enum class ArtifactPrecision { Fp32, Bf16, Fp16, Int8 };
+enum class ArtifactPrecision { Fp32, Bf16, Fp16, Int8, Int4 };
 
 struct ArtifactOptions {
   std::string source;  // the model file, recorded for messages and ein-inspect

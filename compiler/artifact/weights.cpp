@@ -101,7 +101,7 @@ FailureOr<WeightBytes> Writer::constantBytes(ir::ConstantOp constant) {
 // take the weight segment past its limit (a model declaring terabytes of
 // random weights would otherwise exhaust memory).
 LogicalResult Writer::checkWeightLimit(Value value, RankedTensorType type) {
-  uint64_t bytes = static_cast<uint64_t>(type.getNumElements()) * elementBytes(type.getElementType());
+  uint64_t bytes = storedBytes(type);
   if (std::optional<std::string> passed = limits::weightLimitPassed(segmentSize, bytes))
     return emitError(value.getLoc()) << *passed;
   return success();
@@ -110,7 +110,7 @@ LogicalResult Writer::checkWeightLimit(Value value, RankedTensorType type) {
 // `read` gives the value's bytes; it is not called while sizing.
 LogicalResult Writer::addWeights(Value value, RankedTensorType type,
                                  llvm::function_ref<FailureOr<WeightBytes>()> read) {
-  uint64_t expected = static_cast<uint64_t>(type.getNumElements() * elementBytes(type.getElementType()));
+  uint64_t expected = storedBytes(type);
   uint64_t offset;
   if (sizing) {
     offset = appendWeights(nullptr, expected);

@@ -32,6 +32,7 @@ uint64_t alignTo(uint64_t value, uint64_t alignment) { return (value + alignment
 FailureOr<fb::DType> dtypeOf(Location loc, Type type) {
   if (type.isF32()) return fb::DType::F32;
   if (type.isSignlessInteger(8)) return fb::DType::I8;
+  if (type.isSignlessInteger(4)) return fb::DType::I4;
   if (type.isF16()) return fb::DType::F16;
   if (type.isBF16()) return fb::DType::BF16;
   if (type.isInteger(1)) return fb::DType::Bool;
@@ -41,6 +42,13 @@ FailureOr<fb::DType> dtypeOf(Location loc, Type type) {
 }
 
 int64_t elementBytes(Type type) { return type.isInteger(1) ? 1 : type.getIntOrFloatBitWidth() / 8; }
+
+uint64_t storedBytes(RankedTensorType type) {
+  const auto elements = static_cast<uint64_t>(type.getNumElements());
+  // i4: two to a byte (the schema's DType I4).
+  if (type.getElementType().isSignlessInteger(4)) return elements / 2 + elements % 2;
+  return elements * static_cast<uint64_t>(elementBytes(type.getElementType()));
+}
 
 std::string bindingName(DictionaryAttr attrs, const std::string &fallback) {
   if (attrs)
@@ -205,6 +213,7 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   auto precision = options.precision == ArtifactPrecision::Bf16   ? fb::Precision::Bf16
                    : options.precision == ArtifactPrecision::Fp16 ? fb::Precision::Fp16
                    : options.precision == ArtifactPrecision::Int8 ? fb::Precision::Int8
+                   : options.precision == ArtifactPrecision::Int4 ? fb::Precision::Int4
                                                                   : fb::Precision::Fp32;
   // The fixed dims the front end recorded (name -> [value, line, column]).
   std::vector<flatbuffers::Offset<fb::FixedDim>> fixedDims;

@@ -31,6 +31,8 @@ constexpr uint64_t kWeightAlignment = 64;
 uint64_t alignTo(uint64_t value, uint64_t alignment);
 FailureOr<fb::DType> dtypeOf(Location loc, Type type);
 int64_t elementBytes(Type type);
+// The bytes a tensor of `type` takes in the artifact (i4: half its elements, rounded up).
+uint64_t storedBytes(RankedTensorType type);
 std::string bindingName(DictionaryAttr attrs, const std::string &fallback);
 
 // A weight's bytes: a view of a bound parameter's values in the IR (no

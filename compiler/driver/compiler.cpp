@@ -192,7 +192,8 @@ std::optional<ArtifactTarget> parseTarget(llvm::StringRef name) {
 
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name) {
   for (ArtifactPrecision precision :
-       {ArtifactPrecision::Fp32, ArtifactPrecision::Bf16, ArtifactPrecision::Fp16, ArtifactPrecision::Int8})
+       {ArtifactPrecision::Fp32, ArtifactPrecision::Bf16, ArtifactPrecision::Fp16, ArtifactPrecision::Int8,
+        ArtifactPrecision::Int4})
     if (name == precisionName(precision)) return precision;
   return std::nullopt;
 }
@@ -203,6 +204,7 @@ const char *precisionName(ArtifactPrecision precision) {
     case ArtifactPrecision::Bf16: return "bf16";
     case ArtifactPrecision::Fp16: return "fp16";
     case ArtifactPrecision::Int8: return "int8";
+    case ArtifactPrecision::Int4: return "int4";
   }
   return "fp32";
 }
@@ -245,11 +247,13 @@ mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &di
 
 mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const PipelineOptions &options) {
   if (options.precision == ArtifactPrecision::Fp16 && options.target != ArtifactTarget::Cuda) {
-    error("precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16 or int8");
+    error("precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16, int8 or int4");
     return mlir::failure();
   }
-  if (options.precision == ArtifactPrecision::Int8 && options.target != ArtifactTarget::Cpu) {
-    error("precision int8 needs target cpu: the cuda kernels compute in fp32, bf16 or fp16");
+  if ((options.precision == ArtifactPrecision::Int8 || options.precision == ArtifactPrecision::Int4) &&
+      options.target != ArtifactTarget::Cpu) {
+    error(std::string("precision ") + precisionName(options.precision) +
+          " needs target cpu: the cuda kernels compute in fp32, bf16 or fp16");
     return mlir::failure();
   }
   mlir::PassManager manager(&context);

@@ -64,7 +64,7 @@ std::optional<ModelSource> readModelFile(const std::string &path, const Diagnost
 // control characters (located); nullopt for a text model.
 std::optional<std::string> notModelText(const std::string &path, llvm::StringRef bytes);
 
-// "cpu"/"cuda" and "fp32"/"bf16"/"fp16"/"int8", as einc --target and --precision spell them.
+// "cpu"/"cuda" and "fp32"/"bf16"/"fp16"/"int8"/"int4", as einc --target and --precision spell them.
 std::optional<ArtifactTarget> parseTarget(llvm::StringRef name);
 std::optional<ArtifactPrecision> parsePrecision(llvm::StringRef name);
 const char *precisionName(ArtifactPrecision precision);  // parsePrecision's inverse

@@ -1,7 +1,7 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
-//   einc MODEL.ein -o MODEL.einb [--weights W.safetensors | --random-weights SEED]
-//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8]
+//   einc MODEL.ein -o MODEL.einb [--weights W.safetensors|W.gguf | --random-weights SEED]
+//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8|int4]
 //        [--print-ir-after-all] [--dump-ir DIR] [-q]
 //   einc MODEL.ein --emit=mlir [-o MODEL.mlir]   the ein dialect from the front end
 //   einc --version
@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "compiler/driver/compiler.hpp"
+#include "compiler/weights/open_weights.hpp"
 #include "compiler/weights/param_sources.hpp"
 #include "ein/schema/ein_artifact_generated.h"
 #include "ir/ein/ein_dialect.hpp"
@@ -325,31 +326,32 @@ int compile(const Options &options) {
   }
   const ParameterTotals parameters = parameterTotals(*module);
 
-  // The parameters' source, opened before the passes run, so that a wrong
-  // file or a missing parameter is reported at once; the values enter the IR
-  // before the first pass.
-  std::unique_ptr<ein::SafetensorsParams> safetensors;
+  // The parameters' source (a safetensors or GGUF file, told by its first
+  // bytes), opened and checked against the declarations before the passes
+  // run, so that a wrong file or a missing parameter is reported at once.
+  std::unique_ptr<ein::SafetensorsParams> weightsFile;
   ein::ParamProvider params;
   if (!options.weights.empty()) {
-    auto opened = ein::weights::SafetensorsFile::open(options.weights);
+    auto opened = ein::weights::openWeightsFile(options.weights);
     if (!opened) {
       report(llvm::toString(opened.takeError()));
       return 1;
     }
-    safetensors = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
-    if (mlir::failed(safetensors->checkNames(*module))) return 1;
-    params = safetensors->provider();
+    weightsFile = std::make_unique<ein::SafetensorsParams>(std::move(*opened));
+    if (mlir::failed(weightsFile->checkParameters(*module))) return 1;
+    params = weightsFile->provider();
   } else {
     // Drawn by how the model uses each parameter (norm weights 1, biases 0, ...).
     params = ein::randomParams(options.randomWeights.value_or(0), ein::paramInitsFromUses(*module));
   }
-  // A file's weights are bound in place now; random ones are drawn as the
+  // A file's weights stored as declared are bound in place now; values made
+  // from a file's (converted, dequantized) or drawn at random are made as the
   // passes and the writer read them, one parameter at a time.
-  progress.phase(safetensors ? "reading weights" : "binding random weights");
+  progress.phase(weightsFile ? "reading weights" : "binding random weights");
   const uint64_t totalBytes = parameterBytes(*module);
   auto bound = [&](uint64_t bytes) { progress.bytes(bytes, std::max(totalBytes, bytes)); };
   if (mlir::failed(ein::bindParameters(*module, params, bound,
-                                       safetensors ? ein::ParamBinding::Now : ein::ParamBinding::OnDemand)))
+                                       weightsFile ? weightsFile->binding() : ein::ParamBinding::OnDemand)))
     return 1;
 
   progress.phase("running passes");
@@ -374,8 +376,8 @@ int compile(const Options &options) {
     llvm::sys::fs::remove(partial);
     return 1;
   }
-  if (safetensors)
-    for (const std::string &name : safetensors->unusedTensors())
+  if (weightsFile)
+    for (const std::string &name : weightsFile->unusedTensors())
       progress.printing([&] {
         llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
       });
@@ -395,7 +397,10 @@ int main(int argc, char **argv) {
   app.set_version_flag("--version", std::string("einc ") + EIN_VERSION, "print einc's version and exit");
   app.add_option("model", options.model, "the model (.ein)")->required();
   app.add_option("-o,--output", options.output, "the artifact to write (.einb); with --emit=mlir, the .mlir file");
-  auto *weights = app.add_option("--weights", options.weights, "parameters, under PyTorch state_dict names (.safetensors)");
+  auto *weights = app.add_option("--weights", options.weights,
+                                 "parameters: a .safetensors file under PyTorch state_dict names, or a Llama's .gguf "
+                                 "from llama.cpp (F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K tensors, read under Hugging "
+                                 "Face's names)");
   auto *random = app.add_option("--random-weights", options.randomWeights,
                                 "random parameters from SEED (for benchmarks), initialised by their use as PyTorch does");
   weights->excludes(random);
@@ -404,8 +409,10 @@ int main(int argc, char **argv) {
   app.add_option("--precision", options.precision,
                  "fp32 (default); bf16: bf16 gemm weights and bf16 gemm/attention arithmetic with f32 accumulation "
                  "(cpu and cuda); fp16: as bf16 in fp16 (cuda only); int8: gemm weights as int8 with a scale per output "
-                 "channel, gemm inputs quantized per row at run time, int32 sums (cpu only)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8"}));
+                 "channel, gemm inputs quantized per row at run time, int32 sums (cpu only); int4: gemm weights as int4 "
+                 "with an f16 scale per group of 32 along k (llama.cpp's q4_0), gemm inputs quantized per group of 32 "
+                 "(cpu only)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8", "int4"}));
   app.add_option("--emit", options.emit, "artifact (default) or mlir: the ein dialect from the front end, to stdout or -o")
       ->check(CLI::IsMember({"artifact", "mlir"}));
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");

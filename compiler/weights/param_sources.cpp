@@ -49,6 +49,15 @@ std::optional<weights::DType> exactDType(Type element) {
 
 bool isFloat(Type element) { return element.isF32() || element.isF16() || element.isBF16(); }
 
+// The file's bytes of `entry` as values of `element`, in place, where the file
+// stores them so.
+std::optional<llvm::ArrayRef<uint8_t>> inPlaceBytes(const weights::WeightsFile &file, const weights::TensorEntry &entry,
+                                                    Type element) {
+  std::optional<weights::DType> exact = exactDType(element);
+  if (!exact || entry.dtype != *exact) return std::nullopt;
+  return file.storedBytes(entry);
+}
+
 // Bytes per element of a parameter's type (a bool is one byte).
 size_t elementBytes(Type element) { return element.isInteger(1) ? 1 : element.getIntOrFloatBitWidth() / 8; }
 
@@ -114,58 +123,75 @@ LogicalResult bindParameters(ModuleOp module, const ParamProvider &params,
   return failure(walked.wasInterrupted());
 }
 
+LogicalResult SafetensorsParams::checkEntry(const weights::TensorEntry &entry, llvm::StringRef name,
+                                            RankedTensorType type, Location declaredAt) const {
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  Type element = type.getElementType();
+  auto exact = exactDType(element);
+  bool typeFits = exact && (entry.dtype == *exact || (isFloat(element) && weights::isFloatingPoint(entry.dtype)));
+  if (entry.shape == shape && typeFits) return success();
+  return emitError(declaredAt) << file->path() << ": parameter \"" << name << "\" is " << entry.typeString()
+                               << " in the file and " << typeString(type) << " in "
+                               << ein::ir::locationText(declaredAt, "the model");
+}
+
 ParamProvider SafetensorsParams::provider() {
   return [this](llvm::StringRef name, RankedTensorType type, Location declaredAt) -> FailureOr<AsmResourceBlob> {
-    const weights::TensorEntry *entry = file.find(name);
+    const weights::TensorEntry *entry = file->find(name);
     if (!entry) return emitError(declaredAt) << missingMessage(name, declaredAt);
-    used.insert(name.str());
-    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    used.insert(entry->name);
+    if (failed(checkEntry(*entry, name, type, declaredAt))) return failure();
     Type element = type.getElementType();
-    auto exact = exactDType(element);
-    bool typeFits = exact && (entry->dtype == *exact || (isFloat(element) && weights::isFloatingPoint(entry->dtype)));
-    if (entry->shape != shape || !typeFits)
-      return emitError(declaredAt) << file.path() << ": parameter \"" << name << "\" is " << entry->typeString()
-                                   << " in the file and " << typeString(type) << " in " << ein::ir::locationText(declaredAt, "the model");
-    if (entry->dtype == *exact) {
+    if (std::optional<llvm::ArrayRef<uint8_t>> bytes = inPlaceBytes(*file, *entry, element)) {
       // The file's bytes as they are, in place where they are aligned for
       // their elements (the mapping outlives the module), else copied.
-      llvm::ArrayRef<uint8_t> bytes = file.bytes(*entry);
       const size_t alignment = elementBytes(element);
-      if (reinterpret_cast<uintptr_t>(bytes.data()) % alignment == 0)
+      if (reinterpret_cast<uintptr_t>(bytes->data()) % alignment == 0)
         return UnmanagedAsmResourceBlob::allocateWithAlign(
-            llvm::ArrayRef<char>(reinterpret_cast<const char *>(bytes.data()), bytes.size()), alignment);
-      return ownedBlob(std::vector<uint8_t>(bytes.begin(), bytes.end()));
+            llvm::ArrayRef<char>(reinterpret_cast<const char *>(bytes->data()), bytes->size()), alignment);
+      return ownedBlob(std::vector<uint8_t>(bytes->begin(), bytes->end()));
     }
-    auto values = file.toF32(*entry);
+    auto values = file->toF32(*entry);
     if (!values) return emitError(declaredAt) << llvm::toString(values.takeError());
-    file.release(*entry);
+    file->release(*entry);
     return ownedBlob(floatBytes(*values, element));
   };
 }
 
-LogicalResult SafetensorsParams::checkNames(ModuleOp module) {
+LogicalResult SafetensorsParams::checkParameters(ModuleOp module) {
   declared.clear();
+  everyValueInPlace = true;
   std::optional<std::pair<std::string, Location>> firstMissing;
+  std::vector<ir::ParamOp> read;
   // A parameter nothing reads is never asked for (the passes drop it).
   module.walk([&](ir::ParamOp param) {
     if (param->use_empty()) return;
     declared.push_back(param.getName().str());
-    if (!firstMissing && !file.find(param.getName())) firstMissing.emplace(param.getName().str(), param.getLoc());
+    read.push_back(param);
+    if (!firstMissing && !file->find(param.getName())) firstMissing.emplace(param.getName().str(), param.getLoc());
   });
-  if (!firstMissing) return success();
-  return emitError(firstMissing->second) << missingMessage(firstMissing->first, firstMissing->second);
+  if (firstMissing) return emitError(firstMissing->second) << missingMessage(firstMissing->first, firstMissing->second);
+  for (ir::ParamOp param : read) {
+    const weights::TensorEntry &entry = *file->find(param.getName());
+    if (failed(checkEntry(entry, param.getName(), param.getType(), param.getLoc()))) return failure();
+    // Counted as used now: values bound on demand are asked for only by the
+    // passes that read them.
+    used.insert(entry.name);
+    if (!inPlaceBytes(*file, entry, param.getType().getElementType())) everyValueInPlace = false;
+  }
+  return success();
 }
 
 std::string SafetensorsParams::missingMessage(llvm::StringRef name, Location declaredAt) const {
-  std::string message = file.path().str() + ": missing parameter \"" + name.str() + "\" (declared at " +
+  std::string message = file->path().str() + ": missing parameter \"" + name.str() + "\" (declared at " +
                         ein::ir::locationText(declaredAt, "the model") + ")";
   std::set<std::string> inFile;
-  for (const weights::TensorEntry &entry : file.entries()) inFile.insert(entry.name);
+  for (const weights::TensorEntry &entry : file->entries()) inFile.insert(entry.name);
   // Every declared parameter the file lacks (this one alone when the model's
   // names are not known), this one first.
   std::vector<std::string> missing = {name.str()};
   for (const std::string &other : declared)
-    if (other != name && !inFile.count(other) && !llvm::is_contained(missing, other)) missing.push_back(other);
+    if (other != name && !file->find(other) && !llvm::is_contained(missing, other)) missing.push_back(other);
   auto quoted = [](const std::string &text) { return "\"" + text + "\""; };
   const std::string every = missing.size() == 1 ? "" : "; all " + std::to_string(missing.size()) +
                                                            " missing parameters are there ";
@@ -212,7 +238,7 @@ std::string SafetensorsParams::missingMessage(llvm::StringRef name, Location dec
 
 std::vector<std::string> SafetensorsParams::unusedTensors() const {
   std::vector<std::string> unused;
-  for (const weights::TensorEntry &entry : file.entries())
+  for (const weights::TensorEntry &entry : file->entries())
     if (!used.count(entry.name)) unused.push_back(entry.name);
   return unused;
 }

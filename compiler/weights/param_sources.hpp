@@ -1,6 +1,7 @@
-// Where a compilation takes parameter values from (a .safetensors file under
-// PyTorch state_dict names, or seeded random values for benchmarks), and how
-// they enter the IR: each ein.param's `value`, bound once after the front end.
+// Where a compilation takes parameter values from (a weights file under
+// PyTorch state_dict names: .safetensors, or llama.cpp's GGUF; or seeded
+// random values for benchmarks), and how they enter the IR: each ein.param's
+// `value`, bound once after the front end.
 #pragma once
 
 #include <cstdint>
@@ -42,21 +43,32 @@ mlir::LogicalResult bindParameters(mlir::ModuleOp module, const ParamProvider &p
                                    const std::function<void(uint64_t bytes)> &bound = {},
                                    ParamBinding binding = ParamBinding::Now);
 
-// Serves parameters from a safetensors file, checking each against the type
-// the model declares, and remembers which tensors the model used.
+// Serves parameters from a weights file (a safetensors file, or a GGUF file
+// read as one: weights::WeightsFile), checking each against the type the
+// model declares, and remembers which tensors the model used.
 class SafetensorsParams {
  public:
-  explicit SafetensorsParams(weights::SafetensorsFile file) : file(std::move(file)) {}
+  explicit SafetensorsParams(std::unique_ptr<weights::WeightsFile> file) : file(std::move(file)) {}
+  explicit SafetensorsParams(weights::SafetensorsFile file)
+      : file(std::make_unique<weights::SafetensorsFile>(std::move(file))) {}
 
   ParamProvider provider();
 
-  // Checks that the file holds every parameter `module` declares, before
-  // anything is compiled; the first missing one is an error at its
-  // declaration. Afterwards a missing parameter's message (here or from the
-  // provider) can say that every missing name is in the file under a prefix
-  // added or removed. Names only: shapes and types are checked as the
-  // provider serves each parameter.
-  mlir::LogicalResult checkNames(mlir::ModuleOp module);
+  // Checks that the file holds every parameter `module` declares, with its
+  // shape and a type it converts to, before anything is compiled: the first
+  // missing parameter, then the first mismatched one, is an error at its
+  // declaration, so the provider fails on none of them (values bound on
+  // demand are made inside passes, which cannot report an error). Afterwards
+  // a missing parameter's message (here or from the provider) can say that
+  // every missing name is in the file under a prefix added or removed.
+  mlir::LogicalResult checkParameters(mlir::ModuleOp module);
+
+  // How to bind the provider, once checkParameters has run: at once when the
+  // file holds every parameter's values as declared (served in place from
+  // the mapping, they cost no memory), else on demand, so that the values
+  // made for them (converted, dequantized, rows reordered) are not all held
+  // at once.
+  ParamBinding binding() const { return everyValueInPlace ? ParamBinding::Now : ParamBinding::OnDemand; }
 
   // Names of the file's tensors that no parameter asked for.
   std::vector<std::string> unusedTensors() const;
@@ -66,10 +78,15 @@ class SafetensorsParams {
   // it: the file's names carry a prefix the model's lack (or the other way
   // round), or a name a few edits away.
   std::string missingMessage(llvm::StringRef name, mlir::Location declaredAt) const;
+  // Whether `entry` can serve a parameter of `type`; if not, the error at
+  // the declaration.
+  mlir::LogicalResult checkEntry(const weights::TensorEntry &entry, llvm::StringRef name, mlir::RankedTensorType type,
+                                 mlir::Location declaredAt) const;
 
-  weights::SafetensorsFile file;
+  std::unique_ptr<weights::WeightsFile> file;
   std::set<std::string> used;
-  std::vector<std::string> declared;  // every parameter of the model, once checkNames has run
+  std::vector<std::string> declared;  // every parameter of the model, once checkParameters has run
+  bool everyValueInPlace = true;
 };
 
 // How --random-weights draws a float parameter, decided by how the model uses

@@ -56,41 +56,6 @@ std::string formatShape(llvm::ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
-// IEEE binary16 to binary32, exact for every input (normal, subnormal, inf, NaN).
-float halfToFloat(uint16_t half) {
-  uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
-  uint32_t exponent = (half >> 10) & 0x1fu;
-  uint32_t mantissa = half & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN (payload kept)
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;  // signed zero
-  } else {
-    // A subnormal half is a normal float: shift the leading one into place.
-    int shift = 0;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      ++shift;
-    }
-    mantissa &= 0x3ffu;
-    bits = sign | (static_cast<uint32_t>(127 - 15 + 1 - shift) << 23) | (mantissa << 13);
-  }
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
-// bfloat16 is the upper half of a binary32.
-float bfloat16ToFloat(uint16_t bfloat) {
-  uint32_t bits = static_cast<uint32_t>(bfloat) << 16;
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-
 // float8 e5m2 is binary16 with the low mantissa byte dropped.
 float float8E5M2ToFloat(uint8_t value) { return halfToFloat(static_cast<uint16_t>(value) << 8); }
 
@@ -198,6 +163,41 @@ private:
 
 }  // namespace
 
+// Exact for every input (normal, subnormal, inf, NaN).
+float halfToFloat(uint16_t half) {
+  uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
+  uint32_t exponent = (half >> 10) & 0x1fu;
+  uint32_t mantissa = half & 0x3ffu;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN (payload kept)
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;  // signed zero
+  } else {
+    // A subnormal half is a normal float: shift the leading one into place.
+    int shift = 0;
+    while ((mantissa & 0x400u) == 0) {
+      mantissa <<= 1;
+      ++shift;
+    }
+    mantissa &= 0x3ffu;
+    bits = sign | (static_cast<uint32_t>(127 - 15 + 1 - shift) << 23) | (mantissa << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// bfloat16 is the upper half of a binary32.
+float bfloat16ToFloat(uint16_t bfloat) {
+  uint32_t bits = static_cast<uint32_t>(bfloat) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
 llvm::StringRef dtypeName(DType dtype) { return infoOf(dtype).fileName; }
 
 std::string dtypeModelName(DType dtype) { return infoOf(dtype).modelName.str(); }
@@ -242,13 +242,12 @@ llvm::Expected<SafetensorsFile> SafetensorsFile::fromBuffer(std::unique_ptr<llvm
                                                             llvm::StringRef path) {
   HeaderValidator validator(path);
   llvm::ArrayRef<uint8_t> file(reinterpret_cast<const uint8_t *>(buffer->getBufferStart()), buffer->getBufferSize());
-  // Another kind of file (a model, an artifact, GGUF weights) is named for
-  // what it is, before its bytes are read as a header length.
+  // Another kind of file (a model, an artifact, GGUF weights: openWeightsFile
+  // reads those) is named for what it is, before its bytes are read as a
+  // header length.
   FileKind kind = sniffFileKind(std::span<const uint8_t>(file.data(), std::min<size_t>(file.size(), 4096)));
   if (kind != FileKind::Safetensors && kind != FileKind::Unknown && !file.empty())
-    return validator.error(llvm::Twine("the file is ") + describeFileKind(kind) +
-                           ", not a safetensors weights file" +
-                           (kind == FileKind::Gguf ? " (only safetensors weights are read)" : ""));
+    return validator.error(llvm::Twine("the file is ") + describeFileKind(kind) + ", not a safetensors weights file");
   if (file.size() < 8)
     return validator.error("the file is " + llvm::Twine(file.size()) +
                            " bytes, too short for the 8-byte header length");
@@ -338,16 +337,24 @@ llvm::ArrayRef<uint8_t> SafetensorsFile::bytes(const TensorEntry &entry) const {
   return bytes_[&entry - entries_.data()];
 }
 
-void SafetensorsFile::release(const TensorEntry &entry) const {
-  if (!buffer_ || buffer_->getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
-  assert(entry.end <= data_.size() && "entry from another file");
-  // The whole pages inside the entry: a read-only private file mapping, so
+void releaseMappedPages(const llvm::MemoryBuffer &buffer, llvm::ArrayRef<uint8_t> bytes) {
+  if (buffer.getBufferKind() != llvm::MemoryBuffer::MemoryBuffer_MMap) return;
+  assert(bytes.data() >= reinterpret_cast<const uint8_t *>(buffer.getBufferStart()) &&
+         bytes.data() + bytes.size() <= reinterpret_cast<const uint8_t *>(buffer.getBufferEnd()) &&
+         "bytes from another buffer");
+  // The whole pages inside the bytes: a read-only private file mapping, so
   // the kernel drops them and would read them again on a later access.
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data_.data() + entry.begin);
-  const auto end = reinterpret_cast<uintptr_t>(data_.data() + entry.end);
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const auto end = begin + bytes.size();
   const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
   if (last > first) madvise(reinterpret_cast<void *>(first), last - first, MADV_DONTNEED);
+}
+
+void SafetensorsFile::release(const TensorEntry &entry) const {
+  if (!buffer_) return;
+  assert(entry.end <= data_.size() && "entry from another file");
+  releaseMappedPages(*buffer_, data_.slice(entry.begin, entry.end - entry.begin));
 }
 
 llvm::Expected<std::vector<float>> SafetensorsFile::toF32(const TensorEntry &entry) const {

@@ -14,6 +14,9 @@
 //
 // The compiler stores every floating-point weight as f32; `toF32` converts
 // every floating-point encoding (F64 rounds to nearest; the others are exact).
+//
+// `WeightsFile` is what the compiler asks of a weights file of any format:
+// SafetensorsFile here, GgufFile (gguf.hpp) for llama.cpp's files.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +63,43 @@ struct TensorEntry {
   std::string typeString() const;
 };
 
+// IEEE binary16 and bfloat16 to binary32, exact for every input.
+float halfToFloat(uint16_t half);
+float bfloat16ToFloat(uint16_t bfloat);
+
+// Drops the whole pages of `bytes`, a range inside `buffer`, from memory when
+// `buffer` maps a file (they count as resident once read; their contents
+// stay valid, read again if used); does nothing for a buffer in memory.
+void releaseMappedPages(const llvm::MemoryBuffer &buffer, llvm::ArrayRef<uint8_t> bytes);
+
+// A weights file's tensors as the compiler reads them, validated when the
+// file was opened: each entry under the name a parameter asks for, with the
+// dtype and the row-major shape it is served in.
+class WeightsFile {
+public:
+  virtual ~WeightsFile() = default;
+
+  // The path the file was opened from, which prefixes every error message.
+  virtual llvm::StringRef path() const = 0;
+  // The entry that serves the parameter `name`, or null. Its name may differ
+  // from `name` where the file serves one tensor under two names (a GGUF
+  // file's tied output projection).
+  virtual const TensorEntry *find(llvm::StringRef name) const = 0;
+  // Every tensor of the file, once each.
+  virtual llvm::ArrayRef<TensorEntry> entries() const = 0;
+  // The raw little-endian bytes of `entry` (from this file) in its dtype,
+  // read in place, where the file stores them so; nullopt where they are made
+  // when read (toF32: dequantized, or rows put back in order). Not aligned:
+  // read them with memcpy or llvm::support::endian.
+  virtual std::optional<llvm::ArrayRef<uint8_t>> storedBytes(const TensorEntry &entry) const = 0;
+  // The values of a floating-point entry as f32, in row-major order; an
+  // integer or boolean entry is an error.
+  virtual llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const = 0;
+  // Drops the file's pages that only `entry` covers from memory, so a reader
+  // that copies tensors out one at a time holds about one copy of them.
+  virtual void release(const TensorEntry &entry) const = 0;
+};
+
 // A tensor in the caller's memory (the Python package's arrays): row-major,
 // little-endian bytes that outlive the SafetensorsFile made of them.
 struct TensorInMemory {
@@ -69,7 +109,7 @@ struct TensorInMemory {
   llvm::ArrayRef<uint8_t> bytes;
 };
 
-class SafetensorsFile {
+class SafetensorsFile : public WeightsFile {
 public:
   // Maps the file at `path` and validates its header.
   static llvm::Expected<SafetensorsFile> open(llvm::StringRef path);
@@ -84,28 +124,30 @@ public:
   static llvm::Expected<SafetensorsFile> fromTensors(std::vector<TensorInMemory> tensors, llvm::StringRef path);
 
   // The path given to `open`, which prefixes every error message.
-  llvm::StringRef path() const { return path_; }
+  llvm::StringRef path() const override { return path_; }
 
   // The entry called `name`, or null.
-  const TensorEntry *find(llvm::StringRef name) const;
+  const TensorEntry *find(llvm::StringRef name) const override;
   // Every tensor entry, in the order of the JSON header.
-  llvm::ArrayRef<TensorEntry> entries() const { return entries_; }
+  llvm::ArrayRef<TensorEntry> entries() const override { return entries_; }
   // The "__metadata__" strings (empty when the file has none).
   const std::map<std::string, std::string> &metadata() const { return metadata_; }
 
   // The raw little-endian bytes of `entry`, which must come from this file.
   // They are not aligned: read them with memcpy or llvm::support::endian.
   llvm::ArrayRef<uint8_t> bytes(const TensorEntry &entry) const;
+  // `bytes`: a safetensors file stores every entry as its dtype says.
+  std::optional<llvm::ArrayRef<uint8_t>> storedBytes(const TensorEntry &entry) const override { return bytes(entry); }
   // Drops the file's pages that only `entry` covers from memory (a mapped
   // file: they count as resident once read; their contents stay valid, read
   // again if used), so a reader that copies tensors out one at a time holds
   // about one copy of the weights.
-  void release(const TensorEntry &entry) const;
+  void release(const TensorEntry &entry) const override;
 
   // The values of a floating-point entry (isFloatingPoint: F64, F32, F16,
   // BF16, F8_E5M2, F8_E4M3) as f32, in row-major order. Integer and boolean
   // entries are an error: converting them would change what they mean.
-  llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const;
+  llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const override;
 
 private:
   SafetensorsFile() = default;

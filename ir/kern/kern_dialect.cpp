@@ -212,13 +212,21 @@ LogicalResult GemmOp::verify() {
     return emitOpError() << "result has " << elementsOf(getResult()).str() << " elements but the product has "
                          << ein::product(output).str();
   Type weights = cast<RankedTensorType>(getB().getType()).getElementType();
-  if (!weights.isF32() && !weights.isBF16() && !weights.isSignlessInteger(8))
-    return emitOpError() << "b must be f32, bf16 or i8 weights, got " << weights;
-  if (weights.isSignlessInteger(8) != bool(getBScale()))
-    return emitOpError() << (getBScale() ? "b_scale belongs to i8 weights b" : "i8 weights b need b_scale");
+  const bool quantized = weights.isSignlessInteger(8) || weights.isSignlessInteger(4);
+  if (!weights.isF32() && !weights.isBF16() && !quantized)
+    return emitOpError() << "b must be f32, bf16, i8 or i4 weights, got " << weights;
+  if (quantized != bool(getBScale()))
+    return emitOpError() << (getBScale() ? "b_scale belongs to i8 or i4 weights b" : "i8 and i4 weights b need b_scale");
   if (Value scale = getBScale()) {
-    if (!cast<RankedTensorType>(scale.getType()).getElementType().isF32() || elementsOf(scale) != n)
+    Type scaleType = cast<RankedTensorType>(scale.getType()).getElementType();
+    if (hasInt4Weights()) {
+      std::optional<int64_t> depth = k.constant();
+      if (!scaleType.isF16() || !depth || elementsOf(scale) != Size((*depth + 31) / 32) * n)
+        return emitOpError() << "b_scale of i4 weights must hold an f16 scale per group of 32 along k and column "
+                             << "(ceil(" << k.str() << " / 32) x " << n.str() << ")";
+    } else if (!scaleType.isF32() || elementsOf(scale) != n) {
       return emitOpError() << "b_scale must hold one f32 scale per column (" << n.str() << ")";
+    }
   }
   return success();
 }

@@ -17,7 +17,9 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     [batch..., k, n] and [batch..., m, n]; `c` places the product in the
     result buffer. `b` is f32, or weights in their stored type
     (kern-store-weights): bf16, or i8 with `b_scale`, an f32 [n] tensor of
-    one scale per column (B[k, n] = b[k, n] * b_scale[n]).
+    one scale per column (B[k, n] = b[k, n] * b_scale[n]), or i4 with
+    `b_scale`, an f16 [ceil(k / 32), n] tensor of one scale per group of 32
+    along k and column (B[k, n] = b[k, n] * b_scale[k / 32, n]).
   }];
   let arguments = (ins Kern_Tensor:$a, Kern_Tensor:$b, Optional<Kern_Tensor>:$bias,
                        Optional<Kern_Tensor>:$residual, Optional<Kern_Tensor>:$b_scale,
@@ -34,6 +36,12 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
   let hasStepChecks = 1;
   let hasRuntimeMembers = 1;
+  let extraClassDeclaration = [{
+    // i4 weights b, whose b_scale holds a scale per group of 32 along k.
+    bool hasInt4Weights() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getB().getType()).getElementType().isSignlessInteger(4);
+    }
+  }];
   let stepNumber = 1;
   let stepDoc = [{
     C[b.., m, n] = activation(alpha * sum_k A[b.., m, k] * B[b.., k, n] + bias[b.., m, n])
@@ -50,6 +58,18 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
       C[m, n] = activation(alpha * s[m] * b_scale[n] * sum_k qa[m, k] * b[k, n]
                            + bias[m, n]) + residual[m, n]
     with the sum exact (int32).
+
+    Int4 (only in an Int4 CPU artifact): b is an I4 weight tensor, one matrix
+    shared by the batch, and `b_group_scale` views an F16 weight tensor
+    indexed [ceil(k / 32), n]: a scale per group of 32 along k and column
+    (symmetric: b[k, n] ~ q * b_group_scale[k / 32, n], q in [-8, 7]). Each
+    row of a is quantized at run time per group of 32 along k, as the int8
+    row above but over the group: s[m, g] = max |a[m, 32g..32g+31]| / 127 and
+    qa in [-127, 127]; then
+      C[m, n] = activation(alpha * sum_g s[m, g] * b_group_scale[g, n]
+                             * sum_{k in g} qa[m, k] * b[k, n]
+                           + bias[m, n]) + residual[m, n]
+    with each group's sum exact (int32) and the sum over groups in f32.
   }];
   let step = (fields StepSizes<3>:$batch, StepSize:$m, StepSize:$n, StepSize:$k,
                      StepView<"$batch.concat({$m, $k})", ["F32"]>:$a,
@@ -59,11 +79,17 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                      StepFloat<"1.0">:$alpha,
                      StepEnum<"Activation", "None">:$activation,
                      StepOptionalView<"$batch.concat({$m, $n})", ["F32"]>:$residual,
-                     StepOptionalView<"Dims{$n}", ["F32"]>:$b_scale);
+                     StepOptionalView<"Dims{$n}", ["F32"]>:$b_scale,
+                     StepOptionalView<"Dims{($k + 31) / 32, $n}", ["F16"]>:$b_group_scale);
   let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$m, $n, $k})", "batch x m x n x k">];
-  // The scale per column is a dense [n] weight tensor.
-  let stepWrites = (writes [{$_op.getBScale() ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
-                                              : flatbuffers::Offset<fb::View>()}]:$b_scale);
+  // The scales are dense weight tensors: [n] per column (i8 b) or
+  // [ceil(k / 32), n] per group and column (i4 b).
+  let stepWrites = (writes [{$_op.getBScale() && !$_op.hasInt4Weights()
+                                 ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
+                                 : flatbuffers::Offset<fb::View>()}]:$b_scale,
+                           [{$_op.getBScale() && $_op.hasInt4Weights()
+                                 ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
+                                 : flatbuffers::Offset<fb::View>()}]:$b_group_scale);
 }
 
 def Kern_ElementwiseOp : Kern_Op<"elementwise", [Pure]> {

@@ -1,6 +1,6 @@
 // ein.compile's native half: the compiler library (compiler/driver) on a
-// model's text, with weights from a safetensors file, from arrays handed over
-// in memory, or seeded random values.
+// model's text, with weights from a safetensors or GGUF file, from arrays
+// handed over in memory, or seeded random values.
 #include "compile.hpp"
 
 #include <set>
@@ -16,6 +16,7 @@
 #include "arrays.hpp"
 #include "compiler/driver/compiler.hpp"
 #include "compiler/frontend/parser.hpp"
+#include "compiler/weights/open_weights.hpp"
 #include "compiler/weights/param_sources.hpp"
 #include "errors.hpp"
 
@@ -159,11 +160,18 @@ struct Request {
   std::string dumpIr;
 };
 
-// The parameters' source, as einc opens it; null after a reported error.
+// The parameters' source, as einc opens it (a safetensors or GGUF file, told
+// by its first bytes); null after a reported error.
 std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::Compilation &compilation) {
-  auto opened = request.weightsInMemory
-                    ? weights::SafetensorsFile::fromTensors(std::move(*request.weightsInMemory), "weights")
-                    : weights::SafetensorsFile::open(*request.weightsPath);
+  if (request.weightsInMemory) {
+    auto tensors = weights::SafetensorsFile::fromTensors(std::move(*request.weightsInMemory), "weights");
+    if (!tensors) {
+      compilation.error(llvm::toString(tensors.takeError()));
+      return nullptr;
+    }
+    return std::make_unique<SafetensorsParams>(std::move(*tensors));
+  }
+  auto opened = weights::openWeightsFile(*request.weightsPath);
   if (!opened) {
     compilation.error(llvm::toString(opened.takeError()));
     return nullptr;
@@ -180,7 +188,7 @@ Outcome compileRequest(Request request) {
   std::optional<ArtifactPrecision> precision = driver::parsePrecision(request.precision);
   if (!target || !precision) {
     compilation.error(!target ? "target must be \"cpu\" or \"cuda\", got \"" + request.target + "\""
-                              : "precision must be \"fp32\", \"bf16\", \"fp16\" or \"int8\", got \"" + request.precision + "\"");
+                              : "precision must be \"fp32\", \"bf16\", \"fp16\", \"int8\" or \"int4\", got \"" + request.precision + "\"");
     return outcome;
   }
   driver::PipelineOptions options;
@@ -189,7 +197,7 @@ Outcome compileRequest(Request request) {
   options.dumpIrDir = request.dumpIr;
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
   if (!module) return outcome;
-  std::unique_ptr<SafetensorsParams> safetensors;
+  std::unique_ptr<SafetensorsParams> weightsFile;
   ParamProvider params;
   const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
   if (std::optional<std::string> missing = driver::parametersWithoutSource(*module, !noSource)) {
@@ -201,17 +209,17 @@ Outcome compileRequest(Request request) {
   if (request.randomSeed || noSource) {
     params = randomParams(request.randomSeed.value_or(0), paramInitsFromUses(*module));
   } else {
-    safetensors = openWeights(request, compilation);
-    if (!safetensors || mlir::failed(safetensors->checkNames(*module))) return outcome;
-    params = safetensors->provider();
+    weightsFile = openWeights(request, compilation);
+    if (!weightsFile || mlir::failed(weightsFile->checkParameters(*module))) return outcome;
+    params = weightsFile->provider();
   }
-  if (mlir::failed(bindParameters(*module, params, {}, safetensors ? ParamBinding::Now : ParamBinding::OnDemand)))
+  if (mlir::failed(bindParameters(*module, params, {}, weightsFile ? weightsFile->binding() : ParamBinding::OnDemand)))
     return outcome;
   if (mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) return outcome;
   outcome.artifact = std::move(*artifact);
-  if (safetensors) outcome.unusedWeights = safetensors->unusedTensors();
+  if (weightsFile) outcome.unusedWeights = weightsFile->unusedTensors();
   return outcome;
 }
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import ein
-from conftest import (EXAMPLES, LINEAR_RELU, REPO, DLPackOnly, linear_relu_reference, linear_relu_weights)
+from conftest import (CONFORMANCE_CASES, EXAMPLES, LINEAR_RELU, REPO, DLPackOnly, linear_relu_reference, linear_relu_weights,
+                      read_safetensors)
 
 
 def attention_reference(tokens, w):
@@ -90,6 +91,17 @@ def test_safetensors_path_and_dims(tmp_path):
     assert from_file.outputs[0].shape == (5, 16)
 
 
+def test_gguf_path_gives_what_its_safetensors_give():
+    """llama.cpp's GGUF of the llama_hf_tiny case's weights (llama.cpp's names, q/k rows permuted;
+    tests/compiler/weights/gguf) compiles to the model its safetensors file does."""
+    case = REPO / "tests/conformance/cases/llama_hf_tiny"
+    ids = {"ids": np.load(case / "ids.npy")}
+    from_safetensors = ein.compile(case / "model.ein", weights=case / "weights.safetensors", threads=1)
+    from_gguf = ein.compile(case / "model.ein", weights=REPO / "tests/compiler/weights/gguf/llama_hf_tiny.gguf",
+                            threads=1)
+    np.testing.assert_array_equal(from_gguf.run(ids)["logits"], from_safetensors.run(ids)["logits"])
+
+
 def test_random_weights_are_deterministic():
     x = np.ones((3, 4), np.float32)
     first = ein.compile(LINEAR_RELU, random_weights=5).run({"x": x})["y"]
@@ -113,6 +125,39 @@ def test_int8_precision_quantizes_gemm_weights():
     for name in want:
         error = np.abs(got[name] - want[name]).max()
         assert 0 < error <= 0.05 * np.abs(want[name]).max()  # quantized, and close
+
+
+def q4_0_values(w):
+    """The values llama.cpp's q4_0 gives a [out, in] weight (groups of 32 along in)."""
+    groups = w.reshape(w.shape[0], -1, 32).astype(np.float32)
+    largest = np.take_along_axis(groups, np.abs(groups).argmax(axis=2)[..., None], axis=2)
+    d = largest / np.float32(-8)
+    inverse = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, np.trunc(groups * inverse + np.float32(8.5))) - 8
+    return (q * d.astype(np.float16).astype(np.float32)).reshape(w.shape)
+
+
+def test_int4_holds_q4_0_values_exactly():
+    """Weights that are already q4_0 values go through int4 unchanged, so an
+    int4 artifact differs from the fp32 one only by the 8-bit quantization of
+    each gemm input per group of 32 (and bf16 attention where the CPU has it)."""
+    case = CONFORMANCE_CASES / "llama_hf_tiny"
+    weights = read_safetensors(case / "weights.safetensors")
+    for name, w in weights.items():
+        if w.ndim == 2 and "embed_tokens" not in name:
+            weights[name] = q4_0_values(w)
+    fp32 = ein.compile(case / "model.ein", weights=weights)
+    int4 = ein.compile(case / "model.ein", weights=weights, precision="int4")
+    assert int4.precision == "int4" and "i4[" in int4.describe()
+    ids = np.load(case / "ids.npy").astype(np.int32)
+    want, got = fp32.run({"ids": ids})["logits"], int4.run({"ids": ids})["logits"]
+    error = np.abs(got - want).max()
+    assert 0 < error <= 0.03 * np.abs(want).max()
+    # Against weights that are not q4_0 values the error is the weights' own.
+    plain = read_safetensors(case / "weights.safetensors")
+    lossy = ein.compile(case / "model.ein", weights=plain, precision="int4").run({"ids": ids})["logits"]
+    exact = ein.compile(case / "model.ein", weights=plain).run({"ids": ids})["logits"]
+    assert np.abs(lossy - exact).max() > 3 * error
 
 
 def test_bf16_precision_is_recorded():

@@ -70,8 +70,8 @@ def test_a_fixed_dims_wrong_size_says_how_to_make_it_ranged(linear_relu, tmp_pat
 
 @pytest.mark.parametrize("arguments, message", [
     (dict(precision="bf61"), "precision='bf61': unknown precision; did you mean 'bf16'? "
-                             "(precisions: 'fp32', 'bf16', 'fp16', 'int8')"),
-    (dict(precision="fp8"), "precision='fp8': unknown precision (precisions: 'fp32', 'bf16', 'fp16', 'int8')"),
+                             "(precisions: 'fp32', 'bf16', 'fp16', 'int8', 'int4')"),
+    (dict(precision="fp8"), "precision='fp8': unknown precision (precisions: 'fp32', 'bf16', 'fp16', 'int8', 'int4')"),
     (dict(target="gpu"), "target='gpu': unknown target; did you mean 'cuda'? (targets: 'cpu', 'cuda')"),
     (dict(device="gpu"), "device='gpu': unknown device; did you mean 'cuda'? (devices: 'cpu', 'cuda', 'cuda:N' for "
                          "the N-th GPU)"),

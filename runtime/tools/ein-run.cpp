@@ -73,7 +73,8 @@ std::vector<uint8_t> randomValues(const ein::TensorInfo &info, const std::vector
         break;
       }
       case ein::DType::Bool: bytes[i] = static_cast<uint8_t>(generator() & 1); break;
-      case ein::DType::I8: bytes[i] = static_cast<uint8_t>(generator()); break;  // weights only; never asked for
+      case ein::DType::I8:  // weights only; never asked for
+      case ein::DType::I4: bytes[i] = static_cast<uint8_t>(generator()); break;
       case ein::DType::F16:
       case ein::DType::BF16: {
         const float value = normal(generator);
@@ -123,6 +124,7 @@ std::string valueText(ein::DType dtype, const uint8_t *data, size_t index) {
     }
     case ein::DType::Bool: return data[index] ? "True" : "False";
     case ein::DType::I8: return std::to_string(static_cast<int8_t>(data[index]));
+    case ein::DType::I4: return "?";  // weights only; never an output
     case ein::DType::F16:
     case ein::DType::BF16: {
       uint16_t bits;

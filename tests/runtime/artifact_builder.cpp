@@ -27,12 +27,16 @@ fb::Instruction instruction(fb::Opcode opcode, uint16_t a, uint16_t b, uint16_t 
 
 namespace {
 
-size_t elementBytes(fb::DType dtype) { return ein::dtypeSize(static_cast<ein::DType>(dtype)); }
+// The schema's I4 is the runtime's DType::I4 (not the same number); every
+// other value is the same.
+ein::DType runtimeDType(fb::DType dtype) {
+  return dtype == fb::DType::I4 ? ein::DType::I4 : static_cast<ein::DType>(dtype);
+}
 
 uint64_t byteSize(fb::DType dtype, const std::vector<int64_t> &shape) {
-  uint64_t bytes = elementBytes(dtype);
-  for (int64_t size : shape) bytes *= static_cast<uint64_t>(size);
-  return bytes;
+  uint64_t elements = 1;
+  for (int64_t size : shape) elements *= static_cast<uint64_t>(size);
+  return ein::dtypeBytes(runtimeDType(dtype), elements);
 }
 
 uint64_t alignTo64(uint64_t value) { return (value + 63) / 64 * 64; }
@@ -137,7 +141,8 @@ void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
     auto kernel = fb::CreateGemmDirect(b, &batch, size(fb::Size(spec.m)), size(fb::Size(spec.n)),
                                        size(fb::Size(spec.k)), viewOf(b, spec.a), viewOf(b, spec.b),
                                        viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
-                                       viewOf(b, spec.residual), viewOf(b, spec.bScale));
+                                       viewOf(b, spec.residual), viewOf(b, spec.bScale),
+                                       viewOf(b, spec.bGroupScale));
     return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
   });
 }

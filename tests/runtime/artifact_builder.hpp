@@ -39,6 +39,7 @@ struct GemmSpec {
   fb::Activation activation = fb::Activation::None;
   std::optional<ViewSpec> residual;
   std::optional<ViewSpec> bScale;  // int8 weights b: their scale per column
+  std::optional<ViewSpec> bGroupScale;  // int4 weights b: their scale per group of 32 along k and column
 };
 
 struct AttentionSpec {

@@ -46,11 +46,17 @@ class StepHarness {
   // (what loading does on a CPU whose best table `isa` is), so that a test
   // reaches the paths that only packed weights take on every table.
   void packWeightsFor(const IsaKernels &isa) {
+    dropPackedWeights();
+    detail::cpu::prepackGemmWeights(const_cast<detail::Program &>(model_->program()), nullptr, &isa);
+  }
+
+  // Forgets the weights packed at load, so that the gemm kernels pack
+  // them as they go (what they do when packing found no memory).
+  void dropPackedWeights() {
     auto &program = const_cast<detail::Program &>(model_->program());  // the harness's own model
     program.packed.clear();
     for (detail::Step &step : program.steps)
       if (auto *gemm = std::get_if<detail::Gemm>(&step.kernel)) gemm->packedB = -1;
-    detail::cpu::prepackGemmWeights(program, nullptr, &isa);
   }
 
   // An f32 tensor's values rounded to bf16 (nearest even), two to a float's

@@ -40,26 +40,29 @@ def StoreKernWeights : Pass<"kern-store-weights", "mlir::func::FuncOp"> {
       names the parameters it holds (`kern.folded_from`); a parameter only
       folds read keeps its declaration without values, a constant only they
       read goes.
-    - Storing, on the CPU at `precision=bf16` or `int8`: a parameter or folded
+    - Storing, on the CPU at `precision=bf16`, `int8` or `int4`: a parameter or folded
       weight that only ever is gemms' operand b becomes a constant of bf16
       (rounded to nearest even), or of i8 with an f32 scale per column that
       the gemms read as `b_scale` (symmetric: scale = max_k |w| / 127, q =
       round_half_even(w / scale); only a [k, n] matrix, either orientation,
       shared by the batch and read through one view). A stored parameter
       keeps its declaration without values and is named by its constant
-      (`kern.stored_from`).
+      (`kern.stored_from`). At `precision=int4` the same weights become
+      i4 with an f16 scale per group of 32 along k and column, as
+      llama.cpp's q4_0 (d = the group's value of largest magnitude / -8,
+      q = min(15, trunc(w / d + 8.5)) - 8).
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
-           "the artifact's precision: fp32, bf16, fp16 or int8">,
+           "the artifact's precision: fp32, bf16, fp16, int8 or int4">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "the artifact's target: cpu or cuda">,
   ];
 }
 
 def StoreKernState : Pass<"kern-store-state", "mlir::func::FuncOp"> {
-  let summary = "Keep a key/value cache as bf16 on the CPU at bf16 and int8";
+  let summary = "Keep a key/value cache as bf16 on the CPU at bf16, int8 and int4";
   let description = [{
-    At `precision=bf16` or `int8` with `target=cpu`, an f32 session state
+    At `precision=bf16`, `int8` or `int4` with `target=cpu`, an f32 session state
     (`ein.state`) that only appends write and only attention reads, as its
     keys or values, becomes bf16, and so do the appends' results (the same
     tensor): each append rounds its rows to nearest even, and attention reads
@@ -68,7 +71,7 @@ def StoreKernState : Pass<"kern-store-state", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
-           "the artifact's precision: fp32, bf16, fp16 or int8">,
+           "the artifact's precision: fp32, bf16, fp16, int8 or int4">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "the artifact's target: cpu or cuda">,
   ];
 }

@@ -36,7 +36,7 @@ struct StoreKernStatePass : ein::impl::StoreKernStateBase<StoreKernStatePass> {
   using StoreKernStateBase::StoreKernStateBase;
 
   void runOnOperation() override {
-    if (target != "cpu" || (precision != "bf16" && precision != "int8")) return;
+    if (target != "cpu" || (precision != "bf16" && precision != "int8" && precision != "int4")) return;
     Type bf16 = BFloat16Type::get(&getContext());
     getOperation().walk([&](ein::ir::StateOp state) {
       auto type = cast<RankedTensorType>(state.getType());

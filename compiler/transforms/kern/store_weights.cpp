@@ -4,7 +4,8 @@
 // parallel linears' concatenated weights) once, in f32 as the runtime's
 // kernels would (the element-wise program through the op table's scalar
 // definitions, inputs read through their views). Storing rounds gemm weights
-// to bf16 or quantizes them to int8 with a scale per column. Each weight is
+// to bf16 or quantizes them to int8 with a scale per column or to int4 with
+// a scale per group of 32 along k and column (llama.cpp's q4_0). Each weight is
 // folded and stored before the next is read, so at most one f32 weight the
 // pass computed is held at a time.
 #include <cmath>
@@ -263,23 +264,26 @@ ein::ir::ConstantOp storedConstant(OpBuilder &builder, Operation *after, RankedT
 class Storer {
  public:
   Storer(StringRef precision, StringRef target)
-      : bf16(target == "cpu" && precision == "bf16"), int8(target == "cpu" && precision == "int8") {}
+      : bf16(target == "cpu" && precision == "bf16"),
+        int8(target == "cpu" && precision == "int8"),
+        int4(target == "cpu" && precision == "int4") {}
 
   // Stores the weight `producer` defines (a bound parameter, or a constant
   // folding made) in its artifact type, if it has one other than f32.
   LogicalResult store(OpBuilder &builder, Operation *producer) {
-    if (!bf16 && !int8) return success();
+    if (!bf16 && !int8 && !int4) return success();
     Value weight = producer->getResult(0);
     auto type = cast<RankedTensorType>(weight.getType());
     if (!type.getElementType().isF32() || !type.hasStaticShape() || !onlyGemmWeights(weight)) return success();
     if (!valueOf(weight)) return success();  // no values bound: the writer says so
-    std::optional<Int8Layout> layout = int8 ? int8Layout(weight) : std::nullopt;
-    if (int8 && !layout) return success();
+    std::optional<Int8Layout> layout = int8 || int4 ? int8Layout(weight) : std::nullopt;
+    if ((int8 || int4) && !layout) return success();
     std::optional<F32Values> f32 = f32ValuesOf(weight);
     if (!f32) return producer->emitError() << "the values of this weight cannot be read";
     ein::ir::ConstantOp stored;
-    if (int8) {
-      FailureOr<ein::ir::ConstantOp> quantized = quantize(builder, producer, *f32, *layout);
+    if (int8 || int4) {
+      FailureOr<ein::ir::ConstantOp> quantized =
+          int4 ? quantizeInt4(builder, producer, *f32, *layout) : quantize(builder, producer, *f32, *layout);
       if (failed(quantized)) return failure();
       stored = *quantized;
     } else {
@@ -351,7 +355,57 @@ class Storer {
     return weights;
   }
 
-  bool bf16, int8;
+  // The weights as i4 at their own places (two to a byte: element e in the
+  // low nibble of byte e / 2 when e is even, else the high one) and their
+  // scales, an f16 [ceil(k / 32), n] constant after them, as llama.cpp's
+  // q4_0 quantizes a block of 32: d = the value of largest magnitude / -8, q
+  // = min(15, trunc(x / d + 8.5)) - 8 with the f32 d, d stored as f16. So a
+  // q4_0 block's values are held exactly.
+  FailureOr<ein::ir::ConstantOp> quantizeInt4(OpBuilder &builder, Operation *producer, const F32Values &f32,
+                                              const Int8Layout &layout) {
+    const auto count = static_cast<size_t>(layout.k * layout.n);
+    const int64_t groups = (layout.k + 31) / 32;
+    AsmResourceBlob quantized = HeapAsmResourceBlob::allocate((count + 1) / 2, 1, /*dataIsMutable=*/true);
+    AsmResourceBlob scales = HeapAsmResourceBlob::allocate(static_cast<size_t>(groups * layout.n) * sizeof(uint16_t),
+                                                           alignof(uint16_t), /*dataIsMutable=*/true);
+    MutableArrayRef<char> q = quantized.getMutableData(), scale = scales.getMutableData();
+    std::fill(q.begin(), q.end(), 0);
+    auto index = [&](int64_t p, int64_t j) { return static_cast<size_t>(p * layout.sK + j * layout.sN); };
+    for (int64_t j = 0; j < layout.n; ++j)
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t begin = g * 32, end = std::min(begin + 32, layout.k);
+        float largest = 0.0f, magnitude = 0.0f;
+        for (int64_t p = begin; p < end; ++p) {
+          const float weight = f32[index(p, j)];
+          if (!std::isfinite(weight)) {
+            auto param = dyn_cast<ein::ir::ParamOp>(producer);
+            return producer->emitError()
+                   << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                   << " holds a value that is not finite: it cannot be quantized to int4";
+          }
+          if (std::fabs(weight) > magnitude) magnitude = std::fabs(weight), largest = weight;
+        }
+        const float d = largest / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t bits = ein::ir::toHalfBits(d, APFloat::IEEEhalf());
+        std::memcpy(scale.data() + static_cast<size_t>(g * layout.n + j) * sizeof(uint16_t), &bits, sizeof bits);
+        for (int64_t p = begin; p < end; ++p) {
+          const int value = std::min(15, static_cast<int>(f32[index(p, j)] * inverse + 8.5f)) - 8;
+          const size_t element = index(p, j);
+          q[element / 2] = static_cast<char>(static_cast<uint8_t>(q[element / 2]) |
+                                             (static_cast<uint8_t>(value) & 15) << (element % 2 * 4));
+        }
+      }
+    auto type = cast<RankedTensorType>(producer->getResult(0).getType());
+    ein::ir::ConstantOp weights = storedConstant(
+        builder, producer, RankedTensorType::get(type.getShape(), builder.getIntegerType(4)), "stored", std::move(quantized));
+    ein::ir::ConstantOp perGroup = storedConstant(
+        builder, weights, RankedTensorType::get({groups, layout.n}, builder.getF16Type()), "scales", std::move(scales));
+    for (Operation *user : producer->getResult(0).getUsers())
+      cast<ein::kern::GemmOp>(user).getBScaleMutable().assign(perGroup.getResult());
+    return weights;
+  }
+
+  bool bf16, int8, int4;
 };
 
 // ---- the pass ------------------------------------------------------------

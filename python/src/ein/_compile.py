@@ -16,7 +16,7 @@ Weights = Union[str, os.PathLike, Mapping[str, Any], None]
 _TEXT_FILENAME = "<source>"
 
 _TARGETS = ("cpu", "cuda")
-_PRECISIONS = ("fp32", "bf16", "fp16", "int8")
+_PRECISIONS = ("fp32", "bf16", "fp16", "int8", "int4")
 
 
 def _read_source(source: Source, filename: Optional[str]) -> Tuple[str, str]:
@@ -95,7 +95,9 @@ def compile(
     source: the model's text (a string with a newline) or the path of a
         ``.ein`` file (``str`` or path-like).
     weights: the parameters under their state_dict names: a ``.safetensors``
-        path, or a mapping of name to array (NumPy, anything with
+        path, a ``.gguf`` path (llama.cpp's file of a Llama, read under
+        Hugging Face's names and dequantized, as ``einc --weights`` reads
+        it), or a mapping of name to array (NumPy, anything with
         ``__dlpack__`` such as a torch ``state_dict()``, or the buffer
         protocol), handed to the compiler in memory. Floating-point arrays
         of any precision become the model's f32; integer and bool parameters
@@ -104,8 +106,10 @@ def compile(
     dims: dim values that replace the model's: an integer pins one (``einc --dim
         NAME=SIZE``), a ``(min, max)`` pair makes it ranged (``--dim NAME=MIN..MAX``).
     precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
-        accumulation), "fp16" (CUDA only) or "int8" (CPU only: GEMM weights
-        int8 per output channel, GEMM inputs quantized per row at run time).
+        accumulation), "fp16" (CUDA only), "int8" (CPU only: GEMM weights
+        int8 per output channel, GEMM inputs quantized per row at run time)
+        or "int4" (CPU only: GEMM weights int4 with a scale per group of 32
+        along k, as llama.cpp's q4_0, GEMM inputs quantized per group).
     device: where the model runs: "cpu", "cuda" (the default GPU:
         $EIN_CUDA_DEVICE, else 0) or "cuda:N"; it is compiled for that
         device's kind. Default: the target's, else "cpu".

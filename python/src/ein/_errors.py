@@ -87,7 +87,7 @@ def check_choice(argument: str, value, choices: Sequence[str], what: str,
                  spellings: Optional[Mapping[str, str]] = None) -> str:
     """``value`` when it is one of ``choices``; otherwise a ValueError in the
     caller's words: "precision='bf61': unknown precision; did you mean 'bf16'?
-    (precisions: 'fp32', 'bf16', 'fp16', 'int8')"."""
+    (precisions: 'fp32', 'bf16', 'fp16', 'int8', 'int4')"."""
     if isinstance(value, str) and value in choices:
         return value
     if not isinstance(value, str):

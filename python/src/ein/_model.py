@@ -181,7 +181,7 @@ class Model:
 
     name = _forwarded("name", "The artifact's path, or the model's file name for a compiled model.")
     target = _forwarded("target", 'The device the artifact was compiled for: "cpu" or "cuda".')
-    precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16", "fp16" or "int8".')
+    precision = _forwarded("precision", 'The artifact\'s precision: "fp32", "bf16", "fp16", "int8" or "int4".')
     threads = _forwarded("threads", "Kernel threads per run() call (by default every CPU this process may use).")
     device = _forwarded("device", 'The device the model runs on: "cpu", "cuda" or "cuda:N".')
 

@@ -88,9 +88,11 @@ struct StepInfo {
 // f32 in memory; with Bf16 or Fp16 the CUDA attention and gemm kernels feed the
 // tensor cores in that type and accumulate in f32. Matches ein.schema.Precision.
 // Int8 (CPU): gemm weights as int8 with a scale per output column, the
-// gemms' inputs quantized per row at run time, int32 sums.
-enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16, Int8 };
-const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16", "int8"
+// gemms' inputs quantized per row at run time, int32 sums. Int4 (CPU): gemm
+// weights as int4 with a scale per group of 32 along k and column, the
+// inputs quantized per group of 32.
+enum class Precision : uint8_t { Fp32 = 0, Bf16, Fp16, Int8, Int4 };
+const char *precisionName(Precision precision);  // "fp32", "bf16", "fp16", "int8", "int4"
 
 namespace detail {
 struct Program;

@@ -10,14 +10,17 @@
 namespace ein {
 
 // Matches ein.schema.DType value for value.
-// I8 holds only an int8 artifact's gemm weights: never an input or an output.
-enum class DType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool, I8 };
+// I8 and I4 hold only an int8 or int4 artifact's gemm weights: never an
+// input or an output. I4 (ein.schema.DType.I4, two to a byte) takes the
+// value after ElementType's host types, which share DType's numbering.
+enum class DType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool, I8, I4 = 13 };
 
 // Matches ein.schema.Target value for value.
 enum class Device : uint8_t { Cpu = 0, Cuda };
 
-size_t dtypeSize(DType dtype);         // bytes per element
-const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "bool", "i8"
+size_t dtypeSize(DType dtype);         // bytes per element (I4: 1, the byte two elements share)
+uint64_t dtypeBytes(DType dtype, uint64_t elements);  // bytes `elements` take (I4: half, rounded up)
+const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "bool", "i8", "i4"
 
 // The element type of data a caller hands in as an input: a DType (the
 // shared values are DType's), or a host type that the runtime converts to
@@ -30,7 +33,7 @@ const char *dtypeName(DType dtype);    // "f32", "f16", "bf16", "i32", "i64", "b
 //     a finite value beyond the input type's range is an error;
 //   - nothing else: integers are not floats and floats are not ids (a
 //     silent conversion there hides passing the wrong array).
-enum class ElementType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool, I8, F64, I16, U8, U16, U32, U64 };
+enum class ElementType : uint8_t { F32 = 0, F16, BF16, I32, I64, Bool, I8, F64, I16, U8, U16, U32, U64, I4 };
 
 constexpr ElementType elementType(DType dtype) { return static_cast<ElementType>(dtype); }
 size_t elementSize(ElementType type);         // bytes per element

@@ -125,6 +125,7 @@ const char *precisionName(Precision precision) {
     case Precision::Bf16: return "bf16";
     case Precision::Fp16: return "fp16";
     case Precision::Int8: return "int8";
+    case Precision::Int4: return "int4";
   }
   return "unknown";
 }

@@ -16,8 +16,13 @@ size_t dtypeSize(DType dtype) {
     case DType::I64: return 8;
     case DType::Bool: return 1;
     case DType::I8: return 1;
+    case DType::I4: return 1;
   }
   return 0;
+}
+
+uint64_t dtypeBytes(DType dtype, uint64_t elements) {
+  return dtype == DType::I4 ? elements / 2 + elements % 2 : elements * dtypeSize(dtype);
 }
 
 const char *dtypeName(DType dtype) {
@@ -29,6 +34,7 @@ const char *dtypeName(DType dtype) {
     case DType::I64: return "i64";
     case DType::Bool: return "bool";
     case DType::I8: return "i8";
+    case DType::I4: return "i4";
   }
   return "unknown";
 }

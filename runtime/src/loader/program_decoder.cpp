@@ -39,6 +39,7 @@ StatusOr<DType> decodeDType(fb::DType dtype) {
     case fb::DType::I64: return DType::I64;
     case fb::DType::Bool: return DType::Bool;
     case fb::DType::I8: return DType::I8;
+    case fb::DType::I4: return DType::I4;
   }
   return invalid(fmt::format("unknown dtype {}", static_cast<int>(dtype)));
 }
@@ -79,7 +80,7 @@ StatusOr<int64_t> checkedShape(const std::vector<int64_t> &shape, DType dtype) {
   if (!elements)
     return invalid(fmt::format("its shape [{}] has more than 2^40 elements (the product of its nonzero sizes)",
                                fmt::join(shape, ", ")));
-  const uint64_t bytes = static_cast<uint64_t>(*elements) * dtypeSize(dtype);
+  const uint64_t bytes = dtypeBytes(dtype, static_cast<uint64_t>(*elements));
   if (bytes > kMaxTensorBytes) return invalid(fmt::format("its {} bytes exceed the runtime's limit of 2^43", bytes));
   return *elements;
 }
@@ -93,6 +94,8 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, Bind
   // where they are read); nothing computes or returns int8 values.
   if (tensor.dtype == DType::I8 && (tensor.storage != Storage::Weights || program.precision != Precision::Int8))
     return invalid("an i8 tensor must be a weight of an int8 artifact");
+  if (tensor.dtype == DType::I4 && (tensor.storage != Storage::Weights || program.precision != Precision::Int4))
+    return invalid("an i4 tensor must be a weight of an int4 artifact");
   // Session state (a key/value cache) is f32, or bf16 on the CPU: what
   // append and attention read and write there.
   if (tensor.storage == Storage::State && tensor.dtype != DType::F32 &&
@@ -107,7 +110,7 @@ StatusOr<Tensor> decodeTensor(const fb::Tensor &in, const Program &program, Bind
   }
   EIN_ASSIGN_OR_RETURN(tensor.numElements, checkedShape(shape, tensor.dtype));
   for (int64_t size : shape) tensor.shape.push_back(size);
-  tensor.byteSize = static_cast<uint64_t>(tensor.numElements) * dtypeSize(tensor.dtype);
+  tensor.byteSize = dtypeBytes(tensor.dtype, static_cast<uint64_t>(tensor.numElements));
   tensor.index = in.index();
   tensor.offset = in.offset();
   tensor.perToken = in.per_token();
@@ -328,10 +331,12 @@ StatusOr<std::unique_ptr<Program>> decodeFixedParts(const Framing &framing, Arti
     case fb::Precision::Bf16: program->precision = Precision::Bf16; break;
     case fb::Precision::Fp16: program->precision = Precision::Fp16; break;
     case fb::Precision::Int8: program->precision = Precision::Int8; break;
+    case fb::Precision::Int4: program->precision = Precision::Int4; break;
     default: return invalid(fmt::format("unknown precision {}", static_cast<int>(model.precision())));
   }
-  if (program->precision == Precision::Int8 && program->target != Device::Cpu)
-    return invalid("precision int8 is for the cpu target only");
+  if ((program->precision == Precision::Int8 || program->precision == Precision::Int4) &&
+      program->target != Device::Cpu)
+    return invalid(fmt::format("precision {} is for the cpu target only", precisionName(program->precision)));
   program->producer = model.producer() ? model.producer()->str() : "";
   program->source = model.source() ? model.source()->str() : "";
   if (model.fixed_dims())

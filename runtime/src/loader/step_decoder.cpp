@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "loader/flatbuffer_vectors.hpp"
 #include "loader/size_expressions.hpp"
@@ -83,6 +84,11 @@ class StepChecker {
     if (out.tensor >= program_.tensors.size())
       return invalid(fmt::format("view {} names tensor {}, but there are {} tensors", name, out.tensor,
                                  program_.tensors.size()));
+    // Two i4 elements share a byte, which only the int4 gemm's packing reads
+    // (decodeGemm): no other view may address one.
+    if (program_.tensors[out.tensor].dtype == DType::I4 && std::string_view(name) != "b")
+      return invalid(fmt::format("view {} reads tensor {}, an i4 tensor: only a gemm's weights b may be i4", name,
+                                 out.tensor));
     std::vector<int64_t> strides = readSizes(in->strides());
     if (strides.size() != sizes.size())
       return invalid(fmt::format("view {} has {} strides for a {}-axis iteration space {}", name, strides.size(),
@@ -186,21 +192,28 @@ Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, Step
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::BF16}));
   else if (check.program().precision == Precision::Int8 && cpuWeights)
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::I8}));
+  else if (check.program().precision == Precision::Int4 && cpuWeights)
+    EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::I4}));
   else
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
-  // An int8 gemm: b is one int8 matrix for the whole batch, with a scale per
-  // column (n) in an f32 weight tensor; b_scale belongs to int8 b only.
-  if (check.tensorOf(gemm.b).dtype == DType::I8) {
+  // An int8 or int4 gemm: b is one matrix for the whole batch, with its
+  // scales in a weight tensor: per column (int8, b_scale) or per group of 32
+  // along k and column (int4, b_group_scale), each for its dtype only.
+  const DType weights = check.tensorOf(gemm.b).dtype;
+  if (weights == DType::I8 || weights == DType::I4) {
+    const char *kind = weights == DType::I8 ? "int8" : "int4";
     for (size_t axis = 0; axis < gemm.batch.size(); ++axis)
       if (gemm.b.strides[axis] != 0 && gemm.batch[axis] != 1)
-        return invalid("int8 weights b must be one matrix shared by the batch (batch strides 0)");
-    if (!gemm.bScale) return invalid("int8 weights b need a b_scale view");
+        return invalid(fmt::format("{} weights b must be one matrix shared by the batch (batch strides 0)", kind));
+    const std::optional<View> &scale = weights == DType::I8 ? gemm.bScale : gemm.bGroupScale;
+    if (!scale) return invalid(fmt::format("{} weights b need a {} view", kind, weights == DType::I8 ? "b_scale" : "b_group_scale"));
     // The int32 sums of 8-bit products stay exact up to this k.
-    if (gemm.k > 65536) return invalid(fmt::format("an int8 gemm's k is at most 65536, not {}", gemm.k));
-    if (check.tensorOf(*gemm.bScale).storage != Storage::Weights) return invalid("b_scale must view a weight tensor");
-  } else if (gemm.bScale) {
-    return invalid("b_scale is only for int8 weights b");
+    if (gemm.k > 65536) return invalid(fmt::format("an {} gemm's k is at most 65536, not {}", kind, gemm.k));
+    if (check.tensorOf(*scale).storage != Storage::Weights)
+      return invalid(fmt::format("{} must view a weight tensor", weights == DType::I8 ? "b_scale" : "b_group_scale"));
   }
+  if (gemm.bScale && weights != DType::I8) return invalid("b_scale is only for int8 weights b");
+  if (gemm.bGroupScale && weights != DType::I4) return invalid("b_group_scale is only for int4 weights b");
   if (gemm.batch.product() * gemm.m * gemm.n > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
@@ -209,6 +222,7 @@ Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, Step
   info.attributes["bias"] = gemm.bias ? "yes" : "no";
   info.attributes["residual"] = gemm.residual ? "yes" : "no";
   if (gemm.bScale) info.attributes["weights"] = "int8";
+  if (gemm.bGroupScale) info.attributes["weights"] = "int4";
   if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
   return Status();
 }
@@ -236,7 +250,8 @@ Status decodeAttention(const fb::Attention &in, const StepChecker &check, Attent
   EIN_RETURN_IF_ERROR(check.dtypeIn(op.v, "v", {check.tensorOf(op.k).dtype}));
   op.bf16KeyValues = check.tensorOf(op.k).dtype == DType::BF16;
   if (op.bf16KeyValues) info.attributes["key_values"] = "bf16";
-  op.bf16 = (check.program().precision == Precision::Bf16 || check.program().precision == Precision::Int8) &&
+  const Precision precision = check.program().precision;
+  op.bf16 = (precision == Precision::Bf16 || precision == Precision::Int8 || precision == Precision::Int4) &&
             check.program().target == Device::Cpu;
   EIN_RETURN_IF_ERROR(checkMask(in.mask_kind(), op.maskKind, op.mask, op.maskFill, check, info));
   if (op.causal) {

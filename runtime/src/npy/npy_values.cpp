@@ -44,6 +44,7 @@ std::vector<double> toDouble(const Array &array) {
       case ElementType::U32: values[i] = load<uint32_t>(data + 4 * i); break;
       case ElementType::U64: values[i] = static_cast<double>(load<uint64_t>(data + 8 * i)); break;
       case ElementType::Bool: values[i] = data[i] ? 1.0 : 0.0; break;
+      case ElementType::I4: values[i] = 0.0; break;  // weights only: never an array (npy_types.cpp)
     }
   }
   return values;

@@ -110,6 +110,9 @@ struct PackedMatrix {
   // bytes (IsaKernels::s8GemmTile's layout), then every panel column's sum
   // of its weights (int32, nr per panel).
   bool s8Quads = false;
+  // int4 weights (s4Groups): panels of nr = 8 columns, each ceil(k / 32)
+  // groups of 128 bytes of weights and 8 f16 scales (isa/s4_gemm.hpp).
+  bool s4Groups = false;
   const float *panel(int64_t column) const {
     return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;
   }
@@ -119,6 +122,10 @@ struct PackedMatrix {
   int64_t s8PanelBytes() const { return (k + 3) / 4 * 4 * nr; }
   const int8_t *s8Panel(int64_t column) const {
     return reinterpret_cast<const int8_t *>(data.data()) + column / nr * s8PanelBytes();
+  }
+  int64_t s4PanelBytes() const { return (k + 31) / 32 * (128 + 2 * nr); }
+  const uint8_t *s4Panel(int64_t column) const {
+    return reinterpret_cast<const uint8_t *>(data.data()) + column / nr * s4PanelBytes();
   }
   const int32_t *s8ColumnSums(int64_t column) const {
     const int64_t panels = (n + nr - 1) / nr;

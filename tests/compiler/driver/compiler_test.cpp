@@ -72,7 +72,7 @@ TEST(Compilation, Fp16OnTheCpuIsAnErrorWithoutAPlace) {
   ASSERT_EQ(diagnostics.size(), 1u);
   EXPECT_EQ(diagnostics[0].file, "");
   EXPECT_EQ(diagnostics[0].rendered, "");
-  EXPECT_EQ(diagnostics[0].message, "precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16 or int8");
+  EXPECT_EQ(diagnostics[0].message, "precision fp16 needs target cuda: the cpu kernels compute in fp32, bf16, int8 or int4");
 }
 
 TEST(Compilation, Int8OnCudaIsAnErrorWithoutAPlace) {
@@ -198,7 +198,7 @@ ein::weights::SafetensorsFile safetensors(const std::vector<std::pair<std::strin
   return std::move(*opened);
 }
 
-// The provider alone (as the Python package uses it, without checkNames):
+// The provider alone (as the Python package uses it, without checkParameters):
 // a missing parameter's message gives the file's name under a prefix, or a
 // near miss.
 TEST(SafetensorsParams, AMissingParameterGetsTheFilesNameForIt) {

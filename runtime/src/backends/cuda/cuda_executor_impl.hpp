@@ -45,6 +45,7 @@ inline size_t elementBytes(DType dtype) {
     case DType::BF16: return 2;
     case DType::I64: return 8;
     case DType::I8:
+    case DType::I4:  // never on this target (the loader)
     case DType::Bool: return 1;
   }
   return 0;

@@ -56,6 +56,9 @@ inline void loadAsF32(const std::byte *base, DType dtype, int64_t offset, int64_
       return load([](uint8_t x) { return x != 0 ? 1.0f : 0.0f; }, reinterpret_cast<const uint8_t *>(base));
     case DType::I8:  // int8 gemm weights only (the loader); read as their values
       return load([](int8_t x) { return static_cast<float>(x); }, reinterpret_cast<const int8_t *>(base));
+    case DType::I4:  // never: the loader lets only the int4 gemm's packing read an i4 tensor
+      std::fill(out, out + count, std::numeric_limits<float>::quiet_NaN());
+      return;
   }
 }
 
@@ -79,6 +82,7 @@ inline void storeFromF32(std::byte *base, DType dtype, int64_t offset, int64_t s
     case DType::Bool:
       return store([](float x) { return static_cast<uint8_t>(x != 0.0f); }, reinterpret_cast<uint8_t *>(base));
     case DType::I8: return store(floatToInt<int8_t>, reinterpret_cast<int8_t *>(base));  // never written (the loader)
+    case DType::I4: return;  // never written (the loader)
   }
 }
 

@@ -49,6 +49,32 @@ inline float quantizeRowS8(const float *x, int64_t stride, int64_t k, int64_t kP
   return row.scale;
 }
 
+// The int4 gemm's quantization of a row of its input a (the schema's Gemm,
+// int4): quantizeRowS8 (offset 0) over each group of 32 along k on its own:
+// q[0..groups * 32) (zeros past k), scale[g] and sum[g], the sum of the
+// group's q (the kernel takes 8 * sum[g] off: it sums q * (b + 8)).
+inline void quantizeGroupsS8(const float *x, int64_t stride, int64_t k, int64_t groups, int8_t *q, float *scale,
+                             int32_t *sum) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * 32, end = begin + 32 < k ? begin + 32 : k;
+    float absMax = 0.0f;
+    bool finite = true;
+    for (int64_t p = begin; p < end; ++p) {
+      const float magnitude = std::fabs(x[p * stride]);
+      finite &= magnitude <= std::numeric_limits<float>::max();
+      absMax = magnitude > absMax ? magnitude : absMax;
+    }
+    const RowQuantization group = rowQuantization(absMax, finite);
+    int32_t total = 0;
+    for (int64_t p = begin; p < begin + 32; ++p) {
+      q[p] = p < end && group.inverse != 0.0f ? quantizeS8(x[p * stride], group.inverse) : 0;
+      total += q[p];
+    }
+    scale[g] = group.scale;
+    sum[g] = total;
+  }
+}
+
 // out[j] = rowScale * columnScale[j] * (acc[j] - offset * columnSums[j]) (IsaKernels::s8DequantizeRow).
 inline void dequantizeRowS8(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
                             const float *columnScale, int64_t n, float *out) {

@@ -64,7 +64,8 @@ std::vector<const IsaKernels *> supportedKernels() {
     if (vnni) tables.push_back(&avx512VnniKernels());
     tables.push_back(&avx512Kernels());
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  // F16C (the int4 gemm's f16 scales) came with or before AVX2 on every x86 CPU.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
     // AVX-VNNI (VEX vpdpbusd) for the int8 gemm where there is no AVX-512
     // (or it is forced away); f32 work as on avx2.
     if (__builtin_cpu_supports("avxvnni")) tables.push_back(&avx2VnniKernels());

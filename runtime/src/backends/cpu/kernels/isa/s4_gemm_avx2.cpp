@@ -1,0 +1,73 @@
+// The int4 gemm's register tile for AVX2 (with F16C), used by every x86
+// table but the portable one. Built with -mavx2 -mfma -mf16c.
+//
+// Per group of 32 along k and row, vpmaddubsw multiplies the weights as u8
+// (q + 8 in [0, 15]) by the activations as s8 ([-127, 127]) and adds pairs:
+// each 16-bit lane of a group's four 32-byte blocks, low and high nibbles,
+// sums 16 products, at most 16 * 15 * 127 = 30480 < 32767, so the group's
+// int16 sums are exact without widening per block. vpmaddwd by ones widens
+// them once per group into int32 (one lane per column), 8 * the group's sum
+// of activations comes off, and the group's two scales are applied in f32.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/isa/s4_gemm.hpp"
+
+namespace ein::detail::cpu {
+namespace {
+
+template <int MR>
+inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, const int32_t *aSum,
+                   int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
+  __m256 acc[MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t *weights = panel + g * kS4GroupBytes;
+    // A group is 2.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
+    __builtin_prefetch(weights + kGemvPrefetchBytes, 0, 3);
+    __builtin_prefetch(weights + kGemvPrefetchBytes + 64, 0, 3);
+    __builtin_prefetch(weights + kGemvPrefetchBytes + 128, 0, 3);
+    __m256i sums[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) sums[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int d = 0; d < 4; ++d) {
+      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(weights + d * 32));
+      const __m256i low = _mm256_and_si256(packed, nibble);
+      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        int32_t first, second;
+        std::memcpy(&first, a + r * lda + g * kS4Group + 8 * d, 4);
+        std::memcpy(&second, a + r * lda + g * kS4Group + 8 * d + 4, 4);
+        const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low, _mm256_set1_epi32(first)),
+                                                  _mm256_maddubs_epi16(high, _mm256_set1_epi32(second)));
+        sums[r] = _mm256_add_epi16(sums[r], products);
+      }
+    }
+    const __m256 scales =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(weights + 128)));
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const __m256i exact = _mm256_sub_epi32(_mm256_madd_epi16(sums[r], ones), _mm256_set1_epi32(8 * aSum[r * lds + g]));
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(aScale[r * lds + g]), scales);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), scale, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
+}
+
+}  // namespace
+
+// (see IsaKernels::s4GemmTile)
+void s4GemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
+                    const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { s4Tile<decltype(mr)::value>(groups, a, lda, aScale, aSum, lds, panel, c, ldc); });
+}
+
+}  // namespace ein::detail::cpu

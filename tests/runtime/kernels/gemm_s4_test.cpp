@@ -1,0 +1,302 @@
+// The int4 gemm of int4 artifacts (einc --precision int4): the per-group
+// quantization of a row, the s4 tile of every ISA table this CPU runs
+// against the portable one (bit for bit) and its definition, the whole gemm
+// against the int4 reference (gemv and tile rows, 1 and 2 threads, weights
+// packed at load and packed as it goes, n and k off the panel and group
+// sizes), and the loader's checks of int4 weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "artifact_builder.hpp"
+#include "backends/cpu/kernels/isa/s4_gemm.hpp"
+#include "backends/cpu/kernels/kernels.hpp"
+#include "backends/cpu/kernels/quantize_s8.hpp"
+#include "kernels/reference/reference_kernels.hpp"
+#include "step_harness.hpp"
+
+namespace ein::testing {
+namespace {
+
+using detail::cpu::IsaKernels;
+using detail::cpu::kS4GroupBytes;
+
+// Each group of 32 is quantized as quantizeRowS8 quantizes a row of its own:
+// a group with inf or NaN gets scale NaN and zeros, the others are unharmed;
+// the tail past k is zero; the sums are the groups' sums of q.
+TEST(QuantizeGroupsS8, QuantizesEachGroupAsARowOfItsOwn) {
+  for (int64_t k : {1, 31, 32, 33, 64, 100, 385}) {
+    std::vector<float> row = randomFloats(k, 60 + static_cast<uint32_t>(k));
+    if (k > 40) row[35] = NAN;
+    const int64_t groups = (k + 31) / 32;
+    std::vector<int8_t> q(static_cast<size_t>(groups * 32), 99);
+    std::vector<float> scale(static_cast<size_t>(groups));
+    std::vector<int32_t> sum(static_cast<size_t>(groups));
+    detail::cpu::quantizeGroupsS8(row.data(), 1, k, groups, q.data(), scale.data(), sum.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t length = std::min<int64_t>(32, k - g * 32);
+      std::vector<uint8_t> want(32);
+      const float wantScale = detail::cpu::quantizeRowS8(row.data() + g * 32, 1, length, 32, 0, want.data());
+      if (std::isnan(wantScale)) EXPECT_TRUE(std::isnan(scale[g])) << "k " << k << " group " << g;
+      else EXPECT_EQ(scale[g], wantScale) << "k " << k << " group " << g;
+      int32_t total = 0;
+      for (int64_t p = 0; p < 32; ++p) {
+        EXPECT_EQ(q[g * 32 + p], static_cast<int8_t>(want[p])) << "k " << k << " element " << g * 32 + p;
+        total += q[g * 32 + p];
+      }
+      EXPECT_EQ(sum[g], total);
+    }
+    if (k > 40) EXPECT_TRUE(std::isnan(scale[1]) && !std::isnan(scale[0]));
+  }
+}
+
+class S4TileTest : public ::testing::TestWithParam<const IsaKernels *> {};
+
+// The tile gives the portable tile's floats exactly (the same integer sums,
+// the same f32 operations in the same order), and both the definition's
+// value within f32 rounding: any bytes in the panel (every nibble), scales
+// of both signs, 1 to 4 rows, activations at -127 and 127.
+TEST_P(S4TileTest, TileMatchesThePortableTileAndTheDefinition) {
+  const IsaKernels &isa = *GetParam();
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> byte(0, 255), activation(-127, 127);
+  std::uniform_real_distribution<float> scaleValue(-0.02f, 0.02f);
+  for (int64_t groups : {1, 2, 3, 65}) {
+    const int64_t lda = groups * 32 + 8, lds = groups + 3, ldc = 11;
+    std::vector<uint8_t> panel(static_cast<size_t>(groups * kS4GroupBytes));
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int i = 0; i < 128; ++i) panel[g * kS4GroupBytes + i] = static_cast<uint8_t>(byte(random));
+      for (int j = 0; j < 8; ++j) {
+        const uint16_t bits = floatToHalf(scaleValue(random));
+        std::memcpy(&panel[g * kS4GroupBytes + 128 + 2 * j], &bits, 2);
+      }
+    }
+    std::vector<int8_t> a(static_cast<size_t>(4 * lda));
+    for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
+    a[0] = -127, a[1] = 127;
+    std::vector<float> aScale = randomFloats(4 * lds, 21);
+    std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
+    for (int r = 0; r < 4; ++r)
+      for (int64_t g = 0; g < groups; ++g)
+        for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
+    for (int rows = 1; rows <= 4; ++rows) {
+      std::vector<float> got(static_cast<size_t>(4 * ldc), -1.0f), portable = got;
+      isa.s4GemmTile(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
+      detail::cpu::portableKernels().s4GemmTile(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds,
+                                               panel.data(), portable.data(), ldc);
+      EXPECT_EQ(got, portable) << isa.name << " groups " << groups << " rows " << rows;
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < 8; ++j) {
+          double want = 0.0, magnitude = 0.0;
+          for (int64_t g = 0; g < groups; ++g) {
+            const uint8_t *weights = &panel[g * kS4GroupBytes];
+            int64_t exact = 0;
+            for (int d = 0; d < 4; ++d)
+              for (int t = 0; t < 4; ++t) {
+                const uint8_t pair = weights[d * 32 + j * 4 + t];
+                exact += a[r * lda + g * 32 + 8 * d + t] * ((pair & 15) - 8) +
+                         a[r * lda + g * 32 + 8 * d + 4 + t] * ((pair >> 4) - 8);
+              }
+            uint16_t bits;
+            std::memcpy(&bits, weights + 128 + 2 * j, 2);
+            const double term = double(aScale[r * lds + g]) * double(halfToFloat(bits)) * double(exact);
+            want += term;
+            magnitude += std::fabs(term);
+          }
+          EXPECT_NEAR(got[r * ldc + j], want, 1e-6 * magnitude + 1e-30) << isa.name << " row " << r << " column " << j;
+        }
+      EXPECT_EQ(got[rows * ldc - 1], -1.0f) << "nothing written past the panel's 8 columns";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, S4TileTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
+                         [](const auto &info) { return std::string(info.param->name); });
+
+// --- the whole gemm -------------------------------------------------------------
+
+struct Int4GemmShape {
+  int64_t batch, m, n, k;
+  bool transposeA, transposeB;
+  int bias;  // 0 none, 1 per column, 2 full strided matrix
+  bool residual;
+  detail::Activation activation;
+  float alpha;
+};
+
+// Random i4 bytes: every nibble value, two to a byte.
+std::vector<uint8_t> randomI4(int64_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> value(0, 255);
+  std::vector<uint8_t> out(static_cast<size_t>((count + 1) / 2));
+  for (uint8_t &x : out) x = static_cast<uint8_t>(value(random));
+  if (count % 2) out.back() &= 15;  // the last byte's high nibble is no element
+  return out;
+}
+
+// An int4 artifact's gemm: b int4 weights [K, N] (or [N, K]) shared by the
+// batch, f16 scales [ceil(K / 32), N] of both signs.
+std::vector<uint8_t> int4GemmArtifact(const Int4GemmShape &s) {
+  ArtifactBuilder builder;
+  builder.precision = fb::Precision::Int4;
+  const int64_t B = s.batch, M = s.m, N = s.n, K = s.k, G = (K + 31) / 32;
+  uint32_t a = builder.input("a", fb::DType::F32, s.transposeA ? std::vector<int64_t>{B, K, M} : std::vector<int64_t>{B, M, K});
+  uint32_t b = builder.weights(fb::DType::I4, s.transposeB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
+                               randomI4(K * N, 9));
+  std::vector<uint8_t> scaleBytes;
+  for (float x : randomFloats(G * N, 10)) {
+    const uint16_t bits = floatToHalf(x * 0.02f);
+    scaleBytes.push_back(static_cast<uint8_t>(bits & 255));
+    scaleBytes.push_back(static_cast<uint8_t>(bits >> 8));
+  }
+  uint32_t scale = builder.weights(fb::DType::F16, {G, N}, scaleBytes);
+  uint32_t c = builder.output("c", fb::DType::F32, {B, M, N + 3});
+  ViewSpec aView = s.transposeA ? ViewSpec{a, 0, {M * K, 1, M}} : ViewSpec{a, 0, {M * K, K, 1}};
+  ViewSpec bView = s.transposeB ? ViewSpec{b, 0, {0, 1, K}} : ViewSpec{b, 0, {0, N, 1}};
+  GemmSpec spec{{B}, M, N, K, aView, bView, ViewSpec{c, 0, {M * (N + 3), N + 3, 1}}};
+  if (s.bias == 1) spec.bias = ViewSpec{builder.weightsF32({N}, randomFloats(N, 8)), 0, {0, 0, 1}};
+  if (s.bias == 2) spec.bias = ViewSpec{builder.input("bias", fb::DType::F32, {N, M}), 0, {0, 1, M}};
+  if (s.residual) spec.residual = ViewSpec{builder.input("r", fb::DType::F32, {B, M, N}), 0, {M * N, N, 1}};
+  spec.activation = static_cast<fb::Activation>(s.activation);
+  spec.alpha = s.alpha;
+  spec.bGroupScale = ViewSpec{scale, 0, {N, 1}};
+  builder.gemm(spec);
+  return builder.build();
+}
+
+class Int4GemmTest : public ::testing::TestWithParam<Int4GemmShape> {};
+
+// Each group's sum is exact on every path; what differs from the reference
+// (double) is the f32 sum over the groups and the epilogue.
+TEST_P(Int4GemmTest, MatchesTheInt4ReferenceOnEveryIsaThreadCountAndPacking) {
+  StepHarness harness(int4GemmArtifact(GetParam()));
+  const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
+  ASSERT_TRUE(gemm.bGroupScale.has_value());
+  ASSERT_GE(gemm.packedB, 0) << "int4 weights are packed at load";
+  EXPECT_TRUE(harness.program().packed[gemm.packedB].s4Groups);
+  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+  for (bool packed : {true, false}) {
+    if (!packed) harness.dropPackedWeights();
+    for (const IsaKernels *isa : detail::cpu::supportedKernels())
+      for (int threads : {1, 2})
+        expectNear(harness.run(detail::cpu::gemmS4Dynamic, *isa, threads), want, 2e-5,
+                   std::string(isa->name) + " threads " + std::to_string(threads) + (packed ? "" : " packing as it goes"));
+  }
+}
+
+using detail::Activation;
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Int4GemmTest,
+    ::testing::Values(Int4GemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
+                      Int4GemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
+                      Int4GemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
+                      Int4GemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
+                      Int4GemmShape{1, 2, 129, 1601, false, true, 1, true, Activation::GeluTanh, 1.0f},
+                      Int4GemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
+                      Int4GemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
+                      Int4GemmShape{1, 5, 129, 300, false, true, 1, true, Activation::Silu, 1.0f},
+                      Int4GemmShape{1, 197, 384, 384, false, true, 1, false, Activation::None, 1.0f},
+                      Int4GemmShape{2, 33, 65, 257, true, true, 2, true, Activation::Silu, -1.25f},
+                      Int4GemmShape{1, 13, 129, 3073, false, false, 0, false, Activation::Relu, 0.5f},
+                      Int4GemmShape{2, 100, 17, 6, false, false, 1, false, Activation::None, 1.0f}),
+    [](const auto &info) {
+      const Int4GemmShape &s = info.param;
+      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
+             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
+    });
+
+// --- the loader ---------------------------------------------------------------
+
+std::string loadError(const std::vector<uint8_t> &bytes) {
+  auto loaded = Model::loadFromMemory(bytes.data(), bytes.size());
+  if (loaded.ok()) return "loaded";
+  EXPECT_EQ(loaded.status().code(), StatusCode::InvalidArtifact) << loaded.status().toString();
+  return loaded.status().toString();
+}
+
+// A small int4 gemm (k = 40: two groups, the second partial) with one thing changed.
+struct Int4GemmCase {
+  fb::Precision precision = fb::Precision::Int4;
+  fb::DType bType = fb::DType::I4;
+  bool groupScale = true, columnScale = false;
+  fb::DType scaleType = fb::DType::F16;
+  fb::Storage scaleStorage = fb::Storage::Weights;
+  bool batchedB = false;
+  fb::Target target = fb::Target::Cpu;
+  bool copyOfB = false;  // a copy step reading the weights b too
+};
+
+std::vector<uint8_t> int4Gemm(const Int4GemmCase &c) {
+  ArtifactBuilder builder;
+  builder.precision = c.precision;
+  builder.target = c.target;
+  const int64_t M = 2, N = 3, K = 40, G = 2;
+  uint32_t a = builder.input("a", fb::DType::F32, {2, M, K});
+  const int64_t bElements = (c.batchedB ? 2 : 1) * K * N;
+  const uint64_t bBytes = c.bType == fb::DType::I4 ? (bElements + 1) / 2 : bElements * (c.bType == fb::DType::F32 ? 4 : 1);
+  uint32_t b = builder.weights(c.bType, {bElements}, std::vector<uint8_t>(bBytes));
+  const uint64_t scaleBytes = static_cast<uint64_t>(G * N) * (c.scaleType == fb::DType::F32 ? 4 : 2);
+  uint32_t scale = c.scaleStorage == fb::Storage::Weights ? builder.weights(c.scaleType, {G, N}, std::vector<uint8_t>(scaleBytes))
+                                                          : builder.input("s", c.scaleType, {G, N});
+  uint32_t c0 = builder.output("c", fb::DType::F32, {2, M, N});
+  GemmSpec spec{{2}, M, N, K, ViewSpec{a, 0, {M * K, K, 1}}, ViewSpec{b, 0, {c.batchedB ? K * N : 0, N, 1}},
+                ViewSpec{c0, 0, {M * N, N, 1}}};
+  if (c.groupScale) spec.bGroupScale = ViewSpec{scale, 0, {N, 1}};
+  if (c.columnScale) spec.bScale = ViewSpec{builder.weightsF32({N}, {1.0f, 1.0f, 1.0f}), 0, {1}};
+  builder.gemm(spec);
+  if (c.copyOfB) {
+    uint32_t copy = builder.output("copy", fb::DType::F32, {4});
+    builder.copy(CopySpec{{4}, ViewSpec{b, 0, {1}}, ViewSpec{copy, 0, {1}}});
+  }
+  return builder.build();
+}
+
+TEST(Int4Loader, AcceptsAnInt4GemmAndRefusesEveryMalformedOne) {
+  using fb::DType;
+  auto refused = [](const Int4GemmCase &c, const std::string &why) {
+    const std::string error = loadError(int4Gemm(c));
+    EXPECT_NE(error.find(why), std::string::npos) << error;
+  };
+  EXPECT_EQ(loadError(int4Gemm({})), "loaded");
+  Int4GemmCase f32Weights;
+  f32Weights.bType = DType::F32;
+  f32Weights.groupScale = false;
+  EXPECT_EQ(loadError(int4Gemm(f32Weights)), "loaded") << "f32 weights stay allowed";
+  Int4GemmCase c;
+  c.precision = fb::Precision::Int8;
+  refused(c, "i4 tensor must be a weight of an int4 artifact");
+  c = {};
+  c.groupScale = false;
+  refused(c, "need a b_group_scale view");
+  c = {};
+  c.columnScale = true;
+  refused(c, "b_scale is only for int8");
+  c = f32Weights;
+  c.groupScale = true;
+  refused(c, "b_group_scale is only for int4");
+  c = {};
+  c.scaleType = DType::F32;
+  refused(c, "view b_group_scale is over a f32 tensor");
+  c = {};
+  c.scaleStorage = fb::Storage::Input;
+  refused(c, "b_group_scale must view a weight tensor");
+  c = {};
+  c.batchedB = true;
+  refused(c, "shared by the batch");
+  c = {};
+  c.target = fb::Target::Cuda;
+  refused(c, "cpu target only");
+  c = {};
+  c.copyOfB = true;
+  refused(c, "only a gemm's weights b may be i4");
+  // An i4 tensor anywhere but the weights (an input).
+  ArtifactBuilder builder;
+  builder.precision = fb::Precision::Int4;
+  builder.input("x", fb::DType::I4, {4});
+  builder.output("y", fb::DType::F32, {4});
+  EXPECT_NE(loadError(builder.build()).find("i4 tensor must be a weight"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ein::testing
