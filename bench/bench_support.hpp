@@ -36,14 +36,16 @@ inline void flushLine(const void *address) {
 class KernelRig {
  public:
   // A tensor of `elements` random floats in [-1, 1) (or bytes for Bool).
-  // At most one tensor may be Weights storage (the gemm's b, packed at load).
+  // At most one tensor may be Weights storage (the gemm's b, packed at load;
+  // f16WeightsAfter adds its scales to the same buffer).
   uint32_t tensor(int64_t elements, ein::DType dtype = ein::DType::F32,
                   detail::Storage storage = detail::Storage::Arena) {
     detail::Tensor t;
     t.dtype = dtype;
     t.shape = {elements};
     t.numElements = elements;
-    t.byteSize = static_cast<uint64_t>(elements) * 4;
+    t.byteSize = dtype == ein::DType::I4 ? ein::dtypeBytes(dtype, static_cast<uint64_t>(elements))
+                                         : static_cast<uint64_t>(elements) * 4;
     t.storage = storage;
     program_.tensors.push_back(t);
     std::vector<float> values(static_cast<size_t>(elements));
@@ -58,9 +60,16 @@ class KernelRig {
       auto *bytes = reinterpret_cast<int8_t *>(values.data());
       for (int64_t i = 0; i < elements; ++i) bytes[i] = static_cast<int8_t>(static_cast<int>(generator() % 255) - 127);
     }
-    if (dtype == ein::DType::BF16) {  // the same values, rounded, packed 2 a float
+    if (dtype == ein::DType::BF16 || dtype == ein::DType::F16) {  // the same values, rounded, packed 2 a float
       auto *halves = reinterpret_cast<uint16_t *>(values.data());
-      for (int64_t i = 0; i < elements; ++i) halves[i] = floatToBfloat(values[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < elements; ++i) {
+        const float value = values[static_cast<size_t>(i)];
+        halves[i] = dtype == ein::DType::BF16 ? floatToBfloat(value) : floatToHalf(value);
+      }
+    }
+    if (dtype == ein::DType::I4) {  // any bytes: every nibble is an int4 value
+      auto *bytes = reinterpret_cast<uint8_t *>(values.data());
+      for (int64_t i = 0; i < elements; ++i) bytes[i] = static_cast<uint8_t>(generator());
     }
     // Aligned as the runtime's arena and weights are (64 bytes): a
     // std::vector's data sits 16 bytes past a line, and every vector
@@ -73,14 +82,40 @@ class KernelRig {
     return static_cast<uint32_t>(program_.tensors.size() - 1);
   }
 
+  // A second weight tensor of random f16 values in weight tensor `first`'s
+  // buffer, after its bytes (the int4 gemm's scales): one weight segment
+  // holds both, as the loader's does.
+  uint32_t f16WeightsAfter(uint32_t first, int64_t elements) {
+    detail::Tensor t;
+    t.dtype = ein::DType::F16;
+    t.shape = {elements};
+    t.numElements = elements;
+    t.byteSize = static_cast<uint64_t>(elements) * 2;
+    t.storage = detail::Storage::Weights;
+    t.offset = (program_.tensors[first].byteSize + 63) / 64 * 64;
+    if (t.offset + t.byteSize > buffers_[first].size()) std::abort();
+    std::mt19937 generator(static_cast<uint32_t>(buffers_.size() + 1));
+    std::uniform_real_distribution<float> uniform(-0.02f, 0.02f);
+    auto *halves = reinterpret_cast<uint16_t *>(buffers_[first].data() + t.offset);
+    for (int64_t i = 0; i < elements; ++i) halves[i] = floatToHalf(uniform(generator));
+    program_.tensors.push_back(t);
+    StatusOr<detail::AlignedBuffer> unused = detail::AlignedBuffer::allocate(64, "bench tensor");  // keeps ids = buffers
+    if (!unused.ok()) std::abort();
+    buffers_.push_back(std::move(unused).value());
+    return static_cast<uint32_t>(program_.tensors.size() - 1);
+  }
+
   // Adds the step, packs weights as the loader does, sizes scratch, starts the pool.
   void finish(detail::Kernel kernel, int threads) {
     program_.steps.push_back({std::move(kernel), "bench"});
     for (size_t id = 0; id < buffers_.size(); ++id)
-      if (program_.tensors[id].storage == detail::Storage::Weights)
+      if (program_.tensors[id].storage == detail::Storage::Weights && program_.tensors[id].offset == 0)
         program_.weights = buffers_[id].data();
     detail::cpu::prepackGemmWeights(program_);
-    for (auto &buffer : buffers_) bases_.push_back(buffer.data());
+    for (size_t id = 0; id < buffers_.size(); ++id)
+      bases_.push_back(program_.tensors[id].storage == detail::Storage::Weights
+                           ? const_cast<std::byte *>(program_.weights) + program_.tensors[id].offset
+                           : buffers_[id].data());
     stride_ = (detail::cpu::scratchFloats(program_.steps[0].kernel) + 15) / 16 * 16;
     // Aligned as the executor's scratch is (64 bytes): the AMX tiles read
     // their rows of a from it, and a row split across two lines costs both.
@@ -156,7 +191,8 @@ inline detail::View denseView(uint32_t tensor, std::initializer_list<int64_t> sh
 
 // A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed),
 // f32 or bf16 (a bf16 artifact's weights: the bf16 gemm where the CPU has it)
-// or int8 (an int8 artifact's: the s8 gemm with activations quantized per row).
+// or int8 (an int8 artifact's: the s8 gemm with activations quantized per row)
+// or int4 (an int4 artifact's: the s4 gemm with activations quantized per group).
 inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
                                ein::DType weights = ein::DType::F32) {
   detail::Gemm gemm;
@@ -167,6 +203,8 @@ inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
   gemm.b = denseView(rig.tensor(k * n, weights, detail::Storage::Weights), {k, n});
   gemm.c = denseView(rig.tensor(m * n), {m, n});
   if (weights == ein::DType::I8) gemm.bScale = denseView(rig.tensor(n), {n});  // int8: a scale per column
+  if (weights == ein::DType::I4)  // int4: a scale per group of 32 along k and column
+    gemm.bGroupScale = denseView(rig.f16WeightsAfter(gemm.b.tensor, (k + 31) / 32 * n), {(k + 31) / 32, n});
   return gemm;
 }
 

@@ -59,6 +59,7 @@ BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, ein::DType::BF16)->Apply(v
 BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, ein::DType::BF16)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cached, false, ein::DType::I8)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cold, true, ein::DType::I8)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, int4_cached, false, ein::DType::I4)->Apply(vitGemmShapes);
 
 // Batch-1 decode's gemms, as in a 125M Llama (hidden 768: fused q/k/v 1280,
 // fused gate/up 4096, lm_head 32000; down 2048 -> 768), at 1 to 8 rows (the
@@ -89,6 +90,7 @@ void BM_DecodeGemm(benchmark::State &state, ein::DType weights) {
 BENCHMARK_CAPTURE(BM_DecodeGemm, f32, ein::DType::F32)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, bf16, ein::DType::BF16)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, int8, ein::DType::I8)->Apply(decodeGemmShapes);
+BENCHMARK_CAPTURE(BM_DecodeGemm, int4, ein::DType::I4)->Apply(decodeGemmShapes);
 
 // The plain streaming read the decode gemms are held to: the sum of a cold
 // buffer of MiB (arg 0) by the ISA table's vector reduction, split into one

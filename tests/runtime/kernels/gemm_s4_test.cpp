@@ -53,6 +53,35 @@ TEST(QuantizeGroupsS8, QuantizesEachGroupAsARowOfItsOwn) {
 
 class S4TileTest : public ::testing::TestWithParam<const IsaKernels *> {};
 
+// Every table's vector quantization gives quantizeGroupsS8's bytes, scales
+// and sums: whole and partial groups, a group of zeros, groups with inf or
+// NaN, exact halves (ties to even) and values clamped to 127.
+TEST_P(S4TileTest, QuantizeRowMatchesTheDefinition) {
+  const IsaKernels &isa = *GetParam();
+  std::vector<std::vector<float>> rows;
+  for (int64_t k : {1, 31, 32, 33, 64, 100, 385}) rows.push_back(randomFloats(k, 80 + static_cast<uint32_t>(k)));
+  rows.push_back(std::vector<float>(70, 0.0f));
+  rows.push_back(randomFloats(96, 5));
+  rows.back()[40] = INFINITY;
+  rows.back()[70] = NAN;
+  // max 127: x * 1 exactly, so 0.5, 1.5, -2.5 are ties (to 0, 2, -2).
+  rows.push_back({127.0f, 0.5f, 1.5f, -2.5f, -127.0f, 3.5f, 126.5f, -0.5f});
+  rows.back().resize(40, 64.5f);
+  for (const std::vector<float> &row : rows) {
+    const auto k = static_cast<int64_t>(row.size()), groups = (k + 31) / 32;
+    std::vector<int8_t> want(static_cast<size_t>(groups * 32)), got(want.size(), 99);
+    std::vector<float> wantScale(static_cast<size_t>(groups)), gotScale(wantScale.size(), -1.0f);
+    std::vector<int32_t> wantSum(static_cast<size_t>(groups)), gotSum(wantSum.size(), -1);
+    detail::cpu::quantizeGroupsS8(row.data(), 1, k, groups, want.data(), wantScale.data(), wantSum.data());
+    isa.s4QuantizeRow(row.data(), k, groups, got.data(), gotScale.data(), gotSum.data());
+    EXPECT_EQ(got, want) << isa.name << " k " << k;
+    EXPECT_EQ(gotSum, wantSum) << isa.name << " k " << k;
+    for (int64_t g = 0; g < groups; ++g)
+      if (std::isnan(wantScale[g])) EXPECT_TRUE(std::isnan(gotScale[g])) << isa.name << " k " << k;
+      else EXPECT_EQ(gotScale[g], wantScale[g]) << isa.name << " k " << k << " group " << g;
+  }
+}
+
 // The tile gives the portable tile's floats exactly (the same integer sums,
 // the same f32 operations in the same order), and both the definition's
 // value within f32 rounding: any bytes in the panel (every nibble), scales

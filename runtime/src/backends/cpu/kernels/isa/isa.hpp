@@ -246,6 +246,9 @@ struct IsaKernels {
   // f32 in group order (a fused multiply-add).
   void (*s4GemmTile)(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                      const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) = nullptr;
+  // quantizeGroupsS8 (quantize_s8.hpp) of a contiguous row, in vectors: the
+  // same bytes, scales and sums.
+  void (*s4QuantizeRow)(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) = nullptr;
 };
 
 const IsaKernels &portableKernels();

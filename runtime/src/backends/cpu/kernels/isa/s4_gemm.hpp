@@ -25,14 +25,16 @@ inline constexpr int64_t kS4GroupBytes = 128 + 2 * kS4PanelColumns;
 
 #define EIN_S4_GEMM_FUNCTIONS(Isa)                                                                            \
   void s4GemmTile##Isa(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,           \
-                       const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc);
+                       const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc);            \
+  void s4QuantizeRow##Isa(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum);
 EIN_S4_GEMM_FUNCTIONS(Avx2)
 EIN_S4_GEMM_FUNCTIONS(Portable)
 #undef EIN_S4_GEMM_FUNCTIONS
 
-#define EIN_USE_S4_GEMM(table, Isa) \
-  do {                              \
+#define EIN_USE_S4_GEMM(table, Isa)        \
+  do {                                     \
     (table).s4GemmTile = &s4GemmTile##Isa; \
+    (table).s4QuantizeRow = &s4QuantizeRow##Isa; \
   } while (false)
 
 }  // namespace ein::detail::cpu

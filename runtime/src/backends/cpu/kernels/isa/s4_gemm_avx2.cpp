@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/isa/s4_gemm.hpp"
+#include "backends/cpu/kernels/quantize_s8.hpp"
 
 namespace ein::detail::cpu {
 namespace {
@@ -68,6 +69,53 @@ inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
 void s4GemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                     const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
   withGemvRows(rows, [&](auto mr) { s4Tile<decltype(mr)::value>(groups, a, lda, aScale, aSum, lds, panel, c, ldc); });
+}
+
+// quantizeGroupsS8 on a contiguous row, a whole group of 32 at a time in four
+// vectors (the int32 results narrowed as s8QuantizeRowAvx2 narrows them); a
+// partial last group by the definition.
+void s4QuantizeRowAvx2(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+  const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t g = 0; g < groups; ++g) {
+    const float *from = x + g * kS4Group;
+    int8_t *to = q + g * kS4Group;
+    if (k - g * kS4Group < kS4Group) {
+      quantizeGroupsS8(from, 1, k - g * kS4Group, 1, to, scale + g, sum + g);
+      continue;
+    }
+    __m256 v[4], maxv = _mm256_setzero_ps(), notFinite = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      v[i] = _mm256_loadu_ps(from + 8 * i);
+      const __m256 magnitude = _mm256_and_ps(v[i], absMask);
+      notFinite = _mm256_or_ps(notFinite, _mm256_cmp_ps(magnitude, largest, _CMP_NLE_UQ));
+      maxv = _mm256_max_ps(maxv, magnitude);
+    }
+    __m128 half = _mm_max_ps(_mm256_castps256_ps128(maxv), _mm256_extractf128_ps(maxv, 1));
+    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+    half = _mm_max_ss(half, _mm_shuffle_ps(half, half, 1));
+    const RowQuantization group = rowQuantization(_mm_cvtss_f32(half), _mm256_movemask_ps(notFinite) == 0);
+    scale[g] = group.scale;
+    if (group.inverse == 0.0f) {
+      std::memset(to, 0, kS4Group);
+      sum[g] = 0;
+      continue;
+    }
+    const __m256 inverse = _mm256_set1_ps(group.inverse);
+    __m256i words[4];
+    for (int i = 0; i < 4; ++i)
+      words[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[i], inverse), lo), hi));
+    const __m256i total = _mm256_add_epi32(_mm256_add_epi32(words[0], words[1]), _mm256_add_epi32(words[2], words[3]));
+    __m128i lanes = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    lanes = _mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0x4e));
+    lanes = _mm_add_epi32(lanes, _mm_shuffle_epi32(lanes, 0xb1));
+    sum[g] = _mm_cvtsi128_si32(lanes);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(words[0], words[1]), _mm256_packs_epi32(words[2], words[3])), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(to), bytes);
+  }
 }
 
 }  // namespace ein::detail::cpu

@@ -4,9 +4,15 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/isa/s4_gemm.hpp"
+#include "backends/cpu/kernels/quantize_s8.hpp"
 #include "ein/half_float.hpp"
 
 namespace ein::detail::cpu {
+
+// (see IsaKernels::s4QuantizeRow)
+void s4QuantizeRowPortable(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) {
+  quantizeGroupsS8(x, 1, k, groups, q, scale, sum);
+}
 
 // (see IsaKernels::s4GemmTile)
 void s4GemmTilePortable(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
