@@ -84,9 +84,22 @@ CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hid
               rope_theta=10000.0, tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
 CACHE = 2304
 DIMS = dict(vocab=32000, hidden=768, heads=12, kv_heads=4, head_dim=64, inter=2048, layers=12, cache=CACHE)
+# --shape: the 125M model above, or the 1.1B TinyLlama shape (hidden 2048, 22 layers, 32 query / 4
+# key-value heads of 64, SwiGLU 5632: 4.4 GB of f32 weights, far beyond any cache).
+SHAPES = {"125m": {}, "1.1b": dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32)}
 PREFILL_LENGTHS = (128, 1024)
 DECODE_CONTEXTS = (128, 2048)
 THREADS = 2
+SHAPE = "125m"
+
+
+def use_shape(name):
+    """Makes CONFIG and DIMS the named shape's (in place: the workers and importers share them)."""
+    global SHAPE
+    SHAPE = name
+    CONFIG.update(SHAPES[name])
+    DIMS.update(hidden=CONFIG["hidden_size"], heads=CONFIG["num_attention_heads"], inter=CONFIG["intermediate_size"],
+                layers=CONFIG["num_hidden_layers"])
 
 
 def prompt(n, seed=1):
@@ -97,13 +110,13 @@ def prompt(n, seed=1):
 
 # ---------------------------------------------------------------- preparation
 def make_model(work):
+    path = os.path.join(work, "weights.safetensors")
+    if os.path.exists(path):
+        return path
     import numpy as np
     import torch
     from safetensors.torch import save_file
     from transformers import LlamaConfig, LlamaForCausalLM
-    path = os.path.join(work, "weights.safetensors")
-    if os.path.exists(path):
-        return path
     torch.manual_seed(0)
     llama = LlamaForCausalLM(LlamaConfig(**CONFIG)).eval()
     g = torch.Generator().manual_seed(0)
@@ -137,7 +150,8 @@ def compile_ein(work, weights, precision, einc=EINC, suffix=""):
 
 
 def write_gguf(work, weights, kind, config=None):
-    """GGUF of the same weights: kind in f32, f16, bf16, q8_0; config: the model's (CONFIG by default)."""
+    """GGUF of the same weights: kind in f32, f16, bf16, q8_0, q4_0 (every matrix, the output too, as
+    ein's int4 quantizes every gemm weight); config: the model's (CONFIG by default)."""
     import numpy as np
     import gguf
     from safetensors.numpy import load_file
@@ -159,7 +173,8 @@ def write_gguf(work, weights, kind, config=None):
     w.add_layer_norm_rms_eps(c["rms_norm_eps"])
     w.add_vocab_size(c["vocab_size"])
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
-             "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[kind]
+             "bf16": gguf.LlamaFileType.MOSTLY_BF16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+             "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[kind]
     w.add_file_type(ftype)
     # dummy SPM vocabulary: <unk> <s> </s>, 256 byte tokens, then plain pieces
     toks, types = [b"<unk>", b"<s>", b"</s>"], [2, 3, 3]
@@ -186,7 +201,8 @@ def write_gguf(work, weights, kind, config=None):
         elif kind == "f16":
             w.add_tensor(name, x.astype(np.float16))
         else:
-            q = gguf.GGMLQuantizationType.BF16 if kind == "bf16" else gguf.GGMLQuantizationType.Q8_0
+            q = {"bf16": gguf.GGMLQuantizationType.BF16, "q8_0": gguf.GGMLQuantizationType.Q8_0,
+                 "q4_0": gguf.GGMLQuantizationType.Q4_0}[kind]
             w.add_tensor(name, gguf.quants.quantize(x, q), raw_dtype=q)
 
     add("token_embd.weight", st["model.embed_tokens.weight"])
@@ -216,13 +232,15 @@ def weight_bytes_per_token(precision):
     h, i, kv = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * c["head_dim"]
     per_layer = h * h * 2 + h * kv * 2 + 3 * h * i
     n = per_layer * c["num_hidden_layers"] + c["vocab_size"] * h
-    per = {"fp32": 4, "f32": 4, "bf16": 2, "f16": 2, "int8": 1 + 4 / h, "q8_0": 34 / 32}[precision]
+    per = {"fp32": 4, "f32": 4, "bf16": 2, "f16": 2, "int8": 1 + 4 / h, "q8_0": 34 / 32, "int4": 18 / 32,
+           "q4_0": 18 / 32}[precision]
     return n * per
 
 
 # ---------------------------------------------------------------- workers (one process each)
-def worker_ein(einb, mode, n, steps, profile=False, ein_run=None):
-    ids = ",".join(map(str, prompt(n)))
+def worker_ein(einb, mode, n, steps, profile=False, ein_run=None, ids=None):
+    """tokens/s of mode "prefill" or "decode"; mode "tokens": the greedy tokens (`ids`: the prompt)."""
+    ids = ",".join(map(str, ids or prompt(n)))
     gen = 1 if mode == "prefill" else steps
     cmd = [ein_run or EIN_RUN, einb, "--generate", str(gen), "--prompt-ids", ids, "--threads", str(THREADS)]
     env = dict(os.environ)
@@ -232,6 +250,8 @@ def worker_ein(einb, mode, n, steps, profile=False, ein_run=None):
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-2000:])
     text = p.stdout + "\n" + p.stderr
+    if mode == "tokens":
+        return [int(x) for x in re.search(r"^tokens: ([0-9,]+)", p.stdout, re.M).group(1).split(",")]
     res = {}
     for key, value in re.findall(r"^(prefill|decode):.*\(([0-9.]+) tokens/s\)", text, re.M):
         res[key] = float(value)
@@ -321,22 +341,36 @@ def worker_llamacpp(gguf_path, mode, n, steps):
     return steps / (time.perf_counter() - s)
 
 
+def worker_llamacpp_tokens(gguf_path, ids, n_new):
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=gguf_path, n_threads=THREADS, n_ctx=256, verbose=False)
+    llm.eval(ids)
+    tokens = []
+    for _ in range(n_new):
+        tokens.append(llamacpp_argmax(llm))
+        llm.eval([tokens[-1]])
+    return tokens
+
+
 def worker_bandwidth():
+    """DRAM read bandwidth: the best of 5 sums of a 1.5 GB float32 array, by 1 thread and by THREADS threads
+    (NumPy releases the GIL in a sum: each thread sums its own contiguous part, as a gemv splits its panels)."""
+    from concurrent.futures import ThreadPoolExecutor
     import numpy as np
-    import torch
-    a = np.ones(1536 * 1024 * 1024 // 4, dtype=np.float32)  # 1.5 GB
-    a.sum()
-    t = []
-    for _ in range(5):
-        s = time.perf_counter(); a.sum(); t.append(time.perf_counter() - s)
-    np1 = a.nbytes / min(t) / 1e9
-    torch.set_num_threads(THREADS)
-    x = torch.from_numpy(a)
-    x.sum()
-    t = []
-    for _ in range(5):
-        s = time.perf_counter(); x.sum(); t.append(time.perf_counter() - s)
-    return {"numpy_sum_1thread_GBps": np1, "torch_sum_2threads_GBps": a.nbytes / min(t) / 1e9}
+    a = np.ones(1536 * 1024 * 1024 // 4, dtype=np.float32)
+    parts = np.array_split(a, THREADS)
+
+    def best(read):
+        read()
+        times = []
+        for _ in range(5):
+            s = time.perf_counter()
+            read()
+            times.append(time.perf_counter() - s)
+        return a.nbytes / min(times) / 1e9
+    with ThreadPoolExecutor(THREADS) as pool:
+        threaded = best(lambda: list(pool.map(np.sum, parts)))
+    return {"numpy_sum_1thread_GBps": best(a.sum), f"numpy_sum_{THREADS}threads_GBps": threaded}
 
 
 def worker_correctness(weights, einb, n_new=16, ein_run=None):
@@ -372,8 +406,75 @@ def worker_correctness(weights, einb, n_new=16, ein_run=None):
             "ein_error": None if m else (p.stdout + p.stderr)[-1000:], **res}
 
 
+def worker_logits(engine, path, n, ein_run=None):
+    """The logits of every position of a prompt of n tokens: ein-run's output, or llama.cpp's (logits_all)."""
+    import numpy as np
+    ids = np.array([prompt(n, seed=11)], dtype=np.int64)
+    if engine == "ein":
+        with tempfile.TemporaryDirectory() as out:
+            np.save(os.path.join(out, "ids.npy"), ids)
+            p = subprocess.run([ein_run or EIN_RUN, path, "--input", f"ids={out}/ids.npy", "--output-dir", out,
+                                "--threads", str(THREADS)], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RuntimeError(p.stderr[-2000:])
+            logits = np.load(os.path.join(out, "logits.npy"))[0]
+    else:
+        import llama_cpp
+        llm = llama_cpp.Llama(model_path=path, n_threads=THREADS, n_threads_batch=THREADS, n_ctx=max(256, 2 * n),
+                              n_batch=2 * n, logits_all=True, verbose=False)
+        llm.eval(ids[0].tolist())
+        logits = np.array(llm.scores[:n], dtype=np.float32)
+    out = os.path.join(tempfile.gettempdir(), f"ein-bench-logits-{os.getpid()}.npy")
+    np.save(out, logits)
+    return {"logits": out}
+
+
+def quantization_errors(work, engines, ein_run, n=64):
+    """Each engine's logits against ein fp32's on the same prompt (ein fp32 matches transformers): the largest
+    and the RMS difference and how often the top-1 token agrees; and ein compiled from llama.cpp's own q8_0/q4_0
+    GGUF files (int8/int4), whose greedy tokens are set against llama.cpp's on the same file."""
+    import numpy as np
+    reference = [p for e, prec, p in engines if e == "ein" and prec == "fp32"]
+    if not reference:
+        return {}
+
+    def logits_of(engine, path):
+        r = sub({"engine": "logits", "which": engine, "path": path, "n": n, "ein_run": ein_run})
+        if "error" in r:
+            return None
+        values = np.load(r["logits"])
+        os.remove(r["logits"])
+        return values
+    want = logits_of("ein", reference[0])
+    rows = {}
+    candidates = [(("ein" if e == "ein" else "llama.cpp") + " " + prec, "ein" if e == "ein" else "llamacpp", p)
+                  for e, prec, p in engines if e in ("ein", "llamacpp") and prec != "fp32"]
+    for kind, precision in (("q8_0", "int8"), ("q4_0", "int4")):
+        gguf_path = os.path.join(work, f"llama_{kind}.gguf")
+        if os.path.exists(gguf_path):
+            path, err = compile_ein(work, gguf_path, precision, suffix=f"_from_{kind}")
+            if path:
+                candidates.append((f"ein {precision} from {kind}.gguf", "ein", path))
+                ids = prompt(32, seed=7)
+                ours = worker_ein(path, "tokens", 32, 16, ein_run=ein_run, ids=ids)
+                theirs = sub({"engine": "llamacpp-tokens", "path": gguf_path, "ids": ids, "n_new": 16})
+                rows[f"greedy tokens, ein {precision} vs llama.cpp {kind} on {kind}.gguf"] = {
+                    "ein": ours, "llama.cpp": theirs, "match": ours == theirs}
+    for name, engine, path in candidates:
+        got = logits_of(engine, path)
+        if got is None or got.shape != want.shape:
+            rows[name] = "failed"
+            continue
+        d = got.astype(np.float64) - want
+        rows[name] = {"max_abs": float(np.abs(d).max()), "rms": float(np.sqrt((d ** 2).mean())),
+                      "logit_rms": float(np.sqrt((want.astype(np.float64) ** 2).mean())),
+                      "top1_agree": float((got.argmax(-1) == want.argmax(-1)).mean())}
+    return rows
+
+
 # ---------------------------------------------------------------- orchestration
 def sub(args):
+    args = dict(args, shape=SHAPE)
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)],
                        capture_output=True, text=True)
     if p.returncode != 0:
@@ -384,7 +485,11 @@ def sub(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker")
-    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-llm-bench"))
+    ap.add_argument("--workdir", help="default: ein-llm-bench (125m) or ein-llm-bench-1.1b in the temporary folder")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="125m")
+    ap.add_argument("--decode-contexts", default="128,2048", help="contexts of the decode cells, comma-separated")
+    ap.add_argument("--llamacpp-kinds", default="f32,f16,bf16,q8_0",
+                    help="llama.cpp's GGUF kinds, comma-separated (of f32, f16, bf16, q8_0, q4_0)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--skip-llamacpp", action="store_true")
@@ -395,17 +500,27 @@ def main():
     ap.add_argument("--ein-run", default=EIN_RUN)
     ap.add_argument("--baseline-ein-run")
     ap.add_argument("--baseline-einc")
-    ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated")
+    ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated (of fp32, "
+                    "bf16, int8, int4)")
     ap.add_argument("--profile-steps", type=int, default=200)
     ap.add_argument("--decode-only", action="store_true", help="time the decode cells only, not prefill")
+    ap.add_argument("--quantization-errors", action="store_true",
+                    help="each precision's logits against ein fp32's, and ein on llama.cpp's own q8_0/q4_0 files")
     a = ap.parse_args()
+    global DECODE_CONTEXTS
+    DECODE_CONTEXTS = tuple(int(n) for n in a.decode_contexts.split(","))
     if a.worker:
         w = json.loads(a.worker)
+        use_shape(w["shape"])
         fn = {"ein": worker_ein, "hf": worker_hf, "llamacpp": worker_llamacpp}.get(w["engine"])
         if w["engine"] in ("ein", "ein-base"):
             r = worker_ein(w["path"], w["mode"], w["n"], w["steps"], ein_run=w["ein_run"])
         elif w["engine"] == "bandwidth":
             r = worker_bandwidth()
+        elif w["engine"] == "logits":
+            r = worker_logits(w["which"], w["path"], w["n"], ein_run=w["ein_run"])
+        elif w["engine"] == "llamacpp-tokens":
+            r = worker_llamacpp_tokens(w["path"], w["ids"], w["n_new"])
         elif w["engine"] == "correct":
             r = worker_correctness(w["weights"], w["einb"], ein_run=w["ein_run"])
         else:
@@ -413,6 +528,9 @@ def main():
         print(json.dumps(r))
         return
 
+    use_shape(a.shape)
+    a.workdir = a.workdir or os.path.join(tempfile.gettempdir(),
+                                          "ein-llm-bench" + ("" if a.shape == "125m" else "-" + a.shape))
     os.makedirs(a.workdir, exist_ok=True)
     weights = make_model(a.workdir)
     engines, failures = [], {}
@@ -433,7 +551,7 @@ def main():
     if not a.skip_hf:
         engines.append(("hf", "fp32", weights))
     if not a.skip_llamacpp:
-        for kind in ("f32", "f16", "bf16", "q8_0"):
+        for kind in a.llamacpp_kinds.split(","):
             try:
                 engines.append(("llamacpp", kind, write_gguf(a.workdir, weights, kind)))
             except Exception as e:  # noqa: BLE001
@@ -443,7 +561,7 @@ def main():
         print("failures:", json.dumps(failures, indent=1), flush=True)
 
     results = {}
-    if any(e == "ein" and p == "fp32" for e, p, _ in engines):
+    if not a.skip_hf and any(e == "ein" and p == "fp32" for e, p, _ in engines):  # needs transformers
         einb = [x for e, p, x in engines if e == "ein" and p == "fp32"][0]
         c = sub({"engine": "correct", "weights": weights, "einb": einb, "ein_run": a.ein_run})
         print("correctness:", json.dumps(c), flush=True)
@@ -456,6 +574,12 @@ def main():
                     print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)
                     for k, ms in decode_profile(path, n, a.profile_steps, run).items():
                         print(f"   {k:<12}{ms:8.3f}", flush=True)
+    if a.quantization_errors:
+        errors = quantization_errors(a.workdir, engines, a.ein_run)
+        print("quantization errors against ein fp32 (logits of a 64-token prompt):", flush=True)
+        for name, row in errors.items():
+            print(f"   {name}: {json.dumps(row)}", flush=True)
+        results["quantization_errors"] = errors
     bw = sub({"engine": "bandwidth"})
     print("bandwidth:", bw, flush=True)
     results["bandwidth"] = bw
@@ -478,10 +602,10 @@ def main():
     results["raw"] = raw
     results["failures"] = failures
 
-    gbps = bw.get("torch_sum_2threads_GBps", float("nan"))
+    gbps = bw.get(f"numpy_sum_{THREADS}threads_GBps", float("nan"))
     print("\n" + os.popen("lscpu | grep 'Model name'").read().strip(), f"| {THREADS} threads, batch 1, medians of "
           f"{a.rounds} rounds, {a.steps} decode steps")
-    print(f"DRAM read bandwidth: torch sum 2 threads {gbps:.1f} GB/s, numpy sum 1 thread "
+    print(f"DRAM read bandwidth: numpy sum {THREADS} threads {gbps:.1f} GB/s, 1 thread "
           f"{bw.get('numpy_sum_1thread_GBps', float('nan')):.1f} GB/s")
     head = f"{'engine':<10}{'prec':<6}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
         "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS)
