@@ -98,7 +98,8 @@ using Kernel = std::variant<
 
 // A weight matrix [k, n] re-laid out once at load for the gemm kernels:
 // column panels of `nr` (the last zero-padded), each k x nr, row-major in f32;
-// or, with bf16Pairs (bf16 weights for the bf16 gemm), each ceil(k / 2) x nr
+// or, with bf16Pairs (bf16 weights: the bf16 gemm's operand, or widened as
+// they are read where the CPU has no bf16 gemm), each ceil(k / 2) x nr
 // uint32 holding the bf16 pair (row 2q, row 2q + 1), an odd k's last row
 // paired with zero.
 struct PackedMatrix {

@@ -204,12 +204,14 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- bf16 gemm ----------------------------------------------------------------
 
-// A bf16 artifact's gemm with bf16 weights. On the avx512bf16 table, packed
-// weights run the bf16 kernel: a is rounded to bf16 too, so the oracle is the
-// reference on the bf16-rounded a (the products of bf16 are exact, the sums
-// f32 ones). Every other path (other ISAs, or weights not packed at load)
-// widens the bf16 weights to f32: the oracle is the reference on the f32 a.
-// Both within f32 summation error of their oracle.
+// A bf16 artifact's gemm with bf16 weights, packed at load as bf16 pairs for
+// each table in turn. On tables with the bf16 gemm (avx512bf16, amx) they run
+// the bf16 kernel: a is rounded to bf16 too, so the oracle is the reference
+// on the bf16-rounded a (the products of bf16 are exact, the sums f32 ones).
+// Every other path (other tables, widening the pairs in registers or panel by
+// panel, or weights not packed at load) computes in f32 on the bf16 weights:
+// the oracle is the reference on the f32 a. Both within f32 summation error
+// of their oracle.
 class Bf16GemmFastTest : public ::testing::TestWithParam<GemmShape> {};
 
 TEST_P(Bf16GemmFastTest, MatchesReferenceOnBf16RoundedOperands) {
@@ -219,14 +221,12 @@ TEST_P(Bf16GemmFastTest, MatchesReferenceOnBf16RoundedOperands) {
   ASSERT_EQ(harness.program().tensors[gemm.b.tensor].dtype, DType::BF16);
   const bool packed = gemm.packedB >= 0;
   EXPECT_EQ(packed, shape.broadcastB);
-  if (packed) {
-    EXPECT_EQ(harness.program().packed[gemm.packedB].bf16Pairs, detail::cpu::bestKernels().bf16GemmTile != nullptr)
-        << "bf16 weights stay bf16 where the CPU has the bf16 gemm";
-  }
+  if (packed) EXPECT_TRUE(harness.program().packed[gemm.packedB].bf16Pairs) << "bf16 weights stay bf16";
   const double tolerance = 2e-5 * std::sqrt(double(shape.k + 1));
   std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
   std::vector<std::pair<std::string, std::vector<float>>> bf16Runs;
-  for (const IsaKernels *isa : detail::cpu::supportedKernels())
+  for (const IsaKernels *isa : detail::cpu::supportedKernels()) {
+    if (packed) harness.packWeightsFor(*isa);
     for (int threads : {1, 2}) {
       std::vector<float> got = harness.run(detail::cpu::gemmF32Packed, *isa, threads);
       std::string what = std::string(isa->name) + " threads " + std::to_string(threads);
@@ -236,6 +236,7 @@ TEST_P(Bf16GemmFastTest, MatchesReferenceOnBf16RoundedOperands) {
         expectNear(got, want, tolerance, what + " (bf16 weights widened)");
       }
     }
+  }
   if (bf16Runs.empty()) return;
   harness.roundToBf16(gemm.a.tensor);
   std::vector<float> wantRounded = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
@@ -285,7 +286,8 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Gemms of 1 to 8 rows with the weights packed for each table in turn (as a
 // CPU whose best table it is would load them): rows up to kGemvMaxRows take
-// the gemv (IsaKernels::gemvPanel, bf16GemvPanel), more the register tiles.
+// the gemv (IsaKernels::gemvPanel, bf16GemvPanel, bf16WidenGemvPanel), more
+// the register tiles.
 class GemvTest : public ::testing::TestWithParam<GemmShape> {};
 
 // On every table and 1 and 2 threads, `kernel` on weights packed for the

@@ -81,6 +81,20 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
   }
 }
 
+// Rows [p0, p0 + depth) of a bf16 pair panel (nr columns) widened into an
+// f32 panel: the one packB makes of the same bf16 weights.
+void widenPairPanel(const uint32_t *pairs, int64_t p0, int64_t depth, int nr, float *dst) {
+  for (int64_t p = p0; p < p0 + depth; ++p) {
+    const uint32_t *row = pairs + p / 2 * nr;
+    const int shift = p % 2 == 0 ? 16 : 0;
+    float *out = dst + (p - p0) * nr;
+    for (int j = 0; j < nr; ++j) {
+      const uint32_t bits = shift ? row[j] << 16 : row[j] & 0xffff0000u;
+      std::memcpy(out + j, &bits, sizeof(float));
+    }
+  }
+}
+
 // Up to the tall tile's rows of a (rows sM apart, k sK apart, `depth` of
 // k) as bf16 pairs in the steps bf16GemmTallTileFromRow reads: each step's
 // bf16GemmTallMr rows of bf16GemmTallPairStep pairs together, then the
@@ -101,7 +115,8 @@ void packPairSteps(const IsaKernels &isa, const float *a, int64_t sM, int64_t sK
 // packed panels and computes all m rows of each from registers, then the
 // epilogue of the panel's columns. Rows of a are read in place where they
 // are contiguous along k (f32), else copied into scratch; bf16 pair panels
-// get a's rows as bf16 pairs (once per thread and batch element).
+// get a's rows as bf16 pairs (once per thread and batch element) where the
+// CPU has the bf16 gemm, and are widened in registers elsewhere.
 void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
   const IsaKernels &isa = *context.isa;
   const int nr = packed.nr;
@@ -110,6 +125,7 @@ void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMat
   const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1];
   const float *a = context.data<const float>(op.a);
   const GemmItems items = gemvItems(m, op.n, nr);
+  const bool bf16Rows = packed.bf16Pairs && isa.bf16GemmTile;
   forEachGemvRun(context, items.count(op.batch.product()), [&](int64_t begin, int64_t end, int thread) {
     float *acc = context.threadScratch(thread), *rows = acc + kGemvMaxRows * kMaxNr;
     auto *rowPairs = reinterpret_cast<uint32_t *>(rows);
@@ -119,7 +135,7 @@ void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMat
       const GemmItem it = gemmItem(op, items, item);
       if (const int64_t batchIndex = item / items.nBlocks; batchIndex != preparedBatch) {
         preparedBatch = batchIndex;
-        if (packed.bf16Pairs) {
+        if (bf16Rows) {
           isa.bf16PackRows(a + it.a, aM, aK, m, k, static_cast<int>(m), rowPairs, pairs);
         } else if (aK == 1) {
           aRows = a + it.a;
@@ -130,8 +146,10 @@ void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMat
           lda = k;
         }
       }
-      if (packed.bf16Pairs)
+      if (bf16Rows)
         isa.bf16GemvPanel(static_cast<int>(m), pairs, rowPairs, pairs, packed.pairPanel(it.j0), acc, nr);
+      else if (packed.bf16Pairs)
+        isa.bf16WidenGemvPanel(static_cast<int>(m), k, aRows, lda, packed.pairPanel(it.j0), acc, nr);
       else
         isa.gemvPanel(static_cast<int>(m), k, aRows, lda, packed.panel(it.j0), acc, nr);
       gemmEpilogueRows(op, context, it, 0, m, acc, nr);
@@ -188,11 +206,14 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const uint16_t *b16 = bIsBf16 ? context.data<const uint16_t>(op.b) : nullptr;
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
   // Packed for another ISA (a test forcing one): pack as we go instead.
-  if (packed && (packed->nr != nr || (packed->bf16Pairs && !isa.bf16GemmTile))) packed = nullptr;
-  // bf16 arithmetic exactly where the weights were packed as bf16 pairs (a
-  // bf16 artifact on a CPU with the bf16 gemm): activations are rounded to
-  // bf16 while packed, products and sums are f32.
-  const bool bf16 = packed && packed->bf16Pairs;
+  if (packed && packed->nr != nr) packed = nullptr;
+  // bf16 arithmetic exactly where the weights are packed as bf16 pairs and
+  // the CPU has the bf16 gemm: activations are rounded to bf16 while packed,
+  // products and sums are f32. Elsewhere bf16 pairs are widened to f32 (in
+  // registers by the gemv, panel by panel for the tiles): the f32 gemm on
+  // the bf16 weights.
+  const bool bf16 = packed && packed->bf16Pairs && isa.bf16GemmTile;
+  const bool widenPairs = packed && packed->bf16Pairs && !isa.bf16GemmTile;
   if (useGemv(m, packed != nullptr)) {
     gemvF32Packed(op, context, *packed);
     return Status();
@@ -336,7 +357,10 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
                 aPack + ir * depth);
       for (int64_t jr = 0; jr < cols; jr += nr) {
         const float *panel;
-        if (packed) {
+        if (widenPairs) {
+          widenPairPanel(packed->pairPanel(j0 + jr), p0, depth, nr, bPack);
+          panel = bPack;
+        } else if (packed) {
           panel = packed->panel(j0 + jr) + p0 * nr;
         } else {
           const int64_t from = bOff + p0 * bK + (j0 + jr) * bN, width = std::min<int64_t>(nr, cols - jr);
@@ -350,7 +374,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         // weight panel into L2.
         const char *next = nullptr;
         int64_t slice = 0;
-        if (packed && jr + nr < cols) {
+        if (packed && !widenPairs && jr + nr < cols) {
           next = reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
           slice = roundUp(ceilDiv(depth * nr * static_cast<int64_t>(sizeof(float)), ceilDiv(rows, mr)), 64);
         }
@@ -403,9 +427,9 @@ void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels
     // Only matrices that do not repeat elements: packing then costs no more
     // than the weights' own size.
     if (!shared || op->k * op->n > tensor.numElements) continue;
-    // bf16 weights stay bf16 (as pairs) where the CPU has the bf16 gemm, and
-    // are widened to f32 panels elsewhere.
-    const bool pairs = tensor.dtype == DType::BF16 && isa.bf16GemmTile;
+    // bf16 weights stay bf16, as pairs: the bf16 gemm's operand where the
+    // CPU has it, widened as they are read elsewhere (gemmF32Packed).
+    const bool pairs = tensor.dtype == DType::BF16;
     const int64_t panels = ceilDiv(op->n, nr), rowsPerPanel = pairs ? (op->k + 1) / 2 : op->k;
     StatusOr<AlignedBuffer> buffer =
         AlignedBuffer::allocate(static_cast<size_t>(panels * rowsPerPanel * nr) * sizeof(float), "packed weights");

@@ -129,4 +129,56 @@ void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b,
   withGemvRows(rows, [&](auto mr) { gemvPanelRows<S, decltype(mr)::value, NV>(k, a, lda, b, c, ldc); });
 }
 
+// The gemv over a bf16 pair panel (IsaKernels::bf16WidenGemvPanel): as
+// gemvPanelRows, each pair's two weights widened exactly to f32 in registers
+// and multiplied by f32 rows of a, the even and the odd k in two chains of
+// sums (added at the end). Half the bytes of an f32 panel stream through.
+template <class S, int MR, int NV>
+void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc) {
+  using V = typename S::V;
+  constexpr int W = S::W, NR = NV * W;
+  V acc[2][MR][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[0][r][v] = acc[1][r][v] = S::zero();
+  const int64_t whole = k / 2;
+  for (int64_t q = 0; q < whole; ++q) {
+    const uint32_t *row = b + q * NR;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v)
+      if ((v * W * 4) % 64 == 0) __builtin_prefetch(row + v * W + kGemvPrefetchBytes / 4, 0, 3);
+    V even[NV], odd[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) S::loadPairs(row + v * W, even[v], odd[v]);
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const V first = S::set1(a[r * lda + 2 * q]), second = S::set1(a[r * lda + 2 * q + 1]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc[0][r][v] = S::fmadd(first, even[v], acc[0][r][v]);
+        acc[1][r][v] = S::fmadd(second, odd[v], acc[1][r][v]);
+      }
+    }
+  }
+  if (k % 2) {  // an odd k's last weight, paired with zero
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      V even, odd;
+      S::loadPairs(b + whole * NR + v * W, even, odd);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) acc[0][r][v] = S::fmadd(S::set1(a[r * lda + k - 1]), even, acc[0][r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, S::add(acc[0][r][v], acc[1][r][v]));
+}
+
+template <class S, int NV>
+void gemvPairPanel(int rows, int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { gemvPairPanelRows<S, decltype(mr)::value, NV>(k, a, lda, b, c, ldc); });
+}
+
 }  // namespace ein::detail::cpu::isa

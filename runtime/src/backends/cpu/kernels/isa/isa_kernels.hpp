@@ -27,6 +27,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmTileRows = &gemmTileRows<S, MR, NV>;
   kernels.gemmTileRowsVector = &gemmTileRowsVector<S, MR>;
   kernels.gemvPanel = &gemvPanel<S, NV>;
+  kernels.bf16WidenGemvPanel = &gemvPairPanel<S, NV>;
   kernels.vectorFloats = S::W;
   kernels.gemmEpilogue = &gemmEpilogue<S>;
   kernels.reduceRow = &reduceRow<S>;

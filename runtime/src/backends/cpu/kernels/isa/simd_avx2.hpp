@@ -20,6 +20,13 @@ struct Avx2 {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
+  // W bf16 pairs (a bf16 weight panel's row of pairs), widened exactly: the
+  // low halves (even k) and the high halves (odd k).
+  static void loadPairs(const uint32_t *p, V &even, V &odd) {
+    const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
   static void store(float *p, V v) { _mm256_storeu_ps(p, v); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }

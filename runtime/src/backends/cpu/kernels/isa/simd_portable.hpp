@@ -21,6 +21,11 @@ struct Portable {
     std::memcpy(&value, &wide, sizeof value);
     return value;
   }
+  static void loadPairs(const uint32_t *p, V &even, V &odd) {  // a bf16 pair, widened exactly
+    const uint32_t low = *p << 16, high = *p & 0xffff0000u;
+    std::memcpy(&even, &low, sizeof even);
+    std::memcpy(&odd, &high, sizeof odd);
+  }
   static void store(float *p, V v) { *p = v; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
   static V add(V a, V b) { return a + b; }
