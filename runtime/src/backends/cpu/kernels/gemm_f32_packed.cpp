@@ -81,20 +81,6 @@ void packBPairs(const uint16_t *b, int64_t sK, int64_t sN, int64_t k, int64_t co
   }
 }
 
-// Rows [p0, p0 + depth) of a bf16 pair panel (nr columns) widened into an
-// f32 panel: the one packB makes of the same bf16 weights.
-void widenPairPanel(const uint32_t *pairs, int64_t p0, int64_t depth, int nr, float *dst) {
-  for (int64_t p = p0; p < p0 + depth; ++p) {
-    const uint32_t *row = pairs + p / 2 * nr;
-    const int shift = p % 2 == 0 ? 16 : 0;
-    float *out = dst + (p - p0) * nr;
-    for (int j = 0; j < nr; ++j) {
-      const uint32_t bits = shift ? row[j] << 16 : row[j] & 0xffff0000u;
-      std::memcpy(out + j, &bits, sizeof(float));
-    }
-  }
-}
-
 // Up to the tall tile's rows of a (rows sM apart, k sK apart, `depth` of
 // k) as bf16 pairs in the steps bf16GemmTallTileFromRow reads: each step's
 // bf16GemmTallMr rows of bf16GemmTallPairStep pairs together, then the
@@ -209,9 +195,9 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   if (packed && packed->nr != nr) packed = nullptr;
   // bf16 arithmetic exactly where the weights are packed as bf16 pairs and
   // the CPU has the bf16 gemm: activations are rounded to bf16 while packed,
-  // products and sums are f32. Elsewhere bf16 pairs are widened to f32 (in
-  // registers by the gemv, panel by panel for the tiles): the f32 gemm on
-  // the bf16 weights.
+  // products and sums are f32. Elsewhere bf16 pairs are widened to f32 in
+  // registers (bf16WidenGemvPanel, bf16WidenGemmTile): the f32 gemm on the
+  // bf16 weights.
   const bool bf16 = packed && packed->bf16Pairs && isa.bf16GemmTile;
   const bool widenPairs = packed && packed->bf16Pairs && !isa.bf16GemmTile;
   if (useGemv(m, packed != nullptr)) {
@@ -229,7 +215,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // bf16 blocks of k start at even rows, where the weights' pairs start;
   // the tall tile's rows of a as pairs take half the room of f32, so it
   // takes twice as deep a block (one block for a transformer's k <= 1536).
-  const int64_t kc = k > 0 ? blockSize(k, tall ? 2 * kKc : kKc, bf16 ? 2 : 1) : 0;
+  const int64_t kc = k > 0 ? blockSize(k, tall ? 2 * kKc : kKc, bf16 || widenPairs ? 2 : 1) : 0;
   // The tall tile over one block of k runs the epilogue tile by tile (no
   // accumulator block), so its items may be as wide as the weights.
   const bool tileByTile = tall && isa.bf16GemmTallTileFromRow && k > 0 && kc >= k;
@@ -356,11 +342,25 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
                 aPack + ir * depth);
       for (int64_t jr = 0; jr < cols; jr += nr) {
-        const float *panel;
         if (widenPairs) {
-          widenPairPanel(packed->pairPanel(j0 + jr), p0, depth, nr, bPack);
-          panel = bPack;
-        } else if (packed) {
+          const uint32_t *pairs = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
+          // The next panel's pairs into L2 while this one is used (as the
+          // f32 tiles pull theirs).
+          if (jr + nr < cols) {
+            const auto *next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
+            for (int64_t at = 0; at < (depth + 1) / 2 * nr * static_cast<int64_t>(sizeof(uint32_t)); at += 64)
+              __builtin_prefetch(next + at, 0, 2);
+          }
+          for (int64_t ir = 0; ir < rows; ir += mr)
+            if (aInPlace && ir + mr <= rows)
+              isa.bf16WidenGemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, pairs, acc + ir * ldc + jr, ldc,
+                                        p0 > 0);
+            else
+              isa.bf16WidenGemmTile(depth, aPack + ir * depth, pairs, acc + ir * ldc + jr, ldc, p0 > 0);
+          continue;
+        }
+        const float *panel;
+        if (packed) {
           panel = packed->panel(j0 + jr) + p0 * nr;
         } else {
           const int64_t from = bOff + p0 * bK + (j0 + jr) * bN, width = std::min<int64_t>(nr, cols - jr);
@@ -374,7 +374,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         // weight panel into L2.
         const char *next = nullptr;
         int64_t slice = 0;
-        if (packed && !widenPairs && jr + nr < cols) {
+        if (packed && jr + nr < cols) {
           next = reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
           slice = roundUp(ceilDiv(depth * nr * static_cast<int64_t>(sizeof(float)), ceilDiv(rows, mr)), 64);
         }

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/kernels/isa/isa.hpp"
 
@@ -72,6 +73,66 @@ template <class S, int MR>
 void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc,
                         bool accumulate) {
   gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
+}
+
+// The register tile over a bf16 pair panel (IsaKernels::bf16WidenGemmTile):
+// as gemmTileStrided, with b's row of pairs widened exactly in registers for
+// the pair's even k and loaded again for its odd k (the widened vectors and
+// the MR x NV sums take every register AVX2 has). An odd kc's last pair has
+// a zero odd half, whose element of a is not read.
+template <class S, int MR, int NV>
+[[gnu::always_inline]] inline void gemmPairTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep,
+                                                       const uint32_t *b, float *c, int64_t ldc, bool accumulate) {
+  using V = typename S::V;
+  constexpr int W = S::W, NR = NV * W;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? S::load(c + r * ldc + v * W) : S::zero();
+  const auto step = [&](int64_t p, auto odd) {
+    V bv[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      V even, high;
+      S::loadPairs(b + p / 2 * NR + v * W, even, high);
+      bv[v] = decltype(odd)::value ? high : even;
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V ar = S::set1(a[r * aRow + p * aStep]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(ar, bv[v], acc[r][v]);
+    }
+  };
+  int64_t p = 0;
+  for (; p + 2 <= kc; p += 2) {
+    V even[NV], odd[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) S::loadPairs(b + p / 2 * NR + v * W, even[v], odd[v]);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const V a0 = S::set1(a[r * aRow + p * aStep]), a1 = S::set1(a[r * aRow + (p + 1) * aStep]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(a1, odd[v], S::fmadd(a0, even[v], acc[r][v]));
+    }
+  }
+  if (p < kc) step(p, std::false_type{});
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, acc[r][v]);
+}
+
+template <class S, int MR, int NV>
+void gemmPairTile(int64_t kc, const float *a, const uint32_t *b, float *c, int64_t ldc, bool accumulate) {
+  gemmPairTileStrided<S, MR, NV>(kc, a, 1, MR, b, c, ldc, accumulate);
+}
+
+template <class S, int MR, int NV>
+void gemmPairTileRows(int64_t kc, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                      bool accumulate) {
+  gemmPairTileStrided<S, MR, NV>(kc, a, lda, 1, b, c, ldc, accumulate);
 }
 
 // The gemv's MR rows over one panel of NV vectors (see IsaKernels::gemvPanel).

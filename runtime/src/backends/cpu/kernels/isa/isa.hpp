@@ -167,13 +167,17 @@ struct IsaKernels {
   // bf16GemmTallMr x gemmNr (amx: 32 x 64 from tile registers); null where
   // the gemm uses bf16GemmTile. Attention keeps bf16GemmTile (its blocks
   // are gemmMr rows).
-  // The gemv over a bf16 pair panel with f32 rows of a (as gemvPanel, b as
-  // in bf16GemmTile): the weights widened exactly in registers, on every
-  // table; where bf16GemmTile is null, bf16 weights are packed as pairs for
-  // it (decode streams half the bytes) and widened into f32 panels for the
-  // f32 tile, so the arithmetic is the f32 gemm's on the bf16 weights.
+  // The gemv and the f32 tiles (as gemvPanel, gemmTile and gemmTileRows)
+  // over a bf16 pair panel (b as in bf16GemmTile) with f32 a: the weights
+  // widened exactly in registers, on every table. Where bf16GemmTile is
+  // null, bf16 weights are packed as pairs for these (decode streams half the
+  // bytes), so the arithmetic is the f32 gemm's on the bf16 weights.
   void (*bf16WidenGemvPanel)(int rows, int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c,
                              int64_t ldc) = nullptr;
+  void (*bf16WidenGemmTile)(int64_t kc, const float *a, const uint32_t *b, float *c, int64_t ldc,
+                            bool accumulate) = nullptr;
+  void (*bf16WidenGemmTileRows)(int64_t kc, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
+                                bool accumulate) = nullptr;
   // The gemv over a bf16 pair panel (as gemvPanel, with a and b as in
   // bf16GemmTile): null where bf16GemmTile is.
   void (*bf16GemvPanel)(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
