@@ -390,13 +390,7 @@ def worker_correctness(weights, einb, n_new=16, ein_run=None):
     gg = os.path.join(os.path.dirname(einb), "llama_f32.gguf")
     if os.path.exists(gg):
         try:
-            import llama_cpp
-            llm = llama_cpp.Llama(model_path=gg, n_threads=THREADS, n_ctx=256, verbose=False)
-            llm.eval(ids)
-            lc = []
-            for _ in range(n_new):
-                lc.append(llamacpp_argmax(llm))
-                llm.eval([lc[-1]])
+            lc = worker_llamacpp_tokens(gg, ids, n_new)
             res = {"llamacpp_f32": lc, "llamacpp_f32_match": lc == hf}
         except ImportError:
             pass

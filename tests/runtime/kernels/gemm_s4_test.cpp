@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels/isa/s4_gemm.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
+#include "kernels/quantized_gemm_shape.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "step_harness.hpp"
 
@@ -145,15 +146,6 @@ INSTANTIATE_TEST_SUITE_P(Isas, S4TileTest, ::testing::ValuesIn(detail::cpu::supp
 
 // --- the whole gemm -------------------------------------------------------------
 
-struct Int4GemmShape {
-  int64_t batch, m, n, k;
-  bool transposeA, transposeB;
-  int bias;  // 0 none, 1 per column, 2 full strided matrix
-  bool residual;
-  detail::Activation activation;
-  float alpha;
-};
-
 // Random i4 bytes: every nibble value, two to a byte.
 std::vector<uint8_t> randomI4(int64_t count, uint32_t seed) {
   std::mt19937 random(seed);
@@ -166,7 +158,7 @@ std::vector<uint8_t> randomI4(int64_t count, uint32_t seed) {
 
 // An int4 artifact's gemm: b int4 weights [K, N] (or [N, K]) shared by the
 // batch, f16 scales [ceil(K / 32), N] of both signs.
-std::vector<uint8_t> int4GemmArtifact(const Int4GemmShape &s) {
+std::vector<uint8_t> int4GemmArtifact(const QuantizedGemmShape &s) {
   ArtifactBuilder builder;
   builder.precision = fb::Precision::Int4;
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k, G = (K + 31) / 32;
@@ -194,7 +186,7 @@ std::vector<uint8_t> int4GemmArtifact(const Int4GemmShape &s) {
   return builder.build();
 }
 
-class Int4GemmTest : public ::testing::TestWithParam<Int4GemmShape> {};
+class Int4GemmTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
 
 // Each group's sum is exact on every path; what differs from the reference
 // (double) is the f32 sum over the groups and the epilogue.
@@ -217,23 +209,19 @@ TEST_P(Int4GemmTest, MatchesTheInt4ReferenceOnEveryIsaThreadCountAndPacking) {
 using detail::Activation;
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Int4GemmTest,
-    ::testing::Values(Int4GemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
-                      Int4GemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
-                      Int4GemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
-                      Int4GemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
-                      Int4GemmShape{1, 2, 129, 1601, false, true, 1, true, Activation::GeluTanh, 1.0f},
-                      Int4GemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
-                      Int4GemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
-                      Int4GemmShape{1, 5, 129, 300, false, true, 1, true, Activation::Silu, 1.0f},
-                      Int4GemmShape{1, 197, 384, 384, false, true, 1, false, Activation::None, 1.0f},
-                      Int4GemmShape{2, 33, 65, 257, true, true, 2, true, Activation::Silu, -1.25f},
-                      Int4GemmShape{1, 13, 129, 3073, false, false, 0, false, Activation::Relu, 0.5f},
-                      Int4GemmShape{2, 100, 17, 6, false, false, 1, false, Activation::None, 1.0f}),
-    [](const auto &info) {
-      const Int4GemmShape &s = info.param;
-      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
-             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
-    });
+    ::testing::Values(QuantizedGemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
+                      QuantizedGemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
+                      QuantizedGemmShape{1, 2, 129, 1601, false, true, 1, true, Activation::GeluTanh, 1.0f},
+                      QuantizedGemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
+                      QuantizedGemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
+                      QuantizedGemmShape{1, 5, 129, 300, false, true, 1, true, Activation::Silu, 1.0f},
+                      QuantizedGemmShape{1, 197, 384, 384, false, true, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{2, 33, 65, 257, true, true, 2, true, Activation::Silu, -1.25f},
+                      QuantizedGemmShape{1, 13, 129, 3073, false, false, 0, false, Activation::Relu, 0.5f},
+                      QuantizedGemmShape{2, 100, 17, 6, false, false, 1, false, Activation::None, 1.0f}),
+    quantizedGemmName);
 
 // --- the loader ---------------------------------------------------------------
 

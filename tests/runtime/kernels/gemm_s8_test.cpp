@@ -10,6 +10,7 @@
 
 #include "artifact_builder.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
+#include "kernels/quantized_gemm_shape.hpp"
 #include "kernels/reference/reference_kernels.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 #include "step_harness.hpp"
@@ -104,15 +105,6 @@ INSTANTIATE_TEST_SUITE_P(Isas, S8TileTest, ::testing::ValuesIn(detail::cpu::supp
 
 // --- the whole gemm -------------------------------------------------------------
 
-struct Int8GemmShape {
-  int64_t batch, m, n, k;
-  bool transposeA, transposeB;
-  int bias;  // 0 none, 1 per column, 2 full strided matrix
-  bool residual;
-  detail::Activation activation;
-  float alpha;
-};
-
 std::vector<int8_t> randomS8(int64_t count, uint32_t seed) {
   std::mt19937 random(seed);
   std::uniform_int_distribution<int> value(-127, 127);
@@ -123,7 +115,7 @@ std::vector<int8_t> randomS8(int64_t count, uint32_t seed) {
 
 // An int8 artifact's gemm: b int8 weights [K, N] (or [N, K]) shared by the
 // batch, scales [N] positive.
-std::vector<uint8_t> int8GemmArtifact(const Int8GemmShape &s) {
+std::vector<uint8_t> int8GemmArtifact(const QuantizedGemmShape &s) {
   ArtifactBuilder builder;
   builder.precision = fb::Precision::Int8;
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
@@ -148,7 +140,7 @@ std::vector<uint8_t> int8GemmArtifact(const Int8GemmShape &s) {
   return builder.build();
 }
 
-class Int8GemmTest : public ::testing::TestWithParam<Int8GemmShape> {};
+class Int8GemmTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
 
 // The int32 sums are exact on every path; what differs from the reference
 // (double) is the f32 scaling and epilogue: a few f32 roundings.
@@ -173,24 +165,20 @@ TEST_P(Int8GemmTest, MatchesTheInt8ReferenceOnEveryIsaAndThreadCount) {
 using detail::Activation;
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Int8GemmTest,
-    ::testing::Values(Int8GemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
-                      Int8GemmShape{1, 197, 384, 384, false, true, 1, false, Activation::None, 1.0f},
-                      Int8GemmShape{1, 197, 1152, 383, false, true, 1, true, Activation::Gelu, 1.0f},
-                      Int8GemmShape{2, 33, 65, 257, true, true, 2, true, Activation::Silu, -1.25f},
-                      Int8GemmShape{3, 17, 70, 1601, true, false, 1, true, Activation::GeluTanh, 1.0f},
-                      Int8GemmShape{1, 13, 129, 3073, false, false, 0, false, Activation::Relu, 0.5f},
-                      Int8GemmShape{2, 100, 17, 6, false, false, 1, false, Activation::None, 1.0f},
-                      Int8GemmShape{1, 5, 3, 0, false, false, 1, true, Activation::Gelu, 1.0f}),
-    [](const auto &info) {
-      const Int8GemmShape &s = info.param;
-      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
-             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
-    });
+    ::testing::Values(QuantizedGemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 197, 384, 384, false, true, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 197, 1152, 383, false, true, 1, true, Activation::Gelu, 1.0f},
+                      QuantizedGemmShape{2, 33, 65, 257, true, true, 2, true, Activation::Silu, -1.25f},
+                      QuantizedGemmShape{3, 17, 70, 1601, true, false, 1, true, Activation::GeluTanh, 1.0f},
+                      QuantizedGemmShape{1, 13, 129, 3073, false, false, 0, false, Activation::Relu, 0.5f},
+                      QuantizedGemmShape{2, 100, 17, 6, false, false, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 5, 3, 0, false, false, 1, true, Activation::Gelu, 1.0f}),
+    quantizedGemmName);
 
 // Gemms of 1 to 8 rows with the int8 weights packed for each table in turn
 // (as a CPU whose best table it is would load them): rows up to
 // kGemvMaxRows take the gemv (IsaKernels::s8GemvPanel), more the tiles.
-class Int8GemvTest : public ::testing::TestWithParam<Int8GemmShape> {};
+class Int8GemvTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
 
 TEST_P(Int8GemvTest, MatchesTheInt8ReferenceOnEveryPackedTableAndThreadCount) {
   StepHarness harness(int8GemmArtifact(GetParam()));
@@ -208,27 +196,23 @@ TEST_P(Int8GemvTest, MatchesTheInt8ReferenceOnEveryPackedTableAndThreadCount) {
 
 INSTANTIATE_TEST_SUITE_P(
     Rows, Int8GemvTest,
-    ::testing::Values(Int8GemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
-                      Int8GemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
-                      Int8GemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
-                      Int8GemmShape{1, 2, 129, 1601, false, false, 1, true, Activation::GeluTanh, 1.0f},
-                      Int8GemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
-                      Int8GemmShape{1, 4, 64, 1, false, false, 1, false, Activation::None, 1.0f},
-                      Int8GemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
-                      Int8GemmShape{1, 5, 129, 300, false, false, 1, true, Activation::Silu, 1.0f},
-                      Int8GemmShape{1, 6, 70, 383, true, false, 0, false, Activation::None, 1.0f},
-                      Int8GemmShape{1, 7, 33, 64, false, true, 2, true, Activation::Relu, 2.0f},
-                      Int8GemmShape{2, 8, 191, 129, false, false, 1, false, Activation::Gelu, 1.0f}),
-    [](const auto &info) {
-      const Int8GemmShape &s = info.param;
-      return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
-             std::to_string(s.k) + (s.transposeA ? "_aT" : "") + (s.transposeB ? "_bT" : "");
-    });
+    ::testing::Values(QuantizedGemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
+                      QuantizedGemmShape{2, 1, 65, 257, true, false, 2, true, Activation::Silu, -1.25f},
+                      QuantizedGemmShape{1, 2, 129, 1601, false, false, 1, true, Activation::GeluTanh, 1.0f},
+                      QuantizedGemmShape{1, 3, 200, 33, true, true, 2, false, Activation::Relu, 0.5f},
+                      QuantizedGemmShape{1, 4, 64, 1, false, false, 1, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{3, 4, 17, 300, false, false, 1, true, Activation::Gelu, 1.0f},
+                      QuantizedGemmShape{1, 5, 129, 300, false, false, 1, true, Activation::Silu, 1.0f},
+                      QuantizedGemmShape{1, 6, 70, 383, true, false, 0, false, Activation::None, 1.0f},
+                      QuantizedGemmShape{1, 7, 33, 64, false, true, 2, true, Activation::Relu, 2.0f},
+                      QuantizedGemmShape{2, 8, 191, 129, false, false, 1, false, Activation::Gelu, 1.0f}),
+    quantizedGemmName);
 
 // The int8 reference approximates the f32 gemm on the dequantized weights
 // within the activations' quantization error (half a step per element).
 TEST(Int8Gemm, ApproximatesTheF32GemmOfTheDequantizedWeights) {
-  const Int8GemmShape shape{1, 31, 40, 300, false, false, 0, false, Activation::None, 1.0f};
+  const QuantizedGemmShape shape{1, 31, 40, 300, false, false, 0, false, Activation::None, 1.0f};
   StepHarness int8(int8GemmArtifact(shape));
   std::vector<float> got = int8.run(detail::cpu::gemmS8Dynamic, detail::cpu::bestKernels(), 1);
   // The same gemm in f32 with b = q * scale.

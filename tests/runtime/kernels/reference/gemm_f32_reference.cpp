@@ -8,13 +8,13 @@ namespace ein::detail::cpu {
 
 namespace {
 
-// The int8 gemm by its definition (the schema's Gemm): each row of a
-// quantized by quantizeRowS8, the sums of products exact (int64), the rest
-// in double.
-Status gemmS8Reference(const Gemm &op, const KernelContext &context) {
+// The quantized gemms' walk: for each batch element and row of a,
+// rowSums(aRow, aK, sums) gives the row's n sums before alpha (in double),
+// then alpha, the bias, the activation and the residual go on as the
+// schema's Gemm says, into c.
+template <typename RowSums>
+Status quantizedGemmReference(const Gemm &op, const KernelContext &context, RowSums &&rowSums) {
   const float *a = context.data<const float>(op.a);
-  const int8_t *b = context.data<const int8_t>(op.b);
-  const float *scale = context.data<const float>(*op.bScale);
   float *c = context.data<float>(op.c);
   const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
   const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
@@ -22,19 +22,14 @@ Status gemmS8Reference(const Gemm &op, const KernelContext &context) {
   const size_t r = op.batch.size();
   const Dims aBatch = op.a.strides.first(r), cBatch = op.c.strides.first(r), biasBatch = biasView.strides.first(r),
              residualBatch = residualView.strides.first(r);
-  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
-  const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1];
-  std::vector<uint8_t> q(static_cast<size_t>(op.k));
+  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], cM = op.c.strides[r], cN = op.c.strides[r + 1];
+  std::vector<double> sums(static_cast<size_t>(op.n));
   forEachIndex<4>(op.batch, {op.a.offset, op.c.offset, biasView.offset, residualView.offset},
                   {&aBatch, &cBatch, &biasBatch, &residualBatch}, [&](const std::array<int64_t, 4> &base) {
                     for (int64_t i = 0; i < op.m; ++i) {
-                      const double rowScale = quantizeRowS8(a + base[0] + i * aM, aK, op.k, op.k, 0, q.data());
+                      rowSums(a + base[0] + i * aM, aK, sums);
                       for (int64_t j = 0; j < op.n; ++j) {
-                        int64_t sum = 0;
-                        for (int64_t p = 0; p < op.k; ++p)
-                          sum += int64_t(static_cast<int8_t>(q[static_cast<size_t>(p)])) * b[op.b.offset + p * bK + j * bN];
-                        double value = double(op.alpha) * rowScale *
-                                       double(scale[op.bScale->offset + j * op.bScale->strides[0]]) * double(sum);
+                        double value = double(op.alpha) * sums[static_cast<size_t>(j)];
                         if (bias) value += bias[base[2] + i * biasView.strides[r] + j * biasView.strides[r + 1]];
                         value = ops::activate(op.activation, value);
                         if (residual)
@@ -46,23 +41,36 @@ Status gemmS8Reference(const Gemm &op, const KernelContext &context) {
   return Status();
 }
 
+// The int8 gemm by its definition (the schema's Gemm): each row of a
+// quantized by quantizeRowS8, the sums of products exact (int64), the rest
+// in double.
+Status gemmS8Reference(const Gemm &op, const KernelContext &context) {
+  const int8_t *b = context.data<const int8_t>(op.b);
+  const float *scale = context.data<const float>(*op.bScale);
+  const size_t r = op.batch.size();
+  const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1];
+  std::vector<uint8_t> q(static_cast<size_t>(op.k));
+  return quantizedGemmReference(op, context, [&](const float *row, int64_t aK, std::vector<double> &sums) {
+    const double rowScale = quantizeRowS8(row, aK, op.k, op.k, 0, q.data());
+    for (int64_t j = 0; j < op.n; ++j) {
+      int64_t sum = 0;
+      for (int64_t p = 0; p < op.k; ++p)
+        sum += int64_t(static_cast<int8_t>(q[static_cast<size_t>(p)])) * b[op.b.offset + p * bK + j * bN];
+      sums[static_cast<size_t>(j)] =
+          rowScale * double(scale[op.bScale->offset + j * op.bScale->strides[0]]) * double(sum);
+    }
+  });
+}
+
 // The int4 gemm by its definition (the schema's Gemm): each row of a
 // quantized per group of 32 by quantizeGroupsS8, each group's sum of
 // products exact, the rest in double.
 Status gemmS4Reference(const Gemm &op, const KernelContext &context) {
-  const float *a = context.data<const float>(op.a);
   const auto *b = context.data<const uint8_t>(op.b);
   const uint16_t *scale = context.data<const uint16_t>(*op.bGroupScale);
   const View &scaleView = *op.bGroupScale;
-  float *c = context.data<float>(op.c);
-  const float *bias = op.bias ? context.data<const float>(*op.bias) : nullptr;
-  const float *residual = op.residual ? context.data<const float>(*op.residual) : nullptr;
-  const View &biasView = op.bias ? *op.bias : op.c, &residualView = op.residual ? *op.residual : op.c;
   const size_t r = op.batch.size();
-  const Dims aBatch = op.a.strides.first(r), cBatch = op.c.strides.first(r), biasBatch = biasView.strides.first(r),
-             residualBatch = residualView.strides.first(r);
-  const int64_t aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r], bN = op.b.strides[r + 1];
-  const int64_t cM = op.c.strides[r], cN = op.c.strides[r + 1], groups = (op.k + 31) / 32;
+  const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1], groups = (op.k + 31) / 32;
   auto weight = [&](int64_t p, int64_t j) {
     const int64_t index = op.b.offset + p * bK + j * bN;
     const int nibble = (b[index / 2] >> (index % 2 * 4)) & 15;
@@ -71,31 +79,20 @@ Status gemmS4Reference(const Gemm &op, const KernelContext &context) {
   std::vector<int8_t> q(static_cast<size_t>(groups * 32));
   std::vector<float> groupScale(static_cast<size_t>(groups));
   std::vector<int32_t> groupSum(static_cast<size_t>(groups));
-  forEachIndex<4>(op.batch, {op.a.offset, op.c.offset, biasView.offset, residualView.offset},
-                  {&aBatch, &cBatch, &biasBatch, &residualBatch}, [&](const std::array<int64_t, 4> &base) {
-                    for (int64_t i = 0; i < op.m; ++i) {
-                      quantizeGroupsS8(a + base[0] + i * aM, aK, op.k, groups, q.data(), groupScale.data(),
-                                       groupSum.data());
-                      for (int64_t j = 0; j < op.n; ++j) {
-                        double sum = 0.0;
-                        for (int64_t g = 0; g < groups; ++g) {
-                          int64_t exact = 0;
-                          for (int64_t p = g * 32; p < std::min(op.k, g * 32 + 32); ++p)
-                            exact += int64_t(q[static_cast<size_t>(p)]) * weight(p, j);
-                          const uint16_t bits =
-                              scale[scaleView.offset + g * scaleView.strides[0] + j * scaleView.strides[1]];
-                          sum += double(groupScale[static_cast<size_t>(g)]) * double(halfToFloat(bits)) * double(exact);
-                        }
-                        double value = double(op.alpha) * sum;
-                        if (bias) value += bias[base[2] + i * biasView.strides[r] + j * biasView.strides[r + 1]];
-                        value = ops::activate(op.activation, value);
-                        if (residual)
-                          value += residual[base[3] + i * residualView.strides[r] + j * residualView.strides[r + 1]];
-                        c[base[1] + i * cM + j * cN] = static_cast<float>(value);
-                      }
-                    }
-                  });
-  return Status();
+  return quantizedGemmReference(op, context, [&](const float *row, int64_t aK, std::vector<double> &sums) {
+    quantizeGroupsS8(row, aK, op.k, groups, q.data(), groupScale.data(), groupSum.data());
+    for (int64_t j = 0; j < op.n; ++j) {
+      double sum = 0.0;
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t exact = 0;
+        for (int64_t p = g * 32; p < std::min(op.k, g * 32 + 32); ++p)
+          exact += int64_t(q[static_cast<size_t>(p)]) * weight(p, j);
+        const uint16_t bits = scale[scaleView.offset + g * scaleView.strides[0] + j * scaleView.strides[1]];
+        sum += double(groupScale[static_cast<size_t>(g)]) * double(halfToFloat(bits)) * double(exact);
+      }
+      sums[static_cast<size_t>(j)] = sum;
+    }
+  });
 }
 
 }  // namespace

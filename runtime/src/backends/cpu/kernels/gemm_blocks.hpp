@@ -39,6 +39,13 @@ inline GemmItems planGemmItems(int64_t m, int64_t n, int64_t batchCount, int mr,
   return items;
 }
 
+// Scratch floats for `bytes` of scratch, saturated, so that a hostile size
+// makes the allocation fail instead of wrapping.
+inline size_t saturatedScratchFloats(unsigned __int128 bytes) {
+  constexpr size_t kLimit = SIZE_MAX / 16;
+  return bytes / sizeof(float) + 1 > kLimit ? kLimit : static_cast<size_t>(bytes / sizeof(float) + 1);
+}
+
 // One item: its block of c and each operand's offset at its batch element.
 struct GemmItem {
   int64_t i0, j0, rows, cols;

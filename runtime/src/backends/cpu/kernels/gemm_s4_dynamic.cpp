@@ -115,13 +115,9 @@ void gemvS4Packed(const Gemm &op, const KernelContext &context, const PackedMatr
 }  // namespace
 
 size_t gemmS4DynamicScratchFloats(const Gemm &op) {
-  // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
   const unsigned __int128 groups = static_cast<uint64_t>(groupsOf(op.k));
-  const unsigned __int128 bytes =
-      sizeof(float) * (PreparedRows::kScratchFloats + kMaxMc * kMaxNc + 2 * kMaxMc * groups) +
-      (kMaxMc * kS4Group + kS4GroupBytes) * groups;
-  constexpr size_t kLimit = SIZE_MAX / 16;
-  return bytes / sizeof(float) + 1 > kLimit ? kLimit : static_cast<size_t>(bytes / sizeof(float) + 1);
+  return saturatedScratchFloats(sizeof(float) * (PreparedRows::kScratchFloats + kMaxMc * kMaxNc + 2 * kMaxMc * groups) +
+                                (kMaxMc * kS4Group + kS4GroupBytes) * groups);
 }
 
 Status gemmS4Dynamic(const Gemm &op, const KernelContext &context) {

@@ -119,13 +119,10 @@ void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatr
 }  // namespace
 
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
-  // Saturated, so that a hostile k makes the allocation fail instead of wrapping.
-  const unsigned __int128 bytes = static_cast<unsigned __int128>(sizeof(float)) *
-                                      (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
-                                  static_cast<unsigned __int128>(kMaxMc + kMaxNr) *
-                                      (static_cast<uint64_t>(op.k) + 3);
-  constexpr size_t kLimit = SIZE_MAX / 16;
-  return bytes / sizeof(float) + 1 > kLimit ? kLimit : static_cast<size_t>(bytes / sizeof(float) + 1);
+  return saturatedScratchFloats(
+      static_cast<unsigned __int128>(sizeof(float)) *
+          (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
+      static_cast<unsigned __int128>(kMaxMc + kMaxNr) * (static_cast<uint64_t>(op.k) + 3));
 }
 
 Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
