@@ -160,6 +160,15 @@ def test_int4_holds_q4_0_values_exactly():
     assert np.abs(lossy - exact).max() > 3 * error
 
 
+@pytest.mark.parametrize("value, why", [(np.inf, "not finite: it cannot be quantized to int4"),
+                                        (1e7, "beyond int4's range")])
+def test_int4_refuses_weights_it_cannot_hold(value, why):
+    weights = linear_relu_weights()
+    weights["fc.weight"][2, 3] = value
+    with pytest.raises(ein.CompileError, match=why):
+        ein.compile(LINEAR_RELU, weights=weights, precision="int4")
+
+
 def test_bf16_precision_is_recorded():
     model = ein.compile(LINEAR_RELU, random_weights=1, precision="bf16")
     assert model.precision == "bf16" and model.target == "cpu"

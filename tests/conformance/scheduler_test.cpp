@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <random>
 #include <string>
@@ -251,10 +252,24 @@ TEST_P(Scheduling, BadUseIsAClearErrorAndDisturbsNothing) {
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(result.value().tokens, alone(model, prompt, options).tokens);
   for (const auto &request : queued) EXPECT_TRUE(request->wait().ok());
-  // After shutdown: nothing is taken; what had not ended is cancelled.
-  auto last = scheduler.submit(prompt, {.maxNewTokens = 200});
+  // After shutdown: nothing is taken; what had not ended is cancelled. The
+  // last request's first token holds the scheduler's thread until shutdown
+  // has begun (submit says so), so it cannot finish first on a busy machine.
+  std::promise<void> shutdownBegun;
+  std::shared_future<void> begun = shutdownBegun.get_future().share();
+  auto last = scheduler.submit(prompt, {.maxNewTokens = 200, .onToken = [begun](int64_t) {
+                                          begun.wait();
+                                          return true;
+                                        }});
   ASSERT_TRUE(last.ok());
-  scheduler.shutdown();
+  std::thread closer([&] { scheduler.shutdown(); });
+  while (true) {
+    auto probe = scheduler.submit(prompt, options);
+    if (!probe.ok() && probe.status().message().find("has shut down") != std::string::npos) break;
+    std::this_thread::yield();
+  }
+  shutdownBegun.set_value();
+  closer.join();
   EXPECT_TRUE(last.value()->done());
   EXPECT_EQ(last.value()->finishReason(), ein::FinishReason::Cancelled);
   expectError(prompt, options, "the scheduler has shut down");

@@ -387,6 +387,12 @@ class Storer {
         }
         const float d = largest / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
         const uint16_t bits = ein::ir::toHalfBits(d, APFloat::IEEEhalf());
+        if ((bits & 0x7c00) == 0x7c00) {  // past f16's range: the scale would be inf
+          auto param = dyn_cast<ein::ir::ParamOp>(producer);
+          return producer->emitError()
+                 << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                 << " holds " << largest << ", beyond int4's range (|w| <= 8 x 65504, its scale being f16)";
+        }
         std::memcpy(scale.data() + static_cast<size_t>(g * layout.n + j) * sizeof(uint16_t), &bits, sizeof bits);
         for (int64_t p = begin; p < end; ++p) {
           const int value = std::min(15, static_cast<int>(f32[index(p, j)] * inverse + 8.5f)) - 8;
