@@ -261,6 +261,13 @@ ein::ir::ConstantOp storedConstant(OpBuilder &builder, Operation *after, RankedT
   return builder.create<ein::ir::ConstantOp>(after->getLoc(), DenseResourceElementsAttr::get(type, key, std::move(blob)));
 }
 
+// How a message names the weight `producer` defines: "parameter 'NAME'", or
+// "the folded weight".
+std::string weightName(Operation *producer) {
+  auto param = dyn_cast<ein::ir::ParamOp>(producer);
+  return param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight");
+}
+
 class Storer {
  public:
   Storer(StringRef precision, StringRef target)
@@ -329,9 +336,8 @@ class Storer {
       for (int64_t p = 0; p < layout.k; ++p) {
         const float weight = at(p, j);
         if (!std::isfinite(weight)) {
-          auto param = dyn_cast<ein::ir::ParamOp>(producer);
           return producer->emitError()
-                 << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                 << weightName(producer)
                  << " holds a value that is not finite: it cannot be quantized to int8";
         }
         absMax = std::max(absMax, std::fabs(weight));
@@ -378,9 +384,8 @@ class Storer {
         for (int64_t p = begin; p < end; ++p) {
           const float weight = f32[index(p, j)];
           if (!std::isfinite(weight)) {
-            auto param = dyn_cast<ein::ir::ParamOp>(producer);
             return producer->emitError()
-                   << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                   << weightName(producer)
                    << " holds a value that is not finite: it cannot be quantized to int4";
           }
           if (std::fabs(weight) > magnitude) magnitude = std::fabs(weight), largest = weight;
@@ -388,9 +393,8 @@ class Storer {
         const float d = largest / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
         const uint16_t bits = ein::ir::toHalfBits(d, APFloat::IEEEhalf());
         if ((bits & 0x7c00) == 0x7c00) {  // past f16's range: the scale would be inf
-          auto param = dyn_cast<ein::ir::ParamOp>(producer);
           return producer->emitError()
-                 << (param ? "parameter '" + param.getName().str() + "'" : std::string("the folded weight"))
+                 << weightName(producer)
                  << " holds " << largest << ", beyond int4's range (|w| <= 8 x 65504, its scale being f16)";
         }
         std::memcpy(scale.data() + static_cast<size_t>(g * layout.n + j) * sizeof(uint16_t), &bits, sizeof bits);

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "backends/cpu/kernels/isa/isa.hpp"
 
@@ -76,10 +75,9 @@ void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b,
 }
 
 // The register tile over a bf16 pair panel (IsaKernels::bf16WidenGemmTile):
-// as gemmTileStrided, with b's row of pairs widened exactly in registers for
-// the pair's even k and loaded again for its odd k (the widened vectors and
-// the MR x NV sums take every register AVX2 has). An odd kc's last pair has
-// a zero odd half, whose element of a is not read.
+// as gemmTileStrided, with each row of pairs widened exactly in registers
+// into its even and odd k, both added to the sums per row of a. An odd kc's
+// last pair has a zero odd half, whose element of a is not read.
 template <class S, int MR, int NV>
 [[gnu::always_inline]] inline void gemmPairTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep,
                                                        const uint32_t *b, float *c, int64_t ldc, bool accumulate) {
@@ -90,21 +88,6 @@ template <class S, int MR, int NV>
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? S::load(c + r * ldc + v * W) : S::zero();
-  const auto step = [&](int64_t p, auto odd) {
-    V bv[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      V even, high;
-      S::loadPairs(b + p / 2 * NR + v * W, even, high);
-      bv[v] = decltype(odd)::value ? high : even;
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V ar = S::set1(a[r * aRow + p * aStep]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(ar, bv[v], acc[r][v]);
-    }
-  };
   int64_t p = 0;
   for (; p + 2 <= kc; p += 2) {
     V even[NV], odd[NV];
@@ -117,7 +100,15 @@ template <class S, int MR, int NV>
       for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(a1, odd[v], S::fmadd(a0, even[v], acc[r][v]));
     }
   }
-  if (p < kc) step(p, std::false_type{});
+  if (p < kc) {  // an odd kc's last pair: its even half only
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      V even, odd;
+      S::loadPairs(b + p / 2 * NR + v * W, even, odd);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) acc[r][v] = S::fmadd(S::set1(a[r * aRow + p * aStep]), even, acc[r][v]);
+    }
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
