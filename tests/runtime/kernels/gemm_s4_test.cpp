@@ -48,7 +48,9 @@ TEST(QuantizeGroupsS8, QuantizesEachGroupAsARowOfItsOwn) {
       }
       EXPECT_EQ(sum[g], total);
     }
-    if (k > 40) EXPECT_TRUE(std::isnan(scale[1]) && !std::isnan(scale[0]));
+    if (k > 40) {
+      EXPECT_TRUE(std::isnan(scale[1]) && !std::isnan(scale[0]));
+    }
   }
 }
 

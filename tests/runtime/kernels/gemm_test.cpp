@@ -221,7 +221,9 @@ TEST_P(Bf16GemmFastTest, MatchesReferenceOnBf16RoundedOperands) {
   ASSERT_EQ(harness.program().tensors[gemm.b.tensor].dtype, DType::BF16);
   const bool packed = gemm.packedB >= 0;
   EXPECT_EQ(packed, shape.broadcastB);
-  if (packed) EXPECT_TRUE(harness.program().packed[gemm.packedB].bf16Pairs) << "bf16 weights stay bf16";
+  if (packed) {
+    EXPECT_TRUE(harness.program().packed[gemm.packedB].bf16Pairs) << "bf16 weights stay bf16";
+  }
   const double tolerance = 2e-5 * std::sqrt(double(shape.k + 1));
   std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
   std::vector<std::pair<std::string, std::vector<float>>> bf16Runs;

@@ -196,8 +196,8 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   // bf16 arithmetic exactly where the weights are packed as bf16 pairs and
   // the CPU has the bf16 gemm: activations are rounded to bf16 while packed,
   // products and sums are f32. Elsewhere bf16 pairs are widened to f32 in
-  // registers (bf16WidenGemvPanel, bf16WidenGemmTile): the f32 gemm on the
-  // bf16 weights.
+  // registers by the gemv, panel by panel by the gemm (bf16WidenGemvPanel,
+  // bf16WidenPairPanel): the f32 gemm on the bf16 weights.
   const bool bf16 = packed && packed->bf16Pairs && isa.bf16GemmTile;
   const bool widenPairs = packed && packed->bf16Pairs && !isa.bf16GemmTile;
   if (useGemv(m, packed != nullptr)) {
@@ -342,25 +342,13 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
                 aPack + ir * depth);
       for (int64_t jr = 0; jr < cols; jr += nr) {
-        if (widenPairs) {
-          const uint32_t *pairs = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
-          // The next panel's pairs into L2 while this one is used (as the
-          // f32 tiles pull theirs).
-          if (jr + nr < cols) {
-            const auto *next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
-            for (int64_t at = 0; at < (depth + 1) / 2 * nr * static_cast<int64_t>(sizeof(uint32_t)); at += 64)
-              __builtin_prefetch(next + at, 0, 2);
-          }
-          for (int64_t ir = 0; ir < rows; ir += mr)
-            if (aInPlace && ir + mr <= rows)
-              isa.bf16WidenGemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, pairs, acc + ir * ldc + jr, ldc,
-                                        p0 > 0);
-            else
-              isa.bf16WidenGemmTile(depth, aPack + ir * depth, pairs, acc + ir * ldc + jr, ldc, p0 > 0);
-          continue;
-        }
         const float *panel;
-        if (packed) {
+        if (widenPairs) {
+          // Widened once into bPack for every row tile of the item: the f32
+          // tile at its own speed (widening in each tile cost 1.2-1.4x).
+          isa.bf16WidenPairPanel(depth, packed->pairPanel(j0 + jr) + p0 / 2 * nr, bPack);
+          panel = bPack;
+        } else if (packed) {
           panel = packed->panel(j0 + jr) + p0 * nr;
         } else {
           const int64_t from = bOff + p0 * bK + (j0 + jr) * bN, width = std::min<int64_t>(nr, cols - jr);
@@ -375,8 +363,11 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         const char *next = nullptr;
         int64_t slice = 0;
         if (packed && jr + nr < cols) {
-          next = reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
-          slice = roundUp(ceilDiv(depth * nr * static_cast<int64_t>(sizeof(float)), ceilDiv(rows, mr)), 64);
+          const int64_t bytes = widenPairs ? (depth + 1) / 2 * nr * static_cast<int64_t>(sizeof(uint32_t))
+                                           : depth * nr * static_cast<int64_t>(sizeof(float));
+          next = widenPairs ? reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr)
+                            : reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
+          slice = roundUp(ceilDiv(bytes, ceilDiv(rows, mr)), 64);
         }
         for (int64_t ir = 0; ir < rows; ir += mr) {
           const char *prefetch = next ? next + ir / mr * slice : nullptr;

@@ -74,56 +74,28 @@ void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b,
   gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
 }
 
-// The register tile over a bf16 pair panel (IsaKernels::bf16WidenGemmTile):
-// as gemmTileStrided, with each row of pairs widened exactly in registers
-// into its even and odd k, both added to the sums per row of a. An odd kc's
-// last pair has a zero odd half, whose element of a is not read.
-template <class S, int MR, int NV>
-[[gnu::always_inline]] inline void gemmPairTileStrided(int64_t kc, const float *a, int64_t aRow, int64_t aStep,
-                                                       const uint32_t *b, float *c, int64_t ldc, bool accumulate) {
+// A bf16 pair panel's rows [0, kc) widened exactly into an f32 panel of NV
+// vectors per row (IsaKernels::bf16WidenPairPanel): an odd kc's last pair
+// gives its even half only.
+template <class S, int NV>
+void widenPairPanel(int64_t kc, const uint32_t *pairs, float *panel) {
   using V = typename S::V;
   constexpr int W = S::W, NR = NV * W;
-  V acc[MR][NV];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? S::load(c + r * ldc + v * W) : S::zero();
-  int64_t p = 0;
-  for (; p + 2 <= kc; p += 2) {
-    V even[NV], odd[NV];
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) S::loadPairs(b + p / 2 * NR + v * W, even[v], odd[v]);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      const V a0 = S::set1(a[r * aRow + p * aStep]), a1 = S::set1(a[r * aRow + (p + 1) * aStep]);
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(a1, odd[v], S::fmadd(a0, even[v], acc[r][v]));
-    }
-  }
-  if (p < kc) {  // an odd kc's last pair: its even half only
+  for (int64_t q = 0; q < kc / 2; ++q)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       V even, odd;
-      S::loadPairs(b + p / 2 * NR + v * W, even, odd);
-#pragma GCC unroll 16
-      for (int r = 0; r < MR; ++r) acc[r][v] = S::fmadd(S::set1(a[r * aRow + p * aStep]), even, acc[r][v]);
+      S::loadPairs(pairs + q * NR + v * W, even, odd);
+      S::store(panel + 2 * q * NR + v * W, even);
+      S::store(panel + (2 * q + 1) * NR + v * W, odd);
     }
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r)
+  if (kc % 2)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, acc[r][v]);
-}
-
-template <class S, int MR, int NV>
-void gemmPairTile(int64_t kc, const float *a, const uint32_t *b, float *c, int64_t ldc, bool accumulate) {
-  gemmPairTileStrided<S, MR, NV>(kc, a, 1, MR, b, c, ldc, accumulate);
-}
-
-template <class S, int MR, int NV>
-void gemmPairTileRows(int64_t kc, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
-                      bool accumulate) {
-  gemmPairTileStrided<S, MR, NV>(kc, a, lda, 1, b, c, ldc, accumulate);
+    for (int v = 0; v < NV; ++v) {
+      V even, odd;
+      S::loadPairs(pairs + kc / 2 * NR + v * W, even, odd);
+      S::store(panel + (kc - 1) * NR + v * W, even);
+    }
 }
 
 // The gemv's MR rows over one panel of NV vectors (see IsaKernels::gemvPanel).

@@ -167,17 +167,14 @@ struct IsaKernels {
   // bf16GemmTallMr x gemmNr (amx: 32 x 64 from tile registers); null where
   // the gemm uses bf16GemmTile. Attention keeps bf16GemmTile (its blocks
   // are gemmMr rows).
-  // The gemv and the f32 tiles (as gemvPanel, gemmTile and gemmTileRows)
-  // over a bf16 pair panel (b as in bf16GemmTile) with f32 a: the weights
-  // widened exactly in registers, on every table. Where bf16GemmTile is
-  // null, bf16 weights are packed as pairs for these (decode streams half the
-  // bytes), so the arithmetic is the f32 gemm's on the bf16 weights.
+  // Where bf16GemmTile is null, bf16 weights are still packed as pairs
+  // (decode streams half the bytes) and the f32 gemm runs on them: the gemv
+  // widens each pair exactly in registers (as gemvPanel, b as in
+  // bf16GemmTile), the gemm widens a panel's rows [0, kc) into an f32 panel
+  // of gemmNr floats a row, once for all the row tiles that use it.
   void (*bf16WidenGemvPanel)(int rows, int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c,
                              int64_t ldc) = nullptr;
-  void (*bf16WidenGemmTile)(int64_t kc, const float *a, const uint32_t *b, float *c, int64_t ldc,
-                            bool accumulate) = nullptr;
-  void (*bf16WidenGemmTileRows)(int64_t kc, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
-                                bool accumulate) = nullptr;
+  void (*bf16WidenPairPanel)(int64_t kc, const uint32_t *pairs, float *panel) = nullptr;
   // The gemv over a bf16 pair panel (as gemvPanel, with a and b as in
   // bf16GemmTile): null where bf16GemmTile is.
   void (*bf16GemvPanel)(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,

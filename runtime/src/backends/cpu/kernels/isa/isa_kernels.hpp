@@ -28,8 +28,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmTileRowsVector = &gemmTileRowsVector<S, MR>;
   kernels.gemvPanel = &gemvPanel<S, NV>;
   kernels.bf16WidenGemvPanel = &gemvPairPanel<S, NV>;
-  kernels.bf16WidenGemmTile = &gemmPairTile<S, MR, NV>;
-  kernels.bf16WidenGemmTileRows = &gemmPairTileRows<S, MR, NV>;
+  kernels.bf16WidenPairPanel = &widenPairPanel<S, NV>;
   kernels.vectorFloats = S::W;
   kernels.gemmEpilogue = &gemmEpilogue<S>;
   kernels.reduceRow = &reduceRow<S>;
