@@ -235,14 +235,15 @@ Compilation::~Compilation() = default;
 void Compilation::error(const std::string &message) const { sink({Severity::Error, "", 0, 0, message, ""}); }
 void Compilation::warning(const std::string &message) const { sink({Severity::Warning, "", 0, 0, message, ""}); }
 
-mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &dims) {
+mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &dims,
+                                                        const mlirgen::ConfigValues &configs) {
   // Text given in memory (the Python package's) is checked as a file is: no
   // diagnostic may echo a binary or terminal control byte in its source line.
   if (std::optional<std::string> message = notModelText(source.filename, source.text)) {
     error(*message);
     return nullptr;
   }
-  return mlirgen::generate(context, source.text, source.filename, dims);
+  return mlirgen::generate(context, source.text, source.filename, dims, configs);
 }
 
 mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const PipelineOptions &options) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compiler/artifact/artifact.hpp"
+#include "compiler/mlirgen/mlirgen.hpp"
 #include "ir/ein/size.hpp"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/SourceMgr.h"
@@ -99,8 +100,9 @@ class Compilation {
   Compilation &operator=(const Compilation &) = delete;
 
   // Parses the model and builds the ein dialect; `dims` replaces dim values
-  // (einc --dim). Null after a reported error.
-  mlir::OwningOpRef<mlir::ModuleOp> frontEnd(const ein::DimRanges &dims);
+  // (einc --dim), `configs` configs' values (einc --config). Null after a
+  // reported error.
+  mlir::OwningOpRef<mlir::ModuleOp> frontEnd(const ein::DimRanges &dims, const mlirgen::ConfigValues &configs = {});
   // The compiler's passes, ein -> kern -> planned memory.
   mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions &options);
   // The artifact of the planned module, its parameters bound: written to

@@ -26,6 +26,8 @@ const char *spelling(BinaryOp op) {
     case BinaryOp::Ge: return ">=";
     case BinaryOp::Eq: return "==";
     case BinaryOp::Ne: return "!=";
+    case BinaryOp::And: return "and";
+    case BinaryOp::Or: return "or";
     case BinaryOp::FloorDiv: return "//";
     case BinaryOp::Mod: return "%";
   }
@@ -105,6 +107,15 @@ void dumpStatement(const Stmt &statement, const std::string &indent, std::string
       }
       break;
     }
+    case Stmt::Kind::Config: {
+      const auto &decl = static_cast<const ConfigDecl &>(statement);
+      out += "config ";
+      for (size_t i = 0; i < decl.entries.size(); ++i) {
+        out += (i ? ", " : "") + decl.entries[i].name.str() + " = " + dump(*decl.entries[i].value);
+        if (decl.entries[i].allowed) out += " in " + dump(*decl.entries[i].allowed);
+      }
+      break;
+    }
     case Stmt::Kind::Input: {
       const auto &decl = static_cast<const InputDecl &>(statement);
       out += "input " + decl.name.str() + ": " + dumpType(decl.type);
@@ -140,6 +151,19 @@ void dumpStatement(const Stmt &statement, const std::string &indent, std::string
       out += "for " + loop.variable + " in " + dump(*loop.start) + ".." + dump(*loop.end) + " {\n";
       dumpStatements(loop.body, indent + "  ", out);
       out += indent + "}";
+      break;
+    }
+    case Stmt::Kind::If: {
+      const auto &branching = static_cast<const If &>(statement);
+      for (size_t i = 0; i < branching.branches.size(); ++i) {
+        const If::Branch &branch = branching.branches[i];
+        out += i == 0 ? "if " : " else ";
+        if (i > 0 && branch.condition) out += "if ";
+        if (branch.condition) out += dump(*branch.condition) + " ";
+        out += "{\n";
+        dumpStatements(branch.body, indent + "  ", out);
+        out += indent + "}";
+      }
       break;
     }
     case Stmt::Kind::Return: {

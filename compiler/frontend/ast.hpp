@@ -68,7 +68,7 @@ struct UnaryExpr : Expr {
   ExprPtr operand;
 };
 
-enum class BinaryOp { Add, Sub, Mul, Div, MatMul, Pow, Lt, Le, Gt, Ge, Eq, Ne, FloorDiv, Mod };
+enum class BinaryOp { Add, Sub, Mul, Div, MatMul, Pow, Lt, Le, Gt, Ge, Eq, Ne, FloorDiv, Mod, And, Or };
 const char *spelling(BinaryOp op);
 
 struct BinaryExpr : Expr {
@@ -121,7 +121,7 @@ struct TypeExpr {
 };
 
 struct Stmt {
-  enum class Kind { Dim, Input, Param, Output, Assign, Def, For, Return };
+  enum class Kind { Dim, Config, Input, Param, Output, Assign, Def, For, If, Return };
   Stmt(Kind kind, SourceLoc loc) : kind(kind), loc(loc) {}
   virtual ~Stmt() = default;
   Kind kind;
@@ -147,6 +147,20 @@ struct DimDecl : Stmt {
   // `position past = 0..2048`: one ranged dim whose value is the session's
   // position (the rows appended to its state), not an input's axis.
   bool position = false;
+};
+
+// `config rms_norm_eps = 1e-6, hidden_act = "silu" in ["silu", "gelu"]`:
+// compile-time values (numbers, booleans, strings) that einc --config, the
+// Python package's config= and a checkpoint's config.json replace by name.
+struct ConfigDecl : Stmt {
+  struct Entry {
+    Name name;  // dotted for a field of a nested object (`rope_scaling.factor`)
+    SourceLoc loc;
+    ExprPtr value;
+    ExprPtr allowed;  // `in [...]`: the only values the model handles; null for any
+  };
+  explicit ConfigDecl(SourceLoc loc) : Stmt(Kind::Config, loc) {}
+  std::vector<Entry> entries;
 };
 
 struct InputDecl : Stmt {
@@ -186,6 +200,17 @@ struct For : Stmt {
   std::string variable;
   ExprPtr start, end;  // `for i in start..end`, end exclusive
   std::vector<StmtPtr> body;
+};
+
+// `if c { ... } else if d { ... } else { ... }` on values known when the
+// model compiles: only the body of the first true condition runs.
+struct If : Stmt {
+  struct Branch {
+    ExprPtr condition;  // null for the final `else`
+    std::vector<StmtPtr> body;
+  };
+  explicit If(SourceLoc loc) : Stmt(Kind::If, loc) {}
+  std::vector<Branch> branches;
 };
 
 struct Return : Stmt {

@@ -21,8 +21,11 @@ class Lexer {
     int depth = 0;  // open ( and [: newlines inside are not statement ends
     while (true) {
       bool space = skipSpaceAndComments();
+      const size_t begin = position;
       Token token = next();
       token.spaceBefore = space;
+      token.begin = begin;
+      token.end = position;
       if (token.kind == Token::Kind::LParen || token.kind == Token::Kind::LBracket) ++depth;
       if ((token.kind == Token::Kind::RParen || token.kind == Token::Kind::RBracket) && depth > 0) --depth;
       if (token.kind == Token::Kind::Newline && depth > 0) continue;

@@ -21,6 +21,7 @@ struct Token {
   std::string text;  // identifier/number spelling, unescaped string, or error message
   SourceLoc loc;
   bool spaceBefore = false;  // whitespace separates it from the previous token
+  size_t begin = 0, end = 0;  // its bytes in the source: [begin, end)
 };
 
 std::string describe(const Token &token);

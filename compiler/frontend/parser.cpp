@@ -64,7 +64,8 @@ class Parser {
 
   static bool isKeyword(const std::string &word) {
     return word == "dim" || word == "input" || word == "param" || word == "output" || word == "def" ||
-           word == "return" || word == "for" || word == "in" || word == "true" || word == "false";
+           word == "return" || word == "for" || word == "in" || word == "if" || word == "else" || word == "and" ||
+           word == "or" || word == "true" || word == "false";
   }
 
   void enter(SourceLoc loc) {
@@ -132,6 +133,7 @@ class Parser {
           error(loc, "position declares one ranged dim: position past = 0..2048");
         return decl;
       }
+      if (first.text == "config" && peek(1).kind == K::Identifier) return configDecl();
       if (first.text == "state" && peek(1).kind == K::Identifier) {
         advance();
         auto decl = std::make_unique<ParamDecl>(loc);
@@ -169,6 +171,8 @@ class Parser {
       }
       if (first.text == "def") return def();
       if (first.text == "for") return forLoop();
+      if (first.text == "if") return ifStatement();
+      if (first.text == "else") error(loc, "'else' must follow the '}' of an if on the same line");
       if (first.text == "return") {
         advance();
         auto ret = std::make_unique<Return>(loc);
@@ -182,7 +186,7 @@ class Parser {
       if (!isKeyword(first.text)) return assignment();
     }
     if (first.kind == K::RBrace) error(first.loc, "unexpected '}' with no block open");
-    expected("a statement (dim, input, param, output, def, for, return or an assignment)");
+    expected("a statement (dim, config, input, param, output, def, for, if, return or an assignment)");
   }
 
   StmtPtr dimDecl() {
@@ -201,6 +205,46 @@ class Parser {
       decl->entries.push_back(std::move(entry));
     } while (at(K::Comma));
     return decl;
+  }
+
+  StmtPtr configDecl() {
+    auto decl = std::make_unique<ConfigDecl>(advance().loc);
+    do {
+      if (!decl->entries.empty()) advance();  // ','
+      ConfigDecl::Entry entry;
+      entry.loc = peek().loc;
+      entry.name = dottedName();
+      for (const NameSegment &segment : entry.name.segments)
+        if (segment.kind == NameSegment::Kind::Interpolation)
+          error(segment.loc, "a config's name is written out, without {...}");
+      expect(K::Assign, "'=' and a default value after config '" + entry.name.str() + "'");
+      entry.value = expression();
+      if (atKeyword("in")) {
+        advance();
+        if (!at(K::LBracket)) expected("a list of the values the model handles after 'in' ([\"silu\", \"gelu\"])");
+        entry.allowed = expression();
+      }
+      decl->entries.push_back(std::move(entry));
+    } while (at(K::Comma));
+    return decl;
+  }
+
+  StmtPtr ifStatement() {
+    auto branching = std::make_unique<If>(peek().loc);
+    while (true) {
+      advance();  // 'if'
+      If::Branch branch;
+      branch.condition = expression();
+      branch.body = block("if's body");
+      branching->branches.push_back(std::move(branch));
+      if (!atKeyword("else")) return branching;
+      advance();
+      if (atKeyword("if")) continue;
+      If::Branch otherwise;
+      otherwise.body = block("else's body");
+      branching->branches.push_back(std::move(otherwise));
+      return branching;
+    }
   }
 
   StmtPtr assignment() {
@@ -279,8 +323,29 @@ class Parser {
 
   // ---- expressions --------------------------------------------------------------
 
+  // `a or b`, `a and b`: booleans known when the model compiles; `and`
+  // binds tighter, both looser than comparisons.
   ExprPtr expression() {
     enter(peek().loc);
+    ExprPtr lhs = conjunction();
+    while (atKeyword("or")) {
+      SourceLoc loc = advance().loc;
+      lhs = std::make_unique<BinaryExpr>(loc, BinaryOp::Or, std::move(lhs), conjunction());
+    }
+    --depth;
+    return lhs;
+  }
+
+  ExprPtr conjunction() {
+    ExprPtr lhs = comparison();
+    while (atKeyword("and")) {
+      SourceLoc loc = advance().loc;
+      lhs = std::make_unique<BinaryExpr>(loc, BinaryOp::And, std::move(lhs), comparison());
+    }
+    return lhs;
+  }
+
+  ExprPtr comparison() {
     ExprPtr lhs = additive();
     static const std::pair<K, BinaryOp> comparisons[] = {
         {K::Less, BinaryOp::Lt},     {K::LessEqual, BinaryOp::Le}, {K::Greater, BinaryOp::Gt},
@@ -293,7 +358,6 @@ class Parser {
         if (at(other)) error(peek().loc, "comparisons cannot be chained; use parentheses");
       break;
     }
-    --depth;
     return lhs;
   }
 

@@ -252,6 +252,13 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
     const auto &ranged = std::get<SizeValue>((std::holds_alternative<SizeValue>(lhs.value) ? lhs : rhs).value);
     failRanged(expr.loc, ranged, "a number in tensor arithmetic");
   }
+  if (op == ast::BinaryOp::And || op == ast::BinaryOp::Or) {
+    auto *x = std::get_if<Boolean>(&lhs.value), *y = std::get_if<Boolean>(&rhs.value);
+    if (!x || !y)
+      fail(expr.loc, std::string("'") + ast::spelling(op) + "' takes booleans known when the model compiles, not " +
+                         kindName(x ? rhs : lhs) + "; on bool tensors, * is and, and maximum is or");
+    return EValue{Boolean{op == ast::BinaryOp::And ? x->value && y->value : x->value || y->value}};
+  }
   auto *a = std::get_if<Number>(&lhs.value);
   auto *b = std::get_if<Number>(&rhs.value);
   if (a && b) {
@@ -273,8 +280,26 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
         double result = op == ast::BinaryOp::Mod ? ops::mod(a->value, b->value) : ops::floorDiv(a->value, b->value);
         return EValue{Number{result, a->isInteger && b->isInteger}};
       }
-      default: fail(expr.loc, "comparisons of numbers are not supported");
+      case ast::BinaryOp::Lt: return EValue{Boolean{a->value < b->value}};
+      case ast::BinaryOp::Le: return EValue{Boolean{a->value <= b->value}};
+      case ast::BinaryOp::Gt: return EValue{Boolean{a->value > b->value}};
+      case ast::BinaryOp::Ge: return EValue{Boolean{a->value >= b->value}};
+      case ast::BinaryOp::Eq: return EValue{Boolean{a->value == b->value}};
+      case ast::BinaryOp::Ne: return EValue{Boolean{a->value != b->value}};
+      default: fail(expr.loc, "'@' takes tensors, not numbers");
     }
+  }
+  // Strings, and booleans known when the model compiles, compare for
+  // equality (configs: `if hidden_act == "silu"`); a boolean with a tensor
+  // is a number in tensor arithmetic below.
+  const bool anyString = std::holds_alternative<String>(lhs.value) || std::holds_alternative<String>(rhs.value);
+  if (anyString || (std::holds_alternative<Boolean>(lhs.value) && std::holds_alternative<Boolean>(rhs.value))) {
+    if ((op != ast::BinaryOp::Eq && op != ast::BinaryOp::Ne) || lhs.value.index() != rhs.value.index())
+      fail(expr.loc, std::string("only == and != take ") + (anyString ? "a string" : "two booleans") +
+                         ", and compare it with another; here they meet " + kindName(lhs) + " and " + kindName(rhs));
+    const bool same = anyString ? std::get<String>(lhs.value).value == std::get<String>(rhs.value).value
+                                : std::get<Boolean>(lhs.value).value == std::get<Boolean>(rhs.value).value;
+    return EValue{Boolean{op == ast::BinaryOp::Eq ? same : !same}};
   }
   if (op == ast::BinaryOp::MatMul) {
     mlir::Value x = tensor(lhs, expr.lhs->loc, "the left operand of '@'");

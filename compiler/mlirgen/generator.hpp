@@ -16,6 +16,7 @@
 
 #include "compiler/frontend/parser.hpp"
 #include "compiler/limits.hpp"
+#include "compiler/mlirgen/mlirgen.hpp"
 #include "ir/ein/ein_dialect.hpp"
 #include "ir/ein/equations.hpp"
 #include "llvm/ADT/DenseMap.h"
@@ -75,8 +76,13 @@ using limits::kMaxCallDepth;
 
 class Generator {
  public:
-  Generator(mlir::MLIRContext &context, llvm::StringRef filename, const ein::DimRanges &overrides)
-      : context(context), builder(&context), filename(filename.str()), overrides(overrides) {}
+  Generator(mlir::MLIRContext &context, llvm::StringRef filename, const ein::DimRanges &overrides,
+            const ConfigValues &configOverrides)
+      : context(context),
+        builder(&context),
+        filename(filename.str()),
+        overrides(overrides),
+        configOverrides(configOverrides) {}
 
   mlir::OwningOpRef<mlir::ModuleOp> run(const ast::Module &module);
 
@@ -123,6 +129,14 @@ class Generator {
 
   void declareDims(const ast::DimDecl &decl);
 
+  // `config name = default [in [...]]`: the value given from outside, or the
+  // default, bound as a number, boolean or string.
+  void declareConfig(const ast::ConfigDecl &decl, Scope &scope);
+  // Fails unless `given` is of the default's kind (a number, a boolean or a string).
+  EValue configValue(const ast::ConfigDecl::Entry &entry, const EValue &fallback, const ConfigValue &given);
+  static std::string describeConstant(const EValue &value);  // 1e-06, true, "silu"
+  static bool sameConstant(const EValue &a, const EValue &b);
+
   RankedTensorType tensorType(const ast::TypeExpr &type, Scope &scope);
 
   // Fails at `at` when `type` is beyond the tensor limits (limits.hpp): rank,
@@ -150,6 +164,12 @@ class Generator {
   void bind(const std::string &name, const ast::SourceLoc &at, EValue value, Scope &scope);
 
   void runLoop(const ast::For &loop, Scope &scope);
+
+  // Runs `body` in `scope`; in a block's body (inBlock) a `return`, also one
+  // inside an if, ends it with the returned value.
+  std::optional<EValue> runBody(const std::vector<ast::StmtPtr> &body, Scope &scope, bool inBlock);
+  // The body of the first branch whose condition holds (known when the model compiles).
+  std::optional<EValue> runIf(const ast::If &branching, Scope &scope, bool inBlock);
 
   EValue callBlock(const ast::Def &def, const ast::Call &site, Scope &scope);
 
@@ -386,6 +406,8 @@ class Generator {
   std::string filename;
   const ein::DimRanges &overrides;
   std::set<std::string> usedOverrides;
+  const ConfigValues &configOverrides;
+  std::map<std::string, ast::SourceLoc> configs;  // declared, with where
   ein::DimRanges ranges;  // of the ranged dims
   std::map<std::string, std::pair<int64_t, ast::SourceLoc>> fixedDims;  // value and declaration
   std::vector<std::pair<ein::SizeCheck, Location>> checks;

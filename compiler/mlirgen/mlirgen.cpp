@@ -34,6 +34,14 @@ mlir::OwningOpRef<mlir::ModuleOp> Generator::run(const ast::Module &module) {
              "the model declares no dim '" + name + "'" + didYouMean(name, declared) +
                  (declared.empty() ? "; it declares no dims" : "; its dims: " + llvm::join(declared, ", ")));
       }
+    for (const auto &[name, _] : configOverrides)
+      if (!configs.count(name)) {
+        std::vector<std::string> declared;
+        for (const auto &entry : configs) declared.push_back(entry.first);
+        fail(builder.getUnknownLoc(),
+             "the model declares no config '" + name + "'" + didYouMean(name, declared) +
+                 (declared.empty() ? "; it declares no configs" : "; its configs: " + llvm::join(declared, ", ")));
+      }
     if (outputs.empty()) fail(fileLoc, "the model declares no output (write `output NAME = expression`)");
     finish(fileLoc);
     // Values computed from declared ones (an einsum's outer product, say)
@@ -114,6 +122,7 @@ void Generator::execute(const ast::Stmt &statement, Scope &scope) {
   using K = ast::Stmt::Kind;
   switch (statement.kind) {
     case K::Dim: return declareDims(static_cast<const ast::DimDecl &>(statement));
+    case K::Config: return declareConfig(static_cast<const ast::ConfigDecl &>(statement), scope);
     case K::Input: return declareInput(static_cast<const ast::InputDecl &>(statement), scope);
     case K::Param: {
       const auto &decl = static_cast<const ast::ParamDecl &>(statement);
@@ -127,6 +136,7 @@ void Generator::execute(const ast::Stmt &statement, Scope &scope) {
       return;
     }
     case K::For: return runLoop(static_cast<const ast::For &>(statement), scope);
+    case K::If: runIf(static_cast<const ast::If &>(statement), scope, /*inBlock=*/false); return;
     case K::Return: fail(statement.loc, "'return' outside a def block");
   }
 }
@@ -169,6 +179,65 @@ void Generator::declareDims(const ast::DimDecl &decl) {
     dims[entry.name] = ein::Size::dim(entry.name);
     ranges[entry.name] = range;
   }
+}
+
+void Generator::declareConfig(const ast::ConfigDecl &decl, Scope &scope) {
+  if (&scope != &globals) fail(decl.loc, "configs are declared at the top level, not inside a block");
+  for (const auto &entry : decl.entries) {
+    const std::string name = entry.name.str();
+    if (configs.count(name) || lookup(name, scope) || dims.count(name) || dottedValues.count(name))
+      fail(entry.loc, "'" + name + "' is already defined");
+    EValue value = evaluate(*entry.value, scope);
+    if (!std::holds_alternative<Number>(value.value) && !std::holds_alternative<Boolean>(value.value) &&
+        !std::holds_alternative<String>(value.value))
+      fail(entry.value->loc, "config '" + name + "' is a number, true or false, or a string, not " + kindName(value));
+    if (auto given = configOverrides.find(name); given != configOverrides.end())
+      value = configValue(entry, value, given->second);
+    if (entry.allowed) {
+      EValue allowed = evaluate(*entry.allowed, scope);
+      auto *list = std::get_if<List>(&allowed.value);
+      if (!list) fail(entry.allowed->loc, "after 'in' comes a list of the values config '" + name + "' may take");
+      bool handled = false;
+      std::vector<std::string> spelled;
+      for (const EValue &item : list->items) {
+        handled = handled || sameConstant(item, value);
+        spelled.push_back(describeConstant(item));
+      }
+      if (!handled)
+        fail(entry.loc, "config '" + name + "' is " + describeConstant(value) +
+                            ", which the model does not handle (it handles " + llvm::join(spelled, ", ") + ")");
+    }
+    configs.emplace(name, entry.loc);
+    bindDeclared(entry.name, name, std::move(value), scope);
+  }
+}
+
+EValue Generator::configValue(const ast::ConfigDecl::Entry &entry, const EValue &fallback, const ConfigValue &given) {
+  EValue value;
+  if (auto *flag = std::get_if<bool>(&given)) value = EValue{Boolean{*flag}};
+  else if (auto *integer = std::get_if<int64_t>(&given)) value = EValue{Number{static_cast<double>(*integer), true}};
+  else if (auto *real = std::get_if<double>(&given)) value = EValue{Number{*real, false}};
+  else value = EValue{String{std::get<std::string>(given)}};
+  if (value.value.index() != fallback.value.index())
+    fail(entry.loc, "config '" + entry.name.str() + "' takes " + kindName(fallback) + " (its default is " +
+                        describeConstant(fallback) + "), not " + kindName(value) + " such as " +
+                        describeConstant(value));
+  return value;
+}
+
+std::string Generator::describeConstant(const EValue &value) {
+  if (auto *number = std::get_if<Number>(&value.value)) return formatNumber(number->value);
+  if (auto *flag = std::get_if<Boolean>(&value.value)) return flag->value ? "true" : "false";
+  if (auto *text = std::get_if<String>(&value.value)) return "\"" + text->value + "\"";
+  return kindName(value);
+}
+
+bool Generator::sameConstant(const EValue &a, const EValue &b) {
+  if (a.value.index() != b.value.index()) return false;
+  if (auto *number = std::get_if<Number>(&a.value)) return number->value == std::get<Number>(b.value).value;
+  if (auto *flag = std::get_if<Boolean>(&a.value)) return flag->value == std::get<Boolean>(b.value).value;
+  if (auto *text = std::get_if<String>(&a.value)) return text->value == std::get<String>(b.value).value;
+  return false;
 }
 
 RankedTensorType Generator::tensorType(const ast::TypeExpr &type, Scope &scope) {
@@ -384,24 +453,49 @@ EValue Generator::callBlock(const ast::Def &def, const ast::Call &site, Scope &s
   if (++callDepth > kMaxCallDepth) fail(site.loc, "blocks nest deeper than " + std::to_string(kMaxCallDepth) + " calls");
   Scope local;
   for (size_t i = 0; i < def.params.size(); ++i) local[def.params[i].name] = evaluateArgument(*site.positional[i], scope);
-  std::optional<EValue> result;
-  for (const auto &statement : def.body) {
-    if (statement->kind == ast::Stmt::Kind::Return) {
-      const auto &ret = static_cast<const ast::Return &>(*statement);
-      if (ret.values.size() == 1) {
-        result = evaluate(*ret.values[0], local);
-      } else {
-        List list;
-        for (const auto &value : ret.values) list.items.push_back(evaluate(*value, local));
-        result = EValue{std::move(list)};
-      }
-      break;
-    }
-    execute(*statement, local);
-  }
+  std::optional<EValue> result = runBody(def.body, local, /*inBlock=*/true);
   --callDepth;
   if (!result) fail(site.loc, "block '" + def.name + "' returns no value");
   return *result;
+}
+
+std::optional<EValue> Generator::runBody(const std::vector<ast::StmtPtr> &body, Scope &scope, bool inBlock) {
+  for (const auto &statement : body) {
+    if (inBlock && statement->kind == ast::Stmt::Kind::Return) {
+      const auto &ret = static_cast<const ast::Return &>(*statement);
+      if (ret.values.size() == 1) return evaluate(*ret.values[0], scope);
+      List list;
+      for (const auto &value : ret.values) list.items.push_back(evaluate(*value, scope));
+      return EValue{std::move(list)};
+    }
+    if (statement->kind == ast::Stmt::Kind::If) {
+      if (std::optional<EValue> result = runIf(static_cast<const ast::If &>(*statement), scope, inBlock))
+        return result;
+      continue;
+    }
+    execute(*statement, scope);
+  }
+  return std::nullopt;
+}
+
+std::optional<EValue> Generator::runIf(const ast::If &branching, Scope &scope, bool inBlock) {
+  for (const auto &branch : branching.branches) {
+    if (branch.condition) {
+      EValue condition = evaluate(*branch.condition, scope);
+      auto *flag = std::get_if<Boolean>(&condition.value);
+      if (!flag)
+        fail(branch.condition->loc,
+             std::string("an if's condition is true or false when the model compiles (a config, or a comparison of "
+                         "configs, dims and numbers), not ") +
+                 kindName(condition) +
+                 (std::holds_alternative<Tensor>(condition.value)
+                      ? "; a tensor's values are known only when it runs: choose between values with where(...)"
+                      : ""));
+      if (!flag->value) continue;
+    }
+    return runBody(branch.body, scope, inBlock);
+  }
+  return std::nullopt;
 }
 
 EValue Generator::evaluateArgument(const ast::Expr &expr, Scope &scope) {
@@ -534,7 +628,8 @@ namespace ein::mlirgen {
 namespace ast = ein::frontend;
 
 mlir::OwningOpRef<mlir::ModuleOp> generate(mlir::MLIRContext &context, llvm::StringRef source,
-                                           llvm::StringRef filename, const ein::DimRanges &dimOverrides) {
+                                           llvm::StringRef filename, const ein::DimRanges &dimOverrides,
+                                           const ConfigValues &configOverrides) {
   ast::ParseResult parsed = ast::parse(std::string_view(source.data(), source.size()));
   if (!parsed.diagnostics.empty()) {
     for (const auto &diagnostic : parsed.diagnostics)
@@ -542,7 +637,7 @@ mlir::OwningOpRef<mlir::ModuleOp> generate(mlir::MLIRContext &context, llvm::Str
           << diagnostic.message;
     return nullptr;
   }
-  return detail::Generator(context, filename, dimOverrides).run(*parsed.module);
+  return detail::Generator(context, filename, dimOverrides, configOverrides).run(*parsed.module);
 }
 
 }  // namespace ein::mlirgen

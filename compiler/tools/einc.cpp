@@ -1,9 +1,11 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
-//   einc MODEL.ein -o MODEL.einb [--weights W.safetensors|W.gguf | --random-weights SEED]
-//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8|int4]
+//   einc MODEL.ein -o MODEL.einb [--weights W.safetensors|W.gguf|FOLDER ... | --random-weights SEED]
+//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--config NAME=VALUE]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8|int4]
 //        [--print-ir-after-all] [--dump-ir DIR] [-q]
+//   einc --hf CHECKPOINT_DIR -o MODEL.einb [...]  a Hugging Face folder through ein's model library
 //   einc MODEL.ein --emit=mlir [-o MODEL.mlir]   the ein dialect from the front end
+//   einc --hf CHECKPOINT_DIR --emit=ein [-o MODEL.ein]   the library's model file with the checkpoint's values
 //   einc --version
 //
 // On success einc prints one line to stderr (what it wrote; -q: nothing); on
@@ -22,6 +24,7 @@
 #include <thread>
 
 #include "compiler/driver/compiler.hpp"
+#include "compiler/huggingface/checkpoint.hpp"
 #include "compiler/weights/open_weights.hpp"
 #include "compiler/weights/param_sources.hpp"
 #include "ein/schema/ein_artifact_generated.h"
@@ -40,9 +43,11 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string model;
   std::string output;
-  std::string weights;
+  std::vector<std::string> weights;  // files and checkpoint folders, read as one
   std::optional<uint64_t> randomWeights;
   std::vector<std::string> dims;
+  std::vector<std::string> configs;
+  std::string checkpoint;  // --hf: a Hugging Face checkpoint folder
   std::string target = "cpu";
   std::string precision = "fp32";
   std::string emit = "artifact";
@@ -198,14 +203,39 @@ std::optional<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &
   return overrides;
 }
 
-// The --dim argument that names `name`, for the front end's "the model
-// declares no dim 'NAME'", which has no place in the model.
-std::string dimArgument(const std::vector<std::string> &dims, const std::string &message) {
+// NAME=VALUE sets a config: true or false, an integer, a number, or else a
+// string (quotes optional: --config hidden_act=silu).
+std::optional<ein::mlirgen::ConfigValues> parseConfigOverrides(const std::vector<std::string> &configs) {
+  ein::mlirgen::ConfigValues overrides;
+  for (const std::string &config : configs) {
+    size_t equals = config.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      llvm::errs() << "einc: --config expects NAME=VALUE, got '" << config << "'\n";
+      return std::nullopt;
+    }
+    llvm::StringRef text = llvm::StringRef(config).substr(equals + 1);
+    int64_t integer = 0;
+    double real = 0;
+    ein::mlirgen::ConfigValue value;
+    if (text == "true" || text == "false") value = text == "true";
+    else if (!text.getAsInteger(10, integer)) value = integer;
+    else if (!text.getAsDouble(real)) value = real;
+    else if (text.size() >= 2 && text.front() == '"' && text.back() == '"') value = text.drop_front().drop_back().str();
+    else value = text.str();
+    overrides[config.substr(0, equals)] = std::move(value);
+  }
+  return overrides;
+}
+
+// The --dim or --config argument that names `name`, for the front end's
+// "the model declares no dim 'NAME'" (or config), which has no place in the model.
+std::string overrideArgument(const Options &options, const std::string &message) {
   llvm::StringRef rest(message);
-  if (!rest.consume_front("the model declares no dim '")) return "";
+  const bool dim = rest.consume_front("the model declares no dim '");
+  if (!dim && !rest.consume_front("the model declares no config '")) return "";
   std::string name = rest.substr(0, rest.find('\'')).str();
-  for (const std::string &dim : dims)
-    if (llvm::StringRef(dim).starts_with(name + "=")) return dim;
+  for (const std::string &given : dim ? options.dims : options.configs)
+    if (llvm::StringRef(given).starts_with(name + "=")) return (dim ? "--dim " : "--config ") + given;
   return "";
 }
 
@@ -273,6 +303,8 @@ int compile(const Options &options) {
   const Clock::time_point start = Clock::now();
   auto overrides = parseDimOverrides(options.dims);
   if (!overrides) return 1;
+  auto configs = parseConfigOverrides(options.configs);
+  if (!configs) return 1;
   // --print-ir-after-all writes to stderr too: no progress line among the IR.
   Progress progress(!options.quiet && !options.printIrAfterAll && isatty(STDERR_FILENO));
   // Everything printed while the progress line may be shown goes through it.
@@ -281,9 +313,9 @@ int compile(const Options &options) {
   };
   auto sink = [&](const ein::driver::Diagnostic &diagnostic) {
     if (diagnostic.file.empty())
-      if (std::string dim = dimArgument(options.dims, diagnostic.message); !dim.empty()) {
+      if (std::string given = overrideArgument(options, diagnostic.message); !given.empty()) {
         ein::driver::Diagnostic prefixed = diagnostic;
-        prefixed.message = "--dim " + dim + ": " + diagnostic.message;
+        prefixed.message = given + ": " + diagnostic.message;
         return printDiagnostic(progress, prefixed);
       }
     printDiagnostic(progress, diagnostic);
@@ -293,11 +325,36 @@ int compile(const Options &options) {
                                         options.dumpIrDir};
   pipeline.beforePass = [&](llvm::StringRef pass) { progress.phase("running " + pass.str()); };
 
-  progress.phase("parsing " + options.model);
-  auto source = ein::driver::readModelFile(options.model, sink);
+  // A checkpoint folder: the library's model file for its architecture, with
+  // config.json's values under those given with --dim and --config, and
+  // its weights unless others are given.
+  std::optional<ein::huggingface::Checkpoint> checkpoint;
+  std::vector<std::string> weights = options.weights;
+  if (!options.checkpoint.empty()) {
+    auto read = ein::huggingface::readCheckpoint(options.checkpoint);
+    if (!read) {
+      report(llvm::toString(read.takeError()));
+      return 1;
+    }
+    checkpoint = std::move(*read);
+    for (const auto &[name, range] : checkpoint->dims) overrides->try_emplace(name, range);
+    for (const auto &[name, value] : checkpoint->configs) configs->try_emplace(name, value);
+    if (weights.empty() && !options.randomWeights) weights.push_back(options.checkpoint);
+    if (options.emit == "ein") {
+      const std::string text = ein::huggingface::modelTextWithValues(*checkpoint, *overrides, *configs);
+      if (options.output.empty()) {
+        llvm::outs() << text;
+        return 0;
+      }
+      return writeFile(options.output, text.data(), text.size(), progress) ? 0 : 1;
+    }
+  }
+  const std::string modelName = checkpoint ? checkpoint->source.filename : options.model;
+  progress.phase("parsing " + modelName);
+  auto source = checkpoint ? std::optional(checkpoint->source) : ein::driver::readModelFile(options.model, sink);
   if (!source) return 1;
   ein::driver::Compilation compilation(std::move(*source), sink);
-  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(*overrides);
+  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(*overrides, *configs);
   if (!module) return 1;
   if (options.emit == "mlir") {
     if (options.output.empty()) {
@@ -319,20 +376,21 @@ int compile(const Options &options) {
     return 1;
   }
   // A model without parameters needs no weights; one with them needs a source.
-  const bool noSource = options.weights.empty() && !options.randomWeights;
+  const bool noSource = weights.empty() && !options.randomWeights;
   if (std::optional<std::string> missing = ein::driver::parametersWithoutSource(*module, !noSource)) {
-    report(options.model + " " + *missing + ": give them with --weights FILE.safetensors or --random-weights SEED");
+    report(modelName + " " + *missing + ": give them with --weights FILE.safetensors or --random-weights SEED");
     return 1;
   }
   const ParameterTotals parameters = parameterTotals(*module);
 
-  // The parameters' source (a safetensors or GGUF file, told by its first
-  // bytes), opened and checked against the declarations before the passes
-  // run, so that a wrong file or a missing parameter is reported at once.
+  // The parameters' source (safetensors or GGUF files, each told by its
+  // first bytes, or a checkpoint folder), opened and checked against the
+  // declarations before the passes run, so that a wrong file or a missing
+  // parameter is reported at once.
   std::unique_ptr<ein::SafetensorsParams> weightsFile;
   ein::ParamProvider params;
-  if (!options.weights.empty()) {
-    auto opened = ein::weights::openWeightsFile(options.weights);
+  if (!weights.empty()) {
+    auto opened = ein::weights::openWeights(weights);
     if (!opened) {
       report(llvm::toString(opened.takeError()));
       return 1;
@@ -379,7 +437,8 @@ int compile(const Options &options) {
   if (weightsFile)
     for (const std::string &name : weightsFile->unusedTensors())
       progress.printing([&] {
-        llvm::errs() << options.weights << ": warning: tensor \"" << name << "\" is not a parameter of the model\n";
+        llvm::errs() << weightsFile->pathOf(name) << ": warning: tensor \"" << name
+                     << "\" is not a parameter of the model\n";
       });
   progress.stop();
   if (!options.quiet)
@@ -395,16 +454,27 @@ int main(int argc, char **argv) {
   CLI::App app{"einc: compiles a .ein model into an ein artifact (.einb)", "einc"};
   Options options;
   app.set_version_flag("--version", std::string("einc ") + EIN_VERSION, "print einc's version and exit");
-  app.add_option("model", options.model, "the model (.ein)")->required();
+  auto *model = app.add_option("model", options.model, "the model (.ein)");
+  auto *checkpoint = app.add_option("--hf", options.checkpoint,
+                                    "a Hugging Face checkpoint folder (config.json, safetensors weights) instead of a "
+                                    "model: the model file of ein's library for its architecture, sized and configured "
+                                    "by config.json, with the folder's weights unless --weights gives others");
+  model->excludes(checkpoint);
   app.add_option("-o,--output", options.output, "the artifact to write (.einb); with --emit=mlir, the .mlir file");
   auto *weights = app.add_option("--weights", options.weights,
-                                 "parameters: a .safetensors file under PyTorch state_dict names, or a Llama's .gguf "
+                                 "parameters: a .safetensors file under PyTorch state_dict names, a Llama's .gguf "
                                  "from llama.cpp (F32, F16, BF16, Q8_0, Q4_0, Q4_K or Q6_K tensors, read under Hugging "
-                                 "Face's names)");
+                                 "Face's names), or a checkpoint folder (model.safetensors.index.json and its shards, "
+                                 "model.safetensors, or *.safetensors); repeatable: the tensors of every file, each "
+                                 "in one only")
+                      // One value per --weights, so that `--weights W MODEL.ein` leaves the model positional.
+                      ->allow_extra_args(false);
   auto *random = app.add_option("--random-weights", options.randomWeights,
                                 "random parameters from SEED (for benchmarks), initialised by their use as PyTorch does");
   weights->excludes(random);
   app.add_option("--dim", options.dims, "override a dim: NAME=SIZE, or NAME=MIN..MAX for a range (repeatable)");
+  app.add_option("--config", options.configs,
+                 "set a config the model declares: NAME=VALUE with true/false, a number or a string (repeatable)");
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", options.precision,
                  "fp32 (default); bf16: bf16 gemm weights and bf16 gemm/attention arithmetic with f32 accumulation "
@@ -413,11 +483,21 @@ int main(int argc, char **argv) {
                  "with an f16 scale per group of 32 along k (llama.cpp's q4_0), gemm inputs quantized per group of 32 "
                  "(cpu only)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16", "int8", "int4"}));
-  app.add_option("--emit", options.emit, "artifact (default) or mlir: the ein dialect from the front end, to stdout or -o")
-      ->check(CLI::IsMember({"artifact", "mlir"}));
+  app.add_option("--emit", options.emit,
+                 "artifact (default); mlir: the ein dialect from the front end; ein (with --hf): the model file chosen "
+                 "for the checkpoint with its values written in; to stdout or -o")
+      ->check(CLI::IsMember({"artifact", "mlir", "ein"}));
   app.add_flag("--print-ir-after-all", options.printIrAfterAll, "print the IR after every pass to stderr");
   app.add_option("--dump-ir", options.dumpIrDir, "write the IR before the first pass and after each to DIR");
   app.add_flag("-q,--quiet", options.quiet, "print nothing on success (no summary line, no progress)");
   CLI11_PARSE(app, argc, argv);
+  if (options.model.empty() == options.checkpoint.empty()) {
+    llvm::errs() << "einc: give a model (MODEL.ein) or a checkpoint folder (--hf DIR)\n";
+    return 1;
+  }
+  if (options.emit == "ein" && options.checkpoint.empty()) {
+    llvm::errs() << "einc: --emit=ein writes the model file chosen for a checkpoint: give --hf DIR\n";
+    return 1;
+  }
   return compile(options);
 }

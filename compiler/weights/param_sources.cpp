@@ -130,7 +130,7 @@ LogicalResult SafetensorsParams::checkEntry(const weights::TensorEntry &entry, l
   auto exact = exactDType(element);
   bool typeFits = exact && (entry.dtype == *exact || (isFloat(element) && weights::isFloatingPoint(entry.dtype)));
   if (entry.shape == shape && typeFits) return success();
-  return emitError(declaredAt) << file->path() << ": parameter \"" << name << "\" is " << entry.typeString()
+  return emitError(declaredAt) << file->pathOf(entry) << ": parameter \"" << name << "\" is " << entry.typeString()
                                << " in the file and " << typeString(type) << " in "
                                << ein::ir::locationText(declaredAt, "the model");
 }
@@ -234,6 +234,11 @@ std::string SafetensorsParams::missingMessage(llvm::StringRef name, Location dec
     if (missing.size() > 4) message += ", ...";
   }
   return message;
+}
+
+llvm::StringRef SafetensorsParams::pathOf(llvm::StringRef tensor) const {
+  const weights::TensorEntry *entry = file->find(tensor);
+  return entry ? file->pathOf(*entry) : file->path();
 }
 
 std::vector<std::string> SafetensorsParams::unusedTensors() const {

@@ -43,9 +43,10 @@ mlir::LogicalResult bindParameters(mlir::ModuleOp module, const ParamProvider &p
                                    const std::function<void(uint64_t bytes)> &bound = {},
                                    ParamBinding binding = ParamBinding::Now);
 
-// Serves parameters from a weights file (a safetensors file, or a GGUF file
-// read as one: weights::WeightsFile), checking each against the type the
-// model declares, and remembers which tensors the model used.
+// Serves parameters from a weights file (a safetensors file, a GGUF file read
+// as one, or several files as one: weights::WeightsFile), checking each
+// against the type the model declares, and remembers which tensors the model
+// used.
 class SafetensorsParams {
  public:
   explicit SafetensorsParams(std::unique_ptr<weights::WeightsFile> file) : file(std::move(file)) {}
@@ -72,6 +73,9 @@ class SafetensorsParams {
 
   // Names of the file's tensors that no parameter asked for.
   std::vector<std::string> unusedTensors() const;
+  // The path of the file that holds `tensor` (a shard's, for weights in
+  // several files), for messages about it.
+  llvm::StringRef pathOf(llvm::StringRef tensor) const;
 
  private:
   // "FILE: missing parameter "NAME" (declared at ...)" and what may explain

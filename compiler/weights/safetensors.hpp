@@ -16,7 +16,8 @@
 // every floating-point encoding (F64 rounds to nearest; the others are exact).
 //
 // `WeightsFile` is what the compiler asks of a weights file of any format:
-// SafetensorsFile here, GgufFile (gguf.hpp) for llama.cpp's files.
+// SafetensorsFile here, GgufFile (gguf.hpp) for llama.cpp's files, and
+// WeightsSet (weights_set.hpp) for the tensors of several files as one.
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,9 @@ public:
 
   // The path the file was opened from, which prefixes every error message.
   virtual llvm::StringRef path() const = 0;
+  // The path of the file that holds `entry`, which prefixes the errors about
+  // it: path(), but a shard's own where the weights span several files.
+  virtual llvm::StringRef pathOf(const TensorEntry &) const { return path(); }
   // The entry that serves the parameter `name`, or null. Its name may differ
   // from `name` where the file serves one tensor under two names (a GGUF
   // file's tied output projection).

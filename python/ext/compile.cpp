@@ -1,6 +1,6 @@
 // ein.compile's native half: the compiler library (compiler/driver) on a
-// model's text, with weights from a safetensors or GGUF file, from arrays
-// handed over in memory, or seeded random values.
+// model's text, with weights from safetensors or GGUF files or checkpoint
+// folders, from arrays handed over in memory, or seeded random values.
 #include "compile.hpp"
 
 #include <set>
@@ -9,13 +9,16 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 #include <utility>
 
 #include "arrays.hpp"
 #include "compiler/driver/compiler.hpp"
 #include "compiler/frontend/parser.hpp"
+#include "compiler/huggingface/checkpoint.hpp"
 #include "compiler/weights/open_weights.hpp"
 #include "compiler/weights/param_sources.hpp"
 #include "errors.hpp"
@@ -90,6 +93,10 @@ void collectDeclarations(const std::vector<frontend::StmtPtr> &statements, Decla
       case ast::Stmt::Kind::For:
         collectDeclarations(static_cast<const ast::For &>(*statement).body, declared, dims, inputs);
         break;
+      case ast::Stmt::Kind::If:
+        for (const auto &branch : static_cast<const ast::If &>(*statement).branches)
+          collectDeclarations(branch.body, declared, dims, inputs);
+        break;
       default: break;
     }
   }
@@ -151,17 +158,19 @@ struct Outcome {
 
 struct Request {
   driver::ModelSource source;
-  std::optional<std::string> weightsPath;
+  std::optional<std::vector<std::string>> weightsPaths;  // files and checkpoint folders
   std::optional<std::vector<weights::TensorInMemory>> weightsInMemory;
   std::optional<uint64_t> randomSeed;
   DimRanges dims;
+  mlirgen::ConfigValues configs;
   std::string target;
   std::string precision;
   std::string dumpIr;
 };
 
-// The parameters' source, as einc opens it (a safetensors or GGUF file, told
-// by its first bytes); null after a reported error.
+// The parameters' source, as einc opens it (safetensors or GGUF files, each
+// told by its first bytes, or checkpoint folders); null after a reported
+// error.
 std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::Compilation &compilation) {
   if (request.weightsInMemory) {
     auto tensors = weights::SafetensorsFile::fromTensors(std::move(*request.weightsInMemory), "weights");
@@ -171,7 +180,7 @@ std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::C
     }
     return std::make_unique<SafetensorsParams>(std::move(*tensors));
   }
-  auto opened = weights::openWeightsFile(*request.weightsPath);
+  auto opened = weights::openWeights(*request.weightsPaths);
   if (!opened) {
     compilation.error(llvm::toString(opened.takeError()));
     return nullptr;
@@ -195,11 +204,11 @@ Outcome compileRequest(Request request) {
   options.target = *target;
   options.precision = *precision;
   options.dumpIrDir = request.dumpIr;
-  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims);
+  mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims, request.configs);
   if (!module) return outcome;
   std::unique_ptr<SafetensorsParams> weightsFile;
   ParamProvider params;
-  const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPath;
+  const bool noSource = !request.randomSeed && !request.weightsInMemory && !request.weightsPaths;
   if (std::optional<std::string> missing = driver::parametersWithoutSource(*module, !noSource)) {
     compilation.error("the model " + *missing + ": give them as weights=... or random_weights=SEED");
     return outcome;
@@ -223,16 +232,24 @@ Outcome compileRequest(Request request) {
   return outcome;
 }
 
-nb::tuple compileModel(std::string text, std::string filename, std::optional<std::string> weightsPath,
+nb::tuple compileModel(std::string text, std::string filename, std::optional<std::vector<std::string>> weightsPaths,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
-                       std::map<std::string, std::pair<int64_t, int64_t>> dims, std::string target,
-                       std::string precision, std::string dumpIr, int threads, std::optional<std::string> device) {
+                       std::map<std::string, std::pair<int64_t, int64_t>> dims, mlirgen::ConfigValues configs,
+                       std::string target, std::string precision, std::string dumpIr, int threads,
+                       std::optional<std::string> device) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
   std::optional<Declarations> declared = declarationsOf(text);
   DimRanges ranges;  // min == max pins a dim
   for (const auto &[name, range] : dims) ranges[name] = {range.first, range.second};
-  Request request{{std::move(text), std::move(filename)}, std::move(weightsPath), std::nullopt, randomSeed,
-                  std::move(ranges), std::move(target), std::move(precision), std::move(dumpIr)};
+  Request request{{std::move(text), std::move(filename)},
+                  std::move(weightsPaths),
+                  std::nullopt,
+                  randomSeed,
+                  std::move(ranges),
+                  std::move(configs),
+                  std::move(target),
+                  std::move(precision),
+                  std::move(dumpIr)};
   std::vector<AnyArray> heldArrays;  // outlive the compilation, released with the GIL held
   std::vector<std::vector<std::byte>> arrayCopies;
   if (weightArrays) request.weightsInMemory = tensorsFromArrays(*weightArrays, heldArrays, arrayCopies);
@@ -250,11 +267,40 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
   return nb::make_tuple(model, diagnostics, outcome.unusedWeights);
 }
 
+// _ein.read_checkpoint(folder) -> (error, None) or ("", (text, filename,
+// architecture, dims, configs)): the library's model file for the folder's
+// architecture and config.json's values of its dims and configs.
+nb::tuple readCheckpoint(const std::string &folder) {
+  auto checkpoint = huggingface::readCheckpoint(folder);
+  if (!checkpoint) return nb::make_tuple(llvm::toString(checkpoint.takeError()), nb::none());
+  std::map<std::string, std::pair<int64_t, int64_t>> dims;
+  for (const auto &[name, range] : checkpoint->dims) dims[name] = {range.min, range.max};
+  return nb::make_tuple(std::string(), nb::make_tuple(checkpoint->source.text, checkpoint->source.filename,
+                                                      checkpoint->architecture, dims, checkpoint->configs));
+}
+
+// _ein.checkpoint_text(folder, dims, configs) -> (error, text): einc --hf
+// FOLDER --emit=ein.
+nb::tuple checkpointText(const std::string &folder, std::map<std::string, std::pair<int64_t, int64_t>> dims,
+                         mlirgen::ConfigValues configs) {
+  auto checkpoint = huggingface::readCheckpoint(folder);
+  if (!checkpoint) return nb::make_tuple(llvm::toString(checkpoint.takeError()), nb::none());
+  DimRanges ranges;
+  for (const auto &[name, range] : dims) ranges[name] = {range.first, range.second};
+  return nb::make_tuple(std::string(), huggingface::modelTextWithValues(*checkpoint, ranges, configs));
+}
+
 }  // namespace
 
 void bindCompile(nb::module_ &module) {
-  module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_path").none(),
-             nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("target"),
+  module.def("read_checkpoint", &readCheckpoint, nb::arg("folder"),
+             "A Hugging Face checkpoint folder's model: (error, None) or (\"\", (text, filename, architecture, "
+             "dims, configs)).");
+  module.def("checkpoint_text", &checkpointText, nb::arg("folder"), nb::arg("dims"), nb::arg("configs"),
+             "The library's model file for a checkpoint folder with its values written in: (error, text).");
+  module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_paths").none(),
+             nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("configs"),
+             nb::arg("target"),
              nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
   module.def("declared_dims", &declaredDims, nb::arg("text"),

@@ -81,5 +81,24 @@ def read_safetensors(path):
     }
 
 
+def write_safetensors(path, arrays):
+    """{name: NumPy array} as a safetensors file (the inverse of read_safetensors)."""
+    names = {dtype: name for name, dtype in _SAFETENSORS_DTYPES.items()}
+    header, body = {}, b""
+    for name, array in arrays.items():
+        data = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": names[array.dtype.type], "shape": list(array.shape),
+                        "data_offsets": [len(body), len(body) + len(data)]}
+        body += data
+    encoded = json.dumps(header).encode()
+    pathlib.Path(path).write_bytes(struct.pack("<Q", len(encoded)) + encoded + body)
+
+
 def conformance_case_names():
-    return sorted(p.name for p in CONFORMANCE_CASES.iterdir() if (p / "case.json").exists())
+    """The cases written as a model and its weights (model.ein, weights.safetensors)."""
+    return sorted(p.name for p in CONFORMANCE_CASES.iterdir() if (p / "model.ein").exists())
+
+
+def checkpoint_case_names():
+    """The cases that hold a Hugging Face checkpoint folder (checkpoint/config.json)."""
+    return sorted(p.name for p in CONFORMANCE_CASES.iterdir() if (p / "checkpoint" / "config.json").exists())

@@ -1,4 +1,5 @@
 """ein.compile: sources, weights and options; results checked against NumPy."""
+import json
 import os
 import pathlib
 import subprocess
@@ -8,7 +9,7 @@ import pytest
 
 import ein
 from conftest import (CONFORMANCE_CASES, EXAMPLES, LINEAR_RELU, REPO, DLPackOnly, linear_relu_reference, linear_relu_weights,
-                      read_safetensors)
+                      read_safetensors, write_safetensors)
 
 
 def attention_reference(tokens, w):
@@ -89,6 +90,29 @@ def test_safetensors_path_and_dims(tmp_path):
     case = pathlib.Path(__file__).resolve().parents[2] / "tests/conformance/cases/seed001_mhsa"
     from_file = ein.compile(case / "model.ein", weights=case / "weights.safetensors")
     assert from_file.outputs[0].shape == (5, 16)
+
+
+def test_weights_from_a_checkpoint_folder_or_a_list_of_files(tmp_path):
+    """A Hugging Face folder (an index and its shards), or a list of files, gives what one dict gives."""
+    weights = linear_relu_weights()
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected = ein.compile(LINEAR_RELU, weights=weights).run({"x": x})["y"]
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    shards = [folder / "model-00001-of-00002.safetensors", folder / "model-00002-of-00002.safetensors"]
+    write_safetensors(shards[0], {"fc.weight": weights["fc.weight"]})
+    write_safetensors(shards[1], {"fc.bias": weights["fc.bias"]})
+    weight_map = {"fc.weight": shards[0].name, "fc.bias": shards[1].name}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    for given in (folder, str(folder), shards, tuple(str(shard) for shard in shards)):
+        np.testing.assert_array_equal(ein.compile(LINEAR_RELU, weights=given).run({"x": x})["y"], expected)
+    write_safetensors(tmp_path / "bias.safetensors", {"fc.bias": weights["fc.bias"]})
+    with pytest.raises(ein.CompileError, match='bias.safetensors: tensor "fc.bias" is also in .*model-00002-of-00002'):
+        ein.compile(LINEAR_RELU, weights=[folder, tmp_path / "bias.safetensors"])
+    with pytest.raises(ValueError, match="names no weights files"):
+        ein.compile(LINEAR_RELU, weights=[])
+    with pytest.raises(TypeError, match="a list of paths"):
+        ein.compile(LINEAR_RELU, weights=[folder, 3])
 
 
 def test_gguf_path_gives_what_its_safetensors_give():

@@ -19,6 +19,7 @@
 
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
+#include "case_source.hpp"
 #include "text_file.hpp"
 #if defined(EIN_HAVE_CUDA)
 #include "backends/backend.hpp"
@@ -93,13 +94,13 @@ TEST_P(Conformance, MatchesPyTorch) {
   atol = std::max(atol, widened);
   rtol = std::max(rtol, widened);
   // A case whose outputs are large next to some of their elements (logits)
-  // may widen int8's absolute tolerance in case.json ("int8_atol").
-  if (precision == "int8" && spec["tolerance"].contains("int8_atol"))
-    atol = std::max(atol, spec["tolerance"]["int8_atol"].get<double>());
+  // may widen a precision's absolute tolerance in case.json ("int8_atol",
+  // "bf16_atol").
+  if (const std::string widening = precision + "_atol"; spec["tolerance"].contains(widening))
+    atol = std::max(atol, spec["tolerance"][widening].get<double>());
 
   fs::path artifact = work / "model.einb";
-  std::string compile = std::string(EIN_BIN_DIR) + "/einc " + (caseDir / "model.ein").string() + " -o " +
-                        artifact.string() + " --weights " + (caseDir / "weights.safetensors").string() +
+  std::string compile = std::string(EIN_BIN_DIR) + "/einc " + caseSource(caseDir) + " -o " + artifact.string() +
                         " --target " + device + " --precision " + precision;
   ASSERT_EQ(run(compile, work / "einc.log"), 0) << compile << "\n" << slurp(work / "einc.log");
   if (device == "cuda") {
@@ -168,8 +169,7 @@ TEST_P(RangedConformance, OneArtifactMatchesPyTorchAndStaticCompiles) {
   fs::path work = fs::path(::testing::TempDir()) / ("ranged_conformance_" + name);
   fs::remove_all(work);
   fs::create_directories(work);
-  const std::string einc = std::string(EIN_BIN_DIR) + "/einc " + (caseDir / "model.ein").string() + " --weights " +
-                           (caseDir / "weights.safetensors").string();
+  const std::string einc = std::string(EIN_BIN_DIR) + "/einc " + caseSource(caseDir);
   const std::string einRun = std::string(EIN_BIN_DIR) + "/ein-run ";
   auto compile = [&](const std::string &dims, const fs::path &artifact) {
     std::string command = einc + dims + " -o " + artifact.string();

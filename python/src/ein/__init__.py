@@ -13,9 +13,10 @@ from ._model import Model, TensorInfo, default_thread_count, load
 from ._session import Generation, GenerationStats, Session
 from ._scheduler import Request, Scheduler
 from ._compile import compile
+from ._pretrained import export_ein, from_pretrained
 
 __all__ = [
-    "compile", "load", "Model", "TensorInfo", "Session", "Generation", "GenerationStats", "Scheduler", "Request",
+    "compile", "from_pretrained", "export_ein", "load", "Model", "TensorInfo", "Session", "Generation", "GenerationStats", "Scheduler", "Request",
     "default_thread_count",
     "Error", "CompileError", "InputError", "ArtifactError", "DeviceError", "Diagnostic",
 ]

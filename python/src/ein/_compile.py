@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _ein
 from ._errors import CompileError, Diagnostic, check_choice, did_you_mean
 from ._model import Model, _check_device, _check_threads
 
 Source = Union[str, os.PathLike]
-Weights = Union[str, os.PathLike, Mapping[str, Any], None]
+WeightsPath = Union[str, os.PathLike]
+Weights = Union[WeightsPath, Sequence[WeightsPath], Mapping[str, Any], None]
 
 # Where a model given as text is said to be, in locations and the artifact.
 _TEXT_FILENAME = "<source>"
@@ -29,6 +30,18 @@ def _read_source(source: Source, filename: Optional[str]) -> Tuple[str, str]:
     path = os.fspath(source)
     with open(path, encoding="utf-8") as file:
         return file.read(), filename or path
+
+
+def _weight_paths(weights: Union[WeightsPath, Sequence[WeightsPath]]) -> List[str]:
+    """The files and checkpoint folders ``weights`` names: one path, or a list
+    or tuple of them, read as one by the compiler."""
+    paths = [weights] if isinstance(weights, (str, os.PathLike)) else weights
+    if not isinstance(paths, (list, tuple)) or not all(isinstance(path, (str, os.PathLike)) for path in paths):
+        raise TypeError("weights must be a path (a file or a checkpoint folder), a list of paths or a mapping of "
+                        f"names to arrays, got {weights!r}")
+    if not paths:
+        raise ValueError("weights=[] names no weights files")
+    return [os.fspath(path) for path in paths]
 
 
 def _weight_arrays(weights: Mapping[str, Any]) -> List[Tuple[str, Any]]:
@@ -70,6 +83,22 @@ def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]], declared: O
     return checked
 
 
+ConfigValue = Union[bool, int, float, str]
+
+
+def _configs(config: Optional[Mapping[str, ConfigValue]]) -> dict:
+    """{name: value}: values of the configs the model declares (``einc --config``)."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a mapping of config names to values, got {type(config).__name__}")
+    for name, value in config.items():
+        if not isinstance(name, str) or not isinstance(value, (bool, int, float, str)):
+            raise TypeError(f"config {name!r}: a config's value is true or false, a number or a string, "
+                            f"got {value!r}")
+    return dict(config)
+
+
 def _diagnostics(native) -> List[Diagnostic]:
     return [
         Diagnostic(severity, file or None, line if file else None, col if file else None, message, rendered)
@@ -82,6 +111,7 @@ def compile(
     weights: Weights = None,
     *,
     dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]] = None,
+    config: Optional[Mapping[str, ConfigValue]] = None,
     precision: str = "fp32",
     target: Optional[str] = None,
     device: Optional[str] = None,
@@ -97,7 +127,10 @@ def compile(
     weights: the parameters under their state_dict names: a ``.safetensors``
         path, a ``.gguf`` path (llama.cpp's file of a Llama, read under
         Hugging Face's names and dequantized, as ``einc --weights`` reads
-        it), or a mapping of name to array (NumPy, anything with
+        it), a checkpoint folder (``model.safetensors.index.json`` and its
+        shards, ``model.safetensors``, or ``*.safetensors`` files), a list of
+        such paths (read as one; a tensor in two of them is an error), or a
+        mapping of name to array (NumPy, anything with
         ``__dlpack__`` such as a torch ``state_dict()``, or the buffer
         protocol), handed to the compiler in memory. Floating-point arrays
         of any precision become the model's f32; integer and bool parameters
@@ -105,6 +138,8 @@ def compile(
         are ignored with a warning.
     dims: dim values that replace the model's: an integer pins one (``einc --dim
         NAME=SIZE``), a ``(min, max)`` pair makes it ranged (``--dim NAME=MIN..MAX``).
+    config: values of the configs the model declares (``config NAME = ...``:
+        True/False, a number or a string), as ``einc --config NAME=VALUE``.
     precision: "fp32", "bf16" (bf16 GEMM weights and arithmetic, f32
         accumulation), "fp16" (CUDA only), "int8" (CPU only: GEMM weights
         int8 per output channel, GEMM inputs quantized per row at run time)
@@ -142,12 +177,13 @@ def compile(
     threads = _check_threads(threads)
     text, name = _read_source(source, filename)
     if weights is not None and random_weights is not None:
-        raise ValueError("give the parameters as weights=... (a safetensors path or a name -> array mapping) "
-                         "or random_weights=SEED, not both")
-    weights_path = None if weights is None or isinstance(weights, Mapping) else os.fspath(weights)
+        raise ValueError("give the parameters as weights=... (weights files or a folder, or a name -> array "
+                         "mapping) or random_weights=SEED, not both")
+    weight_paths = None if weights is None or isinstance(weights, Mapping) else _weight_paths(weights)
     arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
     model, diagnostics, unused = _ein.compile_model(
-        text, name, weights_path, arrays, random_weights, _dims(dims, _ein.declared_dims(text)), target, precision,
+        text, name, weight_paths, arrays, random_weights, _dims(dims, _ein.declared_dims(text)), _configs(config),
+        target, precision,
         os.fspath(dump_ir) if dump_ir is not None else "", threads, device)
     diagnostics = _diagnostics(diagnostics)
     if model is None:

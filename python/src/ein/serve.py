@@ -296,7 +296,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ein.serve", description=__doc__.split("\n\n")[0])
     parser.add_argument("model", help="an artifact (.einb), or a model (.ein), with --weights or --random-weights "
                                       "where it has parameters")
-    parser.add_argument("--weights", help="safetensors weights for a .ein model")
+    parser.add_argument("--weights",
+                        help="weights for a .ein model: a .safetensors or .gguf file, or a checkpoint folder")
     parser.add_argument("--random-weights", type=int, metavar="SEED", help="random weights for a .ein model")
     parser.add_argument("--name", help="the model's name on the server (default: the file's stem)")
     parser.add_argument("--pad", action="append", default=[], metavar="DIM",

@@ -380,7 +380,8 @@ def load_model(path: str, weights: Optional[str], threads: Optional[int]) -> Mod
     from ._model import load
     if path.endswith(".ein"):
         if not weights:
-            raise SystemExit("error: a .ein model needs --weights (a .safetensors or .gguf file)")
+            raise SystemExit("error: a .ein model needs --weights (a .safetensors or .gguf file, or a checkpoint "
+                             "folder)")
         return compile_model(path, weights=weights, threads=threads)
     return load(path, threads=threads)
 
@@ -388,7 +389,8 @@ def load_model(path: str, weights: Optional[str], threads: Optional[int]) -> Mod
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ein.serve_llm", description=__doc__.split("\n")[0])
     parser.add_argument("model", help="a decoder's artifact (.einb), or a .ein with --weights")
-    parser.add_argument("--weights", help="the weights of a .ein model (.safetensors, or llama.cpp's .gguf)")
+    parser.add_argument("--weights",
+                        help="the weights of a .ein model (.safetensors, llama.cpp's .gguf, or a checkpoint folder)")
     parser.add_argument("--tokenizer", required=True,
                         help="tokenizer.json, or a folder with it (and tokenizer_config.json)")
     parser.add_argument("--chat-template", help="a Jinja chat template file (else tokenizer_config.json's)")

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "compiler/weights/open_weights.hpp"
+#include "weights_test_support.hpp"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 
@@ -23,13 +24,12 @@ using ein::weights::DType;
 using ein::weights::GgmlType;
 using ein::weights::GgufFile;
 using ein::weights::TensorEntry;
+using ein::weights::test::errorMessage;
 
 namespace {
 
 const fs::path kFixtures = EIN_GGUF_FIXTURES_DIR;
 const fs::path kConformanceDir = EIN_CONFORMANCE_CASES_DIR;
-
-std::string errorMessage(llvm::Error error) { return llvm::toString(std::move(error)); }
 
 std::optional<GgufFile> openValid(const fs::path &path) {
   llvm::Expected<GgufFile> file = GgufFile::open(path.string());
@@ -115,21 +115,8 @@ struct GgufSpec {
   }
 };
 
-class GgufTempDirTest : public ::testing::Test {
+class GgufTempDirTest : public ein::weights::test::TempDirTest {
 protected:
-  void SetUp() override {
-    llvm::SmallString<128> path;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("ein-gguf-test", path));
-    dir = path.str().str();
-  }
-  void TearDown() override { fs::remove_all(dir); }
-
-  fs::path write(const std::string &name, const std::string &bytes) {
-    fs::path path = dir / name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
-
   // The error from opening `bytes`, which must not open, without the path
   // that prefixes it.
   std::string openError(const std::string &bytes) {
@@ -143,8 +130,6 @@ protected:
   }
 
   std::optional<GgufFile> openBytes(const std::string &bytes) { return openValid(write("good.gguf", bytes)); }
-
-  fs::path dir;
 };
 
 using GgufFiles = GgufTempDirTest;

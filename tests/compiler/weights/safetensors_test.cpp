@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "weights_test_support.hpp"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -23,12 +24,13 @@ namespace fs = std::filesystem;
 using ein::weights::DType;
 using ein::weights::SafetensorsFile;
 using ein::weights::TensorEntry;
+using ein::weights::test::errorMessage;
+using ein::weights::test::littleEndianBytes;
+using ein::weights::test::safetensorsBytes;
 
 namespace {
 
 const fs::path kConformanceDir = EIN_CONFORMANCE_CASES_DIR;
-
-std::string errorMessage(llvm::Error error) { return llvm::toString(std::move(error)); }
 
 // Opens a file that must be valid; on an error, fails the test with the
 // reader's message and returns nothing.
@@ -55,40 +57,8 @@ std::vector<float> floatsOf(const SafetensorsFile &file, const TensorEntry *entr
   return std::move(*values);
 }
 
-// The 8-byte little-endian length, the header text, then the data block.
-std::string safetensorsBytes(const std::string &header, const std::string &data = "") {
-  std::string bytes(8, '\0');
-  uint64_t size = header.size();
-  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((size >> (8 * i)) & 0xff);
-  return bytes + header + data;
-}
-
-template <typename T>
-std::string littleEndianBytes(std::initializer_list<T> values) {
-  std::string bytes;
-  for (T value : values) {
-    char raw[sizeof(T)];
-    std::memcpy(raw, &value, sizeof(T));  // the test hosts are little-endian
-    bytes.append(raw, sizeof(T));
-  }
-  return bytes;
-}
-
-class TempDirTest : public ::testing::Test {
+class SafetensorsTempDirTest : public ein::weights::test::TempDirTest {
 protected:
-  void SetUp() override {
-    llvm::SmallString<128> path;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("ein-safetensors-test", path));
-    dir = path.str().str();
-  }
-  void TearDown() override { fs::remove_all(dir); }
-
-  fs::path write(const std::string &name, const std::string &bytes) {
-    fs::path path = dir / name;
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
-
   // The error from opening `bytes`, which must not open.
   std::string openError(const std::string &bytes) {
     fs::path path = write("bad.safetensors", bytes);
@@ -99,8 +69,6 @@ protected:
     EXPECT_EQ(message.rfind(prefix, 0), 0u) << "not prefixed with the path: " << message;
     return message.substr(std::min(message.size(), prefix.size()));
   }
-
-  fs::path dir;
 };
 
 // ---------------------------------------------------------------------------
@@ -276,7 +244,7 @@ TEST(ConformanceDir, HasTheSixCases) { EXPECT_GE(conformanceCases().size(), 6u);
 // ---------------------------------------------------------------------------
 // Hand-built files.
 
-using SafetensorsReaderTest = TempDirTest;
+using SafetensorsReaderTest = SafetensorsTempDirTest;
 
 TEST_F(SafetensorsReaderTest, ConvertsEveryFloatEncoding) {
   std::string f16 = littleEndianBytes<uint16_t>({0x3c00, 0xc000, 0x3800, 0x0001, 0x7c00, 0x8000});
@@ -372,7 +340,7 @@ TEST_F(SafetensorsReaderTest, MissingFileIsAnError) {
 // ---------------------------------------------------------------------------
 // Malformed files: each gives its own message.
 
-using MalformedSafetensorsTest = TempDirTest;
+using MalformedSafetensorsTest = SafetensorsTempDirTest;
 
 std::string oneTensor(const std::string &fields) { return R"({"w": {)" + fields + "}}"; }
 

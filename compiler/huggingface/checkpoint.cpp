@@ -1,0 +1,285 @@
+#include "compiler/huggingface/checkpoint.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "compiler/frontend/lexer.hpp"
+#include "compiler/frontend/parser.hpp"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "nlohmann/json.hpp"
+
+namespace ein::huggingface {
+namespace {
+
+struct LibraryFile {
+  const char *name;
+  const char *text;
+};
+
+// models/huggingface/*.ein, embedded at build time (embed_models.cmake).
+constexpr LibraryFile kLibrary[] = {
+#include "library_models.inc"
+};
+
+// The model file for each architecture (config.json's "architectures"), and
+// the configs the architecture fixes where its config.json has no field for
+// them (Qwen2's q, k and v projections have biases, its output projection none).
+struct Architecture {
+  const char *name;
+  const char *file;
+  std::initializer_list<const char *> fixed = {};  // configs that are true
+};
+const Architecture kArchitectures[] = {
+    {"LlamaForCausalLM", "llama.ein"},
+    {"MistralForCausalLM", "llama.ein"},
+    {"Qwen2ForCausalLM", "llama.ein", {"qkv_bias"}},
+    {"GemmaForCausalLM", "llama.ein", {"scale_embeddings", "norm_weight_plus_one"}},
+    {"Phi3ForCausalLM", "llama.ein", {"fused_projections"}},
+    {"GPT2LMHeadModel", "gpt2.ein"},
+};
+
+llvm::Error failure(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+const char *libraryText(llvm::StringRef name) {
+  for (const LibraryFile &file : kLibrary)
+    if (name == file.name) return file.text;
+  return nullptr;
+}
+
+// config.json's fields by name, a nested object's fields dotted
+// ("rope_scaling.factor"); null fields are left out (the model's default).
+void flatten(const nlohmann::json &object, const std::string &prefix,
+             std::map<std::string, const nlohmann::json *> &fields) {
+  for (auto field = object.begin(); field != object.end(); ++field) {
+    const std::string name = prefix + field.key();
+    if (field->is_object()) flatten(*field, name + ".", fields);
+    else if (!field->is_null()) fields[name] = &*field;
+  }
+}
+
+// The rope's fields under the names the model files read, as transformers
+// reads them: version 5 writes the theta, the partial rotary factor and the
+// scaling into one "rope_parameters" object; older configs have them apart
+// ("rope_theta", "partial_rotary_factor", "rope_scaling"), and "rope_type"
+// was "type" earlier still.
+void normalizeRope(nlohmann::json &config) {
+  if (auto parameters = config.find("rope_parameters"); parameters != config.end() && parameters->is_object()) {
+    nlohmann::json scaling = *parameters;
+    for (const char *field : {"rope_theta", "partial_rotary_factor"})
+      if (auto value = scaling.find(field); value != scaling.end()) {
+        config[field] = *value;
+        scaling.erase(value);
+      }
+    if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) config["rope_scaling"] = scaling;
+    config.erase("rope_parameters");
+  }
+  if (auto scaling = config.find("rope_scaling"); scaling != config.end() && scaling->is_object())
+    if (auto type = scaling->find("type"); type != scaling->end() && !scaling->contains("rope_type")) {
+      nlohmann::json value = *type;
+      scaling->erase(type);
+      (*scaling)["rope_type"] = value;
+    }
+}
+
+// The fixed dims and the configs a model declares, wherever it does.
+void collectSettings(const std::vector<frontend::StmtPtr> &statements, std::set<std::string> &dims,
+                     std::set<std::string> &configs) {
+  namespace ast = frontend;
+  for (const auto &statement : statements) {
+    switch (statement->kind) {
+      case ast::Stmt::Kind::Dim:
+        for (const auto &entry : static_cast<const ast::DimDecl &>(*statement).entries)
+          if (!entry.max) dims.insert(entry.name);
+        break;
+      case ast::Stmt::Kind::Config:
+        for (const auto &entry : static_cast<const ast::ConfigDecl &>(*statement).entries)
+          configs.insert(entry.name.str());
+        break;
+      case ast::Stmt::Kind::Def:
+        collectSettings(static_cast<const ast::Def &>(*statement).body, dims, configs);
+        break;
+      case ast::Stmt::Kind::For:
+        collectSettings(static_cast<const ast::For &>(*statement).body, dims, configs);
+        break;
+      case ast::Stmt::Kind::If:
+        for (const auto &branch : static_cast<const ast::If &>(*statement).branches)
+          collectSettings(branch.body, dims, configs);
+        break;
+      default: break;
+    }
+  }
+}
+
+// A JSON value for a message, cut short where it is long.
+std::string describe(const nlohmann::json &value) {
+  std::string text = value.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// A value as the language spells it: 2048, 1e-05, true, "silu".
+std::string spell(const mlirgen::ConfigValue &value) {
+  if (auto *flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
+  if (auto *integer = std::get_if<int64_t>(&value)) return std::to_string(*integer);
+  if (auto *real = std::get_if<double>(&value)) {
+    if (std::isinf(*real)) return *real > 0 ? "inf" : "-inf";
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", *real);
+    std::string spelled = text;
+    // The shortest spelling that reads back as the same double.
+    for (int digits = 1; digits < 17; ++digits) {
+      std::snprintf(text, sizeof text, "%.*g", digits, *real);
+      if (std::strtod(text, nullptr) == *real) {
+        spelled = text;
+        break;
+      }
+    }
+    if (spelled.find_first_of(".en") == std::string::npos) spelled += ".0";  // still a float
+    return spelled;
+  }
+  std::string quoted = "\"";
+  for (char c : std::get<std::string>(value)) {
+    if (c == '"' || c == '\\') quoted += '\\';
+    quoted += c;
+  }
+  return quoted + "\"";
+}
+
+std::string spell(const ein::DimRange &range) {
+  return range.min == range.max ? std::to_string(range.min)
+                                : std::to_string(range.min) + ".." + std::to_string(range.max);
+}
+
+}  // namespace
+
+std::vector<std::string> supportedArchitectures() {
+  std::vector<std::string> names;
+  for (const Architecture &architecture : kArchitectures) names.push_back(architecture.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
+  if (!llvm::sys::fs::is_directory(folder))
+    return failure(folder + ": not a folder (a Hugging Face checkpoint folder holds config.json and its weights)");
+  llvm::SmallString<256> configPath(folder);
+  llvm::sys::path::append(configPath, "config.json");
+  auto buffer = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
+  if (!buffer)
+    return failure(folder + ": no readable config.json (" + buffer.getError().message() +
+                   "), so not a Hugging Face checkpoint folder");
+  const std::string where = configPath.str().str();
+  nlohmann::json config = nlohmann::json::parse((*buffer)->getBuffer(), nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded()) return failure(where + ": not valid JSON");
+  if (!config.is_object()) return failure(where + ": not a JSON object");
+
+  auto architectures = config.find("architectures");
+  if (architectures == config.end() || !architectures->is_array() || architectures->empty() ||
+      !architectures->front().is_string())
+    return failure(where + ": no \"architectures\" naming the model's class (such as [\"LlamaForCausalLM\"])");
+  Checkpoint checkpoint;
+  checkpoint.folder = folder.str();
+  checkpoint.architecture = architectures->front().get<std::string>();
+  const Architecture *chosen = nullptr;
+  for (const Architecture &architecture : kArchitectures)
+    if (checkpoint.architecture == architecture.name) chosen = &architecture;
+  if (!chosen)
+    return failure(where + ": architecture \"" + checkpoint.architecture +
+                   "\" has no model file in ein's library (it has " + llvm::join(supportedArchitectures(), ", ") +
+                   "); write one in the model language and compile it with --weights " + folder);
+  const char *text = libraryText(chosen->file);
+  if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);  // a build error, tested
+  checkpoint.source = {text, std::string("huggingface/") + chosen->file};
+  for (const char *name : chosen->fixed) checkpoint.configs[name] = true;
+
+  frontend::ParseResult parsed = frontend::parse(checkpoint.source.text);
+  std::set<std::string> dims, configs;
+  collectSettings(parsed.module->statements, dims, configs);
+  normalizeRope(config);
+  std::map<std::string, const nlohmann::json *> fields;
+  flatten(config, "", fields);
+  for (const auto &[name, value] : fields) {
+    if (dims.count(name)) {
+      if (!value->is_number_integer() || value->get<int64_t>() <= 0)
+        return failure(where + ": \"" + name + "\" is " + describe(*value) + ", but " + checkpoint.source.filename +
+                       " sizes dim " + name + " by it: a positive integer");
+      const int64_t size = value->get<int64_t>();
+      checkpoint.dims[name] = {size, size};
+    } else if (configs.count(name)) {
+      if (value->is_boolean()) checkpoint.configs[name] = value->get<bool>();
+      else if (value->is_number_integer()) checkpoint.configs[name] = value->get<int64_t>();
+      else if (value->is_number()) checkpoint.configs[name] = value->get<double>();
+      else if (value->is_string()) checkpoint.configs[name] = value->get<std::string>();
+      else
+        return failure(where + ": \"" + name + "\" is " + describe(*value) + ", but config " + name + " of " +
+                       checkpoint.source.filename + " takes a number, true or false, or a string");
+    }
+  }
+  return checkpoint;
+}
+
+std::string modelTextWithValues(const Checkpoint &checkpoint, const ein::DimRanges &dims,
+                                const mlirgen::ConfigValues &configs) {
+  using K = frontend::Token::Kind;
+  ein::DimRanges dimValues = checkpoint.dims;
+  for (const auto &[name, range] : dims) dimValues[name] = range;
+  mlirgen::ConfigValues configValues = checkpoint.configs;
+  for (const auto &[name, value] : configs) configValues[name] = value;
+
+  const std::string &text = checkpoint.source.text;
+  const std::vector<frontend::Token> tokens = frontend::tokenize(text);
+  auto isWord = [&](size_t i, const char *word) { return tokens[i].kind == K::Identifier && tokens[i].text == word; };
+  // (begin, end) of each default to replace, and its new text.
+  std::vector<std::pair<std::pair<size_t, size_t>, std::string>> edits;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    if (i > 0 && tokens[i - 1].kind != K::Newline) continue;
+    const bool dim = isWord(i, "dim") || (isWord(i, "position") && tokens[i + 1].kind == K::Identifier);
+    const bool config = isWord(i, "config") && tokens[i + 1].kind == K::Identifier;
+    if (!dim && !config) continue;
+    size_t j = i + 1;
+    while (tokens[j].kind == K::Identifier) {
+      std::string name = tokens[j++].text;
+      while (tokens[j].kind == K::Dot && tokens[j + 1].kind != K::End) name += "." + tokens[j + 1].text, j += 2;
+      if (tokens[j].kind != K::Assign) break;
+      const size_t first = ++j;
+      // The default runs to a ',', the line's end or `in` (outside brackets).
+      int depth = 0;
+      auto endsHere = [&](size_t at) {
+        return depth == 0 && (tokens[at].kind == K::Comma || tokens[at].kind == K::Newline ||
+                              tokens[at].kind == K::End || (config && isWord(at, "in")));
+      };
+      for (; !endsHere(j); ++j) {
+        if (tokens[j].kind == K::LParen || tokens[j].kind == K::LBracket) ++depth;
+        if (tokens[j].kind == K::RParen || tokens[j].kind == K::RBracket) --depth;
+      }
+      if (j > first) {
+        const std::pair<size_t, size_t> span{tokens[first].begin, tokens[j - 1].end};
+        if (auto value = dimValues.find(name); dim && value != dimValues.end())
+          edits.push_back({span, spell(value->second)});
+        else if (auto value = configValues.find(name); config && value != configValues.end())
+          edits.push_back({span, spell(value->second)});
+      }
+      if (config && isWord(j, "in"))  // the values it handles stay
+        for (++j; !endsHere(j); ++j) {
+          if (tokens[j].kind == K::LParen || tokens[j].kind == K::LBracket) ++depth;
+          if (tokens[j].kind == K::RParen || tokens[j].kind == K::RBracket) --depth;
+        }
+      if (tokens[j].kind != K::Comma) break;
+      ++j;
+    }
+  }
+  std::string written = text;
+  for (auto edit = edits.rbegin(); edit != edits.rend(); ++edit)
+    written.replace(edit->first.first, edit->first.second - edit->first.first, edit->second);
+  return "# " + checkpoint.source.filename + " for " + checkpoint.architecture + ", with the values of " +
+         checkpoint.folder + "/config.json\n# written in (einc --hf --emit=ein); compile it with --weights " +
+         checkpoint.folder + ".\n" + written;
+}
+
+}  // namespace ein::huggingface

@@ -1,0 +1,66 @@
+"""ein.from_pretrained and ein.export_ein: a Hugging Face checkpoint folder through ein's model library."""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional, Tuple, Union
+
+from . import _ein
+from ._compile import ConfigValue, Weights, _configs, _dims, compile
+from ._errors import CompileError, Diagnostic
+from ._model import Model
+
+Dims = Optional[Mapping[str, Union[int, Tuple[int, int]]]]
+
+
+def _checkpoint(path: Union[str, os.PathLike]):
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a checkpoint folder's path, got {type(path).__name__}")
+    error, checkpoint = _ein.read_checkpoint(os.fspath(path))
+    if error:
+        raise CompileError([Diagnostic("error", None, None, None, error, error)])
+    return checkpoint
+
+
+def from_pretrained(
+    path: Union[str, os.PathLike],
+    *,
+    precision: str = "fp32",
+    dims: Dims = None,
+    config: Optional[Mapping[str, ConfigValue]] = None,
+    weights: Weights = None,
+    threads: Optional[int] = None,
+    device: Optional[str] = None,
+) -> Model:
+    """Compiles a Hugging Face checkpoint folder (config.json and safetensors
+    weights, one file or shards) into a Model, as ``einc --hf PATH``.
+
+    The folder's architecture (config.json's ``architectures``) picks the
+    model file of ein's library (``models/huggingface``, ``export_ein`` shows
+    it); each of the file's dims and configs named as a field of config.json
+    takes that field's value; ``dims`` and ``config`` override them. The
+    weights are the folder's unless ``weights`` names others. A decoder keeps
+    its key/value cache in the session (``Model.generate``, ``Scheduler``),
+    sized by its ``cache`` dim (2048 rows unless ``dims={"cache": N}``).
+
+    Raises CompileError for a folder without config.json, an architecture
+    the library lacks, a config value its model file does not handle, a
+    missing or misshapen tensor, or pickle-only weights.
+    """
+    text, filename, _, checkpoint_dims, checkpoint_configs = _checkpoint(path)
+    merged_dims = {**checkpoint_dims, **(dims or {})}
+    merged_configs = {**checkpoint_configs, **_configs(config)}
+    return compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
+                   precision=precision, threads=threads, device=device, filename=filename)
+
+
+def export_ein(path: Union[str, os.PathLike], *, dims: Dims = None,
+               config: Optional[Mapping[str, ConfigValue]] = None) -> str:
+    """The model file ``from_pretrained`` compiles for the checkpoint folder,
+    with config.json's values (and ``dims``, ``config``) written in as the
+    declarations' defaults: a model to read, edit and compile with
+    ``ein.compile(text, weights=path)`` (``einc --hf PATH --emit=ein``)."""
+    _checkpoint(path)
+    error, text = _ein.checkpoint_text(os.fspath(path), _dims(dims, None), _configs(config))
+    if error:
+        raise CompileError([Diagnostic("error", None, None, None, error, error)])
+    return text

@@ -1,0 +1,111 @@
+"""ein.from_pretrained and ein.export_ein on Hugging Face checkpoint folders: the conformance cases'
+checkpoint/ folders (written by transformers itself, tests/conformance/make_checkpoint_cases.py) give
+transformers' outputs and greedy tokens; bad folders are clear errors."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import ein
+from conftest import CONFORMANCE_CASES, checkpoint_case_names
+
+
+def expected_outputs(case_dir):
+    spec = json.loads((case_dir / "case.json").read_text())
+    return spec, {name: np.load(case_dir / "expected" / f"{name}.npy") for name in spec["outputs"]}
+
+
+@pytest.mark.parametrize("case", checkpoint_case_names())
+def test_from_pretrained_gives_transformers_outputs_and_tokens(case):
+    case_dir = CONFORMANCE_CASES / case
+    model = ein.from_pretrained(case_dir / "checkpoint", threads=2)
+    spec, expected = expected_outputs(case_dir)
+    inputs = {info.name: np.load(case_dir / f"{info.name}.npy").astype(info.numpy_dtype) for info in model.inputs}
+    for name, got in model.run(inputs).items():
+        np.testing.assert_allclose(got, expected[name], rtol=spec["tolerance"]["rtol"],
+                                   atol=spec["tolerance"]["atol"], err_msg=name)
+    generation = case_dir / "generation.json"
+    if generation.exists():
+        tokens = json.loads(generation.read_text())
+        assert model.generate(tokens["prompt"], max_new_tokens=len(tokens["greedy"])) == tokens["greedy"]
+
+
+def test_export_ein_writes_a_model_that_compiles_alone(tmp_path):
+    folder = CONFORMANCE_CASES / "hf_qwen2_tiny" / "checkpoint"
+    text = ein.export_ein(folder, dims={"cache": 64})
+    assert "config qkv_bias = true" in text and "hidden_size = 40," in text and "dim cache = 64" in text
+    path = tmp_path / "qwen2.ein"
+    path.write_text(text)
+    written = ein.compile(path, weights=folder)
+    direct = ein.from_pretrained(folder, dims={"cache": 64})
+    ids = {"input_ids": np.array([[3, 1, 4, 1, 5]], dtype=np.int64)}
+    np.testing.assert_array_equal(written.run(ids)["logits"], direct.run(ids)["logits"])
+
+
+def test_config_overrides_the_checkpoints_values():
+    folder = CONFORMANCE_CASES / "hf_llama3_tiny" / "checkpoint"
+    ids = {"input_ids": np.array([[3, 1, 4, 1, 5, 9, 2, 6]], dtype=np.int64)}
+    plain = ein.from_pretrained(folder).run(ids)["logits"]
+    other = ein.from_pretrained(folder, config={"rope_theta": 10000.0}).run(ids)["logits"]
+    assert np.abs(plain - other).max() > 1e-3
+
+
+def checkpoint_copy(tmp_path, case="hf_gpt2_tiny"):
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(CONFORMANCE_CASES / case / "checkpoint", folder)
+    return folder
+
+
+def edit_config(folder, **fields):
+    config = json.loads((folder / "config.json").read_text())
+    config.update(fields)
+    (folder / "config.json").write_text(json.dumps(config))
+
+
+def compile_error(folder, **options):
+    with pytest.raises(ein.CompileError) as error:
+        ein.from_pretrained(folder, **options)
+    return str(error.value)
+
+
+def test_a_folder_without_config_json_is_refused(tmp_path):
+    assert "no readable config.json" in compile_error(tmp_path)
+    assert "not a folder" in compile_error(tmp_path / "missing")
+
+
+def test_an_unknown_architecture_is_refused_with_the_supported_ones(tmp_path):
+    folder = checkpoint_copy(tmp_path)
+    edit_config(folder, architectures=["FalconForCausalLM"])
+    message = compile_error(folder)
+    assert 'architecture "FalconForCausalLM" has no model file' in message and "LlamaForCausalLM" in message
+
+
+def test_a_config_value_the_model_file_does_not_handle_names_the_field_and_value(tmp_path):
+    folder = checkpoint_copy(tmp_path)
+    edit_config(folder, activation_function="relu")
+    message = compile_error(folder)
+    assert "config 'activation_function' is \"relu\", which the model does not handle" in message
+    folder = checkpoint_copy(tmp_path / "other")
+    edit_config(folder, n_head="four")
+    assert '"n_head" is "four", but huggingface/gpt2.ein sizes dim n_head by it' in compile_error(folder)
+
+
+def test_a_missing_or_misshapen_tensor_is_refused(tmp_path):
+    folder = checkpoint_copy(tmp_path)
+    edit_config(folder, n_layer=3)
+    assert "transformer.h.2." in compile_error(folder)
+    folder = checkpoint_copy(tmp_path / "other")
+    edit_config(folder, n_inner=80)
+    assert "transformer.h.0.mlp.c_fc" in compile_error(folder)
+
+
+def test_pickle_only_and_truncated_weights_are_refused(tmp_path):
+    folder = checkpoint_copy(tmp_path)
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    assert "model.safetensors" in compile_error(folder)
+    weights.unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"\x80\x02}q\x00.")
+    assert "pickle" in compile_error(folder)
