@@ -41,6 +41,11 @@ const Architecture kArchitectures[] = {
     {"GemmaForCausalLM", "llama.ein", {"scale_embeddings", "norm_weight_plus_one"}},
     {"Phi3ForCausalLM", "llama.ein", {"fused_projections"}},
     {"GPT2LMHeadModel", "gpt2.ein"},
+    {"ViTForImageClassification", "vit.ein"},
+    {"CLIPModel", "clip.ein"},
+    {"BertModel", "bert.ein"},
+    {"RobertaModel", "bert.ein", {"roberta_positions"}},
+    {"XLMRobertaModel", "bert.ein", {"roberta_positions"}},
 };
 
 llvm::Error failure(const llvm::Twine &message) {
@@ -86,6 +91,74 @@ void normalizeRope(nlohmann::json &config) {
       scaling->erase(type);
       (*scaling)["rope_type"] = value;
     }
+}
+
+llvm::Expected<nlohmann::json> readJson(const llvm::Twine &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) return failure(path + ": cannot read it (" + buffer.getError().message() + ")");
+  nlohmann::json json = nlohmann::json::parse((*buffer)->getBuffer(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return failure(path + ": not valid JSON");
+  return json;
+}
+
+// A sentence-transformers folder (modules.json): the Transformer module is
+// the folder's model, its Pooling module's config.json becomes the fields
+// "pooling.*", its Normalize module "normalize" and sentence_bert_config.json's
+// max_seq_length "max_seq_length"; other modules (Dense, ...) are an error
+// that names them.
+llvm::Error readSentenceTransformers(llvm::StringRef folder, nlohmann::json &config) {
+  llvm::SmallString<256> modulesPath(folder);
+  llvm::sys::path::append(modulesPath, "modules.json");
+  if (!llvm::sys::fs::exists(modulesPath)) return llvm::Error::success();
+  auto modules = readJson(modulesPath);
+  if (!modules) return modules.takeError();
+  const std::string where = modulesPath.str().str();
+  if (!modules->is_array()) return failure(where + ": not a JSON list of modules");
+  for (const nlohmann::json &module : *modules) {
+    auto type = module.find("type");
+    if (!module.is_object() || type == module.end() || !type->is_string())
+      return failure(where + ": a module without a \"type\"");
+    const std::string kind = type->get<std::string>();
+    if (kind == "sentence_transformers.models.Transformer") continue;
+    if (kind == "sentence_transformers.models.Normalize") {
+      config["normalize"] = true;
+      continue;
+    }
+    if (kind != "sentence_transformers.models.Pooling")
+      return failure(where + ": module type \"" + kind +
+                     "\" is not one ein's model files apply (they apply Transformer, Pooling and Normalize)");
+    auto path = module.find("path");
+    const std::string relative = path != module.end() && path->is_string() ? path->get<std::string>() : "";
+    if (relative.empty() || llvm::StringRef(relative).contains("..") || llvm::sys::path::is_absolute(relative))
+      return failure(where + ": the Pooling module's \"path\" must name a folder inside " + folder);
+    llvm::SmallString<256> poolingPath(folder);
+    llvm::sys::path::append(poolingPath, relative, "config.json");
+    auto pooling = readJson(poolingPath);
+    if (!pooling) return pooling.takeError();
+    if (!pooling->is_object()) return failure(poolingPath + ": not a JSON object");
+    config["pooling"] = std::move(*pooling);
+  }
+  // The longest text it embeds (max_seq_length), beside config.json's fields.
+  llvm::SmallString<256> bertConfigPath(folder);
+  llvm::sys::path::append(bertConfigPath, "sentence_bert_config.json");
+  if (llvm::sys::fs::exists(bertConfigPath)) {
+    auto bertConfig = readJson(bertConfigPath);
+    if (!bertConfig) return bertConfig.takeError();
+    if (auto length = bertConfig->find("max_seq_length"); bertConfig->is_object() && length != bertConfig->end())
+      config["max_seq_length"] = *length;
+  }
+  return llvm::Error::success();
+}
+
+// The fields transformers derives instead of writing them, in config.json's
+// object and in each nested one: a classifier's num_labels is a property that
+// counts id2label's entries (the labels' names), which config.json holds.
+void deriveFields(nlohmann::json &config) {
+  for (auto &field : config)
+    if (field.is_object()) deriveFields(field);
+  if (auto labels = config.find("id2label"); labels != config.end() && labels->is_object() &&
+                                             !labels->empty() && !config.contains("num_labels"))
+    config["num_labels"] = labels->size();
 }
 
 // The fixed dims and the configs a model declares, wherever it does.
@@ -170,14 +243,14 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
     return failure(folder + ": not a folder (a Hugging Face checkpoint folder holds config.json and its weights)");
   llvm::SmallString<256> configPath(folder);
   llvm::sys::path::append(configPath, "config.json");
-  auto buffer = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
-  if (!buffer)
-    return failure(folder + ": no readable config.json (" + buffer.getError().message() +
-                   "), so not a Hugging Face checkpoint folder");
+  if (!llvm::sys::fs::exists(configPath))
+    return failure(folder + ": no config.json, so not a Hugging Face checkpoint folder");
   const std::string where = configPath.str().str();
-  nlohmann::json config = nlohmann::json::parse((*buffer)->getBuffer(), nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) return failure(where + ": not valid JSON");
+  auto read = readJson(configPath);
+  if (!read) return read.takeError();
+  nlohmann::json config = std::move(*read);
   if (!config.is_object()) return failure(where + ": not a JSON object");
+  if (llvm::Error error = readSentenceTransformers(folder, config)) return error;
 
   auto architectures = config.find("architectures");
   if (architectures == config.end() || !architectures->is_array() || architectures->empty() ||
@@ -202,6 +275,7 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   std::set<std::string> dims, configs;
   collectSettings(parsed.module->statements, dims, configs);
   normalizeRope(config);
+  deriveFields(config);
   std::map<std::string, const nlohmann::json *> fields;
   flatten(config, "", fields);
   for (const auto &[name, value] : fields) {

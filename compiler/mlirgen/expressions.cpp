@@ -252,6 +252,13 @@ EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
     const auto &ranged = std::get<SizeValue>((std::holds_alternative<SizeValue>(lhs.value) ? lhs : rhs).value);
     failRanged(expr.loc, ranged, "a number in tensor arithmetic");
   }
+  // Lists join as Python's do: [a] + [b, c].
+  if (auto *first = std::get_if<List>(&lhs.value), *second = std::get_if<List>(&rhs.value); first && second) {
+    if (op != ast::BinaryOp::Add) fail(expr.loc, std::string("lists join with +, not ") + ast::spelling(op));
+    List joined = *first;
+    joined.items.insert(joined.items.end(), second->items.begin(), second->items.end());
+    return EValue{std::move(joined)};
+  }
   if (op == ast::BinaryOp::And || op == ast::BinaryOp::Or) {
     auto *x = std::get_if<Boolean>(&lhs.value), *y = std::get_if<Boolean>(&rhs.value);
     if (!x || !y)

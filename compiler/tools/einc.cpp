@@ -472,9 +472,12 @@ int main(int argc, char **argv) {
   auto *random = app.add_option("--random-weights", options.randomWeights,
                                 "random parameters from SEED (for benchmarks), initialised by their use as PyTorch does");
   weights->excludes(random);
-  app.add_option("--dim", options.dims, "override a dim: NAME=SIZE, or NAME=MIN..MAX for a range (repeatable)");
+  // One value per option, so that `--dim d=2 MODEL.ein` leaves the model positional.
+  app.add_option("--dim", options.dims, "override a dim: NAME=SIZE, or NAME=MIN..MAX for a range (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--config", options.configs,
-                 "set a config the model declares: NAME=VALUE with true/false, a number or a string (repeatable)");
+                 "set a config the model declares: NAME=VALUE with true/false, a number or a string (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--target", options.target, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", options.precision,
                  "fp32 (default); bf16: bf16 gemm weights and bf16 gemm/attention arithmetic with f32 accumulation "

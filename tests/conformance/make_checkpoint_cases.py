@@ -25,7 +25,7 @@ import transformers
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CASES = os.path.join(ROOT, "tests", "conformance", "cases")
 PROMPT_LENGTH = 9
-NEW_TOKENS = 16
+NEW_TOKENS = 24
 
 
 def randomize(model, seed):
@@ -162,10 +162,153 @@ def decoder_case(name, spec):
                           "int8_atol": round(0.08 * float(logits.abs().max()), 3)})
 
 
+# Vision and vision-language models: an image classifier and CLIP (contrastive text and image towers).
+# name -> (transformers class name, config class name, config, saved dtype, what it exercises)
+VISION = {
+    "hf_vit_tiny": (
+        "ViTForImageClassification", "ViTConfig",
+        dict(image_size=32, patch_size=8, hidden_size=48, num_attention_heads=3, num_hidden_layers=2,
+             intermediate_size=80, num_labels=5, qkv_bias=True, hidden_act="gelu", layer_norm_eps=1e-12),
+        torch.float32,
+        "ViTForImageClassification: a 4 x 4 grid of 8 x 8 patches and a [CLS] token, 3 heads of 16, q/k/v biases, "
+        "an MLP of 80 (not 4 x hidden) with exact GELU, 5 labels (config.json's id2label), the [CLS] token "
+        "through the final LayerNorm into the classifier"),
+    "hf_clip_tiny": (
+        "CLIPModel", "CLIPConfig",
+        dict(text_config=dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_attention_heads=2,
+                              num_hidden_layers=2, max_position_embeddings=16, bos_token_id=0, pad_token_id=1,
+                              eos_token_id=2),
+             vision_config=dict(image_size=24, patch_size=8, hidden_size=40, intermediate_size=56,
+                                num_attention_heads=4, num_hidden_layers=2),
+             projection_dim=24),
+        torch.bfloat16,
+        "CLIPModel: a causal text tower pooled at the end-of-text token (eos_token_id 2: the highest id), a vision "
+        "tower with a class embedding, pre_layrnorm and post_layernorm on a 3 x 3 grid of 8 x 8 patches, towers of "
+        "different widths (32 and 40) projected to 24, quick GELU, unit-length embeddings, logits scaled by "
+        "exp(logit_scale); saved in bf16"),
+}
+IMAGES = 2
+TEXTS, TEXT_LENGTH = 3, 7
+
+
+def scale_patch_embedding(weight):
+    """randomize() gives embeddings unit variance; a patch embedding is a projection of channels x patch x patch
+    pixels, so scaled by its fan-in as well, its patches are as large as the class token and the positions."""
+    with torch.no_grad():
+        weight /= np.sqrt(weight[0].numel() / weight.shape[-1])
+
+
+def vision_case(name, spec):
+    class_name, config_name, config, saved_dtype, reproduces = spec
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(**config)
+    model = getattr(transformers, class_name)(config).eval()
+    if class_name == "CLIPModel":
+        # randomize() reads each tensor's last axis, which logit_scale (a scalar) lacks: its parts one by one,
+        # and a logit scale other than the initial one (exp(1.2), about 3.3).
+        for seed, part in enumerate([model.text_model, model.vision_model, model.text_projection,
+                                     model.visual_projection]):
+            randomize(part, seed=seed)
+        with torch.no_grad():
+            model.logit_scale.fill_(1.2)
+        scale_patch_embedding(model.vision_model.embeddings.patch_embedding.weight)
+        vision = config.vision_config
+    else:
+        randomize(model, seed=0)
+        scale_patch_embedding(model.vit.embeddings.patch_embeddings.projection.weight)
+        vision = config
+    case = save_checkpoint(name, model, saved_dtype)
+    # The oracle is transformers on the folder as saved, in float64.
+    model = getattr(transformers, class_name).from_pretrained(os.path.join(case, "checkpoint"),
+                                                              dtype=torch.float32).eval().double()
+    generator = torch.Generator().manual_seed(1)
+    inputs = {"pixel_values": torch.randn(IMAGES, vision.num_channels, vision.image_size, vision.image_size,
+                                          generator=generator)}
+    if class_name == "CLIPModel":
+        # No padding: every text is TEXT_LENGTH tokens, its end-of-text token where its highest id is.
+        inputs = {"input_ids": torch.randint(0, config.text_config.vocab_size, (TEXTS, TEXT_LENGTH),
+                                             generator=generator), **inputs}
+    with torch.no_grad():
+        result = model(**{k: v.double() if v.is_floating_point() else v for k, v in inputs.items()})
+    if class_name == "CLIPModel":
+        outputs = {key: getattr(result, key) for key in ["logits_per_image", "logits_per_text", "text_embeds",
+                                                         "image_embeds"]}
+    else:
+        outputs = {"logits": result.logits}
+    outputs = {k: np.ascontiguousarray(v.float().numpy()) for k, v in outputs.items()}  # logits_per_image: a transpose
+    largest = max(float(np.abs(v).max()) for v in outputs.values())
+    write_case(case, reproduces, saved_dtype, {k: v.numpy() for k, v in inputs.items()}, outputs,
+               # As the decoders': bf16 and int8 within 1.5% and 8% of the largest output.
+               tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
+    # The model files' ranged dims (the batches, the texts' length): RangedConformance also runs the artifact at
+    # other values of them, against static compiles.
+    ranged = {"bt": [1, 64], "t": [1, config.text_config.max_position_embeddings], "bi": [1, 64]} \
+        if class_name == "CLIPModel" else {"b": [1, 64]}
+    with open(os.path.join(case, "case.json")) as file:
+        written = json.load(file)
+    written["ranged"] = ranged
+    with open(os.path.join(case, "case.json"), "w") as out:
+        json.dump(written, out, indent=2)
+        out.write("\n")
+
+
+# Encoders: name -> (class name, config class name, config, saved dtype, what it exercises).
+TEXT_ENCODERS = {
+    "hf_bert_tiny": (
+        "BertModel", "BertConfig",
+        dict(vocab_size=70, hidden_size=36, num_hidden_layers=2, num_attention_heads=3, intermediate_size=52,
+             max_position_embeddings=40, type_vocab_size=2, layer_norm_eps=1e-12, hidden_act="gelu"),
+        torch.float32,
+        "BertModel: token, position and token-type embeddings, post-norm layers, exact GELU, padding masked out, "
+        "the pooler's tanh of the first token; a batch of two texts, the second padded, two segments"),
+    "hf_roberta_tiny": (
+        "RobertaModel", "RobertaConfig",
+        dict(vocab_size=66, hidden_size=40, num_hidden_layers=2, num_attention_heads=5, intermediate_size=56,
+             max_position_embeddings=32, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1),
+        torch.bfloat16,
+        "RobertaModel: positions counted over the unpadded tokens from pad_token_id + 1, one token type, "
+        "a batch of two texts, the second padded, saved in bf16"),
+}
+
+
+def text_encoder_case(name, spec):
+    class_name, config_name, config, saved_dtype, reproduces = spec
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(**config)
+    case = save_checkpoint(name, randomize(getattr(transformers, class_name)(config).eval(), seed=0), saved_dtype)
+    model = getattr(transformers, class_name).from_pretrained(os.path.join(case, "checkpoint"),
+                                                              dtype=torch.float64).eval()
+    generator = torch.Generator().manual_seed(1)
+    pad = config.pad_token_id if config.pad_token_id is not None else 0
+    ids = torch.randint(pad + 1, config.vocab_size, (2, 7), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, 4:] = 0
+    ids[1, 4:] = pad
+    types = torch.zeros_like(ids)
+    if config.type_vocab_size > 1:
+        types[:, 3:] = 1
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+    outputs = {"last_hidden_state": out.last_hidden_state.float().numpy(),
+               "pooler_output": out.pooler_output.float().numpy()}
+    largest = max(float(np.abs(v).max()) for v in outputs.values())
+    write_case(case, reproduces, saved_dtype,
+               {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}, outputs,
+               tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
+
+
 def main(names):
     for name, spec in DECODERS.items():
         if not names or name in names:
             decoder_case(name, spec)
+            print("wrote", os.path.join(CASES, name))
+    for name, spec in TEXT_ENCODERS.items():
+        if not names or name in names:
+            text_encoder_case(name, spec)
+            print("wrote", os.path.join(CASES, name))
+    for name, spec in VISION.items():
+        if not names or name in names:
+            vision_case(name, spec)
             print("wrote", os.path.join(CASES, name))
 
 

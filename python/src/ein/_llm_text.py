@@ -1,8 +1,9 @@
-"""Text around a decoder's ids for ein.serve_llm: a Hugging Face tokenizer
-(tokenizer.json, with tokenizer_config.json's special tokens and chat
-template when a folder is given), chat templates rendered as transformers
-renders them, and a detokenizer that streams text without a broken UTF-8
-character or the start of a stop string."""
+"""Text around a model's ids (ein.serve_llm, Model.generate and Model.encode
+of ein.from_pretrained's models): a Hugging Face tokenizer (tokenizer.json,
+with tokenizer_config.json's special tokens and chat template when a folder
+is given), batches of texts padded for encoders, chat templates rendered as
+transformers renders them, and a detokenizer that streams text without a
+broken UTF-8 character or the start of a stop string."""
 from __future__ import annotations
 
 import json
@@ -43,6 +44,26 @@ class Tokenizer:
 
     def encode(self, text: str, special_tokens: bool = True) -> List[int]:
         return self._tokenizer.encode(text, add_special_tokens=special_tokens).ids
+
+    def encode_batch(self, texts: Sequence[str], max_length: int):
+        """(input_ids, attention_mask, token_type_ids), int64 [len(texts), t]:
+        the texts' tokens, truncated to ``max_length``, padded with the
+        tokenizer's padding token (else 0) to the longest."""
+        import numpy as np
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # The tokens, not the padding tokenizer.json may add (to a fixed length).
+        length = max(1, min(max_length, max(sum(e.attention_mask) for e in encodings)))
+        padding = self._tokenizer.padding or {}
+        pad_id = padding.get("pad_id", 0)
+        ids = np.full((len(texts), length), pad_id, dtype=np.int64)
+        mask = np.zeros((len(texts), length), dtype=np.int64)
+        types = np.zeros((len(texts), length), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            kept = [i for i, m in zip(encoding.ids, encoding.attention_mask) if m][:length]
+            ids[row, :len(kept)] = kept
+            mask[row, :len(kept)] = 1
+            types[row, :len(kept)] = encoding.type_ids[:len(kept)]
+        return ids, mask, types
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._tokenizer.decode(list(ids), skip_special_tokens=True)

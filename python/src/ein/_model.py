@@ -162,6 +162,9 @@ class Model:
         self._native = native
         self._input_names = tuple(name for name, *_ in native.inputs)
         self._output_names = tuple(name for name, *_ in native.outputs)
+        # A Hugging Face tokenizer (ein.from_pretrained sets it from the
+        # folder's tokenizer.json): text in for encode() and generate().
+        self.tokenizer = None
 
     @property
     def inputs(self) -> List[TensorInfo]:
@@ -220,10 +223,42 @@ class Model:
             _unknown_names(out, self._output_names, "output")
         return self._native.run(dict(inputs), dict(out or {}), _check_threads(threads))
 
-    def generate(self, prompt: Union[Sequence[int], Sequence[Sequence[int]]], *, max_new_tokens: int = 32,
+    def encode(self, texts: Union[str, Sequence[str]], *, batch_size: int = 32,
+               output: str = "sentence_embedding") -> np.ndarray:
+        """Embeds text with an encoder and its tokenizer (a sentence-transformers
+        folder through ein.from_pretrained): each batch of up to ``batch_size``
+        texts is tokenized, padded to its longest (truncated to what the
+        model takes) and run; returns ``output`` ([len(texts), ...]) for one
+        text per row, or one row for a single string.
+        """
+        tokenizer = self._text_tokenizer("encode")
+        single = isinstance(texts, str)
+        texts = [texts] if single else list(texts)
+        if not all(isinstance(text, str) for text in texts):
+            raise TypeError("encode takes a string or a list of strings")
+        if output not in self._output_names:
+            raise ValueError(f"the model has no output {output!r} (its outputs: {', '.join(self._output_names)})")
+        size = _integer(batch_size, "batch_size", 1)
+        longest = self.dims.get("t", (1, 1 << 30))[1]
+        rows = []
+        for start in range(0, len(texts), size):
+            ids, mask, types = tokenizer.encode_batch(texts[start:start + size], max_length=longest)
+            available = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            inputs = {name: available[name] for name in self._input_names}
+            rows.append(self.run(inputs)[output])
+        embedded = np.concatenate(rows) if rows else np.zeros((0,))
+        return embedded[0] if single else embedded
+
+    def _text_tokenizer(self, what: str):
+        if self.tokenizer is None:
+            raise ValueError(f"{what} of text needs the model's tokenizer: ein.from_pretrained sets it from a "
+                             "checkpoint folder's tokenizer.json (with the tokenizers package installed)")
+        return self.tokenizer
+
+    def generate(self, prompt: Union[str, Sequence[int], Sequence[Sequence[int]]], *, max_new_tokens: int = 32,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop_tokens: Sequence[int] = (), threads: Optional[int] = None,
-                 max_sequences: int = 16) -> Union[List[int], List[List[int]]]:
+                 max_sequences: int = 16) -> Union[str, List[int], List[List[int]]]:
         """Generates tokens with a decoder whose key/value cache is session state.
 
         Runs ``prompt`` (token ids) in a new session, then one decode step per
@@ -240,7 +275,17 @@ class Model:
         ``max_sequences`` at once, continuously batched: a finished one's place
         goes to the next prompt; each run reads the weights once for all) and
         returns a list of token lists, each what its prompt gives alone.
+
+        Given a string (with the model's tokenizer, which ein.from_pretrained
+        attaches), generates from its tokens, stops at the tokenizer's end
+        token too, and returns the new text.
         """
+        if isinstance(prompt, str):
+            tokenizer = self._text_tokenizer("generate")
+            stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
+            tokens = self.generate(tokenizer.encode(prompt), max_new_tokens=max_new_tokens, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops, threads=threads)
+            return tokenizer.decode(tokens)
         if _is_prompt_list(prompt):
             prompts = [_generation_arguments(p, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)[0]
                        for p in prompt]

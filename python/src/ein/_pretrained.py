@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import pathlib
+import warnings
 from typing import Mapping, Optional, Tuple, Union
 
 from . import _ein
@@ -42,6 +44,10 @@ def from_pretrained(
     its key/value cache in the session (``Model.generate``, ``Scheduler``),
     sized by its ``cache`` dim (2048 rows unless ``dims={"cache": N}``).
 
+    With the folder's tokenizer.json (and the ``tokenizers`` package), the
+    model's ``tokenizer`` is set: ``Model.encode(texts)`` embeds text with an
+    encoder, ``Model.generate(text)`` returns text.
+
     Raises CompileError for a folder without config.json, an architecture
     the library lacks, a config value its model file does not handle, a
     missing or misshapen tensor, or pickle-only weights.
@@ -49,8 +55,23 @@ def from_pretrained(
     text, filename, _, checkpoint_dims, checkpoint_configs = _checkpoint(path)
     merged_dims = {**checkpoint_dims, **(dims or {})}
     merged_configs = {**checkpoint_configs, **_configs(config)}
-    return compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
-                   precision=precision, threads=threads, device=device, filename=filename)
+    model = compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
+                    precision=precision, threads=threads, device=device, filename=filename)
+    model.tokenizer = _tokenizer(path)
+    return model
+
+
+def _tokenizer(path):
+    """The folder's tokenizer.json through the tokenizers package, where both are here."""
+    if not (pathlib.Path(path) / "tokenizer.json").is_file():
+        return None
+    try:
+        from ._llm_text import Tokenizer
+        return Tokenizer(path)
+    except ImportError:
+        warnings.warn(f"{path}: tokenizer.json is not read without the tokenizers package (pip install tokenizers)",
+                      stacklevel=3)
+        return None
 
 
 def export_ein(path: Union[str, os.PathLike], *, dims: Dims = None,
