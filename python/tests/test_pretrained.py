@@ -152,3 +152,10 @@ def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
     assert model.generate(prompt, max_new_tokens=5) == " ".join(f"w{i}" for i in tokens["greedy"][:5])
     with pytest.raises(ValueError, match="tokenizer"):
         ein.from_pretrained(CONFORMANCE_CASES / "hf_llama3_tiny" / "checkpoint").generate("w1 w2")
+    # The chat template of tokenizer_config.json renders the prompt (here: the messages' words, then w7).
+    template = "{% for m in messages %}{{ m['content'] }} {% endfor %}{% if add_generation_prompt %}w7{% endif %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    model = ein.from_pretrained(folder)
+    messages = [{"role": "user", "content": prompt}]
+    chat_ids = tokens["prompt"] + [7]
+    assert model.chat(messages, max_new_tokens=4) == " ".join(f"w{i}" for i in model.generate(chat_ids, max_new_tokens=4))

@@ -306,3 +306,46 @@ def test_the_detokenizer_never_splits_a_character_or_shows_a_stop_strings_start(
     assert stopped.stopped and stopped.text == "a" and stopped.finish() == ""
     tail = Detokenizer(tokenizer, stop=["bc"])
     assert [tail.add(t) for t in byte_ids(tokenizer, "ab")] == ["a", ""] and tail.finish() == "b"
+
+
+def test_a_checkpoint_folder_is_served_with_its_own_tokenizer(tmp_path):
+    """python -m ein.serve_llm FOLDER: ein.from_pretrained's model and the folder's tokenizer.json."""
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    from tokenizers import Tokenizer as HfTokenizer, decoders, models, pre_tokenizers
+    cases = REPO / "tests" / "conformance" / "cases"
+    folder = tmp_path / "tiny-llama3"
+    shutil.copytree(cases / "hf_llama3_tiny" / "checkpoint", folder)
+    words = HfTokenizer(models.WordLevel({f"w{i}": i for i in range(96)}, unk_token="w0"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.decoder = decoders.WordPiece(prefix="##")
+    words.save(str(folder / "tokenizer.json"))
+    greedy = json.loads((cases / "hf_llama3_tiny" / "generation.json").read_text())
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "ein.serve_llm", str(folder), "--port", str(port),
+                                "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert httpx.get(base + "/v1/models").json()["data"][0]["id"] == "tiny-llama3"
+        prompt = " ".join(f"w{i}" for i in greedy["prompt"])
+        body = {"prompt": prompt, "max_tokens": 6, "temperature": 0}
+        text = httpx.post(base + "/v1/completions", json=body, timeout=DEADLINE).json()["choices"][0]["text"]
+        assert text.split() == [f"w{i}" for i in greedy["greedy"][:6]]
+        os.kill(process.pid, signal.SIGTERM)
+        assert process.wait(DEADLINE) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

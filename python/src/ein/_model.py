@@ -249,6 +249,19 @@ class Model:
         embedded = np.concatenate(rows) if rows else np.zeros((0,))
         return embedded[0] if single else embedded
 
+    def chat(self, messages: Sequence[Mapping[str, str]], **options) -> str:
+        """The assistant's reply to ``messages`` (``[{"role": "user", "content": "..."}]``): the
+        tokenizer's chat template (tokenizer_config.json's, rendered as transformers renders it,
+        with the generation prompt) gives the prompt text, and ``generate`` its reply;
+        ``options`` are generate's (max_new_tokens, temperature, ...)."""
+        tokenizer = self._text_tokenizer("chat")
+        prompt = tokenizer.apply_chat_template(list(messages))
+        stops = list(options.pop("stop_tokens", ())) + (
+            [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
+        # The template writes the special tokens itself.
+        tokens = self.generate(tokenizer.encode(prompt, special_tokens=False), stop_tokens=stops, **options)
+        return tokenizer.decode(tokens)
+
     def _text_tokenizer(self, what: str):
         if self.tokenizer is None:
             raise ValueError(f"{what} of text needs the model's tokenizer: ein.from_pretrained sets it from a "

@@ -2,6 +2,7 @@
 
     python -m ein.serve_llm model.einb --tokenizer tokenizer.json [--chat-template FILE]
     python -m ein.serve_llm model.ein --weights model.safetensors --tokenizer TOKENIZER_FOLDER
+    python -m ein.serve_llm CHECKPOINT_FOLDER [--precision int8]    (ein.from_pretrained; its tokenizer)
 
 Endpoints: POST /v1/completions and /v1/chat/completions (max_tokens, temperature, top_p,
 seed, stop strings and token ids, n, stream as server-sent events ending in `data: [DONE]`,
@@ -375,9 +376,14 @@ def create_app(server: LlmServer):
     return app
 
 
-def load_model(path: str, weights: Optional[str], threads: Optional[int]) -> Model:
+def load_model(path: str, weights: Optional[str], threads: Optional[int], precision: str = "fp32") -> Model:
     from ._compile import compile as compile_model
     from ._model import load
+    if (pathlib.Path(path) / "config.json").is_file():  # a Hugging Face checkpoint folder
+        from ._pretrained import from_pretrained
+        return from_pretrained(path, precision=precision, weights=weights, threads=threads)
+    if precision != "fp32":
+        raise SystemExit("error: --precision applies to a checkpoint folder; compile a .ein with einc --precision")
     if path.endswith(".ein"):
         if not weights:
             raise SystemExit("error: a .ein model needs --weights (a .safetensors or .gguf file, or a checkpoint "
@@ -388,11 +394,15 @@ def load_model(path: str, weights: Optional[str], threads: Optional[int]) -> Mod
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ein.serve_llm", description=__doc__.split("\n")[0])
-    parser.add_argument("model", help="a decoder's artifact (.einb), or a .ein with --weights")
+    parser.add_argument("model", help="a decoder's artifact (.einb), a .ein with --weights, or a Hugging Face "
+                                      "checkpoint folder (config.json, safetensors weights, tokenizer.json)")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8", "int4"],
+                        help="a checkpoint folder's precision (ein.from_pretrained)")
     parser.add_argument("--weights",
                         help="the weights of a .ein model (.safetensors, llama.cpp's .gguf, or a checkpoint folder)")
-    parser.add_argument("--tokenizer", required=True,
-                        help="tokenizer.json, or a folder with it (and tokenizer_config.json)")
+    parser.add_argument("--tokenizer",
+                        help="tokenizer.json, or a folder with it (and tokenizer_config.json); a checkpoint folder's "
+                             "own by default")
     parser.add_argument("--chat-template", help="a Jinja chat template file (else tokenizer_config.json's)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
@@ -405,9 +415,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     options = parser.parse_args(argv)
     import uvicorn
     template = pathlib.Path(options.chat_template).read_text() if options.chat_template else None
-    tokenizer = Tokenizer(options.tokenizer, chat_template=template)
-    model = load_model(options.model, options.weights, options.threads)
-    name = options.model_name or pathlib.Path(options.model).stem
+    is_folder = (pathlib.Path(options.model) / "config.json").is_file()
+    if not options.tokenizer and not is_folder:
+        raise SystemExit("error: --tokenizer is needed unless the model is a checkpoint folder with tokenizer.json")
+    tokenizer = Tokenizer(options.tokenizer or options.model, chat_template=template)
+    model = load_model(options.model, options.weights, options.threads, options.precision)
+    default_name = pathlib.Path(options.model).resolve().name if is_folder else pathlib.Path(options.model).stem
+    name = options.model_name or default_name
     server = LlmServer(model, tokenizer, model_name=name, max_sequences=options.max_sequences,
                        threads=options.threads, max_waiting=options.max_waiting)
     print(f"ein.serve_llm: '{name}' on http://{options.host}:{options.port}/v1 "
