@@ -32,20 +32,21 @@ constexpr LibraryFile kLibrary[] = {
 struct Architecture {
   const char *name;
   const char *file;
+  const char *baseModelPrefix;                      // Checkpoint::baseModelPrefix
   std::initializer_list<const char *> fixed = {};  // configs that are true
 };
 const Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama.ein"},
-    {"MistralForCausalLM", "llama.ein"},
-    {"Qwen2ForCausalLM", "llama.ein", {"qkv_bias"}},
-    {"GemmaForCausalLM", "llama.ein", {"scale_embeddings", "norm_weight_plus_one"}},
-    {"Phi3ForCausalLM", "llama.ein", {"fused_projections"}},
-    {"GPT2LMHeadModel", "gpt2.ein"},
-    {"ViTForImageClassification", "vit.ein"},
-    {"CLIPModel", "clip.ein"},
-    {"BertModel", "bert.ein"},
-    {"RobertaModel", "bert.ein", {"roberta_positions"}},
-    {"XLMRobertaModel", "bert.ein", {"roberta_positions"}},
+    {"LlamaForCausalLM", "llama.ein", "model."},
+    {"MistralForCausalLM", "llama.ein", "model."},
+    {"Qwen2ForCausalLM", "llama.ein", "model.", {"qkv_bias"}},
+    {"GemmaForCausalLM", "llama.ein", "model.", {"scale_embeddings", "norm_weight_plus_one"}},
+    {"Phi3ForCausalLM", "llama.ein", "model.", {"fused_projections"}},
+    {"GPT2LMHeadModel", "gpt2.ein", "transformer."},
+    {"ViTForImageClassification", "vit.ein", "vit."},
+    {"CLIPModel", "clip.ein", ""},
+    {"BertModel", "bert.ein", "bert."},
+    {"RobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
+    {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
 };
 
 llvm::Error failure(const llvm::Twine &message) {
@@ -270,6 +271,7 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);  // a build error, tested
   checkpoint.source = {text, std::string("huggingface/") + chosen->file};
   for (const char *name : chosen->fixed) checkpoint.configs[name] = true;
+  checkpoint.baseModelPrefix = chosen->baseModelPrefix;
 
   frontend::ParseResult parsed = frontend::parse(checkpoint.source.text);
   std::set<std::string> dims, configs;

@@ -21,6 +21,11 @@ struct Checkpoint {
   driver::ModelSource source;
   ein::DimRanges dims;             // config.json's values of the file's fixed dims
   mlirgen::ConfigValues configs;   // and of its configs (nested objects' fields dotted)
+  // The prefix of the base model's names ("transformer." in GPT2LMHeadModel),
+  // which weights saved from the base model alone lack and weights saved
+  // from a model with a head over it have (weights::BaseModelPrefixed); empty
+  // where the architecture has none.
+  std::string baseModelPrefix;
 };
 
 // Reads `folder`/config.json and picks the model file; an error names the

@@ -390,7 +390,7 @@ int compile(const Options &options) {
   std::unique_ptr<ein::SafetensorsParams> weightsFile;
   ein::ParamProvider params;
   if (!weights.empty()) {
-    auto opened = ein::weights::openWeights(weights);
+    auto opened = ein::weights::openWeights(weights, checkpoint ? checkpoint->baseModelPrefix : "");
     if (!opened) {
       report(llvm::toString(opened.takeError()));
       return 1;

@@ -4,6 +4,7 @@
 #include <map>
 #include <span>
 
+#include "compiler/weights/base_model_prefix.hpp"
 #include "compiler/weights/gguf.hpp"
 #include "compiler/weights/weights_set.hpp"
 #include "file_kind.hpp"
@@ -303,7 +304,9 @@ llvm::Expected<std::unique_ptr<WeightsFile>> openWeightsFile(llvm::StringRef pat
   return std::make_unique<SafetensorsFile>(std::move(*safetensors));
 }
 
-llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths) {
+namespace {
+
+llvm::Expected<std::unique_ptr<WeightsFile>> openPaths(llvm::ArrayRef<std::string> paths) {
   if (paths.empty()) return llvm::createStringError(llvm::inconvertibleErrorCode(), "no weights files given");
   if (paths.size() == 1) return openPath(paths.front());
   if (llvm::Error error = checkDistinct(paths)) return error;
@@ -314,6 +317,15 @@ llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::str
     files.push_back(std::move(*file));
   }
   return WeightsSet::create(std::move(files), llvm::join(paths, ", "));
+}
+
+}  // namespace
+
+llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths,
+                                                         llvm::StringRef baseModelPrefix) {
+  llvm::Expected<std::unique_ptr<WeightsFile>> opened = openPaths(paths);
+  if (!opened || baseModelPrefix.empty()) return opened;
+  return std::make_unique<BaseModelPrefixed>(std::move(*opened), baseModelPrefix.str());
 }
 
 }  // namespace ein::weights

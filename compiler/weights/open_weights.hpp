@@ -30,6 +30,9 @@ llvm::Expected<std::unique_ptr<WeightsFile>> openWeightsFile(llvm::StringRef pat
 // A folder with none of them is an error that says what it holds instead
 // (pickle checkpoints: the command that converts them; GGUF files: give one).
 // One file, or a folder of one, is served as that file, under its own path.
-llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths);
+// With `baseModelPrefix` ("transformer."), names are read with that prefix
+// added or removed where the files hold them so (base_model_prefix.hpp).
+llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths,
+                                                         llvm::StringRef baseModelPrefix = "");
 
 }  // namespace ein::weights

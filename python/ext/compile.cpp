@@ -163,6 +163,7 @@ struct Request {
   std::optional<uint64_t> randomSeed;
   DimRanges dims;
   mlirgen::ConfigValues configs;
+  std::string baseModelPrefix;  // a checkpoint's (huggingface::Checkpoint)
   std::string target;
   std::string precision;
   std::string dumpIr;
@@ -180,7 +181,7 @@ std::unique_ptr<SafetensorsParams> openWeights(Request &request, const driver::C
     }
     return std::make_unique<SafetensorsParams>(std::move(*tensors));
   }
-  auto opened = weights::openWeights(*request.weightsPaths);
+  auto opened = weights::openWeights(*request.weightsPaths, request.baseModelPrefix);
   if (!opened) {
     compilation.error(llvm::toString(opened.takeError()));
     return nullptr;
@@ -235,8 +236,8 @@ Outcome compileRequest(Request request) {
 nb::tuple compileModel(std::string text, std::string filename, std::optional<std::vector<std::string>> weightsPaths,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
                        std::map<std::string, std::pair<int64_t, int64_t>> dims, mlirgen::ConfigValues configs,
-                       std::string target, std::string precision, std::string dumpIr, int threads,
-                       std::optional<std::string> device) {
+                       std::string baseModelPrefix, std::string target, std::string precision, std::string dumpIr,
+                       int threads, std::optional<std::string> device) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
   std::optional<Declarations> declared = declarationsOf(text);
   DimRanges ranges;  // min == max pins a dim
@@ -247,6 +248,7 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
                   randomSeed,
                   std::move(ranges),
                   std::move(configs),
+                  std::move(baseModelPrefix),
                   std::move(target),
                   std::move(precision),
                   std::move(dumpIr)};
@@ -268,15 +270,16 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
 }
 
 // _ein.read_checkpoint(folder) -> (error, None) or ("", (text, filename,
-// architecture, dims, configs)): the library's model file for the folder's
-// architecture and config.json's values of its dims and configs.
+// architecture, dims, configs, base model prefix)): the library's model file
+// for the folder's architecture and config.json's values of its dims and configs.
 nb::tuple readCheckpoint(const std::string &folder) {
   auto checkpoint = huggingface::readCheckpoint(folder);
   if (!checkpoint) return nb::make_tuple(llvm::toString(checkpoint.takeError()), nb::none());
   std::map<std::string, std::pair<int64_t, int64_t>> dims;
   for (const auto &[name, range] : checkpoint->dims) dims[name] = {range.min, range.max};
-  return nb::make_tuple(std::string(), nb::make_tuple(checkpoint->source.text, checkpoint->source.filename,
-                                                      checkpoint->architecture, dims, checkpoint->configs));
+  return nb::make_tuple(std::string(),
+                       nb::make_tuple(checkpoint->source.text, checkpoint->source.filename, checkpoint->architecture,
+                                      dims, checkpoint->configs, checkpoint->baseModelPrefix));
 }
 
 // _ein.checkpoint_text(folder, dims, configs) -> (error, text): einc --hf
@@ -300,7 +303,7 @@ void bindCompile(nb::module_ &module) {
              "The library's model file for a checkpoint folder with its values written in: (error, text).");
   module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_paths").none(),
              nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("configs"),
-             nb::arg("target"),
+             nb::arg("base_model_prefix"), nb::arg("target"),
              nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
   module.def("declared_dims", &declaredDims, nb::arg("text"),

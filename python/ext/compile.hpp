@@ -8,7 +8,8 @@
 namespace ein::python {
 
 // _ein.compile_model(text, filename, weights_path, weight_arrays, random_seed,
-// dims, configs, target, precision, dump_ir, threads, device) -> (model | None,
+// dims, configs, base_model_prefix, target, precision, dump_ir, threads,
+// device) -> (model | None,
 // diagnostics, unused weight names); each diagnostic is (severity, file,
 // line, column, message, rendered). _ein.declared_dims(text) -> [(name,
 // kind)] or None: the dims the text declares, for ein.compile's checks of

@@ -159,3 +159,21 @@ def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
     messages = [{"role": "user", "content": prompt}]
     chat_ids = tokens["prompt"] + [7]
     assert model.chat(messages, max_new_tokens=4) == " ".join(f"w{i}" for i in model.generate(chat_ids, max_new_tokens=4))
+
+
+@pytest.mark.parametrize("case,rename", [
+    ("hf_gpt2_tiny", lambda name: name.removeprefix("transformer.")),  # saved from GPT2Model
+    ("hf_bert_tiny", lambda name: "bert." + name),                      # saved from BertForPreTraining
+])
+def test_weights_saved_with_or_without_the_base_models_prefix_load(tmp_path, case, rename):
+    from conftest import read_safetensors, write_safetensors
+    folder = checkpoint_copy(tmp_path, case)
+    tensors = read_safetensors(folder / "model.safetensors")
+    write_safetensors(folder / "model.safetensors", {rename(name): value for name, value in tensors.items()})
+    spec, expected = expected_outputs(CONFORMANCE_CASES / case)
+    model = ein.from_pretrained(folder)
+    inputs = {info.name: np.load(CONFORMANCE_CASES / case / f"{info.name}.npy").astype(info.numpy_dtype)
+              for info in model.inputs}
+    for name, got in model.run(inputs).items():
+        np.testing.assert_allclose(got, expected[name], rtol=spec["tolerance"]["rtol"],
+                                   atol=spec["tolerance"]["atol"], err_msg=name)

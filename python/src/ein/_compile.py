@@ -119,6 +119,7 @@ def compile(
     random_weights: Optional[int] = None,
     threads: Optional[int] = None,
     filename: Optional[str] = None,
+    _base_model_prefix: str = "",  # ein.from_pretrained's: its checkpoint's (weights::BaseModelPrefixed)
 ) -> Model:
     """Compiles a model (the ein language, docs/LANGUAGE.md) into a Model.
 
@@ -183,7 +184,7 @@ def compile(
     arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
     model, diagnostics, unused = _ein.compile_model(
         text, name, weight_paths, arrays, random_weights, _dims(dims, _ein.declared_dims(text)), _configs(config),
-        target, precision,
+        _base_model_prefix, target, precision,
         os.fspath(dump_ir) if dump_ir is not None else "", threads, device)
     diagnostics = _diagnostics(diagnostics)
     if model is None:

@@ -52,11 +52,12 @@ def from_pretrained(
     the library lacks, a config value its model file does not handle, a
     missing or misshapen tensor, or pickle-only weights.
     """
-    text, filename, _, checkpoint_dims, checkpoint_configs = _checkpoint(path)
+    text, filename, _, checkpoint_dims, checkpoint_configs, base_model_prefix = _checkpoint(path)
     merged_dims = {**checkpoint_dims, **(dims or {})}
     merged_configs = {**checkpoint_configs, **_configs(config)}
     model = compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
-                    precision=precision, threads=threads, device=device, filename=filename)
+                    precision=precision, threads=threads, device=device, filename=filename,
+                    _base_model_prefix=base_model_prefix)
     model.tokenizer = _tokenizer(path)
     return model
 
