@@ -92,6 +92,8 @@ class Generator {
   // " (did you mean 'x'?)" for the closest of `known` when it is a likely typo
   // of `name`: a few edits away, and `name` long enough for that to mean something.
   static std::string didYouMean(const std::string &name, const std::vector<std::string> &known);
+  template <typename Names>
+  [[noreturn]] void failUndeclared(const char *kind, const std::string &name, Names names);
 
   // For `x.shape` (`x.shape[0]` when `axis` is given), `x.dtype` and the
   // like, where `x` is a tensor: the language has no tensor attributes, and

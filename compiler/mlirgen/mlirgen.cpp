@@ -23,25 +23,10 @@ mlir::OwningOpRef<mlir::ModuleOp> Generator::run(const ast::Module &module) {
   builder.setInsertionPointToEnd(body);
   try {
     for (const auto &statement : module.statements) execute(*statement, globals);
-    // A dim value given for a dim the model lacks (einc --dim, ein.compile's
-    // dims=) has no place in the model: the message is located nowhere, and
-    // each tool says which option gave it.
     for (const auto &[name, _] : overrides)
-      if (!usedOverrides.count(name)) {
-        std::vector<std::string> declared;
-        for (const auto &entry : dims) declared.push_back(entry.first);
-        fail(builder.getUnknownLoc(),
-             "the model declares no dim '" + name + "'" + didYouMean(name, declared) +
-                 (declared.empty() ? "; it declares no dims" : "; its dims: " + llvm::join(declared, ", ")));
-      }
+      if (!usedOverrides.count(name)) failUndeclared("dim", name, llvm::make_first_range(dims));
     for (const auto &[name, _] : configOverrides)
-      if (!configs.count(name)) {
-        std::vector<std::string> declared;
-        for (const auto &entry : configs) declared.push_back(entry.first);
-        fail(builder.getUnknownLoc(),
-             "the model declares no config '" + name + "'" + didYouMean(name, declared) +
-                 (declared.empty() ? "; it declares no configs" : "; its configs: " + llvm::join(declared, ", ")));
-      }
+      if (!configs.count(name)) failUndeclared("config", name, llvm::make_first_range(configs));
     if (outputs.empty()) fail(fileLoc, "the model declares no output (write `output NAME = expression`)");
     finish(fileLoc);
     // Values computed from declared ones (an einsum's outer product, say)
@@ -55,6 +40,18 @@ mlir::OwningOpRef<mlir::ModuleOp> Generator::run(const ast::Module &module) {
   }
   if (mlir::failed(mlir::verify(*owned))) return nullptr;
   return owned;
+}
+
+// A value given for a dim or config the model lacks (einc --dim/--config,
+// ein.compile's dims=/config=) has no place in the model: the message is
+// located nowhere, and each tool says which option gave it.
+template <typename Names>
+void Generator::failUndeclared(const char *kind, const std::string &name, Names names) {
+  std::vector<std::string> declared(names.begin(), names.end());
+  fail(builder.getUnknownLoc(), "the model declares no " + std::string(kind) + " '" + name + "'" +
+                                    didYouMean(name, declared) +
+                                    (declared.empty() ? "; it declares no " + std::string(kind) + "s"
+                                                      : "; its " + std::string(kind) + "s: " + llvm::join(declared, ", ")));
 }
 
 std::string Generator::didYouMean(const std::string &name, const std::vector<std::string> &known) {

@@ -50,6 +50,26 @@ def start(server):
     return f"http://127.0.0.1:{port}", stop
 
 
+def serve_in_a_process(*arguments):
+    """python -m ein.serve_llm ARGUMENTS on a free loopback port, once healthy: (process, base URL)."""
+    import subprocess
+    import sys
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "ein.serve_llm", *arguments, "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def served():
     model = ein.compile(EXAMPLES / "llama_decoder.ein", random_weights=3, dims={"vocab": 512}, threads=2)
@@ -233,29 +253,13 @@ def test_a_client_that_disconnects_frees_its_sequence(slow_served):
 
 
 def test_sigterm_lets_the_streams_in_flight_finish_and_exits_0(served, tmp_path):
-    import os
     import signal
-    import subprocess
-    import sys
     model, tokenizer, server, client, _ = served
     artifact = tmp_path / "tiny.einb"
     model.save(artifact)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "ein.serve_llm", str(artifact), "--tokenizer", str(TOKENIZER),
-                                "--port", str(port), "--threads", "1", "--shutdown-timeout", "20"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process, base = serve_in_a_process(str(artifact), "--tokenizer", str(TOKENIZER), "--threads", "1",
+                                       "--shutdown-timeout", "20")
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         text = []
         body = {"prompt": "Until the end", "max_tokens": 60, "temperature": 0, "stream": True}
         with httpx.stream("POST", base + "/v1/completions", json=body, timeout=DEADLINE) as response:
@@ -312,8 +316,6 @@ def test_a_checkpoint_folder_is_served_with_its_own_tokenizer(tmp_path):
     """python -m ein.serve_llm FOLDER: ein.from_pretrained's model and the folder's tokenizer.json."""
     import shutil
     import signal
-    import subprocess
-    import sys
     from tokenizers import Tokenizer as HfTokenizer, decoders, models, pre_tokenizers
     cases = REPO / "tests" / "conformance" / "cases"
     folder = tmp_path / "tiny-llama3"
@@ -323,21 +325,8 @@ def test_a_checkpoint_folder_is_served_with_its_own_tokenizer(tmp_path):
     words.decoder = decoders.WordPiece(prefix="##")
     words.save(str(folder / "tokenizer.json"))
     greedy = json.loads((cases / "hf_llama3_tiny" / "generation.json").read_text())
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "ein.serve_llm", str(folder), "--port", str(port),
-                                "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process, base = serve_in_a_process(str(folder), "--threads", "1")
     try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + DEADLINE
-        while True:
-            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         assert httpx.get(base + "/v1/models").json()["data"][0]["id"] == "tiny-llama3"
         prompt = " ".join(f"w{i}" for i in greedy["prompt"])
         body = {"prompt": prompt, "max_tokens": 6, "temperature": 0}
