@@ -122,10 +122,10 @@ struct Input {
   F32Values values;
   int64_t offset = 0;
   std::vector<int64_t> strides;
-  float at(const std::vector<int64_t> &index) const {
+  int64_t offsetAt(const std::vector<int64_t> &index) const {
     int64_t element = offset;
     for (size_t axis = 0; axis < index.size(); ++axis) element += index[axis] * strides[axis];
-    return values[static_cast<size_t>(element)];
+    return element;
   }
 };
 
@@ -164,15 +164,34 @@ LogicalResult fold(Operation &op, MutableArrayRef<float> out) {
     }
     for (int64_t size : extent)
       if (size == 0) return success();
-    std::vector<int64_t> index(extent.size(), 0);
+    // Row by row along the last axis (contiguous in `out`): a weight of a
+    // billion elements is copied (a concat of q, k and v) in a tight loop.
+    const bool scalar = extent.empty();
+    const int64_t rowLength = scalar ? 1 : extent.back();
+    std::vector<int64_t> rows = extent, index(extent.size(), 0);
+    if (!scalar) rows.back() = 1;
     std::vector<float> registers(inputs.size() + program.size());
+    std::vector<int64_t> rowStart(inputs.size()), rowStride(inputs.size());
     do {
-      for (size_t i = 0; i < inputs.size(); ++i) registers[i] = inputs[i].at(index);
-      ein::kern::runScalarProgram(program, inputs.size(), registers);
       int64_t flat = 0;
       for (size_t d = 0; d < sizes.size(); ++d) flat = flat * sizes[d] + index[d] + (d == axis ? start : 0);
-      out[static_cast<size_t>(flat)] = registers.back();
-    } while (next(index, extent));
+      float *row = out.data() + flat;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        rowStart[i] = inputs[i].offsetAt(index);
+        rowStride[i] = scalar ? 0 : inputs[i].strides.back();
+      }
+      if (program.empty() && inputs.size() == 1) {  // a copy
+        const F32Values &from = inputs[0].values;
+        for (int64_t j = 0; j < rowLength; ++j) row[j] = from[static_cast<size_t>(rowStart[0] + j * rowStride[0])];
+        continue;
+      }
+      for (int64_t j = 0; j < rowLength; ++j) {
+        for (size_t i = 0; i < inputs.size(); ++i)
+          registers[i] = inputs[i].values[static_cast<size_t>(rowStart[i] + j * rowStride[i])];
+        ein::kern::runScalarProgram(program, inputs.size(), registers);
+        row[j] = registers.back();
+      }
+    } while (next(index, rows));
     return success();
   };
   if (out.empty()) return success();
