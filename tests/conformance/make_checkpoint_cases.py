@@ -96,9 +96,9 @@ DECODERS = {
         "GPT2LMHeadModel", "GPT2Config",
         dict(vocab_size=84, n_embd=48, n_head=4, n_layer=2, n_positions=64, n_inner=72,
              activation_function="gelu_new", scale_attn_by_inverse_layer_idx=True, layer_norm_epsilon=1e-5),
-        torch.float32,
+        torch.float16,
         "GPT2LMHeadModel: learned positions, Conv1D layers ([in, out] weights), fused c_attn, tanh GELU, "
-        "scores scaled by the inverse layer index too, the head tied to wte, n_inner not 4 x n_embd"),
+        "scores scaled by the inverse layer index too, the head tied to wte, n_inner not 4 x n_embd, saved in f16"),
 }
 
 
@@ -138,11 +138,22 @@ def write_case(case, reproduces, saved_dtype, inputs, outputs, generation=None, 
             out.write("\n")
 
 
+def save_word_tokenizer(folder, vocab_size):
+    """tokenizer.json of the words w0 .. w{vocab_size - 1}, one id each, decoded with spaces between: text in and
+    out of a checkpoint's decoder (ein.from_pretrained's generate(text), the README's example)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    tokenizer = Tokenizer(models.WordLevel({f"w{i}": i for i in range(vocab_size)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.save(os.path.join(folder, "tokenizer.json"))
+
+
 def decoder_case(name, spec):
     class_name, config_name, config, saved_dtype, reproduces = spec
     torch.manual_seed(0)
     config = getattr(transformers, config_name)(**config)
     case = save_checkpoint(name, randomize(getattr(transformers, class_name)(config).eval(), seed=0), saved_dtype)
+    save_word_tokenizer(os.path.join(case, "checkpoint"), config.vocab_size)
     # The oracle is transformers on the folder as saved: float64 logits, float32 generation.
     model = getattr(transformers, class_name).from_pretrained(os.path.join(case, "checkpoint"),
                                                               dtype=torch.float32).eval()
