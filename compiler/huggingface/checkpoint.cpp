@@ -94,11 +94,29 @@ void normalizeRope(nlohmann::json &config) {
     }
 }
 
+// A configuration file's size and nesting that no real one comes near; the
+// readers below walk the objects recursively.
+constexpr uint64_t kMaxJsonBytes = uint64_t{64} << 20;
+constexpr int kMaxJsonDepth = 32;
+
+bool deeperThan(const nlohmann::json &value, int depth) {
+  if (depth < 0) return true;
+  if (value.is_object() || value.is_array())
+    for (const nlohmann::json &item : value)
+      if (deeperThan(item, depth - 1)) return true;
+  return false;
+}
+
 llvm::Expected<nlohmann::json> readJson(const llvm::Twine &path) {
+  uint64_t size = 0;
+  if (!llvm::sys::fs::file_size(path, size) && size > kMaxJsonBytes)
+    return failure(path + ": " + llvm::Twine(size) + " bytes, more than a configuration file holds (64 MiB)");
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer) return failure(path + ": cannot read it (" + buffer.getError().message() + ")");
   nlohmann::json json = nlohmann::json::parse((*buffer)->getBuffer(), nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) return failure(path + ": not valid JSON");
+  if (deeperThan(json, kMaxJsonDepth))
+    return failure(path + ": nested deeper than " + llvm::Twine(kMaxJsonDepth) + " levels");
   return json;
 }
 
@@ -268,7 +286,8 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
                    "\" has no model file in ein's library (it has " + llvm::join(supportedArchitectures(), ", ") +
                    "); write one in the model language and compile it with --weights " + folder);
   const char *text = libraryText(chosen->file);
-  if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);  // a build error, tested
+  // A build error (a conformance case compiles every architecture's file).
+  if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);
   checkpoint.source = {text, std::string("huggingface/") + chosen->file};
   for (const char *name : chosen->fixed) checkpoint.configs[name] = true;
   checkpoint.baseModelPrefix = chosen->baseModelPrefix;

@@ -74,6 +74,20 @@ def test_a_folder_without_config_json_is_refused(tmp_path):
     assert "not a folder" in compile_error(tmp_path / "missing")
 
 
+def test_malformed_config_json_is_refused(tmp_path):
+    folder = checkpoint_copy(tmp_path)
+    (folder / "config.json").write_text("{\"architectures\": [")
+    assert "config.json: not valid JSON" in compile_error(folder)
+    nested = {}
+    for _ in range(40):
+        nested = {"inner": nested}
+    edit_config_text = json.dumps({"architectures": ["GPT2LMHeadModel"], "deep": nested})
+    (folder / "config.json").write_text(edit_config_text)
+    assert "nested deeper than 32 levels" in compile_error(folder)
+    (folder / "config.json").write_text(json.dumps({"n_embd": 48}))
+    assert 'no "architectures"' in compile_error(folder)
+
+
 def test_an_unknown_architecture_is_refused_with_the_supported_ones(tmp_path):
     folder = checkpoint_copy(tmp_path)
     edit_config(folder, architectures=["FalconForCausalLM"])
