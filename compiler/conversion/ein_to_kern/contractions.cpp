@@ -49,6 +49,11 @@ Size Lowering::strideOf(const Operand &operand, const std::string &label) {
 
 FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, ArrayRef<std::string> outLabels,
                                             RankedTensorType resultType, std::optional<Layout> bias) {
+  // The gemm multiplies floats: an integer or bool contraction that runs
+  // (one not folded from constants) is the model's to cast.
+  if (!isa<mlir::FloatType>(resultType.getElementType()))
+    return emitError(loc) << "a contraction (einsum, @, linear) of " << resultType.getElementType()
+                          << " tensors runs only on floats; cast its operands with f32(...)";
   a = takeDiagonals(std::move(a));
   b = takeDiagonals(std::move(b));
   std::set<std::string> out(outLabels.begin(), outLabels.end());
