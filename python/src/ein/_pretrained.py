@@ -14,13 +14,17 @@ from ._model import Model
 Dims = Optional[Mapping[str, Union[int, Tuple[int, int]]]]
 
 
-def _checkpoint(path: Union[str, os.PathLike]):
+def _folder(path: Union[str, os.PathLike]) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a checkpoint folder's path, got {type(path).__name__}")
-    error, checkpoint = _ein.read_checkpoint(os.fspath(path))
+    return os.fspath(path)
+
+
+def _checked(error: str, result):
+    """The native call's result, or its error (a bad folder) as a CompileError."""
     if error:
         raise CompileError([Diagnostic("error", None, None, None, error, error)])
-    return checkpoint
+    return result
 
 
 def from_pretrained(
@@ -52,7 +56,8 @@ def from_pretrained(
     the library lacks, a config value its model file does not handle, a
     missing or misshapen tensor, or pickle-only weights.
     """
-    text, filename, _, checkpoint_dims, checkpoint_configs, base_model_prefix = _checkpoint(path)
+    text, filename, _, checkpoint_dims, checkpoint_configs, base_model_prefix = _checked(
+        *_ein.read_checkpoint(_folder(path)))
     merged_dims = {**checkpoint_dims, **(dims or {})}
     merged_configs = {**checkpoint_configs, **_configs(config)}
     model = compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
@@ -81,8 +86,4 @@ def export_ein(path: Union[str, os.PathLike], *, dims: Dims = None,
     with config.json's values (and ``dims``, ``config``) written in as the
     declarations' defaults: a model to read, edit and compile with
     ``ein.compile(text, weights=path)`` (``einc --hf PATH --emit=ein``)."""
-    _checkpoint(path)
-    error, text = _ein.checkpoint_text(os.fspath(path), _dims(dims, None), _configs(config))
-    if error:
-        raise CompileError([Diagnostic("error", None, None, None, error, error)])
-    return text
+    return _checked(*_ein.checkpoint_text(_folder(path), _dims(dims, None), _configs(config)))
