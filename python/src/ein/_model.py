@@ -239,7 +239,9 @@ class Model:
         if output not in self._output_names:
             raise ValueError(f"the model has no output {output!r} (its outputs: {', '.join(self._output_names)})")
         size = _integer(batch_size, "batch_size", 1)
-        longest = self.dims.get("t", (1, 1 << 30))[1]
+        # The texts' axis (the ids input's second) takes at most its dim's maximum, or its fixed size.
+        length = self.inputs[0].shape[1]
+        longest = length if isinstance(length, int) else self.dims.get(length, (1, 1 << 30))[1]
         rows = []
         for start in range(0, len(texts), size):
             ids, mask, types = tokenizer.encode_batch(texts[start:start + size], max_length=longest)
