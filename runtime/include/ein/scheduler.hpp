@@ -115,7 +115,8 @@ class Scheduler {
   // running to finish (but for a call from an onToken, which returns at once).
   void shutdown();
 
-  // Requests generating, and waiting for a place (a snapshot).
+  // Requests generating, and waiting for a place (a snapshot). A request
+  // no longer counts once its end can be seen (wait() or next() returns).
   size_t running() const;
   size_t waiting() const;
 
@@ -128,7 +129,9 @@ class Scheduler {
   void admit(std::shared_ptr<Request> request);
   // One step: the next token of every sequence going, then prompt chunks.
   void step();
-  void release(size_t slot);
+  // Frees `slot`'s sequence, then ends its request: a caller woken by the
+  // end sees the sequence counted free.
+  void finish(size_t slot, FinishReason reason, Status status = Status());
 
   std::unique_ptr<SequencePool> pool_;
   const int64_t stepTokens_;

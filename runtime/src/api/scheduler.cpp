@@ -236,9 +236,11 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
     }
   }
   if (Status status = pool_->truncate(static_cast<int>(slot), static_cast<int64_t>(kept)); !status.ok()) {
-    request->end(FinishReason::None, status);
-    std::lock_guard lock(mutex_);
-    --running_;
+    {
+      std::lock_guard lock(mutex_);
+      --running_;
+    }
+    request->end(FinishReason::None, status);  // after the count, which its waiter may read
     return;
   }
   held_[slot].resize(kept);
@@ -250,10 +252,14 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
   slots_[slot]->sampler = slots_[slot]->request->options_.seed;
 }
 
-void Scheduler::release(size_t slot) {
+void Scheduler::finish(size_t slot, FinishReason reason, Status status) {
+  const std::shared_ptr<Request> request = std::move(slots_[slot]->request);
   slots_[slot].reset();
-  std::lock_guard lock(mutex_);
-  --running_;
+  {
+    std::lock_guard lock(mutex_);
+    --running_;
+  }
+  request->end(reason, std::move(status));
 }
 
 void Scheduler::step() {
@@ -266,8 +272,7 @@ void Scheduler::step() {
       cancelled = request.cancelled_;
     }
     if (cancelled) {
-      request.end(FinishReason::Cancelled);
-      release(slot);
+      finish(slot, FinishReason::Cancelled);
     }
   }
   // Every generating sequence's next token, then the prompts in the order
@@ -302,8 +307,7 @@ void Scheduler::step() {
   if (Status status = pool_->run(batch); !status.ok()) {
     // Checked before anything ran: the run's sequences end with its error, the others go on.
     for (size_t slot : entries) {
-      slots_[slot]->request->end(FinishReason::None, status);
-      release(slot);
+      finish(slot, FinishReason::None, status);
     }
     return;
   }
@@ -321,37 +325,31 @@ void Scheduler::step() {
       if (going.prefilled < request.prompt_.size()) continue;  // more of the prompt to run
     }
     if (options.maxNewTokens == 0) {  // the prompt ran; no token is wanted
-      request.end(FinishReason::Length);
-      release(slot);
+      finish(slot, FinishReason::Length);
       continue;
     }
     const std::span<const float> logits = pool_->lastLogits(entry);
     const auto produced = static_cast<int64_t>(request.tokens_.size());  // only this thread appends
     if (Status status = detail::checkLogits(logits, produced); !status.ok()) {
-      request.end(FinishReason::None, status);
-      release(slot);
+      finish(slot, FinishReason::None, status);
       continue;
     }
     going.last = chooseToken(logits, options, going.sampler);
-    FinishReason finish = detail::finishAfter(going.last, produced + 1, options);
+    FinishReason reason = detail::finishAfter(going.last, produced + 1, options);
     if (options.onToken) {
       bool goOn = false;
       try {
         goOn = options.onToken(going.last);
       } catch (...) {  // the caller's code must not end the scheduler's thread
-        request.end(FinishReason::None, Status(StatusCode::Internal, "the request's onToken threw an exception"));
-        release(slot);
+        finish(slot, FinishReason::None, Status(StatusCode::Internal, "the request's onToken threw an exception"));
         continue;
       }
-      if (!goOn) finish = FinishReason::Cancelled;
+      if (!goOn) reason = FinishReason::Cancelled;
     }
     request.push(going.last);
-    if (finish == FinishReason::None && !detail::fitsAt(model, 1, pool_->position(static_cast<int>(slot))).ok())
-      finish = FinishReason::CacheFull;
-    if (finish != FinishReason::None) {
-      request.end(finish);
-      release(slot);
-    }
+    if (reason == FinishReason::None && !detail::fitsAt(model, 1, pool_->position(static_cast<int>(slot))).ok())
+      reason = FinishReason::CacheFull;
+    if (reason != FinishReason::None) finish(slot, reason);
   }
 }
 
