@@ -41,7 +41,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["concat"] = &Generator::callConcat;
     entries["transpose"] = &Generator::callTranspose;
     entries["reshape"] = &Generator::callReshape;
-    entries["conv2d"] = &Generator::callConv2d;
+    for (const char *name : {"conv1d", "conv2d"}) entries[name] = &Generator::callConv;
     entries["scaled_dot_product_attention"] = &Generator::callScaledDotProductAttention;
     entries["append"] = &Generator::callAppend;
     entries["arange"] = &Generator::callArange;

@@ -47,9 +47,12 @@ EValue Generator::callTranspose(const ast::Call &call, Scope &scope) {
 }
 
 mlir::Value Generator::rearrange(Location at, mlir::Value x, const std::string &pattern,
-                                 const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where) {
+                                 const std::map<std::string, ein::Size> &sizes, const ast::SourceLoc &where) {
   llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
-  for (const auto &[axis, value] : sizes) sizeAttrs.push_back(builder.getNamedAttr(axis, builder.getI64IntegerAttr(value)));
+  for (const auto &[axis, value] : sizes)
+    sizeAttrs.push_back(builder.getNamedAttr(axis, value.isConstant()
+                                                       ? mlir::Attribute(builder.getI64IntegerAttr(*value.constant()))
+                                                       : mlir::Attribute(ir::SizesAttr::get(&context, {value}))));
   mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
   auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, /*reduction=*/false), loc(where));
   return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern), sizeDict, nullptr);
@@ -97,7 +100,7 @@ EValue Generator::callReshape(const ast::Call &call, Scope &scope) {
   }
   if (ein::Shape(to.begin(), to.end()) == from) return EValue{Tensor{x}};
   std::string inAxes, outAxes;
-  std::map<std::string, int64_t> sizes;
+  std::map<std::string, ein::Size> sizes;
   for (size_t i = 0; i < from.size(); ++i) inAxes += " i" + std::to_string(i);
   for (size_t i = 0; i < to.size(); ++i) {
     outAxes += " o" + std::to_string(i);
@@ -108,72 +111,114 @@ EValue Generator::callReshape(const ast::Call &call, Scope &scope) {
   return EValue{Tensor{rearrange(at, flat, "(" + outAxes + ") ->" + outAxes, sizes, call.loc)}};
 }
 
-EValue Generator::callConv2d(const ast::Call &call, Scope &scope) {
+EValue Generator::callConv(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
-  Arguments args = bindArguments(call, {"x", "weight", "bias", "stride", "padding"}, 2, false);
-  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "conv2d() input");
-  mlir::Value weight = floatTensor(evaluate(*args.get("weight"), scope), args.get("weight")->loc, "conv2d() weight");
-  ein::Shape in = shapeOf(x), kernel = shapeOf(weight);
-  if (in.size() != 4) fail(args.get("x")->loc, "conv2d() input must be [batch, channels, height, width], not " +
-                                                   ein::formatShape(in));
-  if (kernel.size() != 4 || kernel[1] != in[1])
-    fail(args.get("weight")->loc, "conv2d() weight must be [out, " + in[1].str() + ", kh, kw], not " +
-                                      ein::formatShape(kernel));
-  for (int axis : {2, 3})
-    if (!in[axis].isConstant() || !kernel[axis].isConstant())
-      fail(call.loc, "conv2d() over the ranged size " + (in[axis].isConstant() ? kernel[axis] : in[axis]).str() +
-                         " is not supported; use rearrange() to cut the patches");
+  const std::string &name = call.callee;
+  const size_t n = name == "conv1d" ? 1 : 2;  // spatial axes
+  Arguments args = bindArguments(call, {"x", "weight", "bias", "stride", "padding", "dilation", "groups"}, 2, false);
+  mlir::Value x = floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, name + "() input");
+  mlir::Value weight = floatTensor(evaluate(*args.get("weight"), scope), args.get("weight")->loc, name + "() weight");
+  const ein::Shape in = shapeOf(x), kernel = shapeOf(weight);
+  const std::string layout = n == 1 ? "[batch, channels, length]" : "[batch, channels, height, width]";
+  if (in.size() != n + 2) fail(args.get("x")->loc, name + "() input must be " + layout + ", not " + ein::formatShape(in));
+  const int64_t groups = args.get("groups") ? integer(*args.get("groups"), scope, name + "() groups") : 1;
+  const ast::SourceLoc &groupsLoc = args.get("groups") ? args.get("groups")->loc : call.loc;
+  if (groups < 1) fail(groupsLoc, name + "() groups must be positive");
+  std::optional<int64_t> channels = in[1].constant();
+  if (!channels) fail(args.get("x")->loc, name + "() over a ranged channel count " + in[1].str() + " is not supported");
+  if (*channels % groups != 0)
+    fail(groupsLoc, name + "() input channels " + std::to_string(*channels) + " are not divisible by groups " +
+                        std::to_string(groups));
+  const int64_t groupChannels = *channels / groups;
+  bool kernelFixed = kernel.size() == n + 2;
+  for (const ein::Size &size : kernel) kernelFixed = kernelFixed && size.isConstant();
+  if (!kernelFixed || *kernel[1].constant() != groupChannels || *kernel[0].constant() % groups != 0)
+    fail(args.get("weight")->loc,
+         name + "() weight must be [out, " + std::to_string(groupChannels) + (n == 1 ? ", k]" : ", kh, kw]") +
+             (groups > 1 ? " with out divisible by groups " + std::to_string(groups) : std::string()) + ", not " +
+             ein::formatShape(kernel));
   if (elementType(weight) != elementType(x)) weight = cast(at, weight, elementType(x));
-  auto pair = [&](const char *name, int64_t fallback) {
-    std::array<int64_t, 2> values = {fallback, fallback};
-    if (const ast::Expr *expr = args.get(name)) {
-      auto list = integerList(*expr, scope, std::string("conv2d() ") + name);
-      if (list.size() != 1 && list.size() != 2)
-        fail(expr->loc, std::string("conv2d() ") + name + " is one integer or two");
-      values = {list[0].first, list.back().first};
+  std::vector<int64_t> window;
+  for (size_t d = 0; d < n; ++d) window.push_back(*kernel[2 + d].constant());
+
+  // One integer, or one per spatial axis.
+  auto perAxis = [&](const char *what, int64_t fallback) {
+    std::vector<int64_t> values(n, fallback);
+    if (const ast::Expr *expr = args.get(what)) {
+      auto list = integerList(*expr, scope, name + "() " + what);
+      if (list.size() != 1 && list.size() != n)
+        fail(expr->loc, name + "() " + what + " is one integer" + (n == 1 ? "" : " or two"));
+      for (size_t d = 0; d < n; ++d) values[d] = list[list.size() == 1 ? 0 : d].first;
+      for (int64_t value : values)
+        if (value < (std::string(what) == "padding" ? 0 : 1))
+          fail(expr->loc, name + "() " + what + " must be " +
+                              (std::string(what) == "padding" ? "non-negative" : "positive"));
     }
     return values;
   };
-  std::array<int64_t, 2> stride = pair("stride", 1), padding = pair("padding", 0);
-  const ast::SourceLoc &strideLoc = args.get("stride") ? args.get("stride")->loc : call.loc;
-  if (padding[0] != 0 || padding[1] != 0)
-    fail(args.get("padding")->loc, "conv2d() padding is not supported; pad the input before the call");
-  std::array<int64_t, 2> out{};
-  for (int d = 0; d < 2; ++d) {
-    int64_t size = *in[2 + d].constant(), window = *kernel[2 + d].constant();
-    if (stride[d] < 1) fail(strideLoc, "conv2d() stride must be positive");
-    if (stride[d] < window)
-      fail(strideLoc, "conv2d() with stride " + std::to_string(stride[d]) + " below the kernel size " +
-                          std::to_string(window) + " (overlapping windows) is not supported: stride >= kernel "
-                          "size, as in a patch embedding");
-    if (size < window)
-      fail(args.get("x")->loc, "conv2d() input is " + std::to_string(size) + " wide, smaller than the kernel's " +
-                                   std::to_string(window));
-    out[d] = (size - window) / stride[d] + 1;
-    // The windows are read as whole stride blocks (below), so the last one's block must fit.
-    if (out[d] > size / stride[d])
-      fail(strideLoc, "conv2d() over " + std::to_string(size) + " with kernel " + std::to_string(window) +
-                          " and stride " + std::to_string(stride[d]) + ": the last window's stride block runs past "
-                          "the input; crop it to " + std::to_string((out[d] - 1) * stride[d]) + " first (one window fewer)");
+  const std::vector<int64_t> stride = perAxis("stride", 1), dilation = perAxis("dilation", 1);
+  std::vector<std::pair<int64_t, int64_t>> pads(n + 2, {0, 0});
+  const ast::Expr *paddingExpr = args.get("padding");
+  const EValue paddingValue = paddingExpr ? evaluate(*paddingExpr, scope) : EValue{Number{0, true}};
+  if (const auto *text = std::get_if<String>(&paddingValue.value)) {
+    const std::string &mode = text->value;
+    if (mode == "same") {
+      // As torch: the output as long as the input, the odd element of the
+      // padding after; only with stride 1.
+      if (llvm::any_of(stride, [](int64_t s) { return s != 1; }))
+        fail(paddingExpr->loc, name + "() padding=\"same\" needs stride 1, as in torch");
+      for (size_t d = 0; d < n; ++d) {
+        const int64_t total = dilation[d] * (window[d] - 1);
+        pads[2 + d] = {total / 2, total - total / 2};
+      }
+    } else if (mode != "valid") {
+      fail(paddingExpr->loc, name + "() padding is a number, a list, \"same\" or \"valid\", not \"" + mode + "\"");
+    }
+  } else {
+    const std::vector<int64_t> padding = perAxis("padding", 0);
+    for (size_t d = 0; d < n; ++d) pads[2 + d] = {padding[d], padding[d]};
   }
-  // Rows and columns past the last window are never read; then each window
-  // is a (stride x stride) block, of which the kernel reads the first (kh x kw).
-  if (in[2] != out[0] * stride[0] || in[3] != out[1] * stride[1])
-    x = slice(at, x, ein::Shape(4, 0), {in[0], in[1], out[0] * stride[0], out[1] * stride[1]}, {});
-  mlir::Value windows = rearrange(at, x, "b c (h s1) (w s2) -> b h w c s1 s2", {{"s1", stride[0]}, {"s2", stride[1]}},
-                                  call.loc);
-  if (stride[0] != kernel[2] || stride[1] != kernel[3])
-    windows = slice(at, windows, ein::Shape(6, 0), {in[0], out[0], out[1], in[1], kernel[2], kernel[3]}, {});
-  const char *contraction = "b h w c p q, o c p q -> b o h w";
-  auto type = inferred(ir::EinsumOp::inferResultType(contraction, mlir::ValueRange{windows, weight}.getTypes()), at);
-  mlir::Value y = builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(contraction),
-                                               mlir::ValueRange{windows, weight});
+  x = padded(at, x, pads, 0.0, call.loc);
+  const ein::Shape paddedShape = shapeOf(x);
+  for (size_t d = 0; d < n; ++d) {
+    const ein::Size &size = paddedShape[2 + d];
+    const int64_t span = ir::WindowsOp::span(window[d], dilation[d]);
+    const std::string what = name + "() input's axis " + std::to_string(2 + d) + ", padded to " + size.str() +
+                             ", is shorter than the kernel's span " + std::to_string(span);
+    if (std::optional<int64_t> constant = size.constant(); constant && *constant < span) fail(args.get("x")->loc, what);
+    requireSizes({ein::SizeCheck::LessEqual, ein::Size(span), size, what}, loc(args.get("x")->loc));
+  }
+  auto windowsType = inferred(ir::WindowsOp::inferResultType(x.getType(), window, stride, dilation), at);
+  mlir::Value windows = builder.create<ir::WindowsOp>(at, windowsType, x, builder.getDenseI64ArrayAttr(window),
+                                                      builder.getDenseI64ArrayAttr(stride),
+                                                      builder.getDenseI64ArrayAttr(dilation));
+  // windows [b, c, o.., k..] and weight [out, c / groups, k..]: per group,
+  // a contraction over the group's channels and the window.
+  std::string outAxes, kernelAxes;
+  for (size_t d = 0; d < n; ++d) {
+    outAxes += " o" + std::to_string(d);
+    kernelAxes += " k" + std::to_string(d);
+  }
+  const std::map<std::string, ein::Size> groupSizes = {{"g", ein::Size(groups)}};
+  auto contract = [&](const std::string &equation, mlir::Value lhs, mlir::Value rhs) -> mlir::Value {
+    auto type = inferred(ir::EinsumOp::inferResultType(equation, mlir::ValueRange{lhs, rhs}.getTypes()), at);
+    return builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(equation), mlir::ValueRange{lhs, rhs});
+  };
+  mlir::Value y;
+  if (groups == 1) {
+    y = contract("b c" + outAxes + kernelAxes + ", f c" + kernelAxes + " -> b f" + outAxes, windows, weight);
+  } else {
+    windows = rearrange(at, windows, "b (g c)" + outAxes + kernelAxes + " -> b g c" + outAxes + kernelAxes, groupSizes,
+                        call.loc);
+    weight = rearrange(at, weight, "(g f) c" + kernelAxes + " -> g f c" + kernelAxes, groupSizes, call.loc);
+    y = contract("b g c" + outAxes + kernelAxes + ", g f c" + kernelAxes + " -> b g f" + outAxes, windows, weight);
+    y = rearrange(at, y, "b g f" + outAxes + " -> b (g f)" + outAxes, {}, call.loc);
+  }
   if (const ast::Expr *biasExpr = args.get("bias")) {
-    mlir::Value bias = floatTensor(evaluate(*biasExpr, scope), biasExpr->loc, "conv2d() bias");
+    mlir::Value bias = floatTensor(evaluate(*biasExpr, scope), biasExpr->loc, name + "() bias");
     if (shapeOf(bias) != ein::Shape{kernel[0]})
-      fail(biasExpr->loc, "conv2d() bias must be [" + kernel[0].str() + "], not " +
-                              ein::formatShape(shapeOf(bias)));
-    bias = rearrange(at, cast(at, bias, elementType(x)), "o -> o 1 1", {}, biasExpr->loc);
+      fail(biasExpr->loc, name + "() bias must be [" + kernel[0].str() + "], not " + ein::formatShape(shapeOf(bias)));
+    bias = rearrange(at, cast(at, bias, elementType(x)), n == 1 ? "f -> f 1" : "f -> f 1 1", {}, biasExpr->loc);
     y = binaryOp(at, ir::BinaryKind::add, y, bias);
   }
   return EValue{Tensor{y}};

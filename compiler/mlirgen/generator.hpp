@@ -358,7 +358,7 @@ class Generator {
 
   // An einops rearrange of `x` by `pattern` with the given axis sizes.
   mlir::Value rearrange(Location at, mlir::Value x, const std::string &pattern,
-                        const std::map<std::string, int64_t> &sizes, const ast::SourceLoc &where);
+                        const std::map<std::string, ein::Size> &sizes, const ast::SourceLoc &where);
 
   // The integers of a list argument (`[b, -1, d]`), or of one integer.
   std::vector<std::pair<int64_t, ast::SourceLoc>> integerList(const ast::Expr &expr, Scope &scope,
@@ -369,10 +369,11 @@ class Generator {
   // makes it a view wherever the input is laid out contiguously.
   EValue callReshape(const ast::Call &call, Scope &scope);
 
-  // torch.nn.functional.conv2d for windows that do not overlap (stride >= kernel
-  // size, no padding): a patch embedding. The windows become axes of a view
-  // and the convolution one contraction with the weight, a GEMM.
-  EValue callConv2d(const ast::Call &call, Scope &scope);
+  // torch.nn.functional.conv1d and conv2d: padding (numbers, "same" or
+  // "valid"), stride, dilation and groups. The padded input's windows are a
+  // view (ein.windows) and the convolution one contraction of them with the
+  // weight per group, a GEMM.
+  EValue callConv(const ast::Call &call, Scope &scope);
 
   EValue callScaledDotProductAttention(const ast::Call &call, Scope &scope);
   // append(state, x, axis): x written into the state at the position; the
@@ -395,6 +396,10 @@ class Generator {
 
   // torch.nn.functional.pad with a constant value.
   EValue callPad(const ast::Call &call, Scope &scope);
+  // `x` with `pads[axis]` = (before, after) elements of `value` added along
+  // each axis: a concat with constant blocks, repeated over ranged sizes.
+  mlir::Value padded(Location at, mlir::Value x, const std::vector<std::pair<int64_t, int64_t>> &pads, double value,
+                     const ast::SourceLoc &where);
 
   // numpy.take along one axis with a tensor of ids.
   EValue callTake(const ast::Call &call, Scope &scope);

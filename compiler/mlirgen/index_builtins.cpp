@@ -154,32 +154,51 @@ EValue Generator::callPad(const ast::Call &call, Scope &scope) {
                                    " sizes");
   for (const auto &[size, where] : pads)
     if (size < 0) fail(where, "pad() sizes must not be negative (cropping is a slice)");
-  for (size_t pair = 0; pair < pads.size() / 2; ++pair) {
-    int64_t axis = rank - 1 - static_cast<int64_t>(pair);
-    ein::Shape shape = shapeOf(x);
+  std::vector<std::pair<int64_t, int64_t>> byAxis(static_cast<size_t>(rank), {0, 0});
+  for (size_t pair = 0; pair < pads.size() / 2; ++pair)
+    byAxis[static_cast<size_t>(rank) - 1 - pair] = {pads[2 * pair].first, pads[2 * pair + 1].first};
+  return EValue{Tensor{padded(at, x, byAxis, value, call.loc)}};
+}
+
+mlir::Value Generator::padded(Location at, mlir::Value x, const std::vector<std::pair<int64_t, int64_t>> &pads,
+                              double value, const ast::SourceLoc &where) {
+  const auto rank = static_cast<int64_t>(pads.size());
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    const auto [before, after] = pads[static_cast<size_t>(axis)];
+    if (before == 0 && after == 0) continue;
+    const ein::Shape shape = shapeOf(x);
+    // A block of `amount` values along the axis: a constant over the axes of
+    // constant size, repeated along the ranged ones (a view, no copy).
     auto filled = [&](int64_t amount) -> mlir::Value {
       std::vector<int64_t> dims;
+      std::string constantAxes, allAxes;
+      std::map<std::string, ein::Size> repeats;
       for (int64_t d = 0; d < rank; ++d) {
-        std::optional<int64_t> constant = shape[d].constant();
-        if (!constant && d != axis)
-          fail(call.loc, "pad() of a tensor sized by ranged dims " + ein::formatShape(shape) + " is not supported");
-        dims.push_back(d == axis ? amount : *constant);
+        const std::string name = "a" + std::to_string(d);
+        allAxes += " " + name;
+        std::optional<int64_t> constant = d == axis ? std::optional(amount) : shape[d].constant();
+        if (!constant) {
+          repeats[name] = shape[d];
+          continue;
+        }
+        dims.push_back(*constant);
+        constantAxes += " " + name;
       }
       auto scalar = scalarConstant(at, value, elementType(x)).getDefiningOp<ir::ConstantOp>();
       auto splat = mlir::cast<mlir::DenseElementsAttr>(scalar.getValue()).getSplatValue<mlir::Attribute>();
       scalar.erase();
-      return builder.create<ir::ConstantOp>(
+      mlir::Value block = builder.create<ir::ConstantOp>(
           at, mlir::DenseElementsAttr::get(RankedTensorType::get(dims, elementType(x)), splat));
+      if (repeats.empty()) return block;
+      return rearrange(at, block, constantAxes + " ->" + allAxes, repeats, where);
     };
-    int64_t before = pads[2 * pair].first, after = pads[2 * pair + 1].first;
-    if (before == 0 && after == 0) continue;
     llvm::SmallVector<mlir::Value> parts;
     if (before > 0) parts.push_back(filled(before));
     parts.push_back(x);
     if (after > 0) parts.push_back(filled(after));
     x = concatOp(at, parts, axis);
   }
-  return EValue{Tensor{x}};
+  return x;
 }
 
 // numpy.take / torch.index_select generalised to id tensors: the elements of
@@ -194,7 +213,7 @@ EValue Generator::callTake(const ast::Call &call, Scope &scope) {
   if (rank == 0) fail(args.get("x")->loc, "take() needs a tensor with at least one axis");
   int64_t axis = args.get("axis") ? axesArgument(*args.get("axis"), scope, rank)[0] : 0;
   ein::Shape shape = shapeOf(x);
-  std::map<std::string, int64_t> sizes;
+  std::map<std::string, ein::Size> sizes;
   std::string before, rest, idNames;
   for (int64_t d = 0; d < rank; ++d) {
     std::string name = "x" + std::to_string(d);

@@ -148,6 +148,29 @@ Expected<Tensor> Evaluator::evaluate(ir::SliceOp op) {
   return result;
 }
 
+Expected<Tensor> Evaluator::evaluate(ir::WindowsOp op) {
+  const Tensor &input = valueOf(op.getInput());
+  const size_t n = op.getWindow().size(), lead = input.shape.size() - n;
+  auto type = mlir::cast<RankedTensorType>(op.getType());
+  std::vector<int64_t> outShape = toShape(type.getShape());
+  for (size_t i = 0; i < n; ++i)
+    if (outShape[lead + i] < 1 || input.shape[lead + i] < ir::WindowsOp::span(op.getWindow()[i], op.getDilations()[i]))
+      return opError(op, "takes windows of axis " + llvm::Twine(lead + i) + " at sizes that depend on ranged dims");
+  std::vector<int64_t> strides = rowMajorStrides(input.shape);
+  Tensor result = Tensor::zeros(outShape, input.kind);
+  if (result.values.empty()) return result;
+  std::vector<int64_t> index(outShape.size(), 0);
+  for (double &out : result.values) {
+    int64_t offset = 0;
+    for (size_t axis = 0; axis < lead; ++axis) offset += index[axis] * strides[axis];
+    for (size_t i = 0; i < n; ++i)
+      offset += (index[lead + i] * op.getStrides()[i] + index[lead + n + i] * op.getDilations()[i]) * strides[lead + i];
+    out = input.values[offset];
+    nextIndex(index, outShape);
+  }
+  return result;
+}
+
 Expected<Tensor> Evaluator::evaluate(ir::UnaryOp op) {
   Tensor result = valueOf(op.getInput());
   const ops::Opcode opcode = ir::opcodeOf(op.getKind());

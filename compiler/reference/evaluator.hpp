@@ -218,6 +218,7 @@ private:
   Expected<Tensor> evaluate(ir::EinsumOp op);
   Expected<Tensor> evaluate(ir::RearrangeOp op);
   Expected<Tensor> evaluate(ir::SliceOp op);
+  Expected<Tensor> evaluate(ir::WindowsOp op);
   Expected<Tensor> evaluate(ir::UnaryOp op);
   Expected<Tensor> evaluate(ir::BinaryOp op);
   Expected<Tensor> evaluate(ir::WhereOp op);

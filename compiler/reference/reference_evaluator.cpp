@@ -107,7 +107,7 @@ Expected<Tensor> Evaluator::fold(Operation *op) {
 llvm::Error Evaluator::evaluate(Operation *op) {
   Expected<Tensor> result =
       llvm::TypeSwitch<Operation *, Expected<Tensor>>(op)
-          .Case<ir::ParamOp, ir::ConstantOp, ir::EinsumOp, ir::RearrangeOp, ir::SliceOp, ir::UnaryOp,
+          .Case<ir::ParamOp, ir::ConstantOp, ir::EinsumOp, ir::RearrangeOp, ir::SliceOp, ir::WindowsOp, ir::UnaryOp,
                 ir::BinaryOp, ir::WhereOp, ir::CastOp, ir::SoftmaxOp, ir::ReduceOp, ir::MatmulOp, ir::LinearOp,
                 ir::LayerNormOp, ir::EmbeddingOp, ir::ConcatOp, ir::AttentionOp>([&](auto einOp) { return evaluate(einOp); })
           .Default([&](Operation *unknown) -> Expected<Tensor> {

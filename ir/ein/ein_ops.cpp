@@ -233,6 +233,41 @@ LogicalResult SliceOp::verify() {
                         inferResultType(getInput().getType(), getOffsets().sizes(), getSizes().sizes(), getDropped(), getSteps()));
 }
 
+TypeResult WindowsOp::inferResultType(Type inputType, llvm::ArrayRef<int64_t> window, llvm::ArrayRef<int64_t> strides,
+                                      llvm::ArrayRef<int64_t> dilations) {
+  ein::Shape input = shapeOf(inputType);
+  const size_t n = window.size();
+  if (n == 0 || n > input.size())
+    return error("takes windows over 1 to ", input.size(), " trailing axes, not ", n);
+  if (strides.size() != n || dilations.size() != n)
+    return error("needs a stride and a dilation for each of the ", n, " window axes");
+  ein::Shape result(input.begin(), input.end() - static_cast<std::ptrdiff_t>(n));
+  for (size_t i = 0; i < n; ++i) {
+    if (window[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      return error("window axis ", i, " has window ", window[i], ", stride ", strides[i], " and dilation ",
+                   dilations[i], "; each must be positive");
+    const ein::Size &size = input[input.size() - n + i];
+    // Where whether one window fits depends on the dims, the front end checks it at run time.
+    if (std::optional<int64_t> slack = (size - span(window[i], dilations[i])).constant(); slack && *slack < 0)
+      return error("window axis ", i, " spans ", span(window[i], dilations[i]), " elements of an axis of ", size);
+    result.push_back(ein::Size::floorDiv(size - span(window[i], dilations[i]), strides[i]) + 1);
+  }
+  for (int64_t w : window) result.push_back(w);
+  return tensorType(result, elementTypeOf(inputType));
+}
+
+LogicalResult WindowsOp::inferReturnTypes(MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferFrom(location, getOperationName(),
+                   inferResultType(adaptor.getInput().getType(), adaptor.getWindow(), adaptor.getStrides(),
+                                   adaptor.getDilations()),
+                   types);
+}
+
+LogicalResult WindowsOp::verify() {
+  return verifyInferred(*this, inferResultType(getInput().getType(), getWindow(), getStrides(), getDilations()));
+}
+
 TypeResult BinaryOp::inferResultType(BinaryKind kind, Type lhs, Type rhs) {
   if (elementTypeOf(lhs) != elementTypeOf(rhs))
     return error("operand element types differ: ", elementTypeOf(lhs), " and ", elementTypeOf(rhs));

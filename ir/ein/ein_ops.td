@@ -355,4 +355,29 @@ def Ein_ConcatOp : Ein_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
+def Ein_WindowsOp : Ein_Op<"windows", [Pure, InferTypeOpAdaptor]> {
+  let summary = "sliding windows over the last axes (torch's Tensor.unfold, im2col)";
+  let description = [{
+    Over the last n = size(window) axes of the input, of sizes L1..Ln:
+    result[..., o1..on, k1..kn] = input[..., o1 * s1 + k1 * d1, ..., on * sn + kn * dn]
+    with strides s and dilations d, for every window that lies inside the
+    input: oi < floor((Li - di * (wi - 1) - 1) / si) + 1. Windows may overlap;
+    a convolution is this op and a contraction with the kernel.
+  }];
+  let arguments = (ins Ein_Tensor:$input, DenseI64ArrayAttr:$window, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$dilations);
+  let results = (outs Ein_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    // The shape rule: the result type from the operands and attributes, or
+    // why they admit none. inferReturnTypes, the verifier and MLIRGen use it.
+    static ::ein::EquationResult<::mlir::RankedTensorType>
+    inferResultType(::mlir::Type input, ::llvm::ArrayRef<int64_t> window, ::llvm::ArrayRef<int64_t> strides,
+                    ::llvm::ArrayRef<int64_t> dilations);
+    // The extent of window `i` in the input: d * (w - 1) + 1.
+    static int64_t span(int64_t window, int64_t dilation) { return dilation * (window - 1) + 1; }
+  }];
+}
+
 #endif // EIN_OPS_TD

@@ -112,3 +112,27 @@ func.func @rmsnorm_bias(%x: tensor<5x8xf32>, %b: tensor<8xf32>) -> tensor<5x8xf3
   %n = ein.layernorm %x bias %b eps = 1.0e-5 {variant = #ein<layernorm_variant rms>} : (tensor<5x8xf32>, tensor<8xf32>) -> tensor<5x8xf32>
   return %n : tensor<5x8xf32>
 }
+
+// -----
+
+func.func @windows_longer_than_the_axis(%x: tensor<2x6xf32>) -> tensor<2x1x3xf32> {
+  // expected-error @+1 {{window axis 0 spans 7 elements of an axis of 6}}
+  %y = ein.windows %x {window = array<i64: 3>, strides = array<i64: 1>, dilations = array<i64: 3>} : tensor<2x6xf32> -> tensor<2x1x3xf32>
+  return %y : tensor<2x1x3xf32>
+}
+
+// -----
+
+func.func @windows_without_a_stride_each(%x: tensor<2x6xf32>) -> tensor<2x4x3xf32> {
+  // expected-error @+1 {{needs a stride and a dilation for each of the 1 window axes}}
+  %y = ein.windows %x {window = array<i64: 3>, strides = array<i64: 1, 1>, dilations = array<i64: 1>} : tensor<2x6xf32> -> tensor<2x4x3xf32>
+  return %y : tensor<2x4x3xf32>
+}
+
+// -----
+
+func.func @windows_wrong_result(%x: tensor<2x6xf32>) -> tensor<2x3x3xf32> {
+  // expected-error @+1 {{result shape [2, 3, 3] should be [2, 2, 3]}}
+  %y = ein.windows %x {window = array<i64: 3>, strides = array<i64: 2>, dilations = array<i64: 1>} : tensor<2x6xf32> -> tensor<2x3x3xf32>
+  return %y : tensor<2x3x3xf32>
+}

@@ -40,6 +40,14 @@ func.func @layers(%x: tensor<3x5xf32>, %w: tensor<7x5xf32>, %b: tensor<7xf32>, %
   return %y, %e, %s, %n : tensor<3x7xf32>, tensor<4x5xf32>, tensor<3x1xf32>, tensor<3x5xf32>
 }
 
+// Overlapping windows of the last two axes (kernel 3x2, strides 1 and 2, dilation 2 along the first).
+// CHECK-LABEL: func.func @windows
+func.func @windows(%x: tensor<2x4x9x8xf32>) -> tensor<2x4x5x4x3x2xf32> {
+  // CHECK: ein.windows %{{.*}} {dilations = array<i64: 2, 1>, strides = array<i64: 1, 2>, window = array<i64: 3, 2>} : tensor<2x4x9x8xf32> -> tensor<2x4x5x4x3x2xf32>
+  %y = ein.windows %x {window = array<i64: 3, 2>, strides = array<i64: 1, 2>, dilations = array<i64: 2, 1>} : tensor<2x4x9x8xf32> -> tensor<2x4x5x4x3x2xf32>
+  return %y : tensor<2x4x5x4x3x2xf32>
+}
+
 // CHECK-LABEL: func.func @strided_slice
 func.func @strided_slice(%x: tensor<7x6xf32>) -> tensor<4x3xf32> {
   // CHECK: ein.slice %{{.*}} {dropped = array<i64>, offsets = #ein.sizes<"0, 1">, sizes = #ein.sizes<"4, 3">, steps = array<i64: 2, 2>}

@@ -61,6 +61,7 @@ LogicalResult Lowering::lower(Operation *op) {
       })
       .Case<ein::ir::AppendOp>([&](auto append) { return lowerAppend(append); })
       .Case<ein::ir::SliceOp>([&](auto slice) { return lowerSlice(slice); })
+      .Case<ein::ir::WindowsOp>([&](auto windows) { return lowerWindows(windows); })
       .Case<ein::ir::RearrangeOp>([&](auto rearrange) { return lowerRearrange(rearrange); })
       .Case<ein::ir::UnaryOp>([&](auto unary) { return lowerUnary(unary); })
       .Case<ein::ir::BinaryOp>([&](auto binary) { return lowerBinary(binary); })

@@ -85,6 +85,8 @@ class Lowering {
 
   LogicalResult lowerRearrange(ein::ir::RearrangeOp rearrange);
 
+  LogicalResult lowerWindows(ein::ir::WindowsOp windows);
+
   // x copied into the state at the position; the result is a view of the
   // state itself (kern.append returns the state), so attention reads the
   // cache in place.

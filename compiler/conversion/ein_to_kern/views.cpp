@@ -18,6 +18,19 @@ LogicalResult Lowering::lowerSlice(ein::ir::SliceOp slice) {
   return success();
 }
 
+// Overlapping windows are a view too: a window axis steps through the input
+// axis by the dilation, the axis of window starts by the stride.
+LogicalResult Lowering::lowerWindows(ein::ir::WindowsOp windows) {
+  const Layout &input = layouts.at(windows.getInput());
+  const size_t n = windows.getWindow().size(), lead = input.sizes.size() - n;
+  Layout result{input.buffer, input.offset, shapeOf(windows), {}};
+  result.strides.assign(input.strides.begin(), input.strides.begin() + static_cast<std::ptrdiff_t>(lead));
+  for (size_t i = 0; i < n; ++i) result.strides.push_back(input.strides[lead + i] * windows.getStrides()[i]);
+  for (size_t i = 0; i < n; ++i) result.strides.push_back(input.strides[lead + i] * windows.getDilations()[i]);
+  layouts[windows] = result;
+  return success();
+}
+
 LogicalResult Lowering::lowerRearrange(ein::ir::RearrangeOp rearrange) {
   const Layout &input = layouts.at(rearrange.getInput());
   ein::EinopsKind kind = ein::EinopsKind::Rearrange;

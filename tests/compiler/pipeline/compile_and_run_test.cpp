@@ -545,6 +545,25 @@ output by_slices = einsum("b c i j, o c -> b o i j", img[:, :, 0:8:2, 0:8:2], w[
 output strided = conv2d(img, w3, stride=[2, 4])
 output strided_by_slices = einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 0:5:4], w3[:, :, 0, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 1:6:4], w3[:, :, 0, 1]) + einsum("b c i j, o c -> b o i j", img[:, :, 0:7:2, 2:7:4], w3[:, :, 0, 2]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 0:5:4], w3[:, :, 1, 0]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 1:6:4], w3[:, :, 1, 1]) + einsum("b c i j, o c -> b o i j", img[:, :, 1:8:2, 2:7:4], w3[:, :, 1, 2])
 )ein", 1e-4, 1e-4, {}, {}, {{"heads", "heads_by_rearrange"}, {"back", "x_again"}, {"patches", "by_slices"}, {"strided", "strided_by_slices"}}},
+    // conv1d/conv2d with padding, strides, dilations and groups: the windows
+    // of the padded input (a view) contracted with the weight, against the
+    // same sums written with pad() and step slices.
+    {"overlapping_padded_grouped_convolutions", R"ein(
+input x: f32[2, 4, 11]
+input img: f32[2, 6, 9, 8]
+param w: f32[5, 4, 3]
+param b: f32[5]
+param g: f32[4, 3, 3, 2]
+param dw: f32[6, 1, 3, 3]
+output y = conv1d(x, w, b, stride=2, padding=1)
+xp = pad(x, [1, 1])
+output y_by_slices = einsum("b c t, o c -> b o t", xp[:, :, 0:11:2], w[:, :, 0]) + einsum("b c t, o c -> b o t", xp[:, :, 1:12:2], w[:, :, 1]) + einsum("b c t, o c -> b o t", xp[:, :, 2:13:2], w[:, :, 2]) + rearrange(b, "o -> o 1")
+output dilated = conv1d(x, w, padding="same", dilation=2)
+output grouped = conv2d(img, g, stride=[2, 1], padding=[2, 0], dilation=[1, 3], groups=2)
+output depthwise = conv2d(img, dw, padding=1, groups=6)
+ip = pad(img, [1, 1, 1, 1])
+output depthwise_by_slices = ip[:, :, 0:9, 0:8] * rearrange(dw[:, 0, 0, 0], "c -> c 1 1") + ip[:, :, 0:9, 1:9] * rearrange(dw[:, 0, 0, 1], "c -> c 1 1") + ip[:, :, 0:9, 2:10] * rearrange(dw[:, 0, 0, 2], "c -> c 1 1") + ip[:, :, 1:10, 0:8] * rearrange(dw[:, 0, 1, 0], "c -> c 1 1") + ip[:, :, 1:10, 1:9] * rearrange(dw[:, 0, 1, 1], "c -> c 1 1") + ip[:, :, 1:10, 2:10] * rearrange(dw[:, 0, 1, 2], "c -> c 1 1") + ip[:, :, 2:11, 0:8] * rearrange(dw[:, 0, 2, 0], "c -> c 1 1") + ip[:, :, 2:11, 1:9] * rearrange(dw[:, 0, 2, 1], "c -> c 1 1") + ip[:, :, 2:11, 2:10] * rearrange(dw[:, 0, 2, 2], "c -> c 1 1")
+)ein", 1e-4, 1e-4, {}, {}, {{"y", "y_by_slices"}, {"depthwise", "depthwise_by_slices"}}},
     {"hand_written_softmax_and_norms", R"ein(
 input s: f32[2, 3, 9]
 output p = exp(s - max(s, axis=-1, keepdim=true)) / sum(exp(s - max(s, axis=-1, keepdim=true)), axis=-1, keepdim=true)
