@@ -96,7 +96,7 @@ def cases():
         ("dense 3x3, 64 -> 64, 56 x 56", DENSE, [], dense, {"x": img64},
          lambda w, x: {"y": F.conv2d(x["x"], w["w"], w["b"], padding=1)}),
         ("the conformance module (all of the above kinds)", CASE_MODEL,
-         ["b=1", "t=3000", "mels=80", "width=512", "c=96", "s=56"], state,
+         ["b=1", "t=3000", "mels=80", "width=512", "c=96", "quarter=24", "s=56"], state,
          {"mel": mel, "img": img96},
          lambda w, x: (module64 if x["mel"].dtype == torch.float64 else module)(x["mel"], x["img"])),
     ]

@@ -34,9 +34,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "models", "vit_small_patch16_224.ein")
 CONFIGS = {"vit_s16": dict(embed=384, heads=6), "vit_b16": dict(embed=768, heads=12)}
 DEPTH, PATCH, IMAGE, CLASSES = 12, 16, 224, 1000
-# PyTorch's best CPU settings (large allocations stay mapped, AVX-512 kernels).
+# PyTorch's best CPU settings: large allocations stay mapped, and AVX-512
+# kernels where the CPU has them (forcing them elsewhere is an illegal instruction).
+_HAS_AVX512 = any("avx512f" in line.split() for line in open("/proc/cpuinfo") if line.startswith("flags"))
 TORCH_ENV = {"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "4294967296",
-             "ATEN_CPU_CAPABILITY": "avx512"}
+             "ATEN_CPU_CAPABILITY": "avx512" if _HAS_AVX512 else "avx2"}
 
 
 def timm_weights(embed, seed):

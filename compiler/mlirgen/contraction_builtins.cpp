@@ -141,8 +141,8 @@ EValue Generator::callConv(const ast::Call &call, Scope &scope) {
   std::vector<int64_t> window;
   for (size_t d = 0; d < n; ++d) window.push_back(*kernel[2 + d].constant());
 
-  // One integer, or one per spatial axis.
-  auto perAxis = [&](const char *what, int64_t fallback) {
+  // One integer, or one per spatial axis, each at least `minimum` (0 or 1).
+  auto perAxis = [&](const std::string &what, int64_t fallback, int64_t minimum) {
     std::vector<int64_t> values(n, fallback);
     if (const ast::Expr *expr = args.get(what)) {
       auto list = integerList(*expr, scope, name + "() " + what);
@@ -150,13 +150,11 @@ EValue Generator::callConv(const ast::Call &call, Scope &scope) {
         fail(expr->loc, name + "() " + what + " is one integer" + (n == 1 ? "" : " or two"));
       for (size_t d = 0; d < n; ++d) values[d] = list[list.size() == 1 ? 0 : d].first;
       for (int64_t value : values)
-        if (value < (std::string(what) == "padding" ? 0 : 1))
-          fail(expr->loc, name + "() " + what + " must be " +
-                              (std::string(what) == "padding" ? "non-negative" : "positive"));
+        if (value < minimum) fail(expr->loc, name + "() " + what + " must be " + (minimum == 0 ? "non-negative" : "positive"));
     }
     return values;
   };
-  const std::vector<int64_t> stride = perAxis("stride", 1), dilation = perAxis("dilation", 1);
+  const std::vector<int64_t> stride = perAxis("stride", 1, 1), dilation = perAxis("dilation", 1, 1);
   std::vector<std::pair<int64_t, int64_t>> pads(n + 2, {0, 0});
   const ast::Expr *paddingExpr = args.get("padding");
   const EValue paddingValue = paddingExpr ? evaluate(*paddingExpr, scope) : EValue{Number{0, true}};
@@ -175,7 +173,7 @@ EValue Generator::callConv(const ast::Call &call, Scope &scope) {
       fail(paddingExpr->loc, name + "() padding is a number, a list, \"same\" or \"valid\", not \"" + mode + "\"");
     }
   } else {
-    const std::vector<int64_t> padding = perAxis("padding", 0);
+    const std::vector<int64_t> padding = perAxis("padding", 0, 0);
     for (size_t d = 0; d < n; ++d) pads[2 + d] = {padding[d], padding[d]};
   }
   x = padded(at, x, pads, 0.0, call.loc);

@@ -167,30 +167,23 @@ mlir::Value Generator::padded(Location at, mlir::Value x, const std::vector<std:
     const auto [before, after] = pads[static_cast<size_t>(axis)];
     if (before == 0 && after == 0) continue;
     const ein::Shape shape = shapeOf(x);
-    // A block of `amount` values along the axis: a constant over the axes of
-    // constant size, repeated along the ranged ones (a view, no copy).
+    // A block of `amount` values along the axis: a constant of that many,
+    // repeated along every other axis (a view: the artifact holds `amount`
+    // values, whatever the other sizes, ranged or not).
     auto filled = [&](int64_t amount) -> mlir::Value {
-      std::vector<int64_t> dims;
-      std::string constantAxes, allAxes;
+      std::string allAxes;
       std::map<std::string, ein::Size> repeats;
       for (int64_t d = 0; d < rank; ++d) {
-        const std::string name = "a" + std::to_string(d);
+        const std::string name = d == axis ? "p" : "a" + std::to_string(d);
         allAxes += " " + name;
-        std::optional<int64_t> constant = d == axis ? std::optional(amount) : shape[d].constant();
-        if (!constant) {
-          repeats[name] = shape[d];
-          continue;
-        }
-        dims.push_back(*constant);
-        constantAxes += " " + name;
+        if (d != axis) repeats[name] = shape[d];
       }
       auto scalar = scalarConstant(at, value, elementType(x)).getDefiningOp<ir::ConstantOp>();
       auto splat = mlir::cast<mlir::DenseElementsAttr>(scalar.getValue()).getSplatValue<mlir::Attribute>();
       scalar.erase();
       mlir::Value block = builder.create<ir::ConstantOp>(
-          at, mlir::DenseElementsAttr::get(RankedTensorType::get(dims, elementType(x)), splat));
-      if (repeats.empty()) return block;
-      return rearrange(at, block, constantAxes + " ->" + allAxes, repeats, where);
+          at, mlir::DenseElementsAttr::get(RankedTensorType::get({amount}, elementType(x)), splat));
+      return rank == 1 ? block : rearrange(at, block, "p ->" + allAxes, repeats, where);
     };
     llvm::SmallVector<mlir::Value> parts;
     if (before > 0) parts.push_back(filled(before));

@@ -73,7 +73,7 @@ def main():
     with torch.no_grad():
         expected = module.double()(mel.double(), img.double())
     os.makedirs(os.path.join(CASE, "expected"), exist_ok=True)
-    save_file(state, os.path.join(CASE, "weights.safetensors"))
+    save_file(state, os.path.join(CASE, "weights.safetensors"), metadata={"format": "pt"})  # as transformers writes it
     np.save(os.path.join(CASE, "mel.npy"), mel.numpy())
     np.save(os.path.join(CASE, "img.npy"), img.numpy())
     for name, value in expected.items():

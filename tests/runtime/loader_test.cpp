@@ -97,7 +97,7 @@ TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
   EXPECT_EQ(m.steps()[0].op, "gemm");
   EXPECT_EQ(m.steps()[0].location, "model.ein:12:5");
   EXPECT_EQ(m.steps()[0].sizes.at("k"), 3);
-  EXPECT_EQ(m.steps()[0].attributes.at("activation"), "Relu");
+  EXPECT_EQ(m.steps()[0].attributes.at("epilogue").rfind("relu(A·B", 0), 0u) << m.steps()[0].attributes.at("epilogue");
   EXPECT_EQ(m.steps()[1].op, "softmax");
   EXPECT_EQ(m.steps()[1].shapes.at("shape"), (std::vector<int64_t>{2, 4}));
 }

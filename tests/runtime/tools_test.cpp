@@ -251,9 +251,11 @@ TEST_F(ToolsTest, InspectJsonDescribesTheModel) {
   EXPECT_EQ(gemm["m"], 3);
   EXPECT_EQ(gemm["n"], 4);
   EXPECT_EQ(gemm["k"], 4);
-  EXPECT_EQ(gemm["activation"], "Gelu");
+  // The epilogue as the formula it computes: the bias broadcasts over m, so it is a bias per column.
+  EXPECT_EQ(gemm["epilogue"], "gelu(A·B + bias[n])");
   EXPECT_EQ(json["steps"][2]["shape"], nlohmann::json({2, 3, 4}));
   EXPECT_EQ(json["steps"][2]["program"], 2);
+  EXPECT_EQ(json["steps"][2]["ops"], "const, select");  // masked_fill: -inf where the mask holds
 }
 
 // The fused kernels' op names and sizes, in JSON and in the summary.
@@ -285,10 +287,12 @@ TEST_F(ToolsTest, InspectDescribesFusedKernels) {
   EXPECT_EQ(norm["variant"], "Variance");
   EXPECT_EQ(norm["residual"], "yes, sum written");
   EXPECT_EQ(norm["gamma"], "yes");
-  EXPECT_EQ(json["steps"][3]["residual"], "yes");
+  EXPECT_EQ(json["steps"][3]["epilogue"], "gelu(A·B) + residual[m, n]");
   Result summary = einInspect(dir + "/fused.einb");
   ASSERT_EQ(summary.exitCode, 0) << summary.err;
-  for (const char *text : {"attention    batch=[2] head_dim=8 keys=5 queries=5 value_dim=8",
+  for (const char *text : {"steps: 4: 1 attention, 1 gemm, 1 layernorm, 1 talking_heads_attention\n",
+                           "epilogue=\"gelu(A·B) + residual[m, n]\"",
+                           "attention    batch=[2] head_dim=8 keys=5 queries=5 value_dim=8",
                            "talking_heads_attention batch=[2] head_dim=4 heads=2", "layernorm    shape=[2, 5, 8]"})
     EXPECT_NE(summary.out.find(text), std::string::npos) << text << " in\n" << summary.out;
 }

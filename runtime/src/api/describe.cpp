@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 namespace ein {
 namespace {
 
@@ -20,8 +23,20 @@ std::string stepDetails(const StepInfo &step) {
   std::string details;
   for (const auto &[key, value] : step.shapes) details += " " + key + "=" + shapeText(value);
   for (const auto &[key, value] : step.sizes) details += " " + key + "=" + std::to_string(value);
-  for (const auto &[key, value] : step.attributes) details += " " + key + "=" + value;
+  for (const auto &[key, value] : step.attributes)
+    details += " " + key + "=" + (value.find(' ') == std::string::npos ? value : "\"" + value + "\"");
   return details;
+}
+
+// ": 14 elementwise, 9 gemm, 2 attention": the steps counted by kind, most first.
+std::string stepCounts(const std::vector<StepInfo> &steps) {
+  std::map<std::string, size_t> counts;
+  for (const StepInfo &step : steps) ++counts[step.op];
+  std::vector<std::pair<std::string, size_t>> sorted(counts.begin(), counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+  std::string text;
+  for (const auto &[op, count] : sorted) text += fmt::format("{}{} {}", text.empty() ? ": " : ", ", count, op);
+  return text;
 }
 
 }  // namespace
@@ -97,7 +112,8 @@ std::string describeModel(const Model &model) {
   if (dynamic && model.steps().empty())
     text += "steps: not shown (they do not verify at the dims' maxima, which a check excludes)\n";
   else
-    text += fmt::format("steps: {}{}\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "");
+    text += fmt::format("steps: {}{}{}\n", model.steps().size(), dynamic ? " (sizes at the dims' maxima)" : "",
+                        stepCounts(model.steps()));
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const StepInfo &step = model.steps()[i];
     text += fmt::format("  {:4} {:<12}{}{}{}\n", i, step.op, stepDetails(step), step.location.empty() ? "" : "  at ",

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -184,6 +185,42 @@ class StepChecker {
 // The checks across fields of each step, after the generated decoding of its
 // fields (step_decoders.inc), and the step's description for ein-inspect.
 
+// What a gemm computes after the product, as ein-inspect shows it: a bias
+// that broadcasts over m is a bias per column ("bias[n]"), one that does not
+// is a tensor added before the activation ("tensor[m, n]": a residual or a
+// mask fused there), then the activation and the residual.
+std::string gemmFormula(const Gemm &gemm, fb::Activation activation) {
+  std::string formula = gemm.alpha != 1.0f ? fmt::format("{}·A·B", gemm.alpha) : "A·B";
+  if (gemm.bias) {
+    const size_t m = gemm.batch.size(), n = m + 1;
+    const bool perRow = gemm.bias->strides[m] != 0, perColumn = gemm.bias->strides[n] != 0;
+    formula += perRow && perColumn ? " + tensor[m, n]" : perRow ? " + bias[m]" : perColumn ? " + bias[n]" : " + bias";
+  }
+  if (activation != fb::Activation::None) {
+    std::string name = fb::EnumNameActivation(activation);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    formula = name + "(" + formula + ")";
+  }
+  if (gemm.residual) formula += " + residual[m, n]";
+  return formula;
+}
+
+// An element-wise program's instructions by name, in order, repeats counted
+// ("mul x2, add, silu").
+std::string programOps(const std::vector<Instruction> &program) {
+  std::string text;
+  for (size_t i = 0; i < program.size();) {
+    size_t run = 1;
+    while (i + run < program.size() && program[i + run].opcode == program[i].opcode) ++run;
+    const ops::OpcodeInfo &row = ops::info(program[i].opcode);
+    std::string name(row.spelling.empty() ? row.name : row.spelling);  // Const, Select: no dialect spelling
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    text += (text.empty() ? "" : ", ") + name + (run > 1 ? fmt::format(" x{}", run) : "");
+    i += run;
+  }
+  return text;
+}
+
 Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, StepInfo &info) {
   // A bf16 artifact for the CPU (einc --precision bf16) stores gemm weights,
   // and only those, as bf16: b may then be a bf16 weight tensor.
@@ -218,9 +255,7 @@ Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, Step
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
   }
-  info.attributes["activation"] = fb::EnumNameActivation(in.activation());
-  info.attributes["bias"] = gemm.bias ? "yes" : "no";
-  info.attributes["residual"] = gemm.residual ? "yes" : "no";
+  info.attributes["epilogue"] = gemmFormula(gemm, in.activation());
   if (gemm.bScale) info.attributes["weights"] = "int8";
   if (gemm.bGroupScale) info.attributes["weights"] = "int4";
   if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
@@ -344,6 +379,7 @@ Status decodeElementwise(const fb::Elementwise &in, const StepChecker &check, El
   }
   info.sizes["inputs"] = static_cast<int64_t>(inputCount);
   info.sizes["program"] = static_cast<int64_t>(length);
+  info.attributes["ops"] = programOps(op.program);
   return Status();
 }
 
