@@ -18,7 +18,6 @@ torch in float64. Prints a table and `lscpu`'s model name.
 """
 import argparse
 import copy
-import importlib.util
 import os
 import re
 import subprocess
@@ -30,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vit_vs_pytorch import TORCH_ENV, time_runs  # noqa: E402  (PyTorch's best CPU settings; the timing loop)
+from vit_vs_pytorch import conformance_script, run_with_torch_env, time_runs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASE_MODEL = os.path.join(ROOT, "tests", "conformance", "cases", "convolutions_torch", "model.ein")
@@ -58,14 +57,6 @@ output y = conv2d(x, w, b, padding=1)
 """
 
 
-def case_module():
-    spec = importlib.util.spec_from_file_location("make_conv_case",
-                                                  os.path.join(ROOT, "tests", "conformance", "make_conv_case.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def random_weights(shapes, seed):
     generator = torch.Generator().manual_seed(seed)
     return {name: torch.randn(shape, generator=generator) / np.sqrt(np.prod(shape[1:]) if len(shape) > 1 else 10)
@@ -81,7 +72,7 @@ def cases():
     mel = torch.randn(1, 80, 3000, generator=generator)
     img96 = torch.randn(1, 96, 56, 56, generator=generator)
     img64 = torch.randn(1, 64, 56, 56, generator=generator)
-    module, state = case_module().model(mels=80, width=512, c=96)
+    module, state = conformance_script("make_conv_case").model(mels=80, width=512, c=96)
     module64 = copy.deepcopy(module).double()
 
     def whisper_torch(w, mel):
@@ -110,9 +101,7 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if any(os.environ.get(name) != value for name, value in TORCH_ENV.items()):
-        # PyTorch's allocator and ISA settings act at start-up: run again with them.
-        os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **TORCH_ENV})
+    run_with_torch_env()
     from safetensors.torch import save_file
     torch.set_num_threads(args.threads)
     work = tempfile.mkdtemp(prefix="conv_bench_")

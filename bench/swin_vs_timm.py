@@ -19,7 +19,6 @@ Needs torch, timm, numpy, safetensors, onnx and onnxruntime, e.g. in a venv:
   .venv-bench/bin/python bench/swin_vs_timm.py --einc build/bin/einc --ein-run build/bin/ein-run
 """
 import argparse
-import importlib.util
 import os
 import re
 import subprocess
@@ -31,18 +30,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vit_vs_pytorch import TORCH_ENV, time_runs  # noqa: E402  (PyTorch's best CPU settings; the timing loop)
+from vit_vs_pytorch import conformance_script, run_with_torch_env, time_runs  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "examples", "models", "swin_tiny_window4.ein")
-
-
-def case_module():
-    spec = importlib.util.spec_from_file_location("make_swin_case",
-                                                  os.path.join(ROOT, "tests", "conformance", "make_swin_case.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def ein_ms(ein_run, artifact, inputs, threads, runs):
@@ -63,20 +54,18 @@ def main():
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if any(os.environ.get(name) != value for name, value in TORCH_ENV.items()):
-        # PyTorch's allocator and ISA settings act at start-up: run again with them.
-        os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **TORCH_ENV})
+    run_with_torch_env()
 
     import onnxruntime as ort
     from safetensors.torch import save_file
     torch.set_num_threads(args.threads)
     config = dict(img_size=args.img, patch_size=4, embed_dim=args.embed, depths=(2, 2), num_heads=(2, 4),
                   window_size=args.window, num_classes=10)
-    swin, state = case_module().model(seed=0, config=config)
+    swin, state = conformance_script("make_swin_case").model(seed=0, config=config)
     work = tempfile.mkdtemp(prefix="swin_bench_")
     weights = os.path.join(work, "weights.safetensors")
     save_file({k: v.contiguous() for k, v in state.items()}, weights)
-    exact = case_module().model(seed=0, config=config)[0].double()
+    exact = conformance_script("make_swin_case").model(seed=0, config=config)[0].double()
     rows = []
     for batch in args.batches:
         artifact = os.path.join(work, f"swin_b{batch}.einb")

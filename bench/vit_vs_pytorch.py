@@ -36,9 +36,26 @@ CONFIGS = {"vit_s16": dict(embed=384, heads=6), "vit_b16": dict(embed=768, heads
 DEPTH, PATCH, IMAGE, CLASSES = 12, 16, 224, 1000
 # PyTorch's best CPU settings: large allocations stay mapped, and AVX-512
 # kernels where the CPU has them (forcing them elsewhere is an illegal instruction).
-_HAS_AVX512 = any("avx512f" in line.split() for line in open("/proc/cpuinfo") if line.startswith("flags"))
+with open("/proc/cpuinfo") as _cpuinfo:
+    _HAS_AVX512 = any("avx512f" in line.split() for line in _cpuinfo if line.startswith("flags"))
 TORCH_ENV = {"MALLOC_MMAP_THRESHOLD_": "67108864", "MALLOC_TRIM_THRESHOLD_": "4294967296",
              "ATEN_CPU_CAPABILITY": "avx512" if _HAS_AVX512 else "avx2"}
+
+
+def run_with_torch_env():
+    """Runs the calling script again with TORCH_ENV, unless it already has it:
+    PyTorch reads its allocator and ISA settings at start-up."""
+    if any(os.environ.get(name) != value for name, value in TORCH_ENV.items()):
+        os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, **TORCH_ENV})
+
+
+def conformance_script(name):
+    """tests/conformance/NAME.py as a module: a case's PyTorch model, with its weights."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tests", "conformance", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def timm_weights(embed, seed):

@@ -41,19 +41,26 @@ EValue Generator::callTranspose(const ast::Call &call, Scope &scope) {
   for (int64_t d = 0; d < rank; ++d) labels.push_back(std::string("d").append(std::to_string(d)));
   ein::EinsumEquation equation{{labels}, labels};
   std::swap(equation.output[i], equation.output[j]);
-  auto type = inferred(ir::EinsumOp::inferResultType(equation.str(), x.getType()), at);
-  return EValue{Tensor{
-      builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(equation.str()), mlir::ValueRange{x})}};
+  return EValue{Tensor{einsumOp(at, equation.str(), x)}};
+}
+
+mlir::Value Generator::einsumOp(Location at, const std::string &equation, mlir::ValueRange operands) {
+  auto type = inferred(ir::EinsumOp::inferResultType(equation, operands.getTypes()), at);
+  return builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(equation), operands);
+}
+
+mlir::DictionaryAttr Generator::sizeDictionary(const std::map<std::string, ein::Size> &sizes) {
+  llvm::SmallVector<mlir::NamedAttribute> entries;
+  for (const auto &[axis, value] : sizes)
+    entries.push_back(builder.getNamedAttr(axis, value.isConstant()
+                                                     ? mlir::Attribute(builder.getI64IntegerAttr(*value.constant()))
+                                                     : mlir::Attribute(ir::SizesAttr::get(&context, {value}))));
+  return builder.getDictionaryAttr(entries);
 }
 
 mlir::Value Generator::rearrange(Location at, mlir::Value x, const std::string &pattern,
                                  const std::map<std::string, ein::Size> &sizes, const ast::SourceLoc &where) {
-  llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
-  for (const auto &[axis, value] : sizes)
-    sizeAttrs.push_back(builder.getNamedAttr(axis, value.isConstant()
-                                                       ? mlir::Attribute(builder.getI64IntegerAttr(*value.constant()))
-                                                       : mlir::Attribute(ir::SizesAttr::get(&context, {value}))));
-  mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
+  mlir::DictionaryAttr sizeDict = sizeDictionary(sizes);
   auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, /*reduction=*/false), loc(where));
   return builder.create<ir::RearrangeOp>(at, type, x, builder.getStringAttr(pattern), sizeDict, nullptr);
 }
@@ -183,7 +190,6 @@ EValue Generator::callConv(const ast::Call &call, Scope &scope) {
     const int64_t span = ir::WindowsOp::span(window[d], dilation[d]);
     const std::string what = name + "() input's axis " + std::to_string(2 + d) + ", padded to " + size.str() +
                              ", is shorter than the kernel's span " + std::to_string(span);
-    if (std::optional<int64_t> constant = size.constant(); constant && *constant < span) fail(args.get("x")->loc, what);
     requireSizes({ein::SizeCheck::LessEqual, ein::Size(span), size, what}, loc(args.get("x")->loc));
   }
   auto windowsType = inferred(ir::WindowsOp::inferResultType(x.getType(), window, stride, dilation), at);
@@ -198,18 +204,15 @@ EValue Generator::callConv(const ast::Call &call, Scope &scope) {
     kernelAxes += " k" + std::to_string(d);
   }
   const std::map<std::string, ein::Size> groupSizes = {{"g", ein::Size(groups)}};
-  auto contract = [&](const std::string &equation, mlir::Value lhs, mlir::Value rhs) -> mlir::Value {
-    auto type = inferred(ir::EinsumOp::inferResultType(equation, mlir::ValueRange{lhs, rhs}.getTypes()), at);
-    return builder.create<ir::EinsumOp>(at, type, builder.getStringAttr(equation), mlir::ValueRange{lhs, rhs});
-  };
   mlir::Value y;
   if (groups == 1) {
-    y = contract("b c" + outAxes + kernelAxes + ", f c" + kernelAxes + " -> b f" + outAxes, windows, weight);
+    y = einsumOp(at, "b c" + outAxes + kernelAxes + ", f c" + kernelAxes + " -> b f" + outAxes, {windows, weight});
   } else {
     windows = rearrange(at, windows, "b (g c)" + outAxes + kernelAxes + " -> b g c" + outAxes + kernelAxes, groupSizes,
                         call.loc);
     weight = rearrange(at, weight, "(g f) c" + kernelAxes + " -> g f c" + kernelAxes, groupSizes, call.loc);
-    y = contract("b g c" + outAxes + kernelAxes + ", g f c" + kernelAxes + " -> b g f" + outAxes, windows, weight);
+    y = einsumOp(at, "b g c" + outAxes + kernelAxes + ", g f c" + kernelAxes + " -> b g f" + outAxes,
+                 {windows, weight});
     y = rearrange(at, y, "b g f" + outAxes + " -> b (g f)" + outAxes, {}, call.loc);
   }
   if (const ast::Expr *biasExpr = args.get("bias")) {
@@ -256,9 +259,7 @@ mlir::Value Generator::einsum(const ast::Call &call, Scope &scope) {
     operands[i] = slice(loc(call.positional[i + 1]->loc), operands[i], offsets, sizes, dropped);
     shapes[i] = shapeOf(operands[i]);
   }
-  auto type = inferred(ir::EinsumOp::inferResultType(equation.str(), mlir::ValueRange(operands).getTypes()),
-                       loc(call.loc));
-  return builder.create<ir::EinsumOp>(loc(call.loc), type, builder.getStringAttr(equation.str()), operands);
+  return einsumOp(loc(call.loc), equation.str(), operands);
 }
 
 mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
@@ -268,14 +269,7 @@ mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
   mlir::Value x = tensor(evaluate(*args.get("x"), scope), args.get("x")->loc, call.callee + "() argument 'x'");
   std::string pattern = stringArgument(*args.get("pattern"), scope, call.callee + "() pattern");
   std::map<std::string, ein::Size> sizes;
-  llvm::SmallVector<mlir::NamedAttribute> sizeAttrs;
-  for (const auto &[axis, expr] : args.extra) {
-    sizes[axis] = size(*expr, scope, "size of axis '" + axis + "'");
-    mlir::Attribute attr = sizes[axis].isConstant()
-                               ? mlir::Attribute(builder.getI64IntegerAttr(*sizes[axis].constant()))
-                               : mlir::Attribute(ir::SizesAttr::get(&context, {sizes[axis]}));
-    sizeAttrs.push_back(builder.getNamedAttr(axis, attr));
-  }
+  for (const auto &[axis, expr] : args.extra) sizes[axis] = size(*expr, scope, "size of axis '" + axis + "'");
   ein::EinopsKind kind = isReduce ? ein::EinopsKind::Reduce
                          : call.callee == "repeat" ? ein::EinopsKind::Repeat
                                                    : ein::EinopsKind::Rearrange;
@@ -300,7 +294,7 @@ mlir::Value Generator::einops(const ast::Call &call, Scope &scope) {
   }
   // The plan above checks the pattern as the function called (rearrange,
   // reduce or repeat) reads it; the op's rule gives the type.
-  mlir::DictionaryAttr sizeDict = builder.getDictionaryAttr(sizeAttrs);
+  mlir::DictionaryAttr sizeDict = sizeDictionary(sizes);
   auto type = inferred(ir::RearrangeOp::inferResultType(x.getType(), pattern, sizeDict, reduction.has_value()),
                        loc(args.get("pattern")->loc));
   ir::ReduceKindAttr reductionAttr = reduction ? ir::ReduceKindAttr::get(&context, *reduction) : nullptr;

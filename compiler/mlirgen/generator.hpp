@@ -356,6 +356,9 @@ class Generator {
 
   EValue callTranspose(const ast::Call &call, Scope &scope);
 
+  // Axis sizes as a rearrange's `sizes` attribute: integers, or #ein.sizes
+  // where they depend on ranged dims.
+  mlir::DictionaryAttr sizeDictionary(const std::map<std::string, ein::Size> &sizes);
   // An einops rearrange of `x` by `pattern` with the given axis sizes.
   mlir::Value rearrange(Location at, mlir::Value x, const std::string &pattern,
                         const std::map<std::string, ein::Size> &sizes, const ast::SourceLoc &where);
@@ -397,7 +400,8 @@ class Generator {
   // torch.nn.functional.pad with a constant value.
   EValue callPad(const ast::Call &call, Scope &scope);
   // `x` with `pads[axis]` = (before, after) elements of `value` added along
-  // each axis: a concat with constant blocks, repeated over ranged sizes.
+  // each axis: a concat with a constant of that many values, repeated along
+  // the other axes.
   mlir::Value padded(Location at, mlir::Value x, const std::vector<std::pair<int64_t, int64_t>> &pads, double value,
                      const ast::SourceLoc &where);
 
@@ -405,6 +409,8 @@ class Generator {
   EValue callTake(const ast::Call &call, Scope &scope);
 
   mlir::Value einsum(const ast::Call &call, Scope &scope);
+  // An ein.einsum of `operands` by `equation`, its type from the op's rule.
+  mlir::Value einsumOp(Location at, const std::string &equation, mlir::ValueRange operands);
 
   mlir::Value einops(const ast::Call &call, Scope &scope);
 

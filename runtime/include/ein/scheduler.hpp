@@ -129,8 +129,10 @@ class Scheduler {
   void admit(std::shared_ptr<Request> request);
   // One step: the next token of every sequence going, then prompt chunks.
   void step();
-  // Frees `slot`'s sequence, then ends its request: a caller woken by the
-  // end sees the sequence counted free.
+  // Counts a running request's sequence free, then ends the request: a
+  // caller woken by the end sees the count already down.
+  void endRunning(Request &request, FinishReason reason, Status status);
+  // Frees `slot`'s sequence and ends its request (endRunning()).
   void finish(size_t slot, FinishReason reason, Status status = Status());
 
   std::unique_ptr<SequencePool> pool_;

@@ -236,11 +236,7 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
     }
   }
   if (Status status = pool_->truncate(static_cast<int>(slot), static_cast<int64_t>(kept)); !status.ok()) {
-    {
-      std::lock_guard lock(mutex_);
-      --running_;
-    }
-    request->end(FinishReason::None, status);  // after the count, which its waiter may read
+    endRunning(*request, FinishReason::None, std::move(status));
     return;
   }
   held_[slot].resize(kept);
@@ -252,14 +248,18 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
   slots_[slot]->sampler = slots_[slot]->request->options_.seed;
 }
 
-void Scheduler::finish(size_t slot, FinishReason reason, Status status) {
-  const std::shared_ptr<Request> request = std::move(slots_[slot]->request);
-  slots_[slot].reset();
+void Scheduler::endRunning(Request &request, FinishReason reason, Status status) {
   {
     std::lock_guard lock(mutex_);
     --running_;
   }
-  request->end(reason, std::move(status));
+  request.end(reason, std::move(status));  // after the count, which its waiter may read
+}
+
+void Scheduler::finish(size_t slot, FinishReason reason, Status status) {
+  const std::shared_ptr<Request> request = std::move(slots_[slot]->request);
+  slots_[slot].reset();
+  endRunning(*request, reason, std::move(status));
 }
 
 void Scheduler::step() {
