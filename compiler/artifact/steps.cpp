@@ -3,6 +3,7 @@
 #include "compiler/artifact/writer.hpp"
 
 #include "ir/kern/scalar_program.hpp"
+#include "ir/source_locations.hpp"
 #include "llvm/ADT/TypeSwitch.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -60,8 +61,14 @@ LogicalResult Writer::addStep(Operation &op) {
 }
 
 flatbuffers::Offset<fb::Step> Writer::stepOf(Operation *op, fb::Kernel kind, flatbuffers::Offset<void> kernel) {
+  ir::SourceLocations where = ir::sourceLocationsOf(op->getLoc());
+  // One source and no pass: nothing was fused, and `location` says it all.
+  const bool fused = where.sources.size() > 1 || !where.passes.empty();
   return fb::CreateStep(builder, kind, kernel, builder.CreateString(ir::locationText(op->getLoc())),
-                        op->hasAttr(kern::kPerSequenceAttr));
+                        op->hasAttr(kern::kPerSequenceAttr),
+                        fused ? builder.CreateVectorOfStrings(where.sources) : 0,
+                        where.scope.empty() ? 0 : builder.CreateString(where.scope),
+                        fused ? builder.CreateVectorOfStrings(where.passes) : 0);
 }
 
 #define GET_STEP_WRITERS

@@ -61,7 +61,9 @@ class DumpIrInstrumentation : public mlir::PassInstrumentation {
       compilation.warning("cannot write " + path + ": " + error.message());
       return;
     }
-    op->print(file, printingFlags());
+    // With locations (as aliases at the end), so that a dump read back
+    // (ein.explorer's IR view) traces each op to the model's lines.
+    op->print(file, printingFlags().enableDebugInfo(/*enable=*/true, /*prettyForm=*/false));
   }
 
  private:

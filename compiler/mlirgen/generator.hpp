@@ -107,7 +107,11 @@ class Generator {
 
   // ---- diagnostics ----------------------------------------------------------
 
+  // Where an op made for `at` comes from: the file position, named by the
+  // namespace of the block being inlined (tools group steps by it).
   Location loc(const ast::SourceLoc &at);
+  // The file position alone, for diagnostics.
+  Location fileLoc(const ast::SourceLoc &at);
 
   [[noreturn]] void fail(Location at, const std::string &message);
   [[noreturn]] void fail(const ast::SourceLoc &at, const std::string &message);
@@ -445,6 +449,9 @@ class Generator {
   llvm::DenseMap<mlir::Value, std::pair<const ast::TypeExpr *, Location>> declaredTypes;
   std::vector<std::pair<std::string, mlir::Value>> outputs;
   int callDepth = 0;
+  // The namespace of the innermost block call that was given one
+  // ("blocks.3.attn"); "" outside such blocks.
+  std::string blockNamespace;
   int evaluationDepth = 0;
 };
 

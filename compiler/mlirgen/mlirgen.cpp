@@ -75,16 +75,23 @@ std::string Generator::didYouMean(const std::string &name, const std::vector<std
   return closest.empty() ? "" : " (did you mean '" + closest + "'?)";
 }
 
-Location Generator::loc(const ast::SourceLoc &at) {
+Location Generator::fileLoc(const ast::SourceLoc &at) {
   return mlir::FileLineColLoc::get(&context, filename, at.line, at.col);
 }
 
+Location Generator::loc(const ast::SourceLoc &at) {
+  Location file = fileLoc(at);
+  return blockNamespace.empty() ? file : mlir::NameLoc::get(mlir::StringAttr::get(&context, blockNamespace), file);
+}
+
 void Generator::fail(Location at, const std::string &message) {
+  // A diagnostic points at the file position; a block's namespace is for tools.
+  if (auto named = mlir::dyn_cast<mlir::NameLoc>(at)) at = named.getChildLoc();
   mlir::emitError(at) << message;
   throw GenerationFailed{};
 }
 
-void Generator::fail(const ast::SourceLoc &at, const std::string &message) { fail(loc(at), message); }
+void Generator::fail(const ast::SourceLoc &at, const std::string &message) { fail(fileLoc(at), message); }
 
 std::string Generator::typeString(Type type) {
   if (type.isF32()) return "f32";
@@ -450,7 +457,15 @@ EValue Generator::callBlock(const ast::Def &def, const ast::Call &site, Scope &s
   if (++callDepth > kMaxCallDepth) fail(site.loc, "blocks nest deeper than " + std::to_string(kMaxCallDepth) + " calls");
   Scope local;
   for (size_t i = 0; i < def.params.size(); ++i) local[def.params[i].name] = evaluateArgument(*site.positional[i], scope);
+  // The first namespace argument names the block's ops.
+  const std::string outerNamespace = blockNamespace;
+  for (size_t i = 0; i < def.params.size(); ++i)
+    if (auto *ns = std::get_if<Namespace>(&local[def.params[i].name].value)) {
+      blockNamespace = ns->prefix;
+      break;
+    }
   std::optional<EValue> result = runBody(def.body, local, /*inBlock=*/true);
+  blockNamespace = outerNamespace;
   --callDepth;
   if (!result) fail(site.loc, "block '" + def.name + "' returns no value");
   return *result;

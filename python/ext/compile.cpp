@@ -17,6 +17,7 @@
 
 #include "arrays.hpp"
 #include "compiler/driver/compiler.hpp"
+#include "compiler/driver/ir_graph.hpp"
 #include "compiler/frontend/parser.hpp"
 #include "compiler/huggingface/checkpoint.hpp"
 #include "compiler/weights/open_weights.hpp"
@@ -306,6 +307,14 @@ void bindCompile(nb::module_ &module) {
              nb::arg("base_model_prefix"), nb::arg("target"),
              nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
+  module.def(
+      "ir_graph",
+      [](const std::string &text, const std::string &name) {
+        auto graph = irGraphJson(text, name);
+        if (auto *error = std::get_if<IrGraphError>(&graph)) throw PythonError("ValueError", error->message);
+        return std::get<std::string>(std::move(graph));
+      },
+      nb::arg("text"), nb::arg("name"), "Model Explorer's graph JSON of a .mlir module (an einc --dump-ir file).");
   module.def("declared_dims", &declaredDims, nb::arg("text"),
              "The dims a model's text declares, [(name, \"fixed\" | \"ranged\" | \"position\")], or None when "
              "it does not parse.");

@@ -394,6 +394,14 @@ void bindModel(nb::module_ &module) {
       .def_prop_ro("precision",
                    [](const PyModel &self) { return std::string(precisionName(self.model().precision())); })
       .def("describe", &PyModel::describe)
+      .def("inspect", [](const PyModel &self) { return describeModelJson(self.model()); })
+      .def("input_shapes",
+           [](const PyModel &self, const std::vector<int64_t> &dimValues) {
+             auto shapes = self.model().inputShapes(dimValues);
+             if (!shapes.ok()) throwStatus(shapes.status());
+             return shapes.value();
+           },
+           nb::arg("dim_values"))
       .def("save", &PyModel::save, nb::arg("path"))
       .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"))
       .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),

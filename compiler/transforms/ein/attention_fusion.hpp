@@ -56,12 +56,13 @@ struct Attention {
 // The whole attention around `softmax`, if it is one.
 std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax);
 
-// Replaces `attention` by the fused op; false, with nothing replaced, where a
-// layout change cannot be written as an einops pattern.
-bool replaceWithFusedOp(const Attention &attention);
+// Replaces `attention` by the fused op (its location names `pass`); false,
+// with nothing replaced, where a layout change cannot be written as an
+// einops pattern.
+bool replaceWithFusedOp(const Attention &attention, llvm::StringRef pass);
 
 // Attention over keys and values repeated alike along a head axis becomes
 // grouped-query attention.
-void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention);
+void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention, llvm::StringRef pass);
 
 }  // namespace ein::attention_fusion

@@ -397,11 +397,11 @@ struct FuseAttentionPass : ein::impl::FuseAttentionBase<FuseAttentionPass> {
     for (ein::ir::SoftmaxOp softmax : softmaxes) {
       auto attention = matchAttention(softmax);
       if (!attention) continue;
-      (void)replaceWithFusedOp(*attention);  // false: left unfused
+      (void)replaceWithFusedOp(*attention, getArgument());  // false: left unfused
     }
     SmallVector<ein::ir::AttentionOp> attentions;
     getOperation().walk([&](ein::ir::AttentionOp op) { attentions.push_back(op); });
-    for (ein::ir::AttentionOp attention : attentions) readRepeatedHeadsInPlace(attention);
+    for (ein::ir::AttentionOp attention : attentions) readRepeatedHeadsInPlace(attention, getArgument());
     // The replaced chains are left without users.
     IRRewriter rewriter(&getContext());
     (void)runRegionDCE(rewriter, getOperation()->getRegions());

@@ -1,6 +1,7 @@
 // Replaces hand-written layer norms and RMSNorms by ein.layernorm.
 #include "compiler/transforms/ein/matchers.hpp"
 #include "compiler/transforms/ein/passes.hpp"
+#include "ir/source_locations.hpp"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -149,6 +150,7 @@ struct FuseLayerNormPass : ein::impl::FuseLayerNormBase<FuseLayerNormPass> {
           match->root->getLoc(), result.getType(), match->x, /*residual=*/Value(), match->weight, match->bias,
           builder.getF64FloatAttr(match->eps),
           ein::ir::LayerNormVariantAttr::get(builder.getContext(), match->variant));
+      norm.getDefiningOp()->setLoc(ein::ir::fusedLocation(norm.getDefiningOp(), {match->root}, getArgument()));
       result.replaceAllUsesWith(norm);
     }
     // The replaced chains go first, so a sum they read has only the norm left.
@@ -162,6 +164,7 @@ struct FuseLayerNormPass : ein::impl::FuseLayerNormBase<FuseLayerNormPass> {
         return;
       norm.getInputMutable().assign(add.getLhs());
       norm.getResidualMutable().assign(add.getRhs());
+      norm->setLoc(ein::ir::fusedLocation(norm, {add}, getArgument()));
     });
     (void)runRegionDCE(rewriter, getOperation()->getRegions());
   }

@@ -175,7 +175,8 @@ struct FuseParallelLinearsPass : ein::impl::FuseParallelLinearsBase<FuseParallel
       if (Operation *param = value.getDefiningOp(); !param->isBeforeInBlock(first)) param->moveBefore(first);
 
     OpBuilder builder(first);
-    Location loc = builder.getFusedLoc(locations);
+    // The parts' locations; the input they share stays its own op.
+    Location loc = builder.getFusedLoc(locations, builder.getArrayAttr({builder.getStringAttr(getArgument())}));
     FailureOr<Value> weight = concatenate(builder, loc, weights, outputAxis);
     if (failed(weight)) return failure();
     Value bias;

@@ -1,5 +1,6 @@
 // Replaces hand-written softmaxes by ein.softmax.
 #include "compiler/transforms/ein/passes.hpp"
+#include "ir/source_locations.hpp"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/RegionUtils.h"
 
@@ -51,6 +52,7 @@ struct FuseSoftmaxPass : ein::impl::FuseSoftmaxBase<FuseSoftmaxPass> {
       OpBuilder builder(division);
       Value softmax = builder.create<ein::ir::SoftmaxOp>(division.getLoc(), division.getType(), match->first,
                                                          builder.getI64IntegerAttr(match->second));
+      softmax.getDefiningOp()->setLoc(ein::ir::fusedLocation(softmax.getDefiningOp(), {division}, getArgument()));
       division.replaceAllUsesWith(softmax);
       division.erase();
     }

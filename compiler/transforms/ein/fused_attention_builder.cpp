@@ -5,6 +5,7 @@
 #include <map>
 
 #include "compiler/transforms/ein/attention_fusion.hpp"
+#include "ir/source_locations.hpp"
 #include "ir/ein/equations.hpp"
 
 using namespace mlir;
@@ -75,7 +76,8 @@ bool isCausalMask(const Attention &attention, const std::map<std::string, ein::S
 // Builds the fused op and its layout changes.
 class Rewriter {
  public:
-  Rewriter(Operation *at, const Attention &attention) : builder(at), loc(at->getLoc()), attention(attention) {
+  Rewriter(Operation *at, const Attention &attention, llvm::StringRef pass)
+      : builder(at), loc(at->getLoc()), attention(attention), pass(pass) {
     const ScoreRoles &roles = attention.roles;
     for (auto [value, labels] : {std::pair{roles.q, &roles.qLabels}, {roles.k, &roles.kLabels},
                                  {attention.v, &attention.vLabels}})
@@ -143,6 +145,7 @@ class Rewriter {
     }
     Value result = arrange(fused, resultGroups, singletons(attention.outLabels));
     if (!result) return false;
+    fused.getDefiningOp()->setLoc(ein::ir::fusedLocation(fused.getDefiningOp(), {attention.pv}, pass));
     attention.pv->getResult(0).replaceAllUsesWith(result);
     return true;
   }
@@ -292,12 +295,13 @@ class Rewriter {
   OpBuilder builder;
   Location loc;
   const Attention &attention;
+  llvm::StringRef pass;  // named in the fused op's location
   std::map<std::string, ein::Size> sizes;      // every label of Q, K and V
   std::map<std::string, std::string> names;    // label -> einops name
 };
 
 }  // namespace
 
-bool ein::attention_fusion::replaceWithFusedOp(const Attention &attention) {
-  return Rewriter(attention.pv, attention).run();
+bool ein::attention_fusion::replaceWithFusedOp(const Attention &attention, llvm::StringRef pass) {
+  return Rewriter(attention.pv, attention, pass).run();
 }

@@ -1,6 +1,7 @@
 // Grouped-query attention: attention over repeated key heads (repeat_kv)
 // reads the keys and values in place.
 
+#include "ir/source_locations.hpp"
 #include <map>
 
 #include "compiler/transforms/ein/attention_fusion.hpp"
@@ -56,7 +57,7 @@ namespace ein::attention_fusion {
 // so the kernel reads the keys and values in place, never the repeats; the
 // result is seen back as `[.., (h g), l, e]`. A causal op keeps its positions
 // (query i is position i mod l).
-void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention) {
+void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention, llvm::StringRef pass) {
   auto key = matchRepeatedAxis(attention.getKey()), value = matchRepeatedAxis(attention.getValue());
   const size_t rank = ein::ir::shapeOf(attention.getQuery().getType()).size();
   if (!key || !value || key->axis != value->axis || key->group != value->group || key->adjacent != value->adjacent ||
@@ -109,6 +110,7 @@ void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention) {
       loc, std::get<RankedTensorType>(type), query, key->input, value->input, mask, attention.getScaleAttr(),
       attention.getMaskKindAttr(), attention.getMaskFillAttr(), attention.getCausalPositionsAttr());
   Value result = rearrange(fused, axesOf(rank, false, true) + " -> " + axesOf(rank, true, false));
+  fused->setLoc(ein::ir::fusedLocation(fused, {attention}, pass));
   attention.replaceAllUsesWith(result);
   attention.erase();
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compiler/transforms/kern/passes.hpp"
+#include "ir/source_locations.hpp"
 #include "mlir/IR/IRMapping.h"
 
 namespace ein {
@@ -129,8 +130,9 @@ void yieldConsumer(OpBuilder &builder, ElementwiseOp consumer, Value fused, Valu
 }
 
 // Replaces `consumer` by one kernel computing it with `producer` (the
-// definition of its inputs equal to `producer`'s result) inlined.
-void fuse(ElementwiseOp consumer, ElementwiseOp producer) {
+// definition of its inputs equal to `producer`'s result) inlined; `pass` is
+// named in its location.
+void fuse(ElementwiseOp consumer, ElementwiseOp producer, llvm::StringRef pass) {
   OpBuilder builder(consumer);
   Value fused = producer.getResult();
   ProgramInputs inputs;
@@ -148,6 +150,7 @@ void fuse(ElementwiseOp consumer, ElementwiseOp producer) {
   Value producerValue = storedValue(builder, producer, inlineBody(builder, producer.getBody().front(), producerArguments));
   yieldConsumer(builder, consumer, fused, producerValue, body, consumerPositions);
 
+  merged->setLoc(ein::ir::fusedLocation(merged, {consumer, producer}, pass));
   consumer.replaceAllUsesWith(merged.getResult());
   consumer.erase();
   producer.erase();
@@ -211,7 +214,7 @@ std::optional<std::pair<size_t, unsigned>> fusablePartInput(ConcatOp concat) {
 
 // Computes part `part` of `concat` with the producer of its input `index`
 // inlined: the producer writes straight into its slab.
-void fuseIntoPart(ConcatOp concat, size_t part, unsigned index) {
+void fuseIntoPart(ConcatOp concat, size_t part, unsigned index, llvm::StringRef pass) {
   auto producer = concat.partInputs(part)[index].getDefiningOp<ElementwiseOp>();
   OpBuilder builder(concat);
   SmallVector<ProgramInputs> parts;
@@ -239,6 +242,7 @@ void fuseIntoPart(ConcatOp concat, size_t part, unsigned index) {
       partArguments.push_back(i == index ? produced : block->getArgument(position));
     b.create<YieldOp>(concat.getLoc(), inlineBody(b, concat.getParts()[p].front(), partArguments));
   });
+  rebuilt->setLoc(ein::ir::fusedLocation(rebuilt, {concat, producer}, pass));
   concat.replaceAllUsesWith(rebuilt.getResult());
   concat.erase();
   producer.erase();
@@ -274,7 +278,7 @@ std::optional<unsigned> fusableConcatInput(ElementwiseOp consumer) {
 // parts each compute `consumer` over their slab: the element-wise op is
 // distributed over the parts, its other inputs read through views shifted to
 // each slab. `concat` goes once it has no other user.
-void distributeOverParts(ElementwiseOp consumer, ConcatOp concat) {
+void distributeOverParts(ElementwiseOp consumer, ConcatOp concat, llvm::StringRef pass) {
   OpBuilder builder(consumer);
   const int64_t axis = concat.getAxis();
   SmallVector<ProgramInputs> parts;
@@ -298,6 +302,7 @@ void distributeOverParts(ElementwiseOp consumer, ConcatOp concat) {
     Value part = inlinePart(b, concat, p, block, parts[p]);
     yieldConsumer(b, consumer, concat.getResult(), part, block, consumerPositions[p]);
   });
+  rebuilt->setLoc(ein::ir::fusedLocation(rebuilt, {consumer}, pass));
   consumer.replaceAllUsesWith(rebuilt.getResult());
   consumer.erase();
   if (concat->use_empty()) concat.erase();
@@ -311,7 +316,7 @@ struct FuseElementwisePass : ein::impl::FuseElementwiseBase<FuseElementwisePass>
       for (Operation &op : llvm::make_early_inc_range(getOperation().getBody().front())) {
         if (auto concat = dyn_cast<ConcatOp>(op)) {
           if (auto at = fusablePartInput(concat)) {
-            fuseIntoPart(concat, at->first, at->second);
+            fuseIntoPart(concat, at->first, at->second, getArgument());
             changed = true;
             break;
           }
@@ -320,12 +325,12 @@ struct FuseElementwisePass : ein::impl::FuseElementwiseBase<FuseElementwisePass>
         auto consumer = dyn_cast<ElementwiseOp>(op);
         if (!consumer) continue;
         if (auto index = fusableInput(consumer)) {
-          fuse(consumer, consumer.getInputs()[*index].getDefiningOp<ElementwiseOp>());
+          fuse(consumer, consumer.getInputs()[*index].getDefiningOp<ElementwiseOp>(), getArgument());
           changed = true;
           break;
         }
         if (auto index = fusableConcatInput(consumer)) {
-          distributeOverParts(consumer, consumer.getInputs()[*index].getDefiningOp<ConcatOp>());
+          distributeOverParts(consumer, consumer.getInputs()[*index].getDefiningOp<ConcatOp>(), getArgument());
           changed = true;
           break;
         }

@@ -1,6 +1,7 @@
 // Moves element-wise epilogues into the GEMM that produces their input:
 // act(gemm + bias) + residual becomes one kern.gemm.
 #include "compiler/transforms/kern/passes.hpp"
+#include "ir/source_locations.hpp"
 
 namespace ein {
 #define GEN_PASS_DEF_FUSEGEMMEPILOGUE
@@ -239,12 +240,13 @@ struct FuseGemmEpiloguePass : ein::impl::FuseGemmEpilogueBase<FuseGemmEpiloguePa
       }
       OpBuilder builder(elementwise);
       auto fused = builder.create<ein::kern::GemmOp>(
-          elementwise.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBScale(), gemm.getBatchAttr(),
+          gemm.getLoc(), type, gemm.getA(), gemm.getB(), bias, residual, gemm.getBScale(), gemm.getBatchAttr(),
           gemm.getMAttr(),
           gemm.getNAttr(), gemm.getKAttr(), gemm.getAView(), gemm.getBView(), gemm.getCView(),
           biasView.value_or(ein::kern::ViewAttr()), residualView.value_or(ein::kern::ViewAttr()),
           builder.getF32FloatAttr(static_cast<float>(gemm.getAlpha().convertToDouble() * epilogue->scale)),
           ein::kern::ActivationAttr::get(&getContext(), epilogue->activation));
+      fused->setLoc(ein::ir::fusedLocation(fused, {elementwise, gemm}, getArgument()));
       elementwise.replaceAllUsesWith(fused.getResult());
       elementwise.erase();
       gemm.erase();

@@ -1,6 +1,7 @@
 """ein.Model: a loaded artifact, run from NumPy and DLPack arrays."""
 from __future__ import annotations
 
+import json
 import math
 import operator
 import os
@@ -192,6 +193,24 @@ class Model:
         """What the artifact holds, as ``ein-inspect`` prints it: inputs,
         outputs, parameters, memory and one line per kernel step."""
         return self._native.describe()
+
+    def inspect(self) -> Dict[str, Any]:
+        """What the artifact holds as ``ein-inspect --json`` prints it: the
+        dims, inputs, outputs, parameters and states; every tensor with its
+        placement (``storage``, ``offset``, ``bytes``); each step with its
+        sizes, the tensors it reads and writes (``operands``), the source
+        locations of the model ops it computes (``sources``), its block's
+        ``namespace`` and the passes that fused it (``fused_by``)."""
+        return json.loads(self._native.inspect())
+
+    def input_shapes(self, dims: Optional[Mapping[str, int]] = None) -> Dict[str, Tuple[int, ...]]:
+        """Each input's shape when the ranged dims take the values in ``dims``
+        (by name; a dim not given takes its largest value)."""
+        ranges = self.dims
+        _unknown_names(dims or {}, list(ranges), "dim")
+        values = [int((dims or {}).get(name, high)) for name, (_, high) in ranges.items()]
+        shapes = self._native.input_shapes(values)
+        return {info.name: tuple(shape) for info, shape in zip(self.inputs, shapes)}
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the artifact (.einb) to ``path``; ``ein.load`` reads it back."""

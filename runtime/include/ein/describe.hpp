@@ -28,5 +28,9 @@ uint64_t paramsByteSize(const Model &model);
 // The summary ein-inspect prints: header, inputs, outputs, parameters,
 // memory and one line per step, each line ending in '\n'.
 std::string describeModel(const Model &model);
+// The same as one JSON object (ein-inspect --json, Model.inspect() in
+// Python), with every tensor's placement and each step's operands, source
+// locations, namespace and fusing passes besides.
+std::string describeModelJson(const Model &model);
 
 }  // namespace ein

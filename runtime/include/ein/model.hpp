@@ -67,6 +67,25 @@ struct ParamStorage {
   uint64_t offset = 0, bytes = 0;
 };
 
+// One of the program's tensors and where its bytes live (ein-inspect --json,
+// the Model Explorer adapter's memory overlay).
+struct TensorPlacement {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;      // at the dims' maxima
+  std::vector<std::string> dims;   // per axis, its size over the dims ("t + 1"), "" where constant; empty without dims
+  std::string storage;             // "arena", "weights", "input", "output" or "state"
+  uint32_t index = 0;              // the input, output or state number
+  uint64_t offset = 0, bytes = 0;  // into the arena, the weight segment or the state; bytes at the maxima
+};
+
+// A tensor a step reads or writes, by its role in the step's kernel ("a",
+// "b", "c" of a gemm; "input 0" of an element-wise step).
+struct StepOperand {
+  std::string role;
+  uint32_t tensor = 0;  // an index into Model::tensors()
+  bool written = false;
+};
+
 // One step of the program, as ein-inspect shows it.
 struct StepInfo {
   // "gemm", "elementwise", "softmax", "reduce", "gather", "copy", "attention",
@@ -82,6 +101,16 @@ struct StepInfo {
   // Its options: gemm activation, bias, residual, alpha (when not 1); attention mask, scale, causal; layernorm
   // variant, epsilon and optional operands; reduce kind; copy dtype.
   std::map<std::string, std::string> attributes;
+  // The tensors it reads and writes, in the kernel's order.
+  std::vector<StepOperand> operands;
+  // Every source location of the model's ops that this step computes
+  // (attention fused from an einsum, a scale, a mask, a softmax and an einsum
+  // lists each), `location` first; the namespace of the block it came from
+  // ("blocks.3.attn"; "" at the top level); the compiler passes that fused
+  // it, in order. Empty for artifacts of older einc.
+  std::vector<std::string> sources;
+  std::string scope;
+  std::vector<std::string> fusedBy;
 };
 
 // The arithmetic an artifact allows its target (einc --precision): tensors stay
@@ -143,6 +172,9 @@ class Model {
   // For a model with dims: the steps at the dims' maxima (empty when the
   // steps do not verify there, e.g. a check excludes the maxima).
   const std::vector<StepInfo> &steps() const;
+  // Every tensor of the program (what StepOperand::tensor indexes), at the
+  // dims' maxima like the steps.
+  const std::vector<TensorPlacement> &tensors() const;
   // Planned for the dims' maxima: the arena serves every run.
   uint64_t arenaBytes() const;
   uint64_t weightsBytes() const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
 namespace ein {
 namespace {
@@ -39,7 +40,97 @@ std::string stepCounts(const std::vector<StepInfo> &steps) {
   return text;
 }
 
+// " (with 28:9, 29:13)": the other source locations fused into a step, by
+// line and column where they are in the step's own file.
+std::string fusedSources(const StepInfo &step) {
+  if (step.sources.size() < 2) return "";
+  const size_t fileEnd = step.location.find(':');
+  const std::string file = fileEnd == std::string::npos ? "" : step.location.substr(0, fileEnd + 1);
+  std::string text;
+  for (size_t i = 1; i < step.sources.size(); ++i) {
+    const std::string &source = step.sources[i];
+    const bool sameFile = !file.empty() && source.compare(0, file.size(), file) == 0;
+    text += (i == 1 ? " (with " : ", ") + (sameFile ? source.substr(file.size()) : source);
+  }
+  return text + ")";
+}
+
+nlohmann::json tensorJson(const TensorInfo &info) {
+  nlohmann::json out{{"name", info.name}, {"dtype", dtypeName(info.dtype)}, {"shape", info.shape}};
+  if (!info.dims.empty()) out["dims"] = info.dims;
+  return out;
+}
+
+nlohmann::json stepJson(const StepInfo &step) {
+  nlohmann::json item{{"op", step.op}, {"location", step.location}};
+  for (const auto &[key, value] : step.shapes) item[key] = value;
+  for (const auto &[key, value] : step.sizes) item[key] = value;
+  for (const auto &[key, value] : step.attributes) item[key] = value;
+  item["sources"] = step.sources;
+  item["namespace"] = step.scope;
+  item["fused_by"] = step.fusedBy;
+  item["operands"] = nlohmann::json::array();
+  for (const StepOperand &operand : step.operands)
+    item["operands"].push_back({{"role", operand.role}, {"tensor", operand.tensor}, {"written", operand.written}});
+  return item;
+}
+
 }  // namespace
+
+std::string describeModelJson(const Model &model) {
+  nlohmann::json out;
+  out["format_version"] = model.formatVersion();
+  out["target"] = deviceName(model.target());
+  out["precision"] = precisionName(model.precision());
+  out["producer"] = model.producer();
+  out["source"] = model.source();
+  out["dims"] = nlohmann::json::array();
+  for (const DimInfo &dim : model.dims()) out["dims"].push_back({{"name", dim.name}, {"min", dim.min}, {"max", dim.max}});
+  out["fixed_dims"] = nlohmann::json::array();
+  for (const FixedDimInfo &dim : model.fixedDims())
+    out["fixed_dims"].push_back({{"name", dim.name}, {"value", dim.value}, {"declared_at", dim.declaredAt}});
+  out["inputs"] = nlohmann::json::array();
+  for (const TensorInfo &input : model.inputs()) {
+    nlohmann::json item = tensorJson(input);
+    if (input.upperBound > 0) item["upper_bound"] = input.upperBound;
+    out["inputs"].push_back(item);
+  }
+  out["outputs"] = nlohmann::json::array();
+  for (const TensorInfo &output : model.outputs()) out["outputs"].push_back(tensorJson(output));
+  nlohmann::json params = nlohmann::json::array();
+  for (size_t i = 0; i < model.params().size(); ++i) {
+    nlohmann::json item = tensorJson(model.params()[i]);
+    const ParamStorage &stored = model.paramStorage()[i];
+    item["stored"] = {{"dtype", dtypeName(stored.dtype)}, {"shape", stored.shape}, {"folded", stored.folded},
+                      {"offset", stored.offset}, {"bytes", stored.bytes}};
+    params.push_back(std::move(item));
+  }
+  out["params"] = {{"count", model.params().size()}, {"bytes", paramsByteSize(model)}, {"tensors", params}};
+  nlohmann::json states = nlohmann::json::array();
+  for (const TensorInfo &state : model.states()) states.push_back(tensorJson(state));
+  out["states"] = states;
+  if (model.positionDim() >= 0) out["position"] = model.dims()[static_cast<size_t>(model.positionDim())].name;
+  if (model.sequenceTokensDim() >= 0)
+    out["sequence_tokens"] = model.dims()[static_cast<size_t>(model.sequenceTokensDim())].name;
+  else if (!model.oneSequenceReason().empty())
+    out["one_sequence"] = model.oneSequenceReason();
+  out["arena_bytes"] = model.arenaBytes();
+  // With dims, the arena (and the steps' and tensors' sizes) are those at the dims' maxima.
+  out["sizes_at"] = model.dims().empty() ? "fixed" : "dims' maxima";
+  out["weights_bytes"] = model.weightsBytes();
+  out["tensors"] = nlohmann::json::array();
+  for (const TensorPlacement &tensor : model.tensors()) {
+    nlohmann::json item{{"dtype", dtypeName(tensor.dtype)}, {"shape", tensor.shape}, {"storage", tensor.storage},
+                        {"offset", tensor.offset}, {"bytes", tensor.bytes}};
+    if (!tensor.dims.empty()) item["dims"] = tensor.dims;
+    if (tensor.storage == "input" || tensor.storage == "output" || tensor.storage == "state") item["index"] = tensor.index;
+    out["tensors"].push_back(std::move(item));
+  }
+  out["steps"] = nlohmann::json::array();
+  for (const StepInfo &step : model.steps()) out["steps"].push_back(stepJson(step));
+  // Artifacts are untrusted: a name that is not UTF-8 is shown with U+FFFD, not an exception.
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string shapeText(std::span<const int64_t> shape) {
   return fmt::format("[{}]", fmt::join(shape.begin(), shape.end(), ", "));
@@ -116,8 +207,8 @@ std::string describeModel(const Model &model) {
                         stepCounts(model.steps()));
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const StepInfo &step = model.steps()[i];
-    text += fmt::format("  {:4} {:<12}{}{}{}\n", i, step.op, stepDetails(step), step.location.empty() ? "" : "  at ",
-                        step.location);
+    text += fmt::format("  {:4} {:<12}{}{}{}{}\n", i, step.op, stepDetails(step), step.location.empty() ? "" : "  at ",
+                        step.location, fusedSources(step));
   }
   return text;
 }

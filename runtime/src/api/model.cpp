@@ -141,6 +141,7 @@ int Model::positionDim() const { return program_->positionDim; }
 int Model::sequenceTokensDim() const { return program_->sequenceTokensDim; }
 const std::string &Model::oneSequenceReason() const { return program_->oneSequence; }
 const std::vector<StepInfo> &Model::steps() const { return program_->stepInfos; }
+const std::vector<TensorPlacement> &Model::tensors() const { return program_->tensorPlacements; }
 uint64_t Model::arenaBytes() const { return program_->arenaBytes; }
 uint64_t Model::weightsBytes() const { return program_->weightsBytes; }
 std::span<const std::byte> Model::artifactBytes() const { return program_->artifact; }

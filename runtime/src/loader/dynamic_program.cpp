@@ -102,6 +102,14 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   EIN_RETURN_IF_ERROR(dynamic->decodeStepsAtMaxima(stepsProbe));
   base.packed = std::move(stepsProbe.program->packed);
   base.stepInfos = std::move(stepsProbe.program->stepInfos);
+  base.tensorPlacements = std::move(stepsProbe.program->tensorPlacements);
+  for (size_t i = 0; i < base.tensorPlacements.size(); ++i) {
+    TensorPlacement &placement = base.tensorPlacements[i];
+    const std::vector<int64_t> fields = shapeFields(model, static_cast<uint32_t>(i));
+    placement.dims.assign(fields.size(), "");
+    for (size_t axis = 0; axis < fields.size() && axis < placement.shape.size(); ++axis)
+      if (dynamic->sizes_.dependsOnDims(fields[axis])) placement.dims[axis] = dynamic->sizes_.text(fields[axis]);
+  }
   return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
 }
 

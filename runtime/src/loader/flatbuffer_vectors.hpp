@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ein/schema/ein_artifact_generated.h"
@@ -39,6 +40,15 @@ inline std::vector<int64_t> readSizes(const flatbuffers::Vector<const schema::Si
   std::vector<int64_t> result(sizes->size());
   if (!result.empty()) std::memcpy(result.data(), sizes->Data(), result.size() * sizeof(int64_t));
   for (int64_t &value : result) value = flatbuffers::EndianScalar(value);
+  return result;
+}
+
+// A [string] field's strings (the verifier has checked each); absent: none.
+inline std::vector<std::string> readStrings(const flatbuffers::Vector<flatbuffers::Offset<flatbuffers::String>> *strings) {
+  std::vector<std::string> result;
+  if (!strings) return result;
+  result.reserve(strings->size());
+  for (const flatbuffers::String *text : *strings) result.push_back(text ? text->str() : std::string());
   return result;
 }
 

@@ -248,6 +248,13 @@ Status checkStateJustified(const Program &program) {
   return Status();
 }
 
+TensorPlacement placementOf(const Tensor &tensor) {
+  static constexpr const char *kStorageNames[] = {"arena", "weights", "input", "output", "state"};
+  return TensorPlacement{tensor.dtype,  tensor.shape.vector(), {},
+                         kStorageNames[static_cast<size_t>(tensor.storage)],
+                         tensor.index,  tensor.offset,         tensor.byteSize};
+}
+
 }  // namespace
 
 Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaClaim arena, Program &program) {
@@ -259,6 +266,7 @@ Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaCla
         decodeTensor(*model.tensors()->Get(static_cast<flatbuffers::uoffset_t>(id)), program, bound, sizes);
     if (!tensor.ok()) return invalid(fmt::format("tensor {}: {}", id, tensor.status().message()));
     program.tensors.push_back(std::move(tensor).value());
+    program.tensorPlacements.push_back(placementOf(program.tensors.back()));
   }
   if (arena == ArenaClaim::JustifiedByTheseSizes) EIN_RETURN_IF_ERROR(checkArenaJustified(program));
   EIN_RETURN_IF_ERROR(checkStateJustified(program));

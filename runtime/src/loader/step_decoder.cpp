@@ -85,6 +85,7 @@ class StepChecker {
     if (out.tensor >= program_.tensors.size())
       return invalid(fmt::format("view {} names tensor {}, but there are {} tensors", name, out.tensor,
                                  program_.tensors.size()));
+    operands_.push_back(StepOperand{name, out.tensor, false});
     // Two i4 elements share a byte, which only the int4 gemm's packing reads
     // (decodeGemm): no other view may address one.
     if (program_.tensors[out.tensor].dtype == DType::I4 && std::string_view(name) != "b")
@@ -162,8 +163,13 @@ class StepChecker {
     if (space.product() > tensor.numElements)
       return invalid(fmt::format("view {} writes {} elements ({}) into tensor {}, which has {}", name, space.product(),
                                  dimsText(space), view.tensor, tensor.numElements));
+    for (StepOperand &operand : operands_)
+      if (operand.role == name) operand.written = true;
     return Status();
   }
+
+  // The views decoded so far, by role, and whether the step writes them.
+  std::vector<StepOperand> takeOperands() const { return std::move(operands_); }
 
   // A step reads `count` elements through an input view that, in a sound
   // artifact, does not repeat them (a reduction's length, gather's ids), so
@@ -180,6 +186,7 @@ class StepChecker {
  private:
   const Program &program_;
   const SizeResolver &resolve_;  // reads every (size) field
+  mutable std::vector<StepOperand> operands_;  // what ein-inspect lists; checking a view is otherwise pure
 };
 
 // The checks across fields of each step, after the generated decoding of its
@@ -421,6 +428,11 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   StepChecker check(program, sizes);
   StatusOr<Kernel> kernel = decodeKernel(step, check, info);
   if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
+  info.operands = check.takeOperands();
+  info.sources = readStrings(step.sources());
+  if (info.sources.empty() && !info.location.empty()) info.sources.push_back(info.location);
+  info.scope = step.scope() ? step.scope()->str() : "";
+  info.fusedBy = readStrings(step.fused_by());
   out = Step{std::move(kernel).value(), std::move(label), step.per_sequence()};
   return Status();
 }

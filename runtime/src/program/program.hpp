@@ -175,6 +175,7 @@ struct Program {
   std::vector<uint32_t> inputTensors, outputTensors, stateTensors;  // tensor of each input, output, state
   std::vector<Step> steps;
   std::vector<StepInfo> stepInfos;
+  std::vector<TensorPlacement> tensorPlacements;  // one per tensor, as Model::tensors() shows them
   std::vector<PackedMatrix> packed;  // filled after verification, shared by all sessions
   // The dims' values this program was instantiated at (a model with dims);
   // empty for a static model's program. Its gemms' packedB index the

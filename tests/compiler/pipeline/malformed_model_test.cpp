@@ -51,7 +51,7 @@ class Compiler {
     mlir::ScopedDiagnosticHandler handler(context.get(), [&](mlir::Diagnostic &diagnostic) {
       std::string message = diagnostic.str();
       errors += message + "\n";
-      if (auto file = mlir::dyn_cast<mlir::FileLineColLoc>(diagnostic.getLocation()))
+      if (auto file = diagnostic.getLocation()->findInstanceOf<mlir::FileLineColLoc>())
         located |= file.getFilename() == "model.ein" && file.getLine() > 0;
       for (const char *dialect : {"'ein.", "'kern.", "'func.", "'builtin."})
         internal |= message.rfind(dialect, 0) == 0;
