@@ -409,6 +409,15 @@ void bindModel(nb::module_ &module) {
       .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
            nb::arg("threads"), nb::arg("max_sequences"));
+  module.def(
+      "inspect_artifact",
+      [](const std::string &path) {
+        // Read, not run: the weights stay as stored (no packed copy).
+        auto model = Model::load(path, {.prepackWeights = false});
+        if (!model.ok()) throwStatus(model.status());
+        return describeModelJson(*model.value());
+      },
+      nb::arg("path"), "What ein-inspect --json prints for the artifact at path.");
   module.def("default_thread_count", &defaultThreads,
              "The kernel threads a model gets when threads is not given: the runtime's default.");
   module.def("parse_device", [](const std::string &text) -> std::optional<std::string> {

@@ -27,7 +27,7 @@ def attend(x, p) {
   v = x @ p.wv
   s = einsum("i c, j c -> i j", q, k)
   s = s * 0.35
-  s = s + where(arange(t)[:, None] >= arange(t)[None, :], 0.0, -inf)
+  s = where(rearrange(arange(t), "i -> i 1") >= rearrange(arange(t), "j -> 1 j"), s, -inf)
   m = max(s, axis=-1, keepdim=true)
   e = exp(s - m)
   a = e / sum(e, axis=-1, keepdim=true)

@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
   app.add_flag("--json", json, "print one JSON object instead of a summary");
   CLI11_PARSE(app, argc, argv);
 
-  auto model = ein::Model::load(path);
+  auto model = ein::Model::load(path, {.prepackWeights = false});
   if (!model.ok()) return ein::tools::fail("ein-inspect", model.status().message());
   if (json) std::printf("%s\n", ein::describeModelJson(*model.value()).c_str());
   else std::fputs(ein::describeModel(*model.value()).c_str(), stdout);

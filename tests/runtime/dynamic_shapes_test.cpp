@@ -87,6 +87,29 @@ TEST(DynamicShapes, EveryKernelMatchesItsStaticTwinAtEachShape) {
   }
 }
 
+// A model loaded only to be read (ein-inspect) packs no weights, yet runs,
+// its GEMMs reading the weights as stored, to the same outputs.
+TEST(DynamicShapes, AModelLoadedWithoutPackedWeightsRunsTheSame) {
+  const std::string path = temporaryDirectory("unpacked") + "/every_kernel.einb";
+  writeFile(path, dynamicEveryKernelArtifact());
+  auto packed = Model::load(path);
+  auto unpacked = Model::load(path, {.prepackWeights = false});
+  ASSERT_TRUE(packed.ok() && unpacked.ok()) << unpacked.status().toString();
+  EXPECT_FALSE(packed.value()->program().packed.empty());
+  EXPECT_TRUE(unpacked.value()->program().packed.empty());
+  auto a = Session::create(packed.value(), {.threads = 2});
+  auto b = Session::create(unpacked.value(), {.threads = 2});
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (auto [batch, t] : std::vector<std::pair<int64_t, int64_t>>{{2, 3}, {3, 6}}) {
+    EveryKernelInputs inputs(batch, t, 7);
+    ASSERT_TRUE(inputs.setOn(*a.value()).ok());
+    ASSERT_TRUE(inputs.setOn(*b.value()).ok());
+    ASSERT_TRUE(a.value()->run().ok());
+    ASSERT_TRUE(b.value()->run().ok());
+    expectSameOutputs(*a.value(), *b.value(), "unpacked at t = " + std::to_string(t));
+  }
+}
+
 TEST(DynamicShapes, ModelShowsItsDimsAndTheShapesAsExpressions) {
   auto model = load(dynamicDoublingArtifact());
   ASSERT_TRUE(model);
@@ -104,6 +127,18 @@ TEST(DynamicShapes, ModelShowsItsDimsAndTheShapesAsExpressions) {
   // The steps at the maxima (t = 8), where the steps verify though the check excludes it.
   ASSERT_EQ(model->steps().size(), 2u);
   EXPECT_EQ(model->steps()[0].shapes.at("shape"), (std::vector<int64_t>{8, 3}));
+  // The tensors too, at the maxima, each dynamic axis by its expression.
+  int inputsSeen = 0;
+  for (const TensorPlacement &tensor : model->tensors()) {
+    if (tensor.storage != "input") continue;
+    ++inputsSeen;
+    if (tensor.index == 0) {
+      EXPECT_EQ(tensor.shape, (std::vector<int64_t>{8, 3}));
+      EXPECT_EQ(tensor.dims, (std::vector<std::string>{"t", ""}));
+    }
+    if (tensor.index == 2) EXPECT_EQ(tensor.dims, (std::vector<std::string>{"t + 1"}));
+  }
+  EXPECT_EQ(inputsSeen, 3);
 
   std::vector<std::vector<int64_t>> inputs = {{4, 3}, {4, 3}, {5}};
   auto outputs = model->outputShapes(inputs);

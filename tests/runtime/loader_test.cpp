@@ -100,6 +100,22 @@ TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
   EXPECT_EQ(m.steps()[0].attributes.at("epilogue").rfind("relu(A·B", 0), 0u) << m.steps()[0].attributes.at("epilogue");
   EXPECT_EQ(m.steps()[1].op, "softmax");
   EXPECT_EQ(m.steps()[1].shapes.at("shape"), (std::vector<int64_t>{2, 4}));
+  // What each step reads and writes, by role, and where those tensors live.
+  ASSERT_EQ(m.steps()[1].operands.size(), 2u);
+  EXPECT_EQ(m.steps()[1].operands[0].role, "x");
+  EXPECT_FALSE(m.steps()[1].operands[0].written);
+  EXPECT_EQ(m.steps()[1].operands[1].role, "y");
+  EXPECT_TRUE(m.steps()[1].operands[1].written);
+  for (const StepInfo &step : m.steps())
+    for (const StepOperand &operand : step.operands) EXPECT_LT(operand.tensor, m.tensors().size());
+  const TensorPlacement &input = m.tensors()[m.steps()[0].operands[0].tensor];
+  EXPECT_EQ(input.storage, "input");
+  EXPECT_EQ(input.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(m.tensors()[m.steps()[1].operands[1].tensor].storage, "output");
+  // An artifact without the fields tools read lists the step's location alone.
+  EXPECT_EQ(m.steps()[0].sources, (std::vector<std::string>{"model.ein:12:5"}));
+  EXPECT_EQ(m.steps()[0].scope, "");
+  EXPECT_TRUE(m.steps()[0].fusedBy.empty());
 }
 
 TEST(Loader, LoadsFromAFileAndReportsMissingOnes) {

@@ -2,7 +2,7 @@
 
     python -m ein.explore model.einb                    # or model.ein [--weights w.safetensors]
     python -m ein.explore model.einb --profile --dims t=128   # time per step, at these dims
-    python -m ein.explore ir/                           # einc --dump-ir's folder: the IR after each pass
+    python -m ein.explore ir/                           # einc --dump-ir's folder (or one of its files): the IR after each pass
     python -m ein.explore model.einb --json graph.json  # the graph and overlays as JSON, no viewer
 
 The viewer shows one node per kernel step; its overlays (node data) colour the
@@ -17,6 +17,7 @@ import tempfile
 
 from ._errors import Error
 from .explorer import convert_ir_dump, convert_model, profile_model
+from .explorer._convert import ir_dump_files
 
 
 def _dims(text):
@@ -43,9 +44,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if os.path.isdir(args.model):
-            converted = {"graph_collection": convert_ir_dump(args.model), "node_data": {}}
-            artifact = args.model
+        if os.path.isdir(args.model) or args.model.endswith(".mlir"):
+            collection = convert_ir_dump(args.model)
+            converted = {"graph_collection": collection, "node_data": collection.pop("node_data")}
+            # The viewer opens files by their extension: the folder by its first dump.
+            artifact = ir_dump_files(args.model)[0]
         else:
             artifact = args.model
             if args.model.endswith(".ein"):
@@ -72,9 +75,10 @@ def main(argv=None) -> int:
               "--json FILE writes the graph without it", file=sys.stderr)
         return 1
     config = model_explorer.config().add_model_from_path(os.path.abspath(artifact), adapterId="ein")
-    graph_id = converted.get("graph", {}).get("id")
     for name, data in converted["node_data"].items():
-        config.add_node_data(name, json.dumps({graph_id: data}))
+        # A model's overlays are its one graph's; an IR dump's are by graph already.
+        by_graph = {converted["graph"]["id"]: data} if "graph" in converted else data
+        config.add_node_data(name, json.dumps(by_graph))
     model_explorer.visualize_from_config(config, host=args.host, port=args.port, extensions=["ein.explorer"],
                                          no_open_in_browser=args.no_browser)
     return 0

@@ -128,11 +128,20 @@ struct Program;
 class DynamicProgram;
 }  // namespace detail
 
+// How Model::load prepares a model.
+struct LoadOptions {
+  // Pack the GEMM weights for this CPU's kernels once, at load (a copy of
+  // them: what fast runs want). Off for tools that only read the artifact
+  // (ein-inspect): the model still runs, its GEMMs reading the weights as
+  // stored.
+  bool prepackWeights = true;
+};
+
 class Model {
  public:
   // Maps the artifact at `path` read-only and verifies it; the mapping lives
   // as long as the model (and every session made from it).
-  static StatusOr<std::shared_ptr<const Model>> load(const std::string &path);
+  static StatusOr<std::shared_ptr<const Model>> load(const std::string &path, const LoadOptions &options = {});
   // Copies `size` bytes of an artifact into the model and verifies them.
   // `name` stands for the file in messages.
   static StatusOr<std::shared_ptr<const Model>> loadFromMemory(const void *data, size_t size,

@@ -20,7 +20,8 @@ struct Decoded {
   std::unique_ptr<const detail::DynamicProgram> dynamic;  // null without dims
 };
 
-StatusOr<Decoded> decode(const detail::Framing &framing, detail::ArtifactBytes bytes, const std::string &name) {
+StatusOr<Decoded> decode(const detail::Framing &framing, detail::ArtifactBytes bytes, const std::string &name,
+                         const LoadOptions &options) {
   const schema::Model &model = *framing.model;
   StatusOr<std::unique_ptr<detail::Program>> program = detail::decodeFixedParts(framing, std::move(bytes), name);
   if (!program.ok()) return program.status();
@@ -28,17 +29,18 @@ StatusOr<Decoded> decode(const detail::Framing &framing, detail::ArtifactBytes b
   if (!sizes.ok()) return sizes.status();
   // Every model loads as one with dims; one without has no DynamicProgram.
   StatusOr<std::unique_ptr<const detail::DynamicProgram>> dynamic =
-      detail::DynamicProgram::load(model, std::move(sizes).value(), *program.value());
+      detail::DynamicProgram::load(model, std::move(sizes).value(), *program.value(), options.prepackWeights);
   if (!dynamic.ok()) return dynamic.status();
   return Decoded{std::move(program).value(), std::move(dynamic).value()};
 }
 
 // Frames, verifies and decodes; errors name the artifact.
-StatusOr<Decoded> verifyAndDecode(StatusOr<detail::ArtifactBytes> bytes, const std::string &name) {
+StatusOr<Decoded> verifyAndDecode(StatusOr<detail::ArtifactBytes> bytes, const std::string &name,
+                                  const LoadOptions &options = {}) {
   if (!bytes.ok()) return bytes.status();  // already names the file
   StatusOr<detail::Framing> framing = detail::verifyFraming(bytes->data, bytes->size);
   if (!framing.ok()) return Status(framing.status().code(), name + ": " + framing.status().message());
-  StatusOr<Decoded> decoded = decode(framing.value(), std::move(bytes).value(), name);
+  StatusOr<Decoded> decoded = decode(framing.value(), std::move(bytes).value(), name, options);
   if (!decoded.ok()) return Status(decoded.status().code(), name + ": " + decoded.status().message());
   return decoded;
 }
@@ -64,8 +66,8 @@ Model::Model(std::unique_ptr<const detail::Program> program, std::unique_ptr<con
     : program_(std::move(program)), dynamic_(std::move(dynamic)) {}
 Model::~Model() = default;
 
-StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path) {
-  StatusOr<Decoded> decoded = verifyAndDecode(detail::mapFileReadOnly(path), path);
+StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path, const LoadOptions &options) {
+  StatusOr<Decoded> decoded = verifyAndDecode(detail::mapFileReadOnly(path), path, options);
   if (!decoded.ok()) return decoded.status();
   return std::shared_ptr<const Model>(new Model(std::move(decoded->program), std::move(decoded->dynamic)));
 }

@@ -3,7 +3,7 @@
 // and source location; EIN_PROFILE=FILE.json: per step, the median, least
 // and total of its times over the executor's runs, written to FILE as JSON
 // when the executor ends (what the Model Explorer overlay reads; with
-// several sessions, the last to end writes). A development aid shared by
+// several sessions, the last to end that ran writes). A development aid shared by
 // the backends (header-only: the CUDA backend links nothing of the
 // runtime's); off, it costs a branch.
 #pragma once
@@ -29,7 +29,7 @@ class StepProfile {
 
   ~StepProfile() {
     if (!jsonPath_.empty()) {
-      writeJson();
+      if (!runs_.empty()) writeJson();  // an executor that ran nothing leaves another's profile alone
       return;
     }
     for (const auto &[key, time] : times_)

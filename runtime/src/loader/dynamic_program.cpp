@@ -58,12 +58,13 @@ void showDims(const SizeProgram &sizes, const std::vector<std::vector<int64_t>> 
 }  // namespace
 
 StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::Model &model, SizeProgram sizes,
-                                                                     Program &base) {
+                                                                     Program &base, bool prepackWeights) {
   // Size references exist only where there are expressions (a model without
   // them has plain sizes, which the decoder bounds).
   if (sizes.dynamic() || sizes.expressionCount() > 0)
     EIN_RETURN_IF_ERROR(checkSizeReferences(model, sizes.expressionCount()));
   std::unique_ptr<DynamicProgram> dynamic(new DynamicProgram(model, std::move(sizes), base));
+  dynamic->prepackWeights_ = prepackWeights;
   StatusOr<MaximaProbe> probe = dynamic->decodeAtMaxima();
   if (!probe.ok()) return probe.status();
   Program &atMaxima = *probe->program;
@@ -186,7 +187,7 @@ Status DynamicProgram::decodeStepsAtMaxima(MaximaProbe &probe) {
   std::vector<bool> fixedWeights(stepCount);
   for (size_t s = 0; s < stepCount; ++s)
     fixedWeights[s] = weightOperandIsFixed(*model_.steps()->Get(static_cast<flatbuffers::uoffset_t>(s)), sizes_);
-  prepareWeightsForTarget(*probe.program, &fixedWeights);
+  if (prepackWeights_) prepareWeightsForTarget(*probe.program, &fixedWeights);
   for (size_t s = 0; s < stepCount; ++s)
     if (const auto *gemm = std::get_if<Gemm>(&probe.program->steps[s].kernel)) packedByStep_[s] = gemm->packedB;
   return Status();

@@ -36,8 +36,9 @@ class DynamicProgram {
   // maxima. `model` and `base` must outlive the result. A model without dims
   // is one whose maxima are its only sizes: `base` becomes the program
   // decoded and verified there, ready to run, and the result is null.
+  // Without `prepackWeights` nothing is packed (the GEMMs read b as stored).
   static StatusOr<std::unique_ptr<const DynamicProgram>> load(const schema::Model &model, SizeProgram sizes,
-                                                              Program &base);
+                                                              Program &base, bool prepackWeights = true);
 
   const SizeProgram &sizes() const { return sizes_; }
 
@@ -96,6 +97,7 @@ class DynamicProgram {
 
   const schema::Model &model_;
   SizeProgram sizes_;
+  bool prepackWeights_ = true;
   const Program &base_;
   std::vector<std::vector<int64_t>> inputFields_, outputFields_;
   std::vector<AxisOfInput> dimSources_;  // per dim: the first input axis that is exactly it

@@ -4,23 +4,25 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from .. import _ein
 from .._compile import compile as _compile
-from .._model import Model, load
-from ._graph import explorer_graph
+from ._graph import _node_data, explorer_graph
 
 
-def _model_of(path: str, weights: Any = None) -> Model:
-    """The artifact at ``path``, or the ``.ein`` model there compiled (with
-    ``weights``, else random ones: the graph does not depend on them)."""
+def _inspect(path: str, weights: Any = None) -> Dict[str, Any]:
+    """``Model.inspect()`` of the artifact at ``path`` (read without preparing
+    it to run: a 1B model's weights are not copied), or of the ``.ein`` model
+    there compiled (with ``weights``, else random ones: the graph does not
+    depend on them)."""
     if path.endswith(".ein"):
-        return _compile(path, weights, random_weights=None if weights is not None else 0)
-    return load(path)
+        return _compile(path, weights, random_weights=None if weights is not None else 0).inspect()
+    return json.loads(_ein.inspect_artifact(os.fspath(path)))
 
 
 def profile_model(artifact: str, *, runs: int = 10, dims: Optional[Mapping[str, int]] = None,
@@ -44,23 +46,43 @@ def profile_model(artifact: str, *, runs: int = 10, dims: Optional[Mapping[str, 
 def convert_model(path: str, *, weights: Any = None, profile: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """``explorer_graph`` of the artifact (or ``.ein`` model) at ``path``; the
     model's source lines are looked up beside it and from the working folder."""
-    model = _model_of(path, weights)
     graph_id = os.path.basename(path)
-    return explorer_graph(model.inspect(), graph_id=graph_id, profile=profile,
+    return explorer_graph(_inspect(path, weights), graph_id=graph_id, profile=profile,
                           source_dirs=[os.path.dirname(os.path.abspath(path)), os.getcwd()])
 
 
-def convert_ir_dump(folder: str) -> Dict[str, Any]:
-    """The IR after each pass, as ``einc --dump-ir FOLDER`` wrote it: one graph
-    per ``NN-pass.mlir`` file, in pass order, each op a node that keeps its
-    source locations (so a fused op traces back to the model's lines)."""
+def ir_dump_files(path: str) -> List[str]:
+    """The dumps of ``einc --dump-ir`` in pass order: those of the folder
+    ``path``, or of the folder of ``path``, one of them; another ``.mlir``
+    file alone."""
+    if os.path.isdir(path):
+        folder = path
+    elif re.fullmatch(r"[0-9][0-9]-.*\.mlir", os.path.basename(path)):
+        folder = os.path.dirname(os.path.abspath(path))
+    else:
+        return [path]
     files = sorted(glob.glob(os.path.join(folder, "[0-9][0-9]-*.mlir")))
     if not files:
-        raise ValueError(f"{folder} holds no IR dumps (NN-pass.mlir files, as einc --dump-ir writes)")
+        raise ValueError(f"{path} holds no IR dumps (NN-pass.mlir files, as einc --dump-ir writes)")
+    return files
+
+
+def convert_ir_dump(path: str) -> Dict[str, Any]:
+    """The IR after each pass, as ``einc --dump-ir FOLDER`` wrote it (``path``
+    is the folder or one of its files; another ``.mlir`` file is one graph):
+    one graph per ``NN-pass.mlir`` file, in pass order, each op a node that
+    keeps its source locations (so a fused op traces back to the model's lines)."""
+    files = ir_dump_files(path)
+    folder = os.path.dirname(os.path.abspath(files[0]))
     graphs = []
+    fused: Dict[str, Any] = {}
     for path in files:
         with open(path, encoding="utf-8") as handle:
             graph = json.loads(_ein.ir_graph(handle.read(), os.path.basename(path)))
         graph["id"] = os.path.splitext(os.path.basename(path))[0]
         graphs.append(graph)
-    return {"label": os.path.basename(os.path.normpath(folder)), "graphs": graphs}
+        # How many of the model's ops each op stands for: fusion made visible pass by pass.
+        counts = {node["id"]: sum(1 for a in node["attrs"] if a["key"].startswith("source "))
+                  for node in graph["nodes"]}
+        fused[graph["id"]] = _node_data("model ops", {node: count for node, count in counts.items() if count})
+    return {"label": os.path.basename(folder), "graphs": graphs, "node_data": {"model ops": fused}}

@@ -178,11 +178,11 @@ def explorer_graph(info: Dict[str, Any], *, graph_id: str = "ein", profile: Opti
         for key, value in step.items():
             if key not in skip:
                 attrs.append(_kv(key, value))
-        if step["location"]:
-            attrs.append(_kv("location", step["location"]))
+        # "model.ein:25:7  s = einsum(...)": the file by its name, the line's text where found.
         for number, source in enumerate(step["sources"]):
             text = lines.line(source)
-            attrs.append(_kv(f"source {number}", f"{source}  {text}" if text else source))
+            shown = os.path.basename(source)
+            attrs.append(_kv(f"source {number}", f"{shown}  {text}" if text else shown))
         if step["fused_by"]:
             attrs.append(_kv("fused_by", ", ".join(step["fused_by"])))
         if step["namespace"]:

@@ -1,8 +1,9 @@
 """The Model Explorer adapter extension: ``model-explorer MODEL --extensions=ein.explorer``.
 
 Opens compiled models (``.einb``), ``.ein`` models (compiled here with random
-weights: the graph does not depend on them) and folders of IR dumps
-(``einc --dump-ir``: one graph per pass). Needs ``ai-edge-model-explorer``.
+weights: the graph does not depend on them) and IR dumps (``einc --dump-ir``'s
+folder, or one of its ``NN-pass.mlir`` files: one graph per pass). Needs
+``ai-edge-model-explorer``.
 """
 import os
 from typing import Dict
@@ -26,11 +27,11 @@ class EinAdapter(Adapter):
         description="ein models: compiled artifacts (.einb, one node per kernel step), .ein files and "
                     "einc --dump-ir folders (the IR after each pass)",
         source_repo="",
-        fileExts=["einb", "ein"],
+        fileExts=["einb", "ein", "mlir"],
     )
 
     def convert(self, model_path: str, settings: Dict) -> ModelExplorerGraphs:
-        if os.path.isdir(model_path):
+        if os.path.isdir(model_path) or model_path.endswith(".mlir"):
             collection = convert_ir_dump(model_path)
             return {"graphCollections": [graph_builder.GraphCollection(
                 label=collection["label"], graphs=[_graph(g) for g in collection["graphs"]])]}
