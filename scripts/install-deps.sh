@@ -19,6 +19,9 @@ compiler_packages+=(python3-venv python3-dev)
 # clang 19 with its sanitizer and libFuzzer runtimes: the ASan+UBSan test
 # configuration and the fuzz targets (scripts/test.sh, scripts/fuzz.sh).
 compiler_packages+=(clang-19 libclang-rt-19-dev)
+# Headless Chromium: the check that Model Explorer draws ein.explorer's graph
+# (scripts/explorer-screenshot.sh, run by python/tests/test_explorer.py).
+compiler_packages+=(chromium)
 
 packages=("${runtime_packages[@]}")
 if [[ "${1:-}" != "--runtime" ]]; then

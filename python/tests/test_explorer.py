@@ -2,6 +2,7 @@
 IR after each pass, and the viewer serving them (issue 40)."""
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 import ein
 from ein.explorer import convert_ir_dump, convert_model, explorer_graph, profile_model
-from conftest import CONFORMANCE_CASES, EXAMPLES, conformance_case_names
+from conftest import CONFORMANCE_CASES, EXAMPLES, REPO, conformance_case_names
 
 # Attention written out by hand in a block: each line one op the fused step replaces.
 HAND_ATTENTION = """\
@@ -189,6 +190,25 @@ def test_explore_command_writes_the_graph(tmp_path):
     assert done.returncode == 0, done.stderr
     converted = json.loads(out.read_text())
     assert converted["graph"]["nodes"] and "time (ms)" in converted["node_data"]
+
+
+def test_viewer_draws_the_graph_in_chromium(tmp_path):
+    """The page Model Explorer serves draws the ViT example with ein's overlays
+    (scripts/explorer-screenshot.sh: headless Chromium, the picture checked
+    for the overlays' colours). Without chromium it skips, except under CI."""
+    if not shutil.which("chromium"):
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing (scripts/install-deps.sh installs it)")
+        pytest.skip("needs chromium")
+    pytest.importorskip("model_explorer")
+    artifact = tmp_path / "vit.einb"
+    ein.compile(EXAMPLES / "vit_small_patch16_224.ein", random_weights=1).save(artifact)
+    picture = tmp_path / "vit.png"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "explorer-screenshot.sh"), str(artifact), str(picture)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, EIN_PYTHON_BIN=sys.executable, EIN_SCREENSHOT_WAIT="15"))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert "drawn" in done.stdout and picture.stat().st_size > 0
 
 
 def free_port():
