@@ -105,6 +105,7 @@ def test_fused_attention_lists_the_lines_it_replaced(tmp_path):
         # The nodes quote the model's text, found beside it.
         assert any("einsum(" in a["value"] for a in node["attrs"] if a["key"].startswith("source "))
         assert "ein-fuse-attention" in attr(node, "fused_by")
+        assert attr(node, "kernels").endswith("(this CPU)")
     # Grouped by the block each came from.
     assert [n["namespace"] for n in attention] == ["layers/0/attn", "layers/1/attn"]
     # The projections by their weights' modules, within the block.

@@ -23,6 +23,10 @@ std::string typeText(const TensorInfo &info);
 std::string dimRangesText(const std::vector<DimInfo> &dims);
 // "b = 3, t = 7": the dims at one run's values.
 std::string dimValuesText(const std::vector<DimInfo> &dims, std::span<const int64_t> values);
+// The CPU kernels this process runs, the best table CPUID allows (or the one
+// EIN_CPU_ISA names): "amx", "avx512bf16", "avx512vnni", "avx512",
+// "avx2vnni", "avx2" or "portable".
+const char *cpuKernelsName();
 // The bytes of every parameter together, at their declared types.
 uint64_t paramsByteSize(const Model &model);
 // The summary ein-inspect prints: header, inputs, outputs, parameters,

@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/kernels/isa/isa.hpp"
+
 namespace ein {
 namespace {
 
@@ -77,10 +79,14 @@ nlohmann::json stepJson(const StepInfo &step) {
 
 }  // namespace
 
+const char *cpuKernelsName() { return detail::cpu::bestKernels().name; }
+
 std::string describeModelJson(const Model &model) {
   nlohmann::json out;
   out["format_version"] = model.formatVersion();
   out["target"] = deviceName(model.target());
+  // The kernels a CPU model's steps run here (the table CPUID picks; the artifact is the same on every CPU).
+  if (model.target() == Device::Cpu) out["cpu_kernels"] = cpuKernelsName();
   out["precision"] = precisionName(model.precision());
   out["producer"] = model.producer();
   out["source"] = model.source();

@@ -174,6 +174,8 @@ def explorer_graph(info: Dict[str, Any], *, graph_id: str = "ein", profile: Opti
     for index, step in enumerate(steps):
         node_id = f"step{index}"
         attrs = [_kv("step", index), _kv("op", step["op"])]
+        if "cpu_kernels" in info:
+            attrs.append(_kv("kernels", f"{info['cpu_kernels']} (this CPU)"))
         skip = {"op", "location", "sources", "namespace", "fused_by", "operands"}
         for key, value in step.items():
             if key not in skip:
