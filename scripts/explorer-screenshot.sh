@@ -7,10 +7,8 @@
 # scripts/python-env.sh and chromium (apt-get install chromium).
 # EIN_SCREENSHOT_WAIT (seconds, default 20) is how long the page may draw;
 # EIN_SCREENSHOT_SIZE the window (default 1600,1000); EIN_SCREENSHOT_SELECT a
-# node to select (its attributes fill the side panel: "step7"),
-# EIN_SCREENSHOT_EXPAND a layer to open ("blocks/0/attn") and
-# EIN_SCREENSHOT_GRAPH the graph to show (an IR dump's pass,
-# "08-ein-fuse-attention"). Fails when the
+# node to select (its attributes fill the side panel: "step7") and
+# EIN_SCREENSHOT_EXPAND a layer to open ("blocks/0/attn"). Fails when the
 # picture of a model shows none of the overlays' colours (no graph drawn).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,14 +35,12 @@ import http.server, json, os, socketserver, struct, subprocess, sys, threading, 
 
 url, out, wait, size = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
 select, expand = os.environ.get("EIN_SCREENSHOT_SELECT", ""), os.environ.get("EIN_SCREENSHOT_EXPAND", "")
-graph = os.environ.get("EIN_SCREENSHOT_GRAPH", "")
-if select or expand or graph:
+if select or expand:
     # The viewer restores a pane's state from the page address (its uiState).
     base, _, query = url.partition("?data=")
     data = json.loads(urllib.parse.unquote(query))
     data["uiState"] = {"paneStates": [{"deepestExpandedGroupNodeIds": [expand + "___group___"] if expand else [],
-                                       "selectedNodeId": select, "selectedGraphId": graph,
-                                       "selectedCollectionLabel": data["models"][0]["url"].split("/")[-2] if graph else "",
+                                       "selectedNodeId": select, "selectedGraphId": "", "selectedCollectionLabel": "",
                                        "widthFraction": 1}]}
     url = base + "?data=" + urllib.parse.quote(json.dumps(data))
 # Headless Chromium shoots when the page has loaded, but the viewer draws
