@@ -42,7 +42,12 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=8080, help="the viewer's port (default 8080)")
     parser.add_argument("--no-browser", action="store_true", help="start the viewer without opening a browser")
     args = parser.parse_args(argv)
+    # A .ein model is compiled into it; it lives as long as the viewer.
+    with tempfile.TemporaryDirectory(prefix="ein-explore-") as scratch:
+        return _explore(args, scratch)
 
+
+def _explore(args, scratch: str) -> int:
     try:
         if os.path.isdir(args.model) or args.model.endswith(".mlir"):
             collection = convert_ir_dump(args.model)
@@ -55,8 +60,7 @@ def main(argv=None) -> int:
                 # Compiled once: the viewer's adapter and the profile read the artifact.
                 from ._compile import compile as compile_model
                 model = compile_model(args.model, args.weights, random_weights=None if args.weights else 0)
-                artifact = os.path.join(tempfile.mkdtemp(prefix="ein-explore-"),
-                                        os.path.splitext(os.path.basename(args.model))[0] + ".einb")
+                artifact = os.path.join(scratch, os.path.splitext(os.path.basename(args.model))[0] + ".einb")
                 model.save(artifact)
             profile = profile_model(artifact, runs=args.profile, dims=args.dims) if args.profile else None
             converted = convert_model(artifact, profile=profile)

@@ -147,23 +147,21 @@ def explorer_graph(info: Dict[str, Any], *, graph_id: str = "ein", profile: Opti
     lifetimes = _lifetimes(info)
     nodes: List[Dict[str, Any]] = []
 
-    def binding_node(kind: str, index: int, name: str, tensor: Dict[str, Any]) -> str:
+    def binding_node(kind: str, name: str, tensor: Dict[str, Any]) -> str:
         node_id = f"{kind}:{name}"
         nodes.append({"id": node_id, "label": name, "namespace": f"{kind}s", "attrs": [_kv("kind", kind)],
                       "incomingEdges": [], "inputsMetadata": [],
                       "outputsMetadata": [{"id": "0", "attrs": [_kv("tensor_shape", _type_text(tensor))]}]})
         return node_id
 
+    # The tensor of each input, output and state, by (storage, binding number).
+    bound = {(t["storage"], t["index"]): i for i, t in enumerate(tensors) if "index" in t}
     # The nodes tensors come from before any step writes them.
     source_of: Dict[int, List[str]] = {}
-    for index, binding in enumerate(info["inputs"]):
-        tensor_index = next(i for i, t in enumerate(tensors) if t["storage"] == "input" and t.get("index") == index)
-        source_of[tensor_index] = [binding_node("input", index, binding["name"], tensors[tensor_index])]
-    state_nodes: Dict[int, str] = {}
-    for index, binding in enumerate(info["states"]):
-        tensor_index = next(i for i, t in enumerate(tensors) if t["storage"] == "state" and t.get("index") == index)
-        state_nodes[tensor_index] = binding_node("state", index, binding["name"], tensors[tensor_index])
-        source_of[tensor_index] = [state_nodes[tensor_index]]
+    for kind, bindings in (("input", info["inputs"]), ("state", info["states"])):
+        for index, binding in enumerate(bindings):
+            tensor_index = bound[(kind, index)]
+            source_of[tensor_index] = [binding_node(kind, binding["name"], tensors[tensor_index])]
 
     writers: Dict[int, List[str]] = {}  # the steps that wrote each tensor so far
     weight_bytes: Dict[str, float] = {}
@@ -237,8 +235,8 @@ def explorer_graph(info: Dict[str, Any], *, graph_id: str = "ein", profile: Opti
                       "outputsMetadata": outputs_metadata})
 
     for index, binding in enumerate(info["outputs"]):
-        tensor_index = next(i for i, t in enumerate(tensors) if t["storage"] == "output" and t.get("index") == index)
-        node_id = binding_node("output", index, binding["name"], tensors[tensor_index])
+        tensor_index = bound[("output", index)]
+        node_id = binding_node("output", binding["name"], tensors[tensor_index])
         nodes[-1]["incomingEdges"] = [{"sourceNodeId": source, "sourceNodeOutputId": "0", "targetNodeInputId": "0"}
                                       for source in writers.get(tensor_index, [])]
     node_data = {
