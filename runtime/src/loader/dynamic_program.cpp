@@ -41,17 +41,23 @@ bool weightOperandIsFixed(const fb::Step &step, const SizeProgram &sizes) {
   return fixed;
 }
 
+// Per axis of a shape's size fields, its expression's text where it depends
+// on the dims ("t + 1"), else "".
+std::vector<std::string> axisExpressions(const SizeProgram &sizes, const std::vector<int64_t> &fields) {
+  std::vector<std::string> dims(fields.size());
+  for (size_t axis = 0; axis < fields.size(); ++axis)
+    if (sizes.dependsOnDims(fields[axis])) dims[axis] = sizes.text(fields[axis]);
+  return dims;
+}
+
 // Input and output infos as the model shows them: -1 and the expression's
 // text for each axis that depends on the dims.
 void showDims(const SizeProgram &sizes, const std::vector<std::vector<int64_t>> &fields,
               std::vector<TensorInfo> &infos) {
   for (size_t i = 0; i < infos.size(); ++i) {
-    infos[i].dims.assign(fields[i].size(), "");
+    infos[i].dims = axisExpressions(sizes, fields[i]);
     for (size_t axis = 0; axis < fields[i].size(); ++axis)
-      if (sizes.dependsOnDims(fields[i][axis])) {
-        infos[i].shape[axis] = -1;
-        infos[i].dims[axis] = sizes.text(fields[i][axis]);
-      }
+      if (!infos[i].dims[axis].empty()) infos[i].shape[axis] = -1;
   }
 }
 
@@ -104,13 +110,8 @@ StatusOr<std::unique_ptr<const DynamicProgram>> DynamicProgram::load(const fb::M
   base.packed = std::move(stepsProbe.program->packed);
   base.stepInfos = std::move(stepsProbe.program->stepInfos);
   base.tensorPlacements = std::move(stepsProbe.program->tensorPlacements);
-  for (size_t i = 0; i < base.tensorPlacements.size(); ++i) {
-    TensorPlacement &placement = base.tensorPlacements[i];
-    const std::vector<int64_t> fields = shapeFields(model, static_cast<uint32_t>(i));
-    placement.dims.assign(fields.size(), "");
-    for (size_t axis = 0; axis < fields.size() && axis < placement.shape.size(); ++axis)
-      if (dynamic->sizes_.dependsOnDims(fields[axis])) placement.dims[axis] = dynamic->sizes_.text(fields[axis]);
-  }
+  for (size_t i = 0; i < base.tensorPlacements.size(); ++i)
+    base.tensorPlacements[i].dims = axisExpressions(dynamic->sizes_, shapeFields(model, static_cast<uint32_t>(i)));
   return std::unique_ptr<const DynamicProgram>(std::move(dynamic));
 }
 
