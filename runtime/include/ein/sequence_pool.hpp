@@ -4,7 +4,12 @@
 // takes tokens of any number of them (a prompt for one, the next token for
 // others), laid end to end: the projections, norms and MLP read their
 // weights once for all the tokens; appends and attention run per sequence,
-// over its own cache (LANGUAGE.md "Many sequences at once").
+// over its own cache (LANGUAGE.md "Many sequences at once"). The caches
+// (the states only appended to and read as attention's keys and values)
+// are paged, as vLLM's PagedAttention: one pool of blocks of a few rows for
+// every sequence, a sequence taking blocks as it grows and giving them back
+// when it is reset; a copied sequence shares the blocks of the one it was
+// copied from until it writes into one of them.
 #pragma once
 
 #include <atomic>
@@ -25,9 +30,16 @@ struct Program;
 }  // namespace detail
 
 struct SequencePoolOptions {
-  // Sequences kept at once (each a state as large as a session's).
+  // Sequences kept at once.
   int maxSequences = 16;
   int threads = defaultThreadCount();
+  // The key/value cache's rows a block, and its blocks: 0 blocks, as many
+  // as every sequence's whole cache takes (so the pool never runs out);
+  // fewer bound its memory, and a run needing more blocks than are free
+  // fails. 0 rows a block: no paging, each sequence a whole cache of its own.
+  int64_t cacheBlockRows = 16;
+  int64_t cacheBlocks = 0;
+  static constexpr int64_t kMaxCacheBlocks = int64_t{1} << 24;
 };
 
 // One sequence's part of a run: its next tokens, appended at its position.
@@ -62,8 +74,19 @@ class SequencePool {
   // appends at `rows`. A prefix kept for a new sequence that begins alike.
   Status truncate(int sequence, int64_t rows);
   // Makes sequence `target`'s state and position `source`'s: a fork, each
-  // going on its own way after.
+  // going on its own way after. A paged cache's blocks are shared, not
+  // copied, until one of them writes into a shared block.
   Status copy(int target, int source);
+
+  // The paged cache: rows a block (0: not paged, when the model keeps a
+  // state other than keys and values appended to, or the options said so),
+  // its blocks, those no sequence holds, and the blocks a run of `tokens`
+  // more for `sequence` would take from them (new rows and shared blocks
+  // it writes into, copied first).
+  int64_t cacheBlockRows() const { return blockRows_; }
+  int64_t cacheBlocks() const { return static_cast<int64_t>(references_.size()); }
+  int64_t freeCacheBlocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t blocksToRun(int sequence, int64_t tokens) const;
 
   // One thread at a time: a call while another thread is inside run() or
   // reset() fails with StatusCode::Busy.
@@ -80,6 +103,10 @@ class SequencePool {
   struct Instantiation;
   SequencePool(std::shared_ptr<const Model> model, int maxSequences);
   Status checkSequence(int sequence) const;
+  // Gives back `sequence`'s blocks from block `first` on.
+  void releaseBlocks(int sequence, size_t first);
+  // Makes `sequence`'s blocks hold its rows up to `rows`, its own from row `from` on.
+  Status takeBlocks(int sequence, int64_t from, int64_t rows);
   StatusOr<const detail::Program *> programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
                                                int64_t position);
 
@@ -88,6 +115,10 @@ class SequencePool {
   int64_t vocabulary_ = 0;  // the logits' last axis
   int64_t maxTokensPerRun_ = 0, maxSequenceTokens_ = 0;
   std::vector<int64_t> positions_;
+  int64_t blockRows_ = 0;
+  std::vector<std::vector<uint32_t>> tables_;  // each sequence's blocks, in row order
+  std::vector<uint32_t> references_;           // the sequences holding each block
+  std::vector<uint32_t> free_;                 // blocks none holds
   // The program at all of a run's tokens, and each sequence's at its own.
   std::unique_ptr<Instantiation> all_;
   std::vector<std::unique_ptr<Instantiation>> sequences_;

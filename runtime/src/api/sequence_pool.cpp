@@ -10,6 +10,7 @@
 #include "backends/executor.hpp"
 #include "loader/dynamic_program.hpp"
 #include "util/limits.hpp"
+#include "program/paged_state.hpp"
 #include "program/program.hpp"
 
 namespace ein {
@@ -24,6 +25,10 @@ struct SequencePool::Instantiation {
 namespace {
 
 Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+constexpr int64_t kMaxCacheBlockRows = 65536;
+
+size_t blocksHolding(int64_t rows, int64_t blockRows) { return static_cast<size_t>((rows + blockRows - 1) / blockRows); }
 
 // Holds the pool for one call; a second thread's call fails instead of waiting.
 class Claim {
@@ -47,7 +52,8 @@ class Claim {
 }  // namespace
 
 SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
-    : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0) {
+    : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0),
+      tables_(static_cast<size_t>(maxSequences)) {
   sequences_.resize(static_cast<size_t>(maxSequences));
 }
 
@@ -101,10 +107,37 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
   if (const int positionDim = model->positionDim(); positionDim >= 0)
     pool->maxSequenceTokens_ = 1 + largest(0, model->dims()[static_cast<size_t>(positionDim)].max,
                                            [&](int64_t last) { return fits(1, last); });
+  if (options.cacheBlockRows < 0 || options.cacheBlockRows > kMaxCacheBlockRows)
+    return invalidArgument(
+        fmt::format("cacheBlockRows is {}; it takes 0 (no paging) to {}", options.cacheBlockRows, kMaxCacheBlockRows));
+  if (options.cacheBlocks < 0 || options.cacheBlocks > SequencePoolOptions::kMaxCacheBlocks)
+    return invalidArgument(fmt::format("cacheBlocks is {}; it takes 0 (enough for every sequence) to {}",
+                                       options.cacheBlocks, SequencePoolOptions::kMaxCacheBlocks));
+  detail::StateSlots slots;
+  slots.sequences = options.maxSequences;
+  // Paged when some state is only appended to and read as keys and values:
+  // told from the program where its attention reads two keys.
+  std::unique_ptr<Instantiation> probe;
+  if (options.cacheBlockRows > 0 && pool->maxSequenceTokens_ >= 2)
+    if (StatusOr<const detail::Program *> probed = pool->programFor(probe, 1, 1);
+        probed.ok() && detail::pagedStatesOf(*probed.value(), options.cacheBlockRows).any()) {
+      const int64_t blocksPerSequence = (pool->maxSequenceTokens_ + options.cacheBlockRows - 1) / options.cacheBlockRows;
+      const int64_t blocks = options.cacheBlocks > 0 ? options.cacheBlocks : blocksPerSequence * options.maxSequences;
+      if (blocks > SequencePoolOptions::kMaxCacheBlocks)
+        return invalidArgument(fmt::format("{} sequences of {} rows take {} cache blocks of {} rows, beyond {}: give "
+                                           "cacheBlocks or more rows a block",
+                                           options.maxSequences, pool->maxSequenceTokens_, blocks,
+                                           options.cacheBlockRows, SequencePoolOptions::kMaxCacheBlocks));
+      slots.blockRows = options.cacheBlockRows;
+      slots.cacheBlocks = static_cast<uint32_t>(blocks);
+      slots.pagingProbe = probe->program.get();
+      pool->blockRows_ = options.cacheBlockRows;
+      pool->references_.assign(static_cast<size_t>(blocks), 0);
+      for (int64_t block = blocks; block-- > 0;) pool->free_.push_back(static_cast<uint32_t>(block));
+    }
   SessionOptions session;
   session.threads = options.threads;
-  StatusOr<std::unique_ptr<detail::Executor>> executor =
-      detail::createExecutor(program, session, options.maxSequences);
+  StatusOr<std::unique_ptr<detail::Executor>> executor = detail::createExecutor(program, session, slots);
   if (!executor.ok()) return executor.status();
   pool->executor_ = std::move(executor).value();
   return pool;
@@ -131,6 +164,45 @@ Status SequencePool::truncate(int sequence, int64_t rows) {
     return invalidArgument(
         fmt::format("sequence {} holds {} rows; it cannot keep {}", sequence, position, rows));
   position = rows;
+  if (blockRows_ > 0) releaseBlocks(sequence, blocksHolding(rows, blockRows_));
+  return Status();
+}
+
+void SequencePool::releaseBlocks(int sequence, size_t first) {
+  std::vector<uint32_t> &table = tables_[static_cast<size_t>(sequence)];
+  for (size_t n = first; n < table.size(); ++n)
+    if (--references_[table[n]] == 0) free_.push_back(table[n]);
+  if (first < table.size()) table.resize(first);
+}
+
+int64_t SequencePool::blocksToRun(int sequence, int64_t tokens) const {
+  if (blockRows_ == 0 || !checkSequence(sequence).ok() || tokens < 1) return 0;
+  const std::vector<uint32_t> &table = tables_[static_cast<size_t>(sequence)];
+  const int64_t from = positions_[static_cast<size_t>(sequence)];
+  const size_t needed = blocksHolding(from + tokens, blockRows_);
+  int64_t taken = needed > table.size() ? static_cast<int64_t>(needed - table.size()) : 0;
+  for (size_t n = static_cast<size_t>(from / blockRows_); n < std::min(table.size(), needed); ++n)
+    taken += references_[table[n]] > 1;  // shared: copied before it is written
+  return taken;
+}
+
+Status SequencePool::takeBlocks(int sequence, int64_t from, int64_t rows) {
+  std::vector<uint32_t> &table = tables_[static_cast<size_t>(sequence)];
+  const size_t needed = blocksHolding(rows, blockRows_);
+  for (size_t n = static_cast<size_t>(from / blockRows_); n < std::min(table.size(), needed); ++n) {
+    if (references_[table[n]] == 1) continue;
+    const uint32_t copy = free_.back();
+    if (Status status = executor_->copyBlock(copy, table[n]); !status.ok()) return status;
+    free_.pop_back();
+    --references_[table[n]];
+    references_[copy] = 1;
+    table[n] = copy;
+  }
+  while (table.size() < needed) {
+    table.push_back(free_.back());
+    references_[free_.back()] = 1;
+    free_.pop_back();
+  }
   return Status();
 }
 
@@ -139,9 +211,15 @@ Status SequencePool::copy(int target, int source) {
   if (!claim.status().ok()) return claim.status();
   if (Status status = checkSequence(target); !status.ok()) return status;
   if (Status status = checkSequence(source); !status.ok()) return status;
+  if (target == source) return Status();
   if (Status status = executor_->copySlot(static_cast<uint32_t>(target), static_cast<uint32_t>(source)); !status.ok())
     return status;
   positions_[static_cast<size_t>(target)] = positions_[static_cast<size_t>(source)];
+  if (blockRows_ > 0) {  // shared until written
+    releaseBlocks(target, 0);
+    tables_[static_cast<size_t>(target)] = tables_[static_cast<size_t>(source)];
+    for (uint32_t block : tables_[static_cast<size_t>(target)]) ++references_[block];
+  }
   return Status();
 }
 
@@ -199,8 +277,26 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
     if (!own.ok())
       return Status(own.status().code(), fmt::format("entry {}: sequence {} at position {}: {}", entry, part.sequence,
                                                      positions_[sequence], own.status().message()));
-    slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence)});
+    slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence), {}});
     first += static_cast<uint64_t>(count);
+  }
+  // The blocks every sequence's rows after the run take, all free before any is taken.
+  if (blockRows_ > 0) {
+    int64_t needed = 0;
+    for (const SequenceTokens &part : batch)
+      needed += blocksToRun(part.sequence, static_cast<int64_t>(part.tokens.size()));
+    if (needed > freeCacheBlocks())
+      return Status(StatusCode::ResourceExhausted,
+                    fmt::format("the run needs {} cache blocks of {} rows, and {} of the {} are free", needed,
+                                blockRows_, freeCacheBlocks(), cacheBlocks()));
+    for (size_t entry = 0; entry < batch.size(); ++entry) {
+      const auto sequence = static_cast<size_t>(batch[entry].sequence);
+      if (Status status = takeBlocks(batch[entry].sequence, positions_[sequence],
+                                     positions_[sequence] + static_cast<int64_t>(batch[entry].tokens.size()));
+          !status.ok())
+        return status;
+    }
+    for (size_t entry = 0; entry < batch.size(); ++entry) slices[entry].blocks = tables_[static_cast<size_t>(batch[entry].sequence)];
   }
   ids_.clear();
   for (const SequenceTokens &part : batch) ids_.insert(ids_.end(), part.tokens.begin(), part.tokens.end());

@@ -175,9 +175,13 @@ void Backend::prepareWeights(Program &program, const std::vector<bool> *eligible
 }
 
 StatusOr<std::unique_ptr<Executor>> Backend::createExecutor(const Program &program, const SessionOptions &options,
-                                                            int sequenceSlots) const {
+                                                            const StateSlots &slots) const {
   ErrorReport error;
-  const ein_backend_executor_options c{options.threads, options.deviceIndex, sequenceSlots};
+  if (slots.blockRows < 0 || slots.blockRows > UINT32_MAX)
+    return Status(StatusCode::InvalidArgument, fmt::format("{} rows a block", slots.blockRows));
+  const ein_backend_executor_options c{options.threads, options.deviceIndex, slots.sequences,
+                                       static_cast<uint32_t>(slots.blockRows), slots.cacheBlocks,
+                                       reinterpret_cast<const ein_backend_program *>(slots.pagingProbe)};
   ein_backend_executor *handle =
       table_.create_executor(reinterpret_cast<const ein_backend_program *>(&program), &c, error.sink());
   if (!handle) return error.status();
@@ -207,13 +211,19 @@ Status Executor::copySlot(uint32_t target, uint32_t source) {
   return error.of(table_.copy_slot(handle_, target, source, error.sink()));
 }
 
+Status Executor::copyBlock(uint32_t target, uint32_t source) {
+  if (!table_.copy_block) return Status(StatusCode::Unimplemented, "this device keeps no paged cache");
+  ErrorReport error;
+  return error.of(table_.copy_block(handle_, target, source, error.sink()));
+}
+
 Status Executor::runSequences(const Program &all, std::span<const SequenceSlice> sequences,
                               std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
   if (!table_.run_sequences) return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
   std::vector<ein_backend_sequence> c(sequences.size());
   for (size_t i = 0; i < sequences.size(); ++i)
     c[i] = {reinterpret_cast<const ein_backend_program *>(sequences[i].program), sequences[i].firstToken,
-            sequences[i].slot};
+            sequences[i].slot, sequences[i].blocks.data(), static_cast<uint32_t>(sequences[i].blocks.size())};
   ErrorReport error;
   return error.of(table_.run_sequences(handle_, reinterpret_cast<const ein_backend_program *>(&all), c.data(),
                                        c.size(), reinterpret_cast<const void *const *>(inputs.data()), inputs.size(),
@@ -222,9 +232,9 @@ Status Executor::runSequences(const Program &all, std::span<const SequenceSlice>
 }
 
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
-                                                   int sequenceSlots) {
+                                                   const StateSlots &slots) {
   EIN_ASSIGN_OR_RETURN(const Backend *backend, backendFor(options.device));
-  StatusOr<std::unique_ptr<Executor>> executor = backend->createExecutor(program, options, sequenceSlots);
+  StatusOr<std::unique_ptr<Executor>> executor = backend->createExecutor(program, options, slots);
   if (!executor.ok() || program.dynamicBase) return executor;
   if (Status status = executor.value()->prepare(program); !status.ok()) return status;
   return executor;

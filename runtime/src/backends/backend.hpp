@@ -43,7 +43,7 @@ class Backend {
   // An executor for `program` (the model's, which must outlive it) on
   // `options`' device; it allocates the arena and what no size changes.
   StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
-                                                     int sequenceSlots = 1) const;
+                                                     const StateSlots &slots = {}) const;
 
  private:
   const ein_backend_table &table_;

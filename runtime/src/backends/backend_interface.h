@@ -23,8 +23,9 @@ extern "C" {
 
 /* Bumped when this table, the Program structs or their meaning change.
    3: the backends answer through this C table (2: a C++ class).
-   4: many sequences in one run (run_sequences, sequence_slots). */
-#define EIN_BACKEND_INTERFACE_VERSION 5u
+   4: many sequences in one run (run_sequences, sequence_slots).
+   6: paged key/value caches (cache_blocks, blocks, copy_block). */
+#define EIN_BACKEND_INTERFACE_VERSION 6u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -51,6 +52,13 @@ typedef struct ein_backend_executor_options {
   int32_t threads;        /* >= 1 */
   int32_t device_index;   /* -1: the backend's default device */
   int32_t sequence_slots; /* >= 1: the states it keeps, one per sequence run at once */
+  /* With cache_blocks > 0, the states program/paged_state.hpp's
+     pagedStatesOf(paging_probe, cache_block_rows) finds live in a pool of
+     cache_blocks blocks instead of in each slot; paging_probe is the
+     model's program at some tokens and position (it may go after the call). */
+  uint32_t cache_block_rows;
+  uint32_t cache_blocks;
+  const ein_backend_program *paging_probe;
 } ein_backend_executor_options;
 
 /* One sequence of a run over many (run_sequences). */
@@ -59,6 +67,10 @@ typedef struct ein_backend_sequence {
   const ein_backend_program *program;
   uint64_t first_token; /* its first token's row among the run's tokens */
   uint32_t slot;        /* its state: the slot-th of the executor's */
+  /* Its block table (paged states): block_count blocks, the n-th holding
+     its rows [n * cache_block_rows, (n + 1) * cache_block_rows). */
+  const uint32_t *blocks;
+  uint32_t block_count;
 } ein_backend_sequence;
 
 typedef struct ein_backend_table {
@@ -113,6 +125,11 @@ typedef struct ein_backend_table {
      forked, or its prefix reused). May be NULL where run_sequences is. */
   int32_t (*copy_slot)(ein_backend_executor *executor, uint32_t target, uint32_t source,
                        const ein_backend_error *error);
+  /* Overwrites block `target` of the paged states with block `source` (a
+     block shared by sequences, copied before one writes into it). May be
+     NULL where run_sequences is. */
+  int32_t (*copy_block)(ein_backend_executor *executor, uint32_t target, uint32_t source,
+                        const ein_backend_error *error);
 } ein_backend_table;
 
 /* What a backend library exports as EIN_BACKEND_ENTRY_NAME: its table, or

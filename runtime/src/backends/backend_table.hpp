@@ -51,6 +51,11 @@ class ExecutorImplementation {
     (void)target, (void)source;
     return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
   }
+  // backend_interface.h's copy_block.
+  virtual Status copyBlock(uint32_t target, uint32_t source) {
+    (void)target, (void)source;
+    return Status(StatusCode::Unimplemented, "this device keeps no paged cache");
+  }
 };
 
 namespace backend_table {
@@ -87,7 +92,7 @@ inline const Program &program(const ein_backend_program *program) {
 //   static StatusOr<int> deviceCount();
 //   static void prepareWeights(Program &, const bool *eligible);  // eligible: one flag per step, or null
 //   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &, const SessionOptions &,
-//                                                                          int sequenceSlots);
+//                                                                          const StateSlots &);
 template <typename Backend>
 const ein_backend_table &backendTable() {
   using namespace backend_table;
@@ -114,8 +119,13 @@ const ein_backend_table &backendTable() {
           session.device = Backend::kDevice;
           session.threads = options->threads;
           session.deviceIndex = options->device_index;
+          StateSlots slots;
+          slots.sequences = std::max(options->sequence_slots, 1);
+          slots.blockRows = options->cache_block_rows;
+          slots.cacheBlocks = options->cache_blocks;
+          slots.pagingProbe = options->paging_probe ? &program(options->paging_probe) : nullptr;
           StatusOr<std::unique_ptr<ExecutorImplementation>> created =
-              Backend::createExecutor(program(model), session, std::max(options->sequence_slots, 1));
+              Backend::createExecutor(program(model), session, slots);
           if (created.ok()) executor = std::move(created).value();
           return created.status();
         });
@@ -141,7 +151,8 @@ const ein_backend_table &backendTable() {
         return guarded(error, [&] {
           std::vector<SequenceSlice> slices(sequenceCount);
           for (size_t i = 0; i < sequenceCount; ++i)
-            slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot};
+            slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot,
+                         {sequences[i].blocks, sequences[i].blocks ? sequences[i].block_count : 0u}};
           return implementation(executor).runSequences(
               program(all), slices, {reinterpret_cast<const std::byte *const *>(inputs), inputCount},
               {reinterpret_cast<std::byte *const *>(outputs), outputCount});
@@ -149,6 +160,9 @@ const ein_backend_table &backendTable() {
       },
       [](ein_backend_executor *executor, uint32_t target, uint32_t source, const ein_backend_error *error) {
         return guarded(error, [&] { return implementation(executor).copySlot(target, source); });
+      },
+      [](ein_backend_executor *executor, uint32_t target, uint32_t source, const ein_backend_error *error) {
+        return guarded(error, [&] { return implementation(executor).copyBlock(target, source); });
       },
   };
   return table;

@@ -21,6 +21,18 @@ struct SequenceSlice {
   const Program *program = nullptr;  // the model's program at the sequence's tokens and position
   uint64_t firstToken = 0;           // its first token's row among the run's tokens
   uint32_t slot = 0;                 // its state: the slot-th of the executor's
+  std::span<const uint32_t> blocks;  // its block table, for the paged states
+};
+
+// The states an executor keeps for runSequences: a slot per sequence and,
+// with cacheBlocks > 0, a pool of blocks for the states
+// pagedStatesOf(*pagingProbe, blockRows) finds (program/paged_state.hpp),
+// which then take no room in the slots.
+struct StateSlots {
+  int sequences = 1;
+  int64_t blockRows = 0;
+  uint32_t cacheBlocks = 0;
+  const Program *pagingProbe = nullptr;  // needed only while the executor is created
 };
 
 // One executor of a backend's C table (backend_interface.h), owned.
@@ -55,6 +67,8 @@ class Executor {
                       std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
   // Overwrites state slot `target` with slot `source` (backend_interface.h's copy_slot).
   Status copySlot(uint32_t target, uint32_t source);
+  // Overwrites block `target` of the paged states with block `source` (copy_block).
+  Status copyBlock(uint32_t target, uint32_t source);
 
  private:
   const ein_backend_table &table_;
@@ -65,9 +79,9 @@ class Executor {
 // the executor) on `options.device`, from that device's backend
 // (backend.hpp): allocates the arena and what does not depend on sizes, then
 // prepares `program` itself when it has steps (a static model); a dynamic
-// model's contexts prepare each instantiation. It keeps `sequenceSlots`
-// states, one per sequence runSequences may run at once.
+// model's contexts prepare each instantiation. It keeps the states of
+// `slots`, one per sequence runSequences may run at once.
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,
-                                                   int sequenceSlots = 1);
+                                                   const StateSlots &slots = {});
 
 }  // namespace ein::detail

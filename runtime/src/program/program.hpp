@@ -75,6 +75,27 @@ struct Elementwise : ElementwiseFields {
 };
 
 
+// Where row r of a view walking a paged state (program/paged_state.hpp)
+// lies: in block blocks[(firstRow + r) / blockRows], (firstRow + r) %
+// blockRows rows into it; blocks lie blockElements apart from the state's
+// base. Without blocks, r rows from the view's offset.
+struct RowPages {
+  const uint32_t *blocks = nullptr;  // the sequence's block table; null: not paged
+  int64_t blockRows = 0;
+  int64_t blockElements = 0;
+  int64_t firstRow = 0;
+  // The element offset of row `row`, rows `stride` apart within a block.
+  int64_t offsetOf(int64_t row, int64_t stride) const {
+    if (!blocks) return row * stride;
+    const int64_t r = firstRow + row;
+    return static_cast<int64_t>(blocks[r / blockRows]) * blockElements + r % blockRows * stride;
+  }
+  // The rows from `row` on that lie one after another in its block.
+  int64_t rowsInBlockFrom(int64_t row) const {
+    return blocks ? blockRows - (firstRow + row) % blockRows : std::numeric_limits<int64_t>::max();
+  }
+};
+
 struct Attention : AttentionFields {
   // How many keys (a prefix) query `i` sees: all, or i % P + keys - P + 1
   // for causal attention over P = causalPositions positions (the loader
@@ -88,6 +109,9 @@ struct Attention : AttentionFields {
   // k and v are bf16 tensors (a bf16 key/value cache, schema Tensor.dtype),
   // read as bf16 where they lie; else f32 (set by the loader).
   bool bf16KeyValues = false;
+  // k and v in a paged cache (set by the executor for one sequence's run):
+  // their views' offsets and strides are then those within a block.
+  RowPages kPages, vPages;
 };
 
 

@@ -15,8 +15,8 @@ struct CpuBackend {
   static void prepareWeights(Program &program, const bool *eligible) { cpu::prepackGemmWeights(program, eligible); }
   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &program,
                                                                           const SessionOptions &options,
-                                                                          int sequenceSlots) {
-    return createCpuExecutor(program, options, sequenceSlots);
+                                                                          const StateSlots &slots) {
+    return createCpuExecutor(program, options, slots);
   }
 };
 

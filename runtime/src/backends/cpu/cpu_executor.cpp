@@ -13,6 +13,7 @@
 
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/step_profile.hpp"
+#include "program/paged_state.hpp"
 #include "util/aligned_buffer.hpp"
 #include "util/limits.hpp"
 #include "util/status_macros.hpp"
@@ -43,8 +44,14 @@ StatusOr<size_t> scratchFloatsFor(const Program &program) {
 
 class CpuExecutor final : public ExecutorImplementation {
  public:
-  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, uint64_t slotBytes, int threads)
-      : model_(model), arena_(std::move(arena)), state_(std::move(state)), slotBytes_(slotBytes), threads_(threads),
+  // `slotOffsets` places each state tensor in a slot of `slotBytes`;
+  // `paged` ones are in `blocks`, `cacheBlocks` of them.
+  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, uint64_t slotBytes,
+              std::vector<uint64_t> slotOffsets, PagedStates paged, AlignedBuffer blocks, uint32_t cacheBlocks,
+              int threads)
+      : model_(model), arena_(std::move(arena)), state_(std::move(state)), slotBytes_(slotBytes),
+        slotOffsets_(std::move(slotOffsets)), paged_(std::move(paged)), blocks_(std::move(blocks)),
+        cacheBlocks_(cacheBlocks), threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
         profile_(StepProfile::wanted() ? std::make_unique<StepProfile>() : nullptr) {}
 
@@ -61,6 +68,15 @@ class CpuExecutor final : public ExecutorImplementation {
       return Status(StatusCode::Internal, fmt::format("state slots {} and {} of {}", target, source, slotCount()));
     if (target != source && slotBytes_)
       std::memcpy(state_.data() + target * slotBytes_, state_.data() + source * slotBytes_, slotBytes_);
+    return Status();
+  }
+
+  Status copyBlock(uint32_t target, uint32_t source) override {
+    if (target >= cacheBlocks_ || source >= cacheBlocks_)
+      return Status(StatusCode::Internal, fmt::format("cache blocks {} and {} of {}", target, source, cacheBlocks_));
+    if (target != source)
+      std::memcpy(blocks_.data() + target * paged_.poolBlockBytes, blocks_.data() + source * paged_.poolBlockBytes,
+                  paged_.poolBlockBytes);
     return Status();
   }
 
@@ -129,6 +145,9 @@ class CpuExecutor final : public ExecutorImplementation {
         return Status(StatusCode::Internal, "a sequence's program is not the model's");
       if (sequence.slot >= slotCount())
         return Status(StatusCode::Internal, fmt::format("sequence slot {} of {}", sequence.slot, slotCount()));
+      for (uint32_t block : sequence.blocks)
+        if (block >= cacheBlocks_)
+          return Status(StatusCode::Internal, fmt::format("cache block {} of {}", block, cacheBlocks_));
       const auto count = static_cast<uint64_t>(own.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
       if (sequence.firstToken > tokens || count > tokens - sequence.firstToken)
         return Status(StatusCode::Internal, "a sequence's tokens lie outside the run's");
@@ -160,12 +179,12 @@ class CpuExecutor final : public ExecutorImplementation {
         for (size_t id = 0; id < bases.size(); ++id) {
           const Tensor &tensor = all.tensors[id];
           sequenceBases[id] = tensor.perToken ? bases[id] + sequence.firstToken * rowBytes[id]
-                              : tensor.storage == Storage::State
-                                  ? state_.data() + sequence.slot * slotBytes_ + tensor.offset
-                                  : bases[id];
+                              : tensor.storage == Storage::State ? stateBase(tensor, static_cast<uint32_t>(id), sequence.slot)
+                                                                 : bases[id];
         }
         for (size_t step = s; step < end; ++step)
-          EIN_RETURN_IF_ERROR(runStep(*sequence.program, step, sequenceBases.data()));
+          EIN_RETURN_IF_ERROR(paged_.any() ? runPagedStep(*sequence.program, step, sequenceBases, sequence.blocks)
+                                           : runStep(*sequence.program, step, sequenceBases.data()));
       }
       s = end;
     }
@@ -177,6 +196,13 @@ class CpuExecutor final : public ExecutorImplementation {
     return slotBytes_ == 0 ? UINT32_MAX : static_cast<uint32_t>(state_.size() / slotBytes_);
   }
 
+  // Where state tensor `id` of slot `slot` starts: in the slot, or for a
+  // paged state, its part of block 0 (RowPages says where its rows are).
+  std::byte *stateBase(const Tensor &tensor, uint32_t id, uint32_t slot) const {
+    if (const PagedTensor *paged = paged_.find(id)) return blocks_.data() + paged->poolOffset;
+    return state_.data() + slot * slotBytes_ + (paged_.any() && id < slotOffsets_.size() ? slotOffsets_[id] : tensor.offset);
+  }
+
   // Each tensor's address when its state is slot `slot`'s; inputs and outputs unbound.
   std::vector<std::byte *> basesOf(const Program &program, uint32_t slot) {
     std::vector<std::byte *> bases(program.tensors.size(), nullptr);
@@ -184,19 +210,88 @@ class CpuExecutor final : public ExecutorImplementation {
       const Tensor &tensor = program.tensors[id];
       if (tensor.storage == Storage::Arena) bases[id] = arena_.data() + tensor.offset;
       if (tensor.storage == Storage::Weights) bases[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
-      if (tensor.storage == Storage::State) bases[id] = state_.data() + slot * slotBytes_ + tensor.offset;
+      if (tensor.storage == Storage::State) bases[id] = stateBase(tensor, static_cast<uint32_t>(id), slot);
     }
     return bases;
   }
 
+  // Step `s` of one sequence's `program`, whose paged states' rows are in
+  // `blocks`: attention reads its keys and values a block at a time, and an
+  // append writes each block's run of rows as a copy of its own.
+  Status runPagedStep(const Program &program, size_t s, std::vector<std::byte *> &bases,
+                      std::span<const uint32_t> blocks) {
+    const Kernel &kernel = program.steps[s].kernel;
+    const int64_t blockRows = paged_.blockRows;
+    const auto rowsHeld = static_cast<int64_t>(blocks.size()) * blockRows;
+    auto paging = [&](const PagedTensor &state, const View &view, const Dims &extents,
+                      int rowsViewAxis) -> StatusOr<PagedView> {
+      StatusOr<PagedView> paged = pageView(program.tensors[state.tensor], state, blockRows, view, extents, rowsViewAxis);
+      if (!paged.ok()) return Status(paged.status().code(), program.steps[s].label + ": " + paged.status().message());
+      if (paged->firstRow + paged->rowCount > rowsHeld)
+        return Status(StatusCode::Internal, fmt::format("{}: rows {} to {} of a sequence holding blocks for {}",
+                                                        program.steps[s].label, paged->firstRow,
+                                                        paged->firstRow + paged->rowCount, rowsHeld));
+      return paged;
+    };
+    auto elementsApart = [&](const PagedTensor &state) {
+      return static_cast<int64_t>(paged_.poolBlockBytes / dtypeBytes(program.tensors[state.tensor].dtype, 1));
+    };
+    if (const auto *attention = std::get_if<Attention>(&kernel)) {
+      const PagedTensor *keys = paged_.find(attention->k.tensor), *values = paged_.find(attention->v.tensor);
+      if (!keys && !values) return runStep(program, s, bases.data());
+      Attention op = *attention;
+      const int keysAxis = static_cast<int>(op.batch.size());
+      if (keys) {
+        EIN_ASSIGN_OR_RETURN(PagedView view, paging(*keys, op.k, op.batch.concat({op.keys, op.headDim}), keysAxis));
+        op.k = view.view;
+        op.kPages = {blocks.data(), blockRows, elementsApart(*keys), view.firstRow};
+      }
+      if (values) {
+        EIN_ASSIGN_OR_RETURN(PagedView view, paging(*values, op.v, op.batch.concat({op.keys, op.valueDim}), keysAxis));
+        op.v = view.view;
+        op.vPages = {blocks.data(), blockRows, elementsApart(*values), view.firstRow};
+      }
+      return runKernel(program, s, Kernel(op), bases.data());
+    }
+    const auto *copy = std::get_if<Copy>(&kernel);
+    const PagedTensor *target = copy ? paged_.find(copy->y.tensor) : nullptr;
+    if (!target) return runStep(program, s, bases.data());
+    EIN_ASSIGN_OR_RETURN(PagedView view, paging(*target, copy->y, copy->shape, -1));
+    const Dims &shape = program.tensors[target->tensor].shape;
+    int64_t rowStride = 1;  // elements a row apart within a block
+    for (size_t axis = target->rowsAxis + 1; axis < shape.size(); ++axis) rowStride *= shape[axis];
+    std::byte *const base = bases[target->tensor];
+    Copy piece = *copy;
+    Status status;
+    for (int64_t at = 0; at < view.rowCount && status.ok();) {
+      const int64_t row = view.firstRow + at, rows = std::min(view.rowCount - at, blockRows - row % blockRows);
+      piece.y = view.view;
+      piece.y.offset += row % blockRows * rowStride;
+      if (view.rowsAxis >= 0) {
+        const auto axis = static_cast<size_t>(view.rowsAxis);
+        piece.shape[axis] = rows;
+        piece.x.offset = copy->x.offset + at * copy->x.strides[axis];
+      }
+      bases[target->tensor] = base + blocks[static_cast<size_t>(row / blockRows)] * paged_.poolBlockBytes;
+      status = runKernel(program, s, Kernel(piece), bases.data());
+      at += rows;
+    }
+    bases[target->tensor] = base;
+    return status;
+  }
+
   // Step `s` of `program` over the tensors at `bases`.
   Status runStep(const Program &program, size_t s, std::byte *const *bases) {
+    return runKernel(program, s, program.steps[s].kernel, bases);
+  }
+  // Step `s` of `program`, as `kernel` (the step's own, or paged), over the tensors at `bases`.
+  Status runKernel(const Program &program, size_t s, const Kernel &kernel, std::byte *const *bases) {
     cpu::KernelContext context{program.tensors, bases,          reinterpret_cast<float *>(scratch_.data()),
                                scratchStride_,  pool_.get(),   &cpu::bestKernels(),
                                &model_.packed};
     const Step &step = program.steps[s];
     const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-    Status status = cpu::selectKernel(step.kernel)(step.kernel, context);
+    Status status = cpu::selectKernel(kernel)(kernel, context);
     if (profile_)
       profile_->add(s, program.stepInfos[s],
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -229,6 +324,10 @@ class CpuExecutor final : public ExecutorImplementation {
   AlignedBuffer arena_;
   AlignedBuffer state_;  // the session's state (Storage::State), kept from run to run: a slot per sequence
   uint64_t slotBytes_ = 0;  // one sequence's state, 64-aligned
+  std::vector<uint64_t> slotOffsets_;  // with paging, each state tensor's place in a slot
+  PagedStates paged_;      // the states kept in blocks instead (none for a session)
+  AlignedBuffer blocks_;   // cacheBlocks_ blocks of paged_.poolBlockBytes
+  uint32_t cacheBlocks_ = 0;
   int threads_;
   AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
   size_t scratchStride_ = 0;  // floats of scratch per thread
@@ -242,20 +341,48 @@ class CpuExecutor final : public ExecutorImplementation {
 }  // namespace
 
 StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options,
-                                                                    int sequenceSlots) {
+                                                                    const StateSlots &slots) {
   StatusOr<AlignedBuffer> arena = AlignedBuffer::allocate(program.arenaBytes, "the arena");
   if (!arena.ok()) return arena.status();
-  // stateBytes is bounded by the loader (2^43), so a slot count up to the
-  // limit below cannot overflow.
-  const uint64_t slotBytes = (program.stateBytes + 63) / 64 * 64;
-  if (sequenceSlots < 1 || sequenceSlots > kMaxSequenceSlots)
+  if (slots.sequences < 1 || slots.sequences > kMaxSequenceSlots)
     return Status(StatusCode::InvalidArgument,
-                  fmt::format("{} sequences at once; the runtime takes 1 to {}", sequenceSlots, kMaxSequenceSlots));
+                  fmt::format("{} sequences at once; the runtime takes 1 to {}", slots.sequences, kMaxSequenceSlots));
+  PagedStates paged;
+  if (slots.cacheBlocks > 0) {
+    if (!slots.pagingProbe) return Status(StatusCode::Internal, "a paged cache needs the model's program to page");
+    paged = pagedStatesOf(*slots.pagingProbe, slots.blockRows);
+  }
+  // Each state in a slot where the artifact puts it (sessions copy states
+  // whole); with paging, those not paged each in a 64-aligned place of
+  // their own (the probe's tensors: a dynamic model's own program has none).
+  std::vector<uint64_t> slotOffsets;
+  uint64_t slotBytes = program.stateBytes;
+  if (paged.any()) {
+    const Program &probe = *slots.pagingProbe;
+    slotOffsets.assign(probe.tensors.size(), 0);
+    slotBytes = 0;
+    for (uint32_t id : probe.stateTensors) {
+      if (id >= probe.tensors.size() || paged.find(id)) continue;
+      slotOffsets[id] = slotBytes;
+      slotBytes = (slotBytes + probe.tensors[id].byteSize + 63) / 64 * 64;
+    }
+  }
+  // stateBytes is bounded by the loader (2^43), so a slot count up to the
+  // limit cannot overflow.
+  slotBytes = (slotBytes + 63) / 64 * 64;
   StatusOr<AlignedBuffer> state =
-      AlignedBuffer::allocate(slotBytes * static_cast<uint64_t>(sequenceSlots), "the sequences' state");
+      AlignedBuffer::allocate(slotBytes * static_cast<uint64_t>(slots.sequences), "the sequences' state");
   if (!state.ok()) return state.status();
-  return std::unique_ptr<ExecutorImplementation>(new CpuExecutor(
-      program, std::move(arena).value(), std::move(state).value(), slotBytes, options.threads));
+  const uint32_t cacheBlocks = paged.any() ? slots.cacheBlocks : 0;
+  if (cacheBlocks > 0 && paged.poolBlockBytes > SIZE_MAX / cacheBlocks)
+    return Status(StatusCode::ResourceExhausted, fmt::format("{} cache blocks of {} bytes are too many", cacheBlocks,
+                                                             paged.poolBlockBytes));
+  StatusOr<AlignedBuffer> blocks =
+      AlignedBuffer::allocate(paged.poolBlockBytes * cacheBlocks, "the key/value cache's blocks");
+  if (!blocks.ok()) return blocks.status();
+  return std::unique_ptr<ExecutorImplementation>(
+      new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), slotBytes, std::move(slotOffsets),
+                      std::move(paged), std::move(blocks).value(), cacheBlocks, options.threads));
 }
 
 }  // namespace ein::detail

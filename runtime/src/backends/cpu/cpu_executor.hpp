@@ -7,8 +7,9 @@
 
 namespace ein::detail {
 
-// `sequenceSlots` states, one per sequence runSequences may run at once.
+// The states of `slots`, one per sequence runSequences may run at once,
+// and their paged states' pool of blocks.
 StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Program &program, const SessionOptions &options,
-                                                                    int sequenceSlots = 1);
+                                                                    const StateSlots &slots = {});
 
 }  // namespace ein::detail

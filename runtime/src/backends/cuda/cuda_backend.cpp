@@ -14,8 +14,8 @@ struct CudaBackend {
   static void prepareWeights(Program &, const bool *) {}
   static StatusOr<std::unique_ptr<ExecutorImplementation>> createExecutor(const Program &program,
                                                                           const SessionOptions &options,
-                                                                          int sequenceSlots) {
-    if (sequenceSlots != 1)
+                                                                          const StateSlots &slots) {
+    if (slots.sequences != 1 || slots.cacheBlocks != 0)
       return Status(StatusCode::Unimplemented, "CUDA runs one sequence per session for now");
     return createCudaExecutor(program, options);
   }

@@ -13,7 +13,8 @@
 // kernel (and so the reference); the arithmetic is f32 also in a bf16
 // artifact. A bf16 cache (bf16 and int8 artifacts) is read as it lies, each
 // key and value widened to f32 in registers: half the bytes of an f32 cache
-// stream past, and no copy of it is made.
+// stream past, and no copy of it is made. A paged cache (Attention::kPages)
+// is read a block's run of rows at a time into the same block of scores.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -119,10 +120,13 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
     std::fill(l, l + I, 0.0f);
     for (int64_t j0 = begin; j0 < end; j0 += kKeyBlock) {
       const int64_t count = std::min(kKeyBlock, end - j0);
-      if (op.bf16KeyValues)
-        isa.rowDotsBf16(qs, D, I, static_cast<const uint16_t *>(k) + kOff + j0 * kJ, kJ, count, D, s, kKeyBlock);
-      else
-        isa.rowDots(qs, D, I, static_cast<const float *>(k) + kOff + j0 * kJ, kJ, count, D, s, kKeyBlock);
+      // A paged cache's block of keys at a time (one run where the keys lie a stride apart).
+      forEachRowRun(op.kPages, kJ, j0, count, [&](int64_t at, int64_t n, int64_t offset) {
+        if (op.bf16KeyValues)
+          isa.rowDotsBf16(qs, D, I, static_cast<const uint16_t *>(k) + kOff + offset, kJ, n, D, s + at, kKeyBlock);
+        else
+          isa.rowDots(qs, D, I, static_cast<const float *>(k) + kOff + offset, kJ, n, D, s + at, kKeyBlock);
+      });
       // Whole vectors for the row's max and exp: the columns past the block's
       // last key become -inf, adding nothing.
       const int64_t width = std::min(roundUp(count, isa.vectorFloats), kKeyBlock);
@@ -135,10 +139,12 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
           std::fill(row + std::max<int64_t>(count - hidden, 0), row + count, -std::numeric_limits<float>::infinity());
         foldScoresIntoRow(isa, row, width, m[t], l[t], o + t * E, E);
       }
-      if (op.bf16KeyValues)
-        isa.addRowProductsBf16(s, kKeyBlock, I, static_cast<const uint16_t *>(v) + vOff + j0 * vJ, vJ, count, E, o, E);
-      else
-        isa.addRowProducts(s, kKeyBlock, I, static_cast<const float *>(v) + vOff + j0 * vJ, vJ, count, E, o, E);
+      forEachRowRun(op.vPages, vJ, j0, count, [&](int64_t at, int64_t n, int64_t offset) {
+        if (op.bf16KeyValues)
+          isa.addRowProductsBf16(s + at, kKeyBlock, I, static_cast<const uint16_t *>(v) + vOff + offset, vJ, n, E, o, E);
+        else
+          isa.addRowProducts(s + at, kKeyBlock, I, static_cast<const float *>(v) + vOff + offset, vJ, n, E, o, E);
+      });
     }
     if (splits == 1) {
       const int64_t oOff = offsetOfIndex(op.batch, op.out.strides, op.out.offset, b);

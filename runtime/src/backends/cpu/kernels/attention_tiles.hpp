@@ -55,27 +55,52 @@ inline int64_t packedIndex(const float *scratch) {
 }
 inline void setPackedIndex(float *scratch, int64_t index) { std::memcpy(scratch, &index, sizeof index); }
 
-// kt: keys j < J (element d at k[j * kJ + d * kD]) in panels of nr, each
+// Row j of one batch index's keys or values: `stride` elements apart from
+// `first`, or, in a paged cache, where its block keeps it (`first` is then
+// the batch index's offset within a block).
+template <class T>
+struct KeyRows {
+  const T *first;
+  int64_t stride;
+  const RowPages *pages = nullptr;  // null: not paged
+  const T *row(int64_t j) const { return first + (pages ? pages->offsetOf(j, stride) : j * stride); }
+  // Whether rows [j, j + n) lie `stride` apart (within one block).
+  bool evenlySpaced(int64_t j, int64_t n) const { return !pages || pages->rowsInBlockFrom(j) >= n; }
+};
+
+// Calls run(at, n, offset) over rows [begin, begin + count) of a view, in
+// runs of rows `stride` apart (one unless paged): `at` counts from begin,
+// `offset` is row begin + at's element offset.
+template <class Run>
+void forEachRowRun(const RowPages &pages, int64_t stride, int64_t begin, int64_t count, Run &&run) {
+  for (int64_t at = 0; at < count;) {
+    const int64_t n = std::min(count - at, pages.rowsInBlockFrom(begin + at));
+    run(at, n, pages.offsetOf(begin + at, stride));
+    at += n;
+  }
+}
+
+// kt: keys j < J (element d at k.row(j)[d * kD]) in panels of nr, each
 // [d][nr], the last panel's missing keys zero. Loops run along each key.
 template <class T>
-void packKeys(const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
+void packKeys(const KeyRows<T> &k, int64_t kD, int64_t J, int64_t D, int nr, float *kt) {
   std::fill(kt + J / nr * nr * D, kt + roundUp(J, nr) * D, 0.0f);
   for (int64_t j = 0; j < J; ++j) {
     float *column = kt + j / nr * nr * D + j % nr;
-    const T *key = k + j * kJ;
+    const T *key = k.row(j);
     for (int64_t d = 0; d < D; ++d) column[d * nr] = widenToF32(key[d * kD]);
   }
 }
 
-// vp: value columns e < E (element at v[j * vJ + e * vE]) in panels of nr
+// vp: value columns e < E (element at v.row(j)[e * vE]) in panels of nr
 // columns, each [j][nr], columns past E zero.
 template <class T>
-void packValues(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
+void packValues(const KeyRows<T> &v, int64_t vE, int64_t J, int64_t E, int nr, float *vp) {
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     float *panel = vp + e0 * J;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t j = 0; j < J; ++j) {
-      const T *value = v + j * vJ + e0 * vE;
+      const T *value = v.row(j) + e0 * vE;
       float *row = panel + j * nr;
       if (std::is_same_v<T, float> && vE == 1) std::memcpy(row, value, sizeof(float) * static_cast<size_t>(cols));
       else
@@ -90,20 +115,20 @@ void packValues(const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr
 // in panels of nr, each [pairsPad][nr] pairs (k[j][2q], k[j][2q + 1]),
 // missing keys, an odd D's last partner and the pairs from ceil(D / 2) to
 // pairsPad zero. Each panel's keys become rows of pairs in `rows`
-// ([nr][ceil(D / 2)]; f32 keys converted a vector at a time where a key is
-// contiguous), then are transposed.
+// ([nr][ceil(D / 2)]; f32 keys a stride apart converted a vector at a time
+// where a key is contiguous), then are transposed.
 template <class T>
-void packKeyPairs(const IsaKernels &isa, const T *k, int64_t kJ, int64_t kD, int64_t J, int64_t D, int nr,
+void packKeyPairs(const IsaKernels &isa, const KeyRows<T> &k, int64_t kD, int64_t J, int64_t D, int nr,
                   int64_t pairsPad, uint32_t *kp, uint32_t *rows) {
   const int64_t pairs = (D + 1) / 2;
   for (int64_t j0 = 0; j0 < J; j0 += nr) {
     const int64_t keys = std::min<int64_t>(nr, J - j0);
-    if constexpr (std::is_same_v<T, float>) {
-      isa.bf16PackRows(k + j0 * kJ, kJ, kD, keys, D, nr, rows, pairs);
+    if (std::is_same_v<T, float> && k.evenlySpaced(j0, keys)) {
+      if constexpr (std::is_same_v<T, float>) isa.bf16PackRows(k.row(j0), k.stride, kD, keys, D, nr, rows, pairs);
     } else {
       std::fill(rows + keys * pairs, rows + nr * pairs, 0u);
       for (int64_t n = 0; n < keys; ++n) {
-        const T *key = k + (j0 + n) * kJ;
+        const T *key = k.row(j0 + n);
         for (int64_t q = 0; q < pairs; ++q)
           rows[n * pairs + q] =
               bf16Bits(key[2 * q * kD]) | (2 * q + 1 < D ? bf16Bits(key[(2 * q + 1) * kD]) << 16 : 0u);
@@ -120,14 +145,14 @@ void packKeyPairs(const IsaKernels &isa, const T *k, int64_t kJ, int64_t kD, int
 // pairs from ceil(J / 2) to pairsPad zero; contiguous rows of f32 values are
 // interleaved a vector at a time.
 template <class T>
-void packValuePairs(const IsaKernels &isa, const T *v, int64_t vJ, int64_t vE, int64_t J, int64_t E, int nr,
+void packValuePairs(const IsaKernels &isa, const KeyRows<T> &v, int64_t vE, int64_t J, int64_t E, int nr,
                     int64_t pairsPad, uint32_t *vp) {
   const int64_t pairs = (J + 1) / 2;
   for (int64_t e0 = 0; e0 < E; e0 += nr) {
     uint32_t *panel = vp + e0 * pairsPad;
     const int64_t cols = std::min<int64_t>(nr, E - e0);
     for (int64_t q = 0; q < pairs; ++q) {
-      const T *even = v + 2 * q * vJ + e0 * vE, *odd = 2 * q + 1 < J ? even + vJ : nullptr;
+      const T *even = v.row(2 * q) + e0 * vE, *odd = 2 * q + 1 < J ? v.row(2 * q + 1) + e0 * vE : nullptr;
       uint32_t *row = panel + q * nr;
       std::fill(row + cols, row + nr, 0u);
       if constexpr (std::is_same_v<T, float>)

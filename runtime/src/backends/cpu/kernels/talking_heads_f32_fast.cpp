@@ -114,8 +114,8 @@ Status talkingHeadsAttentionF32Fast(const TalkingHeadsAttention &op, const Kerne
       // Without keys there is nothing to pack, and k and v may be empty
       // tensors without memory: no pointer into them is formed.
       for (int64_t h = 0; h < H && J > 0; ++h) {
-        packKeys(k + kOff + h * kH, kJ, kD, J, D, nr, kt + h * layout.headKeys);
-        packValues(v + vOff + h * vH, vJ, vE, J, E, nr, vp + h * layout.headValues);
+        packKeys(KeyRows{k + kOff + h * kH, kJ}, kD, J, D, nr, kt + h * layout.headKeys);
+        packValues(KeyRows{v + vOff + h * vH, vJ}, vE, J, E, nr, vp + h * layout.headValues);
       }
       setPackedIndex(scratch, b);
     }
