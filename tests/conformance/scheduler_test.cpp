@@ -392,6 +392,60 @@ TEST_P(Scheduling, PromptsStartFromTheCachedPrefixTheyShare) {
   }
 }
 
+// A cache of fewer blocks than the sequences' whole caches: a prompt that
+// cannot fit it is refused at submit; sequences that find no free block
+// wait, and when none can go on, the youngest holding blocks ends with
+// ResourceExhausted and the others generate as alone. Four prompts of 20
+// tokens and 40 new each (4 blocks of 16 rows each) in 8 blocks: all four
+// prefill in 8 blocks; at row 32 none finds one, so the fourth ends, at row
+// 48 the third; the first two finish. The blocks in use go back to 0.
+TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGoOn) {
+  ein::SchedulerOptions scheduling{.maxSequences = 4, .threads = 2, .cacheBlockRows = 16, .cacheBlocks = 8};
+  auto created = ein::Scheduler::create(model, scheduling);
+  ASSERT_TRUE(created.ok()) << created.status().toString();
+  ein::Scheduler &scheduler = *created.value();
+  EXPECT_EQ(scheduler.cacheBlocks(), 8);
+  auto refused = scheduler.submit(std::vector<int64_t>(129, 1), {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ein::StatusCode::ResourceExhausted);
+  EXPECT_NE(refused.status().message().find("the prompt of 129 tokens takes 9 cache blocks of 16 rows; the cache has 8"),
+            std::string::npos)
+      << refused.status().message();
+  std::mt19937 random(11);
+  const ein::GenerationOptions options{.maxNewTokens = 40};
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  for (int i = 0; i < 4; ++i) {
+    prompts.push_back(randomPrompt(random, 20));
+    auto request = scheduler.submit(prompts.back(), options);
+    ASSERT_TRUE(request.ok());
+    requests.push_back(request.value());
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto result = requests[i]->wait();
+    if (i < 2) {
+      ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
+      EXPECT_EQ(result.value().tokens, alone(model, prompts[i], options).tokens) << "request " << i;
+      continue;
+    }
+    ASSERT_FALSE(result.ok()) << "request " << i;
+    EXPECT_EQ(result.status().code(), ein::StatusCode::ResourceExhausted);
+    EXPECT_NE(result.status().message().find("the key/value cache's 8 blocks of 16 rows are all in use"),
+              std::string::npos)
+        << result.status().message();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (scheduler.cacheBlocksUsed() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(scheduler.cacheBlocksUsed(), 0);
+  // The blocks kept of the finished requests go to a new one.
+  auto again = scheduler.submit(prompts[3], options);
+  ASSERT_TRUE(again.ok());
+  auto result = again.value()->wait();
+  ASSERT_TRUE(result.ok()) << result.status().toString();
+  EXPECT_EQ(result.value().tokens, alone(model, prompts[3], options).tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Scheduling, ::testing::Values("fp32", "bf16", "int8"));
 
 }  // namespace

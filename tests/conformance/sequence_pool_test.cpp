@@ -17,13 +17,22 @@ using Sequences = DecoderModels;
 
 // N sequences with prompts of 1 to 60 tokens, each joining at its own run and
 // generating greedily for its own number of steps: every logits row equals
-// the sequence's own run alone.
+// the sequence's own run alone. With the cache paged in blocks of 16 rows
+// (the default), of 5 (prompts and attention's key panels across blocks)
+// and of 1, and unpaged (0 rows a block).
 TEST_P(Sequences, EachSequenceEqualsItsRunAlone) {
+  struct Case {
+    int count;
+    int64_t blockRows;
+  };
   for (const auto &[name, of] : {std::pair("llama_hf_tiny", model), std::pair("wider", wider)}) {
-    for (int count : {1, 3, 8}) {
-      SCOPED_TRACE(std::string(name) + ", sequences: " + std::to_string(count));
-      auto pool = ein::SequencePool::create(of, {count, 2});
+    for (const Case &each : std::vector<Case>{{1, 16}, {3, 16}, {8, 16}, {8, 5}, {3, 1}, {8, 0}}) {
+      const int count = each.count;
+      SCOPED_TRACE(std::string(name) + ", sequences: " + std::to_string(count) +
+                   ", rows a block: " + std::to_string(each.blockRows));
+      auto pool = ein::SequencePool::create(of, {count, 2, each.blockRows});
       ASSERT_TRUE(pool.ok()) << pool.status().toString();
+      EXPECT_EQ(pool.value()->cacheBlockRows(), each.blockRows);
       std::mt19937 random(count);
       struct Plan {
         std::vector<int64_t> prompt, fed;
@@ -148,6 +157,85 @@ TEST_P(Sequences, ACopyGoesOnAsTheOriginalAndATruncatedOneFromItsPrefix) {
   EXPECT_NE(status.message().find("sequence 1 holds 0 rows; it cannot keep 1"), std::string::npos) << status.message();
   status = pool.value()->copy(3, 0);
   EXPECT_NE(status.message().find("sequence 3 is not one of the pool's 0..2"), std::string::npos) << status.message();
+}
+
+// The paged cache: a sequence takes a block as its rows reach it and gives
+// its blocks back when reset; a copy shares the original's blocks, and
+// whichever writes into a shared block first writes into a copy of it.
+// Each goes on as alone, and the blocks are the pool's again at the end.
+TEST_P(Sequences, ACopySharesTheBlocksUntilItWritesIntoThem) {
+  auto pool = ein::SequencePool::create(model, {3, 2});
+  ASSERT_TRUE(pool.ok());
+  ein::SequencePool &sequences = *pool.value();
+  ASSERT_EQ(sequences.cacheBlockRows(), 16);
+  ASSERT_EQ(sequences.cacheBlocks(), 3 * 16);  // 256 rows each
+  std::vector<int64_t> prompt(40);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int64_t>(i * 7 % 128);
+  EXPECT_EQ(sequences.blocksToRun(0, 40), 3);
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{0, prompt}}).ok());
+  EXPECT_EQ(sequences.freeCacheBlocks(), 48 - 3);
+  ASSERT_TRUE(sequences.copy(1, 0).ok());
+  ASSERT_TRUE(sequences.copy(2, 0).ok());
+  EXPECT_EQ(sequences.freeCacheBlocks(), 48 - 3);  // shared, not copied
+  EXPECT_EQ(sequences.blocksHeld(std::vector<int>{0, 1, 2}), 3);
+  // Row 40 lies in the third block, which all three share: each writes into a copy but the last.
+  EXPECT_EQ(sequences.blocksToRun(1, 1), 1);
+  const std::vector<int64_t> a = {3}, b = {9}, c = {3};
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{1, b}, {0, a}, {2, c}}).ok());
+  EXPECT_EQ(sequences.freeCacheBlocks(), 48 - 5);
+  EXPECT_EQ(sequences.blocksHeld(std::vector<int>{0}), 3);
+  EXPECT_EQ(sequences.blocksHeld(std::vector<int>{0, 1, 2}), 5);
+  const std::vector<std::vector<float>> withA = alone(prompt, a, model), withB = alone(prompt, b, model);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(0), withB.back()), tolerance);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(1), withA.back()), tolerance);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(2), withA.back()), tolerance);
+  // Past the shared rows, each grows on its own blocks.
+  std::vector<int64_t> more(30, 11);
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{0, more}, {1, more}}).ok());
+  std::vector<int64_t> fedA = a, fedB = b;
+  fedA.insert(fedA.end(), more.begin(), more.end());
+  fedB.insert(fedB.end(), more.begin(), more.end());
+  EXPECT_LE(relativeDifference(sequences.lastLogits(0), alone(prompt, fedA, model).back()), tolerance);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(1), alone(prompt, fedB, model).back()), tolerance);
+  // A truncated copy keeps the shared blocks it still needs, and runs on as its prefix alone.
+  ASSERT_TRUE(sequences.truncate(2, 20).ok());
+  EXPECT_EQ(sequences.blocksHeld(std::vector<int>{2}), 2);
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{2, std::span(prompt).subspan(20)}}).ok());
+  EXPECT_LE(relativeDifference(sequences.lastLogits(0), alone(prompt, {}, model).back()), tolerance);
+  for (int sequence : {0, 1, 2}) ASSERT_TRUE(sequences.reset(sequence).ok());
+  EXPECT_EQ(sequences.freeCacheBlocks(), 48);
+}
+
+// A pool of fewer blocks than every cache takes: a run needing more blocks
+// than are free fails before anything runs, naming them, and every sequence
+// is as it was; giving blocks back lets it run.
+TEST_P(Sequences, ARunBeyondTheFreeBlocksFailsAndChangesNothing) {
+  auto pool = ein::SequencePool::create(model, {2, 2, 16, 4});
+  ASSERT_TRUE(pool.ok());
+  ein::SequencePool &sequences = *pool.value();
+  EXPECT_EQ(sequences.cacheBlocks(), 4);
+  const std::vector<int64_t> first(40, 5), second(30, 6);
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{0, first}}).ok());
+  ein::Status status = sequences.run(std::vector<ein::SequenceTokens>{{0, second}, {1, second}});
+  EXPECT_EQ(status.code(), ein::StatusCode::ResourceExhausted);
+  EXPECT_NE(status.message().find("the run needs 4 cache blocks of 16 rows, and 1 of the 4 are free"),
+            std::string::npos)
+      << status.message();
+  EXPECT_EQ(sequences.position(0), 40);
+  EXPECT_EQ(sequences.position(1), 0);
+  EXPECT_EQ(sequences.freeCacheBlocks(), 1);
+  ASSERT_TRUE(sequences.truncate(0, 16).ok());
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{1, second}, {0, std::span(first).subspan(16, 1)}}).ok());
+  EXPECT_LE(relativeDifference(sequences.lastLogits(0), alone(second, {}, model).back()), tolerance);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(1), alone(std::vector<int64_t>(17, 5), {}, model).back()),
+            tolerance);
+  auto refused = ein::SequencePool::create(model, {2, 2, 16, -1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cacheBlocks is -1"), std::string::npos) << refused.status().message();
+  refused = ein::SequencePool::create(model, {2, 2, 1 << 20});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cacheBlockRows is 1048576"), std::string::npos)
+      << refused.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Sequences, ::testing::Values("fp32", "bf16", "int8"));

@@ -8,6 +8,7 @@
 // stream to its caller as they are chosen (README "Generating text").
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -41,6 +42,13 @@ struct SchedulerOptions {
   // kCopiedPrefixMinimum more tokens. The tokens are the same as without.
   bool reusePrefixes = true;
   static constexpr int64_t kCopiedPrefixMinimum = 16;
+  // The paged key/value cache (SequencePoolOptions): rows a block, and
+  // blocks (0: as many as every sequence's whole cache takes). With fewer,
+  // a step takes what blocks are free: the caches kept of finished requests
+  // go first, a sequence that finds none waits, and when none can go on the
+  // youngest request ends with ResourceExhausted so that the others do.
+  int64_t cacheBlockRows = 16;
+  int64_t cacheBlocks = 0;
 };
 
 // One submitted generation, shared by its caller and the scheduler; any
@@ -119,6 +127,11 @@ class Scheduler {
   // no longer counts once its end can be seen (wait() or next() returns).
   size_t running() const;
   size_t waiting() const;
+  // The paged cache's blocks (0: not paged) and those the requests
+  // generating hold (a snapshot after the last step; the caches kept of
+  // finished requests hold blocks too, given back when a step needs them).
+  int64_t cacheBlocks() const { return pool_->cacheBlocks(); }
+  int64_t cacheBlocksUsed() const { return cacheBlocksUsed_.load(std::memory_order_relaxed); }
 
  private:
   struct Going;
@@ -134,6 +147,10 @@ class Scheduler {
   void endRunning(Request &request, FinishReason reason, Status status);
   // Frees `slot`'s sequence and ends its request (endRunning()).
   void finish(size_t slot, FinishReason reason, Status status = Status());
+  // Whether `tokens` more for `slot` fit the paged cache's free blocks less
+  // the `taken` by this step so far (counted in), giving back the caches
+  // kept of finished requests while they do not.
+  bool takeBlocks(size_t slot, int64_t tokens, int64_t &taken);
 
   std::unique_ptr<SequencePool> pool_;
   const int64_t stepTokens_;
@@ -149,6 +166,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Request>> waiting_;
   size_t running_ = 0;
   bool stopping_ = false;
+  std::atomic<int64_t> cacheBlocksUsed_{0};
   std::thread thread_;
   std::once_flag joined_;
 };

@@ -87,6 +87,8 @@ class SequencePool {
   int64_t cacheBlocks() const { return static_cast<int64_t>(references_.size()); }
   int64_t freeCacheBlocks() const { return static_cast<int64_t>(free_.size()); }
   int64_t blocksToRun(int sequence, int64_t tokens) const;
+  // The blocks these sequences hold, each counted once.
+  int64_t blocksHeld(std::span<const int> sequences) const;
 
   // One thread at a time: a call while another thread is inside run() or
   // reset() fails with StatusCode::Busy.

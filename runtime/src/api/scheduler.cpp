@@ -93,8 +93,8 @@ Scheduler::Scheduler(std::unique_ptr<SequencePool> pool, const SchedulerOptions 
       held_(static_cast<size_t>(pool_->maxSequences())) {}
 
 StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Model> model, SchedulerOptions options) {
-  StatusOr<std::unique_ptr<SequencePool>> pool =
-      SequencePool::create(std::move(model), {options.maxSequences, options.threads});
+  StatusOr<std::unique_ptr<SequencePool>> pool = SequencePool::create(
+      std::move(model), {options.maxSequences, options.threads, options.cacheBlockRows, options.cacheBlocks});
   if (!pool.ok()) return pool.status();
   const int64_t most = pool.value()->maxTokensPerRun();
   if (options.stepTokens < 0)
@@ -151,6 +151,13 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
   // the cache bounds it, not the tokens of one run.
   if (Status status = detail::fitsAt(model, 1, static_cast<int64_t>(prompt.size()) - 1); !status.ok())
     return Status(status.code(), fmt::format("the prompt of {} tokens does not fit: {}", prompt.size(), status.message()));
+  if (const int64_t rows = pool_->cacheBlockRows(); rows > 0) {
+    const auto blocks = (static_cast<int64_t>(prompt.size()) + rows - 1) / rows;
+    if (blocks > pool_->cacheBlocks())
+      return Status(StatusCode::ResourceExhausted,
+                    fmt::format("the prompt of {} tokens takes {} cache blocks of {} rows; the cache has {}",
+                                prompt.size(), blocks, rows, pool_->cacheBlocks()));
+  }
   std::shared_ptr<Request> request(new Request({prompt.begin(), prompt.end()}, std::move(options)));
   {
     std::lock_guard lock(mutex_);
@@ -182,6 +189,10 @@ void Scheduler::loop() {
     }
     for (std::shared_ptr<Request> &request : starting) admit(std::move(request));
     step();
+    std::vector<int> generating;
+    for (size_t slot = 0; slot < slots_.size(); ++slot)
+      if (slots_[slot]) generating.push_back(static_cast<int>(slot));
+    cacheBlocksUsed_.store(pool_->blocksHeld(generating), std::memory_order_relaxed);
   }
   // Shut down: every request not ended ends, cancelled.
   std::deque<std::shared_ptr<Request>> left;
@@ -262,6 +273,16 @@ void Scheduler::finish(size_t slot, FinishReason reason, Status status) {
   endRunning(*request, reason, std::move(status));
 }
 
+bool Scheduler::takeBlocks(size_t slot, int64_t tokens, int64_t &taken) {
+  if (pool_->cacheBlockRows() == 0) return true;
+  const int64_t needed = pool_->blocksToRun(static_cast<int>(slot), tokens);
+  for (size_t idle = 0; needed > pool_->freeCacheBlocks() - taken && idle < slots_.size(); ++idle)
+    if (!slots_[idle] && !held_[idle].empty() && pool_->reset(static_cast<int>(idle)).ok()) held_[idle].clear();
+  if (needed > pool_->freeCacheBlocks() - taken) return false;
+  taken += needed;
+  return true;
+}
+
 void Scheduler::step() {
   for (size_t slot = 0; slot < slots_.size(); ++slot) {
     if (!slots_[slot]) continue;
@@ -276,32 +297,60 @@ void Scheduler::step() {
     }
   }
   // Every generating sequence's next token, then the prompts in the order
-  // they came, each as much as the step has room for.
+  // they came, each as much as the step has room for; the oldest first to
+  // the cache's free blocks.
   std::vector<SequenceTokens> batch;
   std::vector<size_t> entries;  // the slot of each batch entry
-  int64_t tokens = 0;
-  std::vector<size_t> starting;
-  for (size_t slot = 0; slot < slots_.size(); ++slot) {
-    if (!slots_[slot]) continue;
+  int64_t tokens = 0, taken = 0;
+  std::vector<size_t> going, starting;
+  for (size_t slot = 0; slot < slots_.size(); ++slot)
+    if (slots_[slot]) going.push_back(slot);
+  std::sort(going.begin(), going.end(), [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
+  for (size_t slot : going) {
     if (slots_[slot]->prefilled < slots_[slot]->request->prompt_.size()) {
       starting.push_back(slot);
       continue;
     }
+    if (!takeBlocks(slot, 1, taken)) continue;  // waits for a block
     batch.push_back({static_cast<int>(slot), std::span<const int64_t>(&slots_[slot]->last, 1)});
     entries.push_back(slot);
     ++tokens;
   }
-  std::sort(starting.begin(), starting.end(),
-            [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
   for (size_t slot : starting) {
     if (tokens == stepTokens_) break;
     const std::vector<int64_t> &prompt = slots_[slot]->request->prompt_;
     const size_t from = slots_[slot]->prefilled;
-    const auto chunk =
-        static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens));
-    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(prompt).subspan(from, chunk)});
+    auto chunk = std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens);
+    if (!takeBlocks(slot, chunk, taken)) {  // as much of it as the free blocks hold
+      int64_t fits = 0;
+      for (int64_t high = chunk - 1; fits < high;) {
+        const int64_t middle = fits + (high - fits + 1) / 2;
+        if (int64_t probe = taken; takeBlocks(slot, middle, probe))
+          fits = middle;
+        else
+          high = middle - 1;
+      }
+      if (fits == 0 || !takeBlocks(slot, fits, taken)) continue;
+      chunk = fits;
+    }
+    batch.push_back({static_cast<int>(slot), std::span<const int64_t>(prompt).subspan(from, static_cast<size_t>(chunk))});
     entries.push_back(slot);
-    tokens += static_cast<int64_t>(chunk);
+    tokens += chunk;
+  }
+  if (batch.empty() && !going.empty()) {
+    // Every sequence waits for a block that only another could give back:
+    // the youngest holding blocks ends, and they go to the others.
+    for (auto slot = going.rbegin(); slot != going.rend(); ++slot) {
+      const int sequence = static_cast<int>(*slot);
+      if (pool_->blocksHeld(std::span(&sequence, 1)) == 0) continue;
+      finish(*slot, FinishReason::None,
+             Status(StatusCode::ResourceExhausted,
+                    fmt::format("the key/value cache's {} blocks of {} rows are all in use: this request ended so "
+                                "that the {} others could go on",
+                                pool_->cacheBlocks(), pool_->cacheBlockRows(), going.size() - 1)));
+      if (pool_->reset(sequence).ok()) held_[*slot].clear();
+      break;
+    }
   }
   if (batch.empty()) return;
   if (Status status = pool_->run(batch); !status.ok()) {

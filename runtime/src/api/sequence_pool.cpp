@@ -186,6 +186,18 @@ int64_t SequencePool::blocksToRun(int sequence, int64_t tokens) const {
   return taken;
 }
 
+int64_t SequencePool::blocksHeld(std::span<const int> sequences) const {
+  std::vector<bool> held(references_.size(), false);
+  int64_t count = 0;
+  for (int sequence : sequences)
+    if (checkSequence(sequence).ok())
+      for (uint32_t block : tables_[static_cast<size_t>(sequence)]) {
+        count += !held[block];
+        held[block] = true;
+      }
+  return count;
+}
+
 Status SequencePool::takeBlocks(int sequence, int64_t from, int64_t rows) {
   std::vector<uint32_t> &table = tables_[static_cast<size_t>(sequence)];
   const size_t needed = blocksHolding(rows, blockRows_);
