@@ -140,7 +140,9 @@ StatusOr<PagedView> pageView(const Tensor &state, const PagedTensor &paged, int6
     walked[*walks] = true;
     if (index[*walks] + extents[v] > shape[*walks]) return refuse(fmt::format("leaves its axis {}", *walks));
     paged_view.view.strides.push_back(blockStrides[*walks]);
-    if ((*walks == axis) != (static_cast<int>(v) == rowsViewAxis) && rowsViewAxis >= 0)
+    if (static_cast<int>(v) == rowsViewAxis && *walks != axis)
+      return refuse(fmt::format("walks its axis {} along axis {}, which must walk its rows", *walks, v));
+    if (rowsViewAxis >= 0 && static_cast<int>(v) != rowsViewAxis && *walks == axis)
       return refuse(fmt::format("walks its rows along axis {}, not {}", v, rowsViewAxis));
     if (*walks == axis) {
       paged_view.rowsAxis = static_cast<int>(v);

@@ -400,5 +400,89 @@ TEST(DecodeAttentionTest, AppliesToFewQueriesOverRowsAtAnyStride) {
   EXPECT_TRUE(detail::cpu::attentionF32DecodeApplies(std::get<detail::Attention>(strided.program().steps[0].kernel)));
 }
 
+// --- paged attention ---------------------------------------------------------------
+
+// Keys and values in a paged cache (program/paged_state.hpp): blocks of
+// `blockRows` rows of every key head, in the pool in any order. The decode
+// kernel (few queries) and the flash kernel (a prompt's chunk, causal) read
+// a block's rows at a time, f32 and a bf16 cache, on every ISA and with
+// keys split across threads, and give what they give over the rows laid out
+// whole.
+TEST(PagedAttentionTest, ReadsBlocksInAnyOrderAsTheRowsLaidOutWhole) {
+  for (const DecodeCase &c : {DecodeCase{"decode", 2, 4, 1, 300, 32, 16, true},
+                              DecodeCase{"chunk", 2, 3, 20, 90, 16, 24, true}})
+    for (bool bf16Cache : {false, true})
+      for (int64_t blockRows : {1, 5, 16}) {
+        const std::string what = c.name + (bf16Cache ? " bf16 cache" : " f32 cache") + ", blocks of " +
+                                 std::to_string(blockRows) + " rows";
+        const std::vector<uint8_t> artifact = decodeArtifact(c, bf16Cache);
+        auto loaded = Model::loadFromMemory(artifact.data(), artifact.size());
+        ASSERT_TRUE(loaded.ok()) << loaded.status().toString();
+        const detail::Program &program = loaded.value()->program();
+        const auto &whole = std::get<detail::Attention>(program.steps[0].kernel);
+        const int64_t B = c.kvHeads, J = c.keys, rows = J + 5, elementBytes = bf16Cache ? 2 : 4;
+        // Each tensor's bytes: q random, k and v random (bf16 where the cache is), out NaN.
+        std::vector<std::vector<std::byte>> buffers;
+        for (size_t id = 0; id < program.tensors.size(); ++id) {
+          const detail::Tensor &tensor = program.tensors[id];
+          std::vector<float> values = tensor.storage == detail::Storage::Input
+                                          ? randomFloats(static_cast<size_t>(tensor.numElements), 200 + static_cast<uint32_t>(id))
+                                          : std::vector<float>(static_cast<size_t>(tensor.numElements), NAN);
+          if (tensor.dtype == DType::BF16) values = StepHarness::packBf16(values);
+          const auto *bytes = reinterpret_cast<const std::byte *>(values.data());
+          buffers.emplace_back(bytes, bytes + tensor.byteSize);
+        }
+        // The pool: block n of k and of v side by side, the blocks in reverse order with one unused between.
+        const int64_t blocks = (rows + blockRows - 1) / blockRows;
+        const int64_t kBlockBytes = B * blockRows * c.headDim * elementBytes, vBlockBytes = B * blockRows * c.valueDim * elementBytes;
+        const int64_t poolBlockBytes = kBlockBytes + vBlockBytes;
+        std::vector<uint32_t> table(static_cast<size_t>(blocks));
+        for (int64_t n = 0; n < blocks; ++n) table[static_cast<size_t>(n)] = static_cast<uint32_t>(2 * (blocks - 1 - n) + 1);
+        std::vector<std::byte> pool(static_cast<size_t>(2 * blocks * poolBlockBytes), std::byte{0xff});
+        auto scatter = [&](uint32_t tensor, int64_t width, int64_t partOffset) {
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t r = 0; r < rows; ++r)
+              std::memcpy(pool.data() + table[static_cast<size_t>(r / blockRows)] * poolBlockBytes + partOffset +
+                              ((b * blockRows + r % blockRows) * width) * elementBytes,
+                          buffers[tensor].data() + (b * rows + r) * width * elementBytes,
+                          static_cast<size_t>(width * elementBytes));
+        };
+        scatter(whole.k.tensor, c.headDim, 0);
+        scatter(whole.v.tensor, c.valueDim, kBlockBytes);
+        detail::Attention paged = whole;
+        paged.k.strides = {blockRows * c.headDim, c.headDim, 1};
+        paged.v.strides = {blockRows * c.valueDim, c.valueDim, 1};
+        paged.kPages = {table.data(), blockRows, poolBlockBytes / elementBytes, 0};
+        paged.vPages = {table.data(), blockRows, poolBlockBytes / elementBytes, 0};
+        auto run = [&](const detail::Attention &op, bool inPool, const IsaKernels &isa, int threads) {
+          std::vector<std::vector<std::byte>> own = buffers;
+          std::vector<std::byte *> bases;
+          for (auto &buffer : own) bases.push_back(buffer.data());
+          if (inPool) {
+            bases[op.k.tensor] = pool.data();
+            bases[op.v.tensor] = pool.data() + kBlockBytes;
+          }
+          const size_t stride = detail::cpu::scratchFloats(detail::Kernel(op)) + 16;
+          std::vector<float> scratch(stride * static_cast<size_t>(threads));
+          std::unique_ptr<detail::ThreadPool> threadPool =
+              threads > 1 ? std::make_unique<detail::ThreadPool>(threads) : nullptr;
+          KernelContext context{program.tensors, bases.data(), scratch.data(), stride, threadPool.get(), &isa,
+                                &program.packed};
+          detail::cpu::beginKernelEpoch();
+          Status status = detail::cpu::runStep(op, context);
+          EXPECT_TRUE(status.ok()) << status.toString();
+          const std::vector<std::byte> &out = own[program.outputTensors[0]];
+          std::vector<float> values(out.size() / sizeof(float));
+          std::memcpy(values.data(), out.data(), out.size());
+          return values;
+        };
+        for (const IsaKernels *isa : detail::cpu::supportedKernels())
+          for (int threads : {1, 3}) {
+            const std::vector<float> want = run(whole, false, *isa, threads), got = run(paged, true, *isa, threads);
+            expectNear(got, want, 1e-6, what + ", " + isa->name + " threads " + std::to_string(threads));
+          }
+      }
+}
+
 }  // namespace
 }  // namespace ein::testing
