@@ -52,7 +52,7 @@ class PyRequest {
 class PyScheduler {
  public:
   PyScheduler(const PyModel &model, int maxSequences, int threads, int64_t stepTokens, size_t maxWaiting,
-              bool reusePrefixes) {
+              bool reusePrefixes, int64_t cacheBlockRows, int64_t cacheBlocks) {
     if (model.where().device.device != Device::Cpu)
       throw PythonError("DeviceError", "a scheduler runs on the CPU for now");
     SchedulerOptions options;
@@ -61,6 +61,8 @@ class PyScheduler {
     options.stepTokens = stepTokens;
     options.maxWaiting = maxWaiting;
     options.reusePrefixes = reusePrefixes;
+    options.cacheBlockRows = cacheBlockRows;
+    options.cacheBlocks = cacheBlocks;
     StatusOr<std::unique_ptr<Scheduler>> created = Scheduler::create(model.shared(), options);
     if (!created.ok()) throwStatus(created.status());
     scheduler = std::move(created).value();
@@ -94,8 +96,9 @@ void bindScheduler(nb::module_ &module) {
       .def_prop_ro("prompt_tokens", &PyRequest::promptTokens)
       .def_prop_ro("cached_tokens", &PyRequest::cachedTokens);
   nb::class_<PyScheduler>(module, "_Scheduler")
-      .def(nb::init<const PyModel &, int, int, int64_t, size_t, bool>(), nb::arg("model"), nb::arg("max_sequences"),
-           nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"), nb::arg("reuse_prefixes"))
+      .def(nb::init<const PyModel &, int, int, int64_t, size_t, bool, int64_t, int64_t>(), nb::arg("model"),
+           nb::arg("max_sequences"), nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"),
+           nb::arg("reuse_prefixes"), nb::arg("cache_block_rows"), nb::arg("cache_blocks"))
       .def("submit", &PyScheduler::submit, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"))
       .def("shutdown", &PyScheduler::shutdown)
@@ -103,7 +106,9 @@ void bindScheduler(nb::module_ &module) {
       .def_prop_ro("waiting", [](const PyScheduler &self) { return self.scheduler->waiting(); })
       .def_prop_ro("max_sequences", [](const PyScheduler &self) { return self.scheduler->maxSequences(); })
       .def_prop_ro("step_tokens", [](const PyScheduler &self) { return self.scheduler->stepTokens(); })
-      .def_prop_ro("max_sequence_tokens", [](const PyScheduler &self) { return self.scheduler->maxSequenceTokens(); });
+      .def_prop_ro("max_sequence_tokens", [](const PyScheduler &self) { return self.scheduler->maxSequenceTokens(); })
+      .def_prop_ro("cache_blocks", [](const PyScheduler &self) { return self.scheduler->cacheBlocks(); })
+      .def_prop_ro("cache_blocks_used", [](const PyScheduler &self) { return self.scheduler->cacheBlocksUsed(); });
 }
 
 }  // namespace ein::python

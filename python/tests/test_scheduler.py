@@ -80,3 +80,16 @@ def test_bad_use_raises(decoder):
     stateless = ein.compile(EXAMPLES / "mhsa.ein", random_weights=1)
     with pytest.raises(ein.Error, match="serves one sequence per run"):
         ein.Scheduler(stateless)
+
+
+def test_a_bounded_paged_cache_refuses_what_it_cannot_hold(decoder):
+    with ein.Scheduler(decoder, max_sequences=2, threads=2, cache_block_rows=16, cache_blocks=4) as scheduler:
+        assert scheduler.cache_blocks == 4 and scheduler.cache_blocks_used == 0
+        with pytest.raises(ein.Error, match="the prompt of 65 tokens takes 5 cache blocks of 16 rows; the cache has 4"):
+            scheduler.submit([1] * 65)
+        assert scheduler.submit([3, 1, 4], max_new_tokens=20).wait() == decoder.generate([3, 1, 4], max_new_tokens=20)
+    with ein.Scheduler(decoder, max_sequences=2, cache_block_rows=0) as unpaged:
+        assert unpaged.cache_blocks == 0
+        assert unpaged.submit([3, 1, 4], max_new_tokens=5).wait() == decoder.generate([3, 1, 4], max_new_tokens=5)
+    with pytest.raises(ein.Error, match="cacheBlocks is 16777217"):
+        ein.Scheduler(decoder, cache_blocks=(1 << 24) + 1)

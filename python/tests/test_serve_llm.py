@@ -246,10 +246,12 @@ def test_a_client_that_disconnects_frees_its_sequence(slow_served):
             if line.startswith("data:"):
                 break
     deadline = time.monotonic() + DEADLINE
-    while server.scheduler.running:
+    while server.scheduler.running or server.scheduler.cache_blocks_used:
         assert time.monotonic() < deadline, "the sequence was not freed"
         time.sleep(0.01)
     assert server.generated_tokens._value.get() - before < 250  # it stopped where the client left
+    metrics = httpx.get(base + "/metrics").text
+    assert "ein_cache_blocks_used 0.0" in metrics and "ein_cache_blocks " in metrics
 
 
 def test_sigterm_lets_the_streams_in_flight_finish_and_exits_0(served, tmp_path):

@@ -310,9 +310,14 @@ TEST_P(Scheduling, TheCApiGeneratesAndStreams) {
   ein_scheduler_options_init(&scheduling);
   scheduling.max_sequences = 2;
   scheduling.threads = 2;
+  scheduling.cache_block_rows = 32;
   ein_scheduler_t *scheduler = nullptr;
   ASSERT_EQ(ein_scheduler_create(loaded, &scheduling, &scheduler), nullptr);
   ein_model_free(loaded);  // the scheduler keeps it
+  int64_t blocks = 0, used = -1;
+  ein_scheduler_cache_blocks(scheduler, &blocks, &used);
+  EXPECT_EQ(blocks, 2 * 256 / 32);  // two sequences' whole caches
+  EXPECT_EQ(used, 0);
   std::vector<ein_request_t *> requests(2);
   ASSERT_EQ(ein_scheduler_submit(scheduler, first.data(), first.size(), &options, &requests[0]), nullptr);
   ASSERT_EQ(ein_scheduler_submit(scheduler, second.data(), second.size(), &options, &requests[1]), nullptr);

@@ -55,7 +55,11 @@ class Scheduler:
     ``reuse_prefixes``, a prompt that begins as a sequence's cache holds (a
     conversation continued, a shared system prompt) starts from there
     instead of running those tokens again. Each request's tokens are those
-    its prompt gives alone.
+    its prompt gives alone. The key/value caches are paged: blocks of
+    ``cache_block_rows`` rows (0: a whole cache per sequence) from a pool of
+    ``cache_blocks`` (0: enough for every sequence's whole cache); with
+    fewer, a sequence that finds no free block waits, and when none can go
+    on the youngest request ends with ein.Error (ResourceExhausted).
 
         with ein.Scheduler(model, max_sequences=8) as scheduler:
             request = scheduler.submit(ids, max_new_tokens=64)
@@ -64,13 +68,16 @@ class Scheduler:
     """
 
     def __init__(self, model: Model, *, max_sequences: int = 16, threads: Optional[int] = None,
-                 step_tokens: int = 0, max_waiting: int = 1024, reuse_prefixes: bool = True):
+                 step_tokens: int = 0, max_waiting: int = 1024, reuse_prefixes: bool = True,
+                 cache_block_rows: int = 16, cache_blocks: int = 0):
         if not isinstance(model, Model):
             raise TypeError(f"model must be an ein.Model, got {type(model).__name__}")
         self.model = model
         self._native = _ein._Scheduler(model._native, _integer(max_sequences, "max_sequences", 1),
                                        _check_threads(threads), _integer(step_tokens, "step_tokens", 0),
-                                       _integer(max_waiting, "max_waiting", 1), bool(reuse_prefixes))
+                                       _integer(max_waiting, "max_waiting", 1), bool(reuse_prefixes),
+                                       _integer(cache_block_rows, "cache_block_rows", 0),
+                                       _integer(cache_blocks, "cache_blocks", 0))
 
     def submit(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = ()) -> Request:
@@ -108,6 +115,18 @@ class Scheduler:
         """The most tokens one sequence's cache holds: its prompt and the
         tokens fed back after it (a generation ends there, "length")."""
         return self._native.max_sequence_tokens
+
+    @property
+    def cache_blocks(self) -> int:
+        """The paged key/value cache's blocks (0: not paged)."""
+        return self._native.cache_blocks
+
+    @property
+    def cache_blocks_used(self) -> int:
+        """The blocks the requests generating hold, as of the last step (the
+        caches kept of finished requests for prefix reuse hold blocks too,
+        given back when a step needs them)."""
+        return self._native.cache_blocks_used
 
     def __enter__(self) -> "Scheduler":
         return self

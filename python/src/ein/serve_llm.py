@@ -56,9 +56,11 @@ class LlmServer:
     scheduler requests, tokens into text, metrics."""
 
     def __init__(self, model: Model, tokenizer: Tokenizer, *, model_name: str, max_sequences: int = 16,
-                 threads: Optional[int] = None, max_waiting: int = 256):
+                 threads: Optional[int] = None, max_waiting: int = 256, cache_block_rows: int = 16,
+                 cache_blocks: int = 0):
         self.model, self.tokenizer, self.model_name = model, tokenizer, model_name
-        self.scheduler = Scheduler(model, max_sequences=max_sequences, threads=threads, max_waiting=max_waiting)
+        self.scheduler = Scheduler(model, max_sequences=max_sequences, threads=threads, max_waiting=max_waiting,
+                                   cache_block_rows=cache_block_rows, cache_blocks=cache_blocks)
         # Each stream waits for its next token in a thread of its own while
         # the event loop serves the others.
         self._waiters = concurrent.futures.ThreadPoolExecutor(max_workers=max_sequences + max_waiting + 8,
@@ -86,6 +88,10 @@ class LlmServer:
             lambda: self.scheduler.waiting)
         Gauge("ein_max_sequences", "sequences the scheduler generates at once", registry=self.registry).set(
             self.scheduler.max_sequences)
+        Gauge("ein_cache_blocks_used", "key/value cache blocks the sequences generating hold",
+              registry=self.registry).set_function(lambda: self.scheduler.cache_blocks_used)
+        Gauge("ein_cache_blocks", "key/value cache blocks in the pool (0: not paged)", registry=self.registry).set(
+            self.scheduler.cache_blocks)
 
     def close(self):
         self.scheduler.shutdown()
@@ -409,6 +415,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--max-sequences", type=int, default=16, help="sequences generating at once")
     parser.add_argument("--max-waiting", type=int, default=256, help="requests waiting at most; then 429")
     parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: every CPU)")
+    parser.add_argument("--cache-block-rows", type=int, default=16,
+                        help="the paged key/value cache's rows a block (0: a whole cache per sequence)")
+    parser.add_argument("--cache-blocks", type=int, default=0,
+                        help="its blocks (default: enough for every sequence's whole cache; fewer bound its memory)")
     parser.add_argument("--model-name", help="the name clients give as 'model' (default: the file's stem)")
     parser.add_argument("--shutdown-timeout", type=float, default=30.0,
                         help="seconds the requests in flight may take to finish after SIGTERM")
@@ -423,7 +433,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     default_name = pathlib.Path(options.model).resolve().name if is_folder else pathlib.Path(options.model).stem
     name = options.model_name or default_name
     server = LlmServer(model, tokenizer, model_name=name, max_sequences=options.max_sequences,
-                       threads=options.threads, max_waiting=options.max_waiting)
+                       threads=options.threads, max_waiting=options.max_waiting,
+                       cache_block_rows=options.cache_block_rows, cache_blocks=options.cache_blocks)
     print(f"ein.serve_llm: '{name}' on http://{options.host}:{options.port}/v1 "
           f"({options.max_sequences} sequences at once)", flush=True)
     config = uvicorn.Config(create_app(server), host=options.host, port=options.port, log_level="warning",

@@ -221,12 +221,17 @@ typedef struct ein_scheduler_options {
   int32_t threads;       /* kernel threads */
   int64_t step_tokens;   /* tokens per step, decode and prompt chunks; 0: 512 or the model's most */
   size_t max_waiting;    /* requests waiting at most; beyond: EIN_STATUS_RESOURCE_EXHAUSTED */
+  int64_t cache_block_rows; /* the paged key/value cache's rows a block; 0: not paged */
+  int64_t cache_blocks;     /* its blocks; 0: as many as every sequence's whole cache takes */
 } ein_scheduler_options_t;
-/* 16 sequences, ein_default_thread_count() threads, 1024 waiting */
+/* 16 sequences, ein_default_thread_count() threads, 1024 waiting, blocks of 16 rows */
 void ein_scheduler_options_init(ein_scheduler_options_t *options);
 /* `options` may be NULL for the defaults. Starts the scheduler's thread. */
 ein_status_t *ein_scheduler_create(const ein_model_t *model, const ein_scheduler_options_t *options,
                                    ein_scheduler_t **out_scheduler);
+/* The paged key/value cache's blocks (0: not paged) and those the requests
+ * generating hold, as of the last step. */
+void ein_scheduler_cache_blocks(const ein_scheduler_t *scheduler, int64_t *out_blocks, int64_t *out_used);
 /* Cancels every request not ended and stops; a later submit fails. */
 void ein_scheduler_shutdown(ein_scheduler_t *scheduler);
 /* Shuts down and frees; its requests stay valid until they are freed. */

@@ -331,7 +331,7 @@ ein_status_t *ein_session_output_by_name(const ein_session_t *session, const cha
 }
 
 void ein_scheduler_options_init(ein_scheduler_options_t *options) {
-  if (options) *options = {16, ein::defaultThreadCount(), 0, 1024};
+  if (options) *options = {16, ein::defaultThreadCount(), 0, 1024, 16, 0};
 }
 
 ein_status_t *ein_scheduler_create(const ein_model_t *model, const ein_scheduler_options_t *options,
@@ -348,11 +348,18 @@ ein_status_t *ein_scheduler_create(const ein_model_t *model, const ein_scheduler
     scheduling.threads = c.threads;
     scheduling.stepTokens = c.step_tokens;
     scheduling.maxWaiting = c.max_waiting;
+    scheduling.cacheBlockRows = c.cache_block_rows;
+    scheduling.cacheBlocks = c.cache_blocks;
     auto scheduler = ein::Scheduler::create(model->model, scheduling);
     if (!scheduler.ok()) return toC(scheduler.status());
     *out_scheduler = new ein_scheduler_t{std::move(scheduler).value()};
     return nullptr;
   });
+}
+
+void ein_scheduler_cache_blocks(const ein_scheduler_t *scheduler, int64_t *out_blocks, int64_t *out_used) {
+  if (out_blocks) *out_blocks = scheduler ? scheduler->scheduler->cacheBlocks() : 0;
+  if (out_used) *out_used = scheduler ? scheduler->scheduler->cacheBlocksUsed() : 0;
 }
 
 void ein_scheduler_shutdown(ein_scheduler_t *scheduler) {
