@@ -18,7 +18,11 @@ Reported per engine and S, medians over --rounds alternated rounds, each engine 
   decode tok/s: tokens produced while every sequence was decoding (from the last sequence's first
                 token to the first sequence's end), per second: the steady state of S at once;
   total tok/s:  all new tokens over the wall time from submission to the last token (prefill included);
-  TTFT:         time from submission to each sequence's first token, median and max over sequences.
+  TTFT:         time from submission to each sequence's first token, median and max over sequences;
+  cache MiB:    ein's key/value cache the sequences held at most: the paged cache's blocks in use
+                (--ein-block-rows, default 16; 0: unpaged, a whole 512-row cache per sequence).
+With --shared-prefix N every prompt begins with the same N tokens (a system prompt): the scheduler
+starts later sequences from a sequence's cached prefix, whose blocks they share until they write.
 DRAM read bandwidth: a 2-thread read of a 2 GB buffer (NumPy sums over halves, one per thread).
 
 Needs: the ein build (build/bin/einc), the Python package in .venv-python (scripts/python-env.sh), and
@@ -27,7 +31,8 @@ a venv with numpy, safetensors, gguf and llama-cpp-python for llama.cpp and the 
   .venv-bench/bin/pip install numpy safetensors gguf
   CMAKE_ARGS="-DGGML_NATIVE=ON" .venv-bench/bin/pip install llama-cpp-python
 Run:   .venv-bench/bin/python bench/llm_many_sequences.py [--sequences 1,4,16,64] [--new-tokens 128]
-       [--rounds 1] [--precisions int8,bf16] [--skip-llamacpp] [--workdir DIR]
+       [--rounds 1] [--precisions int8,bf16] [--skip-llamacpp] [--ein-block-rows 16,0]
+       [--shared-prefix 96] [--workdir DIR]
        (the weights, artifacts and GGUF files, ~9 GB, are made once in --workdir, default
        ein-many-bench in $TMPDIR or /tmp)
 
@@ -59,10 +64,16 @@ THREADS = 2
 PROMPT = 128
 
 
-def prompt(index):
+def prompt(index, shared=0):
+    """Sequence `index`'s prompt: its first `shared` tokens the same for every sequence (a system prompt)."""
     import random
-    r = random.Random(1000 + index)
-    return [r.randrange(3, CONFIG["vocab_size"]) for _ in range(PROMPT)]
+    common, own = random.Random(999), random.Random(1000 + index)
+    return [common.randrange(3, CONFIG["vocab_size"]) for _ in range(shared)] + \
+        [own.randrange(3, CONFIG["vocab_size"]) for _ in range(PROMPT - shared)]
+
+
+# A cache row of every layer's keys and values (bf16 in int8 and bf16 artifacts).
+CACHE_ROW_BYTES = CONFIG["num_hidden_layers"] * 2 * CONFIG["num_key_value_heads"] * CONFIG["head_dim"] * 2
 
 
 # ---------------------------------------------------------------- preparation
@@ -119,25 +130,32 @@ def summarise(submitted, firsts, ends, stamps, tokens):
             "ttft_median_s": statistics.median(ttft), "ttft_max_s": ttft[-1]}
 
 
-def worker_ein(einb, sequences, new_tokens):
+def worker_ein(einb, sequences, new_tokens, block_rows, shared):
     import ein
     model = ein.load(einb, threads=THREADS)
-    with ein.Scheduler(model, max_sequences=sequences, threads=THREADS, step_tokens=STEP) as scheduler:
+    with ein.Scheduler(model, max_sequences=sequences, threads=THREADS, step_tokens=STEP,
+                       cache_block_rows=block_rows) as scheduler:
         scheduler.submit(prompt(0)[:16], max_new_tokens=2).wait()  # warm: pages touched, kernels chosen
         stamps = [[] for _ in range(sequences)]
+        peak = [0]
 
         def read(index, request):
             for _ in request:
                 stamps[index].append(time.perf_counter())
+                peak[0] = max(peak[0], scheduler.cache_blocks_used)
 
         submitted = time.perf_counter()
-        requests = [scheduler.submit(prompt(s), max_new_tokens=new_tokens) for s in range(sequences)]
+        requests = [scheduler.submit(prompt(s, shared), max_new_tokens=new_tokens) for s in range(sequences)]
         readers = [threading.Thread(target=read, args=(s, r)) for s, r in enumerate(requests)]
         for reader in readers:
             reader.start()
         for reader in readers:
             reader.join()
-    return summarise(submitted, [t[0] for t in stamps], [t[-1] for t in stamps], stamps, sequences * new_tokens)
+    result = summarise(submitted, [t[0] for t in stamps], [t[-1] for t in stamps], stamps, sequences * new_tokens)
+    # The cache the sequences held at most: their blocks, or unpaged, a whole cache each.
+    rows = peak[0] * block_rows if block_rows else sequences * CACHE
+    result["cache_MiB"] = rows * CACHE_ROW_BYTES / 2**20
+    return result
 
 
 def worker_llamacpp(gguf_path, sequences, new_tokens):
@@ -250,12 +268,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--precisions", default="int8,bf16")
     ap.add_argument("--skip-llamacpp", action="store_true")
+    ap.add_argument("--ein-block-rows", default="16",
+                    help="the paged cache's rows a block, a run of ein each (0: a whole cache per sequence)")
+    ap.add_argument("--shared-prefix", type=int, default=0,
+                    help="the prompts' first tokens the same for every sequence (a system prompt)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-many-bench"))
     a = ap.parse_args()
     if a.worker:
         job = json.loads(a.worker)
         if job["engine"] == "ein":
-            result = worker_ein(job["path"], job["sequences"], job["new_tokens"])
+            result = worker_ein(job["path"], job["sequences"], job["new_tokens"], job["block_rows"], job["shared"])
         elif job["engine"] == "llamacpp":
             result = worker_llamacpp(job["path"], job["sequences"], job["new_tokens"])
         else:
@@ -267,7 +289,8 @@ def main():
     engines = []
     gguf_kind = {"int8": "q8_0", "bf16": "f16"}
     for precision in a.precisions.split(","):
-        engines.append((f"ein {precision}", EIN_PYTHON, compile_ein(a.workdir, weights, precision)))
+        for rows in (int(r) for r in a.ein_block_rows.split(",")):
+            engines.append((f"ein {precision} b{rows}", EIN_PYTHON, compile_ein(a.workdir, weights, precision)))
         if not a.skip_llamacpp:
             path = llm_decode.write_gguf(a.workdir, weights, gguf_kind[precision], CONFIG)
             engines.append((f"llama.cpp {gguf_kind[precision]}", sys.executable, path))
@@ -280,11 +303,14 @@ def main():
         for sequences in counts:
             for name, python, path in engines:
                 engine = "ein" if name.startswith("ein") else "llamacpp"
-                r = sub(python, {"engine": engine, "path": path, "sequences": sequences, "new_tokens": a.new_tokens})
+                job = {"engine": engine, "path": path, "sequences": sequences, "new_tokens": a.new_tokens}
+                if engine == "ein":
+                    job.update(block_rows=int(name.rsplit(" b", 1)[1]), shared=a.shared_prefix)
+                r = sub(python, job)
                 print(name, sequences, r, flush=True)
                 results.setdefault((name, sequences), []).append(r)
     print(f"\n{'engine':16} {'seqs':>5} {'decode tok/s':>13} {'x one':>6} {'total tok/s':>12} {'TTFT med s':>11} "
-          f"{'TTFT max s':>11}")
+          f"{'TTFT max s':>11} {'cache MiB':>10}")
     for name, _, _ in engines:
         one = None
         for sequences in counts:
@@ -296,8 +322,10 @@ def main():
                 if any(r[key] is not None for r in runs) else float("nan")
             decode = median("decode_tps")
             one = decode if sequences == 1 else one
+            cache = median("cache_MiB") if "cache_MiB" in runs[0] else float("nan")
             print(f"{name:16} {sequences:>5} {decode:>13.1f} {decode / one if one else float('nan'):>6.1f} "
-                  f"{median('total_tps'):>12.1f} {median('ttft_median_s'):>11.2f} {median('ttft_max_s'):>11.2f}")
+                  f"{median('total_tps'):>12.1f} {median('ttft_median_s'):>11.2f} {median('ttft_max_s'):>11.2f} "
+                  f"{cache:>10.0f}")
 
 
 if __name__ == "__main__":
