@@ -39,6 +39,8 @@ struct Use {
   int rowsViewAxis;
 };
 bool pagedUses(const Program &program, size_t s, uint32_t tensor, std::vector<Use> &views) {
+  // Only a sequence's own steps see its blocks (the others run once for all).
+  if (!program.steps[s].perSequence) return false;
   const Kernel &kernel = program.steps[s].kernel;
   if (const auto *copy = std::get_if<Copy>(&kernel)) {
     if (copy->x.tensor == tensor || copy->y.tensor != tensor) return false;

@@ -40,8 +40,9 @@ struct PagedStates {
 // The states of `program` (the model's program at some tokens and position
 // where its attention reads at least two keys) that blocks of `blockRows`
 // rows can hold: those whose every step is a copy into them (an append) or
-// an attention reading them as keys or values, along one axis of rows: the
-// axis attention's keys walk. None when blockRows < 1.
+// an attention reading them as keys or values, each run per sequence
+// (Step::perSequence), along one axis of rows: the axis attention's keys
+// walk. None when blockRows < 1.
 PagedStates pagedStatesOf(const Program &program, int64_t blockRows);
 
 // A view of paged state `paged` as it walks its blocks: `view` the same
