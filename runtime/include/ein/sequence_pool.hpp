@@ -78,8 +78,9 @@ class SequencePool {
   // copied, until one of them writes into a shared block.
   Status copy(int target, int source);
 
-  // The paged cache: rows a block (0: not paged, when the model keeps a
-  // state other than keys and values appended to, or the options said so),
+  // The paged cache: rows a block (0: not paged, when the model keeps no
+  // state only appended to and read as keys and values, or the options
+  // said so; other states keep a whole copy per sequence either way),
   // its blocks, those no sequence holds, and the blocks a run of `tokens`
   // more for `sequence` would take from them (new rows and shared blocks
   // it writes into, copied first).
