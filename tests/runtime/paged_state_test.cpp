@@ -35,6 +35,7 @@ TEST_F(PagedViewTest, AttentionsKeysWalkTheRowsWithinABlock) {
   EXPECT_EQ(keys->firstRow, 0);
   EXPECT_EQ(keys->rowsAxis, 2);
   EXPECT_EQ(keys->rowCount, 5);
+  EXPECT_EQ(keys->rowStride, 4);
   // One key: its axis still takes the rows' stride.
   auto one = page(0, {64, 32, 0, 1}, {1, 2, 1, 4}, 2);
   ASSERT_TRUE(one.ok());

@@ -120,6 +120,7 @@ StatusOr<PagedView> pageView(const Tensor &state, const PagedTensor &paged, int6
   PagedView paged_view;
   paged_view.view.tensor = view.tensor;
   paged_view.firstRow = index[axis];
+  paged_view.rowStride = blockStrides[axis];
   for (size_t i = 0; i < shape.size(); ++i)
     if (i != axis) paged_view.view.offset += index[i] * blockStrides[i];
   std::array<bool, kMaxRank> walked{};

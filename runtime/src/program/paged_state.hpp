@@ -52,6 +52,7 @@ struct PagedView {
   int rowsAxis = -1;   // the view's axis walking rows; -1: it reads or writes one row
   int64_t firstRow = 0;
   int64_t rowCount = 1;  // rows it reaches from firstRow
+  int64_t rowStride = 1;  // elements a row apart within a block
 };
 // Fails unless each axis of the view that walks more than one element walks
 // one axis of the state, no two the same, staying inside it, and the rows

@@ -257,16 +257,13 @@ class CpuExecutor final : public ExecutorImplementation {
     const PagedTensor *target = copy ? paged_.find(copy->y.tensor) : nullptr;
     if (!target) return runStep(program, s, bases.data());
     EIN_ASSIGN_OR_RETURN(PagedView view, paging(*target, copy->y, copy->shape, -1));
-    const Dims &shape = program.tensors[target->tensor].shape;
-    int64_t rowStride = 1;  // elements a row apart within a block
-    for (size_t axis = target->rowsAxis + 1; axis < shape.size(); ++axis) rowStride *= shape[axis];
     std::byte *const base = bases[target->tensor];
     Copy piece = *copy;
     Status status;
     for (int64_t at = 0; at < view.rowCount && status.ok();) {
       const int64_t row = view.firstRow + at, rows = std::min(view.rowCount - at, blockRows - row % blockRows);
       piece.y = view.view;
-      piece.y.offset += row % blockRows * rowStride;
+      piece.y.offset += row % blockRows * view.rowStride;
       if (view.rowsAxis >= 0) {
         const auto axis = static_cast<size_t>(view.rowsAxis);
         piece.shape[axis] = rows;

@@ -137,8 +137,8 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       const int64_t vOff = offsetOfIndex(op.batch, op.v.strides, op.v.offset, b);
       // Keys and values of type T (f32, or a bf16 cache) into the panels.
       auto pack = [&](const auto *keys, const auto *values) {
-        const KeyRows keyRowsOf{keys + kOff, kJ, op.kPages.blocks ? &op.kPages : nullptr};
-        const KeyRows valueRowsOf{values + vOff, vJ, op.vPages.blocks ? &op.vPages : nullptr};
+        const KeyRows keyRowsOf{keys + kOff, kJ, op.kPages};
+        const KeyRows valueRowsOf{values + vOff, vJ, op.vPages};
         if (bf16) {
           packKeyPairs(isa, keyRowsOf, kD, J, D, nr, dPairsPad, reinterpret_cast<uint32_t *>(kt), keyRows);
           packValuePairs(isa, valueRowsOf, vE, J, E, nr, jPairsPad, reinterpret_cast<uint32_t *>(vp));

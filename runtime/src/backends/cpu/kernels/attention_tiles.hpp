@@ -62,10 +62,10 @@ template <class T>
 struct KeyRows {
   const T *first;
   int64_t stride;
-  const RowPages *pages = nullptr;  // null: not paged
-  const T *row(int64_t j) const { return first + (pages ? pages->offsetOf(j, stride) : j * stride); }
+  RowPages pages = {};  // without blocks: not paged
+  const T *row(int64_t j) const { return first + pages.offsetOf(j, stride); }
   // Whether rows [j, j + n) lie `stride` apart (within one block).
-  bool evenlySpaced(int64_t j, int64_t n) const { return !pages || pages->rowsInBlockFrom(j) >= n; }
+  bool evenlySpaced(int64_t j, int64_t n) const { return pages.rowsInBlockFrom(j) >= n; }
 };
 
 // Calls run(at, n, offset) over rows [begin, begin + count) of a view, in
