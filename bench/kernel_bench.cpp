@@ -92,6 +92,29 @@ BENCHMARK_CAPTURE(BM_DecodeGemm, bf16, ein::DType::BF16)->Apply(decodeGemmShapes
 BENCHMARK_CAPTURE(BM_DecodeGemm, int8, ein::DType::I8)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, int4, ein::DType::I4)->Apply(decodeGemmShapes);
 
+// Many sequences decoding at once (a server's step: one row per sequence),
+// on the 1.1B Llama's gemms (hidden 2048: fused q/k/v 2560, fused gate/up
+// 11264; down 5632 -> 2048), cold: between the gemv's few rows and
+// prefill's many, both the weights' bytes and the arithmetic count, so both
+// counters are reported.
+void manySequencesGemmShapes(benchmark::internal::Benchmark *bench) {
+  bench->ArgsProduct({{5, 8, 12, 16, 24, 32, 64}, {2048}, {2560, 11264}, {2}})
+      ->ArgsProduct({{5, 8, 12, 16, 24, 32, 64}, {5632}, {2048}, {2}})
+      ->UseRealTime();
+}
+void BM_ManySequencesGemm(benchmark::State &state, ein::DType weights) {
+  BM_DecodeGemm(state, weights);
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+// The same with the weights left in the caches: the arithmetic alone.
+BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_bf16_cached, false, ein::DType::BF16)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_f32_cached, false, ein::DType::F32)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_ManySequencesGemm, f32, ein::DType::F32)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_ManySequencesGemm, bf16, ein::DType::BF16)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_ManySequencesGemm, int8, ein::DType::I8)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_ManySequencesGemm, int4, ein::DType::I4)->Apply(manySequencesGemmShapes);
+
 // The plain streaming read the decode gemms are held to: the sum of a cold
 // buffer of MiB (arg 0) by the ISA table's vector reduction, split into one
 // contiguous run per thread (arg 1), as the gemv splits its panels.

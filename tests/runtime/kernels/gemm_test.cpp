@@ -194,7 +194,11 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{2, 20, 129, 1700, false, true, false, false, 2, false, Activation::None, 0.5f},
                       // A bias per row (one value along j) with alpha, GELU and a residual,
                       // a partial last vector of each row.
-                      GemmShape{2, 37, 45, 19, false, false, true, true, 3, true, Activation::Gelu, 0.5f}),
+                      GemmShape{2, 37, 45, 19, false, false, true, true, 3, true, Activation::Gelu, 0.5f},
+                      // A few sequences decoding at once: short row tiles (RowTiles: 8 rows
+                      // as 4 + 4, 14 as 6 + 4 + 4) read in place or packed as rows.
+                      GemmShape{1, 8, 100, 300, false, true, true, true, 1, true, Activation::Silu, 1.0f},
+                      GemmShape{2, 14, 40, 33, true, false, true, true, 0, false, Activation::None, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +
@@ -265,6 +269,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{3, 17, 70, 1601, true, false, true, true, 1, true, Activation::Gelu, 1.0f},
                       GemmShape{1, 13, 129, 1537, false, false, true, true, 0, false, Activation::None, 0.5f},
                       GemmShape{3, 19, 7, 61, false, false, true, false, 1, false, Activation::Relu, 1.0f},
+                      GemmShape{1, 8, 100, 301, false, true, true, true, 1, true, Activation::Silu, 1.0f},
+                      GemmShape{2, 14, 40, 33, true, false, true, true, 0, false, Activation::None, 1.0f},
                       // amx, tile by tile: the bias in the tiles' initial sums and whole tiles
                       // stored into c, a partial last panel and row tile through the epilogue;
                       // a bias per element (row and column) only through the epilogue.

@@ -50,6 +50,13 @@ void packA(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int
   }
 }
 
+// dst[r * kc + p] = a[(row + r) * sM + (col + p) * sK]: `rows` plain rows of
+// kc columns (a short row tile's, read by gemmTileRowsUpTo).
+void packRows(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, float *dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < kc; ++p) dst[r * kc + p] = a[r * sM + p * sK];
+}
+
 // dst[p * nr + j] = b[p * sK + j * sN] for kc rows and nr columns (columns
 // past `cols` are zero); bf16 weights (a bf16 artifact on a CPU without the
 // bf16 gemm) are widened to f32 here, so the f32 tile computes with exactly
@@ -335,12 +342,19 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         continue;
       }
       // Rows of a that are contiguous along k are read in place by the
-      // register tile; only the rest (and a last partial panel) is packed.
+      // register tiles; the others are packed, a whole tile's as its panel
+      // (gemmTile), a short tile's as plain rows (gemmTileRowsUpTo).
       const bool aInPlace = aK == 1;
-      for (int64_t ir = 0; ir < rows; ir += mr)
-        if (!aInPlace || ir + mr > rows)
-          packA(a + aOff + (i0 + ir) * aM + p0 * aK, aM, aK, std::min<int64_t>(mr, rows - ir), depth, mr,
-                aPack + ir * depth);
+      const RowTiles tiles(rows, mr);
+      if (!aInPlace)
+        for (int64_t t = 0; t < tiles.count; ++t) {
+          const int64_t ir = tiles.begin(t), tileRows = tiles.rows(t);
+          const float *from = a + aOff + (i0 + ir) * aM + p0 * aK;
+          if (tileRows == mr)
+            packA(from, aM, aK, tileRows, depth, mr, aPack + ir * depth);
+          else
+            packRows(from, aM, aK, tileRows, depth, aPack + ir * depth);
+        }
       for (int64_t jr = 0; jr < cols; jr += nr) {
         const float *panel;
         if (widenPairs) {
@@ -367,15 +381,21 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
                                            : depth * nr * static_cast<int64_t>(sizeof(float));
           next = widenPairs ? reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr)
                             : reinterpret_cast<const char *>(packed->panel(j0 + jr + nr) + p0 * nr);
-          slice = roundUp(ceilDiv(bytes, ceilDiv(rows, mr)), 64);
+          slice = roundUp(ceilDiv(bytes, tiles.count), 64);
         }
-        for (int64_t ir = 0; ir < rows; ir += mr) {
-          const char *prefetch = next ? next + ir / mr * slice : nullptr;
-          if (aInPlace && ir + mr <= rows)
-            isa.gemmTileRows(depth, a + aOff + (i0 + ir) * aM + p0, aM, panel, acc + ir * ldc + jr, ldc, p0 > 0,
-                             prefetch, slice);
+        for (int64_t t = 0; t < tiles.count; ++t) {
+          const int64_t ir = tiles.begin(t);
+          const int tileRows = static_cast<int>(tiles.rows(t));
+          const char *prefetch = next ? next + t * slice : nullptr;
+          const float *rowsOfA = aInPlace ? a + aOff + (i0 + ir) * aM + p0 : aPack + ir * depth;
+          const int64_t lda = aInPlace ? aM : depth;
+          float *out = acc + ir * ldc + jr;
+          if (tileRows < mr)
+            isa.gemmTileRowsUpTo(tileRows, depth, rowsOfA, lda, panel, out, ldc, p0 > 0, prefetch, slice);
+          else if (aInPlace)
+            isa.gemmTileRows(depth, rowsOfA, lda, panel, out, ldc, p0 > 0, prefetch, slice);
           else
-            isa.gemmTile(depth, aPack + ir * depth, panel, acc + ir * ldc + jr, ldc, p0 > 0, prefetch, slice);
+            isa.gemmTile(depth, aPack + ir * depth, panel, out, ldc, p0 > 0, prefetch, slice);
         }
       }
     }

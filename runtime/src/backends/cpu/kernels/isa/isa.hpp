@@ -94,6 +94,11 @@ struct IsaKernels {
   // last keys) without computing the panel's zero padding.
   void (*gemmTileRowsVector)(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb, float *c,
                              int64_t ldc, bool accumulate);
+  // As gemmTileRows over the tile's first `rows` rows only (1 <= rows <=
+  // gemmMr): a gemm's short row tiles (RowTiles) without computing padded
+  // rows.
+  void (*gemmTileRowsUpTo)(int rows, int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
+                           bool accumulate, const char *prefetch, int64_t prefetchBytes);
   // The gemv (a gemm of at most kGemvMaxRows rows: decode) over one packed
   // weight panel: c[r * ldc + j] = sum_p a[r * lda + p] * b[p * gemmNr + j]
   // for r < rows, j < gemmNr, p < k. The panel is read once, front to back,

@@ -26,6 +26,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.gemmTile = &gemmTile<S, MR, NV>;
   kernels.gemmTileRows = &gemmTileRows<S, MR, NV>;
   kernels.gemmTileRowsVector = &gemmTileRowsVector<S, MR>;
+  kernels.gemmTileRowsUpTo = &gemmTileRowsUpTo<S, MR, NV>;
   kernels.gemvPanel = &gemvPanel<S, NV>;
   kernels.bf16WidenGemvPanel = &gemvPairPanel<S, NV>;
   kernels.bf16WidenPairPanel = &widenPairPanel<S, NV>;
