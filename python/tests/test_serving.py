@@ -9,12 +9,14 @@ without it the module skips, except under CI (CI=true), where it fails.
 """
 import concurrent.futures
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from ein.serve import Server, ServerError, free_port, triton_dist  # noqa: E402
+from ein.serve import Server, ServerError, _children, free_port, triton_dist  # noqa: E402
 
 try:
     triton_dist()
@@ -216,6 +218,116 @@ def test_shutdown_under_load_finishes_or_fails_every_request(artifact, direct):
     answered = sum(not isinstance(r, Exception) for o in outcomes.values() for _, r in o)
     print(f"shutdown under load: {sum(map(len, outcomes.values()))} requests, {answered} answered, "
           f"stopped in {stop_seconds:.1f} s with status {status}")
+
+
+def test_metrics_count_the_models_requests(server, direct):
+    """Triton's own Prometheus metrics, on for ein models."""
+    def successes():
+        loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with loopback.open(server.metrics_url, timeout=CLIENT_TIMEOUT_S) as response:
+            text = response.read().decode()
+        found = re.search(r'^nv_inference_request_success\{model="encoder",version="1"\} (\d+)', text, re.M)
+        assert found and "nv_inference_queue_duration_us" in text and "nv_inference_compute_infer_duration_us" in text
+        return int(found.group(1))
+
+    before = successes()
+    request = bert_request(2, 9, 4)
+    expect(direct, request, http_infer(server.http_url, request))
+    # Triton counts a request after its response is sent.
+    deadline = time.monotonic() + 10
+    while successes() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert successes() == before + 1
+
+
+def _alive(pids):
+    """Those of ``pids`` that are processes still (not zombies)."""
+    alive = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.add(pid)
+        except OSError:
+            pass
+    return alive
+
+
+def test_a_killed_instance_is_replaced_and_the_failures_stop(artifact, direct):
+    """kill -9 of one instance process under 8 clients: requests fail only in
+    the seconds it takes to notice and reload the model, all answers are
+    right, and the server listens on every interface (host 0.0.0.0) while
+    its URLs reach it over loopback."""
+    server = Server(artifact, name=MODEL, pad_dims=["t"], instances=2, max_queue_delay_us=2000, exit_timeout_s=5,
+                    host="0.0.0.0")
+    with server:
+        assert server.http_url.startswith("127.0.0.1:") and server.grpc_url.startswith("127.0.0.1:")
+        outcomes = {seed: [] for seed in range(8)}  # per client: (time sent, request, outputs or the exception)
+        done = threading.Event()
+
+        def client(seed):
+            rng = np.random.default_rng(seed)
+            while not done.is_set():
+                request = bert_request(int(rng.integers(1, 4)), int(rng.integers(1, 129)), int(rng.integers(1 << 30)))
+                sent = time.monotonic()
+                try:
+                    result = (grpc_infer(server.grpc_url, request) if seed % 2
+                              else http_infer(server.http_url, request))
+                except Exception as error:
+                    result = error
+                outcomes[seed].append((sent, request, result))
+
+        threads = [threading.Thread(target=client, args=(seed,), daemon=True) for seed in outcomes]
+        for thread in threads:
+            thread.start()
+        time.sleep(2)
+        victim = min(server.instance_processes())
+        os.kill(victim, signal.SIGKILL)
+        killed = time.monotonic()
+        time.sleep(15)
+        done.set()
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S + 10
+        for thread in threads:
+            thread.join(max(0, deadline - time.monotonic()))
+        assert not any(thread.is_alive() for thread in threads), "a client hung"
+        assert server.restarts == 1, server.restarts
+        # The old generation's survivor is gone after the exit timeout (5 s).
+        assert victim not in server.instance_processes() and len(server.instance_processes()) == 2
+    everything = [outcome for client_outcomes in outcomes.values() for outcome in client_outcomes]
+    failures = [sent - killed for sent, _, result in everything if isinstance(result, Exception)]
+    late = [sent - killed for sent, _, result in everything if sent > killed + 10]
+    # Requests on (or routed to) the dead instance fail, none after the reload.
+    assert all(after < 10 for after in failures), failures
+    assert len(late) >= 8, "few requests after the reload"
+    for _, request, result in everything:
+        if not isinstance(result, Exception):
+            expect(direct, request, result)
+    print(f"instance killed: {len(everything)} requests, {len(failures)} failed, the last "
+          f"{max(failures, default=0):.1f} s after the kill")
+
+
+def test_a_killed_launcher_leaves_no_process(artifact):
+    """kill -9 of python -m ein.serve: tritonserver (its parent-death signal)
+    and the instance processes (which watch their server) are gone within 5 s."""
+    command = [sys.executable, "-m", "ein.serve", str(artifact), "--name", MODEL, "--pad", "t", "--instances", "2",
+               "--http-port", str(free_port()), "--grpc-port", str(free_port()), "--metrics-port", str(free_port())]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        banner = []
+        reader = threading.Thread(target=lambda: banner.append(process.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(120)
+        assert banner and banner[0].startswith(f"serving '{MODEL}'"), banner
+        triton = _children(process.pid, "tritonserver")
+        stubs = set().union(*(_children(pid, "triton_python_backend_stub") for pid in triton))
+        assert len(triton) == 1 and len(stubs) == 2, (triton, stubs)
+    finally:
+        process.kill()
+        process.wait(10)
+    deadline = time.monotonic() + 5
+    while _alive(triton | stubs) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(triton | stubs)
 
 
 def test_a_port_in_use_is_a_clear_error(artifact):

@@ -8,12 +8,15 @@ wheel (no Debian or PyPI package ships the headers a native backend needs).
 ein.serve writes a Triton model repository (config.pbtxt: max_batch_size, -1
 for ranged dims, dynamic_batching, instance_group) whose model.py runs the
 artifact with ein's runtime, one backend process per instance, and starts
-tritonserver on loopback. Requests are checked one by one, merged (padded to
-the longest in --pad dims) and each gets its own rows back (ein._batching).
+tritonserver (on loopback unless --host says otherwise). Requests are checked
+one by one, merged (padded to the longest in --pad dims) and each gets its own
+rows back (ein._batching). An instance process that dies is replaced (the
+model reloaded), and tritonserver dies with the process that started it.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import os
 import pathlib
@@ -23,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -105,6 +109,49 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# PR_SET_PDEATHSIG (linux/prctl.h), resolved before any fork: the child
+# calls it between fork and exec, where nothing may be imported.
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: no parent-death signal
+    _prctl = None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the thread that forked it ends
+    (Server keeps that thread alive exactly as long as the server)."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _reachable(host: str) -> str:
+    """The address a client on this machine reaches a server bound to ``host`` at."""
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def _children(pid: int, marker: str) -> set:
+    """The processes whose parent is ``pid`` and whose command line holds ``marker``."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            if parent == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if marker.encode() in cmdline.read():
+                        found.add(int(entry))
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            continue
+    return found
+
+
 def _stub_python_path(extra: Sequence[str]) -> list:
     """Where the backend's stub processes look for modules first: where this
     interpreter finds ein and NumPy, then ``extra``."""
@@ -113,20 +160,26 @@ def _stub_python_path(extra: Sequence[str]) -> list:
 
 
 class Server:
-    """tritonserver serving one model on loopback; a context manager.
+    """tritonserver serving one model (on loopback by default); a context manager.
 
     ``artifact``: the model file (an .einb for ein:load); ``loader``: the
     "module:function" that loads it in each instance as loader(path,
     threads=N), returning an object with an ein.Model's inputs, outputs,
     dims and run (a benchmark serves ONNX Runtime this way); ``files``:
     more files for the model's folder; ``python_path``: folders the loader
-    needs. Ports 0 are chosen free at start.
+    needs. Ports 0 are chosen free at start. ``host``: the address HTTP,
+    gRPC and metrics listen on ("0.0.0.0": every interface). An instance
+    process that dies is noticed within a second and the model reloaded
+    (requests in flight on it fail; Triton's explicit model control). The
+    server is killed when the thread that starts it would end: a thread of
+    the Server's own, which lives until stop() or until this process dies.
     """
 
     def __init__(self, artifact: os.PathLike, *, name: str = "model", pad_dims: Sequence[str] = (),
                  max_padding: float = 1.25, max_batch_size: Optional[int] = None, dynamic_batching: bool = True,
                  max_queue_delay_us: int = 1000,
                  instances: int = 1, threads: int = 1, http_port: int = 0, grpc_port: int = 0,
+                 metrics_port: int = 0, host: str = "127.0.0.1",
                  loader: str = "ein:load", files: Sequence[os.PathLike] = (), python_path: Sequence[str] = (),
                  exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None):
         self.artifact = pathlib.Path(artifact)
@@ -147,21 +200,31 @@ class Server:
                                    dynamic_batching=dynamic_batching, max_queue_delay_us=max_queue_delay_us,
                                    instances=instances, threads=threads, artifact=self.artifact.name, loader=loader,
                                    max_padding=max_padding)
-        self.http_port, self.grpc_port = http_port, grpc_port
+        self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
+        self.host = host
+        self.instances = instances
+        self.restarts = 0  # times the model was reloaded after an instance died
         self._files = [pathlib.Path(f) for f in files]
         self._python_path = list(python_path)
         self._exit_timeout_s = exit_timeout_s
         self._triton = triton_dist(triton_dir)
         self._workdir: Optional[pathlib.Path] = None
         self.process: Optional[subprocess.Popen] = None
+        self._stopping = threading.Event()
+        self._watchdog: Optional[threading.Thread] = None
 
     @property
     def http_url(self) -> str:
-        return f"127.0.0.1:{self.http_port}"
+        return f"{_reachable(self.host)}:{self.http_port}"
 
     @property
     def grpc_url(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return f"{_reachable(self.host)}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """Triton's Prometheus metrics (inference counts, queue and compute durations per model)."""
+        return f"http://{_reachable(self.host)}:{self.metrics_port}/metrics"
 
     @property
     def log_path(self) -> pathlib.Path:
@@ -208,7 +271,7 @@ class Server:
         """Starts tritonserver and waits until the model is ready. Ports left
         0 are chosen free; should another process take one first, the start
         is tried again with new ones."""
-        chosen = {"http_port": self.http_port, "grpc_port": self.grpc_port}
+        chosen = {"http_port": self.http_port, "grpc_port": self.grpc_port, "metrics_port": self.metrics_port}
         attempts = 1 if all(chosen.values()) else 3
         for attempt in range(1, attempts + 1):
             for port, given in chosen.items():
@@ -227,34 +290,117 @@ class Server:
         command = [
             str(self._triton / "bin" / "tritonserver"),
             f"--model-repository={self._write_repository()}", f"--backend-directory={self._backends()}",
-            "--http-address=127.0.0.1", f"--http-port={self.http_port}",
-            "--grpc-address=127.0.0.1", f"--grpc-port={self.grpc_port}",
-            "--allow-metrics=false", "--allow-gpu-metrics=false", "--disable-auto-complete-config",
+            f"--http-address={self.host}", f"--http-port={self.http_port}",
+            f"--grpc-address={self.host}", f"--grpc-port={self.grpc_port}",
+            "--allow-metrics=true", f"--metrics-address={self.host}", f"--metrics-port={self.metrics_port}",
+            "--allow-gpu-metrics=false", "--disable-auto-complete-config",
+            # Explicit model control: the watchdog reloads the model when an instance dies.
+            "--model-control-mode=explicit", f"--load-model={self.name}",
             f"--exit-timeout-secs={self._exit_timeout_s}",
             # Shared-memory regions are named per server, so servers side by side never meet.
             f"--backend-config=python,shm-region-prefix-name=ein{os.getpid()}_{self.http_port}_",
         ]
-        with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            start_new_session=True)
+        self.process = self._launch(command, env)
         deadline = time.monotonic() + timeout_s
-        ready = f"http://{self.http_url}/v2/models/{self.name}/ready"
-        loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 failure = self._failure(f"tritonserver exited with status {self.process.returncode}")
                 self._cleanup()
                 raise failure
-            try:
-                with loopback.open(ready, timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except (urllib.error.URLError, OSError):
-                pass
+            if self._ready():
+                self._stopping.clear()
+                self._watchdog = threading.Thread(target=self._replace_dead_instances, daemon=True,
+                                                  name=f"ein.serve watchdog {self.name}")
+                self._watchdog.start()
+                return self
             time.sleep(0.2)
         failure = self._failure(f"the model was not ready within {timeout_s:.0f} s")
         self.stop()
         raise failure
+
+    def _launch(self, command, env) -> subprocess.Popen:
+        """tritonserver, started from a thread that lives until stop() or
+        this process's end: the child's parent-death signal fires when the
+        thread that forked it ends, so the server never outlives its owner."""
+        launched, outcome = threading.Event(), {}
+
+        def own():
+            try:
+                with open(self.log_path, "wb") as log:
+                    outcome["process"] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                                          start_new_session=True, preexec_fn=_die_with_parent)
+            except BaseException as error:  # noqa: B036 (handed to the caller)
+                outcome["error"] = error
+            launched.set()
+            if "process" in outcome:
+                outcome["process"].wait()
+
+        threading.Thread(target=own, daemon=True, name=f"ein.serve tritonserver {self.name}").start()
+        launched.wait()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["process"]
+
+    def _request(self, method: str, path: str, timeout_s: float) -> int:
+        """The HTTP status of ``method`` on the server's ``path`` (0: no answer)."""
+        loopback = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through a proxy
+        body = b"{}" if method == "POST" else None
+        try:
+            with loopback.open(urllib.request.Request(f"http://{self.http_url}{path}", data=body, method=method),
+                               timeout=timeout_s) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+        except (urllib.error.URLError, OSError):
+            return 0
+
+    def _ready(self) -> bool:
+        return self._request("GET", f"/v2/models/{self.name}/ready", 2) == 200
+
+    def instance_processes(self) -> set:
+        """The process ids of the model's instances (Triton's Python backend stubs)."""
+        return _children(self.process.pid, "triton_python_backend_stub") if self.process else set()
+
+    def _replace_dead_instances(self) -> None:
+        """Reloads the model when one of its instance processes dies: Triton
+        would go on routing requests to the dead one. The reload starts new
+        instances and routes every new request to them; the old ones that
+        survive finish what they hold, and are then killed: Triton's unload
+        of the old generation waits on the dead process for ever (and so its
+        shutdown takes the exit timeout, and exits with status 1)."""
+        known = self._new_instances(set())
+        while not self._stopping.wait(0.5) and self.process.poll() is None:
+            alive = self.instance_processes()
+            if known <= alive:
+                continue
+            dead = sorted(known - alive)
+            print(f"ein.serve: instance process {', '.join(map(str, dead))} of model {self.name!r} died; "
+                  f"reloading the model", file=sys.stderr, flush=True)
+            started = time.monotonic()
+            status = self._request("POST", f"/v2/repository/models/{self.name}/load", 300)
+            if self._stopping.is_set():
+                return
+            self.restarts += 1
+            print(f"ein.serve: model {self.name!r} reloaded in {time.monotonic() - started:.1f} s (status {status})",
+                  file=sys.stderr, flush=True)
+            survivors = known & alive
+            known = self._new_instances(known)
+            if survivors:
+                threading.Timer(self._exit_timeout_s, self._kill, args=(survivors,)).start()
+
+    def _new_instances(self, old: set, timeout_s: float = 60) -> set:
+        """The model's instance processes not in ``old``, once there are as
+        many as the model has (or after ``timeout_s``)."""
+        deadline = time.monotonic() + timeout_s
+        new = self.instance_processes() - old
+        while len(new) < self.instances and time.monotonic() < deadline and not self._stopping.is_set():
+            time.sleep(0.2)
+            new = self.instance_processes() - old
+        return new
+
+    def _kill(self, pids: set) -> None:
+        for pid in pids & self.instance_processes():  # still the server's: not a reused pid
+            os.kill(pid, signal.SIGKILL)
 
     def stop(self, timeout_s: Optional[float] = None) -> Optional[int]:
         """Stops the server as Triton does on SIGTERM (new requests are
@@ -263,6 +409,9 @@ class Server:
         its exit status."""
         if self.process is None:
             return None
+        self._stopping.set()
+        if self._watchdog is not None:
+            self._watchdog.join(10)
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -315,8 +464,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance (default 1)")
     parser.add_argument("--exit-timeout", type=int, default=30, metavar="SECONDS",
                         help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 30)")
+    parser.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
+                        help="the address HTTP, gRPC and metrics listen on (default 127.0.0.1, this machine only; "
+                             "0.0.0.0: every interface, for a container or a cluster)")
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--grpc-port", type=int, default=8001)
+    parser.add_argument("--metrics-port", type=int, default=8002, help="Prometheus metrics (default 8002)")
     args = parser.parse_args(argv)
 
     try:
@@ -342,13 +495,14 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                         max_padding=args.max_padding,
                         max_batch_size=args.max_batch_size, dynamic_batching=not args.no_dynamic_batching,
                         max_queue_delay_us=args.max_queue_delay_us, instances=args.instances, threads=args.threads,
-                        http_port=args.http_port, grpc_port=args.grpc_port, exit_timeout_s=args.exit_timeout)
+                        http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port,
+                        host=args.host, exit_timeout_s=args.exit_timeout)
         stop = []
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.append(True))
         server.start()
-        print(f"serving {server.name!r} on HTTP {server.http_url} and gRPC {server.grpc_url} "
-              f"(log: {server.log_path}); Ctrl-C stops", flush=True)
+        print(f"serving {server.name!r} on HTTP {server.http_url} and gRPC {server.grpc_url}, metrics at "
+              f"{server.metrics_url} (log: {server.log_path}); Ctrl-C stops", flush=True)
         while not stop and server.process.poll() is None:
             time.sleep(0.2)
         status = server.stop()
