@@ -213,7 +213,8 @@ def slow_served():
     caught going."""
     model = ein.compile(EXAMPLES / "llama_decoder.ein", random_weights=4, threads=1,
                         dims={"vocab": 512, "hidden": 384, "inter": 1024, "layers": 4, "heads": 6, "head_dim": 64})
-    server = LlmServer(model, Tokenizer(TOKENIZER), model_name="wider", max_sequences=2, threads=1, max_waiting=2)
+    server = LlmServer(model, Tokenizer(TOKENIZER), model_name="wider", max_sequences=2, threads=1, max_waiting=2,
+                       step_tokens=16)
     base, stop = start(server)
     yield server, base
     stop()
@@ -221,6 +222,7 @@ def slow_served():
 
 def test_a_full_queue_is_429(slow_served):
     server, base = slow_served
+    assert server.scheduler.step_tokens == 16
     long_ones = []
     try:
         with pytest.raises(ein.Error, match="wait for a sequence already"):

@@ -57,10 +57,11 @@ class LlmServer:
 
     def __init__(self, model: Model, tokenizer: Tokenizer, *, model_name: str, max_sequences: int = 16,
                  threads: Optional[int] = None, max_waiting: int = 256, cache_block_rows: int = 16,
-                 cache_blocks: int = 0):
+                 cache_blocks: int = 0, step_tokens: int = 0):
         self.model, self.tokenizer, self.model_name = model, tokenizer, model_name
         self.scheduler = Scheduler(model, max_sequences=max_sequences, threads=threads, max_waiting=max_waiting,
-                                   cache_block_rows=cache_block_rows, cache_blocks=cache_blocks)
+                                   cache_block_rows=cache_block_rows, cache_blocks=cache_blocks,
+                                   step_tokens=step_tokens)
         # Each stream waits for its next token in a thread of its own while
         # the event loop serves the others.
         self._waiters = concurrent.futures.ThreadPoolExecutor(max_workers=max_sequences + max_waiting + 8,
@@ -414,6 +415,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-sequences", type=int, default=16, help="sequences generating at once")
     parser.add_argument("--max-waiting", type=int, default=256, help="requests waiting at most; then 429")
+    parser.add_argument("--step-tokens", type=int, default=0,
+                        help="tokens a step runs at most, every generating sequence's next one and prompt chunks: "
+                             "while a prompt is read, the others' next tokens wait for the whole step, so fewer "
+                             "bound the inter-token latency, at some cost in throughput (default 0: 512, or the "
+                             "model's most per run)")
     parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: every CPU)")
     parser.add_argument("--cache-block-rows", type=int, default=16,
                         help="the paged key/value cache's rows a block (0: a whole cache per sequence)")
@@ -434,7 +440,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     name = options.model_name or default_name
     server = LlmServer(model, tokenizer, model_name=name, max_sequences=options.max_sequences,
                        threads=options.threads, max_waiting=options.max_waiting,
-                       cache_block_rows=options.cache_block_rows, cache_blocks=options.cache_blocks)
+                       cache_block_rows=options.cache_block_rows, cache_blocks=options.cache_blocks,
+                       step_tokens=options.step_tokens)
     print(f"ein.serve_llm: '{name}' on http://{options.host}:{options.port}/v1 "
           f"({options.max_sequences} sequences at once)", flush=True)
     config = uvicorn.Config(create_app(server), host=options.host, port=options.port, log_level="warning",
