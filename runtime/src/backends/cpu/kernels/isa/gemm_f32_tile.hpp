@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "backends/cpu/kernels/isa/isa.hpp"
 
@@ -75,20 +74,11 @@ void gemmTileRowsVector(int64_t kc, const float *a, int64_t lda, const float *b,
   gemmTileStrided<S, MR, 1>(kc, a, lda, 1, b, ldb, c, ldc, accumulate, nullptr, 0);
 }
 
-// body(std::integral_constant<int, rows>{}) for 1 <= rows <= MR: a short
-// row tile's rows as a compile-time constant.
-template <int MR, typename Body>
-[[gnu::always_inline]] inline void withTileRows(int rows, Body &&body) {
-  if constexpr (MR > 1)
-    if (rows < MR) return withTileRows<MR - 1>(rows, body);
-  body(std::integral_constant<int, MR>{});
-}
-
 // gemmTileRows over `rows` <= MR rows (IsaKernels::gemmTileRowsUpTo).
 template <class S, int MR, int NV>
 void gemmTileRowsUpTo(int rows, int64_t kc, const float *a, int64_t lda, const float *b, float *c, int64_t ldc,
                       bool accumulate, const char *prefetch, int64_t prefetchBytes) {
-  withTileRows<MR>(rows, [&](auto mr) {
+  withRows<MR>(rows, [&](auto mr) {
     gemmTileStrided<S, decltype(mr)::value, NV>(kc, a, lda, 1, b, NV * S::W, c, ldc, accumulate, prefetch,
                                                 prefetchBytes);
   });

@@ -38,17 +38,18 @@ inline constexpr int64_t kGemvMaxRows = 4;
 // How far ahead of its reads the gemv prefetches the panel it streams.
 inline constexpr int64_t kGemvPrefetchBytes = 1024;
 
-// body(std::integral_constant<int, rows>{}) for 1 <= rows <= kGemvMaxRows:
-// the gemv kernels' row count as a compile-time constant.
+// body(std::integral_constant<int, rows>{}) for 1 <= rows <= MaxRows: a
+// kernel's row count as a compile-time constant (a short row tile's, the
+// gemv's).
+template <int MaxRows, typename Body>
+[[gnu::always_inline]] inline void withRows(int rows, Body &&body) {
+  if constexpr (MaxRows > 1)
+    if (rows < MaxRows) return withRows<MaxRows - 1>(rows, body);
+  body(std::integral_constant<int, MaxRows>{});
+}
 template <typename Body>
 [[gnu::always_inline]] inline void withGemvRows(int rows, Body &&body) {
-  static_assert(kGemvMaxRows == 4, "one case per row count");
-  switch (rows) {
-    case 1: return body(std::integral_constant<int, 1>{});
-    case 2: return body(std::integral_constant<int, 2>{});
-    case 3: return body(std::integral_constant<int, 3>{});
-    default: return body(std::integral_constant<int, 4>{});
-  }
+  withRows<kGemvMaxRows>(rows, body);
 }
 
 // Elements per register in the element-wise interpreter (a multiple of every
