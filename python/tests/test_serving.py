@@ -306,18 +306,26 @@ def test_a_killed_instance_is_replaced_and_the_failures_stop(artifact, direct):
           f"{max(failures, default=0):.1f} s after the kill")
 
 
+def start_command_line(arguments):
+    """python -m ein.serve ARGUMENTS, and the line it prints once it serves
+    (empty if none within 120 s); the caller stops the process."""
+    process = subprocess.Popen([sys.executable, "-m", "ein.serve", *arguments], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    banner = []
+    reader = threading.Thread(target=lambda: banner.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(120)
+    return process, banner[0] if banner else ""
+
+
 def test_a_killed_launcher_leaves_no_process(artifact):
     """kill -9 of python -m ein.serve: tritonserver (its parent-death signal)
     and the instance processes (which watch their server) are gone within 5 s."""
-    command = [sys.executable, "-m", "ein.serve", str(artifact), "--name", MODEL, "--pad", "t", "--instances", "2",
-               "--http-port", str(free_port()), "--grpc-port", str(free_port()), "--metrics-port", str(free_port())]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process, banner = start_command_line([str(artifact), "--name", MODEL, "--pad", "t", "--instances", "2",
+                                          "--http-port", str(free_port()), "--grpc-port", str(free_port()),
+                                          "--metrics-port", str(free_port())])
     try:
-        banner = []
-        reader = threading.Thread(target=lambda: banner.append(process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(120)
-        assert banner and banner[0].startswith(f"serving '{MODEL}'"), banner
+        assert banner.startswith(f"serving '{MODEL}'"), banner
         triton = _children(process.pid, "tritonserver")
         stubs = set().union(*(_children(pid, "triton_python_backend_stub") for pid in triton))
         assert len(triton) == 1 and len(stubs) == 2, (triton, stubs)
@@ -344,16 +352,11 @@ def test_a_port_in_use_is_a_clear_error(artifact):
 def test_the_command_line_serves_until_interrupted(direct):
     """python -m ein.serve on the example's source, as examples/serving/serve.sh runs it."""
     http_port, grpc_port = free_port(), free_port()
-    command = [sys.executable, "-m", "ein.serve", str(EXAMPLES / "bert_encoder.ein"), "--random-weights", "1",
-               "--name", MODEL, "--pad", "t", "--http-port", str(http_port), "--grpc-port", str(grpc_port),
-               "--exit-timeout", "5"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process, banner = start_command_line([str(EXAMPLES / "bert_encoder.ein"), "--random-weights", "1", "--name", MODEL,
+                                          "--pad", "t", "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+                                          "--metrics-port", str(free_port()), "--exit-timeout", "5"])
     try:
-        banner = []
-        reader = threading.Thread(target=lambda: banner.append(process.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(120)
-        assert banner and banner[0].startswith(f"serving '{MODEL}' on HTTP 127.0.0.1:{http_port}"), banner
+        assert banner.startswith(f"serving '{MODEL}' on HTTP 127.0.0.1:{http_port}"), banner
         request = bert_request(2, 11, 3)
         expect(direct, request, http_infer(f"127.0.0.1:{http_port}", request))
         process.send_signal(signal.SIGINT)
