@@ -380,13 +380,21 @@ class Server:
             status = self._request("POST", f"/v2/repository/models/{self.name}/load", 300)
             if self._stopping.is_set():
                 return
-            self.restarts += 1
-            print(f"ein.serve: model {self.name!r} reloaded in {time.monotonic() - started:.1f} s (status {status})",
-                  file=sys.stderr, flush=True)
             survivors = known & alive
-            known = self._new_instances(known)
-            if survivors:
-                threading.Timer(self._exit_timeout_s, self._kill, args=(survivors,)).start()
+            new = self._new_instances(known) if status == 200 else set()
+            if not new:  # the survivors go on serving, and are watched
+                print(f"ein.serve: reloading model {self.name!r} failed (status {status}); see the server's log",
+                      file=sys.stderr, flush=True)
+                known = survivors
+                continue
+            self.restarts += 1
+            print(f"ein.serve: model {self.name!r} reloaded in {time.monotonic() - started:.1f} s",
+                  file=sys.stderr, flush=True)
+            known = new
+            if survivors:  # a daemon: a process ending meanwhile does not wait for it
+                killer = threading.Timer(self._exit_timeout_s, self._kill, args=(survivors,))
+                killer.daemon = True
+                killer.start()
 
     def _new_instances(self, old: set, timeout_s: float = 60) -> set:
         """The model's instance processes not in ``old``, once there are as
