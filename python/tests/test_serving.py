@@ -9,6 +9,7 @@ without it the module skips, except under CI (CI=true), where it fails.
 """
 import concurrent.futures
 import os
+import pathlib
 import re
 import signal
 import socket
@@ -253,57 +254,91 @@ def _alive(pids):
     return alive
 
 
+def run_clients(server, fault, clients=8, before_s=2, after_s=15):
+    """``clients`` threads sending requests of mixed sizes (gRPC and HTTP by
+    turns) for ``before_s``, then fault(), then ``after_s`` more seconds;
+    every outcome as (seconds after the fault it was sent, request, outputs
+    or the exception)."""
+    outcomes = {seed: [] for seed in range(clients)}
+    done = threading.Event()
+
+    def client(seed):
+        rng = np.random.default_rng(seed)
+        while not done.is_set():
+            request = bert_request(int(rng.integers(1, 4)), int(rng.integers(1, 129)), int(rng.integers(1 << 30)))
+            sent = time.monotonic()
+            try:
+                result = grpc_infer(server.grpc_url, request) if seed % 2 else http_infer(server.http_url, request)
+            except Exception as error:
+                result = error
+            outcomes[seed].append((sent, request, result))
+
+    threads = [threading.Thread(target=client, args=(seed,), daemon=True) for seed in outcomes]
+    for thread in threads:
+        thread.start()
+    time.sleep(before_s)
+    fault()
+    faulted = time.monotonic()
+    time.sleep(after_s)
+    done.set()
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S + 10
+    for thread in threads:
+        thread.join(max(0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), "a client hung"
+    return [(sent - faulted, request, result) for client_outcomes in outcomes.values()
+            for sent, request, result in client_outcomes]
+
+
+def expect_recovery(direct, outcomes, within_s):
+    """Requests fail only when sent within ``within_s`` of the fault, enough
+    are answered after it, and every answer is right."""
+    failures = [after for after, _, result in outcomes if isinstance(result, Exception)]
+    assert all(after < within_s for after in failures), failures
+    assert sum(after > within_s for after, _, _ in outcomes) >= 8, "few requests after the recovery"
+    for _, request, result in outcomes:
+        if not isinstance(result, Exception):
+            expect(direct, request, result)
+    print(f"{len(outcomes)} requests, {len(failures)} failed, the last {max(failures, default=0):.1f} s after the fault")
+
+
+def shm_regions(server):
+    return list(pathlib.Path("/dev/shm").glob(f"ein{os.getpid()}_{server.http_port}_*"))
+
+
 def test_a_killed_instance_is_replaced_and_the_failures_stop(artifact, direct):
     """kill -9 of one instance process under 8 clients: requests fail only in
-    the seconds it takes to notice and reload the model, all answers are
-    right, and the server listens on every interface (host 0.0.0.0) while
-    its URLs reach it over loopback."""
+    the seconds it takes to notice and recover (a reload of the model, or a
+    relaunch of tritonserver where the instance took it down), all answers
+    are right, and the server listens on every interface (host 0.0.0.0)
+    while its URLs reach it over loopback."""
     server = Server(artifact, name=MODEL, pad_dims=["t"], instances=2, max_queue_delay_us=2000, exit_timeout_s=5,
                     host="0.0.0.0")
     with server:
         assert server.http_url.startswith("127.0.0.1:") and server.grpc_url.startswith("127.0.0.1:")
-        outcomes = {seed: [] for seed in range(8)}  # per client: (time sent, request, outputs or the exception)
-        done = threading.Event()
-
-        def client(seed):
-            rng = np.random.default_rng(seed)
-            while not done.is_set():
-                request = bert_request(int(rng.integers(1, 4)), int(rng.integers(1, 129)), int(rng.integers(1 << 30)))
-                sent = time.monotonic()
-                try:
-                    result = (grpc_infer(server.grpc_url, request) if seed % 2
-                              else http_infer(server.http_url, request))
-                except Exception as error:
-                    result = error
-                outcomes[seed].append((sent, request, result))
-
-        threads = [threading.Thread(target=client, args=(seed,), daemon=True) for seed in outcomes]
-        for thread in threads:
-            thread.start()
-        time.sleep(2)
         victim = min(server.instance_processes())
-        os.kill(victim, signal.SIGKILL)
-        killed = time.monotonic()
-        time.sleep(15)
-        done.set()
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S + 10
-        for thread in threads:
-            thread.join(max(0, deadline - time.monotonic()))
-        assert not any(thread.is_alive() for thread in threads), "a client hung"
-        assert server.restarts == 1, server.restarts
+        outcomes = run_clients(server, lambda: os.kill(victim, signal.SIGKILL))
+        assert server.restarts >= 1, server.restarts
         # The old generation's survivor is gone after the exit timeout (5 s).
         assert victim not in server.instance_processes() and len(server.instance_processes()) == 2
-    everything = [outcome for client_outcomes in outcomes.values() for outcome in client_outcomes]
-    failures = [sent - killed for sent, _, result in everything if isinstance(result, Exception)]
-    late = [sent - killed for sent, _, result in everything if sent > killed + 10]
-    # Requests on (or routed to) the dead instance fail, none after the reload.
-    assert all(after < 10 for after in failures), failures
-    assert len(late) >= 8, "few requests after the reload"
-    for _, request, result in everything:
-        if not isinstance(result, Exception):
-            expect(direct, request, result)
-    print(f"instance killed: {len(everything)} requests, {len(failures)} failed, the last "
-          f"{max(failures, default=0):.1f} s after the kill")
+    expect_recovery(direct, outcomes, within_s=10)
+    assert not shm_regions(server)
+
+
+def test_a_killed_tritonserver_is_started_again(artifact, direct):
+    """kill -9 of tritonserver under 8 clients: it is started again on the
+    same ports, requests fail only until it serves, and the dead server's
+    shared memory is removed."""
+    server = Server(artifact, name=MODEL, pad_dims=["t"], instances=2, max_queue_delay_us=2000, exit_timeout_s=5)
+    with server:
+        first, regions = server.process.pid, shm_regions(server)
+        assert regions
+        outcomes = run_clients(server, lambda: os.kill(first, signal.SIGKILL))
+        assert server.restarts == 1 and server.process.pid != first and server.process.poll() is None
+        assert len(server.instance_processes()) == 2
+        assert not any(region.exists() for region in regions)
+        assert server.stop() == 0
+    expect_recovery(direct, outcomes, within_s=10)
+    assert not shm_regions(server)
 
 
 def start_command_line(arguments):

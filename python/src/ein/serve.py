@@ -203,7 +203,10 @@ class Server:
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.host = host
         self.instances = instances
-        self.restarts = 0  # times the model was reloaded after an instance died
+        self.restarts = 0  # recoveries: reloads of the model after an instance died, relaunches of tritonserver
+        self._generation = 0  # tritonserver launches
+        self._command: list = []
+        self._env: dict = {}
         self._files = [pathlib.Path(f) for f in files]
         self._python_path = list(python_path)
         self._exit_timeout_s = exit_timeout_s
@@ -286,8 +289,9 @@ class Server:
     def _start_once(self, timeout_s: float) -> "Server":
         self._workdir = pathlib.Path(tempfile.mkdtemp(prefix="ein-serve-"))
         libs = self._triton.parent.parent / "nvidia_pytriton.libs"
-        env = dict(os.environ, LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.environ.get("LD_LIBRARY_PATH"), str(libs)])))
-        command = [
+        self._env = dict(os.environ,
+                         LD_LIBRARY_PATH=os.pathsep.join(filter(None, [os.environ.get("LD_LIBRARY_PATH"), str(libs)])))
+        self._command = [
             str(self._triton / "bin" / "tritonserver"),
             f"--model-repository={self._write_repository()}", f"--backend-directory={self._backends()}",
             f"--http-address={self.host}", f"--http-port={self.http_port}",
@@ -297,25 +301,40 @@ class Server:
             # Explicit model control: the watchdog reloads the model when an instance dies.
             "--model-control-mode=explicit", f"--load-model={self.name}",
             f"--exit-timeout-secs={self._exit_timeout_s}",
-            # Shared-memory regions are named per server, so servers side by side never meet.
-            f"--backend-config=python,shm-region-prefix-name=ein{os.getpid()}_{self.http_port}_",
         ]
-        self.process = self._launch(command, env)
+        try:
+            self._launch_generation(timeout_s)
+        except ServerError:
+            self._cleanup()
+            raise
+        self._stopping.clear()
+        self._watchdog = threading.Thread(target=self._supervise, daemon=True, name=f"ein.serve watchdog {self.name}")
+        self._watchdog.start()
+        return self
+
+    def _shm_prefix(self) -> str:
+        """The Python backend's shared-memory regions of this server
+        (/dev/shm/PREFIX*): named per server and per launch, so servers side
+        by side never meet and a relaunch never opens a dead one's regions."""
+        return f"ein{os.getpid()}_{self.http_port}_{self._generation}_"
+
+    def _launch_generation(self, timeout_s: float) -> None:
+        """Starts tritonserver (again, after it died) and waits until the
+        model is ready; raises ServerError, the server stopped, if not."""
+        self._generation += 1
+        command = [*self._command, f"--backend-config=python,shm-region-prefix-name={self._shm_prefix()}"]
+        self.process = self._launch(command, self._env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                failure = self._failure(f"tritonserver exited with status {self.process.returncode}")
-                self._cleanup()
-                raise failure
+                self._remove_shm()
+                raise self._failure(f"tritonserver exited with status {self.process.returncode}")
             if self._ready():
-                self._stopping.clear()
-                self._watchdog = threading.Thread(target=self._replace_dead_instances, daemon=True,
-                                                  name=f"ein.serve watchdog {self.name}")
-                self._watchdog.start()
-                return self
-            time.sleep(0.2)
+                return
+            if self._stopping.wait(0.2):
+                break
         failure = self._failure(f"the model was not ready within {timeout_s:.0f} s")
-        self.stop()
+        self._kill_server()
         raise failure
 
     def _launch(self, command, env) -> subprocess.Popen:
@@ -326,7 +345,7 @@ class Server:
 
         def own():
             try:
-                with open(self.log_path, "wb") as log:
+                with open(self.log_path, "ab") as log:  # a relaunch goes on with the same log
                     outcome["process"] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env,
                                                           start_new_session=True, preexec_fn=_die_with_parent)
             except BaseException as error:  # noqa: B036 (handed to the caller)
@@ -357,19 +376,31 @@ class Server:
     def _ready(self) -> bool:
         return self._request("GET", f"/v2/models/{self.name}/ready", 2) == 200
 
+    @property
+    def supervised(self) -> bool:
+        """Whether the watchdog runs: from start() to stop()."""
+        return self._watchdog is not None and self._watchdog.is_alive()
+
     def instance_processes(self) -> set:
         """The process ids of the model's instances (Triton's Python backend stubs)."""
         return _children(self.process.pid, "triton_python_backend_stub") if self.process else set()
 
-    def _replace_dead_instances(self) -> None:
-        """Reloads the model when one of its instance processes dies: Triton
-        would go on routing requests to the dead one. The reload starts new
-        instances and routes every new request to them; the old ones that
-        survive finish what they hold, and are then killed: Triton's unload
-        of the old generation waits on the dead process for ever (and so its
-        shutdown takes the exit timeout, and exits with status 1)."""
+    def _supervise(self) -> None:
+        """Keeps the model serving. When one of its instance processes dies
+        the model is reloaded: Triton would go on routing requests to the
+        dead one. The reload starts new instances and routes every new
+        request to them; the old ones that survive finish what they hold,
+        and are then killed: Triton's unload of the old generation waits on
+        the dead process for ever (and so its shutdown takes the exit
+        timeout, and exits with status 1). When tritonserver itself dies
+        (a killed instance can take it down: its Python backend aborts on
+        the shared-memory lock the instance held) it is started again, on
+        the same ports."""
         known = self._new_instances(set())
-        while not self._stopping.wait(0.5) and self.process.poll() is None:
+        while not self._stopping.wait(0.5):
+            if self.process.poll() is not None:
+                known = self._relaunch()
+                continue
             alive = self.instance_processes()
             if known <= alive:
                 continue
@@ -395,6 +426,28 @@ class Server:
                 killer = threading.Timer(self._exit_timeout_s, self._kill, args=(survivors,))
                 killer.daemon = True
                 killer.start()
+
+    def _relaunch(self) -> set:
+        """tritonserver died: starts it again until the model serves (waiting
+        1, 2, 4 ... 30 s between tries); its new instance processes."""
+        print(f"ein.serve: tritonserver exited with status {self.process.returncode}; starting it again",
+              file=sys.stderr, flush=True)
+        self._remove_shm()
+        pause = 1.0
+        while not self._stopping.is_set():
+            started = time.monotonic()
+            try:
+                self._launch_generation(timeout_s=300)
+            except ServerError as failure:
+                print(f"ein.serve: {failure}\nein.serve: trying again in {pause:.0f} s", file=sys.stderr, flush=True)
+                self._stopping.wait(pause)
+                pause = min(2 * pause, 30)
+                continue
+            self.restarts += 1
+            print(f"ein.serve: tritonserver serves model {self.name!r} again after {time.monotonic() - started:.1f} s",
+                  file=sys.stderr, flush=True)
+            return self._new_instances(set())
+        return set()
 
     def _new_instances(self, old: set, timeout_s: float = 60) -> set:
         """The model's instance processes not in ``old``, once there are as
@@ -425,10 +478,25 @@ class Server:
             try:
                 self.process.wait(timeout_s if timeout_s is not None else self._exit_timeout_s + 30)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
+                self._kill_server()
+        self._remove_shm()
         self._cleanup()
         return self.process.returncode
+
+    def _kill_server(self) -> None:
+        """tritonserver and its instance processes (its process group), now."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(10)
+
+    def _remove_shm(self) -> None:
+        """The shared-memory regions of the server's last launch: a server
+        or instance that was killed leaves its regions behind."""
+        prefix = self._shm_prefix()
+        for region in pathlib.Path("/dev/shm").glob(f"{prefix}*"):
+            region.unlink(missing_ok=True)
 
     def _cleanup(self):
         # EIN_SERVE_KEEP=1 keeps the repository and the log, for a look after the fact.
@@ -511,7 +579,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         server.start()
         print(f"serving {server.name!r} on HTTP {server.http_url} and gRPC {server.grpc_url}, metrics at "
               f"{server.metrics_url} (log: {server.log_path}); Ctrl-C stops", flush=True)
-        while not stop and server.process.poll() is None:
+        while not stop and server.supervised:  # it relaunches tritonserver should that die
             time.sleep(0.2)
         status = server.stop()
         print(f"stopped (tritonserver status {status})", flush=True)
