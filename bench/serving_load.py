@@ -203,7 +203,10 @@ def main():
     parser.add_argument("--max-queue-delay-us", type=int, default=2000)
     parser.add_argument("--max-padding", type=float, nargs="+", default=[1, 1.25, 2], metavar="RATIO",
                         help="ein.serve --max-padding values to run with batching on (default 1, 1.25, 2)")
-    parser.add_argument("--runtimes", nargs="+", default=["ein", "onnxruntime"], choices=["ein", "onnxruntime"])
+    parser.add_argument("--runtimes", nargs="+", default=["ein", "ein-python", "onnxruntime"],
+                        choices=["ein", "ein-python", "onnxruntime"],
+                        help="ein: the native backend (libtriton_ein.so); ein-python: ein through Triton's Python "
+                             "backend; onnxruntime: ONNX Runtime through the Python backend")
     parser.add_argument("--timeout", type=float, default=60, help="per-request client timeout, seconds")
     args = parser.parse_args()
 
@@ -214,7 +217,8 @@ def main():
         artifact = pathlib.Path(folder) / "encoder.einb"
         model = ein.compile(ENCODER, weights=weights)
         model.save(artifact)
-        servables = {"ein": dict(artifact=artifact)}
+        servables = {"ein": dict(artifact=artifact, backend="native"),
+                     "ein-python": dict(artifact=artifact, backend="python")}
         if "onnxruntime" in args.runtimes:
             import onnx
             onnx_path = artifact.with_suffix(".onnx")
@@ -223,7 +227,7 @@ def main():
             difference = np.abs(load_onnxruntime(onnx_path).run(check)["sentence"] - model.run(check)["sentence"]).max()
             print(f"ONNX Runtime vs ein on one {args.lengths[1]}-token sentence: largest difference {difference:.1e}")
             servables["onnxruntime"] = dict(artifact=onnx_path, files=[artifact], python_path=[str(ROOT / "bench")],
-                                            loader="serving_load:load_onnxruntime")
+                                            loader="serving_load:load_onnxruntime", backend="python")
 
         print(f"{args.concurrency} gRPC clients x {args.duration:.0f} s per configuration, one sentence per request, "
               f"lengths {args.lengths[0]}-{args.lengths[1]}; {args.instances} instances x {args.threads} threads")

@@ -3,15 +3,18 @@
     python -m ein.serve model.einb --pad t            # or model.ein --random-weights 1
     python -m ein.serve model.einb --instances 2 --no-dynamic-batching --http-port 8000
 
-The server binary and Triton's Python backend come from PyPI's nvidia-pytriton
-wheel (no Debian or PyPI package ships the headers a native backend needs).
-ein.serve writes a Triton model repository (config.pbtxt: max_batch_size, -1
-for ranged dims, dynamic_batching, instance_group) whose model.py runs the
-artifact with ein's runtime, one backend process per instance, and starts
-tritonserver (on loopback unless --host says otherwise). Requests are checked
-one by one, merged (padded to the longest in --pad dims) and each gets its own
-rows back (ein._batching). An instance process that dies is replaced (the
-model reloaded), and tritonserver dies with the process that started it.
+The server binary comes from PyPI's nvidia-pytriton wheel. ein.serve writes a
+Triton model repository (config.pbtxt: max_batch_size, -1 for ranged dims,
+dynamic_batching, instance_group) and starts tritonserver (on loopback unless
+--host says otherwise). The model runs in the server's process through ein's
+own backend, libtriton_ein.so (--backend native, the default: instances are
+threads over one loaded model), or in Triton's Python backend, a process per
+instance (--backend python: its model.py runs the artifact with ein's
+runtime). Requests are checked one by one, merged (padded to the longest in
+--pad dims) and each gets its own rows back (ein/batching.hpp natively,
+ein._batching in Python, the same rules). A tritonserver that dies is started
+again, an instance process that dies is replaced (the model reloaded), and
+tritonserver dies with the process that started it.
 """
 from __future__ import annotations
 
@@ -39,6 +42,11 @@ from ._errors import Error
 # --target, apart from the venv's packages: it pins numpy<2, and only its
 # server files are used).
 _VENV_TRITON = pathlib.Path(sys.prefix) / "opt" / "nvidia-pytriton"
+
+# ein.serve's routes and Triton's names for them: the native backend runs the
+# model in the server's process (instances are threads), the Python backend
+# in a process per instance.
+_TRITON_BACKENDS = {"native": "ein", "python": "python"}
 
 _TRITON_DTYPES = {"f32": "TYPE_FP32", "f16": "TYPE_FP16", "i32": "TYPE_INT32", "i64": "TYPE_INT64",
                   "bool": "TYPE_BOOL"}
@@ -80,9 +88,10 @@ def _dims_text(axes) -> str:
 
 def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batching: bool,
                  max_queue_delay_us: int, instances: int, threads: int, artifact: str,
-                 loader: str = "ein:load", max_padding: float = 1.25) -> str:
+                 loader: str = "ein:load", max_padding: float = 1.25, backend: str = "native") -> str:
     """config.pbtxt for a model of this signature: the batch dim is Triton's
-    batch axis, ranged dims are -1, the rest constants."""
+    batch axis, ranged dims are -1, the rest constants; ``backend`` "native"
+    (libtriton_ein.so, Triton's backend "ein") or "python"."""
     def tensors(kind, tensors):
         # Triton's batcher merges only requests of equal shapes unless an
         # input allows ragged batches; ein._batching merges the others itself.
@@ -93,7 +102,7 @@ def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batc
 
     parameters = {"artifact": artifact, "loader": loader, "threads": str(threads), "pad_dims": ",".join(sig.pad_dims),
                   "max_padding": repr(float(max_padding))}
-    text = [f'name: "{name}"\nbackend: "python"\nmax_batch_size: {max_batch_size}\n',
+    text = [f'name: "{name}"\nbackend: "{_TRITON_BACKENDS[backend]}"\nmax_batch_size: {max_batch_size}\n',
             tensors("input", sig.inputs), tensors("output", sig.outputs),
             f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n"]
     if dynamic_batching:
@@ -152,6 +161,15 @@ def _children(pid: int, marker: str) -> set:
     return found
 
 
+def native_backend() -> pathlib.Path:
+    """libtriton_ein.so: beside ein's native module (a wheel installs it there)."""
+    path = pathlib.Path(__file__).parent / "libtriton_ein.so"
+    if not path.is_file():
+        raise ServerError(f"ein's Triton backend is missing ({path}): this ein was built without "
+                          "EIN_BUILD_TRITON_BACKEND; serve with backend='python' (--backend python)")
+    return path
+
+
 def _stub_python_path(extra: Sequence[str]) -> list:
     """Where the backend's stub processes look for modules first: where this
     interpreter finds ein and NumPy, then ``extra``."""
@@ -162,17 +180,21 @@ def _stub_python_path(extra: Sequence[str]) -> list:
 class Server:
     """tritonserver serving one model (on loopback by default); a context manager.
 
-    ``artifact``: the model file (an .einb for ein:load); ``loader``: the
-    "module:function" that loads it in each instance as loader(path,
-    threads=N), returning an object with an ein.Model's inputs, outputs,
-    dims and run (a benchmark serves ONNX Runtime this way); ``files``:
-    more files for the model's folder; ``python_path``: folders the loader
-    needs. Ports 0 are chosen free at start. ``host``: the address HTTP,
-    gRPC and metrics listen on ("0.0.0.0": every interface). An instance
-    process that dies is noticed within a second and the model reloaded
-    (requests in flight on it fail; Triton's explicit model control). The
-    server is killed when the thread that starts it would end: a thread of
-    the Server's own, which lives until stop() or until this process dies.
+    ``artifact``: the model file (an .einb). ``backend``: "native" runs it
+    in the server's process with libtriton_ein.so (Triton's backend "ein";
+    instances are threads sharing one loaded model), "python" in a process
+    per instance through Triton's Python backend, loaded by ``loader``: the
+    "module:function" that loads it as loader(path, threads=N), returning
+    an object with an ein.Model's inputs, outputs, dims and run (a benchmark
+    serves ONNX Runtime this way); ``files``: more files for the model's
+    folder; ``python_path``: folders the loader needs. Ports 0 are chosen
+    free at start. ``host``: the address HTTP, gRPC and metrics listen on
+    ("0.0.0.0": every interface). A watchdog keeps it serving: tritonserver
+    that dies is started again, and (Python route) an instance process that
+    dies is noticed within a second and the model reloaded (requests in
+    flight on it fail; Triton's explicit model control). The server is
+    killed when the thread that starts it would end: a thread of the
+    Server's own, which lives until stop() or until this process dies.
     """
 
     def __init__(self, artifact: os.PathLike, *, name: str = "model", pad_dims: Sequence[str] = (),
@@ -181,7 +203,12 @@ class Server:
                  instances: int = 1, threads: int = 1, http_port: int = 0, grpc_port: int = 0,
                  metrics_port: int = 0, host: str = "127.0.0.1",
                  loader: str = "ein:load", files: Sequence[os.PathLike] = (), python_path: Sequence[str] = (),
-                 exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None):
+                 exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None, backend: str = "native"):
+        if backend not in _TRITON_BACKENDS:
+            raise ValueError(f"backend must be one of {sorted(_TRITON_BACKENDS)}, got {backend!r}")
+        if backend == "native" and loader != "ein:load":
+            raise ValueError(f"the native backend runs ein artifacts only; loader {loader!r} needs backend='python'")
+        self.backend = backend
         self.artifact = pathlib.Path(artifact)
         sys.path[:0] = [folder for folder in python_path if folder not in sys.path]
         model = load_model(loader, self.artifact, threads=1)  # for its signature
@@ -199,7 +226,7 @@ class Server:
         self.config = model_config(name, self.signature, max_batch_size=max_batch_size,
                                    dynamic_batching=dynamic_batching, max_queue_delay_us=max_queue_delay_us,
                                    instances=instances, threads=threads, artifact=self.artifact.name, loader=loader,
-                                   max_padding=max_padding)
+                                   max_padding=max_padding, backend=backend)
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.host = host
         self.instances = instances
@@ -253,16 +280,22 @@ class Server:
         version = repository / self.name / "1"
         version.mkdir(parents=True)
         (repository / self.name / "config.pbtxt").write_text(self.config)
-        (version / "model.py").write_text(_MODEL_PY.format(python_path=_stub_python_path(self._python_path)))
+        if self.backend == "python":
+            (version / "model.py").write_text(_MODEL_PY.format(python_path=_stub_python_path(self._python_path)))
         for path in [self.artifact, *self._files]:
             shutil.copy(path, version / path.name)
         return repository
 
     def _backends(self) -> pathlib.Path:
         """A copy of the wheel's backends/ with the stub for this Python (as
-        PyTriton prepares it: the Python backend looks for the stub beside itself)."""
+        PyTriton prepares it: the Python backend looks for the stub beside
+        itself), and ein's own backend in backends/ein/."""
         backends = self._workdir / "backends"
         shutil.copytree(self._triton / "backends", backends)
+        if self.backend == "native":
+            (backends / "ein").mkdir()
+            shutil.copy(native_backend(), backends / "ein" / "libtriton_ein.so")
+            return backends
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         stub = self._triton / "python_backend_stubs" / version / "triton_python_backend_stub"
         if not stub.is_file():
@@ -382,8 +415,11 @@ class Server:
         return self._watchdog is not None and self._watchdog.is_alive()
 
     def instance_processes(self) -> set:
-        """The process ids of the model's instances (Triton's Python backend stubs)."""
-        return _children(self.process.pid, "triton_python_backend_stub") if self.process else set()
+        """The process ids of the model's instances (Triton's Python backend
+        stubs; none on the native route, where instances are threads)."""
+        if self.process is None or self.backend != "python":
+            return set()
+        return _children(self.process.pid, "triton_python_backend_stub")
 
     def _supervise(self) -> None:
         """Keeps the model serving. When one of its instance processes dies
@@ -451,7 +487,9 @@ class Server:
 
     def _new_instances(self, old: set, timeout_s: float = 60) -> set:
         """The model's instance processes not in ``old``, once there are as
-        many as the model has (or after ``timeout_s``)."""
+        many as the model has (or after ``timeout_s``); none on the native route."""
+        if self.backend != "python":
+            return set()
         deadline = time.monotonic() + timeout_s
         new = self.instance_processes() - old
         while len(new) < self.instances and time.monotonic() < deadline and not self._stopping.is_set():
@@ -536,7 +574,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--no-dynamic-batching", action="store_true", help="run each request alone")
     parser.add_argument("--max-queue-delay-us", type=int, default=1000,
                         help="how long the dynamic batcher waits for more requests (default 1000)")
-    parser.add_argument("--instances", type=int, default=1, help="model instances (processes) (default 1)")
+    parser.add_argument("--backend", choices=sorted(_TRITON_BACKENDS), default="native",
+                        help="native: the model runs in the server's process (libtriton_ein.so), instances are "
+                             "threads; python: Triton's Python backend, a process per instance (default native)")
+    parser.add_argument("--instances", type=int, default=1,
+                        help="model instances (threads, or processes on the Python route) (default 1)")
     parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance (default 1)")
     parser.add_argument("--exit-timeout", type=int, default=30, metavar="SECONDS",
                         help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 30)")
@@ -572,7 +614,7 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                         max_batch_size=args.max_batch_size, dynamic_batching=not args.no_dynamic_batching,
                         max_queue_delay_us=args.max_queue_delay_us, instances=args.instances, threads=args.threads,
                         http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port,
-                        host=args.host, exit_timeout_s=args.exit_timeout)
+                        host=args.host, exit_timeout_s=args.exit_timeout, backend=args.backend)
         stop = []
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.append(True))

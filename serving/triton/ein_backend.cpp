@@ -1,0 +1,454 @@
+// libtriton_ein.so: Triton Inference Server's backend "ein". The server loads
+// it into its own process; each model instance is a thread of the server
+// that calls TRITONBACKEND_ModelInstanceExecute with a batch of requests.
+// One ein::Model per served model (its weights and prepacked copies shared)
+// and one ein::Runner over it, from which every instance's call borrows an
+// execution context of its own.
+//
+// The model's config.pbtxt (ein.serve writes it) names the artifact in its
+// version folder and how requests batch, as string parameters: artifact,
+// threads (kernel threads per call), pad_dims (comma-separated ranged dims
+// padded with zeros), max_padding. Requests are checked, merged and split
+// by ein/batching.hpp: a malformed request fails alone (INVALID_ARG), the
+// others run. Inputs are read in place where Triton holds them in one CPU
+// buffer; outputs are written into Triton's response buffers.
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ein/batching.hpp"
+#include "ein/model.hpp"
+#include "ein/runner.hpp"
+#include "triton/core/tritonbackend.h"
+
+#define EIN_TRITON_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+TRITONSERVER_Error *error(TRITONSERVER_Error_Code code, const std::string &message) {
+  return TRITONSERVER_ErrorNew(code, message.c_str());
+}
+
+TRITONSERVER_Error *error(const ein::Status &status) {
+  const bool callers = status.code() == ein::StatusCode::InvalidArgument || status.code() == ein::StatusCode::OutOfRange;
+  return error(callers ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_INTERNAL, status.message());
+}
+
+void log(TRITONSERVER_LogLevel level, const std::string &message) {
+  if (TRITONSERVER_Error *failed = TRITONSERVER_LogMessage(level, __FILE__, __LINE__, message.c_str()))
+    TRITONSERVER_ErrorDelete(failed);
+}
+
+// Triton's clock for statistics: steady_clock nanoseconds.
+uint64_t now() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+// The ein element type of a Triton datatype, or false (BYTES, BF16 and the
+// unsigned types have none that a served model takes).
+bool elementTypeOf(TRITONSERVER_DataType type, ein::ElementType &element) {
+  switch (type) {
+    case TRITONSERVER_TYPE_FP32: element = ein::ElementType::F32; return true;
+    case TRITONSERVER_TYPE_FP16: element = ein::ElementType::F16; return true;
+    case TRITONSERVER_TYPE_INT32: element = ein::ElementType::I32; return true;
+    case TRITONSERVER_TYPE_INT64: element = ein::ElementType::I64; return true;
+    case TRITONSERVER_TYPE_BOOL: element = ein::ElementType::Bool; return true;
+    case TRITONSERVER_TYPE_INT8: element = ein::ElementType::I8; return true;
+    default: return false;
+  }
+}
+
+TRITONSERVER_DataType tritonType(ein::DType dtype) {
+  switch (dtype) {
+    case ein::DType::F32: return TRITONSERVER_TYPE_FP32;
+    case ein::DType::F16: return TRITONSERVER_TYPE_FP16;
+    case ein::DType::I32: return TRITONSERVER_TYPE_INT32;
+    case ein::DType::I64: return TRITONSERVER_TYPE_INT64;
+    case ein::DType::Bool: return TRITONSERVER_TYPE_BOOL;
+    case ein::DType::I8: return TRITONSERVER_TYPE_INT8;
+    default: return TRITONSERVER_TYPE_INVALID;  // BatchSignature refuses bf16; i4 is never an input or output
+  }
+}
+
+struct ModelState {
+  std::shared_ptr<const ein::Model> model;
+  ein::BatchSignature signature;
+  std::unique_ptr<ein::Runner> runner;
+  double maxPadding = 1.25;
+};
+
+// A config parameter's string_value, or `fallback`.
+std::string parameter(const nlohmann::json &config, const char *key, const std::string &fallback) {
+  auto parameters = config.find("parameters");
+  if (parameters == config.end() || !parameters->is_object()) return fallback;
+  auto entry = parameters->find(key);
+  if (entry == parameters->end() || !entry->is_object()) return fallback;
+  auto value = entry->find("string_value");
+  return value != entry->end() && value->is_string() ? value->get<std::string>() : fallback;
+}
+
+TRITONSERVER_Error *loadModelState(TRITONBACKEND_Model *model, std::unique_ptr<ModelState> &state) {
+  TRITONSERVER_Message *message = nullptr;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelConfig(model, 1, &message)) return failed;
+  const char *json = nullptr;
+  size_t jsonBytes = 0;
+  TRITONSERVER_Error *failed = TRITONSERVER_MessageSerializeToJson(message, &json, &jsonBytes);
+  nlohmann::json config = failed ? nlohmann::json() : nlohmann::json::parse(json, json + jsonBytes, nullptr, false);
+  TRITONSERVER_MessageDelete(message);
+  if (failed) return failed;
+  if (config.is_discarded()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: the model config is not JSON");
+
+  const std::string artifact = parameter(config, "artifact", "model.einb");
+  if (artifact.empty() || artifact.find('/') != std::string::npos || artifact == "." || artifact == "..")
+    return error(TRITONSERVER_ERROR_INVALID_ARG,
+                 "ein: parameter artifact must name a file in the model's version folder, got \"" + artifact + "\"");
+  int threads = 1;
+  double maxPadding = 1.25;
+  try {
+    threads = std::stoi(parameter(config, "threads", "1"));
+    maxPadding = std::stod(parameter(config, "max_padding", "1.25"));
+  } catch (const std::exception &) {
+    return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: parameters threads and max_padding must be numbers");
+  }
+  if (threads < 1 || threads > 1024 || !(maxPadding >= 1))
+    return error(TRITONSERVER_ERROR_INVALID_ARG,
+                 "ein: threads must lie in 1..1024 and max_padding be at least 1, got " + std::to_string(threads) +
+                     " and " + std::to_string(maxPadding));
+  std::vector<std::string> padDims;
+  const std::string padText = parameter(config, "pad_dims", "");
+  for (size_t start = 0; start < padText.size();) {
+    size_t comma = padText.find(',', start);
+    if (comma == std::string::npos) comma = padText.size();
+    if (comma > start) padDims.push_back(padText.substr(start, comma - start));
+    start = comma + 1;
+  }
+
+  TRITONBACKEND_ArtifactType type;
+  const char *location = nullptr;
+  uint64_t version = 0;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelRepository(model, &type, &location)) return failed;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelVersion(model, &version)) return failed;
+  if (type != TRITONBACKEND_ARTIFACT_FILESYSTEM)
+    return error(TRITONSERVER_ERROR_UNSUPPORTED, "ein: models are read from the file system only");
+  const std::string path = std::string(location) + "/" + std::to_string(version) + "/" + artifact;
+
+  state = std::make_unique<ModelState>();
+  state->maxPadding = maxPadding;
+  auto loaded = ein::Model::load(path);  // verifies the artifact, as every load does
+  if (!loaded.ok()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + ": " + loaded.status().toString());
+  state->model = std::move(loaded).value();
+  auto signature = ein::BatchSignature::create(*state->model, padDims);
+  if (!signature.ok()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + ": " + signature.status().message());
+  state->signature = std::move(signature).value();
+  auto runner = ein::Runner::create(state->model, {.threads = threads});
+  if (!runner.ok()) return error(TRITONSERVER_ERROR_INTERNAL, "ein: " + runner.status().toString());
+  state->runner = std::move(runner).value();
+  log(TRITONSERVER_LOG_INFO, "ein: loaded " + path + " (" + std::to_string(threads) + " kernel threads per call)");
+  return nullptr;
+}
+
+// One request of a batch: its inputs (read in place, or gathered where Triton
+// holds one in several buffers), its dims once checked, its response.
+struct Pending {
+  TRITONBACKEND_Request *request = nullptr;
+  TRITONBACKEND_Response *response = nullptr;
+  std::vector<ein::InputTensor> inputs;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<std::byte>> gathered;
+  std::vector<int64_t> dims;
+  bool answered = false;
+  bool succeeded = false;
+};
+
+TRITONSERVER_Error *readInputs(Pending &pending) {
+  uint32_t count = 0;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestInputCount(pending.request, &count)) return failed;
+  pending.shapes.resize(count);
+  pending.gathered.resize(count);
+  for (uint32_t index = 0; index < count; ++index) {
+    TRITONBACKEND_Input *input = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestInputByIndex(pending.request, index, &input)) return failed;
+    const char *name = nullptr;
+    TRITONSERVER_DataType datatype;
+    const int64_t *shape = nullptr;
+    uint32_t rank = 0, buffers = 0;
+    uint64_t bytes = 0;
+    if (TRITONSERVER_Error *failed =
+            TRITONBACKEND_InputProperties(input, &name, &datatype, &shape, &rank, &bytes, &buffers))
+      return failed;
+    ein::ElementType element;
+    if (!elementTypeOf(datatype, element))
+      return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("input \"") + name + "\" has datatype " +
+                                                       TRITONSERVER_DataTypeString(datatype) + ", which ein models do not take");
+    pending.shapes[index].assign(shape, shape + rank);
+    const void *data = nullptr;
+    uint64_t held = 0;  // the bytes Triton holds, which checkRequest compares with the shape's
+    for (uint32_t buffer = 0; buffer < buffers; ++buffer) {
+      const void *part = nullptr;
+      uint64_t partBytes = 0;
+      TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+      int64_t memoryId = 0;
+      if (TRITONSERVER_Error *failed = TRITONBACKEND_InputBuffer(input, buffer, &part, &partBytes, &memory, &memoryId))
+        return failed;
+      if (memory == TRITONSERVER_MEMORY_GPU)
+        return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("input \"") + name + "\" is in GPU memory; the ein "
+                                                                                        "backend reads CPU memory");
+      if (buffers == 1) {
+        data = part;
+        held = partBytes;
+        break;
+      }
+      auto &copy = pending.gathered[index];
+      if (copy.size() + partBytes > bytes)
+        return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("input \"") + name + "\" has more bytes than it says");
+      copy.insert(copy.end(), static_cast<const std::byte *>(part), static_cast<const std::byte *>(part) + partBytes);
+    }
+    if (buffers != 1) {
+      data = pending.gathered[index].data();
+      held = pending.gathered[index].size();
+    }
+    pending.inputs.emplace_back(name, element, pending.shapes[index], data, static_cast<size_t>(held));
+  }
+  return nullptr;
+}
+
+// Sends a final response, with `failure` (taken) or the outputs it holds.
+void send(TRITONBACKEND_Response *response, TRITONSERVER_Error *failure) {
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, failure)) {
+    log(TRITONSERVER_LOG_ERROR, std::string("ein: a response could not be sent: ") + TRITONSERVER_ErrorMessage(failed));
+    TRITONSERVER_ErrorDelete(failed);
+  }
+  if (failure) TRITONSERVER_ErrorDelete(failure);
+}
+
+// Answers a request once: with `failure` (taken), or the outputs written.
+void answer(Pending &pending, TRITONSERVER_Error *failure) {
+  if (pending.answered) {
+    if (failure) TRITONSERVER_ErrorDelete(failure);
+    return;
+  }
+  pending.answered = true;
+  pending.succeeded = failure == nullptr;
+  send(pending.response, failure);
+}
+
+// The requested outputs of a request's response, each from `source` (an
+// output of the run, shape `runShape`), the request's own rows from `row`.
+TRITONSERVER_Error *writeOutputs(const ModelState &state, Pending &pending, const std::vector<ein::OutputTensor> &outputs,
+                                 int64_t row) {
+  uint32_t requested = 0;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestOutputCount(pending.request, &requested)) return failed;
+  for (uint32_t index = 0; index < requested; ++index) {
+    const char *name = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestOutputName(pending.request, index, &name)) return failed;
+    size_t which = 0;
+    while (which < state.signature.outputs.size() && state.signature.outputs[which].name != name) ++which;
+    if (which == state.signature.outputs.size())
+      return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("unknown output \"") + name + "\"");
+    const ein::BatchedTensor &tensor = state.signature.outputs[which];
+    const ein::OutputTensor *source = nullptr;
+    for (const ein::OutputTensor &output : outputs)
+      if (output.name == tensor.name) source = &output;
+    if (source == nullptr) return error(TRITONSERVER_ERROR_INTERNAL, "the run gave no output \"" + tensor.name + "\"");
+    std::vector<int64_t> shape = ein::batchedShape(tensor, pending.dims, pending.dims[state.signature.batchDim]);
+    // The block copied out must lie within the run's output (a bug guard: the dims say it does).
+    bool within = source->shape.size() == shape.size() && !shape.empty() && row + shape[0] <= source->shape[0];
+    for (size_t axis = 0; within && axis < shape.size(); ++axis)
+      within = shape[axis] >= 0 && (axis == 0 || shape[axis] <= source->shape[axis]);
+    if (!within) return error(TRITONSERVER_ERROR_INTERNAL, "output \"" + tensor.name + "\" has another shape than its dims say");
+    TRITONBACKEND_Output *output = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseOutput(pending.response, &output, name, tritonType(tensor.dtype),
+                                                                  shape.data(), static_cast<uint32_t>(shape.size())))
+      return failed;
+    int64_t elements = 1;
+    for (int64_t size : shape) elements *= size;
+    const uint64_t bytes = ein::dtypeBytes(tensor.dtype, static_cast<uint64_t>(elements));
+    void *buffer = nullptr;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memoryId = 0;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memoryId)) return failed;
+    if (memory == TRITONSERVER_MEMORY_GPU)
+      return error(TRITONSERVER_ERROR_UNSUPPORTED, "Triton offered GPU memory for output \"" + tensor.name + "\"");
+    if (bytes > 0)
+      ein::copyBlock(source->data.data(), source->shape, row, static_cast<std::byte *>(buffer), shape, 0, shape,
+                     ein::dtypeSize(tensor.dtype));
+  }
+  return nullptr;
+}
+
+// Runs one request alone and answers it.
+void runAlone(ModelState &state, Pending &pending) {
+  auto outputs = state.runner->run(pending.inputs);
+  answer(pending, outputs.ok() ? writeOutputs(state, pending, *outputs, 0) : error(outputs.status()));
+}
+
+// Runs requests merged (each zero-padded to the run's dims) and answers each
+// with its own rows; should the merged run fail (a model's own run-time
+// check), they run one by one, so only the offending one fails.
+void runMerged(ModelState &state, std::vector<Pending *> &members) {
+  const ein::BatchSignature &signature = state.signature;
+  std::vector<std::vector<int64_t>> memberDims;
+  for (Pending *member : members) memberDims.push_back(member->dims);
+  const std::vector<int64_t> dims = ein::mergedDims(signature, memberDims);
+  const int64_t rows = dims[signature.batchDim];
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::vector<std::byte>> merged;
+  std::vector<ein::InputTensor> inputs;
+  shapes.reserve(signature.inputs.size());
+  merged.reserve(signature.inputs.size());
+  for (const ein::BatchedTensor &tensor : signature.inputs) {
+    shapes.push_back(ein::batchedShape(tensor, dims, rows));
+    int64_t elements = 1;
+    for (int64_t size : shapes.back()) elements *= size;
+    merged.emplace_back(ein::dtypeBytes(tensor.dtype, static_cast<uint64_t>(elements)));  // zeros: the padding
+    int64_t row = 0;
+    for (Pending *member : members) {
+      for (const ein::InputTensor &input : member->inputs)
+        if (input.name == tensor.name)
+          ein::copyBlock(static_cast<const std::byte *>(input.data), input.shape, 0, merged.back().data(), shapes.back(),
+                         row, input.shape, ein::dtypeSize(tensor.dtype));
+      row += member->dims[signature.batchDim];
+    }
+    inputs.emplace_back(tensor.name, tensor.dtype, shapes.back(), merged.back().data(), merged.back().size());
+  }
+  auto outputs = state.runner->run(inputs);
+  if (!outputs.ok()) {
+    for (Pending *member : members) runAlone(state, *member);
+    return;
+  }
+  int64_t row = 0;
+  for (Pending *member : members) {
+    answer(*member, writeOutputs(state, *member, *outputs, row));
+    row += member->dims[signature.batchDim];
+  }
+}
+
+void execute(ModelState &state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+             uint32_t count) {
+  const uint64_t execStart = now();
+  std::vector<Pending> pending(count);
+  std::vector<size_t> good;
+  std::vector<std::vector<int64_t>> goodDims;
+  for (uint32_t index = 0; index < count; ++index) {
+    Pending &one = pending[index];
+    one.request = requests[index];
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseNew(&one.response, one.request)) {
+      log(TRITONSERVER_LOG_ERROR, std::string("ein: no response for a request: ") + TRITONSERVER_ErrorMessage(failed));
+      TRITONSERVER_ErrorDelete(failed);
+      one.response = nullptr;
+      one.answered = true;
+      continue;
+    }
+    try {
+      if (TRITONSERVER_Error *failed = readInputs(one)) {
+        answer(one, failed);
+        continue;
+      }
+      auto dims = ein::checkRequest(state.signature, one.inputs);
+      if (!dims.ok()) {
+        answer(one, error(dims.status()));
+        continue;
+      }
+      one.dims = std::move(dims).value();
+      good.push_back(index);
+      goodDims.push_back(one.dims);
+    } catch (const std::exception &caught) {  // out of memory: this request fails, the others go on
+      answer(one, error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
+    }
+  }
+  const uint64_t computeStart = now();
+  int64_t rows = 0;
+  for (const std::vector<size_t> &run : ein::planRuns(state.signature, goodDims, state.maxPadding)) {
+    std::vector<Pending *> members;
+    for (size_t member : run) {
+      members.push_back(&pending[good[member]]);
+      rows += members.back()->dims[state.signature.batchDim];
+    }
+    try {
+      if (members.size() == 1)
+        runAlone(state, *members[0]);
+      else
+        runMerged(state, members);
+    } catch (const std::exception &caught) {  // out of memory: this run's requests fail, the others go on
+      for (Pending *member : members) answer(*member, error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
+    }
+  }
+  const uint64_t computeEnd = now();
+  for (Pending &one : pending) {
+    answer(one, error(TRITONSERVER_ERROR_INTERNAL, "the request was not run"));  // none is left unanswered
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelInstanceReportStatistics(
+            instance, one.request, one.succeeded, execStart, computeStart, computeEnd, now()))
+      TRITONSERVER_ErrorDelete(failed);
+  }
+  if (rows > 0)
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelInstanceReportBatchStatistics(
+            instance, static_cast<uint64_t>(rows), execStart, computeStart, computeEnd, now()))
+      TRITONSERVER_ErrorDelete(failed);
+}
+
+}  // namespace
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *) {
+  uint32_t major = 0, minor = 0;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ApiVersion(&major, &minor)) return failed;
+  if (major != TRITONBACKEND_API_VERSION_MAJOR)
+    return error(TRITONSERVER_ERROR_UNSUPPORTED, "ein: the server's backend API is " + std::to_string(major) + "." +
+                                                     std::to_string(minor) + "; this backend was built for " +
+                                                     std::to_string(TRITONBACKEND_API_VERSION_MAJOR) + ".x");
+  return nullptr;
+}
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
+  std::unique_ptr<ModelState> state;
+  TRITONSERVER_Error *failed = nullptr;
+  try {
+    failed = loadModelState(model, state);
+  } catch (const std::exception &caught) {
+    failed = error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what());
+  }
+  if (failed) return failed;
+  return TRITONBACKEND_ModelSetState(model, state.release());
+}
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
+  void *state = nullptr;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelState(model, &state)) return failed;
+  delete static_cast<ModelState *>(state);
+  return nullptr;
+}
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *) {
+  return nullptr;  // the model's Runner gives each call a context of its own
+}
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *) {
+  return nullptr;
+}
+
+EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                         TRITONBACKEND_Request **requests,
+                                                                         const uint32_t count) {
+  TRITONBACKEND_Model *model = nullptr;
+  void *state = nullptr;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelInstanceModel(instance, &model)) return failed;
+  if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelState(model, &state)) return failed;
+  try {
+    execute(*static_cast<ModelState *>(state), instance, requests, count);
+  } catch (const std::exception &caught) {  // out of memory before any request was read
+    for (uint32_t index = 0; index < count; ++index) {
+      TRITONBACKEND_Response *response = nullptr;
+      if (TRITONBACKEND_ResponseNew(&response, requests[index]) == nullptr)
+        send(response, error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
+    }
+  }
+  for (uint32_t index = 0; index < count; ++index)
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestRelease(requests[index], TRITONSERVER_REQUEST_RELEASE_ALL))
+      TRITONSERVER_ErrorDelete(failed);
+  return nullptr;  // the requests are answered and released: Triton must not answer them again
+}
