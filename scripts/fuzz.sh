@@ -30,7 +30,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
   -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
   -DEIN_SANITIZE=address,undefined -DEIN_BUILD_FUZZERS=ON -DEIN_ENABLE_CUDA=OFF \
-  -DEIN_BUILD_BENCHMARKS=OFF >/dev/null
+  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_BUILD_TRITON_BACKEND=OFF >/dev/null
 cmake --build "$build" --target ein_fuzzers -- -j"${EIN_FUZZ_JOBS:-$(nproc)}"
 $build_only && exit 0
 

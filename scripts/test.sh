@@ -64,7 +64,7 @@ echo "== ASan+UBSan and fuzzing took $((SECONDS - sanitize_start)) s"
 # of just those tests; the Scheduler's decoder is compiled by the full build.
 echo "== tests: ThreadSanitizer, concurrency (runtime only)"
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEIN_BUILD_COMPILER=OFF \
-  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_ENABLE_CUDA=OFF -DEIN_SANITIZE=thread >/dev/null
+  -DEIN_BUILD_BENCHMARKS=OFF -DEIN_BUILD_TRITON_BACKEND=OFF -DEIN_ENABLE_CUDA=OFF -DEIN_SANITIZE=thread >/dev/null
 cmake --build "$root/build-tsan" --target runtime_concurrency_tests
 "$root/build/bin/einc" "$root/examples/models/llama_decoder.ein" --random-weights 3 -o "$root/build-tsan/decoder.einb"
 EIN_TEST_DECODER=$root/build-tsan/decoder.einb TSAN_OPTIONS=halt_on_error=1 \

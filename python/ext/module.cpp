@@ -2,6 +2,7 @@
 // gives it its public API and documentation.
 #include <nanobind/nanobind.h>
 
+#include "batching.hpp"
 #include "compile.hpp"
 #include "errors.hpp"
 #include "model.hpp"
@@ -15,4 +16,5 @@ NB_MODULE(_ein, module) {
   ein::python::bindCompile(module);
   ein::python::bindSession(module);
   ein::python::bindScheduler(module);
+  ein::python::bindBatching(module);
 }

@@ -50,6 +50,11 @@ struct BatchSignature {
   // sized by an expression ("t + 1"), a bf16 input or output, or a pad dim
   // that is not a ranged dim besides the batch dim.
   static StatusOr<BatchSignature> create(const Model &model, std::span<const std::string> padDims);
+  // The same from a description of a model: its ranged dims, inputs and
+  // outputs (TensorInfo's name, dtype, shape, dims and upperBound), for a
+  // model that is not an ein::Model (ein.serve's Python route serves any).
+  static StatusOr<BatchSignature> create(const std::vector<DimInfo> &dims, std::span<const TensorInfo> inputs,
+                                         std::span<const TensorInfo> outputs, std::span<const std::string> padDims);
 
   int64_t maxBatch() const { return dims[batchDim].max; }
 };

@@ -61,11 +61,17 @@ int64_t product(std::span<const int64_t> values) {
 }  // namespace
 
 StatusOr<BatchSignature> BatchSignature::create(const Model &model, std::span<const std::string> padDims) {
+  return create(model.dims(), model.inputs(), model.outputs(), padDims);
+}
+
+StatusOr<BatchSignature> BatchSignature::create(const std::vector<DimInfo> &dims, std::span<const TensorInfo> inputs,
+                                                std::span<const TensorInfo> outputs,
+                                                std::span<const std::string> padDims) {
   BatchSignature signature;
-  signature.dims = model.dims();
+  signature.dims = dims;
   std::vector<std::string> firstAxes;
-  for (const auto *list : {&model.inputs(), &model.outputs()})
-    for (const TensorInfo &info : *list) {
+  for (std::span<const TensorInfo> list : {inputs, outputs})
+    for (const TensorInfo &info : list) {
       std::string first = info.shape.empty()                        ? std::string("(a scalar)")
                           : info.dims.empty() || info.dims[0].empty() ? std::to_string(info.shape[0])
                                                                       : info.dims[0];
@@ -94,12 +100,12 @@ StatusOr<BatchSignature> BatchSignature::create(const Model &model, std::span<co
     }
     signature.padded[dim] = true;
   }
-  for (const TensorInfo &info : model.inputs()) {
+  for (const TensorInfo &info : inputs) {
     auto tensor = batchedTensor(info, signature.dims, "input");
     if (!tensor.ok()) return tensor.status();
     signature.inputs.push_back(std::move(tensor).value());
   }
-  for (const TensorInfo &info : model.outputs()) {
+  for (const TensorInfo &info : outputs) {
     auto tensor = batchedTensor(info, signature.dims, "output");
     if (!tensor.ok()) return tensor.status();
     signature.outputs.push_back(std::move(tensor).value());
