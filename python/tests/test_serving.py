@@ -9,6 +9,7 @@ without it the module skips, except under CI (CI=true), where it fails.
 """
 import concurrent.futures
 import os
+import queue
 import pathlib
 import re
 import signal
@@ -24,7 +25,7 @@ import pytest
 
 import ein
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, REPO
 from test_batching import bert_request
 
 if not os.environ.get("CI"):
@@ -479,3 +480,76 @@ def test_the_command_line_names_what_it_cannot_serve(capsys):
     # A .ein model with parameters and no weights: ein.compile's message, naming them.
     assert main([str(EXAMPLES / "bert_encoder.ein")]) == 1
     assert "declares" in capsys.readouterr().err
+
+
+# A decoder through the native backend: decoupled, a response per token.
+DECODER = "llama"
+LLAMA_CASE = REPO / "tests" / "conformance" / "cases" / "llama_hf_tiny"
+
+
+@pytest.fixture(scope="module")
+def decoder_artifact(tmp_path_factory):
+    path = tmp_path_factory.mktemp("decoder") / "llama.einb"
+    ein.compile(EXAMPLES / "llama_decoder.ein", weights=LLAMA_CASE / "weights.safetensors").save(path)
+    return path
+
+
+def stream_tokens(url, prompt, **options):
+    """One generation over a gRPC stream: the tokens streamed, and the error
+    that ended it (None when it ended with the final flag)."""
+    datatypes = {"max_tokens": ("INT32", np.int32), "temperature": ("FP32", np.float32), "top_k": ("INT32", np.int32),
+                 "top_p": ("FP32", np.float32), "seed": ("INT64", np.int64), "stop": ("INT32", np.int32)}
+    tokens, outcome = [], queue.Queue()
+
+    def on_response(result, error):
+        if error is not None:
+            outcome.put(error)
+            return
+        response = result.get_response()
+        if response.outputs:
+            tokens.append(int(result.as_numpy("token")[0]))
+        if response.parameters["triton_final_response"].bool_param:
+            outcome.put(None)
+
+    inputs = []
+    for name, value in [("prompt", prompt), *options.items()]:
+        datatype, dtype = datatypes.get(name, ("INT32", np.int32))
+        array = np.array(value if name in ("prompt", "stop") else [value], dtype)
+        tensor = grpcclient.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
+    with grpcclient.InferenceServerClient(url) as client:
+        client.start_stream(callback=on_response)
+        try:
+            client.async_stream_infer(DECODER, inputs, enable_empty_final_response=True)
+            error = outcome.get(timeout=CLIENT_TIMEOUT_S)
+        finally:
+            client.stop_stream()
+    return tokens, error
+
+
+def test_a_decoder_streams_each_prompts_own_tokens(decoder_artifact):
+    """Prompts from 6 clients at once through the native backend's
+    scheduler (3 sequences at a time): each streams the tokens it gives
+    alone, with its own options; a bad prompt fails alone."""
+    model = ein.load(decoder_artifact)
+    prompts = [[3, 1, 4], [1] * 60, [5, 9], [2, 6, 5, 3, 5], [7] * 40, [8]]
+    options = [dict(max_tokens=5 + i, temperature=0.8 * (i % 2), top_k=16, seed=i) for i in range(len(prompts))]
+    with Server(decoder_artifact, name=DECODER, max_sequences=3, threads=1, exit_timeout_s=5) as server:
+        assert server.decoder and "model_transaction_policy { decoupled: true }" in server.config
+        with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+            outcomes = list(pool.map(lambda i: stream_tokens(server.grpc_url, prompts[i], **options[i]),
+                                     range(len(prompts)), timeout=CLIENT_TIMEOUT_S * 2))
+        for prompt, option, (tokens, error) in zip(prompts, options, outcomes):
+            assert error is None, error
+            assert tokens == model.generate(prompt, max_new_tokens=option["max_tokens"], temperature=option["temperature"],
+                                            top_k=option["top_k"], seed=option["seed"])
+        alone = model.generate([3, 1, 4], max_new_tokens=8)
+        tokens, error = stream_tokens(server.grpc_url, [3, 1, 4], max_tokens=8, stop=[alone[2]])
+        assert error is None and tokens == alone[:3]
+        tokens, error = stream_tokens(server.grpc_url, [1, 10 ** 6])
+        assert tokens == [] and "prompt token 1 is 1000000, outside the vocabulary" in str(error), error
+        tokens, error = stream_tokens(server.grpc_url, [])
+        assert tokens == [] and "the prompt is empty" in str(error), error
+        assert server.process.poll() is None
+        assert stream_tokens(server.grpc_url, [5, 9], max_tokens=6)[0] == outcomes[2][0][:6]

@@ -6,12 +6,24 @@
 // execution context of its own.
 //
 // The model's config.pbtxt (ein.serve writes it) names the artifact in its
-// version folder and how requests batch, as string parameters: artifact,
-// threads (kernel threads per call), pad_dims (comma-separated ranged dims
-// padded with zeros), max_padding. Requests are checked, merged and split
-// by ein/batching.hpp: a malformed request fails alone (INVALID_ARG), the
-// others run. Inputs are read in place where Triton holds them in one CPU
-// buffer; outputs are written into Triton's response buffers.
+// version folder and how requests run, as string parameters: artifact,
+// threads (kernel threads per call or step), and:
+// - For a model without state, batched (an encoder): pad_dims
+//   (comma-separated ranged dims padded with zeros), max_padding. Requests
+//   are checked, merged and split by ein/batching.hpp: a malformed request
+//   fails alone (INVALID_ARG), the others run. Inputs are read in place where
+//   Triton holds them in one CPU buffer; outputs are written into Triton's
+//   response buffers.
+// - For a decoder (a model with state), decoupled: max_sequences,
+//   step_tokens. Each request (prompt, and optionally max_tokens,
+//   temperature, top_k, top_p, seed, stop) goes to one ein::Scheduler, which
+//   continuously batches every sequence generating; each token is streamed
+//   back as a response of its own as the scheduler chooses it, then the
+//   final flag. Chosen over Triton's sequence batcher with implicit state:
+//   that batcher would carry each sequence's key/value cache through Triton
+//   at every step and batch only sequences that happen to step together,
+//   where the scheduler keeps the paged caches in place, runs every
+//   sequence's next token in one step and takes long prompts in chunks.
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -24,6 +36,7 @@
 #include "ein/batching.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"
+#include "ein/scheduler.hpp"
 #include "triton/core/tritonbackend.h"
 
 #define EIN_TRITON_EXPORT extern "C" __attribute__((visibility("default")))
@@ -78,9 +91,12 @@ TRITONSERVER_DataType tritonType(ein::DType dtype) {
 
 struct ModelState {
   std::shared_ptr<const ein::Model> model;
+  // A model without state: requests batched.
   ein::BatchSignature signature;
   std::unique_ptr<ein::Runner> runner;
   double maxPadding = 1.25;
+  // A decoder: requests streamed through the scheduler.
+  std::unique_ptr<ein::Scheduler> scheduler;
 };
 
 // A config parameter's string_value, or `fallback`.
@@ -108,18 +124,22 @@ TRITONSERVER_Error *loadModelState(TRITONBACKEND_Model *model, std::unique_ptr<M
   if (artifact.empty() || artifact.find('/') != std::string::npos || artifact == "." || artifact == "..")
     return error(TRITONSERVER_ERROR_INVALID_ARG,
                  "ein: parameter artifact must name a file in the model's version folder, got \"" + artifact + "\"");
-  int threads = 1;
+  int threads = 1, maxSequences = 16;
+  int64_t stepTokens = 0;
   double maxPadding = 1.25;
   try {
     threads = std::stoi(parameter(config, "threads", "1"));
     maxPadding = std::stod(parameter(config, "max_padding", "1.25"));
+    maxSequences = std::stoi(parameter(config, "max_sequences", "16"));
+    stepTokens = std::stoll(parameter(config, "step_tokens", "0"));
   } catch (const std::exception &) {
-    return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: parameters threads and max_padding must be numbers");
-  }
-  if (threads < 1 || threads > 1024 || !(maxPadding >= 1))
     return error(TRITONSERVER_ERROR_INVALID_ARG,
-                 "ein: threads must lie in 1..1024 and max_padding be at least 1, got " + std::to_string(threads) +
-                     " and " + std::to_string(maxPadding));
+                 "ein: parameters threads, max_padding, max_sequences and step_tokens must be numbers");
+  }
+  if (threads < 1 || threads > 1024 || !(maxPadding >= 1) || maxSequences < 1 || stepTokens < 0)
+    return error(TRITONSERVER_ERROR_INVALID_ARG,
+                 "ein: threads must lie in 1..1024, max_padding be at least 1, max_sequences at least 1 and "
+                 "step_tokens at least 0");
   std::vector<std::string> padDims;
   const std::string padText = parameter(config, "pad_dims", "");
   for (size_t start = 0; start < padText.size();) {
@@ -143,6 +163,21 @@ TRITONSERVER_Error *loadModelState(TRITONBACKEND_Model *model, std::unique_ptr<M
   auto loaded = ein::Model::load(path);  // verifies the artifact, as every load does
   if (!loaded.ok()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + ": " + loaded.status().toString());
   state->model = std::move(loaded).value();
+  if (!state->model->states().empty()) {
+    // Its tokens stream as responses of their own: Triton must expect many per request.
+    auto policy = config.find("model_transaction_policy");
+    bool decoupled = policy != config.end() && policy->is_object() && policy->value("decoupled", false);
+    if (!decoupled)
+      return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + " is a decoder (a model with state), which streams "
+                                                   "its tokens: its config needs model_transaction_policy { decoupled: true }");
+    auto scheduler = ein::Scheduler::create(
+        state->model, {.maxSequences = maxSequences, .threads = threads, .stepTokens = stepTokens});
+    if (!scheduler.ok()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + ": " + scheduler.status().toString());
+    state->scheduler = std::move(scheduler).value();
+    log(TRITONSERVER_LOG_INFO, "ein: loaded decoder " + path + " (" + std::to_string(maxSequences) +
+                                   " sequences at once, " + std::to_string(threads) + " kernel threads)");
+    return nullptr;
+  }
   auto signature = ein::BatchSignature::create(*state->model, padDims);
   if (!signature.ok()) return error(TRITONSERVER_ERROR_INVALID_ARG, "ein: " + path + ": " + signature.status().message());
   state->signature = std::move(signature).value();
@@ -219,7 +254,7 @@ TRITONSERVER_Error *readInputs(Pending &pending) {
 }
 
 // Sends a final response, with `failure` (taken) or the outputs it holds.
-void send(TRITONBACKEND_Response *response, TRITONSERVER_Error *failure) {
+void sendFinal(TRITONBACKEND_Response *response, TRITONSERVER_Error *failure) {
   if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, failure)) {
     log(TRITONSERVER_LOG_ERROR, std::string("ein: a response could not be sent: ") + TRITONSERVER_ErrorMessage(failed));
     TRITONSERVER_ErrorDelete(failed);
@@ -235,7 +270,7 @@ void answer(Pending &pending, TRITONSERVER_Error *failure) {
   }
   pending.answered = true;
   pending.succeeded = failure == nullptr;
-  send(pending.response, failure);
+  sendFinal(pending.response, failure);
 }
 
 // The requested outputs of a request's response, each from `source` (an
@@ -392,6 +427,202 @@ void execute(ModelState &state, TRITONBACKEND_ModelInstance *instance, TRITONBAC
       TRITONSERVER_ErrorDelete(failed);
 }
 
+// One decoder request's responses: one per token as the scheduler chooses
+// it, then the final flag (or an error). Shared by the request's callbacks;
+// the last owner deletes the factory.
+class TokenStream {
+ public:
+  explicit TokenStream(TRITONBACKEND_ResponseFactory *factory) : factory_(factory) {}
+  ~TokenStream() {
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseFactoryDelete(factory_)) TRITONSERVER_ErrorDelete(failed);
+  }
+  TokenStream(const TokenStream &) = delete;
+  TokenStream &operator=(const TokenStream &) = delete;
+
+  // Sends `token`; false (stop generating) when the client cancelled or the
+  // response could not be sent.
+  bool send(int64_t token) {
+    bool cancelled = false;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseFactoryIsCancelled(factory_, &cancelled))
+      TRITONSERVER_ErrorDelete(failed);
+    if (cancelled) return false;
+    TRITONBACKEND_Response *response = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseNewFromFactory(&response, factory_)) {
+      TRITONSERVER_ErrorDelete(failed);
+      return false;
+    }
+    const int64_t shape[] = {1};
+    const int32_t value = static_cast<int32_t>(token);  // ids fit: the vocabulary is an i32 table's rows
+    TRITONBACKEND_Output *output = nullptr;
+    void *buffer = nullptr;
+    TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
+    int64_t memoryId = 0;
+    TRITONSERVER_Error *failed = TRITONBACKEND_ResponseOutput(response, &output, "token", TRITONSERVER_TYPE_INT32, shape, 1);
+    if (!failed) failed = TRITONBACKEND_OutputBuffer(output, &buffer, sizeof value, &memory, &memoryId);
+    if (!failed && memory == TRITONSERVER_MEMORY_GPU)
+      failed = error(TRITONSERVER_ERROR_UNSUPPORTED, "Triton offered GPU memory for output \"token\"");
+    if (failed) {
+      TRITONSERVER_ErrorDelete(failed);
+      if (TRITONSERVER_Error *deleted = TRITONBACKEND_ResponseDelete(response)) TRITONSERVER_ErrorDelete(deleted);
+      return false;
+    }
+    std::memcpy(buffer, &value, sizeof value);
+    if (TRITONSERVER_Error *unsent = TRITONBACKEND_ResponseSend(response, 0, nullptr)) {
+      TRITONSERVER_ErrorDelete(unsent);
+      return false;
+    }
+    return true;
+  }
+
+  // Ends the stream: the final flag, or a final response with `status`'s error.
+  void finish(const ein::Status &status) {
+    if (status.ok()) {
+      if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseFactorySendFlags(factory_, TRITONSERVER_RESPONSE_COMPLETE_FINAL))
+        TRITONSERVER_ErrorDelete(failed);
+      return;
+    }
+    fail(error(status));
+  }
+
+  // Ends the stream with `failure` (taken).
+  void fail(TRITONSERVER_Error *failure) {
+    TRITONBACKEND_Response *response = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseNewFromFactory(&response, factory_)) {
+      TRITONSERVER_ErrorDelete(failed);
+      TRITONSERVER_ErrorDelete(failure);
+      return;
+    }
+    sendFinal(response, failure);
+  }
+
+ private:
+  TRITONBACKEND_ResponseFactory *factory_;
+};
+
+// The input `name` of a decoder request, or nullptr where it is absent.
+const ein::InputTensor *findInput(const std::vector<ein::InputTensor> &inputs, std::string_view name) {
+  for (const ein::InputTensor &input : inputs)
+    if (input.name == name) return &input;
+  return nullptr;
+}
+
+// An integer input's values (i32 or i64), checked against its bytes.
+TRITONSERVER_Error *integers(const ein::InputTensor &input, std::vector<int64_t> &values) {
+  const size_t width = input.dtype == ein::ElementType::I32 ? 4 : input.dtype == ein::ElementType::I64 ? 8 : 0;
+  int64_t elements = 1;
+  for (int64_t size : input.shape) elements *= size;
+  if (width == 0 || input.shape.size() != 1 || input.bytes != static_cast<size_t>(elements) * width)
+    return error(TRITONSERVER_ERROR_INVALID_ARG,
+                 "input \"" + std::string(input.name) + "\" takes a list of INT32 or INT64 values");
+  values.resize(static_cast<size_t>(elements));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (width == 4) {
+      int32_t value;
+      std::memcpy(&value, static_cast<const std::byte *>(input.data) + i * 4, 4);
+      values[i] = value;
+    } else {
+      std::memcpy(&values[i], static_cast<const std::byte *>(input.data) + i * 8, 8);
+    }
+  }
+  return nullptr;
+}
+
+// A scalar input ([1]) as a double, or an error naming it.
+TRITONSERVER_Error *scalar(const ein::InputTensor &input, double &value) {
+  if (input.dtype == ein::ElementType::F32 && input.bytes == 4) {
+    float read;
+    std::memcpy(&read, input.data, 4);
+    value = read;
+    return nullptr;
+  }
+  std::vector<int64_t> values;
+  if (integers(input, values) == nullptr && values.size() == 1) {
+    value = static_cast<double>(values[0]);
+    return nullptr;
+  }
+  return error(TRITONSERVER_ERROR_INVALID_ARG, "input \"" + std::string(input.name) + "\" takes one value");
+}
+
+// A decoder request's prompt and generation options from its inputs; the
+// scheduler checks the values (ids inside the vocabulary, ranges) on submit.
+TRITONSERVER_Error *generationRequest(const std::vector<ein::InputTensor> &inputs, std::vector<int64_t> &prompt,
+                                      ein::GenerationOptions &options) {
+  const ein::InputTensor *ids = findInput(inputs, "prompt");
+  if (ids == nullptr) return error(TRITONSERVER_ERROR_INVALID_ARG, "input \"prompt\" is missing");
+  if (TRITONSERVER_Error *failed = integers(*ids, prompt)) return failed;
+  double value = 0;
+  if (const ein::InputTensor *input = findInput(inputs, "max_tokens")) {
+    if (TRITONSERVER_Error *failed = scalar(*input, value)) return failed;
+    if (!(value >= 0 && value <= 1e9))
+      return error(TRITONSERVER_ERROR_INVALID_ARG, "input \"max_tokens\" must lie in 0..1000000000");
+    options.maxNewTokens = static_cast<int64_t>(value);
+  }
+  if (const ein::InputTensor *input = findInput(inputs, "temperature")) {
+    if (TRITONSERVER_Error *failed = scalar(*input, value)) return failed;
+    options.temperature = static_cast<float>(value);
+  }
+  if (const ein::InputTensor *input = findInput(inputs, "top_k")) {
+    if (TRITONSERVER_Error *failed = scalar(*input, value)) return failed;
+    options.topK = static_cast<int64_t>(value);
+  }
+  if (const ein::InputTensor *input = findInput(inputs, "top_p")) {
+    if (TRITONSERVER_Error *failed = scalar(*input, value)) return failed;
+    options.topP = static_cast<float>(value);
+  }
+  if (const ein::InputTensor *input = findInput(inputs, "seed")) {
+    std::vector<int64_t> seed;
+    if (TRITONSERVER_Error *failed = integers(*input, seed)) return failed;
+    if (seed.size() != 1) return error(TRITONSERVER_ERROR_INVALID_ARG, "input \"seed\" takes one value");
+    options.seed = static_cast<uint64_t>(seed[0]);
+  }
+  if (const ein::InputTensor *input = findInput(inputs, "stop"))
+    if (TRITONSERVER_Error *failed = integers(*input, options.stopTokens)) return failed;
+  return nullptr;
+}
+
+// Decoder requests: each read, submitted to the scheduler with callbacks
+// that stream its tokens, and released at once (its responses go through
+// its factory, which outlives it).
+void executeDecoder(ModelState &state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                    uint32_t count) {
+  for (uint32_t index = 0; index < count; ++index) {
+    const uint64_t start = now();
+    TRITONBACKEND_Request *request = requests[index];
+    TRITONBACKEND_ResponseFactory *factory = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseFactoryNew(&factory, request)) {
+      log(TRITONSERVER_LOG_ERROR, std::string("ein: no response factory for a request: ") +
+                                      TRITONSERVER_ErrorMessage(failed));
+      TRITONSERVER_ErrorDelete(failed);
+      continue;
+    }
+    auto stream = std::make_shared<TokenStream>(factory);
+    bool submitted = false;
+    try {
+      Pending pending;
+      pending.request = request;
+      std::vector<int64_t> prompt;
+      ein::GenerationOptions options;
+      TRITONSERVER_Error *failed = readInputs(pending);
+      if (!failed) failed = generationRequest(pending.inputs, prompt, options);
+      if (failed) {
+        stream->fail(failed);
+      } else {
+        options.onToken = [stream](int64_t token) { return stream->send(token); };
+        options.onEnd = [stream](ein::FinishReason, const ein::Status &status) { stream->finish(status); };
+        auto going = state.scheduler->submit(prompt, std::move(options));
+        submitted = going.ok();
+        if (!going.ok()) stream->finish(going.status());
+      }
+    } catch (const std::exception &caught) {  // out of memory: this request fails, the others go on
+      stream->fail(error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
+    }
+    const uint64_t end = now();
+    if (TRITONSERVER_Error *failed =
+            TRITONBACKEND_ModelInstanceReportStatistics(instance, request, submitted, start, start, end, end))
+      TRITONSERVER_ErrorDelete(failed);
+  }
+}
+
 }  // namespace
 
 EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *) {
@@ -439,12 +670,16 @@ EIN_TRITON_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONB
   if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelInstanceModel(instance, &model)) return failed;
   if (TRITONSERVER_Error *failed = TRITONBACKEND_ModelState(model, &state)) return failed;
   try {
-    execute(*static_cast<ModelState *>(state), instance, requests, count);
+    ModelState &model = *static_cast<ModelState *>(state);
+    if (model.scheduler)
+      executeDecoder(model, instance, requests, count);
+    else
+      execute(model, instance, requests, count);
   } catch (const std::exception &caught) {  // out of memory before any request was read
     for (uint32_t index = 0; index < count; ++index) {
       TRITONBACKEND_Response *response = nullptr;
       if (TRITONBACKEND_ResponseNew(&response, requests[index]) == nullptr)
-        send(response, error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
+        sendFinal(response, error(TRITONSERVER_ERROR_INTERNAL, std::string("ein: ") + caught.what()));
     }
   }
   for (uint32_t index = 0; index < count; ++index)

@@ -202,6 +202,67 @@ TEST_P(Scheduling, CancellingOneLeavesTheOthers) {
   EXPECT_EQ(ein::finishReasonName(ein::FinishReason::Cancelled), std::string("cancelled"));
 }
 
+// onEnd comes once per request, after its last onToken and before wait()
+// returns, with why it ended: for those that finish, the cancelled and those
+// a shutdown ends before they start.
+TEST_P(Scheduling, OnEndComesOnceAfterTheLastToken) {
+  auto scheduler = schedule(model, 2);
+  ASSERT_TRUE(scheduler);
+  std::mt19937 random(7);
+  struct Seen {
+    std::vector<int64_t> tokens;
+    int ends = 0;
+    size_t tokensAtEnd = 0;
+    ein::FinishReason reason = ein::FinishReason::None;
+  };
+  std::vector<Seen> seen(5);  // written by the scheduler's thread, read after wait()
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    ein::GenerationOptions options{.maxNewTokens = static_cast<int64_t>(4 + i)};
+    options.onToken = [&seen, i](int64_t token) {
+      seen[i].tokens.push_back(token);
+      return true;
+    };
+    options.onEnd = [&seen, i](ein::FinishReason reason, const ein::Status &status) {
+      EXPECT_TRUE(status.ok()) << status.toString();
+      seen[i].ends++;
+      seen[i].tokensAtEnd = seen[i].tokens.size();
+      seen[i].reason = reason;
+    };
+    auto request = scheduler->submit(randomPrompt(random, 6 + 5 * i), options);
+    ASSERT_TRUE(request.ok()) << request.status().toString();
+    requests.push_back(request.value());
+  }
+  requests[4]->cancel();
+  for (size_t i = 0; i < 4; ++i) {
+    auto result = requests[i]->wait();
+    ASSERT_TRUE(result.ok());
+    EXPECT_EQ(seen[i].ends, 1) << "request " << i;
+    EXPECT_EQ(seen[i].tokensAtEnd, result.value().tokens.size());
+    EXPECT_EQ(seen[i].tokens, result.value().tokens);
+    EXPECT_EQ(seen[i].reason, result.value().finish);
+  }
+  ASSERT_TRUE(requests[4]->wait().ok());
+  EXPECT_EQ(seen[4].ends, 1);
+  EXPECT_EQ(seen[4].reason, ein::FinishReason::Cancelled);
+  // Requests going or waiting when the scheduler shuts down end (cancelled), each once.
+  std::vector<std::vector<ein::FinishReason>> lateEnds(4);
+  std::vector<std::shared_ptr<ein::Request>> late;
+  for (size_t i = 0; i < lateEnds.size(); ++i) {
+    ein::GenerationOptions waits{.maxNewTokens = 64};
+    waits.onEnd = [&lateEnds, i](ein::FinishReason reason, const ein::Status &) { lateEnds[i].push_back(reason); };
+    auto request = scheduler->submit(randomPrompt(random, 40), waits);
+    ASSERT_TRUE(request.ok());
+    late.push_back(request.value());
+  }
+  scheduler->shutdown();
+  for (size_t i = 0; i < late.size(); ++i) {
+    auto result = late[i]->wait();
+    ASSERT_TRUE(result.ok());
+    EXPECT_EQ(lateEnds[i], std::vector<ein::FinishReason>{result.value().finish}) << "request " << i;
+  }
+}
+
 // Each mistake is an error naming it, and the requests going on are unharmed.
 TEST_P(Scheduling, BadUseIsAClearErrorAndDisturbsNothing) {
   ein::SchedulerOptions tooFew{.maxSequences = 8, .threads = 1, .stepTokens = 4};

@@ -12,7 +12,10 @@ threads over one loaded model), or in Triton's Python backend, a process per
 instance (--backend python: its model.py runs the artifact with ein's
 runtime). Requests are checked one by one, merged (padded to the longest in
 --pad dims) and each gets its own rows back (ein/batching.hpp natively,
-ein._batching in Python, the same rules). A tritonserver that dies is started
+ein._batching in Python, the same rules). A decoder (a model with state) is
+served decoupled by the native backend: a request is a prompt, its tokens
+stream back one response each from a scheduler that batches every sequence
+generating. A tritonserver that dies is started
 again, an instance process that dies is replaced (the model reloaded), and
 tritonserver dies with the process that started it.
 """
@@ -111,6 +114,33 @@ def model_config(name: str, sig: Signature, *, max_batch_size: int, dynamic_batc
     return "".join(text)
 
 
+# A decoder's inputs (the prompt's token ids, then optional generation
+# options: those a request leaves out take ein.Scheduler.submit's defaults)
+# and its output, one token per streamed response.
+_DECODER_INPUTS = [("prompt", "TYPE_INT32", "-1", False), ("max_tokens", "TYPE_INT32", "1", True),
+                   ("temperature", "TYPE_FP32", "1", True), ("top_k", "TYPE_INT32", "1", True),
+                   ("top_p", "TYPE_FP32", "1", True), ("seed", "TYPE_INT64", "1", True),
+                   ("stop", "TYPE_INT32", "-1", True)]
+
+
+def decoder_config(name: str, *, threads: int, artifact: str, max_sequences: int, step_tokens: int) -> str:
+    """config.pbtxt for a decoder on the native backend: decoupled (each
+    request streams a response per token, then the final flag), no Triton
+    batching (the backend's scheduler batches every sequence generating),
+    one instance."""
+    inputs = ",\n".join(f'  {{ name: "{n}" data_type: {t} dims: [ {d} ]{" optional: true" if o else ""} }}'
+                         for n, t, d, o in _DECODER_INPUTS)
+    parameters = {"artifact": artifact, "threads": str(threads), "max_sequences": str(max_sequences),
+                  "step_tokens": str(step_tokens)}
+    return "".join([f'name: "{name}"\nbackend: "ein"\nmax_batch_size: 0\n',
+                    "model_transaction_policy { decoupled: true }\n",
+                    f"input [\n{inputs}\n]\n",
+                    'output [\n  { name: "token" data_type: TYPE_INT32 dims: [ 1 ] }\n]\n',
+                    "instance_group [ { count: 1 kind: KIND_CPU } ]\n",
+                    *[f'parameters {{ key: "{key}" value: {{ string_value: "{value}" }} }}\n'
+                      for key, value in parameters.items()]])
+
+
 def free_port() -> int:
     """A loopback port free now (the kernel picks it)."""
     with socket.socket() as probe:
@@ -200,10 +230,11 @@ class Server:
     def __init__(self, artifact: os.PathLike, *, name: str = "model", pad_dims: Sequence[str] = (),
                  max_padding: float = 1.25, max_batch_size: Optional[int] = None, dynamic_batching: bool = True,
                  max_queue_delay_us: int = 1000,
-                 instances: int = 1, threads: int = 1, http_port: int = 0, grpc_port: int = 0,
+                 instances: int = 1, threads: Optional[int] = None, http_port: int = 0, grpc_port: int = 0,
                  metrics_port: int = 0, host: str = "127.0.0.1",
                  loader: str = "ein:load", files: Sequence[os.PathLike] = (), python_path: Sequence[str] = (),
-                 exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None, backend: str = "native"):
+                 exit_timeout_s: int = 30, triton_dir: Optional[os.PathLike] = None, backend: str = "native",
+                 max_sequences: int = 16, step_tokens: int = 0):
         if backend not in _TRITON_BACKENDS:
             raise ValueError(f"backend must be one of {sorted(_TRITON_BACKENDS)}, got {backend!r}")
         if backend == "native" and loader != "ein:load":
@@ -212,23 +243,38 @@ class Server:
         self.artifact = pathlib.Path(artifact)
         sys.path[:0] = [folder for folder in python_path if folder not in sys.path]
         model = load_model(loader, self.artifact, threads=1)  # for its signature
-        self.signature = signature(model, pad_dims)
-        if max_batch_size is None:
-            max_batch_size = self.signature.max_batch
-        if not 1 <= max_batch_size <= self.signature.max_batch:
-            raise ValueError(f"max_batch_size must be within 1..{self.signature.max_batch} (the range of the batch dim "
-                             f"{self.signature.batch_dim!r}), got {max_batch_size}")
-        if max_padding < 1:
-            raise ValueError(f"max_padding is padded over real elements, at least 1, got {max_padding}")
+        # A decoder is one instance whose scheduler runs every step on all the CPUs; a batched
+        # model's instances each run a call at a time, on one kernel thread by default.
+        self.decoder = loader == "ein:load" and bool(model.inspect().get("states"))
+        threads = threads if threads is not None else (len(os.sched_getaffinity(0)) if self.decoder else 1)
         if instances < 1 or threads < 1:
             raise ValueError(f"instances and threads must be at least 1, got {instances} and {threads}")
         self.name = name
-        self.config = model_config(name, self.signature, max_batch_size=max_batch_size,
-                                   dynamic_batching=dynamic_batching, max_queue_delay_us=max_queue_delay_us,
-                                   instances=instances, threads=threads, artifact=self.artifact.name, loader=loader,
-                                   max_padding=max_padding, backend=backend)
         self.http_port, self.grpc_port, self.metrics_port = http_port, grpc_port, metrics_port
         self.host = host
+        if self.decoder:  # it streams its tokens: one instance, the scheduler batches
+            if backend != "native":
+                raise ValueError("a decoder is served by the native backend only (backend='native')")
+            if max_sequences < 1 or step_tokens < 0:
+                raise ValueError(f"max_sequences must be at least 1 and step_tokens at least 0, got {max_sequences} "
+                                 f"and {step_tokens}")
+            instances = 1
+            self.signature = None
+            self.config = decoder_config(name, threads=threads, artifact=self.artifact.name,
+                                         max_sequences=max_sequences, step_tokens=step_tokens)
+        else:
+            self.signature = signature(model, pad_dims)
+            if max_batch_size is None:
+                max_batch_size = self.signature.max_batch
+            if not 1 <= max_batch_size <= self.signature.max_batch:
+                raise ValueError(f"max_batch_size must be within 1..{self.signature.max_batch} (the range of the "
+                                 f"batch dim {self.signature.batch_dim!r}), got {max_batch_size}")
+            if max_padding < 1:
+                raise ValueError(f"max_padding is padded over real elements, at least 1, got {max_padding}")
+            self.config = model_config(name, self.signature, max_batch_size=max_batch_size,
+                                       dynamic_batching=dynamic_batching, max_queue_delay_us=max_queue_delay_us,
+                                       instances=instances, threads=threads, artifact=self.artifact.name,
+                                       loader=loader, max_padding=max_padding, backend=backend)
         self.instances = instances
         self.restarts = 0  # recoveries: reloads of the model after an instance died, relaunches of tritonserver
         self._generation = 0  # tritonserver launches
@@ -577,9 +623,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--backend", choices=sorted(_TRITON_BACKENDS), default="native",
                         help="native: the model runs in the server's process (libtriton_ein.so), instances are "
                              "threads; python: Triton's Python backend, a process per instance (default native)")
+    parser.add_argument("--max-sequences", type=int, default=16,
+                        help="a decoder: sequences generating at once (default 16)")
+    parser.add_argument("--step-tokens", type=int, default=0,
+                        help="a decoder: the most tokens one step runs (default 0: 512)")
     parser.add_argument("--instances", type=int, default=1,
                         help="model instances (threads, or processes on the Python route) (default 1)")
-    parser.add_argument("--threads", type=int, default=1, help="kernel threads per instance (default 1)")
+    parser.add_argument("--threads", type=int,
+                        help="kernel threads per instance (default 1; a decoder's: every CPU this process may use)")
     parser.add_argument("--exit-timeout", type=int, default=30, metavar="SECONDS",
                         help="on Ctrl-C or SIGTERM, how long requests in flight may take to finish (default 30)")
     parser.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
@@ -614,7 +665,8 @@ def _serve(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                         max_batch_size=args.max_batch_size, dynamic_batching=not args.no_dynamic_batching,
                         max_queue_delay_us=args.max_queue_delay_us, instances=args.instances, threads=args.threads,
                         http_port=args.http_port, grpc_port=args.grpc_port, metrics_port=args.metrics_port,
-                        host=args.host, exit_timeout_s=args.exit_timeout, backend=args.backend)
+                        host=args.host, exit_timeout_s=args.exit_timeout, backend=args.backend,
+                        max_sequences=args.max_sequences, step_tokens=args.step_tokens)
         stop = []
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, lambda *_: stop.append(True))

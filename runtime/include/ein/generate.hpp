@@ -17,6 +17,18 @@
 
 namespace ein {
 
+// Why a generation ended.
+enum class FinishReason {
+  None,       // it has not ended
+  Length,     // maxNewTokens were produced (with 0: the prompt ran)
+  Stop,       // a stop token was produced (it is returned)
+  CacheFull,  // the state (key/value cache) holds no row for another token
+  Cancelled,  // its caller cancelled it, or the scheduler shut down (ein/scheduler.hpp)
+};
+// "length" (both Length and CacheFull, as the OpenAI API says), "stop",
+// "cancelled", or "" for None.
+const char *finishReasonName(FinishReason reason);
+
 struct GenerationOptions {
   int64_t maxNewTokens = 32;
   // Generation stops after producing any of these (it is returned).
@@ -35,19 +47,13 @@ struct GenerationOptions {
   std::string idsInput, logitsOutput;
   // Called with each new token; returning false stops generation.
   std::function<bool(int64_t token)> onToken;
+  // Scheduler requests only (ein/scheduler.hpp): called once when the
+  // request ends, after its last onToken and before wait() returns, with why
+  // and the error that ended it (ok otherwise), on the scheduler's thread or
+  // the one that shut it down; a streaming server's cue to close the stream.
+  std::function<void(FinishReason reason, const Status &status)> onEnd;
 };
 
-// Why a generation ended.
-enum class FinishReason {
-  None,       // it has not ended
-  Length,     // maxNewTokens were produced (with 0: the prompt ran)
-  Stop,       // a stop token was produced (it is returned)
-  CacheFull,  // the state (key/value cache) holds no row for another token
-  Cancelled,  // its caller cancelled it, or the scheduler shut down (ein/scheduler.hpp)
-};
-// "length" (both Length and CacheFull, as the OpenAI API says), "stop",
-// "cancelled", or "" for None.
-const char *finishReasonName(FinishReason reason);
 
 // Generation one token at a time, for callers that stream tokens, stop at any
 // point or time each phase: the first next() runs the prompt and chooses a

@@ -86,6 +86,7 @@ class Request {
   std::vector<int64_t> tokens_;
   size_t returned_ = 0;  // tokens next() has returned
   FinishReason finish_ = FinishReason::None;
+  bool ending_ = false;  // end() was called: the first call ends it
   bool ended_ = false;
   Status error_;
   bool cancelled_ = false;

@@ -74,7 +74,18 @@ void Request::push(int64_t token) {
 void Request::end(FinishReason reason, Status status) {
   {
     std::lock_guard lock(mutex_);
-    if (ended_) return;
+    if (ended_ || ending_) return;
+    ending_ = true;
+  }
+  // Before the end can be seen: wait() returns after onEnd has.
+  if (options_.onEnd) {
+    try {
+      options_.onEnd(reason, status);
+    } catch (...) {  // the request ends all the same; a callback's failure is its own
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
     ended_ = true;
     finish_ = reason;
     error_ = std::move(status);
