@@ -273,54 +273,89 @@ void answer(Pending &pending, TRITONSERVER_Error *failure) {
   sendFinal(pending.response, failure);
 }
 
-// The requested outputs of a request's response, each from `source` (an
-// output of the run, shape `runShape`), the request's own rows from `row`.
-TRITONSERVER_Error *writeOutputs(const ModelState &state, Pending &pending, const std::vector<ein::OutputTensor> &outputs,
-                                 int64_t row) {
+// One requested output of a response: where Triton wants it, at the
+// request's own shape.
+struct ResponseBuffer {
+  const ein::BatchedTensor *tensor = nullptr;
+  std::vector<int64_t> shape;
+  void *data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// The response's requested outputs, created at the request's shapes, with
+// the buffers Triton gives them (CPU memory).
+TRITONSERVER_Error *responseBuffers(const ModelState &state, Pending &pending, std::vector<ResponseBuffer> &buffers) {
   uint32_t requested = 0;
   if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestOutputCount(pending.request, &requested)) return failed;
   for (uint32_t index = 0; index < requested; ++index) {
     const char *name = nullptr;
     if (TRITONSERVER_Error *failed = TRITONBACKEND_RequestOutputName(pending.request, index, &name)) return failed;
-    size_t which = 0;
-    while (which < state.signature.outputs.size() && state.signature.outputs[which].name != name) ++which;
-    if (which == state.signature.outputs.size())
-      return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("unknown output \"") + name + "\"");
-    const ein::BatchedTensor &tensor = state.signature.outputs[which];
-    const ein::OutputTensor *source = nullptr;
-    for (const ein::OutputTensor &output : outputs)
-      if (output.name == tensor.name) source = &output;
-    if (source == nullptr) return error(TRITONSERVER_ERROR_INTERNAL, "the run gave no output \"" + tensor.name + "\"");
-    std::vector<int64_t> shape = ein::batchedShape(tensor, pending.dims, pending.dims[state.signature.batchDim]);
-    // The block copied out must lie within the run's output (a bug guard: the dims say it does).
-    bool within = source->shape.size() == shape.size() && !shape.empty() && row + shape[0] <= source->shape[0];
-    for (size_t axis = 0; within && axis < shape.size(); ++axis)
-      within = shape[axis] >= 0 && (axis == 0 || shape[axis] <= source->shape[axis]);
-    if (!within) return error(TRITONSERVER_ERROR_INTERNAL, "output \"" + tensor.name + "\" has another shape than its dims say");
+    ResponseBuffer buffer;
+    for (const ein::BatchedTensor &tensor : state.signature.outputs)
+      if (tensor.name == name) buffer.tensor = &tensor;
+    if (buffer.tensor == nullptr) return error(TRITONSERVER_ERROR_INVALID_ARG, std::string("unknown output \"") + name + "\"");
+    buffer.shape = ein::batchedShape(*buffer.tensor, pending.dims, pending.dims[state.signature.batchDim]);
     TRITONBACKEND_Output *output = nullptr;
-    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseOutput(pending.response, &output, name, tritonType(tensor.dtype),
-                                                                  shape.data(), static_cast<uint32_t>(shape.size())))
+    if (TRITONSERVER_Error *failed =
+            TRITONBACKEND_ResponseOutput(pending.response, &output, name, tritonType(buffer.tensor->dtype),
+                                         buffer.shape.data(), static_cast<uint32_t>(buffer.shape.size())))
       return failed;
     int64_t elements = 1;
-    for (int64_t size : shape) elements *= size;
-    const uint64_t bytes = ein::dtypeBytes(tensor.dtype, static_cast<uint64_t>(elements));
-    void *buffer = nullptr;
+    for (int64_t size : buffer.shape) elements *= size;
+    buffer.bytes = ein::dtypeBytes(buffer.tensor->dtype, static_cast<uint64_t>(elements));
     TRITONSERVER_MemoryType memory = TRITONSERVER_MEMORY_CPU;
     int64_t memoryId = 0;
-    if (TRITONSERVER_Error *failed = TRITONBACKEND_OutputBuffer(output, &buffer, bytes, &memory, &memoryId)) return failed;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_OutputBuffer(output, &buffer.data, buffer.bytes, &memory, &memoryId))
+      return failed;
     if (memory == TRITONSERVER_MEMORY_GPU)
-      return error(TRITONSERVER_ERROR_UNSUPPORTED, "Triton offered GPU memory for output \"" + tensor.name + "\"");
-    if (bytes > 0)
-      ein::copyBlock(source->data.data(), source->shape, row, static_cast<std::byte *>(buffer), shape, 0, shape,
-                     ein::dtypeSize(tensor.dtype));
+      return error(TRITONSERVER_ERROR_UNSUPPORTED, "Triton offered GPU memory for output \"" + buffer.tensor->name + "\"");
+    buffers.push_back(std::move(buffer));
   }
   return nullptr;
 }
 
-// Runs one request alone and answers it.
+// Runs one request alone, its outputs written straight into its response's
+// buffers, and answers it.
 void runAlone(ModelState &state, Pending &pending) {
-  auto outputs = state.runner->run(pending.inputs);
-  answer(pending, outputs.ok() ? writeOutputs(state, pending, *outputs, 0) : error(outputs.status()));
+  std::vector<ResponseBuffer> buffers;
+  if (TRITONSERVER_Error *failed = responseBuffers(state, pending, buffers)) return answer(pending, failed);
+  std::vector<ein::OutputBuffer> outputs;
+  for (const ResponseBuffer &buffer : buffers)
+    outputs.push_back({buffer.tensor->name, buffer.data, static_cast<size_t>(buffer.bytes)});
+  ein::Status status = state.runner->run(pending.inputs, outputs);
+  if (!status.ok()) {  // the error goes in a fresh response, without the outputs half written
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseDelete(pending.response)) TRITONSERVER_ErrorDelete(failed);
+    pending.response = nullptr;
+    if (TRITONSERVER_Error *failed = TRITONBACKEND_ResponseNew(&pending.response, pending.request)) {
+      TRITONSERVER_ErrorDelete(failed);
+      pending.answered = true;  // nothing left to answer with
+      return;
+    }
+  }
+  answer(pending, status.ok() ? nullptr : error(status));
+}
+
+// Copies a member's rows, from `row` of the run's outputs, into its response.
+TRITONSERVER_Error *writeRows(const ModelState &state, Pending &pending, const std::vector<ein::OutputTensor> &outputs,
+                              int64_t row) {
+  std::vector<ResponseBuffer> buffers;
+  if (TRITONSERVER_Error *failed = responseBuffers(state, pending, buffers)) return failed;
+  for (const ResponseBuffer &buffer : buffers) {
+    const ein::OutputTensor *source = nullptr;
+    for (const ein::OutputTensor &output : outputs)
+      if (output.name == buffer.tensor->name) source = &output;
+    // The block copied out must lie within the run's output (a bug guard: the dims say it does).
+    const std::vector<int64_t> &shape = buffer.shape;
+    bool within = source != nullptr && source->shape.size() == shape.size() && !shape.empty() &&
+                  row + shape[0] <= source->shape[0];
+    for (size_t axis = 1; within && axis < shape.size(); ++axis) within = shape[axis] <= source->shape[axis];
+    if (!within)
+      return error(TRITONSERVER_ERROR_INTERNAL, "the run's output \"" + buffer.tensor->name + "\" does not hold the request's rows");
+    if (buffer.bytes > 0)
+      ein::copyBlock(source->data.data(), source->shape, row, static_cast<std::byte *>(buffer.data), shape, 0, shape,
+                     ein::dtypeSize(buffer.tensor->dtype));
+  }
+  return nullptr;
 }
 
 // Runs requests merged (each zero-padded to the run's dims) and answers each
@@ -359,7 +394,7 @@ void runMerged(ModelState &state, std::vector<Pending *> &members) {
   }
   int64_t row = 0;
   for (Pending *member : members) {
-    answer(*member, writeOutputs(state, *member, *outputs, row));
+    answer(*member, writeRows(state, *member, *outputs, row));
     row += member->dims[signature.batchDim];
   }
 }
