@@ -479,14 +479,30 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGo
       << refused.status().message();
   std::mt19937 random(11);
   const ein::GenerationOptions options{.maxNewTokens = 40};
+  // A first request holds the scheduler inside its only token until the four
+  // are queued, so that they start in one step whatever the threads' timing
+  // (one started steps ahead would take its blocks early and let all finish).
+  std::promise<void> holding, queued;
+  std::shared_future<void> release = queued.get_future().share();
+  const std::vector<int64_t> one = {1};
+  auto gate = scheduler.submit(one, {.maxNewTokens = 1, .onToken = [&holding, release](int64_t) {
+                                       holding.set_value();
+                                       release.wait();
+                                       return true;
+                                     }});
+  ASSERT_TRUE(gate.ok()) << gate.status().toString();
+  holding.get_future().wait();
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::shared_ptr<ein::Request>> requests;
   for (int i = 0; i < 4; ++i) {
     prompts.push_back(randomPrompt(random, 20));
     auto request = scheduler.submit(prompts.back(), options);
+    if (!request.ok()) queued.set_value();  // free the scheduler before the assertion returns
     ASSERT_TRUE(request.ok());
     requests.push_back(request.value());
   }
+  queued.set_value();
+  ASSERT_TRUE(gate.value()->wait().ok());
   for (size_t i = 0; i < requests.size(); ++i) {
     auto result = requests[i]->wait();
     if (i < 2) {
