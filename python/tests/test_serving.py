@@ -437,6 +437,15 @@ def test_a_killed_launcher_leaves_no_process(artifact, backend):
     assert not _alive(triton | stubs)
 
 
+def test_a_stopped_server_starts_again(artifact, direct):
+    server = Server(artifact, name=MODEL, pad_dims=["t"], exit_timeout_s=5)
+    request = bert_request(1, 7, 2)
+    for _ in range(2):
+        with server:
+            expect(direct, request, http_infer(server.http_url, request))
+        assert server.process.returncode == 0 and not server.supervised
+
+
 def test_a_port_in_use_is_a_clear_error(artifact):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -366,6 +366,7 @@ class Server:
         return self
 
     def _start_once(self, timeout_s: float) -> "Server":
+        self._stopping.clear()  # a Server stopped before may start again
         self._workdir = pathlib.Path(tempfile.mkdtemp(prefix="ein-serve-"))
         libs = self._triton.parent.parent / "nvidia_pytriton.libs"
         self._env = dict(os.environ,
@@ -386,7 +387,6 @@ class Server:
         except ServerError:
             self._cleanup()
             raise
-        self._stopping.clear()
         self._watchdog = threading.Thread(target=self._supervise, daemon=True, name=f"ein.serve watchdog {self.name}")
         self._watchdog.start()
         return self
@@ -414,6 +414,7 @@ class Server:
                 break
         failure = self._failure(f"the model was not ready within {timeout_s:.0f} s")
         self._kill_server()
+        self._remove_shm()
         raise failure
 
     def _launch(self, command, env) -> subprocess.Popen:
@@ -588,7 +589,7 @@ class Server:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> "Server":
-        return self.start() if self.process is None else self
+        return self if self.supervised else self.start()  # started already, or (again) now
 
     def __exit__(self, *exc) -> None:
         self.stop()
