@@ -29,6 +29,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,30 +64,28 @@ uint64_t now() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
-// The ein element type of a Triton datatype, or false (BYTES, BF16 and the
-// unsigned types have none that a served model takes).
+// The dtypes a served model takes and gives, as Triton names them (BYTES,
+// BF16 and the unsigned types have none; BatchSignature refuses bf16, and i4
+// is never an input or output).
+constexpr std::pair<TRITONSERVER_DataType, ein::DType> kTritonTypes[] = {
+    {TRITONSERVER_TYPE_FP32, ein::DType::F32}, {TRITONSERVER_TYPE_FP16, ein::DType::F16},
+    {TRITONSERVER_TYPE_INT32, ein::DType::I32}, {TRITONSERVER_TYPE_INT64, ein::DType::I64},
+    {TRITONSERVER_TYPE_BOOL, ein::DType::Bool}, {TRITONSERVER_TYPE_INT8, ein::DType::I8}};
+
+// The ein element type of a Triton datatype, or false.
 bool elementTypeOf(TRITONSERVER_DataType type, ein::ElementType &element) {
-  switch (type) {
-    case TRITONSERVER_TYPE_FP32: element = ein::ElementType::F32; return true;
-    case TRITONSERVER_TYPE_FP16: element = ein::ElementType::F16; return true;
-    case TRITONSERVER_TYPE_INT32: element = ein::ElementType::I32; return true;
-    case TRITONSERVER_TYPE_INT64: element = ein::ElementType::I64; return true;
-    case TRITONSERVER_TYPE_BOOL: element = ein::ElementType::Bool; return true;
-    case TRITONSERVER_TYPE_INT8: element = ein::ElementType::I8; return true;
-    default: return false;
-  }
+  for (const auto &[triton, dtype] : kTritonTypes)
+    if (triton == type) {
+      element = ein::elementType(dtype);
+      return true;
+    }
+  return false;
 }
 
 TRITONSERVER_DataType tritonType(ein::DType dtype) {
-  switch (dtype) {
-    case ein::DType::F32: return TRITONSERVER_TYPE_FP32;
-    case ein::DType::F16: return TRITONSERVER_TYPE_FP16;
-    case ein::DType::I32: return TRITONSERVER_TYPE_INT32;
-    case ein::DType::I64: return TRITONSERVER_TYPE_INT64;
-    case ein::DType::Bool: return TRITONSERVER_TYPE_BOOL;
-    case ein::DType::I8: return TRITONSERVER_TYPE_INT8;
-    default: return TRITONSERVER_TYPE_INVALID;  // BatchSignature refuses bf16; i4 is never an input or output
-  }
+  for (const auto &[triton, ein] : kTritonTypes)
+    if (ein == dtype) return triton;
+  return TRITONSERVER_TYPE_INVALID;
 }
 
 struct ModelState {
@@ -571,10 +570,12 @@ TRITONSERVER_Error *scalar(const ein::InputTensor &input, double &value) {
     return nullptr;
   }
   std::vector<int64_t> values;
-  if (integers(input, values) == nullptr && values.size() == 1) {
+  TRITONSERVER_Error *notIntegers = integers(input, values);
+  if (notIntegers == nullptr && values.size() == 1) {
     value = static_cast<double>(values[0]);
     return nullptr;
   }
+  if (notIntegers) TRITONSERVER_ErrorDelete(notIntegers);  // the error below says what this input takes
   return error(TRITONSERVER_ERROR_INVALID_ARG, "input \"" + std::string(input.name) + "\" takes one value");
 }
 
