@@ -116,7 +116,8 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
     auto id = addTensor(argument, fb::Storage::Input, static_cast<uint32_t>(index), 0);
     if (failed(id)) return failure();
     std::string name = bindingName(function.getArgAttrDict(index), "input" + std::to_string(index));
-    inputs.push_back(fb::CreateBinding(builder, builder.CreateString(name), *id, upperBound(argument)));
+    inputs.push_back(fb::CreateBinding(builder, builder.CreateString(name), *id, upperBound(argument),
+                                       static_cast<bool>(function.getArgAttr(index, kern::kFirstRunAttr))));
   }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   DenseMap<Value, uint32_t> outputIndex;

@@ -47,6 +47,8 @@ const Architecture kArchitectures[] = {
     {"BertModel", "bert.ein", "bert."},
     {"RobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
     {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
+    {"WhisperForConditionalGeneration", "whisper.ein", "model."},
+    {"T5ForConditionalGeneration", "t5.ein", ""},
 };
 
 llvm::Error failure(const llvm::Twine &message) {

@@ -1,6 +1,6 @@
 // The built-ins of decoders written from PyTorch code:
 // scaled_dot_product_attention (causal and grouped-query attention included)
-// and append, which writes a key/value cache kept in the session.
+// and append and keep, which write a key/value cache kept in the session.
 #include <cmath>
 
 #include "compiler/mlirgen/generator.hpp"
@@ -105,50 +105,67 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
 
 namespace ein::mlirgen::detail {
 
-EValue Generator::callAppend(const ast::Call &call, Scope &scope) {
+EValue Generator::callAppend(const ast::Call &call, Scope &scope) { return writeState(call, scope, false); }
+
+EValue Generator::callKeep(const ast::Call &call, Scope &scope) { return writeState(call, scope, true); }
+
+// append() and keep(): both write x into a state along an axis, append at the
+// session's position on every run, keep from row 0 at a sequence's first run.
+EValue Generator::writeState(const ast::Call &call, Scope &scope, bool firstRun) {
+  const std::string builtin = firstRun ? "keep" : "append";
   Location at = loc(call.loc);
   Arguments args = bindArguments(call, {"state", "x", "axis"}, 3, false);
   EValue target = evaluate(*args.get("state"), scope);
   auto *stateTensor = std::get_if<Tensor>(&target.value);
   auto stateOp = stateTensor ? stateTensor->value.getDefiningOp<ir::StateOp>() : nullptr;
   if (!stateOp)
-    fail(args.get("state")->loc, std::string("append() writes to session state (declared with `state`), not to ") +
+    fail(args.get("state")->loc, builtin + "() writes to session state (declared with `state`), not to " +
                                      kindName(target));
   const std::string name = stateOp.getName().str();
   if (position.empty())
-    fail(at, "append() writes at the session's position: declare it (position past = 0..N)");
+    fail(at, firstRun ? "keep() writes at a sequence's first run, the session's position 0: declare the position "
+                        "(position past = 0..N)"
+                      : "append() writes at the session's position: declare it (position past = 0..N)");
   if (!appendedStates.insert(name).second)
-    fail(at, "state \"" + name + "\" is appended to twice; a run appends to each state once");
+    fail(at, "state \"" + name + "\" is written twice (append or keep); a run writes each state once");
   // Rows of another float type are stored as the state's (as PyTorch's
   // `cache[..., past:past + t] = x` casts into the cache's dtype).
-  mlir::Value x = cast(at, floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, "append() argument 'x'"),
+  mlir::Value x = cast(at, floatTensor(evaluate(*args.get("x"), scope), args.get("x")->loc, builtin + "() argument 'x'"),
                        mlir::cast<RankedTensorType>(stateOp.getType()).getElementType());
   ein::Shape stateShape = shapeOf(stateOp), xShape = shapeOf(x);
   if (xShape.size() != stateShape.size())
-    fail(args.get("x")->loc, "append() x " + ein::formatShape(xShape) + " and the state \"" + name + "\" " +
+    fail(args.get("x")->loc, builtin + "() x " + ein::formatShape(xShape) + " and the state \"" + name + "\" " +
                                  ein::formatShape(stateShape) + " differ in rank");
   const int64_t axis = axesArgument(*args.get("axis"), scope, static_cast<int64_t>(stateShape.size()))[0];
   for (size_t d = 0; d < stateShape.size(); ++d)
     if (static_cast<int64_t>(d) != axis && xShape[d] != stateShape[d])
-      fail(args.get("x")->loc, "append() x " + ein::formatShape(xShape) + " differs from the state \"" + name +
+      fail(args.get("x")->loc, builtin + "() x " + ein::formatShape(xShape) + " differs from the state \"" + name +
                                    "\" " + ein::formatShape(stateShape) + " on axis " + std::to_string(d));
-  const ein::Size rows = xShape[axis], offset = ein::Size::dim(position);
-  if (advance && rows != *advance)
-    fail(args.get("x")->loc, "append() adds " + rows.str() + " rows here and " + advance->str() + " at " +
-                                 ir::locationText(advanceAt, "?") + "; every append of a run adds the same rows");
-  if (!advance) {
-    advance = rows;
-    advanceAt = at;
+  const ein::Size rows = xShape[axis], offset = firstRun ? ein::Size(0) : ein::Size::dim(position);
+  if (firstRun) {
+    requireSizes({ein::SizeCheck::LessEqual, rows, stateShape[axis],
+                  "state \"" + name + "\" holds " + stateShape[axis].str() + " rows on axis " + std::to_string(axis) +
+                      ": keep() writes " + rows.str() + " rows there"},
+                 at);
+  } else {
+    if (advance && rows != *advance)
+      fail(args.get("x")->loc, "append() adds " + rows.str() + " rows here and " + advance->str() + " at " +
+                                   ir::locationText(advanceAt, "?") + "; every append of a run adds the same rows");
+    if (!advance) {
+      advance = rows;
+      advanceAt = at;
+    }
+    requireSizes({ein::SizeCheck::LessEqual, offset + rows, stateShape[axis],
+                  "state \"" + name + "\" holds " + stateShape[axis].str() + " rows on axis " + std::to_string(axis) +
+                      ": " + position + " + " + rows.str() + " must not exceed them (reset the session)"},
+                 at);
   }
-  requireSizes({ein::SizeCheck::LessEqual, offset + rows, stateShape[axis],
-                "state \"" + name + "\" holds " + stateShape[axis].str() + " rows on axis " + std::to_string(axis) +
-                    ": " + position + " + " + rows.str() + " must not exceed them (reset the session)"},
-               at);
   ein::Shape resultShape = stateShape;
   resultShape[axis] = offset + rows;
   auto type = ir::sizedTensorType(resultShape, builder.getF32Type());
   return EValue{Tensor{builder.create<ir::AppendOp>(at, type, stateOp, x, builder.getI64IntegerAttr(axis),
-                                                    ir::SizesAttr::get(&context, {offset}))}};
+                                                    ir::SizesAttr::get(&context, {offset}),
+                                                    firstRun ? builder.getUnitAttr() : nullptr)}};
 }
 
 }  // namespace ein::mlirgen::detail

@@ -44,6 +44,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     for (const char *name : {"conv1d", "conv2d"}) entries[name] = &Generator::callConv;
     entries["scaled_dot_product_attention"] = &Generator::callScaledDotProductAttention;
     entries["append"] = &Generator::callAppend;
+    entries["keep"] = &Generator::callKeep;
     entries["arange"] = &Generator::callArange;
     entries["roll"] = &Generator::callRoll;
     entries["pad"] = &Generator::callPad;

@@ -386,6 +386,8 @@ class Generator {
   // append(state, x, axis): x written into the state at the position; the
   // state's rows up to the position + x's, after the write.
   EValue callAppend(const ast::Call &call, Scope &scope);
+  EValue callKeep(const ast::Call &call, Scope &scope);
+  EValue writeState(const ast::Call &call, Scope &scope, bool firstRun);
   // ---- index built-ins (IndexBuiltins.cpp) ----------------------------------
 
   // An i64 constant of a static shape.

@@ -582,7 +582,11 @@ void Generator::finishState() {
   if (states.empty()) fail(positionAt, "position '" + position + "' is declared but the model keeps no state");
   for (const auto &[name, state] : states)
     if (!appendedStates.count(name))
-      fail(state.declaredAt, "state \"" + name + "\" is never appended to (append(" + name + ", x, axis))");
+      fail(state.declaredAt, "state \"" + name + "\" is never written (append(" + name + ", x, axis) or keep(" + name +
+                                 ", x, axis))");
+  if (!advance)
+    fail(positionAt, "position '" + position + "' counts the rows appended to the states, but the model only keeps "
+                     "(keep()): append to one state (a decoder's key/value cache)");
   function->setAttr("ein.position", builder.getStringAttr(position));
   function->setAttr("ein.position_advance", ir::SizesAttr::get(&context, {*advance}));
 }

@@ -35,6 +35,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createStoreKernWeights({options.precision, options.target}));
   function.addPass(createStoreKernState({options.precision, options.target}));
   function.addPass(createPlanSequences());
+  function.addPass(createPlanFirstRun());
   function.addPass(createPlanMemory());
 }
 

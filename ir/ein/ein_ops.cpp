@@ -480,6 +480,8 @@ LogicalResult AppendOp::verify() {
   int64_t axis = getAxis();
   if (axis < 0 || axis >= state.getRank()) return emitOpError() << "axis " << axis << " is out of range";
   if (getOffset().sizes().size() != 1) return emitOpError() << "offset must be one size";
+  if (getFirstRun() && getOffset().sizes()[0] != ein::Size(0))
+    return emitOpError() << "writes at a sequence's first run (first_run) from row 0: its offset must be 0";
   ein::Shape stateShape = shapeOf(state), xShape = shapeOf(x), expected = stateShape;
   for (int64_t d = 0; d < state.getRank(); ++d)
     if (d != axis && xShape[d] != stateShape[d])

@@ -59,8 +59,14 @@ def Ein_AppendOp : Ein_Op<"append", [MemoryEffects<[MemWrite]>]> {
     `axis`; elsewhere x has the state's shape. The result is the state's
     first `offset + n` rows along `axis` after the write, n being x's size
     there: what attention over a key/value cache reads.
+
+    With `first_run` (the language's `keep`), `offset` is 0 and the write
+    happens at a sequence's first run only (position 0): later runs read the
+    rows it wrote, and what only the write reads (an encoder) does not run
+    again. A cross-attention cache.
   }];
-  let arguments = (ins Ein_Tensor:$state, Ein_Tensor:$x, I64Attr:$axis, Ein_SizesAttr:$offset);
+  let arguments = (ins Ein_Tensor:$state, Ein_Tensor:$x, I64Attr:$axis, Ein_SizesAttr:$offset,
+                       UnitAttr:$first_run);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = "$state `,` $x attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;

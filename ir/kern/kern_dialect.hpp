@@ -36,6 +36,11 @@ inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
 inline constexpr const char *kPerSequenceAttr = "kern.per_sequence";
 inline constexpr const char *kSequenceTokensAttr = "kern.sequence_tokens";
 inline constexpr const char *kOneSequenceAttr = "kern.one_sequence";
+// kern-plan-first-run's mark: a kernel that runs only at a sequence's first
+// run (position 0): a kern.append with first_run, and every kernel whose
+// results only such kernels read. On a function argument: an input only they
+// read.
+inline constexpr const char *kFirstRunAttr = "kern.first_run";
 
 // The axis of `shape` that holds the tokens when the shape is a row per token,
 // [1, .., 1, tokens, inner..], no inner size depending on `tokens` or

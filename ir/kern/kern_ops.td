@@ -289,9 +289,11 @@ def Kern_AppendOp : Kern_Op<"append", [MemoryEffects<[MemWrite]>]> {
     through `state_view` (which starts at the session's position). Unlike
     other ops, the result is no fresh buffer: it is `state` itself, after
     the write, which the ops reading the appended state take as operand.
+    With `first_run` (ein.append's), the write happens at a sequence's first
+    run only (kern-plan-first-run marks it and what only it reads).
   }];
   let arguments = (ins Kern_Tensor:$state, Kern_Tensor:$x, Ein_SizesAttr:$shape, Kern_ViewAttr:$x_view,
-                       Kern_ViewAttr:$state_view);
+                       Kern_ViewAttr:$state_view, UnitAttr:$first_run);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$state `,` $x attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;

@@ -38,7 +38,8 @@ nb::list tensorList(const std::vector<TensorInfo> &tensors) {
       bool named = axis < tensor.dims.size() && !tensor.dims[axis].empty();
       shape.append(named ? nb::object(nb::str(tensor.dims[axis].c_str())) : nb::object(nb::int_(tensor.shape[axis])));
     }
-    list.append(nb::make_tuple(tensor.name, dtypeName(tensor.dtype), nb::tuple(shape), tensor.upperBound));
+    list.append(
+        nb::make_tuple(tensor.name, dtypeName(tensor.dtype), nb::tuple(shape), tensor.upperBound, tensor.firstRunOnly));
   }
   return list;
 }
@@ -174,6 +175,13 @@ void checkNames(nb::dict given, const std::vector<TensorInfo> &tensors, const ch
   }
 }
 
+std::vector<TensorInfo> givenInputs(nb::dict given, const std::vector<TensorInfo> &infos, bool firstRunOnlyOptional) {
+  std::vector<TensorInfo> chosen;
+  for (const TensorInfo &tensor : infos)
+    if (given.contains(tensor.name.c_str()) || (firstRunOnlyOptional && !tensor.firstRunOnly)) chosen.push_back(tensor);
+  return chosen;
+}
+
 StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims) {
   StagedInputs staged;
   staged.shapes.reserve(infos.size());  // the tensors' shape spans point into them
@@ -273,15 +281,22 @@ std::optional<std::string> finishReasonText(FinishReason reason) {
 
 std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
                                        int64_t topK, float topP, uint64_t seed,
-                                       const std::vector<int64_t> &stopTokens, int threads) {
+                                       const std::vector<int64_t> &stopTokens, int threads, nb::dict inputs) {
   auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
                                          .device = placement.device.device, .deviceIndex = placement.device.index});
   if (!session.ok()) throwCreateStatus(session.status(), placement.device);
   const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
+  checkNames(inputs, loaded->inputs(), "input");
+  StagedInputs staged = stageInputs(inputs, givenInputs(inputs, loaded->inputs(), false), inputAxisDims.get());
   StatusOr<std::vector<int64_t>> tokens = std::vector<int64_t>();
   {
     nb::gil_scoped_release released;
-    tokens = ein::generate(*session.value(), prompt, options);
+    Status status;
+    for (const InputTensor &input : staged.tensors) {
+      status = session.value()->setInput(input.name, input.dtype, input.shape, input.data, input.bytes);
+      if (!status.ok()) break;
+    }
+    tokens = status.ok() ? ein::generate(*session.value(), prompt, options) : StatusOr<std::vector<int64_t>>(status);
   }
   if (!tokens.ok()) throwStatus(tokens.status());
   return std::move(tokens).value();
@@ -405,7 +420,8 @@ void bindModel(nb::module_ &module) {
       .def("save", &PyModel::save, nb::arg("path"))
       .def("run", &PyModel::run, nb::arg("inputs"), nb::arg("out"), nb::arg("threads"))
       .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
-           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"))
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"),
+           nb::arg("inputs"))
       .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
            nb::arg("threads"), nb::arg("max_sequences"));

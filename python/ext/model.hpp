@@ -81,10 +81,11 @@ class PyModel {
                                                  int64_t maxNewTokens, float temperature, int64_t topK, float topP,
                                                  uint64_t seed, const std::vector<int64_t> &stopTokens, int threads,
                                                  int maxSequences);
-  // ein::generate in a new session (a decoder with a key/value cache).
+  // ein::generate in a new session (a decoder with a key/value cache),
+  // `inputs` set first (an encoder-decoder's encoder inputs).
   std::vector<int64_t> generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
                                 int64_t topK, float topP, uint64_t seed, const std::vector<int64_t> &stopTokens,
-                                int threads);
+                                int threads, nanobind::dict inputs);
 
  private:
   // The runner with `threads` kernel threads per call, made on first use;
@@ -113,6 +114,11 @@ struct StagedInputs {
   std::vector<std::vector<int64_t>> shapes;
   std::vector<InputTensor> tensors;
 };
+// The inputs of `infos` that `given` names; with firstRunOnlyOptional, also
+// every other input but one read at a sequence's first run only (a session
+// keeps those set, and needs them at position 0 only).
+std::vector<TensorInfo> givenInputs(nanobind::dict given, const std::vector<TensorInfo> &infos,
+                                    bool firstRunOnlyOptional);
 StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims);
 
 // The options Model.generate and Session.generate pass to the runtime.

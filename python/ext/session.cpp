@@ -56,7 +56,7 @@ nb::dict PySession::run(nb::dict inputs) {
   Claim claim(*core);
   const Model &model = *core->model;
   checkNames(inputs, model.inputs(), "input");
-  StagedInputs staged = stageInputs(inputs, model.inputs(), core->axisDims.get());
+  StagedInputs staged = stageInputs(inputs, givenInputs(inputs, model.inputs(), true), core->axisDims.get());
   ++core->epoch;
   Session &session = *core->session;
   Status status;

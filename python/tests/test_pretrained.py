@@ -28,7 +28,10 @@ def test_from_pretrained_gives_transformers_outputs_and_tokens(case):
     generation = case_dir / "generation.json"
     if generation.exists():
         tokens = json.loads(generation.read_text())
-        assert model.generate(tokens["prompt"], max_new_tokens=len(tokens["greedy"])) == tokens["greedy"]
+        # An encoder-decoder's encoder inputs (Whisper's features, T5's ids and mask).
+        encoder_inputs = {name: np.load(case_dir / f"{name}.npy") for name in tokens.get("encoder_inputs", [])}
+        assert model.generate(tokens["prompt"], max_new_tokens=len(tokens["greedy"]),
+                              encoder_inputs=encoder_inputs or None) == tokens["greedy"]
 
 
 def test_export_ein_writes_a_model_that_compiles_alone(tmp_path):

@@ -5,7 +5,7 @@
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //           [--concurrency C [--rounds R]]
 //   ein-run MODEL.einb --generate N --prompt-ids 1,2,3 [--temperature T --top-k K --top-p P --seed S]
-//           [--stop-token ID]...
+//           [--stop-token ID]... [--input NAME=FILE.npy]...
 //
 // A model with ranged dims runs at the shapes of its .npy inputs; random
 // inputs take each dim at its maximum (what --bench should measure: the
@@ -21,6 +21,7 @@
 // the prompt and generates up to N tokens, printing "tokens: ..." (and
 // "finish: the cache is full ..." when it ends there) and the prefill and
 // decode speeds; with --sequences S, for S copies of the prompt at once.
+// An encoder-decoder's encoder inputs are given with --input.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -402,9 +403,32 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
   return 0;
 }
 
-// --generate: prefill and decode, timed apart.
+// --input NAME=FILE.npy arguments: each input's file, by name.
+ein::StatusOr<std::map<std::string, std::string>> filesOfInputs(const std::vector<std::string> &inputArgs,
+                                                                const std::vector<ein::TensorInfo> &inputs) {
+  auto invalid = [](std::string message) { return ein::Status(ein::StatusCode::InvalidArgument, std::move(message)); };
+  std::map<std::string, std::string> files;
+  for (const std::string &arg : inputArgs) {
+    size_t equals = arg.find('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == arg.size())
+      return invalid("--input expects NAME=FILE.npy, got \"" + arg + "\"");
+    std::string name = arg.substr(0, equals);
+    bool known = std::any_of(inputs.begin(), inputs.end(), [&](const ein::TensorInfo &info) { return info.name == name; });
+    if (!known) {
+      std::string names;
+      for (const ein::TensorInfo &info : inputs) names += (names.empty() ? "" : ", ") + info.name;
+      return invalid("--input " + arg + ": the model has no input \"" + name + "\" (inputs: " + names + ")");
+    }
+    if (!files.emplace(name, arg.substr(equals + 1)).second) return invalid("input \"" + name + "\" is given twice");
+  }
+  return files;
+}
+
+// --generate: prefill and decode, timed apart. --input files set the
+// model's other inputs first (an encoder-decoder's encoder input).
 int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
-                       ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences) {
+                       ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences,
+                       const std::vector<std::string> &inputArgs) {
   std::vector<int64_t> prompt;
   for (size_t start = 0; start < promptIds.size();) {
     size_t end = promptIds.find(',', start);
@@ -423,12 +447,24 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");
   auto model = ein::Model::load(modelPath);
   if (!model.ok()) return fail(model.status().message());
+  auto files = filesOfInputs(inputArgs, model.value()->inputs());
+  if (!files.ok()) return fail(files.status().message());
   if (sequences > 1) {
+    if (!files.value().empty()) return fail("--sequences generates from the prompt alone: it takes no --input");
     if (device->device != ein::Device::Cpu) return fail("--sequences runs on the CPU for now");
     return generateSequences(model.value(), prompt, tokens, options, threads, sequences);
   }
   auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
+  for (const auto &[name, path] : files.value()) {
+    auto value = readInputFile(path);
+    if (!value.ok()) return fail(value.status().message());
+    const InputValue &input = value.value();
+    if (ein::Status status = session.value()->setInput(name, input.dtype, input.shape, input.bytes.data(),
+                                                       input.bytes.size());
+        !status.ok())
+      return fail(path + ": " + status.message());
+  }
   options.maxNewTokens = tokens;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -504,7 +540,8 @@ int main(int argc, char **argv) {
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)
-    return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName, sequences);
+    return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName, sequences,
+                              inputArgs);
   if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
@@ -515,20 +552,9 @@ int main(int argc, char **argv) {
   if (!session.ok()) return fail(session.status().message());
   const std::vector<ein::TensorInfo> &inputs = model.value()->inputs();
 
-  std::map<std::string, std::string> files;
-  for (const std::string &arg : inputArgs) {
-    size_t equals = arg.find('=');
-    if (equals == std::string::npos || equals == 0 || equals + 1 == arg.size())
-      return fail("--input expects NAME=FILE.npy, got \"" + arg + "\"");
-    std::string name = arg.substr(0, equals);
-    bool known = std::any_of(inputs.begin(), inputs.end(), [&](const ein::TensorInfo &info) { return info.name == name; });
-    if (!known) {
-      std::string names;
-      for (const ein::TensorInfo &info : inputs) names += (names.empty() ? "" : ", ") + info.name;
-      return fail("--input " + arg + ": the model has no input \"" + name + "\" (inputs: " + names + ")");
-    }
-    if (!files.emplace(name, arg.substr(equals + 1)).second) return fail("input \"" + name + "\" is given twice");
-  }
+  auto inputFiles = filesOfInputs(inputArgs, inputs);
+  if (!inputFiles.ok()) return fail(inputFiles.status().message());
+  const std::map<std::string, std::string> &files = inputFiles.value();
   if (!dimArgs.empty() && !randomSeed) return fail("--dim sets the shapes of random inputs: it needs --random-inputs");
   auto chosenDims = chooseDims(*model.value(), dimArgs);
   if (!chosenDims.ok()) return fail(chosenDims.status().message());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "case_source.hpp"
+#include "ein/npy.hpp"
 #include "ein/runtime.hpp"
 #include "text_file.hpp"
 
@@ -46,6 +47,14 @@ TEST_P(CheckpointGeneration, GreedyTokensAreTransformers) {
   for (int threads : {1, 2}) {
     auto session = ein::Session::create(*model, ein::SessionOptions{threads});
     ASSERT_TRUE(session.ok()) << session.status().toString();
+    // An encoder-decoder's encoder inputs (Whisper's input_features, T5's input_ids and attention_mask), read
+    // at the sequence's first run.
+    for (const std::string &name : spec.value("encoder_inputs", std::vector<std::string>{})) {
+      auto input = ein::npy::read((caseDir / (name + ".npy")).string());
+      ASSERT_TRUE(input.ok()) << input.status().message();
+      ein::Status set = (*session)->setInput(name, input->type, input->shape, input->data.data(), input->data.size());
+      ASSERT_TRUE(set.ok()) << name << ": " << set.message();
+    }
     ein::GenerationOptions options;
     options.maxNewTokens = static_cast<int64_t>(greedy.size());
     auto tokens = ein::generate(**session, prompt, options);

@@ -7,7 +7,9 @@ hidden / heads, biases and tied heads where the family has them), saved with `sa
 into the case's `checkpoint/` folder exactly as transformers writes it (config.json and
 model.safetensors, f32 or bf16). The tests compile it with `einc --hf checkpoint/` and compare
 with what transformers computes on the same folder in float64: the prefill logits (or an
-encoder's outputs), and for decoders the tokens of greedy `generate` (generation.json).
+encoder's outputs), and for decoders the tokens of greedy `generate` (generation.json; for the
+encoder-decoders, Whisper and T5, from the decoder's start token after the encoder's inputs, with
+beam search's sequences beside them).
 
 Needs torch, transformers, numpy and safetensors (the build and the tests never do):
   .venv-bench/bin/pip install torch transformers numpy safetensors
@@ -308,6 +310,144 @@ def text_encoder_case(name, spec):
                tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
 
 
+# Encoder-decoders: name -> (class name, config class name, config, saved dtype, what it exercises).
+SEQ2SEQ = {
+    "hf_whisper_tiny": (
+        "WhisperForConditionalGeneration", "WhisperConfig",
+        dict(vocab_size=96, d_model=48, encoder_layers=2, decoder_layers=2, encoder_attention_heads=3,
+             decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=72, num_mel_bins=20,
+             max_source_positions=24, max_target_positions=64, activation_function="gelu", pad_token_id=0,
+             bos_token_id=1, eos_token_id=2, decoder_start_token_id=1, begin_suppress_tokens=None,
+             suppress_tokens=None),
+        torch.float32,
+        "WhisperForConditionalGeneration: 20 mel bins through two convolutions (the second with stride 2) and "
+        "exact GELU, learned positions for the encoder's 24 rows (48 frames, the length transformers requires) and "
+        "the decoder's 64, pre-norm layers of 3 heads of 16 with k_proj unbiased, cross-attention over the "
+        "encoder's output, MLPs of 80 (encoder) and 72 (decoder), the head tied to the token embedding"),
+    "hf_t5_tiny": (
+        "T5ForConditionalGeneration", "T5Config",
+        dict(vocab_size=72, d_model=40, d_kv=12, d_ff=56, num_layers=2, num_decoder_layers=3, num_heads=3,
+             relative_attention_num_buckets=32, relative_attention_max_distance=20, feed_forward_proj="relu",
+             layer_norm_epsilon=1e-6, decoder_start_token_id=0),
+        torch.float32,
+        "T5ForConditionalGeneration (T5 v1.0): relative position buckets (bidirectional in the encoder, causal in "
+        "the decoder; 32 buckets, max distance 20, shorter than the input) from the first block of each stack, "
+        "unscaled attention, 3 heads of d_kv 12 (inner 36, not d_model 40), T5's LayerNorm, a ReLU MLP, 2 encoder "
+        "and 3 decoder blocks, the input's end padded (attention_mask 0), the tied head after the decoder's output "
+        "scaled by d_model ** -0.5"),
+    "hf_flan_t5_tiny": (
+        "T5ForConditionalGeneration", "T5Config",
+        dict(vocab_size=80, d_model=32, d_kv=10, d_ff=48, num_layers=3, num_decoder_layers=2, num_heads=4,
+             relative_attention_num_buckets=16, relative_attention_max_distance=12, feed_forward_proj="gated-gelu",
+             layer_norm_epsilon=1e-6, decoder_start_token_id=0),
+        torch.bfloat16,
+        "T5ForConditionalGeneration as Flan-T5 and T5 v1.1 are published: a gated-GELU MLP (wi_0, wi_1, tanh "
+        "GELU), an untied lm_head (config.json's tie_word_embeddings false, lm_head.weight beside shared.weight, "
+        "no output scaling), 16 buckets with max distance 12, 4 heads of d_kv 10, 3 encoder and 2 decoder blocks, "
+        "saved in bf16"),
+}
+ENCODER_LENGTH, DECODER_PROMPT, SEQ2SEQ_NEW_TOKENS = 11, 6, 32
+
+
+def untie_head(folder, generator):
+    """The checkpoint as Flan-T5's and T5 v1.1's are published (before transformers 5, which ties T5's head and
+    writes scale_decoder_outputs): config.json's tie_word_embeddings false and lm_head.weight of its own."""
+    import safetensors.torch
+    path = os.path.join(folder, "config.json")
+    with open(path) as file:
+        config = json.load(file)
+    config.pop("scale_decoder_outputs", None)
+    config["tie_word_embeddings"] = False
+    with open(path, "w") as out:
+        json.dump(config, out, indent=2, sort_keys=True)
+        out.write("\n")
+    path = os.path.join(folder, "model.safetensors")
+    weights = safetensors.torch.load_file(path)
+    shared = weights["shared.weight"]
+    head = torch.randn(shared.shape, generator=generator, dtype=torch.float64) / np.sqrt(shared.shape[-1])
+    weights["lm_head.weight"] = head.to(shared.dtype)
+    safetensors.torch.save_file(weights, path, metadata={"format": "pt"})
+
+
+def seq2seq_case(name, spec):
+    class_name, config_name, config, saved_dtype, reproduces = spec
+    torch.manual_seed(0)
+    config = getattr(transformers, config_name)(**config)
+    model = randomize(getattr(transformers, class_name)(config).eval(), seed=0)
+    whisper = class_name == "WhisperForConditionalGeneration"
+    if not whisper:
+        # T5's shared embedding as large as an embedding (randomize() gave it the scale of the lm_head tied to it,
+        # written last), and the decoder blocks' output projections 4 times larger, so that the blocks and not the
+        # token's own embedding lead the residual (a tiny random T5 otherwise repeats its last token).
+        with torch.no_grad():
+            model.shared.weight.copy_(torch.randn(model.shared.weight.shape, dtype=torch.float64,
+                                                  generator=torch.Generator().manual_seed(2)))
+            for parameter_name, parameter in model.named_parameters():
+                if parameter_name.startswith("decoder.") and parameter_name.endswith(("o.weight", "wo.weight")):
+                    parameter.mul_(4)
+    if whisper:
+        # The convolutions' fan-in is channels x kernel (randomize() reads the kernel's axis alone).
+        scale_patch_embedding(model.model.encoder.conv1.weight)
+        scale_patch_embedding(model.model.encoder.conv2.weight)
+    case = save_checkpoint(name, model, saved_dtype)
+    generator = torch.Generator().manual_seed(1)
+    if config_name == "T5Config" and config.feed_forward_proj.startswith("gated"):
+        untie_head(os.path.join(case, "checkpoint"), generator)
+    # The oracle is transformers on the folder as saved: float64 logits, float32 generation.
+    model = getattr(transformers, class_name).from_pretrained(os.path.join(case, "checkpoint"),
+                                                              dtype=torch.float32).eval()
+    start = config.decoder_start_token_id
+    if whisper:
+        # The whole window transformers requires: 2 x max_source_positions frames.
+        encoder_inputs = {"input_features": torch.randn(1, config.num_mel_bins, 2 * config.max_source_positions,
+                                                        generator=generator)}
+    else:
+        ids = torch.randint(2, config.vocab_size, (1, ENCODER_LENGTH), generator=generator)
+        mask = torch.ones_like(ids)
+        mask[0, ENCODER_LENGTH - 3:] = 0     # the input's end is padding
+        ids[0, ENCODER_LENGTH - 3:] = config.pad_token_id
+        encoder_inputs = {"input_ids": ids, "attention_mask": mask}
+    prompt = torch.cat([torch.tensor([[start]]),
+                        torch.randint(3, config.vocab_size, (1, DECODER_PROMPT - 1), generator=generator)], dim=1)
+    with torch.no_grad():
+        # Greedy and beam search from the decoder's start token; greedy runs to the end without stopping at eos.
+        # Whisper's own generate adds language and task tokens: GenerationMixin's for both. A cache of its own
+        # for each call: the one generate makes has a layer per encoder layer (T5's num_layers), too few for a
+        # deeper decoder.
+        def generate(**options):
+            cache = transformers.EncoderDecoderCache(transformers.DynamicCache(), transformers.DynamicCache())
+            return transformers.GenerationMixin.generate(model, **encoder_inputs, decoder_input_ids=first,
+                                                         max_new_tokens=SEQ2SEQ_NEW_TOKENS, do_sample=False,
+                                                         cache=cache, **options)
+        first = torch.tensor([[start]])
+        greedy = generate(num_beams=1, eos_token_id=None, forced_eos_token_id=None)[0, 1:]
+        assert len(greedy) == SEQ2SEQ_NEW_TOKENS, greedy
+        beams = generate(num_beams=4, num_return_sequences=4, length_penalty=1.0, early_stopping=True,
+                         eos_token_id=config.eos_token_id, output_scores=True, return_dict_in_generate=True)
+        logits = model.double()(**{k: v.double() if v.is_floating_point() else v for k, v in encoder_inputs.items()},
+                                decoder_input_ids=prompt).logits.float()
+    inputs = {k: v.numpy() for k, v in encoder_inputs.items()}
+    inputs["decoder_input_ids"] = prompt.numpy()
+    # As the decoders': bf16 and int8 within 1.5% and 8% of the largest logit; T5 v1.0's within 3% and 12%: its
+    # unscaled attention and scaled tied head are touchy (its linear weights alone rounded to bf16 move
+    # transformers' own float64 logits by 1.6% of the largest).
+    bf16, int8 = (0.03, 0.12) if name == "hf_t5_tiny" else (0.015, 0.08)
+    write_case(case, reproduces, saved_dtype, inputs, {"logits": logits.numpy()},
+               generation={"encoder_inputs": sorted(encoder_inputs),
+                           "encoder_inputs_note": "the case's .npy files of these names; the prompt is the decoder's",
+                           "prompt": [start], "greedy": greedy.tolist(),
+                           "beam_search": {"num_beams": 4, "length_penalty": 1.0, "early_stopping": True,
+                                           "max_new_tokens": SEQ2SEQ_NEW_TOKENS, "eos_token_id": config.eos_token_id,
+                                           "sequences": [s[1:].tolist() for s in beams.sequences],
+                                           "sequences_scores": [round(float(x), 6) for x in beams.sequences_scores]},
+                           "computed_by": "transformers " + transformers.__version__ +
+                                          " GenerationMixin.generate from decoder_start_token_id, float32: greedy "
+                                          "(do_sample=False, eos_token_id=None) and beam search (every beam returned, "
+                                          "best first, without the start token)"},
+               tolerance={"bf16_atol": round(bf16 * float(logits.abs().max()), 3),
+                          "int8_atol": round(int8 * float(logits.abs().max()), 3)})
+
+
 def main(names):
     for name, spec in DECODERS.items():
         if not names or name in names:
@@ -320,6 +460,10 @@ def main(names):
     for name, spec in VISION.items():
         if not names or name in names:
             vision_case(name, spec)
+            print("wrote", os.path.join(CASES, name))
+    for name, spec in SEQ2SEQ.items():
+        if not names or name in names:
+            seq2seq_case(name, spec)
             print("wrote", os.path.join(CASES, name))
 
 

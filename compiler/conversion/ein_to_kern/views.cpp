@@ -127,7 +127,8 @@ LogicalResult Lowering::lowerAppend(ein::ir::AppendOp append) {
   Size start = state.offset + append.getOffset().sizes()[0] * state.strides[axis];
   Value written = builder.create<ein::kern::AppendOp>(
       append.getLoc(), state.buffer.getType(), state.buffer, x.buffer, sizesAttr(context(), x.sizes),
-      viewOfLayout(x), viewOf(context(), start, state.strides));
+      viewOfLayout(x), viewOf(context(), start, state.strides),
+      append.getFirstRunAttr());
   layouts[append] = Layout{written, state.offset, shapeOf(append), state.strides};
   return success();
 }

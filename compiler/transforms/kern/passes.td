@@ -106,6 +106,19 @@ def PlanSequences : Pass<"kern-plan-sequences", "mlir::func::FuncOp"> {
   ];
 }
 
+def PlanFirstRun : Pass<"kern-plan-first-run", "mlir::func::FuncOp"> {
+  let summary = "Mark the kernels that run only at a sequence's first run";
+  let description = [{
+    A state written with `keep()` (a `kern.append` with `first_run`, such as
+    an encoder-decoder's cross-attention keys and values) is written at a
+    sequence's first run, position 0, and only read after. That append, and
+    every kernel whose results only such kernels read (the encoder, the
+    cross-attention projections), get `kern.first_run`: the runtime skips
+    them at later runs. An input only they read gets `kern.first_run` as an
+    argument attribute: it is needed at the first run only.
+  }];
+}
+
 def PlanMemory : Pass<"kern-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assign every intermediate buffer an offset in one arena";
   let description = [{

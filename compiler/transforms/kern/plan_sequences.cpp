@@ -195,6 +195,12 @@ class SequencePlanner {
   // breaks that, with why.
   std::optional<std::pair<Operation *, std::string>> plan() {
     Block &body = function_.getBody().front();
+    // An encoder's output kept at a sequence's first run: the first runs of
+    // some sequences and the later runs of others would need two programs.
+    for (Operation &op : body)
+      if (auto append = dyn_cast<ein::kern::AppendOp>(op); append && append.getFirstRun())
+        return std::make_pair(&op, std::string("a state is kept at a sequence's first run (keep()); such models "
+                                               "run one sequence at a time"));
     for (BlockArgument argument : body.getArguments())
       if (holds(argument) == Holds::Private)
         return std::make_pair(function_.getOperation(),

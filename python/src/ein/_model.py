@@ -37,13 +37,16 @@ class TensorInfo:
     depends on ranged dims is its expression over them ("b", "t + 1"; the
     ranges are ``Model.dims``), as onnxruntime names symbolic dims;
     ``id_bound`` is set on integer inputs that index a table (ids must be in
-    [0, id_bound)).
+    [0, id_bound)). ``first_run`` marks an input read only at a sequence's
+    first run (an encoder-decoder's encoder input, whose result the session
+    keeps: ``keep()`` in the language).
     """
 
     name: str
     dtype: str
     shape: Tuple[Union[int, str], ...]
     id_bound: Optional[int] = None
+    first_run: bool = False
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -52,7 +55,8 @@ class TensorInfo:
 
 
 def _tensor_infos(native_list) -> List[TensorInfo]:
-    return [TensorInfo(name, dtype, tuple(shape), bound or None) for name, dtype, shape, bound in native_list]
+    return [TensorInfo(name, dtype, tuple(shape), bound or None, first_run)
+            for name, dtype, shape, bound, first_run in native_list]
 
 
 def _forwarded(attribute: str, doc: str) -> property:
@@ -292,7 +296,8 @@ class Model:
     def generate(self, prompt: Union[str, Sequence[int], Sequence[Sequence[int]]], *, max_new_tokens: int = 32,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop_tokens: Sequence[int] = (), threads: Optional[int] = None,
-                 max_sequences: int = 16) -> Union[str, List[int], List[List[int]]]:
+                 max_sequences: int = 16,
+                 encoder_inputs: Optional[Mapping[str, Any]] = None) -> Union[str, List[int], List[List[int]]]:
         """Generates tokens with a decoder whose key/value cache is session state.
 
         Runs ``prompt`` (token ids) in a new session, then one decode step per
@@ -313,7 +318,19 @@ class Model:
         Given a string (with the model's tokenizer, which ein.from_pretrained
         attaches), generates from its tokens, stops at the tokenizer's end
         token too, and returns the new text.
+
+        An encoder-decoder (Whisper, T5) takes its encoder's inputs as
+        ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
+        ..., "attention_mask": ...}``), read at the first run, whose keys and
+        values the decoder keeps; ``prompt`` is then the decoder's start ids.
         """
+        if encoder_inputs is not None:
+            if not isinstance(encoder_inputs, Mapping):
+                raise TypeError("encoder_inputs must be a mapping of input names to arrays, got "
+                                f"{type(encoder_inputs).__name__}")
+            if isinstance(prompt, str) or _is_prompt_list(prompt):
+                raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
+            _unknown_names(encoder_inputs, self._input_names, "input")
         if isinstance(prompt, str):
             tokenizer = self._text_tokenizer("generate")
             stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
@@ -329,7 +346,7 @@ class Model:
             return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
                                               min(sequences, len(prompts)))
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
-        return self._native.generate(*arguments, _check_threads(threads))
+        return self._native.generate(*arguments, _check_threads(threads), dict(encoder_inputs or {}))
 
     def session(self, *, threads: Optional[int] = None) -> "Session":
         """A new ein.Session of this model: one execution context whose state

@@ -198,7 +198,9 @@ ein_status_t *ein_session_copy_state(ein_session_t *session, const ein_session_t
  * temperature 0 is greedy; otherwise top_k (0: all) and top_p (1: all) cut
  * the distribution and `seed` makes the draw reproducible. Generation stops
  * after any of the stop tokens. The new tokens go to out_tokens (room for
- * max_new_tokens), their count to *out_count. */
+ * max_new_tokens), their count to *out_count. An encoder-decoder's encoder
+ * inputs (read at a sequence's first run only) are set on the session with
+ * ein_session_set_input before. */
 typedef struct ein_generation_options {
   int64_t max_new_tokens;
   float temperature;

@@ -43,7 +43,9 @@ struct GenerationOptions {
   uint64_t seed = 0;
   // The model's ids input ([1, t], i32 or i64) and logits output ([1, t,
   // vocab] f32, the last row read); empty: "ids" and "logits", or the model's
-  // only integer input and only output.
+  // only integer input (but an encoder's) and only output. An encoder-
+  // decoder's encoder inputs (read at the first run only) are set on the
+  // session before: the decoder attends to what it keeps of them.
   std::string idsInput, logitsOutput;
   // Called with each new token; returning false stops generation.
   std::function<bool(int64_t token)> onToken;

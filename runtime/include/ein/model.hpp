@@ -46,6 +46,10 @@ struct TensorInfo {
   // "t + 1", "b * h"), or "" where the axis has a constant size. Empty for a
   // model without dims (every axis constant).
   std::vector<std::string> dims;
+  // An input read only at a sequence's first run (an encoder-decoder's
+  // encoder input: its output is kept in the session's state, keep() in the
+  // language). Later runs of the sequence skip what reads it.
+  bool firstRunOnly = false;
 
   // Whether some axis depends on the dims (its size is -1 in `shape`).
   bool dynamic() const;
@@ -111,6 +115,8 @@ struct StepInfo {
   std::vector<std::string> sources;
   std::string scope;
   std::vector<std::string> fusedBy;
+  // Runs only at a sequence's first run (an encoder whose output the state keeps).
+  bool firstRun = false;
 };
 
 // The arithmetic an artifact allows its target (einc --precision): tensors stay

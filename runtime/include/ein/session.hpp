@@ -103,7 +103,10 @@ class Session {
   }
 
   // Runs every step; every input must have been set, by this thread (they
-  // stay set across runs). A model with dims reads them from the input
+  // stay set across runs). An input read only at a sequence's first run
+  // (TensorInfo::firstRunOnly, an encoder's) is needed at position 0 only:
+  // later runs skip what reads it, and setting it then is an error
+  // (resetState() starts a new sequence to encode anew). A model with dims reads them from the input
   // shapes; new dims instantiate its program (the same dims as one of the
   // last four distinct ones reuse theirs), and output buffers grow to the
   // largest outputs so far.
@@ -120,6 +123,11 @@ class Session {
   int64_t position() const;
   Status resetState();
   Status copyStateFrom(const Session &other);
+
+  // The shape input `index` binds its dims with at the next run: as last
+  // set, or for an input read at the first run only, at a later run, as at
+  // the sequence's first run. Empty while it is unset.
+  std::span<const int64_t> inputShape(size_t index) const;
 
   size_t outputCount() const;
   // The output of the last run, with its actual shape (for a model with
@@ -142,6 +150,9 @@ class Session {
   std::unique_ptr<detail::ExecutionContext> context_;
   std::vector<bool> inputIsSet_;
   std::vector<std::vector<int64_t>> inputShapes_;  // the shape each input was last set with
+  // Of the inputs read at the first run only: their shapes at this
+  // sequence's first run, which bind their dims at later runs.
+  std::vector<std::vector<int64_t>> firstRunShapes_;
   int64_t position_ = 0;
 
   // Whether a thread is inside setInput, run or output. The fields below are

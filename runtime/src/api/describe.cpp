@@ -16,6 +16,7 @@ std::string tensorLines(const std::vector<TensorInfo> &tensors) {
   for (const TensorInfo &tensor : tensors) {
     text += fmt::format("  {}: {}", tensor.name, typeText(tensor));
     if (tensor.upperBound > 0) text += fmt::format(" (ids in [0, {}))", tensor.upperBound);
+    if (tensor.firstRunOnly) text += " (read at a sequence's first run only)";
     text += "\n";
   }
   return text;
@@ -71,6 +72,7 @@ nlohmann::json stepJson(const StepInfo &step) {
   item["sources"] = step.sources;
   item["namespace"] = step.scope;
   item["fused_by"] = step.fusedBy;
+  if (step.firstRun) item["first_run"] = true;
   item["operands"] = nlohmann::json::array();
   for (const StepOperand &operand : step.operands)
     item["operands"].push_back({{"role", operand.role}, {"tensor", operand.tensor}, {"written", operand.written}});
@@ -99,6 +101,7 @@ std::string describeModelJson(const Model &model) {
   for (const TensorInfo &input : model.inputs()) {
     nlohmann::json item = tensorJson(input);
     if (input.upperBound > 0) item["upper_bound"] = input.upperBound;
+    if (input.firstRunOnly) item["first_run"] = true;
     out["inputs"].push_back(item);
   }
   out["outputs"] = nlohmann::json::array();
@@ -213,8 +216,9 @@ std::string describeModel(const Model &model) {
                         stepCounts(model.steps()));
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const StepInfo &step = model.steps()[i];
-    text += fmt::format("  {:4} {:<12}{}{}{}{}\n", i, step.op, stepDetails(step), step.location.empty() ? "" : "  at ",
-                        step.location, fusedSources(step));
+    text += fmt::format("  {:4} {:<12}{}{}{}{}{}\n", i, step.op, stepDetails(step),
+                        step.firstRun ? " first_run" : "", step.location.empty() ? "" : "  at ", step.location,
+                        fusedSources(step));
   }
   return text;
 }

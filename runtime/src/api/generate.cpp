@@ -34,8 +34,9 @@ StatusOr<const TensorInfo *> pick(const std::vector<TensorInfo> &infos, const st
   return only;
 }
 
+// An encoder's ids (read at the first run only) are not the decoder's.
 bool isIds(const TensorInfo &info) {
-  return (info.dtype == DType::I32 || info.dtype == DType::I64) && info.shape.size() == 2;
+  return (info.dtype == DType::I32 || info.dtype == DType::I64) && info.shape.size() == 2 && !info.firstRunOnly;
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
@@ -67,6 +68,21 @@ Status fitsAt(const Model &model, int64_t tokens, int64_t position) {
   if (model.inputs().size() != 1) return Status();  // the run says it
   const std::vector<int64_t> shape[] = {{1, tokens}};
   return model.outputShapes(shape, position).status();
+}
+
+Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens) {
+  const std::vector<TensorInfo> &inputs = session.model().inputs();
+  std::vector<std::vector<int64_t>> shapes(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (&inputs[i] == &ids) {
+      shapes[i] = {1, tokens};
+      continue;
+    }
+    std::span<const int64_t> shape = session.inputShape(i);
+    if (shape.empty()) return Status();  // unset: the run says it
+    shapes[i].assign(shape.begin(), shape.end());
+  }
+  return session.model().outputShapes(shapes, session.position()).status();
 }
 
 Status checkGenerationOptions(const GenerationOptions &options) {
@@ -147,7 +163,7 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
                                              "logits output");
   if (!logits.ok()) return logits.status();
   if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
-  if (Status status = detail::fitsAt(model, static_cast<int64_t>(prompt.size()), session.position()); !status.ok())
+  if (Status status = detail::fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
     return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
                                              session.position(), status.message()));
   Generation generation;
@@ -163,7 +179,7 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
 StatusOr<std::optional<int64_t>> Generation::next() {
   if (done_) return std::optional<int64_t>();
   const bool first = !started_;
-  if (!first && !detail::fitsAt(session_->model(), 1, session_->position()).ok()) {
+  if (!first && !detail::fitsAt(*session_, *ids_, 1).ok()) {
     done_ = true;
     finish_ = FinishReason::CacheFull;
     return std::optional<int64_t>();

@@ -20,6 +20,9 @@ Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, co
 // ranges and checks: the cache's rows among them), with the model's message
 // when it does not. Only for a model whose one input is the ids.
 Status fitsAt(const Model &model, int64_t tokens, int64_t position);
+// The same for a session's next run: `tokens` ids in `ids`, the other inputs
+// at their shapes in the session (Session::inputShape).
+Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens);
 // Why generation ends after choosing `token`, its `produced`-th: a stop
 // token, or the last of maxNewTokens; None when it goes on.
 FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options);

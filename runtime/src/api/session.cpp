@@ -50,6 +50,7 @@ StatusOr<std::unique_ptr<Session>> Session::create(std::shared_ptr<const Model> 
   session->context_ = std::move(context).value();
   for (const TensorInfo &input : model->inputs()) session->inputShapes_.push_back(input.shape);
   session->inputIsSet_.assign(model->inputs().size(), false);
+  session->firstRunShapes_.resize(model->inputs().size());
   session->inputSetBy_.assign(model->inputs().size(), std::thread::id());
   return session;
 }
@@ -61,6 +62,11 @@ Status Session::setInput(std::string_view name, ElementType type, std::span<cons
   const std::vector<TensorInfo> &infos = model_->inputs();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (infos[i].name != name) continue;
+    if (infos[i].firstRunOnly && position_ > 0)
+      return Status(StatusCode::InvalidArgument,
+                    fmt::format("input \"{}\" is read at a sequence's first run only (its result is kept in the "
+                                "state), and this session is at position {}: reset the state to start a new sequence",
+                                name, position_));
     if (Status status = detail::checkInput(infos[i], model_->dims(), type, shape, data, bytes); !status.ok())
       return status;
     if (Status status = detail::checkInputValues(infos[i], type, shape, data); !status.ok()) return status;
@@ -85,6 +91,11 @@ Status Session::run() {
   const std::vector<TensorInfo> &infos = model_->inputs();
   const std::thread::id self = std::this_thread::get_id();
   for (size_t i = 0; i < infos.size(); ++i) {
+    if (infos[i].firstRunOnly && position_ > 0) {
+      // Not read again; its shape at the first run binds its dims.
+      context_->setInputShape(i, firstRunShapes_[i]);
+      continue;
+    }
     if (!inputIsSet_[i])
       return Status(StatusCode::InvalidArgument,
                     fmt::format("input \"{}\" ({}) is not set", infos[i].name, detail::describe(infos[i])));
@@ -100,6 +111,9 @@ Status Session::run() {
       if (StatusOr<std::byte *> output = context_->stageOutput(i, program.value()->outputs[i].byteSize()); !output.ok())
         return output.status();
   if (Status status = context_->run(); !status.ok()) return status;
+  if (position_ == 0)
+    for (size_t i = 0; i < infos.size(); ++i)
+      if (infos[i].firstRunOnly) firstRunShapes_[i] = inputShapes_[i];
   // The steps appended positionAdvance rows to every state (the model's
   // checks kept them within the states' capacity before any step ran).
   position_ += program.value()->positionAdvance;
@@ -126,7 +140,14 @@ Status Session::copyStateFrom(const Session &other) {
   // Only the rows up to the position hold values, but the copy is one block.
   if (Status status = context_->copyStateFrom(*other.context_); !status.ok()) return status;
   position_ = other.position_;
+  firstRunShapes_ = other.firstRunShapes_;
   return Status();
+}
+
+std::span<const int64_t> Session::inputShape(size_t index) const {
+  if (index >= inputShapes_.size()) return {};
+  if (model_->inputs()[index].firstRunOnly && position_ > 0) return firstRunShapes_[index];
+  return inputIsSet_[index] ? std::span<const int64_t>(inputShapes_[index]) : std::span<const int64_t>();
 }
 
 size_t Session::outputCount() const { return model_->outputs().size(); }

@@ -179,7 +179,10 @@ Status decodeBindings(const flatbuffers::Vector<flatbuffers::Offset<fb::Binding>
                                  tensor.index));
     if (binding->upper_bound() < 0)
       return invalid(fmt::format("{} \"{}\" has a negative upper bound {}", what, name, binding->upper_bound()));
-    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound(), {}});
+    if (binding->first_run() && storage != Storage::Input)
+      return invalid(fmt::format("{} \"{}\" is marked first-run, which only an input can be", what, name));
+    infos.push_back(TensorInfo{name, tensor.dtype, tensor.shape.vector(), binding->upper_bound(), {},
+                               binding->first_run()});
     tensorIds.push_back(id);
   }
   // Any other tensor claiming one of these buffers would alias it with a
@@ -282,12 +285,54 @@ Status decodeTensors(const fb::Model &model, const SizeResolver &sizes, ArenaCla
   return decodeParams(model, program);
 }
 
+namespace {
+
+// Steps that run only at a sequence's first run (schema Step.first_run) are
+// skipped at later runs, so what they write must not be read then: they
+// write arena and state tensors only, and a step of every run reads neither
+// a first-run input nor an arena tensor that only first-run steps write.
+// Sequences run one at a time in such a model (the plan of many would run
+// first and later runs in one program).
+Status checkFirstRunSteps(const Program &program) {
+  std::vector<bool> firstRunInput(program.tensors.size(), false), writtenAlways(program.tensors.size(), false),
+      writtenFirst(program.tensors.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < program.inputs.size(); ++i)
+    if (program.inputs[i].firstRunOnly) firstRunInput[program.inputTensors[i]] = any = true;
+  for (size_t s = 0; s < program.steps.size(); ++s)
+    for (const StepOperand &operand : program.stepInfos[s].operands)
+      if (operand.written) (program.steps[s].firstRun ? writtenFirst : writtenAlways)[operand.tensor] = true;
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step &step = program.steps[s];
+    any = any || step.firstRun;
+    for (const StepOperand &operand : program.stepInfos[s].operands) {
+      const Tensor &tensor = program.tensors[operand.tensor];
+      if (step.firstRun && operand.written && tensor.storage != Storage::Arena && tensor.storage != Storage::State)
+        return invalid(fmt::format("{} runs at a sequence's first run only but writes tensor {}, which has {} storage",
+                                   step.label, operand.tensor, storageName(tensor.storage)));
+      if (!step.firstRun && !operand.written &&
+          (firstRunInput[operand.tensor] ||
+           (tensor.storage == Storage::Arena && writtenFirst[operand.tensor] && !writtenAlways[operand.tensor])))
+        return invalid(fmt::format("{} runs at every run but reads tensor {}, which only a sequence's first run sets",
+                                   step.label, operand.tensor));
+    }
+  }
+  if (any && program.positionDim < 0)
+    return invalid("the model has steps or inputs of a sequence's first run but no position");
+  if (any && program.sequenceTokensDim >= 0)
+    return invalid("the model has steps of a sequence's first run, so it serves one sequence per run, but it names "
+                   "a dim of many sequences' tokens");
+  return Status();
+}
+
+}  // namespace
+
 Status decodeSteps(const fb::Model &model, const SizeResolver &sizes, Program &program) {
   size_t stepCount = model.steps() ? model.steps()->size() : 0;
   for (size_t index = 0; index < stepCount; ++index)
     EIN_RETURN_IF_ERROR(
         decodeStep(*model.steps()->Get(static_cast<flatbuffers::uoffset_t>(index)), index, sizes, program));
-  return Status();
+  return checkFirstRunSteps(program);
 }
 
 Status redecode(const fb::Model &model, const SizeResolver &sizes, std::span<const uint32_t> tensors,

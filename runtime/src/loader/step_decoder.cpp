@@ -433,7 +433,8 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   if (info.sources.empty() && !info.location.empty()) info.sources.push_back(info.location);
   info.scope = step.scope() ? step.scope()->str() : "";
   info.fusedBy = readStrings(step.fused_by());
-  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence()};
+  info.firstRun = step.first_run();
+  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence(), step.first_run()};
   return Status();
 }
 

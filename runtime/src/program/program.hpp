@@ -164,6 +164,9 @@ struct Step {
   // When many sequences run at once: once per sequence, over its own tokens,
   // position and state (else once over every sequence's tokens).
   bool perSequence = false;
+  // Only at a sequence's first run, position 0 (schema Step.first_run):
+  // later runs skip it.
+  bool firstRun = false;
 };
 
 struct Program {

@@ -221,10 +221,10 @@ TEST(SessionState, MisusesAreLocatedErrors) {
        "position past = 0.."},
       {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\noutput y = x * 2.0\n", "keeps no state"},
       {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\noutput y = x * 2.0\n",
-       "never appended"},
+       "is never written"},
       {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\na = append(s, x, axis=0)\n"
        "b = append(s, x, axis=0)\noutput y = a * 1.0\n",
-       "appended to twice"},
+       "is written twice"},
       {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\na = append(x, x, axis=0)\n"
        "output y = a * 1.0\n",
        "writes to session state"},
@@ -234,6 +234,18 @@ TEST(SessionState, MisusesAreLocatedErrors) {
       {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 5]\na = append(s, x, axis=0)\n"
        "output y = a * 1.0\n",
        "differs from the state"},
+      {"input x: f32[1, 4]\nstate s: f32[8, 4]\ny = keep(s, x, axis=0)\noutput z = y * 1.0\n",
+       "keep() writes at a sequence's first run"},
+      {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\na = keep(s, x, axis=0)\n"
+       "output y = a * 1.0\n",
+       "only keeps"},
+      {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\ninput e: f32[9, 4]\nstate s: f32[8, 4]\n"
+       "state r: f32[8, 4]\na = append(s, x, axis=0)\nb = keep(r, e, axis=0)\noutput y = a * 1.0\n"
+       "output z = b * 1.0\n",
+       "keep() writes 9 rows there"},
+      {"dim t = 1..4\nposition p = 0..8\ninput x: f32[t, 4]\nstate s: f32[8, 4]\na = append(s, x, axis=0)\n"
+       "b = keep(s, x, axis=0)\noutput y = a * 1.0\n",
+       "is written twice"},
   };
   for (const auto &[text, expected] : cases) {
     std::string errors;
@@ -241,6 +253,151 @@ TEST(SessionState, MisusesAreLocatedErrors) {
     EXPECT_NE(errors.find(expected), std::string::npos) << text << "\n" << errors;
     EXPECT_NE(errors.find("cache.ein:"), std::string::npos) << errors;
   }
+}
+
+// An encoder-decoder's shape: an encoder over `src` whose keys and values
+// the decoder's cross-attention keeps (keep()) at a sequence's first run,
+// next to a self-attention cache appended to at every run.
+constexpr const char *kCrossAttention = R"ein(
+dim t = 1..8, s = 1..6
+position past = 0..16
+input src: f32[1, s, 8]
+input x: f32[1, 2, t, 4]
+param encoder.weight: f32[8, 8]
+state cache.k: f32[1, 2, 16, 4]
+state cross.k: f32[1, 2, 6, 4]
+state cross.v: f32[1, 2, 6, 4]
+e = rearrange(gelu(linear(src, encoder.weight)), "b s (h d) -> b h s d", h=2)
+ck = keep(cross.k, e, axis=2)
+cv = keep(cross.v, e * 2.0, axis=2)
+k = append(cache.k, x, axis=2)
+a = scaled_dot_product_attention(x, k, k, causal=true)
+output y = scaled_dot_product_attention(a, ck, cv)
+)ein";
+
+// src [1, 5, 8], the same for every run of the tests below.
+std::vector<float> source(float scale = 1.0f) {
+  std::mt19937 generator(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> values(5 * 8);
+  for (float &value : values) value = scale * normal(generator);
+  return values;
+}
+
+ein::Status setSource(ein::Session &session, float scale = 1.0f) {
+  std::vector<float> src = source(scale);
+  return session.setInput("src", ein::DType::F32, {1, 5, 8}, src.data(), src.size() * sizeof(float));
+}
+
+TEST(SessionState, AKeptStateIsWrittenAtTheFirstRunAndReadAfter) {
+  auto model = compile(kCrossAttention);
+  ASSERT_TRUE(model);
+  ASSERT_EQ(model->inputs().size(), 2u);
+  EXPECT_TRUE(model->inputs()[0].firstRunOnly);  // src: only the encoder reads it
+  EXPECT_FALSE(model->inputs()[1].firstRunOnly);
+  size_t firstRunSteps = 0;
+  for (const ein::StepInfo &step : model->steps()) firstRunSteps += step.firstRun;
+  EXPECT_GE(firstRunSteps, 3u);  // the encoder's gemm and the two keeps at least
+  EXPECT_LT(firstRunSteps, model->steps().size());
+  EXPECT_EQ(model->sequenceTokensDim(), -1);
+  EXPECT_NE(model->oneSequenceReason().find("keep()"), std::string::npos) << model->oneSequenceReason();
+
+  auto whole = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*whole).ok());
+  std::vector<float> all = run(*whole, 0, 8);
+  ASSERT_FALSE(all.empty());
+  auto chunked = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*chunked).ok());
+  expectNear(run(*chunked, 0, 3), rowsOf(all, 8, 0, 3));
+  for (int64_t t = 3; t < 8; ++t) expectNear(run(*chunked, t, t + 1), rowsOf(all, 8, t, t + 1));
+
+  // Another source gives other outputs: the first run did read it.
+  auto other = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*other, 3.0f).ok());
+  std::vector<float> changed = run(*other, 0, 8);
+  ASSERT_EQ(changed.size(), all.size());
+  double difference = 0;
+  for (size_t i = 0; i < all.size(); ++i) difference += std::abs(changed[i] - all[i]);
+  EXPECT_GT(difference, 1e-2);
+}
+
+TEST(SessionState, AForkContinuesWithoutTheEncodersInput) {
+  auto model = compile(kCrossAttention);
+  ASSERT_TRUE(model);
+  auto session = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*session).ok());
+  run(*session, 0, 4);
+  auto fork = ein::Session::create(model).value();  // src never set here
+  ASSERT_TRUE(fork->copyStateFrom(*session).ok());
+  std::vector<float> continued = run(*session, 4, 6);
+  expectNear(run(*fork, 4, 6), continued);
+  EXPECT_EQ(fork->inputShape(0).size(), 3u);  // src's shape at the first run binds s
+}
+
+TEST(SessionState, TheEncodersInputIsNeededAtTheFirstRunAndRefusedAfter) {
+  auto model = compile(kCrossAttention);
+  ASSERT_TRUE(model);
+  auto session = ein::Session::create(model).value();
+  ein::Status failure;
+  run(*session, 0, 2, &failure);  // src unset: the decoder cannot run before its encoder
+  EXPECT_FALSE(failure.ok());
+  EXPECT_NE(failure.message().find("input \"src\""), std::string::npos) << failure.message();
+  EXPECT_EQ(session->position(), 0);
+
+  ASSERT_TRUE(setSource(*session).ok());
+  std::vector<float> first = run(*session, 0, 2);
+  ein::Status late = setSource(*session, 3.0f);
+  EXPECT_EQ(late.code(), ein::StatusCode::InvalidArgument);
+  EXPECT_NE(late.message().find("first run only"), std::string::npos) << late.message();
+  EXPECT_NE(late.message().find("position 2"), std::string::npos) << late.message();
+
+  // A reset starts a new sequence, which encodes again.
+  ASSERT_TRUE(session->resetState().ok());
+  ASSERT_TRUE(setSource(*session, 3.0f).ok());
+  std::vector<float> again = run(*session, 0, 2);
+  auto fresh = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*fresh, 3.0f).ok());
+  expectNear(again, run(*fresh, 0, 2));
+}
+
+TEST(SessionState, ARunnerEncodesAtEveryCall) {
+  auto model = compile(kCrossAttention);
+  ASSERT_TRUE(model);
+  auto runner = ein::Runner::create(model);
+  ASSERT_TRUE(runner.ok()) << runner.status().toString();
+  auto session = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*session).ok());
+  std::vector<float> expected = run(*session, 0, 5);
+  std::vector<float> src = source(), x = sequence(0, 5);
+  const int64_t srcShape[] = {1, 5, 8}, xShape[] = {1, 2, 5, 4};
+  for (int call = 0; call < 2; ++call) {
+    auto outputs = (*runner)->run({{"src", ein::DType::F32, srcShape, src.data(), src.size() * sizeof(float)},
+                                   {"x", ein::DType::F32, xShape, x.data(), x.size() * sizeof(float)}});
+    ASSERT_TRUE(outputs.ok()) << outputs.status().toString();
+    const auto *y = reinterpret_cast<const float *>(outputs.value()[0].data.data());
+    expectNear(std::vector<float>(y, y + expected.size()), expected);
+  }
+}
+
+// bf16 and int8: attention alone reads the kept keys and values, which are
+// then bf16 like the self-attention cache.
+TEST(SessionState, Bf16ArtifactsKeepBf16CrossAttentionStates) {
+  auto f32 = compile(kCrossAttention);
+  ASSERT_TRUE(f32);
+  auto exactSession = ein::Session::create(f32).value();
+  ASSERT_TRUE(setSource(*exactSession).ok());
+  const std::vector<float> exact = run(*exactSession, 0, 8);
+  auto model = compile(kCrossAttention, nullptr, ein::ArtifactPrecision::Bf16);
+  ASSERT_TRUE(model);
+  for (const ein::TensorInfo &state : model->states()) EXPECT_EQ(state.dtype, ein::DType::BF16) << state.name;
+  auto chunked = ein::Session::create(model).value();
+  ASSERT_TRUE(setSource(*chunked).ok());
+  std::vector<float> rows = run(*chunked, 0, 3);
+  for (int64_t t = 3; t < 8; ++t) {
+    std::vector<float> step = run(*chunked, t, t + 1);
+    expectNear(step, rowsOf(exact, 8, t, t + 1), 3e-2);
+  }
+  expectNear(rows, rowsOf(exact, 8, 0, 3), 3e-2);
 }
 
 TEST(SessionState, NamesPositionAndStateStayUsableAsVariables) {

@@ -107,8 +107,12 @@ class CpuExecutor final : public ExecutorImplementation {
     cpu::KernelContext context{program.tensors, bases_.data(), reinterpret_cast<float *>(scratch_.data()),
                                scratchStride_,  pool_.get(),   &cpu::bestKernels(),
                                &model_.packed};
+    const bool laterRun = program.positionDim >= 0 &&
+                          static_cast<size_t>(program.positionDim) < program.dimValues.size() &&
+                          program.dimValues[static_cast<size_t>(program.positionDim)] > 0;
     for (size_t s = 0; s < program.steps.size(); ++s) {
       const Step &step = program.steps[s];
+      if (step.firstRun && laterRun) continue;  // its rows are in the state since the first run
       const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status status = kernels_[s](step.kernel, context);
       if (profile_)

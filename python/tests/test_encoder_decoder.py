@@ -1,0 +1,84 @@
+"""An encoder-decoder's cross-attention cache (keep() in the language): the
+encoder runs at a sequence's first run, its keys and values stay in the
+session, and later runs read them without the encoder's input. Generation
+takes the encoder's inputs as encoder_inputs."""
+import numpy as np
+import pytest
+
+import ein
+
+# A toy translation model: an encoder over src, a decoder over ids with a
+# self-attention cache and cross-attention to the kept encoder keys/values.
+MODEL = """
+dim t = 1..16, s = 1..6, vocab = 11
+position past = 0..16
+input src: f32[1, s, 8]
+input ids: i64[1, t]
+param encoder.weight: f32[8, 8]
+param embed.weight: f32[vocab, 8]
+param head.weight: f32[vocab, 8]
+state cache.k: f32[1, 2, 16, 4]
+state cross.k: f32[1, 2, 6, 4]
+state cross.v: f32[1, 2, 6, 4]
+e = rearrange(gelu(linear(src, encoder.weight)), "b s (h d) -> b h s d", h=2)
+ck = keep(cross.k, e, axis=2)
+cv = keep(cross.v, e * 2.0, axis=2)
+x = rearrange(embedding(ids, embed.weight), "b t (h d) -> b h t d", h=2)
+k = append(cache.k, x, axis=2)
+a = scaled_dot_product_attention(x, k, k, causal=true)
+c = scaled_dot_product_attention(a, ck, cv) + x
+output logits = linear(rearrange(c, "b h t d -> b t (h d)"), head.weight)
+"""
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ein.compile(MODEL, random_weights=3)
+
+
+def source(scale=1.0):
+    return (scale * np.random.default_rng(5).standard_normal((1, 5, 8))).astype(np.float32)
+
+
+def greedy_by_hand(model, src, start, count):
+    """Whole-prefix runs of a fresh session per token: no cache involved."""
+    ids = list(start)
+    for _ in range(count):
+        logits = model.session().run({"src": src, "ids": np.array([ids])})["logits"]
+        ids.append(int(np.argmax(logits[0, -1])))
+    return ids[len(start):]
+
+
+def test_the_encoders_input_is_marked_first_run(model):
+    inputs = {info.name: info for info in model.inputs}
+    assert inputs["src"].first_run and not inputs["ids"].first_run
+
+
+def test_generate_with_encoder_inputs_equals_whole_prefix_runs(model):
+    src = source()
+    tokens = model.generate([1, 2], max_new_tokens=8, encoder_inputs={"src": src})
+    assert tokens == greedy_by_hand(model, src, [1, 2], 8)
+    other = model.generate([1, 2], max_new_tokens=8, encoder_inputs={"src": source(4.0)})
+    assert other == greedy_by_hand(model, source(4.0), [1, 2], 8)
+
+
+def test_later_runs_need_no_encoder_input_and_refuse_one(model):
+    session = model.session()
+    with pytest.raises(ein.Error, match='input "src"'):
+        session.run({"ids": np.array([[1, 2]])})  # the decoder before its encoder
+    whole = model.session().run({"src": source(), "ids": np.array([[1, 2, 3]])})["logits"]
+    session.run({"src": source(), "ids": np.array([[1, 2]])})
+    step = session.run({"ids": np.array([[3]])})["logits"]
+    np.testing.assert_allclose(step[0, 0], whole[0, 2], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ein.Error, match="first run only"):
+        session.run({"src": source(), "ids": np.array([[4]])})
+    fork = session.fork()
+    np.testing.assert_allclose(fork.run({"ids": np.array([[4]])})["logits"],
+                               session.run({"ids": np.array([[4]])})["logits"], rtol=1e-6)
+
+
+def test_encoder_inputs_are_checked(model):
+    with pytest.raises(ein.InputError, match="no input"):
+        model.generate([1], encoder_inputs={"features": source()})
+    with pytest.raises(TypeError, match="encoder_inputs"):
+        model.generate([1], encoder_inputs=[source()])
