@@ -5,12 +5,14 @@
 #include <fstream>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
 #include "ein/describe.hpp"
+#include "ein/beam_search.hpp"
 #include "ein/generate.hpp"
 #include "ein/scheduler.hpp"
 #include "errors.hpp"
@@ -302,6 +304,44 @@ std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64
   return std::move(tokens).value();
 }
 
+std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
+    const std::vector<int64_t> &prompt, int beams, int64_t maxNewTokens, float lengthPenalty,
+    const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
+    int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
+    const std::vector<int64_t> &beginSuppressTokens, int threads, nb::dict inputs) {
+  auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
+                                         .device = placement.device.device, .deviceIndex = placement.device.index});
+  if (!session.ok()) throwCreateStatus(session.status(), placement.device);
+  BeamSearchOptions options;
+  options.beams = beams;
+  options.maxNewTokens = maxNewTokens;
+  options.lengthPenalty = lengthPenalty;
+  options.earlyStopping = earlyStopping == "true"    ? EarlyStopping::WhenFull
+                          : earlyStopping == "never" ? EarlyStopping::Never
+                                                     : EarlyStopping::Heuristic;
+  options.returnSequences = returnSequences;
+  options.stopTokens = stopTokens;
+  options.noRepeatNgramSize = noRepeatNgramSize;
+  options.suppressTokens = suppressTokens;
+  options.beginSuppressTokens = beginSuppressTokens;
+  checkNames(inputs, loaded->inputs(), "input");
+  StagedInputs staged = stageInputs(inputs, givenInputs(inputs, loaded->inputs(), false), inputAxisDims.get());
+  StatusOr<std::vector<Hypothesis>> found = std::vector<Hypothesis>();
+  {
+    nb::gil_scoped_release released;
+    Status status;
+    for (const InputTensor &input : staged.tensors) {
+      status = session.value()->setInput(input.name, input.dtype, input.shape, input.data, input.bytes);
+      if (!status.ok()) break;
+    }
+    found = status.ok() ? ein::beamSearch(*session.value(), prompt, options) : StatusOr<std::vector<Hypothesis>>(status);
+  }
+  if (!found.ok()) throwStatus(found.status());
+  std::vector<std::pair<std::vector<int64_t>, double>> result;
+  for (Hypothesis &hypothesis : found.value()) result.emplace_back(std::move(hypothesis.tokens), hypothesis.score);
+  return result;
+}
+
 std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::vector<int64_t>> &prompts,
                                                         int64_t maxNewTokens, float temperature, int64_t topK,
                                                         float topP, uint64_t seed,
@@ -422,6 +462,10 @@ void bindModel(nb::module_ &module) {
       .def("generate", &PyModel::generate, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("threads"),
            nb::arg("inputs"))
+      .def("beam_search", &PyModel::beamSearch, nb::arg("prompt"), nb::arg("beams"), nb::arg("max_new_tokens"),
+           nb::arg("length_penalty"), nb::arg("early_stopping"), nb::arg("return_sequences"), nb::arg("stop_tokens"),
+           nb::arg("no_repeat_ngram_size"), nb::arg("suppress_tokens"), nb::arg("begin_suppress_tokens"),
+           nb::arg("threads"), nb::arg("inputs"))
       .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
            nb::arg("threads"), nb::arg("max_sequences"));

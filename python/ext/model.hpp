@@ -81,6 +81,13 @@ class PyModel {
                                                  int64_t maxNewTokens, float temperature, int64_t topK, float topP,
                                                  uint64_t seed, const std::vector<int64_t> &stopTokens, int threads,
                                                  int maxSequences);
+  // ein::beamSearch in a new session, `inputs` set first: the hypotheses
+  // (new tokens, score), best first. earlyStopping: "false", "true", "never".
+  std::vector<std::pair<std::vector<int64_t>, double>> beamSearch(
+      const std::vector<int64_t> &prompt, int beams, int64_t maxNewTokens, float lengthPenalty,
+      const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
+      int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
+      const std::vector<int64_t> &beginSuppressTokens, int threads, nanobind::dict inputs);
   // ein::generate in a new session (a decoder with a key/value cache),
   // `inputs` set first (an encoder-decoder's encoder inputs).
   std::vector<int64_t> generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,

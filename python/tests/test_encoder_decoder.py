@@ -82,3 +82,37 @@ def test_encoder_inputs_are_checked(model):
         model.generate([1], encoder_inputs={"features": source()})
     with pytest.raises(TypeError, match="encoder_inputs"):
         model.generate([1], encoder_inputs=[source()])
+
+
+def test_beam_search_with_one_beam_is_greedy_and_more_beams_score_no_worse(model):
+    src = {"src": source()}
+    greedy = model.generate([1, 2], max_new_tokens=6, encoder_inputs=src)
+    assert model.generate([1, 2], max_new_tokens=6, num_beams=1, num_return_sequences=1, encoder_inputs=src) == greedy
+    hypotheses = model.generate([1, 2], max_new_tokens=6, num_beams=3, num_return_sequences=3, encoder_inputs=src)
+    assert len(hypotheses) == 3 and all(len(h) == 6 for h in hypotheses)
+    assert len({tuple(h) for h in hypotheses}) == 3
+
+
+def test_beam_search_processors_hold(model):
+    src = {"src": source()}
+    found = model.generate([1, 2], max_new_tokens=12, num_beams=3, num_return_sequences=3, encoder_inputs=src,
+                           no_repeat_ngram_size=2, suppress_tokens=[4, 7], begin_suppress_tokens=[5])
+    for tokens in found:
+        sequence = [1, 2] + tokens
+        pairs = list(zip(sequence, sequence[1:]))
+        assert len(pairs) == len(set(pairs)), sequence
+        assert 4 not in tokens and 7 not in tokens and tokens[0] != 5
+
+
+def test_beam_search_arguments_are_checked(model):
+    src = {"src": source()}
+    with pytest.raises(ValueError, match="num_return_sequences must not exceed num_beams"):
+        model.generate([1], num_beams=2, num_return_sequences=3, encoder_inputs=src)
+    with pytest.raises(ValueError, match="temperature must be 0"):
+        model.generate([1], num_beams=2, temperature=0.5, encoder_inputs=src)
+    with pytest.raises(ValueError, match="early_stopping"):
+        model.generate([1], num_beams=2, early_stopping="soon", encoder_inputs=src)
+    with pytest.raises(ValueError, match="num_beams must be an integer >= 1"):
+        model.generate([1], num_beams=0, encoder_inputs=src)
+    with pytest.raises(ValueError, match="go with num_beams > 1"):
+        model.generate([1], no_repeat_ngram_size=2, encoder_inputs=src)

@@ -32,6 +32,14 @@ def test_from_pretrained_gives_transformers_outputs_and_tokens(case):
         encoder_inputs = {name: np.load(case_dir / f"{name}.npy") for name in tokens.get("encoder_inputs", [])}
         assert model.generate(tokens["prompt"], max_new_tokens=len(tokens["greedy"]),
                               encoder_inputs=encoder_inputs or None) == tokens["greedy"]
+        if "beam_search" in tokens:  # transformers' generate(num_beams=...), hypotheses padded with the end id
+            beams = tokens["beam_search"]
+            found = model.generate(tokens["prompt"], max_new_tokens=beams["max_new_tokens"],
+                                   num_beams=beams["num_beams"], num_return_sequences=beams["num_beams"],
+                                   length_penalty=beams["length_penalty"], early_stopping=beams["early_stopping"],
+                                   stop_tokens=[beams["eos_token_id"]], encoder_inputs=encoder_inputs or None)
+            eos, length = beams["eos_token_id"], len(beams["sequences"][0])
+            assert [f + [eos] * (length - len(f)) for f in found] == beams["sequences"]
 
 
 def test_export_ein_writes_a_model_that_compiles_alone(tmp_path):

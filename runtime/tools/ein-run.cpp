@@ -5,7 +5,7 @@
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //           [--concurrency C [--rounds R]]
 //   ein-run MODEL.einb --generate N --prompt-ids 1,2,3 [--temperature T --top-k K --top-p P --seed S]
-//           [--stop-token ID]... [--input NAME=FILE.npy]...
+//           [--stop-token ID]... [--input NAME=FILE.npy]... [--beams B]
 //
 // A model with ranged dims runs at the shapes of its .npy inputs; random
 // inputs take each dim at its maximum (what --bench should measure: the
@@ -21,7 +21,8 @@
 // the prompt and generates up to N tokens, printing "tokens: ..." (and
 // "finish: the cache is full ..." when it ends there) and the prefill and
 // decode speeds; with --sequences S, for S copies of the prompt at once.
-// An encoder-decoder's encoder inputs are given with --input.
+// An encoder-decoder's encoder inputs are given with --input. --beams B
+// searches with B beams and prints every hypothesis with its score.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -403,6 +404,28 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
   return 0;
 }
 
+// --generate N --beams B: every hypothesis, best first, with its score.
+int searchBeams(ein::Session &session, const std::vector<int64_t> &prompt, int64_t tokens, int beams,
+                const std::vector<int64_t> &stopTokens) {
+  ein::BeamSearchOptions options;
+  options.beams = beams;
+  options.returnSequences = beams;
+  options.maxNewTokens = tokens;
+  options.stopTokens = stopTokens;
+  const auto start = std::chrono::steady_clock::now();
+  auto found = ein::beamSearch(session, prompt, options);
+  if (!found.ok()) return fail(found.status().message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < found.value().size(); ++i) {
+    std::string text;
+    for (int64_t token : found.value()[i].tokens) text += (text.empty() ? "" : ",") + std::to_string(token);
+    std::printf("%s %s (score %.6f)\n", i == 0 ? "tokens:" : "beam:  ", text.c_str(), found.value()[i].score);
+  }
+  std::printf("beam search: %d beams, %zu new tokens at most, in %.3f ms\n", beams,
+              found.value().empty() ? size_t(0) : found.value()[0].tokens.size(), seconds * 1e3);
+  return 0;
+}
+
 // --input NAME=FILE.npy arguments: each input's file, by name.
 ein::StatusOr<std::map<std::string, std::string>> filesOfInputs(const std::vector<std::string> &inputArgs,
                                                                 const std::vector<ein::TensorInfo> &inputs) {
@@ -428,7 +451,7 @@ ein::StatusOr<std::map<std::string, std::string>> filesOfInputs(const std::vecto
 // model's other inputs first (an encoder-decoder's encoder input).
 int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
                        ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences,
-                       const std::vector<std::string> &inputArgs) {
+                       const std::vector<std::string> &inputArgs, int beams) {
   std::vector<int64_t> prompt;
   for (size_t start = 0; start < promptIds.size();) {
     size_t end = promptIds.find(',', start);
@@ -449,6 +472,8 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (!model.ok()) return fail(model.status().message());
   auto files = filesOfInputs(inputArgs, model.value()->inputs());
   if (!files.ok()) return fail(files.status().message());
+  if (beams > 1 && (sequences > 1 || options.temperature != 0.0f))
+    return fail("--beams searches greedily for one sequence: it takes neither --sequences nor --temperature");
   if (sequences > 1) {
     if (!files.value().empty()) return fail("--sequences generates from the prompt alone: it takes no --input");
     if (device->device != ein::Device::Cpu) return fail("--sequences runs on the CPU for now");
@@ -465,6 +490,7 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
         !status.ok())
       return fail(path + ": " + status.message());
   }
+  if (beams > 1) return searchBeams(*session.value(), prompt, tokens, beams, options.stopTokens);
   options.maxNewTokens = tokens;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
@@ -534,6 +560,10 @@ int main(int argc, char **argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", generation.seed, "with --generate: the sampling seed");
   app.add_option("--stop-token", generation.stopTokens, "with --generate: stop after this token (repeatable)");
+  int beams = 1;
+  app.add_option("--beams", beams,
+                 "with --generate: beam search with B beams (--stop-token ends a hypothesis); prints each, best first")
+      ->check(CLI::PositiveNumber);
   int sequences = 1;
   app.add_option("--sequences", sequences,
                  "with --generate: generate for S copies of the prompt at once (ein::Scheduler)")
@@ -541,7 +571,7 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)
     return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName, sequences,
-                              inputArgs);
+                              inputArgs, beams);
   if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);

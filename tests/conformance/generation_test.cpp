@@ -216,6 +216,65 @@ TEST_P(Generation, AFullCacheEndsTheGenerationWithItsTokens) {
   EXPECT_EQ(finish, ein::FinishReason::Stop);
 }
 
+// Beam search: one beam is greedy; each hypothesis's score is its summed
+// log-probabilities over its length (computed again by hand); the cache ends
+// the hypotheses as maxNewTokens does; wrong options are refused.
+TEST_P(Generation, BeamSearchScoresItsHypothesesAndOneBeamIsGreedy) {
+  auto greedySession = newSession();
+  auto expected = ein::generate(*greedySession, prompt, {.maxNewTokens = 8});
+  ASSERT_TRUE(expected.ok());
+  auto oneBeam = newSession();
+  auto single = ein::beamSearch(*oneBeam, prompt, {.beams = 1, .maxNewTokens = 8});
+  ASSERT_TRUE(single.ok()) << single.status().toString();
+  ASSERT_EQ(single->size(), 1u);
+  EXPECT_EQ((*single)[0].tokens, expected.value());
+
+  auto session = newSession(2);
+  auto found = ein::beamSearch(*session, prompt, {.beams = 3, .maxNewTokens = 8, .returnSequences = 3});
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  ASSERT_EQ(found->size(), 3u);
+  for (size_t i = 0; i < found->size(); ++i) {
+    const ein::Hypothesis &hypothesis = (*found)[i];
+    ASSERT_EQ(hypothesis.tokens.size(), 8u);
+    if (i > 0) EXPECT_GE((*found)[i - 1].score, hypothesis.score);
+    // Its log-probabilities, step by step.
+    auto check = newSession();
+    std::vector<float> logits = run(*check, prompt);
+    const size_t vocab = logits.size() / prompt.size();
+    double sum = 0.0;
+    for (size_t step = 0; step < hypothesis.tokens.size(); ++step) {
+      const std::span<const float> last(logits.data() + logits.size() - vocab, vocab);
+      const float top = *std::max_element(last.begin(), last.end());
+      double total = 0.0;
+      for (float logit : last) total += std::exp(static_cast<double>(logit - top));
+      sum += last[static_cast<size_t>(hypothesis.tokens[step])] - top - std::log(total);
+      if (step + 1 < hypothesis.tokens.size()) logits = run(*check, std::span(hypothesis.tokens).subspan(step, 1));
+    }
+    EXPECT_NEAR(hypothesis.score, sum / 8.0, 1e-4) << "hypothesis " << i;
+  }
+  EXPECT_NE((*found)[0].tokens, (*found)[1].tokens);
+
+  // The cache's 256 rows end every hypothesis after 7 new tokens.
+  auto full = newSession();
+  auto bounded = ein::beamSearch(*full, std::vector<int64_t>(250, 3), {.beams = 2, .maxNewTokens = 10});
+  ASSERT_TRUE(bounded.ok()) << bounded.status().toString();
+  EXPECT_EQ((*bounded)[0].tokens.size(), 7u);
+
+  const std::pair<ein::BeamSearchOptions, const char *> wrong[] = {
+      {{.beams = 0}, "beams must be at least 1"},
+      {{.beams = 2, .returnSequences = 3}, "returnSequences must lie in [1, beams = 2]"},
+      {{.beams = 2, .maxNewTokens = 0}, "maxNewTokens must be at least 1"},
+  };
+  for (const auto &[options, message] : wrong) {
+    auto refused = ein::beamSearch(*newSession(), prompt, options);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find(message), std::string::npos) << refused.status().message();
+  }
+  auto empty = ein::beamSearch(*newSession(), std::vector<int64_t>{}, {});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("the prompt is empty"), std::string::npos);
+}
+
 std::string testName(const ::testing::TestParamInfo<Generation::ParamType> &info) {
   return std::get<0>(info.param) + "_" + std::get<1>(info.param);
 }

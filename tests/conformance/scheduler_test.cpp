@@ -367,6 +367,39 @@ TEST_P(Scheduling, TheCApiGeneratesAndStreams) {
   EXPECT_EQ(tokens, alone(model, first, same).tokens);
   ein_session_free(session);
 
+  // Beam search: the C++ search's hypotheses, lengths and scores.
+  ein_beam_search_options_t beams;
+  ein_beam_search_options_init(&beams);
+  beams.beams = 3;
+  beams.return_sequences = 2;
+  beams.max_new_tokens = 6;
+  ASSERT_EQ(ein_session_create(loaded, nullptr, &session), nullptr);
+  std::vector<int64_t> hypotheses(2 * 6);
+  size_t lengths[2] = {}, found = 0;
+  double scores[2] = {};
+  ASSERT_EQ(ein_beam_search(session, first.data(), first.size(), &beams, hypotheses.data(), lengths, scores, &found),
+            nullptr);
+  ein_session_free(session);
+  auto reference = ein::Session::create(model);
+  ASSERT_TRUE(reference.ok());
+  auto expected = ein::beamSearch(**reference, first, {.beams = 3, .maxNewTokens = 6, .returnSequences = 2});
+  ASSERT_TRUE(expected.ok()) << expected.status().toString();
+  ASSERT_EQ(found, expected->size());
+  for (size_t i = 0; i < found; ++i) {
+    EXPECT_EQ(std::vector<int64_t>(hypotheses.begin() + static_cast<std::ptrdiff_t>(i * 6),
+                                   hypotheses.begin() + static_cast<std::ptrdiff_t>(i * 6 + lengths[i])),
+              (*expected)[i].tokens);
+    EXPECT_EQ(scores[i], (*expected)[i].score);
+  }
+  beams.early_stopping = static_cast<ein_early_stopping_t>(EIN_EARLY_STOPPING_NEVER + 1);  // one past the last
+  ASSERT_EQ(ein_session_create(loaded, nullptr, &session), nullptr);
+  ein_status_t *wrong =
+      ein_beam_search(session, first.data(), first.size(), &beams, hypotheses.data(), lengths, scores, &found);
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_NE(std::string(ein_status_message(wrong)).find("early_stopping"), std::string::npos);
+  ein_status_free(wrong);
+  ein_session_free(session);
+
   ein_scheduler_options_t scheduling;
   ein_scheduler_options_init(&scheduling);
   scheduling.max_sequences = 2;

@@ -297,7 +297,11 @@ class Model:
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop_tokens: Sequence[int] = (), threads: Optional[int] = None,
                  max_sequences: int = 16,
-                 encoder_inputs: Optional[Mapping[str, Any]] = None) -> Union[str, List[int], List[List[int]]]:
+                 encoder_inputs: Optional[Mapping[str, Any]] = None, num_beams: int = 1,
+                 length_penalty: float = 1.0, early_stopping: Union[bool, str] = False,
+                 num_return_sequences: int = 1, no_repeat_ngram_size: int = 0,
+                 suppress_tokens: Sequence[int] = (),
+                 begin_suppress_tokens: Sequence[int] = ()) -> Union[str, List[int], List[List[int]]]:
         """Generates tokens with a decoder whose key/value cache is session state.
 
         Runs ``prompt`` (token ids) in a new session, then one decode step per
@@ -323,7 +327,21 @@ class Model:
         ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
         ..., "attention_mask": ...}``), read at the first run, whose keys and
         values the decoder keeps; ``prompt`` is then the decoder's start ids.
+
+        ``num_beams`` > 1 searches with that many beams as transformers'
+        ``generate(num_beams=...)`` does (greedy, one prompt): ``stop_tokens``
+        are the end ids, ``length_penalty`` scales the length a finished
+        hypothesis is scored by (its summed log-probabilities / length **
+        length_penalty), ``early_stopping`` is False, True or "never" as in
+        transformers, ``no_repeat_ngram_size``, ``suppress_tokens`` and
+        ``begin_suppress_tokens`` (not as the first new token) are its logits
+        processors. Returns the best hypothesis's tokens, or with
+        ``num_return_sequences`` > 1 the best that many, best first. Each
+        beam has a session of its own; a beam that continues twice copies
+        its state.
         """
+        beams = _integer(num_beams, "num_beams", 1)
+        returned = _integer(num_return_sequences, "num_return_sequences", 1)
         if encoder_inputs is not None:
             if not isinstance(encoder_inputs, Mapping):
                 raise TypeError("encoder_inputs must be a mapping of input names to arrays, got "
@@ -335,9 +353,14 @@ class Model:
             tokenizer = self._text_tokenizer("generate")
             stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
             tokens = self.generate(tokenizer.encode(prompt), max_new_tokens=max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops, threads=threads)
-            return tokenizer.decode(tokens)
+                                   top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops, threads=threads,
+                                   num_beams=beams, length_penalty=length_penalty, early_stopping=early_stopping,
+                                   num_return_sequences=returned, no_repeat_ngram_size=no_repeat_ngram_size,
+                                   suppress_tokens=suppress_tokens, begin_suppress_tokens=begin_suppress_tokens)
+            return tokenizer.decode(tokens) if returned == 1 else [tokenizer.decode(t) for t in tokens]
         if _is_prompt_list(prompt):
+            if beams > 1 or returned > 1:
+                raise ValueError("beam search takes one prompt (a list of ints), not a list of prompts")
             prompts = [_generation_arguments(p, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)[0]
                        for p in prompt]
             arguments = _generation_arguments(prompts[0], max_new_tokens, temperature, top_k, top_p, seed,
@@ -346,7 +369,28 @@ class Model:
             return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
                                               min(sequences, len(prompts)))
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
-        return self._native.generate(*arguments, _check_threads(threads), dict(encoder_inputs or {}))
+        if beams == 1 and returned == 1:
+            if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):
+                raise ValueError("no_repeat_ngram_size, suppress_tokens and begin_suppress_tokens go with num_beams > 1")
+            return self._native.generate(*arguments, _check_threads(threads), dict(encoder_inputs or {}))
+        if returned > beams:
+            raise ValueError(f"num_return_sequences must not exceed num_beams ({beams}), got {returned}")
+        if arguments[2] != 0.0:
+            raise ValueError("beam search is greedy: temperature must be 0 with num_beams > 1")
+        if early_stopping not in (False, True, "never"):
+            raise ValueError(f'early_stopping must be False, True or "never", got {early_stopping!r}')
+        try:
+            length_penalty = float(length_penalty)
+        except (TypeError, ValueError):
+            raise TypeError(f"length_penalty must be a number, got {length_penalty!r}") from None
+        found = self._native.beam_search(
+            arguments[0], beams, _integer(max_new_tokens, "max_new_tokens", 1), length_penalty,
+            str(early_stopping).lower(), returned, arguments[6],
+            _integer(no_repeat_ngram_size, "no_repeat_ngram_size", 0),
+            [_integer(t, "a suppressed token id", 0) for t in suppress_tokens],
+            [_integer(t, "a suppressed token id", 0) for t in begin_suppress_tokens],
+            _check_threads(threads), dict(encoder_inputs or {}))
+        return found[0][0] if returned == 1 else [tokens for tokens, _ in found]
 
     def session(self, *, threads: Optional[int] = None) -> "Session":
         """A new ein.Session of this model: one execution context whose state

@@ -214,6 +214,36 @@ void ein_generation_options_init(ein_generation_options_t *options); /* 32 token
 ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
                            const ein_generation_options_t *options, int64_t *out_tokens, size_t *out_count);
 
+/* Beam search (see ein/beam_search.hpp), as transformers' generate(num_beams=
+ * ...): the best return_sequences hypotheses, best first. Hypothesis i's
+ * tokens go to out_tokens + i * max_new_tokens (room for return_sequences *
+ * max_new_tokens), its length to out_lengths[i], its score (summed
+ * log-probabilities / length ** length_penalty) to out_scores[i]; their
+ * count to *out_count. stop_tokens end a hypothesis (kept in it). */
+typedef enum ein_early_stopping {
+  EIN_EARLY_STOPPING_HEURISTIC = 0, /* transformers' early_stopping=False */
+  EIN_EARLY_STOPPING_WHEN_FULL,     /* True: once `beams` hypotheses have ended */
+  EIN_EARLY_STOPPING_NEVER,         /* "never" */
+} ein_early_stopping_t;
+typedef struct ein_beam_search_options {
+  int32_t beams;
+  int64_t max_new_tokens;
+  float length_penalty;
+  ein_early_stopping_t early_stopping;
+  int32_t return_sequences;
+  const int64_t *stop_tokens;
+  size_t stop_token_count;
+  int64_t no_repeat_ngram_size; /* 0: any n-gram may repeat */
+  const int64_t *suppress_tokens; /* never chosen */
+  size_t suppress_token_count;
+  const int64_t *begin_suppress_tokens; /* not chosen as the first new token */
+  size_t begin_suppress_token_count;
+} ein_beam_search_options_t;
+void ein_beam_search_options_init(ein_beam_search_options_t *options); /* 4 beams, 32 tokens, as transformers */
+ein_status_t *ein_beam_search(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
+                              const ein_beam_search_options_t *options, int64_t *out_tokens, size_t *out_lengths,
+                              double *out_scores, size_t *out_count);
+
 /* Schedulers (see ein/scheduler.hpp): many generations of one decoder at
  * once, continuously batched. Requests are submitted from any thread; each
  * streams its tokens to whichever thread reads it. A decoder compiled for one

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ein/describe.hpp"
+#include "ein/beam_search.hpp"
 #include "ein/generate.hpp"
 #include "ein/half_float.hpp"
 #include "ein/model.hpp"

@@ -77,6 +77,7 @@ class Session {
   Session &operator=(const Session &) = delete;
 
   const Model &model() const { return *model_; }
+  const std::shared_ptr<const Model> &sharedModel() const { return model_; }
   const SessionOptions &options() const { return options_; }
 
   // Copies `bytes` bytes from `data` into input `name`. The dtype and shape

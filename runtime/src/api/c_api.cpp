@@ -319,6 +319,48 @@ ein_status_t *ein_generate(ein_session_t *session, const int64_t *prompt, size_t
   });
 }
 
+void ein_beam_search_options_init(ein_beam_search_options_t *options) {
+  if (options) *options = {4, 32, 1.0f, EIN_EARLY_STOPPING_HEURISTIC, 1, nullptr, 0, 0, nullptr, 0, nullptr, 0};
+}
+
+ein_status_t *ein_beam_search(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
+                              const ein_beam_search_options_t *options, int64_t *out_tokens, size_t *out_lengths,
+                              double *out_scores, size_t *out_count) {
+  if (!session || (!prompt && prompt_length) || !options || !out_tokens || !out_lengths || !out_scores || !out_count)
+    return invalidArgument(
+        "ein_beam_search: session, prompt, options, out_tokens, out_lengths, out_scores and out_count must not be NULL");
+  if ((!options->stop_tokens && options->stop_token_count) ||
+      (!options->suppress_tokens && options->suppress_token_count) ||
+      (!options->begin_suppress_tokens && options->begin_suppress_token_count))
+    return invalidArgument("ein_beam_search: a token list is NULL but its count is not 0");
+  if (options->early_stopping < EIN_EARLY_STOPPING_HEURISTIC || options->early_stopping > EIN_EARLY_STOPPING_NEVER)
+    return invalidArgument("ein_beam_search: early_stopping is not an ein_early_stopping_t");
+  return guarded([&] {
+    ein::BeamSearchOptions search;
+    search.beams = options->beams;
+    search.maxNewTokens = options->max_new_tokens;
+    search.lengthPenalty = options->length_penalty;
+    search.earlyStopping = static_cast<ein::EarlyStopping>(options->early_stopping);
+    search.returnSequences = options->return_sequences;
+    search.stopTokens.assign(options->stop_tokens, options->stop_tokens + options->stop_token_count);
+    search.noRepeatNgramSize = options->no_repeat_ngram_size;
+    search.suppressTokens.assign(options->suppress_tokens, options->suppress_tokens + options->suppress_token_count);
+    search.beginSuppressTokens.assign(options->begin_suppress_tokens,
+                                      options->begin_suppress_tokens + options->begin_suppress_token_count);
+    auto found = ein::beamSearch(*session->session, std::span<const int64_t>(prompt, prompt_length), search);
+    if (!found.ok()) return toC(found.status());
+    for (size_t i = 0; i < found.value().size(); ++i) {
+      const ein::Hypothesis &hypothesis = found.value()[i];
+      std::copy(hypothesis.tokens.begin(), hypothesis.tokens.end(),
+                out_tokens + i * static_cast<size_t>(options->max_new_tokens));
+      out_lengths[i] = hypothesis.tokens.size();
+      out_scores[i] = hypothesis.score;
+    }
+    *out_count = found.value().size();
+    return toC(ein::Status());
+  });
+}
+
 ein_status_t *ein_session_output(const ein_session_t *session, size_t index, ein_tensor_t *out_tensor) {
   if (!session || !out_tensor) return invalidArgument("ein_session_output: session and out_tensor must not be NULL");
   return guarded([&] { return outputToC(session->session->output(index), out_tensor); });

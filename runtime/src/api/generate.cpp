@@ -40,10 +40,20 @@ bool isIds(const TensorInfo &info) {
 }
 bool isLogits(const TensorInfo &info) { return info.dtype == DType::F32 && info.shape.size() == 3; }
 
-// One run over `tokens` as the ids [1, n] (converted to the input's type by
-// the session); the last row of logits.
-StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, const std::string &logitsName,
-                                      std::span<const int64_t> tokens) {
+}  // namespace
+
+namespace detail {
+
+StatusOr<const TensorInfo *> idsInputOf(const Model &model, const std::string &name) {
+  return pick(model.inputs(), name, "ids", isIds, "ids input");
+}
+
+StatusOr<const TensorInfo *> logitsOutputOf(const Model &model, const std::string &name) {
+  return pick(model.outputs(), name, "logits", isLogits, "logits output");
+}
+
+StatusOr<std::span<const float>> runTokens(Session &session, const TensorInfo &ids, const std::string &logitsName,
+                                           std::span<const int64_t> tokens) {
   const int64_t count = static_cast<int64_t>(tokens.size());
   const int64_t shape[] = {1, count};
   if (Status status = session.setInput(ids.name, DType::I64, shape, tokens.data(), tokens.size_bytes()); !status.ok())
@@ -60,17 +70,13 @@ StatusOr<std::span<const float>> step(Session &session, const TensorInfo &ids, c
   return std::span<const float>(data + (count - 1) * vocab, static_cast<size_t>(vocab));
 }
 
-}  // namespace
-
-namespace detail {
-
 Status fitsAt(const Model &model, int64_t tokens, int64_t position) {
   if (model.inputs().size() != 1) return Status();  // the run says it
   const std::vector<int64_t> shape[] = {{1, tokens}};
   return model.outputShapes(shape, position).status();
 }
 
-Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens) {
+Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens, std::optional<int64_t> position) {
   const std::vector<TensorInfo> &inputs = session.model().inputs();
   std::vector<std::vector<int64_t>> shapes(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -82,7 +88,7 @@ Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens) {
     if (shape.empty()) return Status();  // unset: the run says it
     shapes[i].assign(shape.begin(), shape.end());
   }
-  return session.model().outputShapes(shapes, session.position()).status();
+  return session.model().outputShapes(shapes, position.value_or(session.position())).status();
 }
 
 Status checkGenerationOptions(const GenerationOptions &options) {
@@ -157,10 +163,9 @@ StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t
                                        model.name()));
   if (prompt.empty()) return invalidArgument("the prompt is empty");
   if (Status status = detail::checkGenerationOptions(options); !status.ok()) return status;
-  StatusOr<const TensorInfo *> ids = pick(model.inputs(), options.idsInput, "ids", isIds, "ids input");
+  StatusOr<const TensorInfo *> ids = detail::idsInputOf(model, options.idsInput);
   if (!ids.ok()) return ids.status();
-  StatusOr<const TensorInfo *> logits = pick(model.outputs(), options.logitsOutput, "logits", isLogits,
-                                             "logits output");
+  StatusOr<const TensorInfo *> logits = detail::logitsOutputOf(model, options.logitsOutput);
   if (!logits.ok()) return logits.status();
   if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
   if (Status status = detail::fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
@@ -186,8 +191,8 @@ StatusOr<std::optional<int64_t>> Generation::next() {
   }
   started_ = true;
   const int64_t previous[1] = {last_};
-  StatusOr<std::span<const float>> row = first ? step(*session_, *ids_, logits_, prompt_)
-                                               : step(*session_, *ids_, logits_, previous);
+  StatusOr<std::span<const float>> row = first ? detail::runTokens(*session_, *ids_, logits_, prompt_)
+                                               : detail::runTokens(*session_, *ids_, logits_, previous);
   if (!row.ok()) {
     done_ = true;
     return row.status();

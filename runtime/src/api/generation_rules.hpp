@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -12,6 +13,15 @@
 
 namespace ein::detail {
 
+// The model's ids input and logits output named so (empty: "ids" and
+// "logits", or the only input and output that can be).
+StatusOr<const TensorInfo *> idsInputOf(const Model &model, const std::string &name);
+StatusOr<const TensorInfo *> logitsOutputOf(const Model &model, const std::string &name);
+// One run over `tokens` as the ids [1, n] (converted to the input's type by
+// the session); the last row of logits, valid until the session's next run.
+StatusOr<std::span<const float>> runTokens(Session &session, const TensorInfo &ids, const std::string &logitsName,
+                                           std::span<const int64_t> tokens);
+
 Status checkGenerationOptions(const GenerationOptions &options);
 // Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
 // `which` names the prompt in the message ("prompt", "prompt 3").
@@ -20,9 +30,11 @@ Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, co
 // ranges and checks: the cache's rows among them), with the model's message
 // when it does not. Only for a model whose one input is the ids.
 Status fitsAt(const Model &model, int64_t tokens, int64_t position);
-// The same for a session's next run: `tokens` ids in `ids`, the other inputs
-// at their shapes in the session (Session::inputShape).
-Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens);
+// The same for a session's run (the next one, or one at `position`): `tokens`
+// ids in `ids`, the other inputs at their shapes in the session
+// (Session::inputShape).
+Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens,
+              std::optional<int64_t> position = std::nullopt);
 // Why generation ends after choosing `token`, its `produced`-th: a stop
 // token, or the last of maxNewTokens; None when it goes on.
 FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOptions &options);

@@ -1,0 +1,250 @@
+#include "ein/beam_search.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "api/generation_rules.hpp"
+#include "ein/model.hpp"
+
+namespace ein {
+namespace {
+
+Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
+
+// transformers' score of a beam that is not there yet (the first step's
+// copies of the prompt, a continuation masked out).
+constexpr float kAbsent = -1.0e9f;
+
+struct Beam {
+  std::vector<int64_t> tokens;  // the new tokens
+  float score = 0.0f;           // summed log-probabilities
+  std::vector<float> logProbs;  // of its next token, after the processors
+};
+
+struct Continuation {
+  float score = 0.0f;
+  size_t beam = 0;
+  int64_t token = 0;
+};
+
+struct Finished {
+  std::vector<int64_t> tokens;
+  double score = kAbsent;  // a slot no hypothesis has filled yet
+  bool filled = false;
+};
+
+// log_softmax of `logits`, in f32 as transformers computes it.
+std::vector<float> logSoftmax(std::span<const float> logits) {
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float logit : logits) sum += std::exp(static_cast<double>(logit - top));
+  const auto shift = static_cast<float>(top + std::log(sum));
+  std::vector<float> out(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - shift;
+  return out;
+}
+
+// The logits processors: no n-gram repeated, suppressed tokens.
+void applyProcessors(std::vector<float> &logProbs, std::span<const int64_t> prompt, const std::vector<int64_t> &tokens,
+                     const BeamSearchOptions &options) {
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
+  const auto vocab = static_cast<int64_t>(logProbs.size());
+  auto ban = [&](int64_t token) {
+    if (token >= 0 && token < vocab) logProbs[static_cast<size_t>(token)] = kNever;
+  };
+  for (int64_t token : options.suppressTokens) ban(token);
+  if (tokens.empty())
+    for (int64_t token : options.beginSuppressTokens) ban(token);
+  const int64_t n = options.noRepeatNgramSize;
+  if (n <= 0) return;
+  std::vector<int64_t> sequence(prompt.begin(), prompt.end());
+  sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+  const auto length = static_cast<int64_t>(sequence.size());
+  if (length + 1 < n) return;
+  // Every earlier n-gram that begins with the last n - 1 tokens bans its last token.
+  for (int64_t start = 0; start + n <= length; ++start)
+    if (std::equal(sequence.begin() + start, sequence.begin() + start + n - 1, sequence.end() - (n - 1)))
+      ban(sequence[static_cast<size_t>(start + n - 1)]);
+}
+
+Status checkOptions(const BeamSearchOptions &options) {
+  if (options.beams < 1) return invalidArgument(fmt::format("beams must be at least 1, got {}", options.beams));
+  if (options.returnSequences < 1 || options.returnSequences > options.beams)
+    return invalidArgument(
+        fmt::format("returnSequences must lie in [1, beams = {}], got {}", options.beams, options.returnSequences));
+  if (options.maxNewTokens < 1)
+    return invalidArgument(fmt::format("maxNewTokens must be at least 1, got {}", options.maxNewTokens));
+  if (!std::isfinite(options.lengthPenalty)) return invalidArgument("lengthPenalty must be a finite number");
+  if (options.noRepeatNgramSize < 0) return invalidArgument("noRepeatNgramSize must not be negative");
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const int64_t> prompt,
+                                             const BeamSearchOptions &options) {
+  const Model &model = session.model();
+  if (model.states().empty())
+    return invalidArgument(fmt::format("'{}' keeps no state (a key/value cache): beam search needs a decoder that "
+                                       "appends to one",
+                                       model.name()));
+  if (prompt.empty()) return invalidArgument("the prompt is empty");
+  if (Status status = checkOptions(options); !status.ok()) return status;
+  StatusOr<const TensorInfo *> ids = detail::idsInputOf(model, options.idsInput);
+  if (!ids.ok()) return ids.status();
+  StatusOr<const TensorInfo *> logits = detail::logitsOutputOf(model, options.logitsOutput);
+  if (!logits.ok()) return logits.status();
+  const std::string logitsName = logits.value()->name;
+  if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
+  const int64_t start = session.position();
+  if (Status status = detail::fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
+    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
+                                             start, status.message()));
+  // The cache bounds the length as maxNewTokens does: new token j > 1 needs
+  // a run at position start + prompt + j - 2.
+  int64_t limit = 1;
+  const auto promptEnd = start + static_cast<int64_t>(prompt.size());
+  while (limit < options.maxNewTokens && detail::fitsAt(session, *ids.value(), 1, promptEnd + limit - 1).ok()) ++limit;
+
+  const auto beamCount = static_cast<size_t>(options.beams);
+  // Candidates kept each step: enough that `beams` of them do not end.
+  const size_t kept = std::max<size_t>(2, 1 + options.stopTokens.size()) * beamCount;
+  std::vector<std::unique_ptr<Session>> owned;
+  std::vector<Session *> sessions{&session};
+  for (size_t b = 1; b < beamCount; ++b) {
+    StatusOr<std::unique_ptr<Session>> other = Session::create(session.sharedModel(), session.options());
+    if (!other.ok()) return other.status();
+    owned.push_back(std::move(other).value());
+    sessions.push_back(owned.back().get());
+  }
+
+  StatusOr<std::span<const float>> first = detail::runTokens(session, *ids.value(), logitsName, prompt);
+  if (!first.ok()) return first.status();
+  if (Status status = detail::checkLogits(first.value(), 0); !status.ok()) return status;
+  // As transformers: every beam starts as the prompt, all but the first absent.
+  std::vector<Beam> beams(beamCount);
+  beams[0].logProbs = logSoftmax(first.value());
+  applyProcessors(beams[0].logProbs, prompt, {}, options);
+  for (size_t b = 1; b < beamCount; ++b) {
+    beams[b].logProbs = beams[0].logProbs;
+    beams[b].score = kAbsent;
+  }
+  // Beam b's state is in sessions[b]; an absent beam's is nobody's yet.
+  std::vector<bool> hasState(beamCount, false);
+  hasState[0] = true;
+
+  std::vector<Finished> finished(beamCount);
+  bool improvable = true;
+  const auto vocab = static_cast<int64_t>(beams[0].logProbs.size());
+  auto isStop = [&](int64_t token) {
+    return std::find(options.stopTokens.begin(), options.stopTokens.end(), token) != options.stopTokens.end();
+  };
+  for (int64_t produced = 0;; ++produced) {
+    // The best `kept` continuations of every beam by every token.
+    std::vector<Continuation> all;
+    all.reserve(beamCount * static_cast<size_t>(vocab));
+    for (size_t b = 0; b < beamCount; ++b)
+      for (int64_t v = 0; v < vocab; ++v) all.push_back({beams[b].score + beams[b].logProbs[static_cast<size_t>(v)], b, v});
+    const size_t count = std::min(kept, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
+                      [](const Continuation &a, const Continuation &c) { return a.score > c.score; });
+    all.resize(count);
+    const bool lastToken = produced + 1 >= limit;
+    std::vector<bool> ends(count);
+    for (size_t k = 0; k < count; ++k) ends[k] = lastToken || isStop(all[k].token);
+
+    // Those among the best `beams` that end join the finished hypotheses,
+    // unless these are full (early stopping) or cannot improve.
+    const bool full = std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
+    if (improvable && !(full && options.earlyStopping == EarlyStopping::WhenFull)) {
+      const double lengthScale = std::pow(static_cast<double>(produced + 1), options.lengthPenalty);
+      std::vector<Finished> merged = finished;
+      for (size_t k = 0; k < std::min(count, beamCount); ++k)
+        if (ends[k]) {
+          std::vector<int64_t> tokens = beams[all[k].beam].tokens;
+          tokens.push_back(all[k].token);
+          merged.push_back({std::move(tokens), static_cast<float>(all[k].score / lengthScale), true});
+        }
+      std::stable_sort(merged.begin(), merged.end(), [](const Finished &a, const Finished &c) { return a.score > c.score; });
+      merged.resize(beamCount);
+      finished = std::move(merged);
+    }
+
+    // The best `beams` continuations that do not end go on.
+    std::vector<Continuation> next;
+    for (size_t k = 0; k < count && next.size() < beamCount; ++k)
+      if (!ends[k]) next.push_back(all[k]);
+    const bool allEnd = std::all_of(ends.begin(), ends.end(), [](bool e) { return e; });
+    const float bestRunning = next.empty() ? kAbsent : next.front().score;
+
+    // transformers' test whether a live beam can still beat the finished ones.
+    const int64_t length = options.earlyStopping == EarlyStopping::Never && options.lengthPenalty > 0.0f
+                               ? limit
+                               : produced + 1;
+    const double best = bestRunning / std::pow(static_cast<double>(length), options.lengthPenalty);
+    const bool allFilled = std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
+    double worst = static_cast<double>(kAbsent);  // a slot still open bounds nothing
+    if (allFilled) {
+      worst = finished.front().score;
+      for (const Finished &f : finished) worst = std::min(worst, f.score);
+    }
+    improvable = improvable && best > worst;
+    if (!improvable || (allFilled && options.earlyStopping == EarlyStopping::WhenFull) || allEnd) break;
+    while (next.size() < beamCount) next.push_back({kAbsent, next.empty() ? 0 : next.back().beam, 0});
+
+    // Each continuing beam takes over its parent's session; a parent that
+    // goes on twice hands a copy to a session whose beam ended.
+    std::vector<int> owner(beamCount, -1);  // beam b's session goes to continuation owner[b]
+    std::vector<size_t> sessionOf(beamCount);
+    std::vector<size_t> needCopy;
+    for (size_t i = 0; i < beamCount; ++i) {
+      const size_t parent = next[i].beam;
+      if (owner[parent] < 0 && hasState[parent]) {
+        owner[parent] = static_cast<int>(i);
+        sessionOf[i] = parent;
+      } else {
+        needCopy.push_back(i);
+      }
+    }
+    std::vector<size_t> freeSessions;
+    for (size_t b = 0; b < beamCount; ++b)
+      if (owner[b] < 0) freeSessions.push_back(b);
+    std::vector<std::vector<int64_t>> previous(beamCount);
+    for (size_t b = 0; b < beamCount; ++b) previous[b] = beams[b].tokens;
+    for (size_t j = 0; j < needCopy.size(); ++j) {
+      const size_t i = needCopy[j], into = freeSessions[j], parent = next[i].beam;
+      const size_t from = hasState[parent] ? parent : 0;
+      if (Status status = sessions[into]->copyStateFrom(*sessions[from]); !status.ok()) return status;
+      sessionOf[i] = into;
+    }
+    std::vector<Session *> reordered(beamCount);
+    for (size_t i = 0; i < beamCount; ++i) {
+      reordered[i] = sessions[sessionOf[i]];
+      beams[i].tokens = previous[next[i].beam];
+      beams[i].tokens.push_back(next[i].token);
+      beams[i].score = next[i].score;
+    }
+    sessions = std::move(reordered);
+    hasState.assign(beamCount, true);
+
+    for (size_t i = 0; i < beamCount; ++i) {
+      const int64_t token[1] = {beams[i].tokens.back()};
+      StatusOr<std::span<const float>> row = detail::runTokens(*sessions[i], *ids.value(), logitsName, token);
+      if (!row.ok()) return row.status();
+      if (Status status = detail::checkLogits(row.value(), produced + 1); !status.ok()) return status;
+      beams[i].logProbs = logSoftmax(row.value());
+      applyProcessors(beams[i].logProbs, prompt, beams[i].tokens, options);
+    }
+  }
+
+  std::vector<Hypothesis> best;
+  for (const Finished &f : finished)
+    if (f.filled && best.size() < static_cast<size_t>(options.returnSequences)) best.push_back({f.tokens, f.score});
+  return best;
+}
+
+}  // namespace ein
