@@ -11,8 +11,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
-#include "ein/describe.hpp"
 #include "ein/beam_search.hpp"
+#include "ein/describe.hpp"
 #include "ein/generate.hpp"
 #include "ein/scheduler.hpp"
 #include "errors.hpp"
@@ -281,16 +281,14 @@ std::optional<std::string> finishReasonText(FinishReason reason) {
   return std::string(finishReasonName(reason));
 }
 
-std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
-                                       int64_t topK, float topP, uint64_t seed,
-                                       const std::vector<int64_t> &stopTokens, int threads, nb::dict inputs) {
+template <typename Result>
+Result PyModel::generateIn(int threads, nb::dict inputs, const std::function<StatusOr<Result>(Session &)> &generation) {
   auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
                                          .device = placement.device.device, .deviceIndex = placement.device.index});
   if (!session.ok()) throwCreateStatus(session.status(), placement.device);
-  const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
   checkNames(inputs, loaded->inputs(), "input");
   StagedInputs staged = stageInputs(inputs, givenInputs(inputs, loaded->inputs(), false), inputAxisDims.get());
-  StatusOr<std::vector<int64_t>> tokens = std::vector<int64_t>();
+  StatusOr<Result> result = Result();
   {
     nb::gil_scoped_release released;
     Status status;
@@ -298,10 +296,18 @@ std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64
       status = session.value()->setInput(input.name, input.dtype, input.shape, input.data, input.bytes);
       if (!status.ok()) break;
     }
-    tokens = status.ok() ? ein::generate(*session.value(), prompt, options) : StatusOr<std::vector<int64_t>>(status);
+    result = status.ok() ? generation(*session.value()) : StatusOr<Result>(status);
   }
-  if (!tokens.ok()) throwStatus(tokens.status());
-  return std::move(tokens).value();
+  if (!result.ok()) throwStatus(result.status());
+  return std::move(result).value();
+}
+
+std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
+                                       int64_t topK, float topP, uint64_t seed,
+                                       const std::vector<int64_t> &stopTokens, int threads, nb::dict inputs) {
+  const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
+  return generateIn<std::vector<int64_t>>(threads, inputs,
+                                          [&](Session &session) { return ein::generate(session, prompt, options); });
 }
 
 std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
@@ -309,9 +315,6 @@ std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
     const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
     int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
     const std::vector<int64_t> &beginSuppressTokens, int threads, nb::dict inputs) {
-  auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
-                                         .device = placement.device.device, .deviceIndex = placement.device.index});
-  if (!session.ok()) throwCreateStatus(session.status(), placement.device);
   BeamSearchOptions options;
   options.beams = beams;
   options.maxNewTokens = maxNewTokens;
@@ -324,21 +327,10 @@ std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
   options.noRepeatNgramSize = noRepeatNgramSize;
   options.suppressTokens = suppressTokens;
   options.beginSuppressTokens = beginSuppressTokens;
-  checkNames(inputs, loaded->inputs(), "input");
-  StagedInputs staged = stageInputs(inputs, givenInputs(inputs, loaded->inputs(), false), inputAxisDims.get());
-  StatusOr<std::vector<Hypothesis>> found = std::vector<Hypothesis>();
-  {
-    nb::gil_scoped_release released;
-    Status status;
-    for (const InputTensor &input : staged.tensors) {
-      status = session.value()->setInput(input.name, input.dtype, input.shape, input.data, input.bytes);
-      if (!status.ok()) break;
-    }
-    found = status.ok() ? ein::beamSearch(*session.value(), prompt, options) : StatusOr<std::vector<Hypothesis>>(status);
-  }
-  if (!found.ok()) throwStatus(found.status());
+  std::vector<Hypothesis> found = generateIn<std::vector<Hypothesis>>(
+      threads, inputs, [&](Session &session) { return ein::beamSearch(session, prompt, options); });
   std::vector<std::pair<std::vector<int64_t>, double>> result;
-  for (Hypothesis &hypothesis : found.value()) result.emplace_back(std::move(hypothesis.tokens), hypothesis.score);
+  for (Hypothesis &hypothesis : found) result.emplace_back(std::move(hypothesis.tokens), hypothesis.score);
   return result;
 }
 

@@ -2,6 +2,7 @@
 // any number of Python threads (the GIL is released while kernels run).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -95,6 +96,10 @@ class PyModel {
                                 int threads, nanobind::dict inputs);
 
  private:
+  // `generation` in a new session with `inputs` set (an encoder's), without
+  // the GIL; its error raised.
+  template <typename Result>
+  Result generateIn(int threads, nanobind::dict inputs, const std::function<StatusOr<Result>(Session &)> &generation);
   // The runner with `threads` kernel threads per call, made on first use;
   // runners share the model (and its prepacked weights).
   Runner &runnerFor(int threads);

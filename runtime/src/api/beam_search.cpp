@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "api/generation_rules.hpp"
-#include "ein/model.hpp"
 
 namespace ein {
 namespace {
@@ -87,28 +86,18 @@ Status checkOptions(const BeamSearchOptions &options) {
 
 StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const int64_t> prompt,
                                              const BeamSearchOptions &options) {
-  const Model &model = session.model();
-  if (model.states().empty())
-    return invalidArgument(fmt::format("'{}' keeps no state (a key/value cache): beam search needs a decoder that "
-                                       "appends to one",
-                                       model.name()));
-  if (prompt.empty()) return invalidArgument("the prompt is empty");
   if (Status status = checkOptions(options); !status.ok()) return status;
-  StatusOr<const TensorInfo *> ids = detail::idsInputOf(model, options.idsInput);
-  if (!ids.ok()) return ids.status();
-  StatusOr<const TensorInfo *> logits = detail::logitsOutputOf(model, options.logitsOutput);
-  if (!logits.ok()) return logits.status();
-  const std::string logitsName = logits.value()->name;
-  if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
+  StatusOr<detail::DecoderBindings> bindings =
+      detail::checkDecoder(session, prompt, options.idsInput, options.logitsOutput, "beam search");
+  if (!bindings.ok()) return bindings.status();
+  const TensorInfo *ids = bindings.value().ids;
+  const std::string logitsName = bindings.value().logits;
   const int64_t start = session.position();
-  if (Status status = detail::fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
-    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
-                                             start, status.message()));
   // The cache bounds the length as maxNewTokens does: new token j > 1 needs
   // a run at position start + prompt + j - 2.
   int64_t limit = 1;
   const auto promptEnd = start + static_cast<int64_t>(prompt.size());
-  while (limit < options.maxNewTokens && detail::fitsAt(session, *ids.value(), 1, promptEnd + limit - 1).ok()) ++limit;
+  while (limit < options.maxNewTokens && detail::fitsAt(session, *ids, 1, promptEnd + limit - 1).ok()) ++limit;
 
   const auto beamCount = static_cast<size_t>(options.beams);
   // Candidates kept each step: enough that `beams` of them do not end.
@@ -122,7 +111,7 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
     sessions.push_back(owned.back().get());
   }
 
-  StatusOr<std::span<const float>> first = detail::runTokens(session, *ids.value(), logitsName, prompt);
+  StatusOr<std::span<const float>> first = detail::runTokens(session, *ids, logitsName, prompt);
   if (!first.ok()) return first.status();
   if (Status status = detail::checkLogits(first.value(), 0); !status.ok()) return status;
   // As transformers: every beam starts as the prompt, all but the first absent.
@@ -233,7 +222,7 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
 
     for (size_t i = 0; i < beamCount; ++i) {
       const int64_t token[1] = {beams[i].tokens.back()};
-      StatusOr<std::span<const float>> row = detail::runTokens(*sessions[i], *ids.value(), logitsName, token);
+      StatusOr<std::span<const float>> row = detail::runTokens(*sessions[i], *ids, logitsName, token);
       if (!row.ok()) return row.status();
       if (Status status = detail::checkLogits(row.value(), produced + 1); !status.ok()) return status;
       beams[i].logProbs = logSoftmax(row.value());

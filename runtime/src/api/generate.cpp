@@ -70,6 +70,24 @@ StatusOr<std::span<const float>> runTokens(Session &session, const TensorInfo &i
   return std::span<const float>(data + (count - 1) * vocab, static_cast<size_t>(vocab));
 }
 
+StatusOr<DecoderBindings> checkDecoder(const Session &session, std::span<const int64_t> prompt,
+                                       const std::string &idsInput, const std::string &logitsOutput, const char *what) {
+  const Model &model = session.model();
+  if (model.states().empty())
+    return invalidArgument(fmt::format("'{}' keeps no state (a key/value cache): {} needs a decoder that appends to one",
+                                       model.name(), what));
+  if (prompt.empty()) return invalidArgument("the prompt is empty");
+  StatusOr<const TensorInfo *> ids = idsInputOf(model, idsInput);
+  if (!ids.ok()) return ids.status();
+  StatusOr<const TensorInfo *> logits = logitsOutputOf(model, logitsOutput);
+  if (!logits.ok()) return logits.status();
+  if (Status status = checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
+  if (Status status = fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
+    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
+                                             session.position(), status.message()));
+  return DecoderBindings{ids.value(), logits.value()->name};
+}
+
 Status fitsAt(const Model &model, int64_t tokens, int64_t position) {
   if (model.inputs().size() != 1) return Status();  // the run says it
   const std::vector<int64_t> shape[] = {{1, tokens}};
@@ -156,26 +174,15 @@ int64_t chooseToken(std::span<const float> logits, const GenerationOptions &opti
 
 StatusOr<Generation> Generation::start(Session &session, std::span<const int64_t> prompt,
                                        GenerationOptions options) {
-  const Model &model = session.model();
-  if (model.states().empty())
-    return invalidArgument(fmt::format("'{}' keeps no state (a key/value cache): generation needs a decoder that "
-                                       "appends to one",
-                                       model.name()));
-  if (prompt.empty()) return invalidArgument("the prompt is empty");
   if (Status status = detail::checkGenerationOptions(options); !status.ok()) return status;
-  StatusOr<const TensorInfo *> ids = detail::idsInputOf(model, options.idsInput);
-  if (!ids.ok()) return ids.status();
-  StatusOr<const TensorInfo *> logits = detail::logitsOutputOf(model, options.logitsOutput);
-  if (!logits.ok()) return logits.status();
-  if (Status status = detail::checkPromptIds(prompt, *ids.value(), "prompt"); !status.ok()) return status;
-  if (Status status = detail::fitsAt(session, *ids.value(), static_cast<int64_t>(prompt.size())); !status.ok())
-    return Status(status.code(), fmt::format("the prompt of {} tokens does not fit from position {}: {}", prompt.size(),
-                                             session.position(), status.message()));
+  StatusOr<detail::DecoderBindings> bindings =
+      detail::checkDecoder(session, prompt, options.idsInput, options.logitsOutput, "generation");
+  if (!bindings.ok()) return bindings.status();
   Generation generation;
   generation.session_ = &session;
   generation.prompt_.assign(prompt.begin(), prompt.end());
-  generation.ids_ = ids.value();
-  generation.logits_ = logits.value()->name;
+  generation.ids_ = bindings.value().ids;
+  generation.logits_ = bindings.value().logits;
   generation.samplerState_ = options.seed;
   generation.options_ = std::move(options);
   return generation;

@@ -22,6 +22,17 @@ StatusOr<const TensorInfo *> logitsOutputOf(const Model &model, const std::strin
 StatusOr<std::span<const float>> runTokens(Session &session, const TensorInfo &ids, const std::string &logitsName,
                                            std::span<const int64_t> tokens);
 
+// What a generation (or beam search: `what`) from `prompt` in `session`
+// reads and writes: the model's ids input and logits output, once the model
+// keeps state, the prompt is not empty, lies in the vocabulary and fits the
+// cache from the session's position.
+struct DecoderBindings {
+  const TensorInfo *ids = nullptr;
+  std::string logits;
+};
+StatusOr<DecoderBindings> checkDecoder(const Session &session, std::span<const int64_t> prompt,
+                                       const std::string &idsInput, const std::string &logitsOutput, const char *what);
+
 Status checkGenerationOptions(const GenerationOptions &options);
 // Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
 // `which` names the prompt in the message ("prompt", "prompt 3").
