@@ -116,3 +116,38 @@ def test_beam_search_arguments_are_checked(model):
         model.generate([1], num_beams=0, encoder_inputs=src)
     with pytest.raises(ValueError, match="go with num_beams > 1"):
         model.generate([1], no_repeat_ngram_size=2, encoder_inputs=src)
+
+
+def test_whisper_features_of_the_wrong_shape_are_refused():
+    from conftest import REPO
+    case = REPO / "tests" / "conformance" / "cases" / "hf_whisper_tiny"
+    whisper = ein.from_pretrained(case / "checkpoint")
+    features = np.load(case / "input_features.npy")  # [1, 20, 48]
+    with pytest.raises(ein.Error, match="input_features"):
+        whisper.generate([1], max_new_tokens=2, encoder_inputs={"input_features": features[:, :19]})
+    too_long = np.zeros((1, 20, 49), np.float32)  # 2 * max_source_positions frames at most
+    with pytest.raises(ein.Error, match="frames"):
+        whisper.generate([1], max_new_tokens=2, encoder_inputs={"input_features": too_long})
+    with pytest.raises(ein.Error, match='input "input_features"'):
+        whisper.generate([1], max_new_tokens=2)  # the decoder before its encoder
+
+
+def test_log_mel_features_are_whisper_feature_extractors():
+    """ein.audio against WhisperFeatureExtractor's features of the same 2 s signal (its first
+    200 frames stored, written by transformers 5.24; the rest of the 30 s is the padding's)."""
+    import ein.audio
+    from conftest import REPO
+    t = np.arange(16000 * 2) / 16000
+    rng = np.random.default_rng(0)
+    signal = (0.5 * np.sin(2 * np.pi * 440 * t) + 0.2 * np.sin(2 * np.pi * 2500 * t * t)
+              + 0.05 * rng.standard_normal(t.shape)).astype(np.float32)
+    features = ein.audio.log_mel_spectrogram(signal)
+    assert features.shape == (80, 3000) and features.dtype == np.float32
+    expected = np.load(REPO / "python" / "tests" / "data" / "whisper_features_2s.npy")
+    np.testing.assert_allclose(features[:, :200], expected, atol=1e-4)
+    # A 440 Hz tone's energy lies in the mel bin whose filter peaks nearest 440 Hz.
+    tone = ein.audio.log_mel_spectrogram(np.sin(2 * np.pi * 440 * t), chunk_seconds=None)
+    peaks = np.linspace(0, 8000, 201)[np.argmax(ein.audio.mel_filters(), axis=0)]
+    assert np.argmax(tone[:, 50]) == np.argmin(np.abs(peaks - 440))
+    with pytest.raises(ValueError, match="one channel"):
+        ein.audio.log_mel_spectrogram(np.zeros((2, 100)))

@@ -98,7 +98,10 @@ Status Session::run() {
     }
     if (!inputIsSet_[i])
       return Status(StatusCode::InvalidArgument,
-                    fmt::format("input \"{}\" ({}) is not set", infos[i].name, detail::describe(infos[i])));
+                    fmt::format("input \"{}\" ({}) is not set{}", infos[i].name, detail::describe(infos[i]),
+                                infos[i].firstRunOnly ? ": a sequence's first run reads it (an encoder's input, "
+                                                        "whose result the state keeps)"
+                                                      : ""));
     if (inputSetBy_[i] != self)
       return busy(fmt::format("cannot run: input \"{}\" was set by another thread (set the inputs on the thread that runs)",
                               infos[i].name));
