@@ -36,6 +36,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "ein/half_float.hpp"
@@ -98,10 +99,23 @@ struct InputValue {
   std::vector<uint8_t> bytes;
 };
 
-ein::StatusOr<InputValue> readInputFile(const std::string &path) {
+// Reads input `name` from the .npy file at `path` and sets it on `session`;
+// the value, or the error (naming the file where the session refuses it).
+ein::StatusOr<InputValue> setInputFromFile(ein::Session &session, const std::string &name, const std::string &path) {
   auto array = ein::npy::read(path);
   if (!array.ok()) return array.status();
-  return InputValue{array.value().type, std::move(array.value().shape), std::move(array.value().data)};
+  InputValue value{array.value().type, std::move(array.value().shape), std::move(array.value().data)};
+  if (ein::Status status = session.setInput(name, value.dtype, value.shape, value.bytes.data(), value.bytes.size());
+      !status.ok())
+    return ein::Status(status.code(), path + ": " + status.message());
+  return value;
+}
+
+// "1,15,29": token ids as --prompt-ids takes them.
+std::string idsText(std::span<const int64_t> ids) {
+  std::string text;
+  for (int64_t id : ids) text += (text.empty() ? "" : ",") + std::to_string(id);
+  return text;
 }
 
 // One value, as NumPy prints it.
@@ -389,9 +403,7 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
   if (!produced.ok()) return fail(produced.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::vector<ein::GeneratedSequence> &all = produced.value();
-  std::string text;
-  for (int64_t token : all[0].tokens) text += (text.empty() ? "" : ",") + std::to_string(token);
-  std::printf("tokens: %s\n", text.c_str());
+  std::printf("tokens: %s\n", idsText(all[0].tokens).c_str());
   size_t same = 0, generated = 0;
   for (const ein::GeneratedSequence &other : all) {
     same += other.tokens == all[0].tokens;
@@ -416,11 +428,9 @@ int searchBeams(ein::Session &session, const std::vector<int64_t> &prompt, int64
   auto found = ein::beamSearch(session, prompt, options);
   if (!found.ok()) return fail(found.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < found.value().size(); ++i) {
-    std::string text;
-    for (int64_t token : found.value()[i].tokens) text += (text.empty() ? "" : ",") + std::to_string(token);
-    std::printf("%s %s (score %.6f)\n", i == 0 ? "tokens:" : "beam:  ", text.c_str(), found.value()[i].score);
-  }
+  for (size_t i = 0; i < found.value().size(); ++i)
+    std::printf("%s %s (score %.6f)\n", i == 0 ? "tokens:" : "beam:  ", idsText(found.value()[i].tokens).c_str(),
+                found.value()[i].score);
   std::printf("beam search: %d beams, %zu new tokens at most, in %.3f ms\n", beams,
               found.value().empty() ? size_t(0) : found.value()[0].tokens.size(), seconds * 1e3);
   return 0;
@@ -481,15 +491,8 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   }
   auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
-  for (const auto &[name, path] : files.value()) {
-    auto value = readInputFile(path);
-    if (!value.ok()) return fail(value.status().message());
-    const InputValue &input = value.value();
-    if (ein::Status status = session.value()->setInput(name, input.dtype, input.shape, input.bytes.data(),
-                                                       input.bytes.size());
-        !status.ok())
-      return fail(path + ": " + status.message());
-  }
+  for (const auto &[name, path] : files.value())
+    if (auto value = setInputFromFile(*session.value(), name, path); !value.ok()) return fail(value.status().message());
   if (beams > 1) return searchBeams(*session.value(), prompt, tokens, beams, options.stopTokens);
   options.maxNewTokens = tokens;
   using Clock = std::chrono::steady_clock;
@@ -505,9 +508,7 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (!produced.ok()) return fail(produced.status().message());
   const double prefill = std::chrono::duration<double>(firstToken - start).count();
   const double decode = std::chrono::duration<double>(Clock::now() - firstToken).count();
-  std::string text;
-  for (int64_t token : produced.value()) text += (text.empty() ? "" : ",") + std::to_string(token);
-  std::printf("tokens: %s\n", text.c_str());
+  std::printf("tokens: %s\n", idsText(produced.value()).c_str());
   if (finish == ein::FinishReason::CacheFull)
     std::printf("finish: the cache is full after %lld rows (fewer than %lld new tokens)\n",
                 static_cast<long long>(session.value()->position()), static_cast<long long>(tokens));
@@ -594,12 +595,9 @@ int main(int argc, char **argv) {
   std::vector<InputValue> inputValues;
   for (const ein::TensorInfo &info : inputs) {
     if (auto file = files.find(info.name); file != files.end()) {
-      auto value = readInputFile(file->second);
+      auto value = setInputFromFile(*session.value(), info.name, file->second);
       if (!value.ok()) return fail(value.status().message());
       inputValues.push_back(std::move(value).value());
-      ein::Status status = session.value()->setInput(info.name, inputValues.back().dtype, inputValues.back().shape,
-                                                     inputValues.back().bytes.data(), inputValues.back().bytes.size());
-      if (!status.ok()) return fail(file->second + ": " + status.message());
     } else if (randomSeed) {
       const std::vector<int64_t> &shape = randomShapes.value()[inputValues.size()];
       inputValues.push_back({ein::elementType(info.dtype), shape, randomValues(info, shape, generator)});

@@ -129,6 +129,9 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
   std::vector<Finished> finished(beamCount);
   bool improvable = true;
   const auto vocab = static_cast<int64_t>(beams[0].logProbs.size());
+  auto allFilled = [&] {
+    return std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
+  };
   auto isStop = [&](int64_t token) {
     return std::find(options.stopTokens.begin(), options.stopTokens.end(), token) != options.stopTokens.end();
   };
@@ -137,7 +140,8 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
     std::vector<Continuation> all;
     all.reserve(beamCount * static_cast<size_t>(vocab));
     for (size_t b = 0; b < beamCount; ++b)
-      for (int64_t v = 0; v < vocab; ++v) all.push_back({beams[b].score + beams[b].logProbs[static_cast<size_t>(v)], b, v});
+      for (int64_t v = 0; v < vocab; ++v)
+        all.push_back({beams[b].score + beams[b].logProbs[static_cast<size_t>(v)], b, v});
     const size_t count = std::min(kept, all.size());
     std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
                       [](const Continuation &a, const Continuation &c) { return a.score > c.score; });
@@ -148,8 +152,7 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
 
     // Those among the best `beams` that end join the finished hypotheses,
     // unless these are full (early stopping) or cannot improve.
-    const bool full = std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
-    if (improvable && !(full && options.earlyStopping == EarlyStopping::WhenFull)) {
+    if (improvable && !(allFilled() && options.earlyStopping == EarlyStopping::WhenFull)) {
       const double lengthScale = std::pow(static_cast<double>(produced + 1), options.lengthPenalty);
       std::vector<Finished> merged = finished;
       for (size_t k = 0; k < std::min(count, beamCount); ++k)
@@ -158,7 +161,8 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
           tokens.push_back(all[k].token);
           merged.push_back({std::move(tokens), static_cast<float>(all[k].score / lengthScale), true});
         }
-      std::stable_sort(merged.begin(), merged.end(), [](const Finished &a, const Finished &c) { return a.score > c.score; });
+      std::stable_sort(merged.begin(), merged.end(),
+                       [](const Finished &a, const Finished &c) { return a.score > c.score; });
       merged.resize(beamCount);
       finished = std::move(merged);
     }
@@ -175,14 +179,14 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
                                ? limit
                                : produced + 1;
     const double best = bestRunning / std::pow(static_cast<double>(length), options.lengthPenalty);
-    const bool allFilled = std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
+    const bool full = allFilled();
     double worst = static_cast<double>(kAbsent);  // a slot still open bounds nothing
-    if (allFilled) {
+    if (full) {
       worst = finished.front().score;
       for (const Finished &f : finished) worst = std::min(worst, f.score);
     }
     improvable = improvable && best > worst;
-    if (!improvable || (allFilled && options.earlyStopping == EarlyStopping::WhenFull) || allEnd) break;
+    if (!improvable || (full && options.earlyStopping == EarlyStopping::WhenFull) || allEnd) break;
     while (next.size() < beamCount) next.push_back({kAbsent, next.empty() ? 0 : next.back().beam, 0});
 
     // Each continuing beam takes over its parent's session; a parent that
