@@ -47,8 +47,64 @@ Size Lowering::strideOf(const Operand &operand, const std::string &label) {
   return found == operand.labels.end() ? Size(0) : operand.layout.strides[found - operand.labels.begin()];
 }
 
+Lowering::Operand Lowering::atIndex(const Operand &operand, const std::string &label, int64_t index) {
+  Operand result{Layout{operand.layout.buffer, operand.layout.offset, {}, {}}, {}};
+  for (size_t i = 0; i < operand.labels.size(); ++i) {
+    if (operand.labels[i] == label) {
+      result.layout.offset += operand.layout.strides[i] * index;
+      continue;
+    }
+    result.labels.push_back(operand.labels[i]);
+    result.layout.sizes.push_back(operand.layout.sizes[i]);
+    result.layout.strides.push_back(operand.layout.strides[i]);
+  }
+  return result;
+}
+
+std::optional<FailureOr<Value>> Lowering::buildContractionByParts(Location loc, const Operand &a, const Operand &b,
+                                                                  ArrayRef<std::string> kLabels,
+                                                                  ArrayRef<std::string> outLabels,
+                                                                  RankedTensorType resultType,
+                                                                  std::optional<Layout> bias) {
+  auto sizeOf = [&](const std::string &label) -> std::optional<int64_t> {
+    return a.layout.sizes[llvm::find(a.labels, label) - a.labels.begin()].constant();
+  };
+  // The GEMM's K: the largest label (the last of equals: a window's columns).
+  std::string inner;
+  int64_t innerSize = 0, parts = 1;
+  for (const std::string &label : kLabels) {
+    std::optional<int64_t> size = sizeOf(label);
+    if (!size) return std::nullopt;
+    parts *= *size;
+    if (*size >= innerSize) {
+      inner = label;
+      innerSize = *size;
+    }
+  }
+  if (innerSize == 0 || (parts /= innerSize) > kMaxContractionParts) return std::nullopt;
+  SmallVector<std::string> outer;
+  for (const std::string &label : kLabels)
+    if (label != inner) outer.push_back(label);
+  Value sum;
+  for (int64_t part = 0; part < parts; ++part) {
+    Operand aPart = a, bPart = b;
+    for (int64_t rest = part, i = static_cast<int64_t>(outer.size()); i-- > 0;) {
+      const int64_t size = *sizeOf(outer[i]);
+      aPart = atIndex(aPart, outer[i], rest % size);
+      bPart = atIndex(bPart, outer[i], rest % size);
+      rest /= size;
+    }
+    FailureOr<Value> product =
+        buildContraction(loc, aPart, bPart, outLabels, resultType, part == 0 ? bias : std::nullopt, sum);
+    if (failed(product)) return product;
+    sum = *product;
+  }
+  return FailureOr<Value>(sum);
+}
+
 FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, ArrayRef<std::string> outLabels,
-                                            RankedTensorType resultType, std::optional<Layout> bias) {
+                                            RankedTensorType resultType, std::optional<Layout> bias,
+                                            Value residual) {
   // The gemm multiplies floats: an integer or bool contraction that runs
   // (one not folded from constants) is the model's to cast.
   if (!isa<mlir::FloatType>(resultType.getElementType()))
@@ -103,6 +159,9 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
   auto kMerges = [&]() {
     return mergeAxes(sizesOf(kLabels), stridesOf(a, kLabels)) && mergeAxes(sizesOf(kLabels), stridesOf(b, kLabels));
   };
+  const bool oneColumn = llvm::all_of(nLabels, [&](const std::string &label) { return sizes.at(label) == 1; });
+  if (!kMerges() && oneColumn)
+    if (auto parts = buildContractionByParts(loc, a, b, kLabels, outLabels, resultType, bias)) return *parts;
   if (!kMerges()) {
     SmallVector<std::string> orderA, orderB(kLabels.begin(), kLabels.end());
     for (const std::string &label : a.labels)
@@ -170,11 +229,11 @@ FailureOr<Value> Lowering::buildContraction(Location loc, Operand a, Operand b, 
     biasView = viewOf(context(), bias->offset, strides);
   }
   auto gemm = builder.create<ein::kern::GemmOp>(
-      loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, /*residual=*/Value(), /*b_scale=*/Value(),
+      loc, resultType, a.layout.buffer, b.layout.buffer, biasBuffer, residual, /*b_scale=*/Value(),
       sizesAttr(context(), batchSizes), sizeAttr(context(), m), sizeAttr(context(), n), sizeAttr(context(), k),
       viewOf(context(), a.layout.offset, aView),
       viewOf(context(), b.layout.offset, bView), viewOf(context(), 0, cView), biasView,
-      /*residual_view=*/ein::kern::ViewAttr(), builder.getF32FloatAttr(1.0f),
+      residual ? viewOf(context(), 0, cView) : ein::kern::ViewAttr(), builder.getF32FloatAttr(1.0f),
       ein::kern::ActivationAttr::get(context(), ein::kern::Activation::none));
   return gemm.getResult();
 }

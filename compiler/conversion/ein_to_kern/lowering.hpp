@@ -222,8 +222,28 @@ class Lowering {
   // merged into one axis each where the strides allow; M and N axes that do
   // not merge become batch axes with stride 0 in the other operand, and K axes
   // that do not merge make both operands be copied into a matching order.
+  // `residual` (dense over the output labels) is added to C.
   FailureOr<Value> buildContraction(Location loc, Operand a, Operand b, ArrayRef<std::string> outLabels,
-                                    RankedTensorType resultType, std::optional<Layout> bias);
+                                    RankedTensorType resultType, std::optional<Layout> bias,
+                                    Value residual = Value());
+
+  // `operand` at index `index` of `label`: the label's axis dropped, the
+  // offset moved there.
+  static Operand atIndex(const Operand &operand, const std::string &label, int64_t index);
+
+  // buildContraction where N is 1 (b's own labels are of size 1) and K does
+  // not merge in a (a depthwise convolution's window rows and columns):
+  // copying a into K's order (im2col) would write each element for one read.
+  // Instead the largest K label stays the GEMM's K and the others (at most
+  // kMaxContractionParts index combinations, of known sizes) are walked: a
+  // GEMM for each of their indices on a and b offset there, each adding the
+  // one before as its residual (the first takes the bias). None where this
+  // does not apply.
+  std::optional<FailureOr<Value>> buildContractionByParts(Location loc, const Operand &a, const Operand &b,
+                                                         ArrayRef<std::string> kLabels,
+                                                         ArrayRef<std::string> outLabels,
+                                                         RankedTensorType resultType, std::optional<Layout> bias);
+  static constexpr int64_t kMaxContractionParts = 64;
 
   LogicalResult assignContraction(Operation *op, FailureOr<Value> result);
 

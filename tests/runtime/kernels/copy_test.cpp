@@ -50,8 +50,9 @@ TEST(Copy, TransposeSliceAndEveryDtype) {
 
 // The threaded copy against the reference: ViT's patches (64-byte rows),
 // rows with a tail past 16 bytes, rows long enough for a library copy, a
-// transpose (element by element), bf16 rows, and a broadcast; one to three
-// threads, so chunks start and end inside a group of rows.
+// transpose (element by element), bf16 rows, a broadcast, convolutions'
+// windows (short rows, axes of size 1) and a copy whose axes all merge; one
+// to three threads, so chunks start and end inside a group of rows.
 TEST(Copy, FastMatchesReferenceOnPatchesRowsAndTransposes) {
   struct Case {
     const char *name;
@@ -71,6 +72,17 @@ TEST(Copy, FastMatchesReferenceOnPatchesRowsAndTransposes) {
       {"bf16 rows", fb::DType::BF16, {6, 5, 38}, {5, 6, 38},
        [](uint32_t x) { return ViewSpec{x, 0, {38, 190, 1}}; }},
       {"broadcast", fb::DType::F32, {1, 33}, {40, 33}, [](uint32_t x) { return ViewSpec{x, 0, {0, 1}}; }},
+      // A conv2d's windows (im2col): x [2, 3, 10, 12] padded, 5 x 5 windows
+      // over 6 x 8 positions: rows of 5 (20 bytes) from overlapping windows.
+      {"windows 5x5", fb::DType::F32, {2, 3, 10, 12}, {2, 3, 6, 8, 5, 5},
+       [](uint32_t x) { return ViewSpec{x, 0, {360, 120, 12, 1, 12, 1}}; }},
+      // A conv1d's windows of 3 (12 bytes) with axes of size 1 between.
+      {"windows of 3", fb::DType::F32, {4, 9}, {1, 4, 7, 1, 3},
+       [](uint32_t x) { return ViewSpec{x, 0, {0, 9, 1, 0, 1}}; }},
+      // Contiguous in both: the three axes merge into one run.
+      {"contiguous", fb::DType::F32, {5, 6, 7}, {5, 6, 7}, [](uint32_t x) { return ViewSpec{x, 0, {42, 7, 1}}; }},
+      // Rows of 1 to 3 bf16 elements (2 to 6 bytes: below every piece).
+      {"bf16 windows", fb::DType::BF16, {3, 8}, {3, 6, 3}, [](uint32_t x) { return ViewSpec{x, 0, {8, 1, 1}}; }},
   };
   for (const Case &c : cases) {
     ArtifactBuilder builder;

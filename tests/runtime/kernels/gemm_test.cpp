@@ -198,7 +198,17 @@ INSTANTIATE_TEST_SUITE_P(
                       // A few sequences decoding at once: short row tiles (RowTiles: 8 rows
                       // as 4 + 4, 14 as 6 + 4 + 4) read in place or packed as rows.
                       GemmShape{1, 8, 100, 300, false, true, true, true, 1, true, Activation::Silu, 1.0f},
-                      GemmShape{2, 14, 40, 33, true, false, true, true, 0, false, Activation::None, 1.0f}),
+                      GemmShape{2, 14, 40, 33, true, false, true, true, 0, false, Activation::None, 1.0f},
+                      // One column (a depthwise convolution's batch of matrix-vector
+                      // products: gemmColumnF32): a contiguous along k (dot products) or
+                      // along m (transposed: scaled columns added), past one block of k
+                      // (the tiled gemm), b shared or per batch element, each epilogue.
+                      GemmShape{96, 200, 1, 49, false, false, true, false, 1, false, Activation::None, 1.0f},
+                      GemmShape{3, 37, 1, 13, false, true, false, false, 3, true, Activation::Gelu, 0.5f},
+                      GemmShape{2, 250, 1, 9, false, false, true, true, 2, true, Activation::Relu, 1.0f},
+                      GemmShape{2, 30, 1, 5, true, false, true, false, 1, false, Activation::None, 1.0f},
+                      GemmShape{5, 150, 1, 7, true, true, false, false, 3, true, Activation::Silu, 2.0f},
+                      GemmShape{1, 20, 1, 900, false, false, false, true, 0, false, Activation::None, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +

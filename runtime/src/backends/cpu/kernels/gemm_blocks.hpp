@@ -115,8 +115,8 @@ class PreparedRows {
 // Rows [i, i + rows) of the item through the fused epilogue into c, from
 // acc (row i's cols sums at acc, the next row's accRowStride further on;
 // f32, may be overwritten); biasAdded: the sums include the bias already.
-inline void gemmEpilogueRows(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i,
-                             int64_t rows, float *acc, int64_t accRowStride, bool biasAdded = false) {
+inline GemmEpilogue gemmEpilogueOf(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i,
+                                   int64_t rows, float *acc, int64_t accRowStride, bool biasAdded = false) {
   const size_t r = op.batch.size();
   const int64_t row = it.i0 + i;
   GemmEpilogue e{acc, accRowStride, rows, it.cols, op.alpha, nullptr, 0, 0, op.activation, nullptr, 0, 0,
@@ -134,7 +134,12 @@ inline void gemmEpilogueRows(const Gemm &op, const KernelContext &context, const
     e.residualRowStride = op.residual->strides[r];
     e.residualStride = op.residual->strides[r + 1];
   }
-  context.isa->gemmEpilogue(e);
+  return e;
+}
+
+inline void gemmEpilogueRows(const Gemm &op, const KernelContext &context, const GemmItem &it, int64_t i,
+                             int64_t rows, float *acc, int64_t accRowStride, bool biasAdded = false) {
+  context.isa->gemmEpilogue(gemmEpilogueOf(op, context, it, i, rows, acc, accRowStride, biasAdded));
 }
 
 }  // namespace ein::detail::cpu

@@ -150,6 +150,57 @@ void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMat
   });
 }
 
+// A gemm of one column (n == 1) as deep as one block of k, with a
+// contiguous along k or along m: a batch of matrix-vector products (a
+// depthwise convolution's, one per channel and window row). Each item, a
+// block of rows of one batch element, takes its column of b into scratch,
+// then the rows' sums: along k, each row's dot product with the column
+// (IsaKernels::rowDots, a vector accumulator a row); along m, the columns
+// of a scaled by b's elements and added (IsaKernels::columnSums, the rows
+// in vector lanes); then the epilogue along the rows. No packing, where
+// the tiled gemm packed a panel of nr columns of which one was used.
+bool takesColumnPath(const Gemm &op, bool bIsBf16) {
+  const size_t r = op.batch.size();
+  return op.n == 1 && !bIsBf16 && op.k > 0 && op.k <= kKc && (op.a.strides[r] == 1 || op.a.strides[r + 1] == 1);
+}
+
+void gemmColumnF32(const Gemm &op, const KernelContext &context) {
+  const IsaKernels &isa = *context.isa;
+  const size_t r = op.batch.size();
+  const int64_t k = op.k, aM = op.a.strides[r], aK = op.a.strides[r + 1], bK = op.b.strides[r];
+  const float *a = context.data<const float>(op.a), *b = context.data<const float>(op.b);
+  const int64_t batchCount = op.batch.product();
+  const GemmItems items = planGemmItems(op.m, 1, batchCount, 1, 1, kMaxMc, 1, context.threads());
+  // Items are small (a depthwise convolution's are a row of 56 outputs of 7
+  // products each): runs of them go to the threads, and the column is taken
+  // again only where the batch element has another.
+  const int64_t grain = std::max<int64_t>(1, 16384 / (items.mc * k));
+  context.parallelChunks(items.count(batchCount), grain, [&](int64_t begin, int64_t end, int thread) {
+    float *sums = context.threadScratch(thread), *column = sums + kMaxMc;
+    int64_t columnAt = -1;
+    for (int64_t item = begin; item < end; ++item) {
+      const GemmItem it = gemmItem(op, items, item);
+      if (it.b != columnAt)
+        for (int64_t p = 0; p < k; ++p) column[p] = b[it.b + p * bK];
+      columnAt = it.b;
+      const float *rows = a + it.a + it.i0 * aM;
+      if (aM == 1) {
+        isa.columnSums(rows, aK, k, column, it.rows, sums);
+      } else {
+        isa.rowDots(rows, aM, it.rows, column, k, 1, k, sums, 1);
+      }
+      // The column's epilogue as one row of it.rows sums, so that it runs
+      // along vectors of them.
+      GemmEpilogue e = gemmEpilogueOf(op, context, it, 0, it.rows, sums, 1);
+      std::swap(e.rows, e.n);
+      std::swap(e.biasRowStride, e.biasStride);
+      std::swap(e.residualRowStride, e.residualStride);
+      std::swap(e.outRowStride, e.outStride);
+      isa.gemmEpilogue(e);
+    }
+  });
+}
+
 // A tile's epilogue in waiting, as a TileSideWork of the next tile:
 // runPart(this, part) takes rows [part * kRows, (part + 1) * kRows) into c
 // (gemmEpilogueRows). Parts of 8 rows: with a row a part, the calls cost
@@ -209,6 +260,10 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const bool widenPairs = packed && packed->bf16Pairs && !isa.bf16GemmTile;
   if (useGemv(m, packed != nullptr)) {
     gemvF32Packed(op, context, *packed);
+    return Status();
+  }
+  if (takesColumnPath(op, bIsBf16)) {
+    gemmColumnF32(op, context);
     return Status();
   }
   // The bf16 tile: the table's taller one where it has one (amx), and the

@@ -135,6 +135,11 @@ struct IsaKernels {
   // where they lie).
   void (*addRowProducts)(const float *p, int64_t ldp, int64_t rows, const float *b, int64_t ldb, int64_t n,
                          int64_t width, float *o, int64_t ldo);
+  // o[e] = sum_p column[p] * a[p * lda + e] for e < width, p < depth: a
+  // matrix-vector product whose matrix is stored column by column (a
+  // depthwise convolution's window row against its weights, in the gemm of
+  // one column), the outputs in vector lanes.
+  void (*columnSums)(const float *a, int64_t lda, int64_t depth, const float *column, int64_t width, float *o);
   // rowDots and addRowProducts with b in bf16 (a bf16 key/value cache, read
   // where it lies): each element widened to f32 in registers, the arithmetic
   // as above. Widening rather than vdpbf16ps keeps the queries and

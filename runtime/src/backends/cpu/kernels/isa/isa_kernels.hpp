@@ -39,6 +39,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.weightedSum = &weightedSum<S>;
   kernels.rowDots = &rowDots<S, float>;
   kernels.addRowProducts = &addRowProducts<S, float>;
+  kernels.columnSums = &columnSums<S>;
   kernels.rowDotsBf16 = &rowDots<S, uint16_t>;
   kernels.addRowProductsBf16 = &addRowProducts<S, uint16_t>;
   kernels.maskRow = &maskRow<S>;

@@ -126,4 +126,35 @@ void addRowProducts(const float *p, int64_t ldp, int64_t rows, const B *b, int64
     }
 }
 
+// columnSums over NV vectors of outputs, their sums in registers over the
+// depth.
+template <class S, int NV>
+[[gnu::always_inline]] inline void columnSumsTile(const float *a, int64_t lda, int64_t depth, const float *column,
+                                                  float *o) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  V acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = S::zero();
+  for (int64_t p = 0; p < depth; ++p) {
+    const V weight = S::set1(column[p]);
+    for (int v = 0; v < NV; ++v) acc[v] = S::fmadd(weight, S::load(a + p * lda + v * W), acc[v]);
+  }
+  for (int v = 0; v < NV; ++v) S::store(o + v * W, acc[v]);
+}
+
+// o[e] = sum_p column[p] * a[p * lda + e]: four vectors of outputs at a
+// time, then single vectors, then the last outputs one by one.
+template <class S>
+void columnSums(const float *a, int64_t lda, int64_t depth, const float *column, int64_t width, float *o) {
+  constexpr int W = S::W;
+  int64_t e = 0;
+  for (; e + 4 * W <= width; e += 4 * W) columnSumsTile<S, 4>(a + e, lda, depth, column, o + e);
+  for (; e + W <= width; e += W) columnSumsTile<S, 1>(a + e, lda, depth, column, o + e);
+  for (; e < width; ++e) {
+    float sum = 0.0f;
+    for (int64_t p = 0; p < depth; ++p) sum += column[p] * a[p * lda + e];
+    o[e] = sum;
+  }
+}
+
 }  // namespace ein::detail::cpu::isa
