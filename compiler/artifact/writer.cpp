@@ -97,12 +97,12 @@ LogicalResult Writer::build(uint64_t weightsOffset) {
   expressionIndex.clear();
   dimIndex.clear();
   sequenceTokens.clear();
-  positionDimName.clear();
+  sequenceDims.clear();
   if (auto tokens = function->getAttrOfType<StringAttr>(kern::kSequenceTokensAttr)) {
     auto position = function->getAttrOfType<StringAttr>("ein.position");
     if (!position) return function.emitError() << kern::kSequenceTokensAttr << " without ein.position";
     sequenceTokens = tokens.str();
-    positionDimName = position.str();
+    sequenceDims = kern::sequenceDims(function);
   }
   ein::DimRanges ranges = ir::dimRangesOf(function);
   std::vector<flatbuffers::Offset<fb::Dim>> dims;
@@ -263,7 +263,7 @@ FailureOr<uint32_t> Writer::addTensor(Value value, fb::Storage storage, uint32_t
   if (failed(shape)) return failure();
   auto id = static_cast<uint32_t>(tensors.size());
   const bool perToken = !sequenceTokens.empty() && storage != fb::Storage::Weights && storage != fb::Storage::State &&
-                        kern::tokenRowAxis(ir::shapeOf(type), sequenceTokens, positionDimName).has_value();
+                        kern::tokenRowAxis(ir::shapeOf(type), sequenceTokens, sequenceDims).has_value();
   tensors.push_back(fb::CreateTensorDirect(builder, *dtype, &*shape, storage, index, offset, perToken));
   tensorIndex[value] = id;
   return id;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,8 +120,10 @@ class Writer {
   std::map<std::string, int64_t> expressionIndex;     // a size's text -> its expression
   std::map<std::string, int64_t> dimIndex;            // a ranged dim -> its Model.dims number
   // A decoder serving many sequences at once (kern-plan-sequences): the dim
-  // of their tokens and the position's; empty otherwise.
-  std::string sequenceTokens, positionDimName;
+  // of their tokens and those each has its own value of (kern::sequenceDims);
+  // empty otherwise.
+  std::string sequenceTokens;
+  std::set<std::string> sequenceDims;
   bool broken = false;                                // a size named an unknown dim (reported)
 };
 

@@ -34,8 +34,8 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createFuseGemmEpilogue());
   function.addPass(createStoreKernWeights({options.precision, options.target}));
   function.addPass(createStoreKernState({options.precision, options.target}));
-  function.addPass(createPlanSequences());
   function.addPass(createPlanFirstRun());
+  function.addPass(createPlanSequences());
   function.addPass(createPlanMemory());
 }
 

@@ -101,14 +101,25 @@ ein::Size ein::kern::sizeOf(ein::ir::SizesAttr attr) {
   return sizes.empty() ? ein::Size(0) : sizes.front();
 }
 
+std::set<std::string> ein::kern::sequenceDims(mlir::FunctionOpInterface function) {
+  std::set<std::string> dims;
+  if (auto position = function->getAttrOfType<mlir::StringAttr>("ein.position")) dims.insert(position.str());
+  for (unsigned i = 0; i < function.getNumArguments(); ++i)
+    if (function.getArgAttr(i, kFirstRunAttr))
+      for (const ein::Size &size : ein::ir::shapeOf(function.getArgumentTypes()[i])) {
+        const std::set<std::string> used = size.dims();
+        dims.insert(used.begin(), used.end());
+      }
+  return dims;
+}
+
 std::optional<size_t> ein::kern::tokenRowAxis(const ein::Shape &shape, const std::string &tokens,
-                                              const std::string &position) {
+                                              const std::set<std::string> &sequenceDims) {
   for (size_t axis = 0; axis < shape.size(); ++axis) {
     if (shape[axis] == ein::Size::dim(tokens)) {
-      for (size_t inner = axis + 1; inner < shape.size(); ++inner) {
-        const std::set<std::string> dims = shape[inner].dims();
-        if (dims.count(tokens) || dims.count(position)) return std::nullopt;
-      }
+      for (size_t inner = axis + 1; inner < shape.size(); ++inner)
+        for (const std::string &dim : shape[inner].dims())
+          if (dim == tokens || sequenceDims.count(dim)) return std::nullopt;
       return axis;
     }
     if (shape[axis] != ein::Size(1)) return std::nullopt;

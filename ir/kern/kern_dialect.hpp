@@ -7,6 +7,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -42,10 +43,16 @@ inline constexpr const char *kOneSequenceAttr = "kern.one_sequence";
 // read.
 inline constexpr const char *kFirstRunAttr = "kern.first_run";
 
+// The dims each sequence has a value of its own of when many run at once:
+// the position (ein.position), and the dims of the inputs read at the first
+// run only (kern.first_run: an encoder's length, bound once per sequence).
+std::set<std::string> sequenceDims(mlir::FunctionOpInterface function);
+
 // The axis of `shape` that holds the tokens when the shape is a row per token,
-// [1, .., 1, tokens, inner..], no inner size depending on `tokens` or
-// `position`; nullopt otherwise.
-std::optional<size_t> tokenRowAxis(const ein::Shape &shape, const std::string &tokens, const std::string &position);
+// [1, .., 1, tokens, inner..], no inner size depending on `tokens` or a dim
+// of `sequenceDims`; nullopt otherwise.
+std::optional<size_t> tokenRowAxis(const ein::Shape &shape, const std::string &tokens,
+                                   const std::set<std::string> &sequenceDims);
 
 // The flat element range [min, max] a view reaches over `sizes`; false when
 // `sizes` is empty of elements.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -111,6 +112,161 @@ TEST_P(CheckpointGeneration, BeamSearchIsTransformers) {
     EXPECT_EQ(tokens, expected[i]) << "hypothesis " << i;
     EXPECT_NEAR((*found)[i].score, scores[i], 2e-4) << "hypothesis " << i;
   }
+}
+
+// An encoder input made different: floats halved, ids (and their mask)
+// cut to half their length along their last axis, so that sequences differ
+// in the encoder's length too.
+ein::npy::Array varied(const ein::npy::Array &input) {
+  ein::npy::Array out = input;
+  if (input.type == ein::ElementType::F32) {
+    for (size_t i = 0; i + 4 <= out.data.size(); i += 4) {
+      float value;
+      std::memcpy(&value, &out.data[i], 4);
+      value *= 0.5f;
+      std::memcpy(&out.data[i], &value, 4);
+    }
+    return out;
+  }
+  const size_t element = ein::elementSize(input.type);
+  const int64_t last = input.shape.back(), kept = std::max<int64_t>(1, last / 2);
+  out.shape.back() = kept;
+  out.data.clear();
+  for (size_t row = 0; row < input.data.size() / element / static_cast<size_t>(last); ++row)
+    out.data.insert(out.data.end(), input.data.begin() + static_cast<std::ptrdiff_t>(row * last * element),
+                    input.data.begin() + static_cast<std::ptrdiff_t>((row * last + kept) * element));
+  return out;
+}
+
+size_t argmax(std::span<const float> row) {
+  return static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// Sequences of one SequencePool, their encoders' inputs different (the
+// encoder's length too), each first run alone and the later runs together,
+// one of them forked from another (sharing what it kept) and the one it was
+// forked from started anew with other inputs: every logits row equals the
+// same sequence's run alone in a Session.
+TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
+  const nlohmann::json spec = this->spec();
+  const auto names = spec.value("encoder_inputs", std::vector<std::string>{});
+  if (names.empty()) GTEST_SKIP() << "not an encoder-decoder";
+  auto model = compile();
+  ASSERT_TRUE(model);
+  using Inputs = std::vector<std::pair<std::string, ein::npy::Array>>;
+  Inputs original, other;
+  for (const std::string &name : names) {
+    auto input = ein::npy::read((caseDir() / (name + ".npy")).string());
+    ASSERT_TRUE(input.ok()) << input.status().message();
+    original.emplace_back(name, *input);
+    other.emplace_back(name, varied(*input));
+  }
+  auto firstRunOf = [](const Inputs &inputs) {
+    std::vector<ein::FirstRunInput> out;
+    for (const auto &[name, array] : inputs)
+      out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
+    return out;
+  };
+  size_t ids = 0;
+  while (model->inputs()[ids].firstRunOnly) ++ids;
+  const std::string idsName = model->inputs()[ids].name;
+  // Each sequence's encoder inputs and tokens, and its logits rows in the pool.
+  struct Sequence {
+    const Inputs *inputs;
+    std::vector<int64_t> tokens;
+    std::vector<std::vector<float>> rows;
+  };
+  auto alone = [&](const Sequence &sequence) {
+    auto session = ein::Session::create(model, ein::SessionOptions{2}).value();
+    for (const auto &[name, array] : *sequence.inputs)
+      EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
+    const auto prompt = spec["prompt"].get<std::vector<int64_t>>();
+    std::vector<std::vector<float>> rows;
+    for (size_t at = 0; at < sequence.tokens.size(); at = std::max(at + 1, prompt.size())) {
+      const size_t count = at == 0 ? prompt.size() : 1;
+      EXPECT_TRUE(session->setInput(idsName, ein::DType::I64, {1, static_cast<int64_t>(count)}, &sequence.tokens[at],
+                                    count * sizeof(int64_t)).ok());
+      ein::Status status = session->run();
+      EXPECT_TRUE(status.ok()) << status.toString();
+      auto logits = session->output(0).value();
+      const size_t vocabulary = static_cast<size_t>(logits.shape.back());
+      const auto *data = static_cast<const float *>(logits.data) + (count - 1) * vocabulary;
+      rows.emplace_back(data, data + vocabulary);
+    }
+    return rows;
+  };
+
+  auto pool = ein::SequencePool::create(model, {3, 2});
+  ASSERT_TRUE(pool.ok()) << pool.status().toString();
+  EXPECT_TRUE(pool.value()->firstRunsAlone());
+  const auto prompt = spec["prompt"].get<std::vector<int64_t>>();
+  std::vector<Sequence> sequences = {{&original, prompt, {}}, {&other, prompt, {}}, {&original, {}, {}}};
+  std::vector<Sequence> done;
+  auto start = [&](int index, const Inputs &inputs) {
+    const std::vector<ein::FirstRunInput> given = firstRunOf(inputs);
+    const ein::SequenceTokens run[] = {{index, prompt, given}};
+    ein::Status status = pool.value()->run(run);
+    ASSERT_TRUE(status.ok()) << status.toString();
+    std::span<const float> logits = pool.value()->lastLogits(0);
+    sequences[static_cast<size_t>(index)].rows.emplace_back(logits.begin(), logits.end());
+  };
+  // The next token of each sequence in `indices`, in one run: its row's
+  // argmax, or for sequence 2 (the fork) the token after it.
+  auto step = [&](std::vector<int> indices) {
+    std::vector<int64_t> next(indices.size());
+    std::vector<ein::SequenceTokens> run;
+    for (size_t i = 0; i < indices.size(); ++i) {
+      Sequence &sequence = sequences[static_cast<size_t>(indices[i])];
+      const size_t vocabulary = sequence.rows.back().size();
+      next[i] = static_cast<int64_t>((argmax(sequence.rows.back()) + (indices[i] == 2 ? 1 : 0)) % vocabulary);
+      sequence.tokens.push_back(next[i]);
+      run.push_back({indices[i], std::span<const int64_t>(&next[i], 1)});
+    }
+    ein::Status status = pool.value()->run(run);
+    ASSERT_TRUE(status.ok()) << status.toString();
+    for (size_t i = 0; i < indices.size(); ++i) {
+      std::span<const float> logits = pool.value()->lastLogits(i);
+      sequences[static_cast<size_t>(indices[i])].rows.emplace_back(logits.begin(), logits.end());
+    }
+  };
+  start(0, original);
+  start(1, other);
+  step({0, 1});
+  // The fork shares sequence 0's kept rows and cache, then goes its own way.
+  ASSERT_TRUE(pool.value()->copy(2, 0).ok());
+  sequences[2].tokens = sequences[0].tokens;
+  sequences[2].rows = sequences[0].rows;
+  for (int i = 0; i < 3; ++i) step({0, 1, 2});
+  // Sequence 0 starts anew with the other inputs; the fork reads what it kept before.
+  done.push_back(sequences[0]);
+  ASSERT_TRUE(pool.value()->reset(0).ok());
+  sequences[0] = {&other, prompt, {}};
+  start(0, other);
+  for (int i = 0; i < 2; ++i) step({2, 0, 1});
+  done.insert(done.end(), sequences.begin(), sequences.end());
+  for (size_t s = 0; s < done.size(); ++s) {
+    const std::vector<std::vector<float>> expected = alone(done[s]);
+    ASSERT_EQ(expected.size(), done[s].rows.size()) << "sequence " << s;
+    for (size_t row = 0; row < expected.size(); ++row)
+      for (size_t v = 0; v < expected[row].size(); ++v)
+        ASSERT_NEAR(done[s].rows[row][v], expected[row][v], 1e-4) << "sequence " << s << ", row " << row;
+  }
+
+  // Mistakes, each a clear error.
+  const std::vector<ein::FirstRunInput> given = firstRunOf(original);
+  const int64_t token = prompt[0];
+  auto expectError = [&](std::vector<ein::SequenceTokens> run, const std::string &message) {
+    ein::Status status = pool.value()->run(run);
+    EXPECT_FALSE(status.ok());
+    EXPECT_NE(status.message().find(message), std::string::npos) << status.message();
+  };
+  ASSERT_TRUE(pool.value()->reset(1).ok());
+  expectError({{1, prompt, given}, {2, {&token, 1}}}, "that run takes the sequence alone");
+  expectError({{1, prompt}}, "which is not given");
+  expectError({{2, {&token, 1}, given}}, "past its first run");
+  auto scheduler = ein::Scheduler::create(model);
+  ASSERT_FALSE(scheduler.ok());
+  EXPECT_NE(scheduler.status().message().find("keep()"), std::string::npos) << scheduler.status().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CheckpointGeneration, ::testing::ValuesIn(checkpointDecoders()),

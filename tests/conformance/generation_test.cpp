@@ -254,6 +254,20 @@ TEST_P(Generation, BeamSearchScoresItsHypothesesAndOneBeamIsGreedy) {
   }
   EXPECT_NE((*found)[0].tokens, (*found)[1].tokens);
 
+  // From a session part-way through its prompt, the beams are sessions of
+  // their own (a pool starts its sequences anew): the same hypotheses.
+  ASSERT_GE(prompt.size(), 2u);
+  auto partWay = newSession(2);
+  run(*partWay, std::span(prompt).first(1));
+  auto resumed =
+      ein::beamSearch(*partWay, std::span(prompt).subspan(1), {.beams = 3, .maxNewTokens = 8, .returnSequences = 3});
+  ASSERT_TRUE(resumed.ok()) << resumed.status().toString();
+  ASSERT_EQ(resumed->size(), found->size());
+  for (size_t i = 0; i < found->size(); ++i) {
+    EXPECT_EQ((*resumed)[i].tokens, (*found)[i].tokens) << "hypothesis " << i;
+    EXPECT_NEAR((*resumed)[i].score, (*found)[i].score, 1e-4) << "hypothesis " << i;
+  }
+
   // The cache's 256 rows end every hypothesis after 7 new tokens.
   auto full = newSession();
   auto bounded = ein::beamSearch(*full, std::vector<int64_t>(250, 3), {.beams = 2, .maxNewTokens = 10});

@@ -1,11 +1,13 @@
 // kern-plan-sequences (passes.td): which kernels of a decoder written for one
 // sequence run once over the tokens of many sequences laid end to end, and
 // which run once per sequence over its own tokens, position and state.
+#include <map>
 #include <optional>
 #include <string>
 
 #include "compiler/transforms/kern/passes.hpp"
 #include "llvm/Support/raw_ostream.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace ein {
 #define GEN_PASS_DEF_PLANSEQUENCES
@@ -26,13 +28,15 @@ enum class Holds {
   State,    // a session state: a sequence's own cache
 };
 
+// The tokens' dim, and the dims each sequence has its own value of (the
+// position, an encoder's length: ein::kern::sequenceDims).
 struct SequenceDims {
-  std::string tokens, position;
+  std::string tokens;
+  std::set<std::string> own;
 };
 
 bool dependsOn(const ein::Size &size, const SequenceDims &dims) {
-  std::set<std::string> used = size.dims();
-  return used.count(dims.tokens) || used.count(dims.position);
+  return llvm::any_of(size.dims(), [&](const std::string &dim) { return dim == dims.tokens || dims.own.count(dim); });
 }
 bool dependsOn(const ein::Shape &shape, const SequenceDims &dims) {
   return llvm::any_of(shape, [&](const ein::Size &size) { return dependsOn(size, dims); });
@@ -161,18 +165,18 @@ class SequencePlanner {
     if (isa_and_nonnull<ein::ir::StateOp>(value.getDefiningOp())) return Holds::State;
     const ein::Shape shape = shapeOf(value);
     if (!dependsOn(shape, dims_)) return Holds::Shared;
-    return ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.position) ? Holds::Rows : Holds::Private;
+    return ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.own) ? Holds::Rows : Holds::Private;
   }
 
   // Whether `op` can run once over the tokens of every sequence: it reads
   // and writes each token's row alone, in the same place in every tensor,
-  // and nothing it computes depends on the position or on the tokens'
-  // count but the count of rows it walks.
+  // and nothing it computes depends on a sequence's own dims or on the
+  // tokens' count but the count of rows it walks.
   bool overAllTokens(Operation *op) const {
     for (NamedAttribute attribute : op->getAttrs()) {
       if (auto sizes = dyn_cast<ein::ir::SizesAttr>(attribute.getValue());
           sizes && llvm::any_of(sizes.sizes(), [&](const ein::Size &size) {
-            return size.dims().count(dims_.position) > 0;
+            return llvm::any_of(size.dims(), [&](const std::string &dim) { return dims_.own.count(dim) > 0; });
           }))
         return false;
     }
@@ -193,18 +197,23 @@ class SequencePlanner {
   // readers, and checks that nothing a sequence keeps to itself reaches a
   // kernel over every sequence's tokens. Returns the first kernel that
   // breaks that, with why.
+  //
+  // What runs at a sequence's first run only (kern.first_run: an encoder,
+  // what a keep() writes) runs with that sequence alone (SequencePool), so
+  // what it computes may live across kernels over every sequence's tokens.
   std::optional<std::pair<Operation *, std::string>> plan() {
     Block &body = function_.getBody().front();
-    // An encoder's output kept at a sequence's first run: the first runs of
-    // some sequences and the later runs of others would need two programs.
-    for (Operation &op : body)
-      if (auto append = dyn_cast<ein::kern::AppendOp>(op); append && append.getFirstRun())
-        return std::make_pair(&op, std::string("a state is kept at a sequence's first run (keep()); such models "
-                                               "run one sequence at a time"));
-    for (BlockArgument argument : body.getArguments())
-      if (holds(argument) == Holds::Private)
+    for (BlockArgument argument : body.getArguments()) {
+      const bool firstRun = function_.getArgAttr(argument.getArgNumber(), ein::kern::kFirstRunAttr) != nullptr;
+      if (firstRun &&
+          llvm::any_of(shapeOf(argument), [&](const ein::Size &size) { return size.dims().count(dims_.tokens); }))
+        return std::make_pair(function_.getOperation(),
+                              describe("input", argument) + ", read at a sequence's first run only, is sized by the "
+                                                             "tokens' dim " + dims_.tokens);
+      if (!firstRun && holds(argument) == Holds::Private)
         return std::make_pair(function_.getOperation(),
                               describe("input", argument) + " is neither per token nor the same for every sequence");
+    }
     SmallVector<Operation *> kernels;
     for (Operation &op : body)
       if (isa<ein::kern::KernDialect>(op.getDialect())) kernels.push_back(&op);
@@ -216,16 +225,10 @@ class SequencePlanner {
         if (perSequence && holds(result) != Holds::Rows) holds_[result] = Holds::Private;
     }
     sinkPrivateValues(body);
-    int segment = 0;
-    DenseMap<Operation *, int> segmentOf;
-    bool inSegment = false;
+    recomputePrivateValues(body, segmentsOf(body));
+    const DenseMap<Operation *, int> segmentOf = segmentsOf(body);
     for (Operation &op : body) {
-      const bool perSequence = op.hasAttr(ein::kern::kPerSequenceAttr);
-      if (perSequence && !inSegment) ++segment;
-      inSegment = perSequence || (inSegment && !isa<ein::kern::KernDialect>(op.getDialect()));
-      segmentOf[&op] = perSequence ? segment : 0;
-    }
-    for (Operation &op : body) {
+      if (op.hasAttr(ein::kern::kFirstRunAttr)) continue;  // read by first-run kernels alone
       for (Value result : op.getResults()) {
         if (holds(result) != Holds::Private) continue;
         for (Operation *user : result.getUsers()) {
@@ -278,7 +281,7 @@ class SequencePlanner {
           return false;
       return true;
     }
-    std::optional<int64_t> row = rowElements(shape, *ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.position));
+    std::optional<int64_t> row = rowElements(shape, *ein::kern::tokenRowAxis(shape, dims_.tokens, dims_.own));
     if (!row) return false;
     ein::Shape withinRow = access.extents;
     int tokenAxes = 0;
@@ -292,6 +295,69 @@ class SequencePlanner {
     return tokenAxes == 1 && reach && reach->min >= 0 && reach->max < *row;
   }
 
+  // Each stretch of per-sequence kernels numbered from 1 (other ops: 0).
+  static DenseMap<Operation *, int> segmentsOf(Block &body) {
+    int segment = 0;
+    DenseMap<Operation *, int> segmentOf;
+    bool inSegment = false;
+    for (Operation &op : body) {
+      const bool perSequence = op.hasAttr(ein::kern::kPerSequenceAttr);
+      if (perSequence && !inSegment) ++segment;
+      inSegment = perSequence || (inSegment && !isa<ein::kern::KernDialect>(op.getDialect()));
+      segmentOf[&op] = perSequence ? segment : 0;
+    }
+    return segmentOf;
+  }
+
+  // A sequence's own value that per-sequence kernels of later stretches read
+  // too (T5's relative position bias, read by every layer's attention) is
+  // computed again at the start of each such stretch when what computes it
+  // reads no state: a few small kernels a stretch instead of one sequence's
+  // value kept across the kernels over every sequence's tokens.
+  void recomputePrivateValues(Block &body, const DenseMap<Operation *, int> &segmentOf) {
+    SmallVector<Operation *> kernels;
+    for (Operation &op : body)
+      if (op.hasAttr(ein::kern::kPerSequenceAttr) && !op.hasAttr(ein::kern::kFirstRunAttr)) kernels.push_back(&op);
+    for (Operation *op : kernels)
+      for (Value result : op->getResults()) {
+        if (holds(result) != Holds::Private) continue;
+        // Its readers in other stretches, by stretch, in order.
+        std::map<int, SmallVector<OpOperand *>> elsewhere;
+        for (OpOperand &use : result.getUses()) {
+          Operation *reader = body.findAncestorOpInBlock(*use.getOwner());
+          if (reader && reader->hasAttr(ein::kern::kPerSequenceAttr) &&
+              segmentOf.lookup(reader) != segmentOf.lookup(op))
+            elsewhere[segmentOf.lookup(reader)].push_back(&use);
+        }
+        for (auto &[segment, uses] : elsewhere) {
+          Operation *first = nullptr;
+          for (OpOperand *use : uses) {
+            Operation *reader = body.findAncestorOpInBlock(*use->getOwner());
+            if (!first || reader->isBeforeInBlock(first)) first = reader;
+          }
+          IRMapping copies;
+          if (!recompute(result, first, copies)) break;  // left to plan()'s check to report
+          for (OpOperand *use : uses) use->set(copies.lookupOrDefault(result));
+        }
+      }
+  }
+
+  // Clones the kernels computing `value`, a sequence's own, and those of its
+  // operands that are too, before `before`; false when one reads a state or
+  // is not a kernel.
+  bool recompute(Value value, Operation *before, IRMapping &copies) const {
+    if (copies.contains(value) || holds(value) != Holds::Private) return true;
+    Operation *op = value.getDefiningOp();
+    auto isState = [&](Value operand) { return holds(operand) == Holds::State; };
+    if (!op || !isa<ein::kern::KernDialect>(op->getDialect()) || isa<ein::kern::AppendOp>(op) ||
+        llvm::any_of(op->getOperands(), isState))
+      return false;
+    for (Value operand : op->getOperands())
+      if (!recompute(operand, before, copies)) return false;
+    OpBuilder(before).clone(*op, copies);
+    return true;
+  }
+
   // Moves each kernel whose results a sequence keeps to itself down to just
   // before its first reader, so that the kernels over every sequence's tokens
   // that do not need it run before it rather than between it and its readers.
@@ -301,8 +367,8 @@ class SequencePlanner {
     auto isState = [&](Value value) { return holds(value) == Holds::State; };
     // A kernel reading a state directly is not moved past the append that writes it.
     for (Operation &op : body)
-      if (op.hasAttr(ein::kern::kPerSequenceAttr) && op.getNumResults() > 0 && llvm::all_of(op.getResults(), isPrivate) &&
-          llvm::none_of(op.getOperands(), isState))
+      if (op.hasAttr(ein::kern::kPerSequenceAttr) && !op.hasAttr(ein::kern::kFirstRunAttr) && op.getNumResults() > 0 &&
+          llvm::all_of(op.getResults(), isPrivate) && llvm::none_of(op.getOperands(), isState))
         candidates.push_back(&op);
     for (Operation *op : llvm::reverse(candidates)) {
       Operation *first = nullptr;
@@ -359,7 +425,7 @@ struct PlanSequencesPass : ein::impl::PlanSequencesBase<PlanSequencesPass> {
                                               " rows to the state, not one dim of tokens"));
       return;
     }
-    SequencePlanner planner(function, {*tokens, position.str()});
+    SequencePlanner planner(function, {*tokens, ein::kern::sequenceDims(function)});
     std::optional<std::pair<Operation *, std::string>> blocked = planner.plan();
     if (!blocked) {
       function->setAttr(ein::kern::kSequenceTokensAttr, builder.getStringAttr(*tokens));

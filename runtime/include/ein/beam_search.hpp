@@ -5,8 +5,12 @@
 // log-probability, moves those that end (a stop token, or the length limit)
 // among the best `beams` into the finished hypotheses, scored by their sum
 // over length ** lengthPenalty, and continues with the best `beams` that do
-// not end. Each live beam has a session: a beam that continues in two forks
-// a copy of its state (Session::copyStateFrom), one that dies frees its own.
+// not end. Each live beam has a state: for a model that serves many
+// sequences (SequencePool) from a CPU session at position 0, a sequence of
+// one pool, every beam's next token in one run (the weights read once a
+// step) and what the prompt's first run keeps (an encoder's keys and values)
+// shared by all; otherwise a session each, the caller's the first. A beam
+// that continues in two forks its state, one that dies frees its own.
 #pragma once
 
 #include <cstdint>
@@ -54,9 +58,10 @@ struct Hypothesis {
 
 // Runs the prompt from the session's position (an encoder-decoder's encoder
 // inputs set on it before) and searches; returns the best
-// options.returnSequences hypotheses, best first. The session ends as the
-// first beam's; `beams - 1` more sessions of its model and options are made
-// for the others. Checks as Generation::start does, and that 1 <= beams,
+// options.returnSequences hypotheses, best first. The beams' states are
+// made for the search, of the session's model and options; the session's
+// own state ends as none of the beams' in particular: reset it before its
+// next sequence. Checks as Generation::start does, and that 1 <= beams,
 // 1 <= returnSequences <= beams and the prompt and new tokens fit the cache.
 StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const int64_t> prompt,
                                              const BeamSearchOptions &options);

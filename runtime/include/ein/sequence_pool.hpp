@@ -10,12 +10,21 @@
 // every sequence, a sequence taking blocks as it grows and giving them back
 // when it is reset; a copied sequence shares the blocks of the one it was
 // copied from until it writes into one of them.
+//
+// An encoder-decoder (an input read at a sequence's first run only, whose
+// result keep() holds in the state: Whisper's audio, T5's source) runs a
+// sequence's first run alone, with those inputs; its later runs run with
+// the others'. Sequences copied from one share what it keeps (the
+// encoder's keys and values), so the beams of one search read one copy.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "ein/model.hpp"
@@ -42,16 +51,30 @@ struct SequencePoolOptions {
   static constexpr int64_t kMaxCacheBlocks = int64_t{1} << 24;
 };
 
+// An input read at a sequence's first run only (TensorInfo::firstRunOnly),
+// given as Session::setInput takes one.
+struct FirstRunInput {
+  std::string_view name;
+  ElementType type = ElementType::F32;
+  std::span<const int64_t> shape;
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
+
 // One sequence's part of a run: its next tokens, appended at its position.
 struct SequenceTokens {
   int sequence = 0;  // 0 .. maxSequences - 1
   std::span<const int64_t> tokens;
+  // At the sequence's first run (position 0), each input of the model read
+  // then only; empty at later runs and for a model without such inputs.
+  std::span<const FirstRunInput> firstRunInputs = {};
 };
 
 class SequencePool {
  public:
   // Fails for a model that serves one sequence per run (the compiler's reason
-  // when it gave one), or one without the ids input and logits output.
+  // when it gave one), or one without the ids input and logits output (its
+  // only inputs besides those read at a sequence's first run).
   static StatusOr<std::unique_ptr<SequencePool>> create(std::shared_ptr<const Model> model,
                                                         SequencePoolOptions options = {});
   ~SequencePool();
@@ -66,6 +89,9 @@ class SequencePool {
   // The most tokens one sequence's state holds (its cache's rows): a prompt
   // and the tokens fed back after it.
   int64_t maxSequenceTokens() const { return maxSequenceTokens_; }
+  // Whether a sequence's first run (position 0) must be a run of its own:
+  // the model keeps state then (keep(), an encoder-decoder's).
+  bool firstRunsAlone() const { return firstRunSteps_; }
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);
@@ -75,7 +101,8 @@ class SequencePool {
   Status truncate(int sequence, int64_t rows);
   // Makes sequence `target`'s state and position `source`'s: a fork, each
   // going on its own way after. A paged cache's blocks are shared, not
-  // copied, until one of them writes into a shared block.
+  // copied, until one of them writes into a shared block; what `source`
+  // kept at its first run is shared until `target` runs a first run anew.
   Status copy(int target, int source);
 
   // The paged cache: rows a block (0: not paged, when the model keeps no
@@ -96,8 +123,10 @@ class SequencePool {
   // Runs every entry's tokens for its sequence (each sequence at most once),
   // all in one pass. Checked before anything runs: the sequences, the ids
   // (inside the vocabulary), each sequence's tokens fitting its cache from
-  // its position, and the run's tokens together fitting the model's token
-  // dim. A failed run leaves every sequence as it was.
+  // its position, the run's tokens together fitting the model's token dim,
+  // and for a model with steps of a sequence's first run, that such a run
+  // is the run's only entry, with every first-run input (checked as
+  // Session::setInput checks it). A failed run leaves every sequence as it was.
   Status run(std::span<const SequenceTokens> batch);
   // After run(): the logits of entry `entry`'s last token.
   std::span<const float> lastLogits(size_t entry) const;
@@ -110,14 +139,33 @@ class SequencePool {
   void releaseBlocks(int sequence, size_t first);
   // Makes `sequence`'s blocks hold its rows up to `rows`, its own from row `from` on.
   Status takeBlocks(int sequence, int64_t from, int64_t rows);
+  // The model's program at `tokens` ids from `position`, its first-run
+  // inputs of `firstRunShapes` (one per input; the ids' is not read).
   StatusOr<const detail::Program *> programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
-                                               int64_t position);
+                                               int64_t position,
+                                               const std::vector<std::vector<int64_t>> &firstRunShapes);
+  // Checks entry `entry`'s first-run inputs and stages them for the run
+  // (staged_, firstRunStaged_).
+  Status stageFirstRunInputs(size_t entry, const SequenceTokens &part);
+  std::string firstRunNames() const;  // "features, mask"
+  // Gives `sequence` a kept slot of its own, for a first run.
+  void ownKeptSlot(int sequence);
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<detail::Executor> executor_;
+  size_t idsInput_ = 0;
+  bool firstRunSteps_ = false;  // the model keeps state at a sequence's first run
   int64_t vocabulary_ = 0;  // the logits' last axis
   int64_t maxTokensPerRun_ = 0, maxSequenceTokens_ = 0;
   std::vector<int64_t> positions_;
+  // Each sequence's first-run inputs' shapes (per input; empty: not read
+  // then), which bind their dims at its later runs.
+  std::vector<std::vector<std::vector<int64_t>>> firstRunShapes_;
+  std::vector<uint32_t> keptSlotOf_;       // each sequence's kept slot
+  std::vector<uint32_t> keptReferences_;   // the sequences sharing each kept slot
+  // The run's first-run inputs and their shapes, per input.
+  std::vector<std::vector<std::byte>> staged_;
+  std::vector<std::vector<int64_t>> firstRunStaged_;
   int64_t blockRows_ = 0;
   std::vector<std::vector<uint32_t>> tables_;  // each sequence's blocks, in row order
   std::vector<uint32_t> references_;           // the sequences holding each block

@@ -130,6 +130,10 @@ class Session {
   // the sequence's first run. Empty while it is unset.
   std::span<const int64_t> inputShape(size_t index) const;
 
+  // The value input `index` was last set with, in the input's type (a
+  // converted copy); an error while it is unset.
+  StatusOr<TensorRef> input(size_t index) const;
+
   size_t outputCount() const;
   // The output of the last run, with its actual shape (for a model with
   // dims, the shape at the run's dims; an error before the first run).

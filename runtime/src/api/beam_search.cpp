@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "api/generation_rules.hpp"
+#include "ein/sequence_pool.hpp"
 
 namespace ein {
 namespace {
@@ -70,6 +71,104 @@ void applyProcessors(std::vector<float> &logProbs, std::span<const int64_t> prom
       ban(sequence[static_cast<size_t>(start + n - 1)]);
 }
 
+// The beams' states: numbered from 0, the prompt's run in state 0.
+class BeamStates {
+ public:
+  virtual ~BeamStates() = default;
+  // Runs the prompt in state 0: its last token's logits.
+  virtual StatusOr<std::span<const float>> start(std::span<const int64_t> prompt) = 0;
+  // State `into` becomes a copy of state `from`.
+  virtual Status copy(size_t into, size_t from) = 0;
+  // Runs token tokens[i] in state states[i] for every i; then logits(i) is its row.
+  virtual Status next(std::span<const size_t> states, std::span<const int64_t> tokens) = 0;
+  virtual std::span<const float> logits(size_t i) const = 0;
+};
+
+// A session per state: the caller's, and more of its model and options.
+class SessionStates final : public BeamStates {
+ public:
+  static StatusOr<std::unique_ptr<SessionStates>> create(Session &session, const TensorInfo &ids, std::string logits,
+                                                         size_t count) {
+    std::unique_ptr<SessionStates> states(new SessionStates(ids, std::move(logits)));
+    states->sessions_.push_back(&session);
+    while (states->sessions_.size() < count) {
+      StatusOr<std::unique_ptr<Session>> other = Session::create(session.sharedModel(), session.options());
+      if (!other.ok()) return other.status();
+      states->owned_.push_back(std::move(other).value());
+      states->sessions_.push_back(states->owned_.back().get());
+    }
+    return states;
+  }
+  StatusOr<std::span<const float>> start(std::span<const int64_t> prompt) override {
+    return detail::runTokens(*sessions_[0], ids_, logits_, prompt);
+  }
+  Status copy(size_t into, size_t from) override { return sessions_[into]->copyStateFrom(*sessions_[from]); }
+  Status next(std::span<const size_t> states, std::span<const int64_t> tokens) override {
+    rows_.clear();
+    for (size_t i = 0; i < states.size(); ++i) {
+      StatusOr<std::span<const float>> row = detail::runTokens(*sessions_[states[i]], ids_, logits_, tokens.subspan(i, 1));
+      if (!row.ok()) return row.status();
+      rows_.push_back(row.value());  // each session's own output: valid until its next run
+    }
+    return Status();
+  }
+  std::span<const float> logits(size_t i) const override { return rows_[i]; }
+
+ private:
+  SessionStates(const TensorInfo &ids, std::string logits) : ids_(ids), logits_(std::move(logits)) {}
+  const TensorInfo &ids_;
+  const std::string logits_;
+  std::vector<Session *> sessions_;
+  std::vector<std::unique_ptr<Session>> owned_;
+  std::vector<std::span<const float>> rows_;
+};
+
+// A sequence of one pool per state: every beam's next token in one run,
+// which reads the weights once, and what the prompt's first run keeps (an
+// encoder's keys and values) shared by them all.
+class PoolStates final : public BeamStates {
+ public:
+  // Null when the model runs one sequence per run, the session is not on the
+  // CPU or not at a sequence's start (the pool starts sequences anew).
+  static std::unique_ptr<PoolStates> create(const Session &session, size_t count) {
+    if (session.position() != 0 || session.options().device != Device::Cpu) return nullptr;
+    StatusOr<std::unique_ptr<SequencePool>> pool =
+        SequencePool::create(session.sharedModel(), {static_cast<int>(count), session.options().threads});
+    if (!pool.ok()) return nullptr;
+    return std::unique_ptr<PoolStates>(new PoolStates(session, std::move(pool).value()));
+  }
+  StatusOr<std::span<const float>> start(std::span<const int64_t> prompt) override {
+    // The first-run inputs (an encoder's) as set on the session.
+    std::vector<FirstRunInput> inputs;
+    const std::vector<TensorInfo> &infos = session_.model().inputs();
+    for (size_t i = 0; i < infos.size(); ++i) {
+      if (!infos[i].firstRunOnly) continue;
+      StatusOr<TensorRef> value = session_.input(i);
+      if (!value.ok())
+        return Status(value.status().code(),
+                      value.status().message() + ": a sequence's first run reads it (an encoder's input)");
+      inputs.push_back({infos[i].name, elementType(value->dtype), value->shape, value->data, value->bytes});
+    }
+    const SequenceTokens run[] = {{0, prompt, inputs}};
+    if (Status status = pool_->run(run); !status.ok()) return status;
+    return pool_->lastLogits(0);
+  }
+  Status copy(size_t into, size_t from) override {
+    return pool_->copy(static_cast<int>(into), static_cast<int>(from));
+  }
+  Status next(std::span<const size_t> states, std::span<const int64_t> tokens) override {
+    std::vector<SequenceTokens> run;
+    for (size_t i = 0; i < states.size(); ++i) run.push_back({static_cast<int>(states[i]), tokens.subspan(i, 1)});
+    return pool_->run(run);
+  }
+  std::span<const float> logits(size_t i) const override { return pool_->lastLogits(i); }
+
+ private:
+  PoolStates(const Session &session, std::unique_ptr<SequencePool> pool) : session_(session), pool_(std::move(pool)) {}
+  const Session &session_;
+  std::unique_ptr<SequencePool> pool_;
+};
+
 Status checkOptions(const BeamSearchOptions &options) {
   if (options.beams < 1) return invalidArgument(fmt::format("beams must be at least 1, got {}", options.beams));
   if (options.returnSequences < 1 || options.returnSequences > options.beams)
@@ -102,16 +201,14 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
   const auto beamCount = static_cast<size_t>(options.beams);
   // Candidates kept each step: enough that `beams` of them do not end.
   const size_t kept = std::max<size_t>(2, 1 + options.stopTokens.size()) * beamCount;
-  std::vector<std::unique_ptr<Session>> owned;
-  std::vector<Session *> sessions{&session};
-  for (size_t b = 1; b < beamCount; ++b) {
-    StatusOr<std::unique_ptr<Session>> other = Session::create(session.sharedModel(), session.options());
-    if (!other.ok()) return other.status();
-    owned.push_back(std::move(other).value());
-    sessions.push_back(owned.back().get());
+  std::unique_ptr<BeamStates> states = PoolStates::create(session, beamCount);
+  if (!states) {
+    StatusOr<std::unique_ptr<SessionStates>> sessions = SessionStates::create(session, *ids, logitsName, beamCount);
+    if (!sessions.ok()) return sessions.status();
+    states = std::move(sessions).value();
   }
 
-  StatusOr<std::span<const float>> first = detail::runTokens(session, *ids, logitsName, prompt);
+  StatusOr<std::span<const float>> first = states->start(prompt);
   if (!first.ok()) return first.status();
   if (Status status = detail::checkLogits(first.value(), 0); !status.ok()) return status;
   // As transformers: every beam starts as the prompt, all but the first absent.
@@ -122,7 +219,9 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
     beams[b].logProbs = beams[0].logProbs;
     beams[b].score = kAbsent;
   }
-  // Beam b's state is in sessions[b]; an absent beam's is nobody's yet.
+  // Beam b's state is state stateOf[b]; an absent beam's is nobody's yet.
+  std::vector<size_t> stateOf(beamCount);
+  for (size_t b = 0; b < beamCount; ++b) stateOf[b] = b;
   std::vector<bool> hasState(beamCount, false);
   hasState[0] = true;
 
@@ -189,47 +288,47 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
     if (!improvable || (full && options.earlyStopping == EarlyStopping::WhenFull) || allEnd) break;
     while (next.size() < beamCount) next.push_back({kAbsent, next.empty() ? 0 : next.back().beam, 0});
 
-    // Each continuing beam takes over its parent's session; a parent that
-    // goes on twice hands a copy to a session whose beam ended.
-    std::vector<int> owner(beamCount, -1);  // beam b's session goes to continuation owner[b]
-    std::vector<size_t> sessionOf(beamCount);
+    // Each continuing beam takes over its parent's state; a parent that
+    // goes on twice hands a copy to a state whose beam ended.
+    std::vector<int> owner(beamCount, -1);  // beam b's state goes to continuation owner[b]
+    std::vector<size_t> ownerOf(beamCount);  // continuation i's state: that of beam ownerOf[i]
     std::vector<size_t> needCopy;
     for (size_t i = 0; i < beamCount; ++i) {
       const size_t parent = next[i].beam;
       if (owner[parent] < 0 && hasState[parent]) {
         owner[parent] = static_cast<int>(i);
-        sessionOf[i] = parent;
+        ownerOf[i] = parent;
       } else {
         needCopy.push_back(i);
       }
     }
-    std::vector<size_t> freeSessions;
+    std::vector<size_t> freeStates;
     for (size_t b = 0; b < beamCount; ++b)
-      if (owner[b] < 0) freeSessions.push_back(b);
+      if (owner[b] < 0) freeStates.push_back(b);
     std::vector<std::vector<int64_t>> previous(beamCount);
     for (size_t b = 0; b < beamCount; ++b) previous[b] = beams[b].tokens;
     for (size_t j = 0; j < needCopy.size(); ++j) {
-      const size_t i = needCopy[j], into = freeSessions[j], parent = next[i].beam;
+      const size_t i = needCopy[j], into = freeStates[j], parent = next[i].beam;
       const size_t from = hasState[parent] ? parent : 0;
-      if (Status status = sessions[into]->copyStateFrom(*sessions[from]); !status.ok()) return status;
-      sessionOf[i] = into;
+      if (Status status = states->copy(stateOf[into], stateOf[from]); !status.ok()) return status;
+      ownerOf[i] = into;
     }
-    std::vector<Session *> reordered(beamCount);
+    std::vector<size_t> reordered(beamCount);
+    std::vector<int64_t> tokens(beamCount);
     for (size_t i = 0; i < beamCount; ++i) {
-      reordered[i] = sessions[sessionOf[i]];
+      reordered[i] = stateOf[ownerOf[i]];
       beams[i].tokens = previous[next[i].beam];
       beams[i].tokens.push_back(next[i].token);
       beams[i].score = next[i].score;
+      tokens[i] = next[i].token;
     }
-    sessions = std::move(reordered);
+    stateOf = std::move(reordered);
     hasState.assign(beamCount, true);
 
+    if (Status status = states->next(stateOf, tokens); !status.ok()) return status;
     for (size_t i = 0; i < beamCount; ++i) {
-      const int64_t token[1] = {beams[i].tokens.back()};
-      StatusOr<std::span<const float>> row = detail::runTokens(*sessions[i], *ids, logitsName, token);
-      if (!row.ok()) return row.status();
-      if (Status status = detail::checkLogits(row.value(), produced + 1); !status.ok()) return status;
-      beams[i].logProbs = logSoftmax(row.value());
+      if (Status status = detail::checkLogits(states->logits(i), produced + 1); !status.ok()) return status;
+      beams[i].logProbs = logSoftmax(states->logits(i));
       applyProcessors(beams[i].logProbs, prompt, beams[i].tokens, options);
     }
   }

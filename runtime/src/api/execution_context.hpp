@@ -53,6 +53,8 @@ class ExecutionContext {
   void bindOutput(size_t index, std::byte *data) { outputPointers_[index] = data; }
   // What the next run writes output `index` to.
   std::byte *boundOutput(size_t index) const { return outputPointers_[index]; }
+  // The context's own buffer of input `index` (what a Session's input() gives).
+  const AlignedBuffer &inputBuffer(size_t index) const { return inputs_[index]; }
   // The context's own buffer of output `index` (what a Session's output() gives).
   const AlignedBuffer &outputBuffer(size_t index) const { return outputs_[index]; }
 

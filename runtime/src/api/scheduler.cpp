@@ -107,6 +107,11 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   StatusOr<std::unique_ptr<SequencePool>> pool = SequencePool::create(
       std::move(model), {options.maxSequences, options.threads, options.cacheBlockRows, options.cacheBlocks});
   if (!pool.ok()) return pool.status();
+  if (pool.value()->firstRunsAlone())
+    return invalidArgument(fmt::format("'{}' keeps state at a sequence's first run (an encoder-decoder's, with "
+                                       "keep()), and the scheduler takes prompts alone: run it with a SequencePool, "
+                                       "or a Session (generate, beamSearch)",
+                                       pool.value()->model().name()));
   const int64_t most = pool.value()->maxTokensPerRun();
   if (options.stepTokens < 0)
     return invalidArgument(fmt::format("stepTokens is {}; it must not be negative", options.stepTokens));

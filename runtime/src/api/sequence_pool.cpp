@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "api/generation_rules.hpp"
 #include "api/io_checks.hpp"
@@ -53,8 +54,13 @@ class Claim {
 
 SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
     : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0),
+      firstRunShapes_(static_cast<size_t>(maxSequences), std::vector<std::vector<int64_t>>(model_->inputs().size())),
+      keptSlotOf_(static_cast<size_t>(maxSequences)), keptReferences_(static_cast<size_t>(maxSequences), 1),
+      staged_(model_->inputs().size()), firstRunStaged_(model_->inputs().size()),
       tables_(static_cast<size_t>(maxSequences)) {
   sequences_.resize(static_cast<size_t>(maxSequences));
+  for (size_t sequence = 0; sequence < keptSlotOf_.size(); ++sequence)
+    keptSlotOf_[sequence] = static_cast<uint32_t>(sequence);
 }
 
 SequencePool::~SequencePool() = default;
@@ -73,22 +79,48 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
         fmt::format("maxSequences is {}; it takes 1 to {}", options.maxSequences, detail::kMaxSequenceSlots));
   if (Status status = detail::checkCanRun(model.get(), options.threads, Device::Cpu, -1); !status.ok()) return status;
   const std::vector<TensorInfo> &inputs = model->inputs(), &outputs = model->outputs();
-  const bool idsOnly = inputs.size() == 1 && (inputs[0].dtype == DType::I64 || inputs[0].dtype == DType::I32) &&
-                       inputs[0].shape.size() == 2;
+  // The ids: the one input read at every run.
+  std::optional<size_t> idsInput;
+  size_t everyRun = 0;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].firstRunOnly) {
+      ++everyRun;
+      idsInput = i;
+    }
+  const bool ids = everyRun == 1 &&
+                   (inputs[*idsInput].dtype == DType::I64 || inputs[*idsInput].dtype == DType::I32) &&
+                   inputs[*idsInput].shape.size() == 2;
   const bool logits = outputs.size() == 1 && outputs[0].dtype == DType::F32 && outputs[0].shape.size() == 3 &&
                       outputs[0].shape[2] > 0;
-  if (!idsOnly || !logits)
-    return invalidArgument(fmt::format("'{}' must take one integer ids input [1, t] and give one f32 logits output "
-                                       "[1, t, vocab] to serve many sequences",
+  if (!ids || !logits)
+    return invalidArgument(fmt::format("'{}' must take one integer ids input [1, t] (besides inputs read at a "
+                                       "sequence's first run only) and give one f32 logits output [1, t, vocab] "
+                                       "to serve many sequences",
                                        model->name()));
   std::unique_ptr<SequencePool> pool(new SequencePool(model, options.maxSequences));
+  pool->idsInput_ = *idsInput;
   pool->vocabulary_ = outputs[0].shape[2];
+  // First-run inputs at their dims' least values: for the checks below and
+  // the probe, which runs do not depend on.
+  std::vector<std::vector<int64_t>> leastFirstRun(inputs.size());
+  if (everyRun < inputs.size()) {
+    std::vector<int64_t> least;
+    for (const DimInfo &dim : model->dims()) least.push_back(dim.min);
+    StatusOr<std::vector<std::vector<int64_t>>> shapes = model->dynamicProgram()->inputShapes(least);
+    if (!shapes.ok()) return shapes.status();
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].firstRunOnly) leastFirstRun[i] = shapes.value()[i];
+  }
   // The largest run: the token dim's maximum, less where a check (the cache's
   // rows) allows fewer tokens from position 0; and the most rows a sequence
   // holds: one token at the last position a check allows. The checks only
   // tighten as either grows.
   const DimInfo &tokens = model->dims()[static_cast<size_t>(program.sequenceTokensDim)];
-  auto fits = [&](int64_t count, int64_t position) { return detail::fitsAt(*model, count, position).ok(); };
+  auto fits = [&](int64_t count, int64_t position) {
+    std::vector<std::vector<int64_t>> shapes = leastFirstRun;
+    shapes[*idsInput] = {1, count};
+    return model->outputShapes(shapes, position).ok();
+  };
   auto largest = [](int64_t low, int64_t high, auto &&holds) {  // the largest in [low, high] that holds
     while (low < high) {
       const int64_t middle = low + (high - low + 1) / 2;
@@ -115,12 +147,21 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
                                        options.cacheBlocks, SequencePoolOptions::kMaxCacheBlocks));
   detail::StateSlots slots;
   slots.sequences = options.maxSequences;
-  // Paged when some state is only appended to and read as keys and values:
-  // told from the program where its attention reads two keys.
+  // The program where attention reads two keys tells which states are kept
+  // at a sequence's first run, and which are only appended to and read as
+  // keys and values: paged.
   std::unique_ptr<Instantiation> probe;
-  if (options.cacheBlockRows > 0 && pool->maxSequenceTokens_ >= 2)
-    if (StatusOr<const detail::Program *> probed = pool->programFor(probe, 1, 1);
-        probed.ok() && detail::pagedStatesOf(*probed.value(), options.cacheBlockRows).any()) {
+  if (pool->maxSequenceTokens_ >= 2)
+    if (StatusOr<const detail::Program *> probed = pool->programFor(probe, 1, 1, leastFirstRun); probed.ok()) {
+      slots.probe = probed.value();
+      for (const detail::Step &step : probed.value()->steps) pool->firstRunSteps_ = pool->firstRunSteps_ || step.firstRun;
+    }
+  if (everyRun < inputs.size() && !slots.probe)
+    return invalidArgument(fmt::format("'{}' cannot run a token after its first run from its first-run inputs' least "
+                                       "shapes",
+                                       model->name()));
+  if (options.cacheBlockRows > 0 && slots.probe)
+    if (detail::pagedStatesOf(*slots.probe, options.cacheBlockRows).any()) {
       const int64_t blocksPerSequence = (pool->maxSequenceTokens_ + options.cacheBlockRows - 1) / options.cacheBlockRows;
       const int64_t blocks = options.cacheBlocks > 0 ? options.cacheBlocks : blocksPerSequence * options.maxSequences;
       if (blocks > SequencePoolOptions::kMaxCacheBlocks)
@@ -130,7 +171,6 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
                                            options.cacheBlockRows, SequencePoolOptions::kMaxCacheBlocks));
       slots.blockRows = options.cacheBlockRows;
       slots.cacheBlocks = static_cast<uint32_t>(blocks);
-      slots.pagingProbe = probe->program.get();
       pool->blockRows_ = options.cacheBlockRows;
       pool->references_.assign(static_cast<size_t>(blocks), 0);
       for (int64_t block = blocks; block-- > 0;) pool->free_.push_back(static_cast<uint32_t>(block));
@@ -227,6 +267,10 @@ Status SequencePool::copy(int target, int source) {
   if (Status status = executor_->copySlot(static_cast<uint32_t>(target), static_cast<uint32_t>(source)); !status.ok())
     return status;
   positions_[static_cast<size_t>(target)] = positions_[static_cast<size_t>(source)];
+  firstRunShapes_[static_cast<size_t>(target)] = firstRunShapes_[static_cast<size_t>(source)];
+  --keptReferences_[keptSlotOf_[static_cast<size_t>(target)]];
+  keptSlotOf_[static_cast<size_t>(target)] = keptSlotOf_[static_cast<size_t>(source)];
+  ++keptReferences_[keptSlotOf_[static_cast<size_t>(target)]];
   if (blockRows_ > 0) {  // shared until written
     releaseBlocks(target, 0);
     tables_[static_cast<size_t>(target)] = tables_[static_cast<size_t>(source)];
@@ -235,11 +279,22 @@ Status SequencePool::copy(int target, int source) {
   return Status();
 }
 
+void SequencePool::ownKeptSlot(int sequence) {
+  uint32_t &slot = keptSlotOf_[static_cast<size_t>(sequence)];
+  if (keptReferences_[slot] == 1) return;
+  --keptReferences_[slot];
+  // Each sequence holds one kept slot and this one shares its own, so one is free.
+  slot = static_cast<uint32_t>(std::find(keptReferences_.begin(), keptReferences_.end(), 0u) - keptReferences_.begin());
+  keptReferences_[slot] = 1;
+}
+
 StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Instantiation> &kept, int64_t tokens,
-                                                           int64_t position) {
+                                                           int64_t position,
+                                                           const std::vector<std::vector<int64_t>> &firstRunShapes) {
   const detail::DynamicProgram &dynamic = *model_->dynamicProgram();
-  const std::vector<int64_t> shape = {1, tokens};
-  const std::span<const int64_t> shapes[] = {shape};
+  const std::vector<int64_t> ids = {1, tokens};
+  std::vector<std::span<const int64_t>> shapes(firstRunShapes.begin(), firstRunShapes.end());
+  shapes[idsInput_] = ids;
   StatusOr<detail::DimBinding> binding = dynamic.bind(shapes, position);
   if (!binding.ok()) return binding.status();
   if (kept && kept->program->dimValues == binding->dims) return kept->program.get();
@@ -253,14 +308,55 @@ StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Insta
   return kept->program.get();
 }
 
+Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &part) {
+  const std::vector<TensorInfo> &inputs = model_->inputs();
+  std::vector<bool> given(inputs.size(), false);
+  for (const FirstRunInput &input : part.firstRunInputs) {
+    size_t i = 0;
+    while (i < inputs.size() && (inputs[i].name != input.name || !inputs[i].firstRunOnly)) ++i;
+    if (i == inputs.size())
+      return invalidArgument(fmt::format("entry {}: '{}' reads no input \"{}\" at a sequence's first run (those it "
+                                         "reads then: {})",
+                                         entry, model_->name(), input.name, firstRunNames()));
+    if (given[i]) return invalidArgument(fmt::format("entry {}: input \"{}\" is given twice", entry, input.name));
+    given[i] = true;
+    const TensorInfo &info = inputs[i];
+    if (Status status = detail::checkInput(info, model_->dims(), input.type, input.shape, input.data, input.bytes);
+        !status.ok())
+      return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
+    if (Status status = detail::checkInputValues(info, input.type, input.shape, input.data); !status.ok())
+      return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
+    staged_[i].resize(input.bytes / elementSize(input.type) * dtypeSize(info.dtype));
+    if (Status status = detail::convertInput(info, input.type, input.shape, input.data, staged_[i].data());
+        !status.ok())
+      return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
+    firstRunStaged_[i].assign(input.shape.begin(), input.shape.end());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].firstRunOnly && !given[i])
+      return invalidArgument(fmt::format("entry {}: sequence {} starts, and its first run reads input \"{}\" ({}), "
+                                         "which is not given",
+                                         entry, part.sequence, inputs[i].name, detail::describe(inputs[i])));
+  return Status();
+}
+
+std::string SequencePool::firstRunNames() const {
+  std::vector<TensorInfo> firstRun;
+  for (const TensorInfo &input : model_->inputs())
+    if (input.firstRunOnly) firstRun.push_back(input);
+  return detail::namesOf(firstRun);
+}
+
 Status SequencePool::run(std::span<const SequenceTokens> batch) {
   Claim claim(inUse_);
   if (!claim.status().ok()) return claim.status();
   lastRows_.clear();
   if (batch.empty()) return invalidArgument("the run has no sequences");
-  const TensorInfo &ids = model_->inputs()[0];  // the only input (create checked)
+  const TensorInfo &ids = model_->inputs()[idsInput_];
   std::vector<bool> seen(positions_.size(), false);
   int64_t tokens = 0;
+  // A sequence's first run runs the steps that keep what its first-run inputs give: alone.
+  bool firstRun = false;
   for (size_t entry = 0; entry < batch.size(); ++entry) {
     const SequenceTokens &part = batch[entry];
     if (Status status = checkSequence(part.sequence); !status.ok())
@@ -273,10 +369,31 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
       if (ids.upperBound > 0 && (part.tokens[i] < 0 || part.tokens[i] >= ids.upperBound))
         return invalidArgument(fmt::format("entry {}: token {} is {}, outside the vocabulary [0, {}) of input \"{}\"",
                                            entry, i, part.tokens[i], ids.upperBound, ids.name));
+    const int64_t position = positions_[static_cast<size_t>(part.sequence)];
+    if (position > 0 && !part.firstRunInputs.empty())
+      return invalidArgument(fmt::format("entry {}: sequence {} is at position {}, past its first run: it reads no "
+                                         "first-run inputs until reset",
+                                         entry, part.sequence, position));
+    if (position == 0 && firstRunSteps_) {
+      if (batch.size() > 1)
+        return invalidArgument(fmt::format("entry {}: sequence {} starts, and '{}' keeps state at a sequence's first "
+                                           "run: that run takes the sequence alone",
+                                           entry, part.sequence, model_->name()));
+      if (Status status = stageFirstRunInputs(entry, part); !status.ok()) return status;
+      firstRun = true;
+    } else if (!part.firstRunInputs.empty()) {
+      return invalidArgument(fmt::format("entry {}: '{}' reads no inputs at a sequence's first run only", entry,
+                                         model_->name()));
+    }
     tokens += static_cast<int64_t>(part.tokens.size());
   }
+  // Each sequence's first-run inputs bind their dims: at its first run as
+  // given, after it as then. `all` runs no step that depends on them but
+  // those of a first run, alone: it binds them as the first entry's.
+  const std::vector<std::vector<int64_t>> &allShapes =
+      firstRun ? firstRunStaged_ : firstRunShapes_[static_cast<size_t>(batch[0].sequence)];
   // Every program first: a sequence that does not fit fails the run before anything runs.
-  StatusOr<const detail::Program *> all = programFor(all_, tokens, 0);
+  StatusOr<const detail::Program *> all = programFor(all_, tokens, 0, allShapes);
   if (!all.ok())
     return Status(all.status().code(), fmt::format("the run's {} tokens together: {}", tokens, all.status().message()));
   std::vector<detail::SequenceSlice> slices;
@@ -285,11 +402,12 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
     const SequenceTokens &part = batch[entry];
     const auto sequence = static_cast<size_t>(part.sequence);
     const auto count = static_cast<int64_t>(part.tokens.size());
-    StatusOr<const detail::Program *> own = programFor(sequences_[sequence], count, positions_[sequence]);
+    StatusOr<const detail::Program *> own =
+        programFor(sequences_[sequence], count, positions_[sequence], firstRun ? firstRunStaged_ : firstRunShapes_[sequence]);
     if (!own.ok())
       return Status(own.status().code(), fmt::format("entry {}: sequence {} at position {}: {}", entry, part.sequence,
                                                      positions_[sequence], own.status().message()));
-    slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence), {}});
+    slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence), 0, {}});
     first += static_cast<uint64_t>(count);
   }
   // The blocks every sequence's rows after the run take, all free before any is taken.
@@ -310,19 +428,28 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
     }
     for (size_t entry = 0; entry < batch.size(); ++entry) slices[entry].blocks = tables_[static_cast<size_t>(batch[entry].sequence)];
   }
+  // A first run writes what it keeps into a kept slot no other sequence shares.
+  if (firstRun) ownKeptSlot(batch[0].sequence);
+  for (size_t entry = 0; entry < batch.size(); ++entry)
+    slices[entry].keptSlot = keptSlotOf_[static_cast<size_t>(batch[entry].sequence)];
   ids_.clear();
   for (const SequenceTokens &part : batch) ids_.insert(ids_.end(), part.tokens.begin(), part.tokens.end());
   // The ids in the input's type.
   std::vector<int32_t> narrow;
-  const std::byte *input = reinterpret_cast<const std::byte *>(ids_.data());
+  const std::byte *idsData = reinterpret_cast<const std::byte *>(ids_.data());
   if (ids.dtype == DType::I32) {
     narrow.assign(ids_.begin(), ids_.end());
-    input = reinterpret_cast<const std::byte *>(narrow.data());
+    idsData = reinterpret_cast<const std::byte *>(narrow.data());
   }
+  // The first-run inputs are read at a first run only.
+  std::vector<const std::byte *> inputs(model_->inputs().size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (firstRun && model_->inputs()[i].firstRunOnly) inputs[i] = staged_[i].data();
+  inputs[idsInput_] = idsData;
   logits_.resize(static_cast<size_t>(tokens) * static_cast<size_t>(vocabulary_));
-  const std::byte *inputs[] = {input};
   std::byte *outputs[] = {reinterpret_cast<std::byte *>(logits_.data())};
   if (Status status = executor_->runSequences(*all.value(), slices, inputs, outputs); !status.ok()) return status;
+  if (firstRun) firstRunShapes_[static_cast<size_t>(batch[0].sequence)] = firstRunStaged_;
   uint64_t row = 0;
   for (const SequenceTokens &part : batch) {
     positions_[static_cast<size_t>(part.sequence)] += static_cast<int64_t>(part.tokens.size());

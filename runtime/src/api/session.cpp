@@ -157,6 +157,20 @@ size_t Session::outputCount() const { return model_->outputs().size(); }
 
 size_t Session::instantiations() const { return context_->instantiations(); }
 
+StatusOr<TensorRef> Session::input(size_t index) const {
+  Claim claim(*this);
+  if (!claim.held()) return busy("is in use by another thread");
+  const std::vector<TensorInfo> &infos = model_->inputs();
+  if (index >= infos.size())
+    return Status(StatusCode::OutOfRange, fmt::format("input {} does not exist (the model has {})", index, infos.size()));
+  if (!inputIsSet_[index])
+    return Status(StatusCode::InvalidArgument, fmt::format("input \"{}\" is not set", infos[index].name));
+  uint64_t elements = 1;
+  for (int64_t size : inputShapes_[index]) elements *= static_cast<uint64_t>(size);
+  return TensorRef{infos[index].dtype, inputShapes_[index], context_->inputBuffer(index).data(),
+                   static_cast<size_t>(dtypeBytes(infos[index].dtype, elements))};
+}
+
 StatusOr<TensorRef> Session::output(size_t index) const {
   Claim claim(*this);
   if (!claim.held()) return busy("is in use by another thread");

@@ -181,7 +181,7 @@ StatusOr<std::unique_ptr<Executor>> Backend::createExecutor(const Program &progr
     return Status(StatusCode::InvalidArgument, fmt::format("{} rows a block", slots.blockRows));
   const ein_backend_executor_options c{options.threads, options.deviceIndex, slots.sequences,
                                        static_cast<uint32_t>(slots.blockRows), slots.cacheBlocks,
-                                       reinterpret_cast<const ein_backend_program *>(slots.pagingProbe)};
+                                       reinterpret_cast<const ein_backend_program *>(slots.probe)};
   ein_backend_executor *handle =
       table_.create_executor(reinterpret_cast<const ein_backend_program *>(&program), &c, error.sink());
   if (!handle) return error.status();
@@ -223,7 +223,8 @@ Status Executor::runSequences(const Program &all, std::span<const SequenceSlice>
   std::vector<ein_backend_sequence> c(sequences.size());
   for (size_t i = 0; i < sequences.size(); ++i)
     c[i] = {reinterpret_cast<const ein_backend_program *>(sequences[i].program), sequences[i].firstToken,
-            sequences[i].slot, sequences[i].blocks.data(), static_cast<uint32_t>(sequences[i].blocks.size())};
+            sequences[i].slot, sequences[i].keptSlot, sequences[i].blocks.data(),
+            static_cast<uint32_t>(sequences[i].blocks.size())};
   ErrorReport error;
   return error.of(table_.run_sequences(handle_, reinterpret_cast<const ein_backend_program *>(&all), c.data(),
                                        c.size(), reinterpret_cast<const void *const *>(inputs.data()), inputs.size(),

@@ -24,8 +24,9 @@ extern "C" {
 /* Bumped when this table, the Program structs or their meaning change.
    3: the backends answer through this C table (2: a C++ class).
    4: many sequences in one run (run_sequences, sequence_slots).
-   6: paged key/value caches (cache_blocks, blocks, copy_block). */
-#define EIN_BACKEND_INTERFACE_VERSION 6u
+   6: paged key/value caches (cache_blocks, blocks, copy_block).
+   7: kept states shared by forked sequences (probe, kept_slot), first-run steps. */
+#define EIN_BACKEND_INTERFACE_VERSION 7u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -52,13 +53,14 @@ typedef struct ein_backend_executor_options {
   int32_t threads;        /* >= 1 */
   int32_t device_index;   /* -1: the backend's default device */
   int32_t sequence_slots; /* >= 1: the states it keeps, one per sequence run at once */
-  /* With cache_blocks > 0, the states program/paged_state.hpp's
-     pagedStatesOf(paging_probe, cache_block_rows) finds live in a pool of
-     cache_blocks blocks instead of in each slot; paging_probe is the
-     model's program at some tokens and position (it may go after the call). */
+  /* probe, when not NULL, is the model's program at some tokens and
+     position (it may go after the call). The states program/paged_state.hpp's
+     keptStatesOf(probe) finds live in a kept slot per sequence instead of in
+     each slot; with cache_blocks > 0, those pagedStatesOf(probe,
+     cache_block_rows) finds live in a pool of cache_blocks blocks. */
   uint32_t cache_block_rows;
   uint32_t cache_blocks;
-  const ein_backend_program *paging_probe;
+  const ein_backend_program *probe;
 } ein_backend_executor_options;
 
 /* One sequence of a run over many (run_sequences). */
@@ -67,6 +69,7 @@ typedef struct ein_backend_sequence {
   const ein_backend_program *program;
   uint64_t first_token; /* its first token's row among the run's tokens */
   uint32_t slot;        /* its state: the slot-th of the executor's */
+  uint32_t kept_slot;   /* its kept states: the kept_slot-th (shared by forks) */
   /* Its block table (paged states): block_count blocks, the n-th holding
      its rows [n * cache_block_rows, (n + 1) * cache_block_rows). */
   const uint32_t *blocks;
@@ -114,9 +117,10 @@ typedef struct ein_backend_table {
      model's program at all the tokens) runs its steps once, but for those
      marked per sequence (Step::perSequence), which run once per sequence
      from that sequence's program, its per-token tensors (Tensor::perToken)
-     starting at its first token's row and its state in its slot. The
-     inputs and outputs are all the tokens'. May be NULL: the backend runs
-     one sequence per run. */
+     starting at its first token's row and its state in its slot. Steps of
+     a sequence's first run (Step::firstRun) run only when the run is one
+     sequence at position 0. The inputs and outputs are all the tokens'.
+     May be NULL: the backend runs one sequence per run. */
   int32_t (*run_sequences)(ein_backend_executor *executor, const ein_backend_program *all,
                            const ein_backend_sequence *sequences, size_t sequence_count,
                            const void *const *inputs, size_t input_count, void *const *outputs,

@@ -123,7 +123,7 @@ const ein_backend_table &backendTable() {
           slots.sequences = std::max(options->sequence_slots, 1);
           slots.blockRows = options->cache_block_rows;
           slots.cacheBlocks = options->cache_blocks;
-          slots.pagingProbe = options->paging_probe ? &program(options->paging_probe) : nullptr;
+          slots.probe = options->probe ? &program(options->probe) : nullptr;
           StatusOr<std::unique_ptr<ExecutorImplementation>> created =
               Backend::createExecutor(program(model), session, slots);
           if (created.ok()) executor = std::move(created).value();
@@ -152,6 +152,7 @@ const ein_backend_table &backendTable() {
           std::vector<SequenceSlice> slices(sequenceCount);
           for (size_t i = 0; i < sequenceCount; ++i)
             slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot,
+                         sequences[i].kept_slot,
                          {sequences[i].blocks, sequences[i].blocks ? sequences[i].block_count : 0u}};
           return implementation(executor).runSequences(
               program(all), slices, {reinterpret_cast<const std::byte *const *>(inputs), inputCount},

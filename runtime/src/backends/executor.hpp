@@ -21,18 +21,21 @@ struct SequenceSlice {
   const Program *program = nullptr;  // the model's program at the sequence's tokens and position
   uint64_t firstToken = 0;           // its first token's row among the run's tokens
   uint32_t slot = 0;                 // its state: the slot-th of the executor's
+  uint32_t keptSlot = 0;             // its kept states (keptStatesOf): the keptSlot-th
   std::span<const uint32_t> blocks;  // its block table, for the paged states
 };
 
-// The states an executor keeps for runSequences: a slot per sequence and,
-// with cacheBlocks > 0, a pool of blocks for the states
-// pagedStatesOf(*pagingProbe, blockRows) finds (program/paged_state.hpp),
-// which then take no room in the slots.
+// The states an executor keeps for runSequences: a slot per sequence; with
+// a probe (the model's program at some tokens and position), a kept slot per
+// sequence for the states keptStatesOf(*probe) finds (program/paged_state.hpp:
+// written at a sequence's first run, shared by the sequences forked from it)
+// and, with cacheBlocks > 0, a pool of blocks for those
+// pagedStatesOf(*probe, blockRows) finds; neither takes room in the slots.
 struct StateSlots {
   int sequences = 1;
   int64_t blockRows = 0;
   uint32_t cacheBlocks = 0;
-  const Program *pagingProbe = nullptr;  // needed only while the executor is created
+  const Program *probe = nullptr;  // needed only while the executor is created
 };
 
 // One executor of a backend's C table (backend_interface.h), owned.
@@ -65,7 +68,8 @@ class Executor {
   // `all` and the sequences' programs must outlive the call.
   Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
                       std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
-  // Overwrites state slot `target` with slot `source` (backend_interface.h's copy_slot).
+  // Overwrites state slot `target` with slot `source` (backend_interface.h's
+  // copy_slot); kept slots are not copied but shared (SequenceSlice::keptSlot).
   Status copySlot(uint32_t target, uint32_t source);
   // Overwrites block `target` of the paged states with block `source` (copy_block).
   Status copyBlock(uint32_t target, uint32_t source);

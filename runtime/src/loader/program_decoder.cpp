@@ -290,9 +290,9 @@ namespace {
 // Steps that run only at a sequence's first run (schema Step.first_run) are
 // skipped at later runs, so what they write must not be read then: they
 // write arena and state tensors only, and a step of every run reads neither
-// a first-run input nor an arena tensor that only first-run steps write.
-// Sequences run one at a time in such a model (the plan of many would run
-// first and later runs in one program).
+// a first-run input nor an arena tensor that only first-run steps write. A
+// state they write is kept from then on: no step of every run writes it (so
+// that sequences forked from one share it: SequencePool).
 Status checkFirstRunSteps(const Program &program) {
   std::vector<bool> firstRunInput(program.tensors.size(), false), writtenAlways(program.tensors.size(), false),
       writtenFirst(program.tensors.size(), false);
@@ -310,6 +310,9 @@ Status checkFirstRunSteps(const Program &program) {
       if (step.firstRun && operand.written && tensor.storage != Storage::Arena && tensor.storage != Storage::State)
         return invalid(fmt::format("{} runs at a sequence's first run only but writes tensor {}, which has {} storage",
                                    step.label, operand.tensor, storageName(tensor.storage)));
+      if (!step.firstRun && operand.written && tensor.storage == Storage::State && writtenFirst[operand.tensor])
+        return invalid(fmt::format("{} runs at every run but writes tensor {}, a state a sequence's first run keeps",
+                                   step.label, operand.tensor));
       if (!step.firstRun && !operand.written &&
           (firstRunInput[operand.tensor] ||
            (tensor.storage == Storage::Arena && writtenFirst[operand.tensor] && !writtenAlways[operand.tensor])))
@@ -319,9 +322,6 @@ Status checkFirstRunSteps(const Program &program) {
   }
   if (any && program.positionDim < 0)
     return invalid("the model has steps or inputs of a sequence's first run but no position");
-  if (any && program.sequenceTokensDim >= 0)
-    return invalid("the model has steps of a sequence's first run, so it serves one sequence per run, but it names "
-                   "a dim of many sequences' tokens");
   return Status();
 }
 

@@ -79,7 +79,8 @@ PagedStates pagedStatesOf(const Program &program, int64_t blockRows) {
       bool uses = false;
       for (const StepOperand &operand : program.stepInfos[s].operands) uses = uses || operand.tensor == id;
       if (!uses) continue;
-      if (!pagedUses(program, s, id, views)) pageable = false;
+      // A state kept at the first run holds an encoder's rows, not one a token.
+      if (program.steps[s].firstRun || !pagedUses(program, s, id, views)) pageable = false;
       // The rows axis: the one attention's keys walk.
       if (const auto *attention = std::get_if<Attention>(&program.steps[s].kernel); attention && pageable)
         for (const View *keys : {&attention->k, &attention->v}) {
@@ -102,6 +103,17 @@ PagedStates pagedStatesOf(const Program &program, int64_t blockRows) {
     paged.tensors.push_back(entry);
   }
   return paged;
+}
+
+std::vector<bool> keptStatesOf(const Program &program) {
+  std::vector<bool> kept(program.tensors.size(), false);
+  for (size_t s = 0; s < program.steps.size() && s < program.stepInfos.size(); ++s)
+    if (program.steps[s].firstRun)
+      for (const StepOperand &operand : program.stepInfos[s].operands)
+        if (operand.written && operand.tensor < kept.size() &&
+            program.tensors[operand.tensor].storage == Storage::State)
+          kept[operand.tensor] = true;
+  return kept;
 }
 
 StatusOr<PagedView> pageView(const Tensor &state, const PagedTensor &paged, int64_t blockRows, const View &view,

@@ -41,9 +41,14 @@ struct PagedStates {
 // where its attention reads at least two keys) that blocks of `blockRows`
 // rows can hold: those whose every step is a copy into them (an append) or
 // an attention reading them as keys or values, each run per sequence
-// (Step::perSequence), along one axis of rows: the axis attention's keys
-// walk. None when blockRows < 1.
+// (Step::perSequence) and at every run (not Step::firstRun), along one axis
+// of rows: the axis attention's keys walk. None when blockRows < 1.
 PagedStates pagedStatesOf(const Program &program, int64_t blockRows);
+
+// Per tensor of `program`: whether it is a state a sequence's first run
+// writes (keep(): an encoder's keys and values), which later runs only read
+// (the loader checks): sequences forked from one share it.
+std::vector<bool> keptStatesOf(const Program &program);
 
 // A view of paged state `paged` as it walks its blocks: `view` the same
 // elements' view over `extents` in the state as the program lays it out.

@@ -299,8 +299,6 @@ TEST(SessionState, AKeptStateIsWrittenAtTheFirstRunAndReadAfter) {
   for (const ein::StepInfo &step : model->steps()) firstRunSteps += step.firstRun;
   EXPECT_GE(firstRunSteps, 3u);  // the encoder's gemm and the two keeps at least
   EXPECT_LT(firstRunSteps, model->steps().size());
-  EXPECT_EQ(model->sequenceTokensDim(), -1);
-  EXPECT_NE(model->oneSequenceReason().find("keep()"), std::string::npos) << model->oneSequenceReason();
 
   auto whole = ein::Session::create(model).value();
   ASSERT_TRUE(setSource(*whole).ok());

@@ -42,32 +42,45 @@ StatusOr<size_t> scratchFloatsFor(const Program &program) {
   return (scratchFloats + 15) / 16 * 16;
 }
 
+// Where each state tensor lives: a session's in one slot at the artifact's
+// offsets; with a probe (StateSlots), laid out anew for many sequences: the
+// paged states in blocks, the kept ones in a kept slot per sequence, the
+// others in a slot per sequence.
+struct StateLayout {
+  uint32_t slots = 1;
+  uint64_t slotBytes = 0, keptSlotBytes = 0;  // 64-aligned
+  std::vector<uint64_t> offsets;  // per tensor: its place in its slot or kept slot
+  std::vector<bool> kept;         // per tensor: a kept state
+  bool placed() const { return !offsets.empty(); }
+};
+
 class CpuExecutor final : public ExecutorImplementation {
  public:
-  // `slotOffsets` places each state tensor in a slot of `slotBytes`;
-  // `paged` ones are in `blocks`, `cacheBlocks` of them.
-  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, uint64_t slotBytes,
-              std::vector<uint64_t> slotOffsets, PagedStates paged, AlignedBuffer blocks, uint32_t cacheBlocks,
-              int threads)
-      : model_(model), arena_(std::move(arena)), state_(std::move(state)), slotBytes_(slotBytes),
-        slotOffsets_(std::move(slotOffsets)), paged_(std::move(paged)), blocks_(std::move(blocks)),
-        cacheBlocks_(cacheBlocks), threads_(threads),
+  // `layout` places each state tensor in a slot of `state`, a kept slot of
+  // `keptStates` or the blocks of `blocks` (`cacheBlocks` of them).
+  CpuExecutor(const Program &model, AlignedBuffer arena, AlignedBuffer state, AlignedBuffer keptStates,
+              StateLayout layout, PagedStates paged, AlignedBuffer blocks, uint32_t cacheBlocks, int threads)
+      : model_(model), arena_(std::move(arena)), state_(std::move(state)), keptStates_(std::move(keptStates)),
+        layout_(std::move(layout)), paged_(std::move(paged)), blocks_(std::move(blocks)), cacheBlocks_(cacheBlocks),
+        threads_(threads),
         pool_(threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr),
         profile_(StepProfile::wanted() ? std::make_unique<StepProfile>() : nullptr) {}
 
   Status copyStateFrom(ExecutorImplementation &source) override {
     const auto *cpu = dynamic_cast<const CpuExecutor *>(&source);
-    if (!cpu || cpu->state_.size() != state_.size())
+    if (!cpu || cpu->state_.size() != state_.size() || cpu->keptStates_.size() != keptStates_.size())
       return Status(StatusCode::Internal, "the sessions' states differ in device or size");
     if (state_.size()) std::memcpy(state_.data(), cpu->state_.data(), state_.size());
+    if (keptStates_.size()) std::memcpy(keptStates_.data(), cpu->keptStates_.data(), keptStates_.size());
     return Status();
   }
 
   Status copySlot(uint32_t target, uint32_t source) override {
     if (target >= slotCount() || source >= slotCount())
       return Status(StatusCode::Internal, fmt::format("state slots {} and {} of {}", target, source, slotCount()));
-    if (target != source && slotBytes_)
-      std::memcpy(state_.data() + target * slotBytes_, state_.data() + source * slotBytes_, slotBytes_);
+    if (target != source && layout_.slotBytes)
+      std::memcpy(state_.data() + target * layout_.slotBytes, state_.data() + source * layout_.slotBytes,
+                  layout_.slotBytes);
     return Status();
   }
 
@@ -129,6 +142,8 @@ class CpuExecutor final : public ExecutorImplementation {
       return Status(StatusCode::InvalidArgument, "the model serves one sequence per run");
     if (inputs.size() != all.inputs.size() || outputs.size() != all.outputs.size())
       return Status(StatusCode::Internal, "executor called with the wrong number of buffers");
+    if (layout_.placed() && layout_.offsets.size() != all.tensors.size())
+      return Status(StatusCode::Internal, "the run's program is not the one the states were laid out for");
     const auto tokens = static_cast<uint64_t>(all.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
     // Each sequence's per-token rows must lie inside all the tokens' rows:
     // checked here, where the offsets are made, for every tensor it shifts.
@@ -142,13 +157,19 @@ class CpuExecutor final : public ExecutorImplementation {
         rowBytes[id] = all.tensors[id].byteSize / tokens;
       }
     EIN_ASSIGN_OR_RETURN(size_t scratchFloats, scratchFloatsFor(all));
+    // A sequence's first run, alone, runs the steps that keep its encoder's
+    // rows in its state; every other run skips them.
+    bool firstRun = sequences.size() == 1;
     for (const SequenceSlice &sequence : sequences) {
       const Program &own = *sequence.program;
       if (own.steps.size() != all.steps.size() || own.tensors.size() != all.tensors.size() ||
           own.dimValues.size() != all.dimValues.size())
         return Status(StatusCode::Internal, "a sequence's program is not the model's");
-      if (sequence.slot >= slotCount())
-        return Status(StatusCode::Internal, fmt::format("sequence slot {} of {}", sequence.slot, slotCount()));
+      if (sequence.slot >= slotCount() || sequence.keptSlot >= slotCount())
+        return Status(StatusCode::Internal, fmt::format("sequence slot {} (kept slot {}) of {}", sequence.slot,
+                                                        sequence.keptSlot, slotCount()));
+      firstRun = firstRun && own.positionDim >= 0 && static_cast<size_t>(own.positionDim) < own.dimValues.size() &&
+                 own.dimValues[static_cast<size_t>(own.positionDim)] == 0;
       for (uint32_t block : sequence.blocks)
         if (block >= cacheBlocks_)
           return Status(StatusCode::Internal, fmt::format("cache block {} of {}", block, cacheBlocks_));
@@ -170,6 +191,10 @@ class CpuExecutor final : public ExecutorImplementation {
     for (size_t i = 0; i < outputs.size(); ++i) bases[all.outputTensors[i]] = outputs[i];
     std::vector<std::byte *> sequenceBases(bases.size());
     for (size_t s = 0; s < all.steps.size();) {
+      if (all.steps[s].firstRun && !firstRun) {
+        ++s;
+        continue;
+      }
       if (!all.steps[s].perSequence) {
         EIN_RETURN_IF_ERROR(runStep(all, s, bases.data()));
         ++s;
@@ -183,12 +208,15 @@ class CpuExecutor final : public ExecutorImplementation {
         for (size_t id = 0; id < bases.size(); ++id) {
           const Tensor &tensor = all.tensors[id];
           sequenceBases[id] = tensor.perToken ? bases[id] + sequence.firstToken * rowBytes[id]
-                              : tensor.storage == Storage::State ? stateBase(tensor, static_cast<uint32_t>(id), sequence.slot)
-                                                                 : bases[id];
+                              : tensor.storage == Storage::State
+                                  ? stateBase(tensor, static_cast<uint32_t>(id), sequence.slot, sequence.keptSlot)
+                                  : bases[id];
         }
-        for (size_t step = s; step < end; ++step)
+        for (size_t step = s; step < end; ++step) {
+          if (all.steps[step].firstRun && !firstRun) continue;
           EIN_RETURN_IF_ERROR(paged_.any() ? runPagedStep(*sequence.program, step, sequenceBases, sequence.blocks)
                                            : runStep(*sequence.program, step, sequenceBases.data()));
+        }
       }
       s = end;
     }
@@ -196,15 +224,16 @@ class CpuExecutor final : public ExecutorImplementation {
   }
 
  private:
-  uint32_t slotCount() const {
-    return slotBytes_ == 0 ? UINT32_MAX : static_cast<uint32_t>(state_.size() / slotBytes_);
-  }
+  uint32_t slotCount() const { return layout_.slots; }
 
-  // Where state tensor `id` of slot `slot` starts: in the slot, or for a
-  // paged state, its part of block 0 (RowPages says where its rows are).
-  std::byte *stateBase(const Tensor &tensor, uint32_t id, uint32_t slot) const {
+  // Where state tensor `id` of slot `slot` (kept slot `keptSlot`) starts: in
+  // the slot, the kept slot, or for a paged state, its part of block 0
+  // (RowPages says where its rows are).
+  std::byte *stateBase(const Tensor &tensor, uint32_t id, uint32_t slot, uint32_t keptSlot) const {
     if (const PagedTensor *paged = paged_.find(id)) return blocks_.data() + paged->poolOffset;
-    return state_.data() + slot * slotBytes_ + (paged_.any() && id < slotOffsets_.size() ? slotOffsets_[id] : tensor.offset);
+    if (!layout_.placed()) return state_.data() + slot * layout_.slotBytes + tensor.offset;
+    if (layout_.kept[id]) return keptStates_.data() + keptSlot * layout_.keptSlotBytes + layout_.offsets[id];
+    return state_.data() + slot * layout_.slotBytes + layout_.offsets[id];
   }
 
   // Each tensor's address when its state is slot `slot`'s; inputs and outputs unbound.
@@ -214,7 +243,7 @@ class CpuExecutor final : public ExecutorImplementation {
       const Tensor &tensor = program.tensors[id];
       if (tensor.storage == Storage::Arena) bases[id] = arena_.data() + tensor.offset;
       if (tensor.storage == Storage::Weights) bases[id] = const_cast<std::byte *>(program.weights) + tensor.offset;
-      if (tensor.storage == Storage::State) bases[id] = stateBase(tensor, static_cast<uint32_t>(id), slot);
+      if (tensor.storage == Storage::State) bases[id] = stateBase(tensor, static_cast<uint32_t>(id), slot, slot);
     }
     return bases;
   }
@@ -324,8 +353,8 @@ class CpuExecutor final : public ExecutorImplementation {
   const Program *program_ = nullptr;  // the prepared one (the model's, or an instantiation)
   AlignedBuffer arena_;
   AlignedBuffer state_;  // the session's state (Storage::State), kept from run to run: a slot per sequence
-  uint64_t slotBytes_ = 0;  // one sequence's state, 64-aligned
-  std::vector<uint64_t> slotOffsets_;  // with paging, each state tensor's place in a slot
+  AlignedBuffer keptStates_;  // a kept slot per sequence (layout_.kept)
+  StateLayout layout_;
   PagedStates paged_;      // the states kept in blocks instead (none for a session)
   AlignedBuffer blocks_;   // cacheBlocks_ blocks of paged_.poolBlockBytes
   uint32_t cacheBlocks_ = 0;
@@ -348,32 +377,38 @@ StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Progra
   if (slots.sequences < 1 || slots.sequences > kMaxSequenceSlots)
     return Status(StatusCode::InvalidArgument,
                   fmt::format("{} sequences at once; the runtime takes 1 to {}", slots.sequences, kMaxSequenceSlots));
-  PagedStates paged;
-  if (slots.cacheBlocks > 0) {
-    if (!slots.pagingProbe) return Status(StatusCode::Internal, "a paged cache needs the model's program to page");
-    paged = pagedStatesOf(*slots.pagingProbe, slots.blockRows);
-  }
+  if (slots.cacheBlocks > 0 && !slots.probe)
+    return Status(StatusCode::Internal, "a paged cache needs the model's program to page");
   // Each state in a slot where the artifact puts it (sessions copy states
-  // whole); with paging, those not paged each in a 64-aligned place of
-  // their own (the probe's tensors: a dynamic model's own program has none).
-  std::vector<uint64_t> slotOffsets;
-  uint64_t slotBytes = program.stateBytes;
-  if (paged.any()) {
-    const Program &probe = *slots.pagingProbe;
-    slotOffsets.assign(probe.tensors.size(), 0);
-    slotBytes = 0;
+  // whole); with a probe, those not paged each in a 64-aligned place of
+  // their own in a slot or a kept slot (the probe's tensors: a dynamic
+  // model's own program has none).
+  PagedStates paged;
+  StateLayout layout;
+  layout.slots = static_cast<uint32_t>(slots.sequences);
+  layout.slotBytes = program.stateBytes;
+  if (slots.probe) {
+    const Program &probe = *slots.probe;
+    if (slots.cacheBlocks > 0) paged = pagedStatesOf(probe, slots.blockRows);
+    layout.kept = keptStatesOf(probe);
+    layout.offsets.assign(probe.tensors.size(), 0);
+    layout.slotBytes = 0;
     for (uint32_t id : probe.stateTensors) {
       if (id >= probe.tensors.size() || paged.find(id)) continue;
-      slotOffsets[id] = slotBytes;
-      slotBytes = (slotBytes + probe.tensors[id].byteSize + 63) / 64 * 64;
+      uint64_t &end = layout.kept[id] ? layout.keptSlotBytes : layout.slotBytes;
+      layout.offsets[id] = end;
+      end = (end + probe.tensors[id].byteSize + 63) / 64 * 64;
     }
   }
   // stateBytes is bounded by the loader (2^43), so a slot count up to the
   // limit cannot overflow.
-  slotBytes = (slotBytes + 63) / 64 * 64;
+  layout.slotBytes = (layout.slotBytes + 63) / 64 * 64;
   StatusOr<AlignedBuffer> state =
-      AlignedBuffer::allocate(slotBytes * static_cast<uint64_t>(slots.sequences), "the sequences' state");
+      AlignedBuffer::allocate(layout.slotBytes * layout.slots, "the sequences' state");
   if (!state.ok()) return state.status();
+  StatusOr<AlignedBuffer> keptStates =
+      AlignedBuffer::allocate(layout.keptSlotBytes * layout.slots, "the sequences' kept state");
+  if (!keptStates.ok()) return keptStates.status();
   const uint32_t cacheBlocks = paged.any() ? slots.cacheBlocks : 0;
   if (cacheBlocks > 0 && paged.poolBlockBytes > SIZE_MAX / cacheBlocks)
     return Status(StatusCode::ResourceExhausted, fmt::format("{} cache blocks of {} bytes are too many", cacheBlocks,
@@ -382,8 +417,8 @@ StatusOr<std::unique_ptr<ExecutorImplementation>> createCpuExecutor(const Progra
       AlignedBuffer::allocate(paged.poolBlockBytes * cacheBlocks, "the key/value cache's blocks");
   if (!blocks.ok()) return blocks.status();
   return std::unique_ptr<ExecutorImplementation>(
-      new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), slotBytes, std::move(slotOffsets),
-                      std::move(paged), std::move(blocks).value(), cacheBlocks, options.threads));
+      new CpuExecutor(program, std::move(arena).value(), std::move(state).value(), std::move(keptStates).value(),
+                      std::move(layout), std::move(paged), std::move(blocks).value(), cacheBlocks, options.threads));
 }
 
 }  // namespace ein::detail
