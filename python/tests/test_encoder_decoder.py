@@ -77,6 +77,17 @@ def test_later_runs_need_no_encoder_input_and_refuse_one(model):
                                session.run({"ids": np.array([[4]])})["logits"], rtol=1e-6)
 
 
+def test_a_batch_of_encoder_inputs_gives_a_result_a_row(model):
+    first, second = source(), source(4.0)
+    both = {"src": np.concatenate([first, second])}
+    alone = [model.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": src}) for src in (first, second)]
+    assert model.generate([1, 2], max_new_tokens=6, encoder_inputs=both) == alone
+    assert alone[0] != alone[1]
+    beams = model.generate([1, 2], max_new_tokens=6, num_beams=2, num_return_sequences=2, encoder_inputs=both)
+    assert beams == [model.generate([1, 2], max_new_tokens=6, num_beams=2, num_return_sequences=2,
+                                    encoder_inputs={"src": src}) for src in (first, second)]
+
+
 def test_encoder_inputs_are_checked(model):
     with pytest.raises(ein.InputError, match="no input"):
         model.generate([1], encoder_inputs={"features": source()})

@@ -206,6 +206,23 @@ TEST_P(Sequences, ACopySharesTheBlocksUntilItWritesIntoThem) {
   EXPECT_EQ(sequences.freeCacheBlocks(), 48);
 }
 
+// Forks that all write into the block they share (beams after a copy) need
+// one copy fewer than their count: the last keeps the block.
+TEST_P(Sequences, ForksWritingTheirSharedBlockCopyItForAllButOne) {
+  auto pool = ein::SequencePool::create(model, {2, 2, 16, 4});
+  ASSERT_TRUE(pool.ok());
+  ein::SequencePool &sequences = *pool.value();
+  const std::vector<int64_t> prompt(40, 5), a = {3}, b = {9};
+  ASSERT_TRUE(sequences.run(std::vector<ein::SequenceTokens>{{0, prompt}}).ok());
+  ASSERT_TRUE(sequences.copy(1, 0).ok());
+  EXPECT_EQ(sequences.freeCacheBlocks(), 1);
+  ein::Status status = sequences.run(std::vector<ein::SequenceTokens>{{0, a}, {1, b}});
+  ASSERT_TRUE(status.ok()) << status.toString();
+  EXPECT_EQ(sequences.freeCacheBlocks(), 0);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(0), alone(prompt, a, model).back()), tolerance);
+  EXPECT_LE(relativeDifference(sequences.lastLogits(1), alone(prompt, b, model).back()), tolerance);
+}
+
 // A pool of fewer blocks than every cache takes: a run needing more blocks
 // than are free fails before anything runs, naming them, and every sequence
 // is as it was; giving blocks back lets it run.

@@ -130,6 +130,26 @@ def _is_prompt_list(prompt) -> bool:
     return len(prompt) > 0 and all(isinstance(p, Sequence) and not isinstance(p, (str, bytes)) for p in prompt)
 
 
+def _encoder_rows(encoder_inputs: Mapping[str, Any], inputs) -> Optional[List[dict]]:
+    """The rows of a batch of encoder inputs ([B, ...] arrays of inputs the
+    model takes [1, ...]), one mapping a row; None for one row."""
+    shapes = {info.name: info.shape for info in inputs}
+    batches = {}
+    for name, value in encoder_inputs.items():
+        array = np.asarray(value)
+        shape = shapes.get(name)
+        if shape and shape[0] == 1 and array.ndim == len(shape) and array.shape[0] != 1:
+            batches[name] = array.shape[0]
+    if not batches:
+        return None
+    if len(set(batches.values())) > 1 or len(batches) < len(encoder_inputs):
+        sizes = ", ".join(f"{name}: {np.asarray(value).shape[0] if np.ndim(value) else 'a scalar'}"
+                          for name, value in encoder_inputs.items())
+        raise InputError(f"the encoder inputs' batches differ ({sizes}): give each the same rows")
+    rows = next(iter(batches.values()))
+    return [{name: np.asarray(value)[row:row + 1] for name, value in encoder_inputs.items()} for row in range(rows)]
+
+
 def _generation_arguments(prompt: Sequence[int], max_new_tokens: int, temperature: float, top_k: int, top_p: float,
                           seed: int, stop_tokens: Sequence[int]) -> tuple:
     """The arguments of a generation, checked in Python words, as the native
@@ -327,6 +347,8 @@ class Model:
         ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
         ..., "attention_mask": ...}``), read at the first run, whose keys and
         values the decoder keeps; ``prompt`` is then the decoder's start ids.
+        Arrays of B rows (``[B, 80, 3000]`` features) give a list of B
+        results, each row's as it alone gives.
 
         ``num_beams`` > 1 searches with that many beams as transformers'
         ``generate(num_beams=...)`` does (greedy, one prompt): ``stop_tokens``
@@ -336,9 +358,9 @@ class Model:
         transformers, ``no_repeat_ngram_size``, ``suppress_tokens`` and
         ``begin_suppress_tokens`` (not as the first new token) are its logits
         processors. Returns the best hypothesis's tokens, or with
-        ``num_return_sequences`` > 1 the best that many, best first. Each
-        beam has a session of its own; a beam that continues twice copies
-        its state.
+        ``num_return_sequences`` > 1 the best that many, best first. The
+        beams run together, one run a step, sharing the encoder's keys and
+        values and their common prefix's cache (ein::beamSearch).
         """
         beams = _integer(num_beams, "num_beams", 1)
         returned = _integer(num_return_sequences, "num_return_sequences", 1)
@@ -349,6 +371,14 @@ class Model:
             if isinstance(prompt, str) or _is_prompt_list(prompt):
                 raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
             _unknown_names(encoder_inputs, self._input_names, "input")
+            rows = _encoder_rows(encoder_inputs, self.inputs)
+            if rows is not None:
+                return [self.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                                      top_p=top_p, seed=seed, stop_tokens=stop_tokens, threads=threads,
+                                      encoder_inputs=row, num_beams=beams, length_penalty=length_penalty,
+                                      early_stopping=early_stopping, num_return_sequences=returned,
+                                      no_repeat_ngram_size=no_repeat_ngram_size, suppress_tokens=suppress_tokens,
+                                      begin_suppress_tokens=begin_suppress_tokens) for row in rows]
         if isinstance(prompt, str):
             tokenizer = self._text_tokenizer("generate")
             stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])

@@ -135,6 +135,10 @@ class SequencePool {
   struct Instantiation;
   SequencePool(std::shared_ptr<const Model> model, int maxSequences);
   Status checkSequence(int sequence) const;
+  // The blocks a run of `batch` takes from the free ones: the new rows' and
+  // copies of the shared blocks it writes into (a block all whose holders
+  // write into it copied for all but the last).
+  int64_t blocksToRun(std::span<const SequenceTokens> batch) const;
   // Gives back `sequence`'s blocks from block `first` on.
   void releaseBlocks(int sequence, size_t first);
   // Makes `sequence`'s blocks hold its rows up to `rows`, its own from row `from` on.

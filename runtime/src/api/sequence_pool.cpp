@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "api/generation_rules.hpp"
@@ -226,6 +227,22 @@ int64_t SequencePool::blocksToRun(int sequence, int64_t tokens) const {
   return taken;
 }
 
+int64_t SequencePool::blocksToRun(std::span<const SequenceTokens> batch) const {
+  int64_t taken = 0;
+  std::map<uint32_t, uint32_t> writers;  // each shared block the run writes into: its sequences writing
+  for (const SequenceTokens &part : batch) {
+    const std::vector<uint32_t> &table = tables_[static_cast<size_t>(part.sequence)];
+    const int64_t from = positions_[static_cast<size_t>(part.sequence)];
+    const size_t needed = blocksHolding(from + static_cast<int64_t>(part.tokens.size()), blockRows_);
+    taken += needed > table.size() ? static_cast<int64_t>(needed - table.size()) : 0;
+    for (size_t n = static_cast<size_t>(from / blockRows_); n < std::min(table.size(), needed); ++n)
+      if (references_[table[n]] > 1) ++writers[table[n]];
+  }
+  // Every writer copies a shared block but the last, when all its holders write.
+  for (const auto &[block, count] : writers) taken += count - (count == references_[block] ? 1 : 0);
+  return taken;
+}
+
 int64_t SequencePool::blocksHeld(std::span<const int> sequences) const {
   std::vector<bool> held(references_.size(), false);
   int64_t count = 0;
@@ -412,9 +429,7 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
   }
   // The blocks every sequence's rows after the run take, all free before any is taken.
   if (blockRows_ > 0) {
-    int64_t needed = 0;
-    for (const SequenceTokens &part : batch)
-      needed += blocksToRun(part.sequence, static_cast<int64_t>(part.tokens.size()));
+    const int64_t needed = blocksToRun(batch);
     if (needed > freeCacheBlocks())
       return Status(StatusCode::ResourceExhausted,
                     fmt::format("the run needs {} cache blocks of {} rows, and {} of the {} are free", needed,
