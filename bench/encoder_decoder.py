@@ -18,9 +18,9 @@ Every engine runs in its own process, one round after another (--rounds), and re
 of its runs; a round's first call is a warm-up. The time covers the encoder and the decoding,
 not loading. Prints a table with `lscpu`'s model name.
 
-Results (docs/benchmarks.md, "Encoder-decoders against CTranslate2 and transformers"): greedy,
-ein is level with or ahead of CTranslate2 at the same precision; with 4 beams it takes 1.9-2.7x
-CTranslate2's time (a session per beam, run one after another).
+Results (docs/benchmarks.md, "Encoder-decoders against CTranslate2 and transformers"): with 4
+beams (one pool's sequences, a run a step) ein takes 0.84-0.95x CTranslate2's time at the same
+precision; greedy 0.78-0.89x, but for T5 fp32 (1.08-1.11x, within the machine's noise).
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]

@@ -88,6 +88,16 @@ def test_a_batch_of_encoder_inputs_gives_a_result_a_row(model):
                                     encoder_inputs={"src": src}) for src in (first, second)]
 
 
+def test_the_decoders_start_ids_may_be_named_as_transformers_names_them(model):
+    src = {"src": source()}
+    assert model.generate(decoder_start_ids=[1, 2], max_new_tokens=4, encoder_inputs=src) == \
+        model.generate([1, 2], max_new_tokens=4, encoder_inputs=src)
+    with pytest.raises(TypeError, match="not both"):
+        model.generate([1], decoder_start_ids=[1], encoder_inputs=src)
+    with pytest.raises(TypeError, match="generate needs a prompt"):
+        model.generate(encoder_inputs=src)
+
+
 def test_encoder_inputs_are_checked(model):
     with pytest.raises(ein.InputError, match="no input"):
         model.generate([1], encoder_inputs={"features": source()})

@@ -135,85 +135,92 @@ uint32_t ArtifactBuilder::weightsBf16(std::vector<int64_t> shape, const std::vec
 
 void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }
 
+flatbuffers::Offset<fb::Step> ArtifactBuilder::stepOf(flatbuffers::FlatBufferBuilder &b, fb::Kernel kind,
+                                                      flatbuffers::Offset<void> kernel, const std::string &location,
+                                                      size_t index) const {
+  return fb::CreateStepDirect(b, kind, kernel, location.c_str(), false, nullptr, nullptr, nullptr,
+                              firstRunSteps.count(index) > 0);
+}
+
 void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> batch = sizeVector(spec.batch);
     auto kernel = fb::CreateGemmDirect(b, &batch, size(fb::Size(spec.m)), size(fb::Size(spec.n)),
                                        size(fb::Size(spec.k)), viewOf(b, spec.a), viewOf(b, spec.b),
                                        viewOf(b, spec.c), viewOf(b, spec.bias), spec.alpha, spec.activation,
                                        viewOf(b, spec.residual), viewOf(b, spec.bScale),
                                        viewOf(b, spec.bGroupScale));
-    return fb::CreateStepDirect(b, fb::Kernel::Gemm, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Gemm, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::elementwise(const ElementwiseSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<flatbuffers::Offset<fb::View>> inputs;
     for (const ViewSpec &view : spec.inputs) inputs.push_back(viewOf(b, view));
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateElementwiseDirect(b, &shape, &inputs, viewOf(b, spec.output), &spec.program);
-    return fb::CreateStepDirect(b, fb::Kernel::Elementwise, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Elementwise, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::softmax(const SoftmaxSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateSoftmaxDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.y));
-    return fb::CreateStepDirect(b, fb::Kernel::Softmax, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Softmax, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::reduce(const ReduceSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateReduceDirect(b, &shape, spec.reducedRank, spec.kind, viewOf(b, spec.x),
                                          viewOf(b, spec.y));
-    return fb::CreateStepDirect(b, fb::Kernel::Reduce, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Reduce, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::variance(const VarianceSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateVarianceDirect(b, &shape, spec.reducedRank, spec.correction, spec.root, viewOf(b, spec.x),
                                            viewOf(b, spec.y));
-    return fb::CreateStepDirect(b, fb::Kernel::Variance, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Variance, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::gather(const GatherSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> idsShape = sizeVector(spec.idsShape);
     auto kernel = fb::CreateGatherDirect(b, &idsShape, size(fb::Size(spec.rows)), size(fb::Size(spec.width)),
                                          viewOf(b, spec.ids),
                                          viewOf(b, spec.table), viewOf(b, spec.y));
-    return fb::CreateStepDirect(b, fb::Kernel::Gather, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Gather, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::copy(const CopySpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateCopyDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.y));
-    return fb::CreateStepDirect(b, fb::Kernel::Copy, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Copy, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::attention(const AttentionSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> batch = sizeVector(spec.batch);
     auto kernel = fb::CreateAttentionDirect(b, &batch, size(fb::Size(spec.queries)), size(fb::Size(spec.keys)),
                                             size(fb::Size(spec.headDim)), size(fb::Size(spec.valueDim)), spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
                                             viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill,
                                             spec.causalPositions > 0, size(fb::Size(spec.causalPositions)));
-    return fb::CreateStepDirect(b, fb::Kernel::Attention, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::Attention, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::talkingHeads(const TalkingHeadsSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> batch = sizeVector(spec.batch);
     auto kernel = fb::CreateTalkingHeadsAttentionDirect(
         b, &batch, size(fb::Size(spec.heads)), size(fb::Size(spec.queries)), size(fb::Size(spec.keys)),
@@ -221,17 +228,17 @@ void ArtifactBuilder::talkingHeads(const TalkingHeadsSpec &spec, const std::stri
         viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v), viewOf(b, spec.out), viewOf(b, spec.preMix),
         viewOf(b, spec.preBias), viewOf(b, spec.postMix), viewOf(b, spec.postBias), spec.maskKind,
         viewOf(b, spec.mask), spec.maskFill);
-    return fb::CreateStepDirect(b, fb::Kernel::TalkingHeadsAttention, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::TalkingHeadsAttention, kernel.Union(), location, index);
   });
 }
 
 void ArtifactBuilder::layerNorm(const LayerNormSpec &spec, const std::string &location) {
-  step([spec, location](flatbuffers::FlatBufferBuilder &b) {
+  step([this, spec, location, index = steps_.size()](flatbuffers::FlatBufferBuilder &b) {
     std::vector<fb::Size> shape = sizeVector(spec.shape);
     auto kernel = fb::CreateLayerNormDirect(b, &shape, viewOf(b, spec.x), viewOf(b, spec.residual),
                                             viewOf(b, spec.sum), viewOf(b, spec.gamma), viewOf(b, spec.beta),
                                             viewOf(b, spec.y), spec.epsilon, spec.variant);
-    return fb::CreateStepDirect(b, fb::Kernel::LayerNorm, kernel.Union(), location.c_str());
+    return stepOf(b, fb::Kernel::LayerNorm, kernel.Union(), location, index);
   });
 }
 
@@ -246,7 +253,8 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
   auto bindings = [&](const std::vector<BindingSpec> &specs) {
     std::vector<flatbuffers::Offset<fb::Binding>> table;
     for (const BindingSpec &binding : specs)
-      table.push_back(fb::CreateBindingDirect(b, binding.name.c_str(), binding.tensor, binding.upperBound));
+      table.push_back(
+          fb::CreateBindingDirect(b, binding.name.c_str(), binding.tensor, binding.upperBound, binding.firstRun));
     return table;
   };
   auto inputTable = bindings(inputs), outputTable = bindings(outputs);

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -181,7 +182,10 @@ class ArtifactBuilder {
     std::string name;
     uint32_t tensor;
     int64_t upperBound;
+    bool firstRun = false;  // read at a sequence's first run only
   };
+  // The steps (numbered as added) that run at a sequence's first run only.
+  std::set<size_t> firstRunSteps;
   std::vector<BindingSpec> inputs, outputs;
   struct ParamSpec {
     std::string name;
@@ -222,6 +226,10 @@ class ArtifactBuilder {
   std::vector<uint8_t> header(uint64_t weightsOffset) const;
 
   std::vector<StepFn> steps_;
+  // Step `index`'s table: `kind` of `kernel` at `location`, first-run as firstRunSteps says.
+  flatbuffers::Offset<fb::Step> stepOf(flatbuffers::FlatBufferBuilder &b, fb::Kernel kind,
+                                       flatbuffers::Offset<void> kernel, const std::string &location,
+                                       size_t index) const;
   std::vector<uint8_t> weights_;
   uint64_t arenaUsed_ = 0;
 };

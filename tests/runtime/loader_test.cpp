@@ -75,6 +75,37 @@ void expectRejected(const std::vector<uint8_t> &bytes, const std::string &fragme
   EXPECT_EQ(status.message().rfind("bad.einb: ", 0), 0u) << "the message names the artifact: " << status.message();
 }
 
+// Steps of a sequence's first run (Step.first_run) are skipped at later
+// runs: what they write must be arena or state, no step of every run may
+// read an input or an arena tensor that only they set, and a model with
+// them has a position.
+TEST(Loader, FirstRunStepsAreChecked) {
+  {
+    SmallModel small;  // the softmax of every run reads the first-run gemm's y
+    small.builder.firstRunSteps = {0};
+    expectRejected(small.build(), "step 1 (softmax at model.ein:13:5) runs at every run but reads tensor " +
+                                      std::to_string(small.y) + ", which only a sequence's first run sets");
+  }
+  {
+    SmallModel small;  // both at the first run only: the softmax writes the output
+    small.builder.firstRunSteps = {0, 1};
+    expectRejected(small.build(), "runs at a sequence's first run only but writes tensor " +
+                                      std::to_string(small.z) + ", which has output storage");
+  }
+  {
+    SmallModel small;  // the gemm of every run reads an input of the first run
+    small.builder.inputs[0].firstRun = true;
+    expectRejected(small.build(), "runs at every run but reads tensor " + std::to_string(small.x) +
+                                      ", which only a sequence's first run sets");
+  }
+  {
+    SmallModel small;  // consistent, but no position tells a first run from a later one
+    small.builder.input("src", fb::DType::F32, {1, 4});
+    small.builder.inputs[1].firstRun = true;
+    expectRejected(small.build(), "the model has steps or inputs of a sequence's first run but no position");
+  }
+}
+
 TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
   SmallModel small;
   std::vector<uint8_t> bytes = small.build();

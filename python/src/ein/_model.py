@@ -313,7 +313,8 @@ class Model:
                              "checkpoint folder's tokenizer.json (with the tokenizers package installed)")
         return self.tokenizer
 
-    def generate(self, prompt: Union[str, Sequence[int], Sequence[Sequence[int]]], *, max_new_tokens: int = 32,
+    def generate(self, prompt: Union[str, Sequence[int], Sequence[Sequence[int]], None] = None, *,
+                 max_new_tokens: int = 32,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
                  stop_tokens: Sequence[int] = (), threads: Optional[int] = None,
                  max_sequences: int = 16,
@@ -321,7 +322,8 @@ class Model:
                  length_penalty: float = 1.0, early_stopping: Union[bool, str] = False,
                  num_return_sequences: int = 1, no_repeat_ngram_size: int = 0,
                  suppress_tokens: Sequence[int] = (),
-                 begin_suppress_tokens: Sequence[int] = ()) -> Union[str, List[int], List[List[int]]]:
+                 begin_suppress_tokens: Sequence[int] = (),
+                 decoder_start_ids: Optional[Sequence[int]] = None) -> Union[str, List[int], List[List[int]]]:
         """Generates tokens with a decoder whose key/value cache is session state.
 
         Runs ``prompt`` (token ids) in a new session, then one decode step per
@@ -346,8 +348,8 @@ class Model:
         An encoder-decoder (Whisper, T5) takes its encoder's inputs as
         ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
         ..., "attention_mask": ...}``), read at the first run, whose keys and
-        values the decoder keeps; ``prompt`` is then the decoder's start ids.
-        Arrays of B rows (``[B, 80, 3000]`` features) give a list of B
+        values the decoder keeps; ``prompt`` (or ``decoder_start_ids``, as
+        transformers names them) is then the decoder's start ids. Arrays of B rows (``[B, 80, 3000]`` features) give a list of B
         results, each row's as it alone gives.
 
         ``num_beams`` > 1 searches with that many beams as transformers'
@@ -362,6 +364,13 @@ class Model:
         beams run together, one run a step, sharing the encoder's keys and
         values and their common prefix's cache (ein::beamSearch).
         """
+        if decoder_start_ids is not None:
+            if prompt is not None:
+                raise TypeError("give the decoder's start ids as prompt or as decoder_start_ids, not both")
+            prompt = decoder_start_ids
+        if prompt is None:
+            raise TypeError("generate needs a prompt: token ids, a string, a list of prompts, or an "
+                            "encoder-decoder's decoder_start_ids")
         beams = _integer(num_beams, "num_beams", 1)
         returned = _integer(num_return_sequences, "num_return_sequences", 1)
         if encoder_inputs is not None:
