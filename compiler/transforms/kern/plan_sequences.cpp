@@ -335,27 +335,32 @@ class SequencePlanner {
             Operation *reader = body.findAncestorOpInBlock(*use->getOwner());
             if (!first || reader->isBeforeInBlock(first)) first = reader;
           }
+          if (!recomputable(result)) break;  // left to plan()'s check to report
           IRMapping copies;
-          if (!recompute(result, first, copies)) break;  // left to plan()'s check to report
+          recompute(result, first, copies);
           for (OpOperand *use : uses) use->set(copies.lookupOrDefault(result));
         }
       }
   }
 
-  // Clones the kernels computing `value`, a sequence's own, and those of its
-  // operands that are too, before `before`; false when one reads a state or
-  // is not a kernel.
-  bool recompute(Value value, Operation *before, IRMapping &copies) const {
-    if (copies.contains(value) || holds(value) != Holds::Private) return true;
+  // Whether `value`, if a sequence's own, is computed by kernels that read
+  // no state, from operands that are not a sequence's own or are so too.
+  bool recomputable(Value value) const {
+    if (holds(value) != Holds::Private) return true;
     Operation *op = value.getDefiningOp();
     auto isState = [&](Value operand) { return holds(operand) == Holds::State; };
-    if (!op || !isa<ein::kern::KernDialect>(op->getDialect()) || isa<ein::kern::AppendOp>(op) ||
-        llvm::any_of(op->getOperands(), isState))
-      return false;
-    for (Value operand : op->getOperands())
-      if (!recompute(operand, before, copies)) return false;
+    return op && isa<ein::kern::KernDialect>(op->getDialect()) && !isa<ein::kern::AppendOp>(op) &&
+           llvm::none_of(op->getOperands(), isState) &&
+           llvm::all_of(op->getOperands(), [&](Value operand) { return recomputable(operand); });
+  }
+
+  // Clones the kernels computing `value` (recomputable()), a sequence's
+  // own, and those of its operands that are too, before `before`.
+  void recompute(Value value, Operation *before, IRMapping &copies) const {
+    if (copies.contains(value) || holds(value) != Holds::Private) return;
+    Operation *op = value.getDefiningOp();
+    for (Value operand : op->getOperands()) recompute(operand, before, copies);
     OpBuilder(before).clone(*op, copies);
-    return true;
   }
 
   // Moves each kernel whose results a sequence keeps to itself down to just

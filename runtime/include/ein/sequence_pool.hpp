@@ -135,6 +135,9 @@ class SequencePool {
   struct Instantiation;
   SequencePool(std::shared_ptr<const Model> model, int maxSequences);
   Status checkSequence(int sequence) const;
+  // The blocks a run of `tokens` more for `sequence` adds to its table; the
+  // shared blocks it writes into are appended to `shared`.
+  int64_t blocksWritten(int sequence, int64_t tokens, std::vector<uint32_t> &shared) const;
   // The blocks a run of `batch` takes from the free ones: the new rows' and
   // copies of the shared blocks it writes into (a block all whose holders
   // write into it copied for all but the last).

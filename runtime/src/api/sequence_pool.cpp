@@ -216,28 +216,29 @@ void SequencePool::releaseBlocks(int sequence, size_t first) {
   if (first < table.size()) table.resize(first);
 }
 
-int64_t SequencePool::blocksToRun(int sequence, int64_t tokens) const {
-  if (blockRows_ == 0 || !checkSequence(sequence).ok() || tokens < 1) return 0;
+int64_t SequencePool::blocksWritten(int sequence, int64_t tokens, std::vector<uint32_t> &shared) const {
   const std::vector<uint32_t> &table = tables_[static_cast<size_t>(sequence)];
   const int64_t from = positions_[static_cast<size_t>(sequence)];
   const size_t needed = blocksHolding(from + tokens, blockRows_);
-  int64_t taken = needed > table.size() ? static_cast<int64_t>(needed - table.size()) : 0;
   for (size_t n = static_cast<size_t>(from / blockRows_); n < std::min(table.size(), needed); ++n)
-    taken += references_[table[n]] > 1;  // shared: copied before it is written
-  return taken;
+    if (references_[table[n]] > 1) shared.push_back(table[n]);
+  return needed > table.size() ? static_cast<int64_t>(needed - table.size()) : 0;
+}
+
+int64_t SequencePool::blocksToRun(int sequence, int64_t tokens) const {
+  if (blockRows_ == 0 || !checkSequence(sequence).ok() || tokens < 1) return 0;
+  std::vector<uint32_t> shared;  // each copied before it is written
+  const int64_t added = blocksWritten(sequence, tokens, shared);
+  return added + static_cast<int64_t>(shared.size());
 }
 
 int64_t SequencePool::blocksToRun(std::span<const SequenceTokens> batch) const {
   int64_t taken = 0;
-  std::map<uint32_t, uint32_t> writers;  // each shared block the run writes into: its sequences writing
-  for (const SequenceTokens &part : batch) {
-    const std::vector<uint32_t> &table = tables_[static_cast<size_t>(part.sequence)];
-    const int64_t from = positions_[static_cast<size_t>(part.sequence)];
-    const size_t needed = blocksHolding(from + static_cast<int64_t>(part.tokens.size()), blockRows_);
-    taken += needed > table.size() ? static_cast<int64_t>(needed - table.size()) : 0;
-    for (size_t n = static_cast<size_t>(from / blockRows_); n < std::min(table.size(), needed); ++n)
-      if (references_[table[n]] > 1) ++writers[table[n]];
-  }
+  std::vector<uint32_t> shared;  // each shared block the run writes into, once a sequence writing it
+  for (const SequenceTokens &part : batch)
+    taken += blocksWritten(part.sequence, static_cast<int64_t>(part.tokens.size()), shared);
+  std::map<uint32_t, uint32_t> writers;
+  for (uint32_t block : shared) ++writers[block];
   // Every writer copies a shared block but the last, when all its holders write.
   for (const auto &[block, count] : writers) taken += count - (count == references_[block] ? 1 : 0);
   return taken;
