@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <string>
 
 #include "compiler/artifact/artifact.hpp"
 #include "compiler/mlirgen/mlirgen.hpp"
@@ -20,10 +22,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The examples small enough to compile at every try: ViT-S/16 (88 MB of
+// weights), Whisper and T5 (the checkpoint library's, 150 and 240 MB at
+// their defaults) are left out.
 std::vector<fs::path> exampleModels() {
+  const std::set<std::string> large = {"vit_small_patch16_224.ein", "whisper.ein", "t5.ein"};
   std::vector<fs::path> models;
   for (const auto &entry : fs::directory_iterator(EIN_EXAMPLES_DIR))
-    if (entry.path().extension() == ".ein") models.push_back(entry.path());
+    if (entry.path().extension() == ".ein" && !large.count(entry.path().filename().string()))
+      models.push_back(entry.path());
   std::sort(models.begin(), models.end());
   return models;
 }
@@ -85,7 +92,6 @@ class Compiler {
 TEST(MalformedModel, EveryTruncationCompilesOrReports) {
   Compiler compiler;
   for (const fs::path &model : exampleModels()) {
-    if (model.filename() == "vit_small_patch16_224.ein") continue;  // 88 MB of weights per try
     std::string source = slurp(model);
     for (size_t length = 0; length < source.size(); ++length)
       ASSERT_TRUE(compiler.compilesOrReports(source.substr(0, length))) << model << " cut at " << length;
@@ -116,7 +122,6 @@ TEST(MalformedModel, RandomEditsCompileOrReport) {
   Compiler compiler;
   std::mt19937 generator(2026);
   for (const fs::path &model : exampleModels()) {
-    if (model.filename() == "vit_small_patch16_224.ein") continue;
     std::string original = slurp(model);
     for (int trial = 0; trial < kRandomEditTrials; ++trial) {
       std::string source = original;
