@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "case_source.hpp"
+#include "ein/ein.h"
 #include "ein/npy.hpp"
 #include "ein/runtime.hpp"
 #include "text_file.hpp"
@@ -264,9 +265,122 @@ TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
   expectError({{1, prompt, given}, {2, {&token, 1}}}, "that run takes the sequence alone");
   expectError({{1, prompt}}, "which is not given");
   expectError({{2, {&token, 1}, given}}, "past its first run");
-  auto scheduler = ein::Scheduler::create(model);
-  ASSERT_FALSE(scheduler.ok());
-  EXPECT_NE(scheduler.status().message().find("keep()"), std::string::npos) << scheduler.status().message();
+}
+
+// Requests of a Scheduler, each with its own encoder inputs (another
+// encoder length too), prompts from the decoder's start to a few tokens on,
+// more requests than sequences and steps of few tokens (so first runs take
+// part of a prompt alone and the rest joins the others): each request's
+// greedy tokens are those generate() gives its inputs in a Session alone.
+TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
+  const nlohmann::json spec = this->spec();
+  const auto names = spec.value("encoder_inputs", std::vector<std::string>{});
+  if (names.empty()) GTEST_SKIP() << "not an encoder-decoder";
+  auto model = compile();
+  ASSERT_TRUE(model);
+  std::vector<std::pair<std::string, ein::npy::Array>> original, other;
+  for (const std::string &name : names) {
+    auto input = ein::npy::read((caseDir() / (name + ".npy")).string());
+    ASSERT_TRUE(input.ok()) << input.status().message();
+    original.emplace_back(name, *input);
+    other.emplace_back(name, varied(*input));
+  }
+  using Inputs = std::vector<std::pair<std::string, ein::npy::Array>>;
+  auto firstRunOf = [](const Inputs &inputs) {
+    std::vector<ein::FirstRunInput> out;
+    for (const auto &[name, array] : inputs)
+      out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
+    return out;
+  };
+  auto alone = [&](const Inputs &inputs, const std::vector<int64_t> &prompt, int64_t tokens) {
+    auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
+    for (const auto &[name, array] : inputs)
+      EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
+    ein::GenerationOptions options;
+    options.maxNewTokens = tokens;
+    auto generated = ein::generate(*session, prompt, options);
+    EXPECT_TRUE(generated.ok()) << generated.status().toString();
+    return generated.ok() ? *generated : std::vector<int64_t>{};
+  };
+  const auto start = spec["prompt"].get<std::vector<int64_t>>();
+  std::vector<int64_t> longer = start;
+  for (int64_t token : alone(original, start, 4)) longer.push_back(token);
+  struct Case {
+    const Inputs *inputs;
+    std::vector<int64_t> prompt;
+    int64_t tokens;
+  };
+  const std::vector<Case> cases = {
+      {&original, start, 10}, {&other, start, 10}, {&original, longer, 6}, {&other, longer, 3}, {&other, start, 8}};
+  ein::SchedulerOptions options;
+  options.maxSequences = 2;
+  options.threads = 2;
+  options.stepTokens = 2;
+  auto scheduler = ein::Scheduler::create(model, options);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().toString();
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  for (const Case &c : cases) {
+    ein::GenerationOptions generation;
+    generation.maxNewTokens = c.tokens;
+    const std::vector<ein::FirstRunInput> given = firstRunOf(*c.inputs);
+    auto request = scheduler.value()->submit(c.prompt, generation, given);
+    ASSERT_TRUE(request.ok()) << request.status().toString();
+    requests.push_back(*request);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto result = requests[i]->wait();
+    ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
+    EXPECT_EQ(result->tokens, alone(*cases[i].inputs, cases[i].prompt, cases[i].tokens)) << "request " << i;
+    EXPECT_EQ(requests[i]->cachedPromptTokens(), 0) << "request " << i;
+  }
+
+  // Mistakes, each refused at submit.
+  auto expectRefused = [&](const std::vector<ein::FirstRunInput> &given, const std::string &message) {
+    auto request = scheduler.value()->submit(start, {}, given);
+    ASSERT_FALSE(request.ok());
+    EXPECT_NE(request.status().message().find(message), std::string::npos) << request.status().message();
+  };
+  expectRefused({}, "which is not given");
+  std::vector<ein::FirstRunInput> renamed = firstRunOf(original);
+  renamed[0].name = "no_such_input";
+  expectRefused(renamed, "reads no input \"no_such_input\"");
+  std::vector<ein::FirstRunInput> cut = firstRunOf(original);
+  const std::vector<int64_t> wrongRank = {1};
+  cut[0].shape = wrongRank;
+  expectRefused(cut, names[0]);
+
+  // The C API: a request with its encoder inputs, and one without, refused.
+  const fs::path artifact = fs::path(::testing::TempDir()) / ("checkpoint_generation_" + GetParam()) / "model.einb";
+  ein_model_t *loaded = nullptr;
+  ASSERT_EQ(ein_model_load(artifact.string().c_str(), &loaded), nullptr);
+  ein_scheduler_t *cScheduler = nullptr;
+  ASSERT_EQ(ein_scheduler_create(loaded, nullptr, &cScheduler), nullptr);
+  ein_model_free(loaded);
+  std::vector<ein_input_t> cInputs;
+  for (const auto &[name, array] : other)
+    cInputs.push_back({name.c_str(), static_cast<ein_dtype_t>(array.type), array.shape.data(), array.shape.size(),
+                       array.data.data(), array.data.size()});
+  ein_generation_options_t cOptions;
+  ein_generation_options_init(&cOptions);
+  cOptions.max_new_tokens = 7;
+  ein_request_t *cRequest = nullptr;
+  ASSERT_EQ(ein_scheduler_submit_with_inputs(cScheduler, start.data(), start.size(), &cOptions, cInputs.data(),
+                                             cInputs.size(), &cRequest),
+            nullptr);
+  cInputs.clear();  // copied at submit
+  std::vector<int64_t> streamed;
+  for (int64_t token = 0, has = 1; has;) {
+    int hasToken = 0;
+    ASSERT_EQ(ein_request_next(cRequest, &token, &hasToken), nullptr);
+    if ((has = hasToken)) streamed.push_back(token);
+  }
+  EXPECT_EQ(streamed, alone(other, start, 7));
+  ein_request_free(cRequest);
+  ein_status_t *refused = ein_scheduler_submit(cScheduler, start.data(), start.size(), &cOptions, &cRequest);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(std::string(ein_status_message(refused)).find("which is not given"), std::string::npos);
+  ein_status_free(refused);
+  ein_scheduler_free(cScheduler);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CheckpointGeneration, ::testing::ValuesIn(checkpointDecoders()),

@@ -272,6 +272,13 @@ void ein_scheduler_free(ein_scheduler_t *scheduler);
  * (not empty, ids inside the vocabulary, fitting the cache) first. */
 ein_status_t *ein_scheduler_submit(ein_scheduler_t *scheduler, const int64_t *prompt, size_t prompt_length,
                                    const ein_generation_options_t *options, ein_request_t **out_request);
+/* The same for an encoder-decoder: with the inputs its sequence's first run
+ * reads (the encoder's: Whisper's input_features, T5's input_ids and
+ * attention_mask), checked, and copied before it returns. */
+ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const int64_t *prompt,
+                                               size_t prompt_length, const ein_generation_options_t *options,
+                                               const ein_input_t *first_run_inputs, size_t first_run_input_count,
+                                               ein_request_t **out_request);
 /* Waits for the request's next token: *out_has_token is 1 and *out_token the
  * token, or *out_has_token is 0 once every token has been read and the
  * request has ended (ein_request_finish_reason says why). */

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -16,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,14 +75,24 @@ class Request {
 
  private:
   friend class Scheduler;
-  Request(std::vector<int64_t> prompt, GenerationOptions options)
-      : prompt_(std::move(prompt)), options_(std::move(options)) {}
+  // A first-run input (an encoder's) as the request holds it until its
+  // sequence's first run.
+  struct HeldInput {
+    std::string name;
+    ElementType type;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> data;
+  };
+  Request(std::vector<int64_t> prompt, GenerationOptions options, std::vector<HeldInput> firstRunInputs)
+      : prompt_(std::move(prompt)), options_(std::move(options)), firstRunInputs_(std::move(firstRunInputs)) {}
+  std::vector<FirstRunInput> firstRunInputs() const;
   // Called by the scheduler's thread.
   void push(int64_t token);
   void end(FinishReason reason, Status status = Status());
 
   const std::vector<int64_t> prompt_;
   const GenerationOptions options_;
+  const std::vector<HeldInput> firstRunInputs_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<int64_t> tokens_;
@@ -96,7 +108,9 @@ class Request {
 class Scheduler {
  public:
   // Fails as SequencePool::create does for a model that serves one sequence
-  // per run, and for options outside their ranges. Starts the scheduler's thread.
+  // per run, and for options outside their ranges. Starts the scheduler's
+  // thread. reusePrefixes has no effect for a model that keeps state at a
+  // sequence's first run: its cache depends on more than the prompt.
   static StatusOr<std::unique_ptr<Scheduler>> create(std::shared_ptr<const Model> model,
                                                      SchedulerOptions options = {});
   ~Scheduler();  // shutdown()
@@ -111,13 +125,19 @@ class Scheduler {
   int64_t maxSequenceTokens() const { return pool_->maxSequenceTokens(); }
 
   // From any thread. Checks the prompt (not empty, every id inside the
-  // vocabulary, fitting the cache) and the options before it queues the
-  // request; a generation that fills the cache ends with CacheFull. The
+  // vocabulary, fitting the cache), the options and the first-run inputs
+  // before it queues the request; a generation that fills the cache ends
+  // with CacheFull. An encoder-decoder's request gives the inputs its
+  // sequence's first run reads (the encoder's: Whisper's features, T5's ids
+  // and mask), copied here: that run takes the prompt's first stepTokens()
+  // alone, in a step of its own before the others' (SequencePool::run), and
+  // a prompt never starts from another request's cache. The
   // options' onToken, when set, is called on the scheduler's thread with
   // each token as it is chosen (before next() returns it); returning false
-  // cancels the request. idsInput and logitsOutput name the model's only
-  // input and output, or are empty.
-  StatusOr<std::shared_ptr<Request>> submit(std::span<const int64_t> prompt, GenerationOptions options = {});
+  // cancels the request. idsInput and logitsOutput name the model's ids
+  // input and its output, or are empty.
+  StatusOr<std::shared_ptr<Request>> submit(std::span<const int64_t> prompt, GenerationOptions options = {},
+                                            std::span<const FirstRunInput> firstRunInputs = {});
 
   // Ends every request not yet ended (Cancelled, their tokens standing) and
   // stops the scheduler's thread; a later submit fails. Waits for the step
@@ -141,8 +161,15 @@ class Scheduler {
   // Gives `request` a free sequence, starting from the longest prefix of its
   // prompt some sequence's cache holds (reusePrefixes).
   void admit(std::shared_ptr<Request> request);
-  // One step: the next token of every sequence going, then prompt chunks.
+  // One step: a starting sequence's first run alone where the model keeps
+  // state then, the next token of every sequence going, then prompt chunks.
   void step();
+  // The oldest starting sequence's first run, alone (SequencePool::run), where
+  // the cache has its blocks.
+  void runFirstRun(const std::vector<size_t> &going);
+  // Runs `batch` (entry i for slots[i]'s sequence), then takes each entry's
+  // next token where its prompt has run; a failed run ends its requests.
+  void runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<size_t> &slots);
   // Counts a running request's sequence free, then ends the request: a
   // caller woken by the end sees the count already down.
   void endRunning(Request &request, FinishReason reason, Status status);

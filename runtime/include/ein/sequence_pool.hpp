@@ -92,6 +92,18 @@ class SequencePool {
   // Whether a sequence's first run (position 0) must be a run of its own:
   // the model keeps state then (keep(), an encoder-decoder's).
   bool firstRunsAlone() const { return firstRunSteps_; }
+  // The input of the ids, read at every run.
+  const TensorInfo &idsInput() const { return model_->inputs()[idsInput_]; }
+  // Checks a sequence's first-run inputs as its first run will: every
+  // input the model reads then given once, of its type and shape, with
+  // values inside its bounds. For a caller that holds them for a later run.
+  Status checkFirstRunInputs(std::span<const FirstRunInput> inputs) const;
+  // Whether `tokens` more ids for `sequence` fit its cache and the model's
+  // dims, as its next run checks them.
+  Status fits(int sequence, int64_t tokens) const;
+  // The same for a sequence that starts with `firstRunInputs` (their
+  // shapes bind the dims they name) and runs `tokens` ids from `position`.
+  Status fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens, int64_t position) const;
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);
@@ -155,6 +167,9 @@ class SequencePool {
   // (staged_, firstRunStaged_).
   Status stageFirstRunInputs(size_t entry, const SequenceTokens &part);
   std::string firstRunNames() const;  // "features, mask"
+  // Whether `tokens` ids at `position` bind the model's dims, its first-run
+  // inputs of `firstRunShapes` (one per input; the ids' is not read).
+  Status bindsAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens, int64_t position) const;
   // Gives `sequence` a kept slot of its own, for a first run.
   void ownKeptSlot(int sequence);
 

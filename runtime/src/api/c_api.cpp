@@ -412,14 +412,32 @@ void ein_scheduler_free(ein_scheduler_t *scheduler) { delete scheduler; }
 
 ein_status_t *ein_scheduler_submit(ein_scheduler_t *scheduler, const int64_t *prompt, size_t prompt_length,
                                    const ein_generation_options_t *options, ein_request_t **out_request) {
-  if (!scheduler || (!prompt && prompt_length) || !options || !out_request)
-    return invalidArgument("ein_scheduler_submit: scheduler, prompt, options and out_request must not be NULL");
+  return ein_scheduler_submit_with_inputs(scheduler, prompt, prompt_length, options, nullptr, 0, out_request);
+}
+
+ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const int64_t *prompt,
+                                               size_t prompt_length, const ein_generation_options_t *options,
+                                               const ein_input_t *first_run_inputs, size_t first_run_input_count,
+                                               ein_request_t **out_request) {
+  if (!scheduler || (!prompt && prompt_length) || !options || !out_request ||
+      (first_run_input_count && !first_run_inputs))
+    return invalidArgument("ein_scheduler_submit: scheduler, prompt, options, first_run_inputs and out_request must "
+                           "not be NULL");
   *out_request = nullptr;
   if (!options->stop_tokens && options->stop_token_count)
     return invalidArgument("ein_scheduler_submit: stop_tokens is NULL but stop_token_count is not 0");
   return guarded([&]() -> ein_status_t * {
+    SmallArray<ein::FirstRunInput> inputs(first_run_input_count);
+    for (size_t i = 0; i < first_run_input_count; ++i) {
+      const ein_input_t &input = first_run_inputs[i];
+      if (!input.name || (input.rank && !input.shape))
+        return invalidArgument("ein_scheduler_submit: an input's name and shape must not be NULL");
+      if (!validDType(input.dtype)) return invalidArgument("ein_scheduler_submit: unknown dtype");
+      inputs.data()[i] = {input.name, static_cast<ein::ElementType>(input.dtype),
+                          std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
+    }
     auto request = scheduler->scheduler->submit(std::span<const int64_t>(prompt, prompt_length),
-                                                generationFromC(*options));
+                                                generationFromC(*options), inputs.span());
     if (!request.ok()) return toC(request.status());
     *out_request = new ein_request_t{std::move(request).value()};
     return nullptr;

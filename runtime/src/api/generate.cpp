@@ -88,12 +88,6 @@ StatusOr<DecoderBindings> checkDecoder(const Session &session, std::span<const i
   return DecoderBindings{ids.value(), logits.value()->name};
 }
 
-Status fitsAt(const Model &model, int64_t tokens, int64_t position) {
-  if (model.inputs().size() != 1) return Status();  // the run says it
-  const std::vector<int64_t> shape[] = {{1, tokens}};
-  return model.outputShapes(shape, position).status();
-}
-
 Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens, std::optional<int64_t> position) {
   const std::vector<TensorInfo> &inputs = session.model().inputs();
   std::vector<std::vector<int64_t>> shapes(inputs.size());

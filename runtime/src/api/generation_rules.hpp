@@ -37,13 +37,10 @@ Status checkGenerationOptions(const GenerationOptions &options);
 // Every id of `prompt` inside the vocabulary of input `ids`, if it has one;
 // `which` names the prompt in the message ("prompt", "prompt 3").
 Status checkPromptIds(std::span<const int64_t> prompt, const TensorInfo &ids, const std::string &which);
-// Whether a run of `tokens` ids at `position` fits the model (its dims'
-// ranges and checks: the cache's rows among them), with the model's message
-// when it does not. Only for a model whose one input is the ids.
-Status fitsAt(const Model &model, int64_t tokens, int64_t position);
-// The same for a session's run (the next one, or one at `position`): `tokens`
+// Whether a session's run (the next one, or one at `position`) of `tokens`
 // ids in `ids`, the other inputs at their shapes in the session
-// (Session::inputShape).
+// (Session::inputShape), fits the model (its dims' ranges and checks: the
+// cache's rows among them), with the model's message when it does not.
 Status fitsAt(const Session &session, const TensorInfo &ids, int64_t tokens,
               std::optional<int64_t> position = std::nullopt);
 // Why generation ends after choosing `token`, its `produced`-th: a stop

@@ -63,6 +63,13 @@ FinishReason Request::finishReason() const {
   return finish_;
 }
 
+std::vector<FirstRunInput> Request::firstRunInputs() const {
+  std::vector<FirstRunInput> views;
+  for (const HeldInput &input : firstRunInputs_)
+    views.push_back({input.name, input.type, input.shape, input.data.data(), input.data.size()});
+  return views;
+}
+
 void Request::push(int64_t token) {
   {
     std::lock_guard lock(mutex_);
@@ -99,7 +106,7 @@ Scheduler::Scheduler(std::unique_ptr<SequencePool> pool, const SchedulerOptions 
     : pool_(std::move(pool)),
       stepTokens_(stepTokens),
       maxWaiting_(options.maxWaiting),
-      reusePrefixes_(options.reusePrefixes),
+      reusePrefixes_(options.reusePrefixes && !pool_->firstRunsAlone()),
       slots_(static_cast<size_t>(pool_->maxSequences())),
       held_(static_cast<size_t>(pool_->maxSequences())) {}
 
@@ -107,11 +114,6 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Mod
   StatusOr<std::unique_ptr<SequencePool>> pool = SequencePool::create(
       std::move(model), {options.maxSequences, options.threads, options.cacheBlockRows, options.cacheBlocks});
   if (!pool.ok()) return pool.status();
-  if (pool.value()->firstRunsAlone())
-    return invalidArgument(fmt::format("'{}' keeps state at a sequence's first run (an encoder-decoder's, with "
-                                       "keep()), and the scheduler takes prompts alone: run it with a SequencePool, "
-                                       "or a Session (generate, beamSearch)",
-                                       pool.value()->model().name()));
   const int64_t most = pool.value()->maxTokensPerRun();
   if (options.stepTokens < 0)
     return invalidArgument(fmt::format("stepTokens is {}; it must not be negative", options.stepTokens));
@@ -152,9 +154,10 @@ size_t Scheduler::waiting() const {
   return waiting_.size();
 }
 
-StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> prompt, GenerationOptions options) {
+StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> prompt, GenerationOptions options,
+                                                     std::span<const FirstRunInput> firstRunInputs) {
   const Model &model = pool_->model();
-  const TensorInfo &ids = model.inputs()[0];  // the only input (the pool checked)
+  const TensorInfo &ids = pool_->idsInput();
   if (!options.idsInput.empty() && options.idsInput != ids.name)
     return invalidArgument(fmt::format("the model's ids input is \"{}\", not \"{}\"", ids.name, options.idsInput));
   if (!options.logitsOutput.empty() && options.logitsOutput != model.outputs()[0].name)
@@ -163,9 +166,10 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
   if (Status status = detail::checkGenerationOptions(options); !status.ok()) return status;
   if (prompt.empty()) return invalidArgument("the prompt is empty");
   if (Status status = detail::checkPromptIds(prompt, ids, "prompt"); !status.ok()) return status;
+  if (Status status = pool_->checkFirstRunInputs(firstRunInputs); !status.ok()) return status;
   // Its last token at its last position: the prompt runs in chunks, so only
   // the cache bounds it, not the tokens of one run.
-  if (Status status = detail::fitsAt(model, 1, static_cast<int64_t>(prompt.size()) - 1); !status.ok())
+  if (Status status = pool_->fitsFirstRun(firstRunInputs, 1, static_cast<int64_t>(prompt.size()) - 1); !status.ok())
     return Status(status.code(), fmt::format("the prompt of {} tokens does not fit: {}", prompt.size(), status.message()));
   if (const int64_t rows = pool_->cacheBlockRows(); rows > 0) {
     const auto blocks = (static_cast<int64_t>(prompt.size()) + rows - 1) / rows;
@@ -174,7 +178,13 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
                     fmt::format("the prompt of {} tokens takes {} cache blocks of {} rows; the cache has {}",
                                 prompt.size(), blocks, rows, pool_->cacheBlocks()));
   }
-  std::shared_ptr<Request> request(new Request({prompt.begin(), prompt.end()}, std::move(options)));
+  std::vector<Request::HeldInput> held;
+  for (const FirstRunInput &input : firstRunInputs) {
+    const auto *bytes = static_cast<const std::byte *>(input.data);
+    held.push_back({std::string(input.name), input.type, {input.shape.begin(), input.shape.end()},
+                    {bytes, bytes + input.bytes}});
+  }
+  std::shared_ptr<Request> request(new Request({prompt.begin(), prompt.end()}, std::move(options), std::move(held)));
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return invalidArgument("the scheduler has shut down");
@@ -312,19 +322,27 @@ void Scheduler::step() {
       finish(slot, FinishReason::Cancelled);
     }
   }
+  const auto goingInOrder = [&] {
+    std::vector<size_t> going;
+    for (size_t slot = 0; slot < slots_.size(); ++slot)
+      if (slots_[slot]) going.push_back(slot);
+    std::sort(going.begin(), going.end(),
+              [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
+    return going;
+  };
+  if (pool_->firstRunsAlone()) runFirstRun(goingInOrder());
   // Every generating sequence's next token, then the prompts in the order
   // they came, each as much as the step has room for; the oldest first to
-  // the cache's free blocks.
+  // the cache's free blocks. A sequence whose first run must run alone
+  // waits for a later step's.
   std::vector<SequenceTokens> batch;
   std::vector<size_t> entries;  // the slot of each batch entry
   int64_t tokens = 0, taken = 0;
-  std::vector<size_t> going, starting;
-  for (size_t slot = 0; slot < slots_.size(); ++slot)
-    if (slots_[slot]) going.push_back(slot);
-  std::sort(going.begin(), going.end(), [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
+  std::vector<size_t> starting;
+  const std::vector<size_t> going = goingInOrder();
   for (size_t slot : going) {
     if (slots_[slot]->prefilled < slots_[slot]->request->prompt_.size()) {
-      starting.push_back(slot);
+      if (slots_[slot]->prefilled > 0 || !pool_->firstRunsAlone()) starting.push_back(slot);
       continue;
     }
     if (!takeBlocks(slot, 1, taken)) continue;  // waits for a block
@@ -368,7 +386,25 @@ void Scheduler::step() {
       break;
     }
   }
-  if (batch.empty()) return;
+  if (!batch.empty()) runAndChoose(batch, entries);
+}
+
+void Scheduler::runFirstRun(const std::vector<size_t> &going) {
+  for (size_t slot : going) {
+    if (slots_[slot]->prefilled > 0) continue;
+    const Request &request = *slots_[slot]->request;
+    const auto chunk = std::min<int64_t>(static_cast<int64_t>(request.prompt_.size()), stepTokens_);
+    int64_t taken = 0;
+    if (!takeBlocks(slot, chunk, taken)) return;  // the oldest first: it waits for blocks, and so do the younger
+    const std::vector<FirstRunInput> inputs = request.firstRunInputs();
+    const std::vector<SequenceTokens> alone = {
+        {static_cast<int>(slot), std::span<const int64_t>(request.prompt_).first(static_cast<size_t>(chunk)), inputs}};
+    runAndChoose(alone, {slot});
+    return;
+  }
+}
+
+void Scheduler::runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<size_t> &entries) {
   if (Status status = pool_->run(batch); !status.ok()) {
     // Checked before anything ran: the run's sequences end with its error, the others go on.
     for (size_t slot : entries) {
@@ -378,7 +414,6 @@ void Scheduler::step() {
   }
   for (size_t entry = 0; entry < entries.size(); ++entry)
     held_[entries[entry]].insert(held_[entries[entry]].end(), batch[entry].tokens.begin(), batch[entry].tokens.end());
-  const Model &model = pool_->model();
   for (size_t entry = 0; entry < entries.size(); ++entry) {
     const size_t slot = entries[entry];
     Going &going = *slots_[slot];
@@ -412,8 +447,7 @@ void Scheduler::step() {
       if (!goOn) reason = FinishReason::Cancelled;
     }
     request.push(going.last);
-    if (reason == FinishReason::None && !detail::fitsAt(model, 1, pool_->position(static_cast<int>(slot))).ok())
-      reason = FinishReason::CacheFull;
+    if (reason == FinishReason::None && !pool_->fits(static_cast<int>(slot), 1).ok()) reason = FinishReason::CacheFull;
     if (reason != FinishReason::None) finish(slot, reason);
   }
 }

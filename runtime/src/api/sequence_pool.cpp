@@ -326,36 +326,70 @@ StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Insta
   return kept->program.get();
 }
 
-Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &part) {
+Status SequencePool::checkFirstRunInputs(std::span<const FirstRunInput> given) const {
   const std::vector<TensorInfo> &inputs = model_->inputs();
-  std::vector<bool> given(inputs.size(), false);
-  for (const FirstRunInput &input : part.firstRunInputs) {
+  std::vector<bool> seen(inputs.size(), false);
+  for (const FirstRunInput &input : given) {
     size_t i = 0;
     while (i < inputs.size() && (inputs[i].name != input.name || !inputs[i].firstRunOnly)) ++i;
     if (i == inputs.size())
-      return invalidArgument(fmt::format("entry {}: '{}' reads no input \"{}\" at a sequence's first run (those it "
-                                         "reads then: {})",
-                                         entry, model_->name(), input.name, firstRunNames()));
-    if (given[i]) return invalidArgument(fmt::format("entry {}: input \"{}\" is given twice", entry, input.name));
-    given[i] = true;
+      return invalidArgument(fmt::format("'{}' reads no input \"{}\" at a sequence's first run (those it reads "
+                                         "then: {})",
+                                         model_->name(), input.name, firstRunNames()));
+    if (seen[i]) return invalidArgument(fmt::format("input \"{}\" is given twice", input.name));
+    seen[i] = true;
     const TensorInfo &info = inputs[i];
     if (Status status = detail::checkInput(info, model_->dims(), input.type, input.shape, input.data, input.bytes);
         !status.ok())
-      return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
+      return status;
     if (Status status = detail::checkInputValues(info, input.type, input.shape, input.data); !status.ok())
-      return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
+      return status;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].firstRunOnly && !seen[i])
+      return invalidArgument(fmt::format("a sequence's first run reads input \"{}\" ({}), which is not given",
+                                         inputs[i].name, detail::describe(inputs[i])));
+  return Status();
+}
+
+Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &part) {
+  if (Status status = checkFirstRunInputs(part.firstRunInputs); !status.ok())
+    return Status(status.code(), fmt::format("entry {}: sequence {} starts: {}", entry, part.sequence, status.message()));
+  const std::vector<TensorInfo> &inputs = model_->inputs();
+  for (const FirstRunInput &input : part.firstRunInputs) {
+    size_t i = 0;
+    while (inputs[i].name != input.name || !inputs[i].firstRunOnly) ++i;  // checked above
+    const TensorInfo &info = inputs[i];
     staged_[i].resize(input.bytes / elementSize(input.type) * dtypeSize(info.dtype));
     if (Status status = detail::convertInput(info, input.type, input.shape, input.data, staged_[i].data());
         !status.ok())
       return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
     firstRunStaged_[i].assign(input.shape.begin(), input.shape.end());
   }
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].firstRunOnly && !given[i])
-      return invalidArgument(fmt::format("entry {}: sequence {} starts, and its first run reads input \"{}\" ({}), "
-                                         "which is not given",
-                                         entry, part.sequence, inputs[i].name, detail::describe(inputs[i])));
   return Status();
+}
+
+Status SequencePool::bindsAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens,
+                             int64_t position) const {
+  const std::vector<int64_t> ids = {1, tokens};
+  std::vector<std::span<const int64_t>> shapes(firstRunShapes.begin(), firstRunShapes.end());
+  shapes[idsInput_] = ids;
+  return model_->dynamicProgram()->bind(shapes, position).status();
+}
+
+Status SequencePool::fits(int sequence, int64_t tokens) const {
+  if (Status status = checkSequence(sequence); !status.ok()) return status;
+  return bindsAt(firstRunShapes_[static_cast<size_t>(sequence)], tokens, positions_[static_cast<size_t>(sequence)]);
+}
+
+Status SequencePool::fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens,
+                                  int64_t position) const {
+  const std::vector<TensorInfo> &inputs = model_->inputs();
+  std::vector<std::vector<int64_t>> shapes(inputs.size());
+  for (const FirstRunInput &input : firstRunInputs)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].name == input.name && inputs[i].firstRunOnly) shapes[i].assign(input.shape.begin(), input.shape.end());
+  return bindsAt(shapes, tokens, position);
 }
 
 std::string SequencePool::firstRunNames() const {
