@@ -186,7 +186,9 @@ std::vector<TensorInfo> givenInputs(nb::dict given, const std::vector<TensorInfo
 
 StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims) {
   StagedInputs staged;
-  staged.shapes.reserve(infos.size());  // the tensors' shape spans point into them
+  // The tensors' names and shapes point into these.
+  staged.names.reserve(infos.size());
+  staged.shapes.reserve(infos.size());
   for (const TensorInfo &tensor : infos) {
     const std::vector<std::string> *names = nullptr;
     if (axisDims)
@@ -200,11 +202,23 @@ StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, 
       data = copy.data();
     }
     const std::vector<int64_t> &shape = staged.shapes.emplace_back(shapeOf(array));
-    staged.tensors.push_back({tensor.name, *inputElementType(array.dtype(), tensor.dtype), shape, data, array.nbytes()});
+    const std::string &name = staged.names.emplace_back(tensor.name);
+    staged.tensors.push_back({name, *inputElementType(array.dtype(), tensor.dtype), shape, data, array.nbytes()});
   }
   return staged;
 }
 
+StagedInputs stageFirstRunInputs(nb::dict inputs, const Model &model, const InputAxisDims *axisDims) {
+  checkNames(inputs, model.inputs(), "input");
+  return stageInputs(inputs, givenInputs(inputs, model.inputs(), false), axisDims);
+}
+
+std::vector<FirstRunInput> firstRunInputsOf(const StagedInputs &staged) {
+  std::vector<FirstRunInput> inputs;
+  for (const InputTensor &input : staged.tensors)
+    inputs.push_back({input.name, input.dtype, input.shape, input.data, input.bytes});
+  return inputs;
+}
 
 nb::ndarray<nb::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape) {
   // aligned_alloc wants a multiple of the alignment, and some bytes even
@@ -338,7 +352,7 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
                                                         int64_t maxNewTokens, float temperature, int64_t topK,
                                                         float topP, uint64_t seed,
                                                         const std::vector<int64_t> &stopTokens, int threads,
-                                                        int maxSequences) {
+                                                        int maxSequences, nb::list encoderInputs) {
   if (placement.device.device != Device::Cpu)
     throw PythonError("DeviceError", "generating for many prompts at once runs on the CPU for now");
   SchedulerOptions scheduling;
@@ -347,10 +361,17 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
   auto scheduler = Scheduler::create(loaded, scheduling);
   if (!scheduler.ok()) throwStatus(scheduler.status());
   const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
+  // Prompt i's encoder inputs: encoderInputs[i] (an encoder-decoder's), or none.
+  std::vector<StagedInputs> staged;
+  std::vector<std::vector<FirstRunInput>> firstRunInputs;
+  for (nb::handle row : encoderInputs) {
+    staged.push_back(stageFirstRunInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
+    firstRunInputs.push_back(firstRunInputsOf(staged.back()));
+  }
   StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
   {
     nb::gil_scoped_release released;
-    produced = ein::generate(*scheduler.value(), prompts, options);
+    produced = ein::generate(*scheduler.value(), prompts, options, firstRunInputs);
   }
   if (!produced.ok()) throwStatus(produced.status());
   std::vector<std::vector<int64_t>> tokens;
@@ -460,7 +481,7 @@ void bindModel(nb::module_ &module) {
            nb::arg("threads"), nb::arg("inputs"))
       .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
-           nb::arg("threads"), nb::arg("max_sequences"));
+           nb::arg("threads"), nb::arg("max_sequences"), nb::arg("encoder_inputs"));
   module.def(
       "inspect_artifact",
       [](const std::string &path) {

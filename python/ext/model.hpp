@@ -81,7 +81,7 @@ class PyModel {
   std::vector<std::vector<int64_t>> generateMany(const std::vector<std::vector<int64_t>> &prompts,
                                                  int64_t maxNewTokens, float temperature, int64_t topK, float topP,
                                                  uint64_t seed, const std::vector<int64_t> &stopTokens, int threads,
-                                                 int maxSequences);
+                                                 int maxSequences, nanobind::list encoderInputs);
   // ein::beamSearch in a new session, `inputs` set first: the hypotheses
   // (new tokens, score), best first. earlyStopping: "false", "true", "never".
   std::vector<std::pair<std::vector<int64_t>, double>> beamSearch(
@@ -119,8 +119,9 @@ void checkNames(nanobind::dict given, const std::vector<TensorInfo> &tensors, co
 
 // The inputs as the runtime reads them. `arrays` keeps the caller's arrays
 // imported and `copies` the C-order copies of strided views until the run
-// is over.
+// is over; `names` and `shapes` hold what the tensors' views point to.
 struct StagedInputs {
+  std::vector<std::string> names;
   std::vector<AnyArray> arrays;
   std::vector<std::vector<std::byte>> copies;
   std::vector<std::vector<int64_t>> shapes;
@@ -132,6 +133,11 @@ struct StagedInputs {
 std::vector<TensorInfo> givenInputs(nanobind::dict given, const std::vector<TensorInfo> &infos,
                                     bool firstRunOnlyOptional);
 StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims);
+// An encoder-decoder's encoder inputs (those a sequence's first run reads),
+// named in `inputs` and checked against the model's names, staged.
+StagedInputs stageFirstRunInputs(nanobind::dict inputs, const Model &model, const InputAxisDims *axisDims);
+// The staged inputs as a SequencePool or Scheduler takes them.
+std::vector<FirstRunInput> firstRunInputsOf(const StagedInputs &staged);
 
 // The options Model.generate and Session.generate pass to the runtime.
 GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,

@@ -52,7 +52,8 @@ class PyRequest {
 class PyScheduler {
  public:
   PyScheduler(const PyModel &model, int maxSequences, int threads, int64_t stepTokens, size_t maxWaiting,
-              bool reusePrefixes, int64_t cacheBlockRows, int64_t cacheBlocks) {
+              bool reusePrefixes, int64_t cacheBlockRows, int64_t cacheBlocks)
+      : axisDims(model.axisDims()) {
     if (model.where().device.device != Device::Cpu)
       throw PythonError("DeviceError", "a scheduler runs on the CPU for now");
     SchedulerOptions options;
@@ -69,9 +70,13 @@ class PyScheduler {
   }
 
   std::unique_ptr<PyRequest> submit(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
-                                    int64_t topK, float topP, uint64_t seed, std::vector<int64_t> stopTokens) {
+                                    int64_t topK, float topP, uint64_t seed, std::vector<int64_t> stopTokens,
+                                    nb::dict encoderInputs) {
+    // Copied by submit.
+    const StagedInputs staged = stageFirstRunInputs(encoderInputs, scheduler->model(), axisDims.get());
     StatusOr<std::shared_ptr<Request>> request = scheduler->submit(
-        prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)));
+        prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)),
+        firstRunInputsOf(staged));
     if (!request.ok()) throwStatus(request.status());
     return std::make_unique<PyRequest>(std::move(request).value());
   }
@@ -81,6 +86,7 @@ class PyScheduler {
     scheduler->shutdown();
   }
 
+  std::shared_ptr<const InputAxisDims> axisDims;  // the model's
   std::unique_ptr<Scheduler> scheduler;
 };
 
@@ -100,7 +106,7 @@ void bindScheduler(nb::module_ &module) {
            nb::arg("max_sequences"), nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"),
            nb::arg("reuse_prefixes"), nb::arg("cache_block_rows"), nb::arg("cache_blocks"))
       .def("submit", &PyScheduler::submit, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
-           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"))
+           nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("encoder_inputs"))
       .def("shutdown", &PyScheduler::shutdown)
       .def_prop_ro("running", [](const PyScheduler &self) { return self.scheduler->running(); })
       .def_prop_ro("waiting", [](const PyScheduler &self) { return self.scheduler->waiting(); })

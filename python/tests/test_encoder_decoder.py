@@ -88,6 +88,21 @@ def test_a_batch_of_encoder_inputs_gives_a_result_a_row(model):
                                     encoder_inputs={"src": src}) for src in (first, second)]
 
 
+def test_a_scheduler_takes_each_requests_encoder_inputs(model):
+    sources = [source(), source(4.0), source(0.5)[:, :3]]  # another encoder length too
+    alone = [model.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": src}) for src in sources]
+    with ein.Scheduler(model, max_sequences=2, threads=2) as scheduler:
+        requests = [scheduler.submit([1, 2], max_new_tokens=6, encoder_inputs={"src": src}) for src in sources]
+        assert [request.wait() for request in requests] == alone
+        assert [request.cached_tokens for request in requests] == [0, 0, 0]
+        with pytest.raises(ein.Error, match="not given"):
+            scheduler.submit([1, 2])
+        with pytest.raises(ein.InputError, match="no input"):
+            scheduler.submit([1], encoder_inputs={"features": source()})
+        with pytest.raises(ein.Error, match="src"):
+            scheduler.submit([1], encoder_inputs={"src": source()[0]})
+
+
 def test_the_decoders_start_ids_may_be_named_as_transformers_names_them(model):
     src = {"src": source()}
     assert model.generate(decoder_start_ids=[1, 2], max_new_tokens=4, encoder_inputs=src) == \

@@ -349,8 +349,11 @@ class Model:
         ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
         ..., "attention_mask": ...}``), read at the first run, whose keys and
         values the decoder keeps; ``prompt`` (or ``decoder_start_ids``, as
-        transformers names them) is then the decoder's start ids. Arrays of B rows (``[B, 80, 3000]`` features) give a list of B
-        results, each row's as it alone gives.
+        transformers names them) is then the decoder's start ids. Arrays of B
+        rows (``[B, 80, 3000]`` features) give a list of B results, each
+        row's as it alone gives: without beams, the rows generate together
+        as one scheduler's requests (up to ``max_sequences`` at once); with
+        beams, one row after another.
 
         ``num_beams`` > 1 searches with that many beams as transformers'
         ``generate(num_beams=...)`` does (greedy, one prompt): ``stop_tokens``
@@ -381,6 +384,15 @@ class Model:
                 raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
             _unknown_names(encoder_inputs, self._input_names, "input")
             rows = _encoder_rows(encoder_inputs, self.inputs)
+            if rows is not None and beams == 1 and returned == 1:  # the rows as one scheduler's requests
+                arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed,
+                                                  stop_tokens)
+                if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):
+                    raise ValueError("no_repeat_ngram_size, suppress_tokens and begin_suppress_tokens go with "
+                                     "num_beams > 1")
+                sequences = _integer(max_sequences, "max_sequences", 1)
+                return self._native.generate_many([arguments[0]] * len(rows), *arguments[1:],
+                                                  _check_threads(threads), min(sequences, len(rows)), rows)
             if rows is not None:
                 return [self.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
                                       top_p=top_p, seed=seed, stop_tokens=stop_tokens, threads=threads,
@@ -406,7 +418,7 @@ class Model:
                                               stop_tokens)
             sequences = _integer(max_sequences, "max_sequences", 1)
             return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
-                                              min(sequences, len(prompts)))
+                                              min(sequences, len(prompts)), [])
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
         if beams == 1 and returned == 1:
             if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):

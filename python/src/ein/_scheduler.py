@@ -2,7 +2,7 @@
 batched; requests submitted from any thread, their tokens streamed."""
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence
 
 from . import _ein
 from ._model import Model, _check_threads, _generation_arguments, _integer
@@ -80,13 +80,22 @@ class Scheduler:
                                        _integer(cache_blocks, "cache_blocks", 0))
 
     def submit(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
-               top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = ()) -> Request:
+               top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = (),
+               encoder_inputs: Optional[Mapping[str, Any]] = None) -> Request:
         """Queues a generation of ``prompt`` (token ids) with its own options
         (as Model.generate's) and returns at once. A prompt that cannot run
         (empty, ids outside the vocabulary, longer than the cache) raises
-        here; a generation that fills the cache ends with "length"."""
+        here; a generation that fills the cache ends with "length".
+
+        An encoder-decoder's request (Whisper, T5) gives its encoder's
+        inputs as ``encoder_inputs`` (``{"input_features": array}``, one row),
+        copied here; ``prompt`` is the decoder's start ids. Its encoder runs
+        alone in a step of its own, then its tokens join the others'."""
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
-        return Request(self._native.submit(*arguments))
+        if encoder_inputs is not None and not isinstance(encoder_inputs, Mapping):
+            raise TypeError(f"encoder_inputs must be a mapping of input names to arrays, got "
+                            f"{type(encoder_inputs).__name__}")
+        return Request(self._native.submit(*arguments, dict(encoder_inputs or {})))
 
     def shutdown(self) -> None:
         """Cancels every request not yet ended and stops; submit raises after."""

@@ -201,9 +201,11 @@ class Scheduler {
 
 // Submits every prompt with the same options and waits for them all: each
 // prompt's tokens are those it would get alone (greedy; sampling draws from
-// options.seed per prompt). A prompt that cannot run fails the call before
-// any is submitted.
-StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts,
-                                                  const GenerationOptions &options = {});
+// options.seed per prompt). An encoder-decoder's prompt i comes with
+// firstRunInputs[i] (empty for a decoder). A prompt that cannot run fails
+// the call, and the prompts submitted before it are cancelled.
+StatusOr<std::vector<GeneratedSequence>> generate(
+    Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts, const GenerationOptions &options = {},
+    std::span<const std::vector<FirstRunInput>> firstRunInputs = {});
 
 }  // namespace ein

@@ -453,10 +453,16 @@ void Scheduler::runAndChoose(const std::vector<SequenceTokens> &batch, const std
 }
 
 StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts,
-                                                  const GenerationOptions &options) {
+                                                  const GenerationOptions &options,
+                                                  std::span<const std::vector<FirstRunInput>> firstRunInputs) {
+  if (!firstRunInputs.empty() && firstRunInputs.size() != prompts.size())
+    return invalidArgument(fmt::format("{} prompts, but first-run inputs for {}", prompts.size(),
+                                       firstRunInputs.size()));
   std::vector<std::shared_ptr<Request>> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    StatusOr<std::shared_ptr<Request>> request = scheduler.submit(prompts[i], options);
+    StatusOr<std::shared_ptr<Request>> request = scheduler.submit(
+        prompts[i], options,
+        firstRunInputs.empty() ? std::span<const FirstRunInput>() : std::span<const FirstRunInput>(firstRunInputs[i]));
     if (!request.ok()) {
       for (const std::shared_ptr<Request> &submitted : requests) submitted->cancel();
       return Status(request.status().code(), fmt::format("prompt {}: {}", i, request.status().message()));
