@@ -169,6 +169,8 @@ def main():
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--precisions", default="int8,bf16")
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--ein-step-tokens", type=int, default=0,
+                    help="ein.serve_llm's --step-tokens (0: its default)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-many-bench"))
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
@@ -188,7 +190,8 @@ def main():
                 port = free_port()
                 if name.startswith("ein"):
                     cmd = [many.EIN_PYTHON, "-m", "ein.serve_llm", path, "--tokenizer", tokenizer, "--port", str(port),
-                           "--max-sequences", str(clients), "--threads", str(THREADS), "--model-name", "bench"]
+                           "--max-sequences", str(clients), "--threads", str(THREADS), "--model-name", "bench",
+                           "--step-tokens", str(a.ein_step_tokens)]
                     extra = {"model": "bench"}
                 else:
                     cmd = [a.llama_server, "-m", path, "--port", str(port), "-np", str(clients),

@@ -48,7 +48,7 @@ class Scheduler:
     """Generation for many requests at once with a decoder compiled for one
     sequence (LANGUAGE.md "Many sequences at once"): up to ``max_sequences``
     generate together; each step runs the next token of every one of them
-    and, within ``step_tokens`` (0: 512, or the model's most per run), chunks
+    and, within ``step_tokens`` (0: 256, or the model's most per run), chunks
     of the prompts of those starting, so the weights are read once for all
     and a long prompt does not stall the others. Further requests wait (at
     most ``max_waiting``; beyond it submit raises ein.Error). With

@@ -627,7 +627,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--max-sequences", type=int, default=16,
                         help="a decoder: sequences generating at once (default 16)")
     parser.add_argument("--step-tokens", type=int, default=0,
-                        help="a decoder: the most tokens one step runs (default 0: 512)")
+                        help="a decoder: the most tokens one step runs (default 0: 256)")
     parser.add_argument("--instances", type=int, default=1,
                         help="model instances (threads, or processes on the Python route) (default 1)")
     parser.add_argument("--threads", type=int,

@@ -418,7 +418,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--step-tokens", type=int, default=0,
                         help="tokens a step runs at most, every generating sequence's next one and prompt chunks: "
                              "while a prompt is read, the others' next tokens wait for the whole step, so fewer "
-                             "bound the inter-token latency, at some cost in throughput (default 0: 512, or the "
+                             "bound the inter-token latency, at some cost in throughput (default 0: 256, or the "
                              "model's most per run)")
     parser.add_argument("--threads", type=int, default=None, help="kernel threads (default: every CPU)")
     parser.add_argument("--cache-block-rows", type=int, default=16,

@@ -251,7 +251,7 @@ ein_status_t *ein_beam_search(ein_session_t *session, const int64_t *prompt, siz
 typedef struct ein_scheduler_options {
   int32_t max_sequences; /* generating at once */
   int32_t threads;       /* kernel threads */
-  int64_t step_tokens;   /* tokens per step, decode and prompt chunks; 0: 512 or the model's most */
+  int64_t step_tokens;   /* tokens per step, decode and prompt chunks; 0: 256 or the model's most */
   size_t max_waiting;    /* requests waiting at most; beyond: EIN_STATUS_RESOURCE_EXHAUSTED */
   int64_t cache_block_rows; /* the paged key/value cache's rows a block; 0: not paged */
   int64_t cache_blocks;     /* its blocks; 0: as many as every sequence's whole cache takes */

@@ -32,7 +32,7 @@ struct SchedulerOptions {
   int maxSequences = 16;
   int threads = defaultThreadCount();
   // The most tokens one step runs: every generating sequence's next token
-  // first, then prompt chunks up to this. 0: 512, or the model's most per
+  // first, then prompt chunks up to this. 0: 256, or the model's most per
   // run when smaller. At least maxSequences.
   int64_t stepTokens = 0;
   // Requests waiting for a place at most; a submit beyond fails with ResourceExhausted.
