@@ -275,7 +275,8 @@ TEST_P(Generation, BeamSearchScoresItsHypothesesAndOneBeamIsGreedy) {
   EXPECT_EQ((*bounded)[0].tokens.size(), 7u);
 
   const std::pair<ein::BeamSearchOptions, const char *> wrong[] = {
-      {{.beams = 0}, "beams must be at least 1"},
+      {{.beams = 0}, "beams must lie in [1, 4096], got 0"},
+      {{.beams = 5000}, "beams must lie in [1, 4096], got 5000"},
       {{.beams = 2, .returnSequences = 3}, "returnSequences must lie in [1, beams = 2]"},
       {{.beams = 2, .maxNewTokens = 0}, "maxNewTokens must be at least 1"},
   };

@@ -9,6 +9,7 @@
 
 #include "api/generation_rules.hpp"
 #include "ein/sequence_pool.hpp"
+#include "util/limits.hpp"
 
 namespace ein {
 namespace {
@@ -129,12 +130,16 @@ class SessionStates final : public BeamStates {
 class PoolStates final : public BeamStates {
  public:
   // Null when the model runs one sequence per run, the session is not on the
-  // CPU or not at a sequence's start (the pool starts sequences anew).
-  static std::unique_ptr<PoolStates> create(const Session &session, size_t count) {
-    if (session.position() != 0 || session.options().device != Device::Cpu) return nullptr;
+  // CPU or not at a sequence's start (the pool starts sequences anew): the
+  // beams take a session each then. Fails as SequencePool::create does
+  // otherwise (more beams than a pool's sequences, out of memory).
+  static StatusOr<std::unique_ptr<PoolStates>> create(const Session &session, size_t count) {
+    if (session.position() != 0 || session.options().device != Device::Cpu ||
+        session.model().sequenceTokensDim() < 0)
+      return std::unique_ptr<PoolStates>();
     StatusOr<std::unique_ptr<SequencePool>> pool =
         SequencePool::create(session.sharedModel(), {static_cast<int>(count), session.options().threads});
-    if (!pool.ok()) return nullptr;
+    if (!pool.ok()) return pool.status();
     return std::unique_ptr<PoolStates>(new PoolStates(session, std::move(pool).value()));
   }
   StatusOr<std::span<const float>> start(std::span<const int64_t> prompt) override {
@@ -170,7 +175,10 @@ class PoolStates final : public BeamStates {
 };
 
 Status checkOptions(const BeamSearchOptions &options) {
-  if (options.beams < 1) return invalidArgument(fmt::format("beams must be at least 1, got {}", options.beams));
+  // Each beam is a sequence of a pool (or a session of its own).
+  if (options.beams < 1 || options.beams > detail::kMaxSequenceSlots)
+    return invalidArgument(
+        fmt::format("beams must lie in [1, {}], got {}", detail::kMaxSequenceSlots, options.beams));
   if (options.returnSequences < 1 || options.returnSequences > options.beams)
     return invalidArgument(
         fmt::format("returnSequences must lie in [1, beams = {}], got {}", options.beams, options.returnSequences));
@@ -201,7 +209,9 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
   const auto beamCount = static_cast<size_t>(options.beams);
   // Candidates kept each step: enough that `beams` of them do not end.
   const size_t kept = std::max<size_t>(2, 1 + options.stopTokens.size()) * beamCount;
-  std::unique_ptr<BeamStates> states = PoolStates::create(session, beamCount);
+  StatusOr<std::unique_ptr<PoolStates>> pool = PoolStates::create(session, beamCount);
+  if (!pool.ok()) return pool.status();
+  std::unique_ptr<BeamStates> states = std::move(pool).value();
   if (!states) {
     StatusOr<std::unique_ptr<SessionStates>> sessions = SessionStates::create(session, *ids, logitsName, beamCount);
     if (!sessions.ok()) return sessions.status();
