@@ -20,7 +20,7 @@ not loading. Prints a table with `lscpu`'s model name.
 
 Results (docs/benchmarks.md, "Encoder-decoders against CTranslate2 and transformers"): with 4
 beams (one pool's sequences, a run a step) ein takes 0.84-0.95x CTranslate2's time at the same
-precision; greedy 0.78-0.89x, but for T5 fp32 (1.08-1.11x, within the machine's noise).
+precision; greedy 0.78-0.89x, but for T5 fp32 (1.03-1.11x, within the machine's noise).
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]
