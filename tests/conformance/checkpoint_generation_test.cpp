@@ -139,6 +139,28 @@ ein::npy::Array varied(const ein::npy::Array &input) {
   return out;
 }
 
+using EncoderInputs = std::vector<std::pair<std::string, ein::npy::Array>>;
+
+// A case's encoder inputs `names` as they are (`original`) and made
+// different (`other`, varied()).
+void readEncoderInputs(const fs::path &caseDir, const std::vector<std::string> &names, EncoderInputs &original,
+                       EncoderInputs &other) {
+  for (const std::string &name : names) {
+    auto input = ein::npy::read((caseDir / (name + ".npy")).string());
+    ASSERT_TRUE(input.ok()) << input.status().message();
+    original.emplace_back(name, *input);
+    other.emplace_back(name, varied(*input));
+  }
+}
+
+// The inputs as a sequence's first run takes them (views of `inputs`).
+std::vector<ein::FirstRunInput> firstRunOf(const EncoderInputs &inputs) {
+  std::vector<ein::FirstRunInput> out;
+  for (const auto &[name, array] : inputs)
+    out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
+  return out;
+}
+
 size_t argmax(std::span<const float> row) {
   return static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -154,20 +176,10 @@ TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
   if (names.empty()) GTEST_SKIP() << "not an encoder-decoder";
   auto model = compile();
   ASSERT_TRUE(model);
-  using Inputs = std::vector<std::pair<std::string, ein::npy::Array>>;
+  using Inputs = EncoderInputs;
   Inputs original, other;
-  for (const std::string &name : names) {
-    auto input = ein::npy::read((caseDir() / (name + ".npy")).string());
-    ASSERT_TRUE(input.ok()) << input.status().message();
-    original.emplace_back(name, *input);
-    other.emplace_back(name, varied(*input));
-  }
-  auto firstRunOf = [](const Inputs &inputs) {
-    std::vector<ein::FirstRunInput> out;
-    for (const auto &[name, array] : inputs)
-      out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
-    return out;
-  };
+  readEncoderInputs(caseDir(), names, original, other);
+  if (::testing::Test::HasFatalFailure()) return;
   size_t ids = 0;
   while (model->inputs()[ids].firstRunOnly) ++ids;
   const std::string idsName = model->inputs()[ids].name;
@@ -278,20 +290,10 @@ TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
   if (names.empty()) GTEST_SKIP() << "not an encoder-decoder";
   auto model = compile();
   ASSERT_TRUE(model);
-  std::vector<std::pair<std::string, ein::npy::Array>> original, other;
-  for (const std::string &name : names) {
-    auto input = ein::npy::read((caseDir() / (name + ".npy")).string());
-    ASSERT_TRUE(input.ok()) << input.status().message();
-    original.emplace_back(name, *input);
-    other.emplace_back(name, varied(*input));
-  }
-  using Inputs = std::vector<std::pair<std::string, ein::npy::Array>>;
-  auto firstRunOf = [](const Inputs &inputs) {
-    std::vector<ein::FirstRunInput> out;
-    for (const auto &[name, array] : inputs)
-      out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
-    return out;
-  };
+  using Inputs = EncoderInputs;
+  Inputs original, other;
+  readEncoderInputs(caseDir(), names, original, other);
+  if (::testing::Test::HasFatalFailure()) return;
   auto alone = [&](const Inputs &inputs, const std::vector<int64_t> &prompt, int64_t tokens) {
     auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
     for (const auto &[name, array] : inputs)

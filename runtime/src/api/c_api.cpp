@@ -131,6 +131,22 @@ class SmallArray {
   std::vector<T> heap_;
 };
 
+// The C inputs as the C++ API's T (InputTensor, FirstRunInput), into `out`
+// (room for `count`); an error, which names `function`, for a NULL name or
+// shape or an unknown dtype.
+template <typename T>
+ein_status_t *inputsFromC(const ein_input_t *inputs, size_t count, const char *function, SmallArray<T> &out) {
+  for (size_t i = 0; i < count; ++i) {
+    const ein_input_t &input = inputs[i];
+    if (!input.name || (input.rank && !input.shape))
+      return invalidArgument((std::string(function) + ": an input's name and shape must not be NULL").c_str());
+    if (!validDType(input.dtype)) return invalidArgument((std::string(function) + ": unknown dtype").c_str());
+    out.data()[i] = {input.name, static_cast<ein::ElementType>(input.dtype),
+                     std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 extern "C" {
@@ -428,14 +444,8 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
     return invalidArgument("ein_scheduler_submit: stop_tokens is NULL but stop_token_count is not 0");
   return guarded([&]() -> ein_status_t * {
     SmallArray<ein::FirstRunInput> inputs(first_run_input_count);
-    for (size_t i = 0; i < first_run_input_count; ++i) {
-      const ein_input_t &input = first_run_inputs[i];
-      if (!input.name || (input.rank && !input.shape))
-        return invalidArgument("ein_scheduler_submit: an input's name and shape must not be NULL");
-      if (!validDType(input.dtype)) return invalidArgument("ein_scheduler_submit: unknown dtype");
-      inputs.data()[i] = {input.name, static_cast<ein::ElementType>(input.dtype),
-                          std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
-    }
+    if (ein_status_t *wrong = inputsFromC(first_run_inputs, first_run_input_count, "ein_scheduler_submit", inputs))
+      return wrong;
     auto request = scheduler->scheduler->submit(std::span<const int64_t>(prompt, prompt_length),
                                                 generationFromC(*options), inputs.span());
     if (!request.ok()) return toC(request.status());
@@ -502,14 +512,7 @@ ein_status_t *ein_runner_run(ein_runner_t *runner, const ein_input_t *inputs, si
     return invalidArgument("ein_runner_run: runner, inputs and outputs must not be NULL");
   return guarded([&]() -> ein_status_t * {
     SmallArray<ein::InputTensor> cppInputs(input_count);
-    for (size_t i = 0; i < input_count; ++i) {
-      const ein_input_t &input = inputs[i];
-      if (!input.name || (input.rank && !input.shape))
-        return invalidArgument("ein_runner_run: an input's name and shape must not be NULL");
-      if (!validDType(input.dtype)) return invalidArgument("ein_runner_run: unknown dtype");
-      cppInputs.data()[i] = {input.name, static_cast<ein::ElementType>(input.dtype),
-                             std::span<const int64_t>(input.shape, input.rank), input.data, input.bytes};
-    }
+    if (ein_status_t *wrong = inputsFromC(inputs, input_count, "ein_runner_run", cppInputs)) return wrong;
     SmallArray<ein::OutputBuffer> cppOutputs(output_count);
     for (size_t i = 0; i < output_count; ++i) {
       if (!outputs[i].name) return invalidArgument("ein_runner_run: an output's name must not be NULL");
