@@ -36,6 +36,7 @@ namespace ein {
 namespace detail {
 class Executor;
 struct Program;
+struct DimBinding;
 }  // namespace detail
 
 struct SequencePoolOptions {
@@ -167,9 +168,10 @@ class SequencePool {
   // (staged_, firstRunStaged_).
   Status stageFirstRunInputs(size_t entry, const SequenceTokens &part);
   std::string firstRunNames() const;  // "features, mask"
-  // Whether `tokens` ids at `position` bind the model's dims, its first-run
+  // The model's dims bound by `tokens` ids at `position`, its first-run
   // inputs of `firstRunShapes` (one per input; the ids' is not read).
-  Status bindsAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens, int64_t position) const;
+  StatusOr<detail::DimBinding> bindingAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens,
+                                         int64_t position) const;
   // Gives `sequence` a kept slot of its own, for a first run.
   void ownKeptSlot(int sequence);
 

@@ -310,10 +310,7 @@ StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Insta
                                                            int64_t position,
                                                            const std::vector<std::vector<int64_t>> &firstRunShapes) {
   const detail::DynamicProgram &dynamic = *model_->dynamicProgram();
-  const std::vector<int64_t> ids = {1, tokens};
-  std::vector<std::span<const int64_t>> shapes(firstRunShapes.begin(), firstRunShapes.end());
-  shapes[idsInput_] = ids;
-  StatusOr<detail::DimBinding> binding = dynamic.bind(shapes, position);
+  StatusOr<detail::DimBinding> binding = bindingAt(firstRunShapes, tokens, position);
   if (!binding.ok()) return binding.status();
   if (kept && kept->program->dimValues == binding->dims) return kept->program.get();
   if (kept && dynamic.sameDimsButPosition(*kept->program, binding->dims)) {
@@ -369,17 +366,18 @@ Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &par
   return Status();
 }
 
-Status SequencePool::bindsAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens,
-                             int64_t position) const {
+StatusOr<detail::DimBinding> SequencePool::bindingAt(const std::vector<std::vector<int64_t>> &firstRunShapes,
+                                                     int64_t tokens, int64_t position) const {
   const std::vector<int64_t> ids = {1, tokens};
   std::vector<std::span<const int64_t>> shapes(firstRunShapes.begin(), firstRunShapes.end());
   shapes[idsInput_] = ids;
-  return model_->dynamicProgram()->bind(shapes, position).status();
+  return model_->dynamicProgram()->bind(shapes, position);
 }
 
 Status SequencePool::fits(int sequence, int64_t tokens) const {
   if (Status status = checkSequence(sequence); !status.ok()) return status;
-  return bindsAt(firstRunShapes_[static_cast<size_t>(sequence)], tokens, positions_[static_cast<size_t>(sequence)]);
+  return bindingAt(firstRunShapes_[static_cast<size_t>(sequence)], tokens, positions_[static_cast<size_t>(sequence)])
+      .status();
 }
 
 Status SequencePool::fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens,
@@ -389,7 +387,7 @@ Status SequencePool::fitsFirstRun(std::span<const FirstRunInput> firstRunInputs,
   for (const FirstRunInput &input : firstRunInputs)
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].name == input.name && inputs[i].firstRunOnly) shapes[i].assign(input.shape.begin(), input.shape.end());
-  return bindsAt(shapes, tokens, position);
+  return bindingAt(shapes, tokens, position).status();
 }
 
 std::string SequencePool::firstRunNames() const {
