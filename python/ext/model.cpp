@@ -458,6 +458,12 @@ void bindModel(nb::module_ &module) {
       .def_prop_ro("threads", &PyModel::threads)
       .def_prop_ro("device", &PyModel::device)
       .def_prop_ro("name", [](const PyModel &self) { return self.model().name(); })
+      // Whether generate_many (a scheduler) can run it: a model that serves
+      // many sequences, placed on the CPU.
+      .def_prop_ro("serves_many_sequences",
+                   [](const PyModel &self) {
+                     return self.model().sequenceTokensDim() >= 0 && self.where().device.device == Device::Cpu;
+                   })
       .def_prop_ro("target", [](const PyModel &self) { return std::string(deviceName(self.model().target())); })
       .def_prop_ro("precision",
                    [](const PyModel &self) { return std::string(precisionName(self.model().precision())); })

@@ -88,6 +88,21 @@ def test_a_batch_of_encoder_inputs_gives_a_result_a_row(model):
                                     encoder_inputs={"src": src}) for src in (first, second)]
 
 
+def test_rows_of_a_model_that_runs_one_sequence_at_a_time_run_one_after_another():
+    # The same model, its logits scaled by a mean of its cached keys: a
+    # sequence's own value read after a kernel over every sequence's tokens,
+    # so it serves one sequence per run (LANGUAGE.md "Many sequences at once").
+    one = ein.compile(MODEL.replace(
+        'output logits = linear(rearrange(c, "b h t d -> b t (h d)"), head.weight)',
+        'h = linear(rearrange(c, "b h t d -> b t (h d)"), head.weight)\n'
+        'm = mean(rearrange(mean(k, axis=2, keepdim=true), "b h o d -> b o (h d)"), axis=2, keepdim=true)\n'
+        'output logits = h * m'), random_weights=3)
+    assert not one._native.serves_many_sequences
+    rows = np.concatenate([source(), source(4.0)])
+    assert one.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": rows}) == \
+        [one.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": rows[i:i + 1]}) for i in range(2)]
+
+
 def test_a_scheduler_takes_each_requests_encoder_inputs(model):
     sources = [source(), source(4.0), source(0.5)[:, :3]]  # another encoder length too
     alone = [model.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": src}) for src in sources]

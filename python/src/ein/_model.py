@@ -352,8 +352,9 @@ class Model:
         transformers names them) is then the decoder's start ids. Arrays of B
         rows (``[B, 80, 3000]`` features) give a list of B results, each
         row's as it alone gives: without beams, the rows generate together
-        as one scheduler's requests (up to ``max_sequences`` at once); with
-        beams, one row after another.
+        as one scheduler's requests (up to ``max_sequences`` at once) where
+        the model serves many sequences on the CPU; else one row after
+        another.
 
         ``num_beams`` > 1 searches with that many beams as transformers'
         ``generate(num_beams=...)`` does (greedy, one prompt): ``stop_tokens``
@@ -384,7 +385,8 @@ class Model:
                 raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
             _unknown_names(encoder_inputs, self._input_names, "input")
             rows = _encoder_rows(encoder_inputs, self.inputs)
-            if rows is not None and beams == 1 and returned == 1:  # the rows as one scheduler's requests
+            if rows is not None and beams == 1 and returned == 1 and self._native.serves_many_sequences:
+                # The rows as one scheduler's requests.
                 arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed,
                                                   stop_tokens)
                 if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):
