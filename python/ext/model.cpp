@@ -208,7 +208,7 @@ StagedInputs stageInputs(nb::dict inputs, const std::vector<TensorInfo> &infos, 
   return staged;
 }
 
-StagedInputs stageFirstRunInputs(nb::dict inputs, const Model &model, const InputAxisDims *axisDims) {
+StagedInputs stageNamedInputs(nb::dict inputs, const Model &model, const InputAxisDims *axisDims) {
   checkNames(inputs, model.inputs(), "input");
   return stageInputs(inputs, givenInputs(inputs, model.inputs(), false), axisDims);
 }
@@ -300,8 +300,7 @@ Result PyModel::generateIn(int threads, nb::dict inputs, const std::function<Sta
   auto session = Session::create(loaded, {.threads = threads ? threads : placement.threads,
                                          .device = placement.device.device, .deviceIndex = placement.device.index});
   if (!session.ok()) throwCreateStatus(session.status(), placement.device);
-  checkNames(inputs, loaded->inputs(), "input");
-  StagedInputs staged = stageInputs(inputs, givenInputs(inputs, loaded->inputs(), false), inputAxisDims.get());
+  StagedInputs staged = stageNamedInputs(inputs, *loaded, inputAxisDims.get());
   StatusOr<Result> result = Result();
   {
     nb::gil_scoped_release released;
@@ -365,7 +364,7 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
   std::vector<StagedInputs> staged;
   std::vector<std::vector<FirstRunInput>> firstRunInputs;
   for (nb::handle row : encoderInputs) {
-    staged.push_back(stageFirstRunInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
+    staged.push_back(stageNamedInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
     firstRunInputs.push_back(firstRunInputsOf(staged.back()));
   }
   StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
@@ -462,7 +461,7 @@ void bindModel(nb::module_ &module) {
       // many sequences, placed on the CPU.
       .def_prop_ro("serves_many_sequences",
                    [](const PyModel &self) {
-                     return self.model().sequenceTokensDim() >= 0 && self.where().device.device == Device::Cpu;
+                     return SequencePool::servesMany(self.model()).ok() && self.where().device.device == Device::Cpu;
                    })
       .def_prop_ro("target", [](const PyModel &self) { return std::string(deviceName(self.model().target())); })
       .def_prop_ro("precision",

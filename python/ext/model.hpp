@@ -133,9 +133,9 @@ struct StagedInputs {
 std::vector<TensorInfo> givenInputs(nanobind::dict given, const std::vector<TensorInfo> &infos,
                                     bool firstRunOnlyOptional);
 StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &infos, const InputAxisDims *axisDims);
-// An encoder-decoder's encoder inputs (those a sequence's first run reads),
-// named in `inputs` and checked against the model's names, staged.
-StagedInputs stageFirstRunInputs(nanobind::dict inputs, const Model &model, const InputAxisDims *axisDims);
+// The inputs `inputs` names (an encoder-decoder's encoder inputs, which a
+// sequence's first run reads), checked against the model's names, staged.
+StagedInputs stageNamedInputs(nanobind::dict inputs, const Model &model, const InputAxisDims *axisDims);
 // The staged inputs as a SequencePool or Scheduler takes them.
 std::vector<FirstRunInput> firstRunInputsOf(const StagedInputs &staged);
 

@@ -73,7 +73,7 @@ class PyScheduler {
                                     int64_t topK, float topP, uint64_t seed, std::vector<int64_t> stopTokens,
                                     nb::dict encoderInputs) {
     // Copied by submit.
-    const StagedInputs staged = stageFirstRunInputs(encoderInputs, scheduler->model(), axisDims.get());
+    const StagedInputs staged = stageNamedInputs(encoderInputs, scheduler->model(), axisDims.get());
     StatusOr<std::shared_ptr<Request>> request = scheduler->submit(
         prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)),
         firstRunInputsOf(staged));

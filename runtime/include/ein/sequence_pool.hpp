@@ -78,6 +78,9 @@ class SequencePool {
   // only inputs besides those read at a sequence's first run).
   static StatusOr<std::unique_ptr<SequencePool>> create(std::shared_ptr<const Model> model,
                                                         SequencePoolOptions options = {});
+  // Whether create() takes `model` (as far as the model itself decides it):
+  // OK, or the reason it serves one sequence per run.
+  static Status servesMany(const Model &model);
   ~SequencePool();
   SequencePool(const SequencePool &) = delete;
   SequencePool &operator=(const SequencePool &) = delete;
@@ -168,6 +171,9 @@ class SequencePool {
   // (staged_, firstRunStaged_).
   Status stageFirstRunInputs(size_t entry, const SequenceTokens &part);
   std::string firstRunNames() const;  // "features, mask"
+  // The index of the input named `name` that a first run reads (the
+  // inputs' count when there is none).
+  size_t firstRunInputIndex(std::string_view name) const;
   // The model's dims bound by `tokens` ids at `position`, its first-run
   // inputs of `firstRunShapes` (one per input; the ids' is not read).
   StatusOr<detail::DimBinding> bindingAt(const std::vector<std::vector<int64_t>> &firstRunShapes, int64_t tokens,

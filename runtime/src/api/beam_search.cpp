@@ -135,7 +135,7 @@ class PoolStates final : public BeamStates {
   // otherwise (more beams than a pool's sequences, out of memory).
   static StatusOr<std::unique_ptr<PoolStates>> create(const Session &session, size_t count) {
     if (session.position() != 0 || session.options().device != Device::Cpu ||
-        session.model().sequenceTokensDim() < 0)
+        !SequencePool::servesMany(session.model()).ok())
       return std::unique_ptr<PoolStates>();
     StatusOr<std::unique_ptr<SequencePool>> pool =
         SequencePool::create(session.sharedModel(), {static_cast<int>(count), session.options().threads});

@@ -51,35 +51,18 @@ class Claim {
   bool held_;
 };
 
-}  // namespace
-
-SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
-    : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0),
-      firstRunShapes_(static_cast<size_t>(maxSequences), std::vector<std::vector<int64_t>>(model_->inputs().size())),
-      keptSlotOf_(static_cast<size_t>(maxSequences)), keptReferences_(static_cast<size_t>(maxSequences), 1),
-      staged_(model_->inputs().size()), firstRunStaged_(model_->inputs().size()),
-      tables_(static_cast<size_t>(maxSequences)) {
-  sequences_.resize(static_cast<size_t>(maxSequences));
-  for (size_t sequence = 0; sequence < keptSlotOf_.size(); ++sequence)
-    keptSlotOf_[sequence] = static_cast<uint32_t>(sequence);
-}
-
-SequencePool::~SequencePool() = default;
-
-StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<const Model> model,
-                                                            SequencePoolOptions options) {
-  if (!model) return invalidArgument("no model");
-  const detail::Program &program = model->program();
-  if (program.sequenceTokensDim < 0 || !model->dynamicProgram())
+// `model`'s ids input, where it serves many sequences: the compiler planned
+// it so, and it takes one integer ids input [1, t] (besides inputs read at a
+// sequence's first run only) and gives one f32 logits output [1, t, vocab].
+// Why not otherwise.
+StatusOr<size_t> manySequencesIdsInput(const Model &model) {
+  const detail::Program &program = model.program();
+  if (program.sequenceTokensDim < 0 || !model.dynamicProgram())
     return invalidArgument(fmt::format(
-        "'{}' serves one sequence per run{}", model->name(),
+        "'{}' serves one sequence per run{}", model.name(),
         program.oneSequence.empty() ? std::string(" (it keeps no state, or was compiled before einc planned many)")
                                     : ": " + program.oneSequence));
-  if (options.maxSequences < 1 || options.maxSequences > detail::kMaxSequenceSlots)
-    return invalidArgument(
-        fmt::format("maxSequences is {}; it takes 1 to {}", options.maxSequences, detail::kMaxSequenceSlots));
-  if (Status status = detail::checkCanRun(model.get(), options.threads, Device::Cpu, -1); !status.ok()) return status;
-  const std::vector<TensorInfo> &inputs = model->inputs(), &outputs = model->outputs();
+  const std::vector<TensorInfo> &inputs = model.inputs(), &outputs = model.outputs();
   // The ids: the one input read at every run.
   std::optional<size_t> idsInput;
   size_t everyRun = 0;
@@ -97,14 +80,47 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
     return invalidArgument(fmt::format("'{}' must take one integer ids input [1, t] (besides inputs read at a "
                                        "sequence's first run only) and give one f32 logits output [1, t, vocab] "
                                        "to serve many sequences",
-                                       model->name()));
+                                       model.name()));
+  return *idsInput;
+}
+
+}  // namespace
+
+SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
+    : model_(std::move(model)), positions_(static_cast<size_t>(maxSequences), 0),
+      firstRunShapes_(static_cast<size_t>(maxSequences), std::vector<std::vector<int64_t>>(model_->inputs().size())),
+      keptSlotOf_(static_cast<size_t>(maxSequences)), keptReferences_(static_cast<size_t>(maxSequences), 1),
+      staged_(model_->inputs().size()), firstRunStaged_(model_->inputs().size()),
+      tables_(static_cast<size_t>(maxSequences)) {
+  sequences_.resize(static_cast<size_t>(maxSequences));
+  for (size_t sequence = 0; sequence < keptSlotOf_.size(); ++sequence)
+    keptSlotOf_[sequence] = static_cast<uint32_t>(sequence);
+}
+
+SequencePool::~SequencePool() = default;
+
+Status SequencePool::servesMany(const Model &model) { return manySequencesIdsInput(model).status(); }
+
+StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<const Model> model,
+                                                            SequencePoolOptions options) {
+  if (!model) return invalidArgument("no model");
+  StatusOr<size_t> idsInput = manySequencesIdsInput(*model);
+  if (!idsInput.ok()) return idsInput.status();
+  if (options.maxSequences < 1 || options.maxSequences > detail::kMaxSequenceSlots)
+    return invalidArgument(
+        fmt::format("maxSequences is {}; it takes 1 to {}", options.maxSequences, detail::kMaxSequenceSlots));
+  if (Status status = detail::checkCanRun(model.get(), options.threads, Device::Cpu, -1); !status.ok()) return status;
+  const detail::Program &program = model->program();
+  const std::vector<TensorInfo> &inputs = model->inputs(), &outputs = model->outputs();
+  // Every input but the ids is read at a sequence's first run only.
+  const bool firstRunInputs = inputs.size() > 1;
   std::unique_ptr<SequencePool> pool(new SequencePool(model, options.maxSequences));
   pool->idsInput_ = *idsInput;
   pool->vocabulary_ = outputs[0].shape[2];
   // First-run inputs at their dims' least values: for the checks below and
   // the probe, which runs do not depend on.
   std::vector<std::vector<int64_t>> leastFirstRun(inputs.size());
-  if (everyRun < inputs.size()) {
+  if (firstRunInputs) {
     std::vector<int64_t> least;
     for (const DimInfo &dim : model->dims()) least.push_back(dim.min);
     StatusOr<std::vector<std::vector<int64_t>>> shapes = model->dynamicProgram()->inputShapes(least);
@@ -157,7 +173,7 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
       slots.probe = probed.value();
       for (const detail::Step &step : probed.value()->steps) pool->firstRunSteps_ = pool->firstRunSteps_ || step.firstRun;
     }
-  if (everyRun < inputs.size() && !slots.probe)
+  if (firstRunInputs && !slots.probe)
     return invalidArgument(fmt::format("'{}' cannot run a token after its first run from its first-run inputs' least "
                                        "shapes",
                                        model->name()));
@@ -327,8 +343,7 @@ Status SequencePool::checkFirstRunInputs(std::span<const FirstRunInput> given) c
   const std::vector<TensorInfo> &inputs = model_->inputs();
   std::vector<bool> seen(inputs.size(), false);
   for (const FirstRunInput &input : given) {
-    size_t i = 0;
-    while (i < inputs.size() && (inputs[i].name != input.name || !inputs[i].firstRunOnly)) ++i;
+    const size_t i = firstRunInputIndex(input.name);
     if (i == inputs.size())
       return invalidArgument(fmt::format("'{}' reads no input \"{}\" at a sequence's first run (those it reads "
                                          "then: {})",
@@ -354,8 +369,7 @@ Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &par
     return Status(status.code(), fmt::format("entry {}: sequence {} starts: {}", entry, part.sequence, status.message()));
   const std::vector<TensorInfo> &inputs = model_->inputs();
   for (const FirstRunInput &input : part.firstRunInputs) {
-    size_t i = 0;
-    while (inputs[i].name != input.name || !inputs[i].firstRunOnly) ++i;  // checked above
+    const size_t i = firstRunInputIndex(input.name);  // one of them: checked above
     const TensorInfo &info = inputs[i];
     staged_[i].resize(input.bytes / elementSize(input.type) * dtypeSize(info.dtype));
     if (Status status = detail::convertInput(info, input.type, input.shape, input.data, staged_[i].data());
@@ -382,12 +396,18 @@ Status SequencePool::fits(int sequence, int64_t tokens) const {
 
 Status SequencePool::fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens,
                                   int64_t position) const {
-  const std::vector<TensorInfo> &inputs = model_->inputs();
-  std::vector<std::vector<int64_t>> shapes(inputs.size());
+  std::vector<std::vector<int64_t>> shapes(model_->inputs().size());
   for (const FirstRunInput &input : firstRunInputs)
-    for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].name == input.name && inputs[i].firstRunOnly) shapes[i].assign(input.shape.begin(), input.shape.end());
+    if (const size_t i = firstRunInputIndex(input.name); i < shapes.size())
+      shapes[i].assign(input.shape.begin(), input.shape.end());
   return bindingAt(shapes, tokens, position).status();
+}
+
+size_t SequencePool::firstRunInputIndex(std::string_view name) const {
+  const std::vector<TensorInfo> &inputs = model_->inputs();
+  size_t i = 0;
+  while (i < inputs.size() && (inputs[i].name != name || !inputs[i].firstRunOnly)) ++i;
+  return i;
 }
 
 std::string SequencePool::firstRunNames() const {
