@@ -37,6 +37,7 @@ namespace detail {
 class Executor;
 struct Program;
 struct DimBinding;
+struct RowwiseTail;
 }  // namespace detail
 
 struct SequencePoolOptions {
@@ -203,7 +204,12 @@ class SequencePool {
   // The program at all of a run's tokens, and each sequence's at its own.
   std::unique_ptr<Instantiation> all_;
   std::vector<std::unique_ptr<Instantiation>> sequences_;
+  // The model's last steps, which compute the logits row by row (none:
+  // not so), and the program they run over the rows read at.
+  std::unique_ptr<detail::RowwiseTail> rowwiseTail_;
+  std::unique_ptr<Instantiation> tail_;
   std::vector<int64_t> ids_;
+  std::vector<uint64_t> readRows_;  // each entry's last token's row among the run's
   std::vector<float> logits_;
   std::vector<size_t> lastRows_;  // each entry's last token's row in logits_
   std::atomic<bool> inUse_{false};

@@ -13,6 +13,7 @@
 #include "loader/dynamic_program.hpp"
 #include "util/limits.hpp"
 #include "program/paged_state.hpp"
+#include "program/rowwise_tail.hpp"
 #include "program/program.hpp"
 
 namespace ein {
@@ -192,6 +193,12 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
       pool->references_.assign(static_cast<size_t>(blocks), 0);
       for (int64_t block = blocks; block-- > 0;) pool->free_.push_back(static_cast<uint32_t>(block));
     }
+  // The steps that compute the logits row by row, which a run runs over
+  // the rows read only: the same steps at any tokens and position.
+  std::unique_ptr<Instantiation> start;
+  if (StatusOr<const detail::Program *> program = pool->programFor(start, tokens.min, 0, leastFirstRun); program.ok())
+    if (std::optional<detail::RowwiseTail> tail = detail::rowwiseTailOf(*program.value()))
+      pool->rowwiseTail_ = std::make_unique<detail::RowwiseTail>(std::move(tail).value());
   SessionOptions session;
   session.threads = options.threads;
   StatusOr<std::unique_ptr<detail::Executor>> executor = detail::createExecutor(program, session, slots);
@@ -480,6 +487,19 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
     slices.push_back({own.value(), first, static_cast<uint32_t>(part.sequence), 0, {}});
     first += static_cast<uint64_t>(count);
   }
+  // Only each entry's last token's logits are read: where the model's last
+  // steps compute them row by row, they run over those rows alone.
+  readRows_.clear();
+  for (uint64_t row = 0; const SequenceTokens &part : batch) {
+    row += part.tokens.size();
+    readRows_.push_back(row - 1);
+  }
+  const detail::Program *tail = nullptr;
+  if (rowwiseTail_ && readRows_.size() < static_cast<size_t>(tokens))
+    if (StatusOr<const detail::Program *> program =
+            programFor(tail_, static_cast<int64_t>(readRows_.size()), 0, allShapes);
+        program.ok())
+      tail = program.value();
   // The blocks every sequence's rows after the run take, all free before any is taken.
   if (blockRows_ > 0) {
     const int64_t needed = blocksToRun(batch);
@@ -514,15 +534,17 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
   for (size_t i = 0; i < inputs.size(); ++i)
     if (firstRun && model_->inputs()[i].firstRunOnly) inputs[i] = staged_[i].data();
   inputs[idsInput_] = idsData;
-  logits_.resize(static_cast<size_t>(tokens) * static_cast<size_t>(vocabulary_));
+  logits_.resize((tail ? readRows_.size() : static_cast<size_t>(tokens)) * static_cast<size_t>(vocabulary_));
   std::byte *outputs[] = {reinterpret_cast<std::byte *>(logits_.data())};
-  if (Status status = executor_->runSequences(*all.value(), slices, inputs, outputs); !status.ok()) return status;
+  detail::RowsRead rowsRead;
+  if (tail) rowsRead = {tail, rowwiseTail_->firstStep, rowwiseTail_->carried, readRows_};
+  if (Status status = executor_->runSequences(*all.value(), slices, inputs, outputs, tail ? &rowsRead : nullptr);
+      !status.ok())
+    return status;
   if (firstRun) firstRunShapes_[static_cast<size_t>(batch[0].sequence)] = firstRunStaged_;
-  uint64_t row = 0;
-  for (const SequenceTokens &part : batch) {
-    positions_[static_cast<size_t>(part.sequence)] += static_cast<int64_t>(part.tokens.size());
-    row += part.tokens.size();
-    lastRows_.push_back(static_cast<size_t>(row - 1));
+  for (size_t entry = 0; entry < batch.size(); ++entry) {
+    positions_[static_cast<size_t>(batch[entry].sequence)] += static_cast<int64_t>(batch[entry].tokens.size());
+    lastRows_.push_back(tail ? entry : static_cast<size_t>(readRows_[entry]));
   }
   return Status();
 }

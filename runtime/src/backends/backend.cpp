@@ -218,18 +218,23 @@ Status Executor::copyBlock(uint32_t target, uint32_t source) {
 }
 
 Status Executor::runSequences(const Program &all, std::span<const SequenceSlice> sequences,
-                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
+                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs,
+                              const RowsRead *rowsRead) {
   if (!table_.run_sequences) return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
   std::vector<ein_backend_sequence> c(sequences.size());
   for (size_t i = 0; i < sequences.size(); ++i)
     c[i] = {reinterpret_cast<const ein_backend_program *>(sequences[i].program), sequences[i].firstToken,
             sequences[i].slot, sequences[i].keptSlot, sequences[i].blocks.data(),
             static_cast<uint32_t>(sequences[i].blocks.size())};
+  ein_backend_rows_read read{};
+  if (rowsRead)
+    read = {reinterpret_cast<const ein_backend_program *>(rowsRead->program), rowsRead->firstStep,
+            rowsRead->carried.data(), rowsRead->carried.size(), rowsRead->rows.data(), rowsRead->rows.size()};
   ErrorReport error;
   return error.of(table_.run_sequences(handle_, reinterpret_cast<const ein_backend_program *>(&all), c.data(),
                                        c.size(), reinterpret_cast<const void *const *>(inputs.data()), inputs.size(),
                                        reinterpret_cast<void *const *>(outputs.data()), outputs.size(),
-                                       error.sink()));
+                                       rowsRead ? &read : nullptr, error.sink()));
 }
 
 StatusOr<std::unique_ptr<Executor>> createExecutor(const Program &program, const SessionOptions &options,

@@ -25,8 +25,9 @@ extern "C" {
    3: the backends answer through this C table (2: a C++ class).
    4: many sequences in one run (run_sequences, sequence_slots).
    6: paged key/value caches (cache_blocks, blocks, copy_block).
-   7: kept states shared by forked sequences (probe, kept_slot), first-run steps. */
-#define EIN_BACKEND_INTERFACE_VERSION 7u
+   7: kept states shared by forked sequences (probe, kept_slot), first-run steps.
+   8: outputs at the rows read only (run_sequences' rows_read). */
+#define EIN_BACKEND_INTERFACE_VERSION 8u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -76,6 +77,22 @@ typedef struct ein_backend_sequence {
   uint32_t block_count;
 } ein_backend_sequence;
 
+/* The rows of a run over many whose outputs are read (program/rowwise_tail.hpp):
+   the steps from `first_step` on compute the outputs row by row, from the
+   per-token arena tensors `carried` (written before them); they run over
+   `row_count` rows only, `rows` of the run's tokens in ascending order,
+   from `program` (the model's program at row_count tokens), once each
+   carried tensor's rows are gathered to its front. The outputs then hold
+   those rows, in order. */
+typedef struct ein_backend_rows_read {
+  const ein_backend_program *program;
+  size_t first_step;
+  const uint32_t *carried;
+  size_t carried_count;
+  const uint64_t *rows;
+  size_t row_count;
+} ein_backend_rows_read;
+
 typedef struct ein_backend_table {
   ein_backend_layout layout;
   int32_t device; /* ein::Device's value */
@@ -119,12 +136,14 @@ typedef struct ein_backend_table {
      from that sequence's program, its per-token tensors (Tensor::perToken)
      starting at its first token's row and its state in its slot. Steps of
      a sequence's first run (Step::firstRun) run only when the run is one
-     sequence at position 0. The inputs and outputs are all the tokens'.
+     sequence at position 0. The inputs are all the tokens'; so are the
+     outputs, or with `rows_read` (may be NULL), those rows' only.
      May be NULL: the backend runs one sequence per run. */
   int32_t (*run_sequences)(ein_backend_executor *executor, const ein_backend_program *all,
                            const ein_backend_sequence *sequences, size_t sequence_count,
                            const void *const *inputs, size_t input_count, void *const *outputs,
-                           size_t output_count, const ein_backend_error *error);
+                           size_t output_count, const ein_backend_rows_read *rows_read,
+                           const ein_backend_error *error);
   /* Overwrites slot `target`'s state with slot `source`'s (a sequence
      forked, or its prefix reused). May be NULL where run_sequences is. */
   int32_t (*copy_slot)(ein_backend_executor *executor, uint32_t target, uint32_t source,

@@ -42,8 +42,9 @@ class ExecutorImplementation {
   virtual Status copyStateFrom(ExecutorImplementation &source) = 0;
   // backend_interface.h's run_sequences.
   virtual Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
-                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) {
-    (void)all, (void)sequences, (void)inputs, (void)outputs;
+                              std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs,
+                              const RowsRead *rowsRead) {
+    (void)all, (void)sequences, (void)inputs, (void)outputs, (void)rowsRead;
     return Status(StatusCode::Unimplemented, "this device runs one sequence per run");
   }
   // backend_interface.h's copy_slot.
@@ -147,16 +148,21 @@ const ein_backend_table &backendTable() {
       },
       [](ein_backend_executor *executor, const ein_backend_program *all, const ein_backend_sequence *sequences,
          size_t sequenceCount, const void *const *inputs, size_t inputCount, void *const *outputs,
-         size_t outputCount, const ein_backend_error *error) {
+         size_t outputCount, const ein_backend_rows_read *rowsRead, const ein_backend_error *error) {
         return guarded(error, [&] {
           std::vector<SequenceSlice> slices(sequenceCount);
           for (size_t i = 0; i < sequenceCount; ++i)
             slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot,
                          sequences[i].kept_slot,
                          {sequences[i].blocks, sequences[i].blocks ? sequences[i].block_count : 0u}};
+          RowsRead read;
+          if (rowsRead)
+            read = {rowsRead->program ? &program(rowsRead->program) : nullptr, rowsRead->first_step,
+                    {rowsRead->carried, rowsRead->carried ? rowsRead->carried_count : 0u},
+                    {rowsRead->rows, rowsRead->rows ? rowsRead->row_count : 0u}};
           return implementation(executor).runSequences(
               program(all), slices, {reinterpret_cast<const std::byte *const *>(inputs), inputCount},
-              {reinterpret_cast<std::byte *const *>(outputs), outputCount});
+              {reinterpret_cast<std::byte *const *>(outputs), outputCount}, rowsRead ? &read : nullptr);
         });
       },
       [](ein_backend_executor *executor, uint32_t target, uint32_t source, const ein_backend_error *error) {

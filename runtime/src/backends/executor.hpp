@@ -25,6 +25,16 @@ struct SequenceSlice {
   std::span<const uint32_t> blocks;  // its block table, for the paged states
 };
 
+// The rows of a run over many whose outputs are read (ein_backend_rows_read):
+// steps from `firstStep` on run from `program` over `rows` only, once the
+// `carried` tensors' rows are gathered to their front.
+struct RowsRead {
+  const Program *program = nullptr;  // the model's program at rows.size() tokens
+  size_t firstStep = 0;
+  std::span<const uint32_t> carried;
+  std::span<const uint64_t> rows;  // ascending, among the run's tokens
+};
+
 // The states an executor keeps for runSequences: a slot per sequence; with
 // a probe (the model's program at some tokens and position), a kept slot per
 // sequence for the states keptStatesOf(*probe) finds (program/paged_state.hpp:
@@ -64,10 +74,12 @@ class Executor {
   Status copyStateFrom(Executor &source);
   // Runs many sequences' tokens laid end to end in one pass
   // (backend_interface.h's run_sequences): `all` at every token, its steps
-  // marked per sequence once per sequence from that sequence's program.
+  // marked per sequence once per sequence from that sequence's program;
+  // with `rowsRead`, the outputs at those rows only.
   // `all` and the sequences' programs must outlive the call.
   Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
-                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs);
+                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs,
+                      const RowsRead *rowsRead = nullptr);
   // Overwrites state slot `target` with slot `source` (backend_interface.h's
   // copy_slot); kept slots are not copied but shared (SequenceSlice::keptSlot).
   Status copySlot(uint32_t target, uint32_t source);

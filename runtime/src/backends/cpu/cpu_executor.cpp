@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <memory>
 #include <vector>
@@ -137,7 +138,8 @@ class CpuExecutor final : public ExecutorImplementation {
   }
 
   Status runSequences(const Program &all, std::span<const SequenceSlice> sequences,
-                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs) override {
+                      std::span<const std::byte *const> inputs, std::span<std::byte *const> outputs,
+                      const RowsRead *rowsRead) override {
     if (all.sequenceTokensDim < 0 || static_cast<size_t>(all.sequenceTokensDim) >= all.dimValues.size())
       return Status(StatusCode::InvalidArgument, "the model serves one sequence per run");
     if (inputs.size() != all.inputs.size() || outputs.size() != all.outputs.size())
@@ -184,13 +186,19 @@ class CpuExecutor final : public ExecutorImplementation {
       EIN_ASSIGN_OR_RETURN(size_t ownFloats, scratchFloatsFor(own));
       scratchFloats = std::max(scratchFloats, ownFloats);
     }
+    const size_t tailStep = rowsRead ? rowsRead->firstStep : all.steps.size();
+    if (rowsRead) {
+      EIN_RETURN_IF_ERROR(checkRowsRead(all, *rowsRead, tokens, rowBytes));
+      EIN_ASSIGN_OR_RETURN(size_t tailFloats, scratchFloatsFor(*rowsRead->program));
+      scratchFloats = std::max(scratchFloats, tailFloats);
+    }
     EIN_RETURN_IF_ERROR(growScratch(scratchFloats));
     cpu::beginKernelEpoch();
     std::vector<std::byte *> bases = basesOf(all, 0);
     for (size_t i = 0; i < inputs.size(); ++i) bases[all.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
     for (size_t i = 0; i < outputs.size(); ++i) bases[all.outputTensors[i]] = outputs[i];
     std::vector<std::byte *> sequenceBases(bases.size());
-    for (size_t s = 0; s < all.steps.size();) {
+    for (size_t s = 0; s < tailStep;) {
       if (all.steps[s].firstRun && !firstRun) {
         ++s;
         continue;
@@ -203,7 +211,7 @@ class CpuExecutor final : public ExecutorImplementation {
       // A stretch of per-sequence steps runs sequence by sequence: what a
       // sequence keeps to itself (scores, a rotated q) lives only within it.
       size_t end = s;
-      while (end < all.steps.size() && all.steps[end].perSequence) ++end;
+      while (end < tailStep && all.steps[end].perSequence) ++end;
       for (const SequenceSlice &sequence : sequences) {
         for (size_t id = 0; id < bases.size(); ++id) {
           const Tensor &tensor = all.tensors[id];
@@ -220,11 +228,47 @@ class CpuExecutor final : public ExecutorImplementation {
       }
       s = end;
     }
+    if (!rowsRead) return Status();
+    // The rows read, gathered to the front of what the tail reads from
+    // before it: ascending, so no row is overwritten before it is moved.
+    for (uint32_t id : rowsRead->carried)
+      for (size_t i = 0; i < rowsRead->rows.size(); ++i)
+        if (rowsRead->rows[i] != i)
+          std::memmove(bases[id] + i * rowBytes[id], bases[id] + rowsRead->rows[i] * rowBytes[id], rowBytes[id]);
+    for (size_t s = tailStep; s < all.steps.size(); ++s) EIN_RETURN_IF_ERROR(runStep(*rowsRead->program, s, bases.data()));
     return Status();
   }
 
  private:
   uint32_t slotCount() const { return layout_.slots; }
+
+  // `read` of a run of `all` over `tokens` tokens: its program the model's
+  // at as many tokens as rows, ascending among the run's, its steps those
+  // run once for all tokens (none per sequence, of a first run or on a
+  // state), its carried tensors per-token arena ones of `rowBytes` a row.
+  static Status checkRowsRead(const Program &all, const RowsRead &read, uint64_t tokens,
+                              const std::vector<uint64_t> &rowBytes) {
+    auto internal = [](std::string message) { return Status(StatusCode::Internal, "rows read: " + message); };
+    if (!read.program) return internal("no program");
+    const Program &tail = *read.program;
+    if (tail.steps.size() != all.steps.size() || tail.tensors.size() != all.tensors.size() ||
+        tail.dimValues.size() != all.dimValues.size() || read.firstStep > all.steps.size())
+      return internal("the program is not the model's");
+    if (read.rows.empty() ||
+        static_cast<uint64_t>(tail.dimValues[static_cast<size_t>(all.sequenceTokensDim)]) != read.rows.size())
+      return internal(fmt::format("{} rows for a program at {} tokens", read.rows.size(),
+                                  tail.dimValues[static_cast<size_t>(all.sequenceTokensDim)]));
+    for (size_t i = 0; i < read.rows.size(); ++i)
+      if (read.rows[i] >= tokens || (i > 0 && read.rows[i] <= read.rows[i - 1]))
+        return internal(fmt::format("row {} is {}, not ascending inside the run's {} tokens", i, read.rows[i], tokens));
+    for (size_t s = read.firstStep; s < all.steps.size(); ++s)
+      if (all.steps[s].perSequence || all.steps[s].firstRun) return internal(all.steps[s].label + " runs per sequence");
+    for (uint32_t id : read.carried)
+      if (id >= all.tensors.size() || !all.tensors[id].perToken || all.tensors[id].storage != Storage::Arena ||
+          tail.tensors[id].byteSize != read.rows.size() * rowBytes[id])
+        return internal(fmt::format("tensor {} is not a per-token arena tensor", id));
+    return Status();
+  }
 
   // Where state tensor `id` of slot `slot` (kept slot `keptSlot`) starts: in
   // the slot, the kept slot, or for a paged state, its part of block 0
