@@ -213,13 +213,6 @@ StagedInputs stageNamedInputs(nb::dict inputs, const Model &model, const InputAx
   return stageInputs(inputs, givenInputs(inputs, model.inputs(), false), axisDims);
 }
 
-std::vector<FirstRunInput> firstRunInputsOf(const StagedInputs &staged) {
-  std::vector<FirstRunInput> inputs;
-  for (const InputTensor &input : staged.tensors)
-    inputs.push_back({input.name, input.dtype, input.shape, input.data, input.bytes});
-  return inputs;
-}
-
 nb::ndarray<nb::numpy> newOutputArray(DType dtype, const std::vector<int64_t> &shape) {
   // aligned_alloc wants a multiple of the alignment, and some bytes even
   // for an empty tensor.
@@ -362,10 +355,10 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
   const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
   // Prompt i's encoder inputs: encoderInputs[i] (an encoder-decoder's), or none.
   std::vector<StagedInputs> staged;
-  std::vector<std::vector<FirstRunInput>> firstRunInputs;
+  std::vector<std::vector<InputTensor>> firstRunInputs;
   for (nb::handle row : encoderInputs) {
     staged.push_back(stageNamedInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
-    firstRunInputs.push_back(firstRunInputsOf(staged.back()));
+    firstRunInputs.push_back(staged.back().tensors);
   }
   StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
   {

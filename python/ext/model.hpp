@@ -136,8 +136,6 @@ StagedInputs stageInputs(nanobind::dict inputs, const std::vector<TensorInfo> &i
 // The inputs `inputs` names (an encoder-decoder's encoder inputs, which a
 // sequence's first run reads), checked against the model's names, staged.
 StagedInputs stageNamedInputs(nanobind::dict inputs, const Model &model, const InputAxisDims *axisDims);
-// The staged inputs as a SequencePool or Scheduler takes them.
-std::vector<FirstRunInput> firstRunInputsOf(const StagedInputs &staged);
 
 // The options Model.generate and Session.generate pass to the runtime.
 GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,

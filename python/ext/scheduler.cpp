@@ -76,7 +76,7 @@ class PyScheduler {
     const StagedInputs staged = stageNamedInputs(encoderInputs, scheduler->model(), axisDims.get());
     StatusOr<std::shared_ptr<Request>> request = scheduler->submit(
         prompt, generationOptions(maxNewTokens, temperature, topK, topP, seed, std::move(stopTokens)),
-        firstRunInputsOf(staged));
+        staged.tensors);
     if (!request.ok()) throwStatus(request.status());
     return std::make_unique<PyRequest>(std::move(request).value());
   }

@@ -32,7 +32,7 @@ if not os.environ.get("CI"):
     pytest.importorskip("tritonclient.grpc", reason="the serving requirements are not installed")
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
-from tritonclient.utils import InferenceServerException  # noqa: E402
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype  # noqa: E402
 
 from ein.serve import Server, ServerError, _children, free_port, triton_dist  # noqa: E402
 
@@ -503,9 +503,10 @@ def decoder_artifact(tmp_path_factory):
     return path
 
 
-def stream_tokens(url, prompt, **options):
+def stream_tokens(url, prompt, model=DECODER, encoder_inputs=None, **options):
     """One generation over a gRPC stream: the tokens streamed, and the error
-    that ended it (None when it ended with the final flag)."""
+    that ended it (None when it ended with the final flag). ``encoder_inputs``
+    (an encoder-decoder's, name to array) go with the request as they are."""
     datatypes = {"max_tokens": ("INT32", np.int32), "temperature": ("FP32", np.float32), "top_k": ("INT32", np.int32),
                  "top_p": ("FP32", np.float32), "seed": ("INT64", np.int64), "stop": ("INT32", np.int32)}
     tokens, outcome = [], queue.Queue()
@@ -527,10 +528,14 @@ def stream_tokens(url, prompt, **options):
         tensor = grpcclient.InferInput(name, list(array.shape), datatype)
         tensor.set_data_from_numpy(array)
         inputs.append(tensor)
+    for name, array in (encoder_inputs or {}).items():
+        tensor = grpcclient.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        tensor.set_data_from_numpy(array)
+        inputs.append(tensor)
     with grpcclient.InferenceServerClient(url) as client:
         client.start_stream(callback=on_response)
         try:
-            client.async_stream_infer(DECODER, inputs, enable_empty_final_response=True)
+            client.async_stream_infer(model, inputs, enable_empty_final_response=True)
             error = outcome.get(timeout=CLIENT_TIMEOUT_S)
         finally:
             client.stop_stream()
@@ -562,3 +567,38 @@ def test_a_decoder_streams_each_prompts_own_tokens(decoder_artifact):
         assert tokens == [] and "the prompt is empty" in str(error), error
         assert server.process.poll() is None
         assert stream_tokens(server.grpc_url, [5, 9], max_tokens=6)[0] == outcomes[2][0][:6]
+
+
+def test_an_encoder_decoder_streams_the_tokens_of_each_requests_encoder_inputs(tmp_path):
+    """The toy translation model of test_encoder_decoder.py through the
+    native backend: each request's encoder input (another source, another
+    length) goes with its prompt, and its stream is Model.generate's with
+    those inputs. A request without them, or with a source beyond the
+    model's dims, fails alone."""
+    from test_encoder_decoder import MODEL as TRANSLATION
+    path = tmp_path / "translate.einb"
+    ein.compile(TRANSLATION, random_weights=3).save(path)
+    model = ein.load(path)
+    rng = np.random.default_rng(7)
+    sources = [rng.standard_normal((1, s, 8)).astype(np.float32) * scale for s, scale in [(5, 1), (5, 4), (2, 1), (6, 2)]]
+    with Server(path, name="translate", max_sequences=2, threads=1, exit_timeout_s=5) as server:
+        assert 'name: "src" data_type: TYPE_FP32 dims: [ 1, -1, 8 ] }' in server.config
+        with concurrent.futures.ThreadPoolExecutor(len(sources)) as pool:
+            outcomes = list(pool.map(lambda src: stream_tokens(server.grpc_url, [1, 2], "translate", {"src": src},
+                                                               max_tokens=6),
+                                     sources, timeout=CLIENT_TIMEOUT_S * 2))
+        for src, (tokens, error) in zip(sources, outcomes):
+            assert error is None, error
+            assert tokens == model.generate([1, 2], max_new_tokens=6, encoder_inputs={"src": src})
+        assert outcomes[0][0] != outcomes[1][0]  # the encoder input decides the tokens
+        tokens, error = stream_tokens(server.grpc_url, [1, 2], "translate", max_tokens=6)
+        assert tokens == [] and "src" in str(error), error
+        too_long = np.zeros((1, 7, 8), np.float32)
+        tokens, error = stream_tokens(server.grpc_url, [1, 2], "translate", {"src": too_long}, max_tokens=6)
+        assert tokens == [] and "src" in str(error), error
+        assert stream_tokens(server.grpc_url, [1, 2], "translate", {"src": sources[2]}, max_tokens=6) == outcomes[2]
+        assert server.process.poll() is None
+    with pytest.raises(ValueError, match="the model's encoder input 'prompt' has the name of a request's"):
+        clashing = tmp_path / "clashing.einb"
+        ein.compile(TRANSLATION.replace("src", "prompt"), random_weights=3).save(clashing)
+        Server(clashing, name="clashing")

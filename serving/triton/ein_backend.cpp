@@ -16,7 +16,8 @@
 //   response buffers.
 // - For a decoder (a model with state), decoupled: max_sequences,
 //   step_tokens. Each request (prompt, and optionally max_tokens,
-//   temperature, top_k, top_p, seed, stop) goes to one ein::Scheduler, which
+//   temperature, top_k, top_p, seed, stop; an encoder-decoder's encoder
+//   inputs under the model's names) goes to one ein::Scheduler, which
 //   continuously batches every sequence generating; each token is streamed
 //   back as a response of its own as the scheduler chooses it, then the
 //   final flag. Chosen over Triton's sequence batcher with implicit state:
@@ -645,7 +646,14 @@ void executeDecoder(ModelState &state, TRITONBACKEND_ModelInstance *instance, TR
       } else {
         options.onToken = [stream](int64_t token) { return stream->send(token); };
         options.onEnd = [stream](ein::FinishReason, const ein::Status &status) { stream->finish(status); };
-        auto going = state.scheduler->submit(prompt, std::move(options));
+        // An encoder-decoder's encoder inputs (Whisper's features, T5's
+        // source ids) go with the request under the model's names; the
+        // scheduler checks them and copies them for the sequence's first run.
+        std::vector<ein::InputTensor> encoderInputs;
+        for (const ein::TensorInfo &info : state.model->inputs())
+          if (const ein::InputTensor *given = findInput(pending.inputs, info.name); given && info.firstRunOnly)
+            encoderInputs.push_back(*given);
+        auto going = state.scheduler->submit(prompt, std::move(options), encoderInputs);
         submitted = going.ok();
         if (!going.ok()) stream->finish(going.status());
       }

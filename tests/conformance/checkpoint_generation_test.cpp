@@ -154,8 +154,8 @@ void readEncoderInputs(const fs::path &caseDir, const std::vector<std::string> &
 }
 
 // The inputs as a sequence's first run takes them (views of `inputs`).
-std::vector<ein::FirstRunInput> firstRunOf(const EncoderInputs &inputs) {
-  std::vector<ein::FirstRunInput> out;
+std::vector<ein::InputTensor> firstRunOf(const EncoderInputs &inputs) {
+  std::vector<ein::InputTensor> out;
   for (const auto &[name, array] : inputs)
     out.push_back({name, array.type, array.shape, array.data.data(), array.data.size()});
   return out;
@@ -216,7 +216,7 @@ TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
   std::vector<Sequence> sequences = {{&original, prompt, {}}, {&other, prompt, {}}, {&original, {}, {}}};
   std::vector<Sequence> done;
   auto start = [&](int index, const Inputs &inputs) {
-    const std::vector<ein::FirstRunInput> given = firstRunOf(inputs);
+    const std::vector<ein::InputTensor> given = firstRunOf(inputs);
     const ein::SequenceTokens run[] = {{index, prompt, given}};
     ein::Status status = pool.value()->run(run);
     ASSERT_TRUE(status.ok()) << status.toString();
@@ -266,7 +266,7 @@ TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
   }
 
   // Mistakes, each a clear error.
-  const std::vector<ein::FirstRunInput> given = firstRunOf(original);
+  const std::vector<ein::InputTensor> given = firstRunOf(original);
   const int64_t token = prompt[0];
   auto expectError = [&](std::vector<ein::SequenceTokens> run, const std::string &message) {
     ein::Status status = pool.value()->run(run);
@@ -324,7 +324,7 @@ TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
   for (const Case &c : cases) {
     ein::GenerationOptions generation;
     generation.maxNewTokens = c.tokens;
-    const std::vector<ein::FirstRunInput> given = firstRunOf(*c.inputs);
+    const std::vector<ein::InputTensor> given = firstRunOf(*c.inputs);
     auto request = scheduler.value()->submit(c.prompt, generation, given);
     ASSERT_TRUE(request.ok()) << request.status().toString();
     requests.push_back(*request);
@@ -337,16 +337,16 @@ TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
   }
 
   // Mistakes, each refused at submit.
-  auto expectRefused = [&](const std::vector<ein::FirstRunInput> &given, const std::string &message) {
+  auto expectRefused = [&](const std::vector<ein::InputTensor> &given, const std::string &message) {
     auto request = scheduler.value()->submit(start, {}, given);
     ASSERT_FALSE(request.ok());
     EXPECT_NE(request.status().message().find(message), std::string::npos) << request.status().message();
   };
   expectRefused({}, "which is not given");
-  std::vector<ein::FirstRunInput> renamed = firstRunOf(original);
+  std::vector<ein::InputTensor> renamed = firstRunOf(original);
   renamed[0].name = "no_such_input";
   expectRefused(renamed, "reads no input \"no_such_input\"");
-  std::vector<ein::FirstRunInput> cut = firstRunOf(original);
+  std::vector<ein::InputTensor> cut = firstRunOf(original);
   const std::vector<int64_t> wrongRank = {1};
   cut[0].shape = wrongRank;
   expectRefused(cut, names[0]);

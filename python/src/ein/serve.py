@@ -123,13 +123,18 @@ _DECODER_INPUTS = [("prompt", "TYPE_INT32", "-1", False), ("max_tokens", "TYPE_I
                    ("stop", "TYPE_INT32", "-1", True)]
 
 
-def decoder_config(name: str, *, threads: int, artifact: str, max_sequences: int, step_tokens: int) -> str:
+def decoder_config(name: str, *, threads: int, artifact: str, max_sequences: int, step_tokens: int,
+                   encoder_inputs: Sequence = ()) -> str:
     """config.pbtxt for a decoder on the native backend: decoupled (each
     request streams a response per token, then the final flag), no Triton
     batching (the backend's scheduler batches every sequence generating),
-    one instance."""
+    one instance. ``encoder_inputs`` (an encoder-decoder's inputs read at a
+    sequence's first run: ein.TensorInfo) are required inputs of each request
+    as the model declares them, ranged dims -1."""
+    declared = [*_DECODER_INPUTS, *((info.name, _TRITON_DTYPES[info.dtype], _dims_text(info.shape), False)
+                                    for info in encoder_inputs)]
     inputs = ",\n".join(f'  {{ name: "{n}" data_type: {t} dims: [ {d} ]{" optional: true" if o else ""} }}'
-                         for n, t, d, o in _DECODER_INPUTS)
+                         for n, t, d, o in declared)
     parameters = {"artifact": artifact, "threads": str(threads), "max_sequences": str(max_sequences),
                   "step_tokens": str(step_tokens)}
     return "".join([f'name: "{name}"\nbackend: "ein"\nmax_batch_size: 0\n',
@@ -260,8 +265,14 @@ class Server:
                                  f"and {step_tokens}")
             instances = 1
             self.signature = None
+            encoder_inputs = [info for info in model.inputs if info.first_run]
+            clashing = [info.name for info in encoder_inputs if info.name in {n for n, *_ in _DECODER_INPUTS}]
+            if clashing:
+                raise ValueError(f"the model's encoder input {clashing[0]!r} has the name of a request's generation "
+                                 f"input ({', '.join(n for n, *_ in _DECODER_INPUTS)}): rename it in the model")
             self.config = decoder_config(name, threads=threads, artifact=self.artifact.name,
-                                         max_sequences=max_sequences, step_tokens=step_tokens)
+                                         max_sequences=max_sequences, step_tokens=step_tokens,
+                                         encoder_inputs=encoder_inputs)
         else:
             self.signature = signature(model, pad_dims)
             if max_batch_size is None:

@@ -62,27 +62,6 @@ struct RunnerOptions {
   int maxConcurrentRuns = 0;
 };
 
-// An input of one call: the shape must be the model's (for a model with
-// dims, any shape they allow: each call may have its own), the element type
-// the input's dtype or one the input conversion policy converts to it
-// (types.hpp: int64 ids for an i32 input, f64 for f32), `bytes` the shape's
-// byte size in that type. The memory is read during the call only and is
-// not written; it must not change until run() returns.
-struct InputTensor {
-  InputTensor() = default;
-  InputTensor(std::string_view name, ElementType dtype, std::span<const int64_t> shape, const void *data, size_t bytes)
-      : name(name), dtype(dtype), shape(shape), data(data), bytes(bytes) {}
-  // The model's own type, as TensorInfo::dtype gives it.
-  InputTensor(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes)
-      : InputTensor(name, elementType(dtype), shape, data, bytes) {}
-
-  std::string_view name;
-  ElementType dtype = ElementType::F32;
-  std::span<const int64_t> shape;
-  const void *data = nullptr;
-  size_t bytes = 0;
-};
-
 // Where one call writes output `name`: `bytes` must be the output's byte size
 // at this call's input shapes (Model::outputs() gives dtype and shape; for a
 // model with dims, Model::outputShapes(inputShapes) the actual shape, or use

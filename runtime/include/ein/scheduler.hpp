@@ -85,7 +85,7 @@ class Request {
   };
   Request(std::vector<int64_t> prompt, GenerationOptions options, std::vector<HeldInput> firstRunInputs)
       : prompt_(std::move(prompt)), options_(std::move(options)), firstRunInputs_(std::move(firstRunInputs)) {}
-  std::vector<FirstRunInput> firstRunInputs() const;
+  std::vector<InputTensor> firstRunInputs() const;
   // Called by the scheduler's thread.
   void push(int64_t token);
   void end(FinishReason reason, Status status = Status());
@@ -137,7 +137,7 @@ class Scheduler {
   // cancels the request. idsInput and logitsOutput name the model's ids
   // input and its output, or are empty.
   StatusOr<std::shared_ptr<Request>> submit(std::span<const int64_t> prompt, GenerationOptions options = {},
-                                            std::span<const FirstRunInput> firstRunInputs = {});
+                                            std::span<const InputTensor> firstRunInputs = {});
 
   // Ends every request not yet ended (Cancelled, their tokens standing) and
   // stops the scheduler's thread; a later submit fails. Waits for the step
@@ -206,6 +206,6 @@ class Scheduler {
 // the call, and the prompts submitted before it are cancelled.
 StatusOr<std::vector<GeneratedSequence>> generate(
     Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts, const GenerationOptions &options = {},
-    std::span<const std::vector<FirstRunInput>> firstRunInputs = {});
+    std::span<const std::vector<InputTensor>> firstRunInputs = {});
 
 }  // namespace ein

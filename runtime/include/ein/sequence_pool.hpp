@@ -53,23 +53,14 @@ struct SequencePoolOptions {
   static constexpr int64_t kMaxCacheBlocks = int64_t{1} << 24;
 };
 
-// An input read at a sequence's first run only (TensorInfo::firstRunOnly),
-// given as Session::setInput takes one.
-struct FirstRunInput {
-  std::string_view name;
-  ElementType type = ElementType::F32;
-  std::span<const int64_t> shape;
-  const void *data = nullptr;
-  size_t bytes = 0;
-};
-
 // One sequence's part of a run: its next tokens, appended at its position.
 struct SequenceTokens {
   int sequence = 0;  // 0 .. maxSequences - 1
   std::span<const int64_t> tokens;
   // At the sequence's first run (position 0), each input of the model read
-  // then only; empty at later runs and for a model without such inputs.
-  std::span<const FirstRunInput> firstRunInputs = {};
+  // then only (TensorInfo::firstRunOnly), given as Session::setInput takes
+  // one; empty at later runs and for a model without such inputs.
+  std::span<const InputTensor> firstRunInputs = {};
 };
 
 class SequencePool {
@@ -102,13 +93,13 @@ class SequencePool {
   // Checks a sequence's first-run inputs as its first run will: every
   // input the model reads then given once, of its type and shape, with
   // values inside its bounds. For a caller that holds them for a later run.
-  Status checkFirstRunInputs(std::span<const FirstRunInput> inputs) const;
+  Status checkFirstRunInputs(std::span<const InputTensor> inputs) const;
   // Whether `tokens` more ids for `sequence` fit its cache and the model's
   // dims, as its next run checks them.
   Status fits(int sequence, int64_t tokens) const;
   // The same for a sequence that starts with `firstRunInputs` (their
   // shapes bind the dims they name) and runs `tokens` ids from `position`.
-  Status fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens, int64_t position) const;
+  Status fitsFirstRun(std::span<const InputTensor> firstRunInputs, int64_t tokens, int64_t position) const;
   // The rows in a sequence's state; reset() empties it.
   int64_t position(int sequence) const;
   Status reset(int sequence);

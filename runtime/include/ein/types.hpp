@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,28 @@ bool convertsTo(ElementType from, DType to);
 // Why it does not, when there is a reason to give ("integers are not
 // converted to floats (cast them first)"); "" otherwise.
 const char *whyNotConverted(ElementType from, DType to);
+
+// An input given by the caller (a Runner's call, a sequence's first run in a
+// SequencePool or Scheduler): the shape must be the model's (for a model
+// with dims, any shape they allow: each call may have its own), the element
+// type the input's dtype or one the input conversion policy above converts
+// to it (int64 ids for an i32 input, f64 for f32), `bytes` the shape's byte
+// size in that type. The memory is read during the call only and is not
+// written; it must not change until the call returns.
+struct InputTensor {
+  InputTensor() = default;
+  InputTensor(std::string_view name, ElementType dtype, std::span<const int64_t> shape, const void *data, size_t bytes)
+      : name(name), dtype(dtype), shape(shape), data(data), bytes(bytes) {}
+  // The model's own type, as TensorInfo::dtype gives it.
+  InputTensor(std::string_view name, DType dtype, std::span<const int64_t> shape, const void *data, size_t bytes)
+      : InputTensor(name, elementType(dtype), shape, data, bytes) {}
+
+  std::string_view name;
+  ElementType dtype = ElementType::F32;
+  std::span<const int64_t> shape;
+  const void *data = nullptr;
+  size_t bytes = 0;
+};
 
 // The worker threads a session or runner gets when the caller does not say:
 // the CPUs this process may run on (its affinity mask, so a container or

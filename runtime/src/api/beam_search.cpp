@@ -144,7 +144,7 @@ class PoolStates final : public BeamStates {
   }
   StatusOr<std::span<const float>> start(std::span<const int64_t> prompt) override {
     // The first-run inputs (an encoder's) as set on the session.
-    std::vector<FirstRunInput> inputs;
+    std::vector<InputTensor> inputs;
     const std::vector<TensorInfo> &infos = session_.model().inputs();
     for (size_t i = 0; i < infos.size(); ++i) {
       if (!infos[i].firstRunOnly) continue;

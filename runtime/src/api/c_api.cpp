@@ -131,11 +131,10 @@ class SmallArray {
   std::vector<T> heap_;
 };
 
-// The C inputs as the C++ API's T (InputTensor, FirstRunInput), into `out`
-// (room for `count`); an error, which names `function`, for a NULL name or
-// shape or an unknown dtype.
-template <typename T>
-ein_status_t *inputsFromC(const ein_input_t *inputs, size_t count, const char *function, SmallArray<T> &out) {
+// The C inputs as the C++ API's, into `out` (room for `count`); an error,
+// which names `function`, for a NULL name or shape or an unknown dtype.
+ein_status_t *inputsFromC(const ein_input_t *inputs, size_t count, const char *function,
+                          SmallArray<ein::InputTensor> &out) {
   for (size_t i = 0; i < count; ++i) {
     const ein_input_t &input = inputs[i];
     if (!input.name || (input.rank && !input.shape))
@@ -443,7 +442,7 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
   if (!options->stop_tokens && options->stop_token_count)
     return invalidArgument("ein_scheduler_submit: stop_tokens is NULL but stop_token_count is not 0");
   return guarded([&]() -> ein_status_t * {
-    SmallArray<ein::FirstRunInput> inputs(first_run_input_count);
+    SmallArray<ein::InputTensor> inputs(first_run_input_count);
     if (ein_status_t *wrong = inputsFromC(first_run_inputs, first_run_input_count, "ein_scheduler_submit", inputs))
       return wrong;
     auto request = scheduler->scheduler->submit(std::span<const int64_t>(prompt, prompt_length),

@@ -68,8 +68,8 @@ FinishReason Request::finishReason() const {
   return finish_;
 }
 
-std::vector<FirstRunInput> Request::firstRunInputs() const {
-  std::vector<FirstRunInput> views;
+std::vector<InputTensor> Request::firstRunInputs() const {
+  std::vector<InputTensor> views;
   for (const HeldInput &input : firstRunInputs_)
     views.push_back({input.name, input.type, input.shape, input.data.data(), input.data.size()});
   return views;
@@ -160,7 +160,7 @@ size_t Scheduler::waiting() const {
 }
 
 StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> prompt, GenerationOptions options,
-                                                     std::span<const FirstRunInput> firstRunInputs) {
+                                                     std::span<const InputTensor> firstRunInputs) {
   const Model &model = pool_->model();
   const TensorInfo &ids = pool_->idsInput();
   if (!options.idsInput.empty() && options.idsInput != ids.name)
@@ -184,9 +184,9 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submit(std::span<const int64_t> pr
                                 prompt.size(), blocks, rows, pool_->cacheBlocks()));
   }
   std::vector<Request::HeldInput> held;
-  for (const FirstRunInput &input : firstRunInputs) {
+  for (const InputTensor &input : firstRunInputs) {
     const auto *bytes = static_cast<const std::byte *>(input.data);
-    held.push_back({std::string(input.name), input.type, {input.shape.begin(), input.shape.end()},
+    held.push_back({std::string(input.name), input.dtype, {input.shape.begin(), input.shape.end()},
                     {bytes, bytes + input.bytes}});
   }
   std::shared_ptr<Request> request(new Request({prompt.begin(), prompt.end()}, std::move(options), std::move(held)));
@@ -401,7 +401,7 @@ void Scheduler::runFirstRun(const std::vector<size_t> &going) {
     const auto chunk = std::min<int64_t>(static_cast<int64_t>(request.prompt_.size()), stepTokens_);
     int64_t taken = 0;
     if (!takeBlocks(slot, chunk, taken)) return;  // the oldest first: it waits for blocks, and so do the younger
-    const std::vector<FirstRunInput> inputs = request.firstRunInputs();
+    const std::vector<InputTensor> inputs = request.firstRunInputs();
     const std::vector<SequenceTokens> alone = {
         {static_cast<int>(slot), std::span<const int64_t>(request.prompt_).first(static_cast<size_t>(chunk)), inputs}};
     runAndChoose(alone, {slot});
@@ -459,7 +459,7 @@ void Scheduler::runAndChoose(const std::vector<SequenceTokens> &batch, const std
 
 StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts,
                                                   const GenerationOptions &options,
-                                                  std::span<const std::vector<FirstRunInput>> firstRunInputs) {
+                                                  std::span<const std::vector<InputTensor>> firstRunInputs) {
   if (!firstRunInputs.empty() && firstRunInputs.size() != prompts.size())
     return invalidArgument(fmt::format("{} prompts, but first-run inputs for {}", prompts.size(),
                                        firstRunInputs.size()));
@@ -467,7 +467,7 @@ StatusOr<std::vector<GeneratedSequence>> generate(Scheduler &scheduler, std::spa
   for (size_t i = 0; i < prompts.size(); ++i) {
     StatusOr<std::shared_ptr<Request>> request = scheduler.submit(
         prompts[i], options,
-        firstRunInputs.empty() ? std::span<const FirstRunInput>() : std::span<const FirstRunInput>(firstRunInputs[i]));
+        firstRunInputs.empty() ? std::span<const InputTensor>() : std::span<const InputTensor>(firstRunInputs[i]));
     if (!request.ok()) {
       for (const std::shared_ptr<Request> &submitted : requests) submitted->cancel();
       return Status(request.status().code(), fmt::format("prompt {}: {}", i, request.status().message()));

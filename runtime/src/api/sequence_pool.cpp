@@ -346,10 +346,10 @@ StatusOr<const detail::Program *> SequencePool::programFor(std::unique_ptr<Insta
   return kept->program.get();
 }
 
-Status SequencePool::checkFirstRunInputs(std::span<const FirstRunInput> given) const {
+Status SequencePool::checkFirstRunInputs(std::span<const InputTensor> given) const {
   const std::vector<TensorInfo> &inputs = model_->inputs();
   std::vector<bool> seen(inputs.size(), false);
-  for (const FirstRunInput &input : given) {
+  for (const InputTensor &input : given) {
     const size_t i = firstRunInputIndex(input.name);
     if (i == inputs.size())
       return invalidArgument(fmt::format("'{}' reads no input \"{}\" at a sequence's first run (those it reads "
@@ -358,10 +358,10 @@ Status SequencePool::checkFirstRunInputs(std::span<const FirstRunInput> given) c
     if (seen[i]) return invalidArgument(fmt::format("input \"{}\" is given twice", input.name));
     seen[i] = true;
     const TensorInfo &info = inputs[i];
-    if (Status status = detail::checkInput(info, model_->dims(), input.type, input.shape, input.data, input.bytes);
+    if (Status status = detail::checkInput(info, model_->dims(), input.dtype, input.shape, input.data, input.bytes);
         !status.ok())
       return status;
-    if (Status status = detail::checkInputValues(info, input.type, input.shape, input.data); !status.ok())
+    if (Status status = detail::checkInputValues(info, input.dtype, input.shape, input.data); !status.ok())
       return status;
   }
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -375,11 +375,11 @@ Status SequencePool::stageFirstRunInputs(size_t entry, const SequenceTokens &par
   if (Status status = checkFirstRunInputs(part.firstRunInputs); !status.ok())
     return Status(status.code(), fmt::format("entry {}: sequence {} starts: {}", entry, part.sequence, status.message()));
   const std::vector<TensorInfo> &inputs = model_->inputs();
-  for (const FirstRunInput &input : part.firstRunInputs) {
+  for (const InputTensor &input : part.firstRunInputs) {
     const size_t i = firstRunInputIndex(input.name);  // one of them: checked above
     const TensorInfo &info = inputs[i];
-    staged_[i].resize(input.bytes / elementSize(input.type) * dtypeSize(info.dtype));
-    if (Status status = detail::convertInput(info, input.type, input.shape, input.data, staged_[i].data());
+    staged_[i].resize(input.bytes / elementSize(input.dtype) * dtypeSize(info.dtype));
+    if (Status status = detail::convertInput(info, input.dtype, input.shape, input.data, staged_[i].data());
         !status.ok())
       return Status(status.code(), fmt::format("entry {}: {}", entry, status.message()));
     firstRunStaged_[i].assign(input.shape.begin(), input.shape.end());
@@ -401,10 +401,10 @@ Status SequencePool::fits(int sequence, int64_t tokens) const {
       .status();
 }
 
-Status SequencePool::fitsFirstRun(std::span<const FirstRunInput> firstRunInputs, int64_t tokens,
+Status SequencePool::fitsFirstRun(std::span<const InputTensor> firstRunInputs, int64_t tokens,
                                   int64_t position) const {
   std::vector<std::vector<int64_t>> shapes(model_->inputs().size());
-  for (const FirstRunInput &input : firstRunInputs)
+  for (const InputTensor &input : firstRunInputs)
     if (const size_t i = firstRunInputIndex(input.name); i < shapes.size())
       shapes[i].assign(input.shape.begin(), input.shape.end());
   return bindingAt(shapes, tokens, position).status();
