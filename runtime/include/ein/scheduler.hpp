@@ -79,7 +79,7 @@ class Request {
   // sequence's first run.
   struct HeldInput {
     std::string name;
-    ElementType type;
+    ElementType dtype;
     std::vector<int64_t> shape;
     std::vector<std::byte> data;
   };

@@ -71,7 +71,7 @@ FinishReason Request::finishReason() const {
 std::vector<InputTensor> Request::firstRunInputs() const {
   std::vector<InputTensor> views;
   for (const HeldInput &input : firstRunInputs_)
-    views.push_back({input.name, input.type, input.shape, input.data.data(), input.data.size()});
+    views.push_back({input.name, input.dtype, input.shape, input.data.data(), input.data.size()});
   return views;
 }
 

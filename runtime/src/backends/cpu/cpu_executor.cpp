@@ -244,8 +244,8 @@ class CpuExecutor final : public ExecutorImplementation {
 
   // `read` of a run of `all` over `tokens` tokens: its program the model's
   // at as many tokens as rows, ascending among the run's, its steps those
-  // run once for all tokens (none per sequence, of a first run or on a
-  // state), its carried tensors per-token arena ones of `rowBytes` a row.
+  // run once for all tokens (none per sequence or of a first run), its
+  // carried tensors per-token arena ones of `rowBytes` a row in both programs.
   static Status checkRowsRead(const Program &all, const RowsRead &read, uint64_t tokens,
                               const std::vector<uint64_t> &rowBytes) {
     auto internal = [](std::string message) { return Status(StatusCode::Internal, "rows read: " + message); };
