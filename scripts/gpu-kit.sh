@@ -116,7 +116,7 @@ for precision in fp32 bf16; do
 done
 
 # A 1.1B Llama shape (TinyLlama's sizes, cache 2048) for the decode benchmark,
-# likewise without its weights (4.4 GB at every CUDA precision).
+# likewise without its weights (4.4 GB at fp32, 2.2 GB of bf16 gemm weights at bf16).
 mkdir -p "$kit/llama"
 for precision in fp32 bf16; do
   artifact="$kit/llama/llama_1b_$precision.einb"
@@ -138,9 +138,11 @@ for folder in "${conformance_dirs[@]}"; do
     cp "$dir"/case.json "$dir"/*.npy "$kit/cases/$name/"
     [[ -f "$dir/generation.json" ]] && cp "$dir/generation.json" "$kit/cases/$name/"
     cp -r "$dir/expected" "$kit/cases/$name/"
+    # A model.ein with its weights, or a Hugging Face checkpoint folder (tests/conformance/case_source.hpp).
+    if [[ -f "$dir/checkpoint/config.json" ]]; then source=(--hf "$dir/checkpoint")
+    else source=("$dir/model.ein" --weights "$dir/weights.safetensors"); fi
     for precision in fp32 bf16 fp16; do
-      "$einc" "$dir/model.ein" --weights "$dir/weights.safetensors" --target cuda --precision "$precision" \
-        -o "$kit/cases/$name/model_$precision.einb"
+      "$einc" "${source[@]}" --target cuda --precision "$precision" -o "$kit/cases/$name/model_$precision.einb"
     done
   done
 done

@@ -433,8 +433,8 @@ TEST(Verifier, RejectsDtypesTheKernelDoesNotAccept) {
 }
 
 // bf16 GEMM weights are accepted only where einc --precision bf16 puts them:
-// a bf16 CPU artifact's gemm operand b, with Weights storage.
-TEST(Verifier, AcceptsBf16GemmWeightsOnlyInABf16CpuArtifact) {
+// a bf16 artifact's gemm operand b (either target), with Weights storage.
+TEST(Verifier, AcceptsBf16GemmWeightsOnlyInABf16Artifact) {
   {
     SmallModel small;
     small.builder.tensors[small.w].dtype = fb::DType::BF16;
@@ -449,6 +449,13 @@ TEST(Verifier, AcceptsBf16GemmWeightsOnlyInABf16CpuArtifact) {
   {
     SmallModel small;
     small.builder.precision = fb::Precision::Bf16;
+    small.builder.target = fb::Target::Cuda;
+    small.builder.tensors[small.w].dtype = fb::DType::BF16;
+    EXPECT_TRUE(loadStatus(small.build()).ok()) << loadStatus(small.build()).toString();
+  }
+  {
+    SmallModel small;  // fp16 on CUDA keeps f32 weights
+    small.builder.precision = fb::Precision::Fp16;
     small.builder.target = fb::Target::Cuda;
     small.builder.tensors[small.w].dtype = fb::DType::BF16;
     expectRejected(small.build(), "view b is over a bf16 tensor (tensor 2); the kernel accepts f32");

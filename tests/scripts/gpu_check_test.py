@@ -75,6 +75,15 @@ class GpuCheckTest(unittest.TestCase):
         self.assertEqual(outcomes, {"A.One": "passed", "A.Two": "failed", "A.Three": "skipped"})
         self.assertIsNone(running)
 
+    def test_kernel_choices_are_counted_from_the_executors_verbose_lines(self):
+        text = ("ein cuda: gemm at m.ein:3:1: gemv over bf16 weights\n"
+                "ein cuda: gemm at m.ein:4:1: tiled gemm (cublasLtMatmulAlgoGetHeuristic: NOT_SUPPORTED)\n"
+                "ein cuda: gemm at m.ein:3:1: gemv over bf16 weights\n"
+                "ein cuda: attention at m.ein:5:1: flash attention on tensor cores (flash2)\n"
+                "ein cuda: NVIDIA H200 (sm_90), precision bf16, 3 steps, arena 64 bytes\n")
+        self.assertEqual(self.check.kernel_choices(text),
+                         {"gemv over bf16 weights": 2, "tiled gemm": 1, "flash attention on tensor cores (flash2)": 1})
+
     def test_a_test_that_has_not_ended_is_the_one_running(self):
         outcomes, running = self.check.gtest_outcomes("[ RUN      ] A.One\n[       OK ] A.One (3 ms)\n"
                                                       "[ RUN      ] A/Typed.Two/0\n")

@@ -40,9 +40,9 @@ def StoreKernWeights : Pass<"kern-store-weights", "mlir::func::FuncOp"> {
       names the parameters it holds (`kern.folded_from`); a parameter only
       folds read keeps its declaration without values, a constant only they
       read goes.
-    - Storing, on the CPU at `precision=bf16`, `int8` or `int4`: a parameter or folded
-      weight that only ever is gemms' operand b becomes a constant of bf16
-      (rounded to nearest even), or of i8 with an f32 scale per column that
+    - Storing, at `precision=bf16` (either target) or on the CPU at `int8`
+      or `int4`: a parameter or folded weight that only ever is gemms'
+      operand b becomes a constant of bf16 (rounded to nearest even), or of i8 with an f32 scale per column that
       the gemms read as `b_scale` (symmetric: scale = max_k |w| / 127, q =
       round_half_even(w / scale); only a [k, n] matrix, either orientation,
       shared by the batch and read through one view). A stored parameter

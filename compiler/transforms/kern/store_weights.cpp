@@ -289,8 +289,10 @@ std::string weightName(Operation *producer) {
 
 class Storer {
  public:
+  // bf16 weights on either target (the CUDA gemms read them as they are);
+  // int8 and int4 have CPU kernels only.
   Storer(StringRef precision, StringRef target)
-      : bf16(target == "cpu" && precision == "bf16"),
+      : bf16(precision == "bf16"),
         int8(target == "cpu" && precision == "int8"),
         int4(target == "cpu" && precision == "int4") {}
 

@@ -229,10 +229,12 @@ std::string programOps(const std::vector<Instruction> &program) {
 }
 
 Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, StepInfo &info) {
-  // A bf16 artifact for the CPU (einc --precision bf16) stores gemm weights,
-  // and only those, as bf16: b may then be a bf16 weight tensor.
-  const bool cpuWeights = check.program().target == Device::Cpu && check.tensorOf(gemm.b).storage == Storage::Weights;
-  if (check.program().precision == Precision::Bf16 && cpuWeights)
+  // A bf16 artifact (einc --precision bf16, either target) stores gemm
+  // weights, and only those, as bf16: b may then be a bf16 weight tensor.
+  // int8 and int4 weights are for the CPU only.
+  const bool weightsB = check.tensorOf(gemm.b).storage == Storage::Weights;
+  const bool cpuWeights = check.program().target == Device::Cpu && weightsB;
+  if (check.program().precision == Precision::Bf16 && weightsB)
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::BF16}));
   else if (check.program().precision == Precision::Int8 && cpuWeights)
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32, DType::I8}));

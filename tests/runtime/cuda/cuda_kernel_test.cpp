@@ -13,6 +13,8 @@
 
 #include "backends/cuda/gemm_cublaslt.hpp"
 #include "cuda_test_support.hpp"
+#include "ein/half_float.hpp"
+#include "ops/scalar_functions.hpp"
 
 namespace ein::testing {
 namespace {
@@ -211,6 +213,156 @@ TEST(CudaKernels, GemmBiasAlignment) {
   }
   cudaFree(buffer);
   cublasLtDestroy(resources.handle);
+}
+
+// Which gemms the decode gemv takes, and the rows it walks: host arithmetic,
+// so this runs without a GPU (the addresses are never read).
+TEST(CudaPlanning, GemvTakesFewRowsOverBf16WeightsAlongK) {
+  alignas(16) static float activations[4096];
+  alignas(16) static uint16_t weights[4096];
+  ec::GemmLaunch decode;  // y [1, 64] = x [1, 32] . W [64, 32] read transposed, with a bias
+  decode.m = 1;
+  decode.n = 64;
+  decode.k = 32;
+  decode.a = {activations, 0, {32, 1}};
+  decode.b = {weights, 0, {1, 32}};
+  decode.c = {activations, 1024, {64, 1}};
+  decode.bias = {activations, 2048, {0, 1}};
+  decode.bType = ec::ElementType::BF16;
+  decode.activation = ec::Activation::Silu;
+  std::optional<ec::GemvLaunch> gemv = ec::gemvLaunchFor(decode);
+  ASSERT_TRUE(gemv);
+  EXPECT_EQ(gemv->rows, 1);
+  EXPECT_EQ(gemv->n, 64);
+  EXPECT_EQ(gemv->k, 32);
+  EXPECT_EQ(gemv->bColumn, 32);
+  EXPECT_EQ(gemv->cRow[0], 1024);
+  EXPECT_EQ(gemv->biasRow[0], 2048);
+  EXPECT_EQ(gemv->biasColumn, 1);
+  EXPECT_EQ(gemv->residual, nullptr);
+  EXPECT_EQ(gemv->activation, ec::Activation::Silu);
+  EXPECT_TRUE(gemv->vectorLoads);
+
+  // A batch of 2 x 3 rows: each (batch, row)'s offsets, the weights shared.
+  ec::GemmLaunch batched = decode;
+  batched.batch.rank = 1;
+  batched.batch.size[0] = 2;
+  batched.m = 3;
+  batched.a = {activations, 4, {200, 32, 1}};
+  batched.b = {weights, 0, {0, 1, 32}};
+  batched.c = {activations, 0, {64, 128, 1}};
+  batched.bias = {activations, 0, {0, 0, 1}};
+  batched.residual = {activations, 512, {3 * 64, 64, 1}};
+  gemv = ec::gemvLaunchFor(batched);
+  ASSERT_TRUE(gemv);
+  EXPECT_EQ(gemv->rows, 6);
+  const int64_t aRows[] = {4, 36, 68, 204, 236, 268}, cRows[] = {0, 128, 256, 64, 192, 320},
+                residualRows[] = {512, 576, 640, 704, 768, 832};
+  for (int row = 0; row < 6; ++row) {
+    EXPECT_EQ(gemv->aRow[row], aRows[row]) << "row " << row;
+    EXPECT_EQ(gemv->cRow[row], cRows[row]) << "row " << row;
+    EXPECT_EQ(gemv->residualRow[row], residualRows[row]) << "row " << row;
+  }
+  EXPECT_TRUE(gemv->vectorLoads);
+
+  // One element at a time: a row of a off 16 bytes, or k not a multiple of 8.
+  ec::GemmLaunch misaligned = decode;
+  misaligned.a.offset = 2;
+  EXPECT_FALSE(ec::gemvLaunchFor(misaligned)->vectorLoads);
+  ec::GemmLaunch oddK = decode;
+  oddK.k = 31;
+  EXPECT_FALSE(ec::gemvLaunchFor(oddK)->vectorLoads);
+
+  // Not the gemv's: f32 weights, too many rows, weights contiguous along n,
+  // weights per batch index, a strided along k.
+  ec::GemmLaunch f32 = decode;
+  f32.bType = ec::ElementType::F32;
+  EXPECT_FALSE(ec::gemvLaunchFor(f32));
+  ec::GemmLaunch tall = decode;
+  tall.m = ec::kGemvMaxRows + 1;
+  EXPECT_FALSE(ec::gemvLaunchFor(tall));
+  ec::GemmLaunch alongN = decode;
+  alongN.b = {weights, 0, {64, 1}};
+  EXPECT_FALSE(ec::gemvLaunchFor(alongN));
+  ec::GemmLaunch perBatch = batched;
+  perBatch.b.stride[0] = 2048;
+  EXPECT_FALSE(ec::gemvLaunchFor(perBatch));
+  ec::GemmLaunch stridedA = decode;
+  stridedA.a.stride[1] = 2;
+  EXPECT_FALSE(ec::gemvLaunchFor(stridedA));
+}
+
+// A bf16 artifact's gemm weights are bf16 on CUDA too. Few rows (decode)
+// take the gemv kernel, which keeps a in f32: against a float64 reference
+// over the rounded weights within 1e-4. More rows, or weights not
+// contiguous along k, take cuBLASLt over a's bf16 copy, and views without a
+// unit stride the tiled kernel: those against the CPU's bf16 gemm.
+TEST(CudaKernels, GemmOverBf16Weights) {
+  EIN_REQUIRE_CUDA();
+  struct Case {
+    int64_t batch, m, n, k;
+    bool weightsAlongK;  // stored [n, k] (a Linear's weight) rather than [k, n]
+    bool gemv;           // the gemv kernel takes it
+  };
+  const Case cases[] = {
+      {1, 1, 72, 256, true, true},    // 16-byte loads
+      {1, 1, 40, 53, true, true},     // odd k: one element at a time
+      {2, 3, 33, 64, true, true},     // 6 rows over a batch, one weight matrix
+      {1, 8, 17, 2056, true, true},   // the most rows; k past the loads in flight
+      {1, 9, 24, 64, true, false},    // too many rows: cuBLASLt
+      {1, 37, 29, 53, true, false},
+      {1, 1, 24, 64, false, false},   // weights contiguous along n: cuBLASLt
+  };
+  for (const Case &c : cases)
+    for (fb::Activation activation : {fb::Activation::None, fb::Activation::Silu}) {
+      SCOPED_TRACE(::testing::Message() << "batch " << c.batch << " m " << c.m << " n " << c.n << " k " << c.k
+                                        << " along k " << c.weightsAlongK << " activation " << int(activation));
+      const int64_t rows = c.batch * c.m;
+      std::vector<float> w = randomFloats(c.n * c.k, 70), bias = randomFloats(c.n, 71);
+      std::vector<float> a = randomFloats(rows * c.k, 72), residual = randomFloats(rows * c.n, 73);
+      const Build build = [&](ArtifactBuilder &b) {
+        b.precision = fb::Precision::Bf16;
+        uint32_t x = b.input("a", fb::DType::F32, {c.batch, c.m, c.k});
+        uint32_t weights = b.weightsBf16(c.weightsAlongK ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n}, w);
+        uint32_t biasTensor = b.weightsF32({c.n}, bias);
+        uint32_t r = b.input("r", fb::DType::F32, {c.batch, c.m, c.n});
+        uint32_t y = b.output("c", fb::DType::F32, {c.batch, c.m, c.n});
+        GemmSpec spec{{c.batch}, c.m, c.n, c.k, dense(x, {c.batch, c.m, c.k}),
+                      ViewSpec{weights, 0, c.weightsAlongK ? std::vector<int64_t>{0, 1, c.k} : std::vector<int64_t>{0, c.n, 1}},
+                      dense(y, {c.batch, c.m, c.n})};
+        spec.bias = ViewSpec{biasTensor, 0, {0, 0, 1}};
+        spec.residual = dense(r, {c.batch, c.m, c.n});
+        spec.alpha = 0.5f;
+        spec.activation = activation;
+        b.gemm(spec);
+      };
+      const Inputs inputs{{"a", bytesOf(a)}, {"r", bytesOf(residual)}};
+      expectSameOnBoth(build, inputs, 2e-2);
+      if (!c.gemv) continue;
+      StatusOr<Outputs> gpu = runOn(Device::Cuda, artifactFor(fb::Target::Cuda, build), inputs);
+      ASSERT_TRUE(gpu.ok()) << gpu.status().toString();
+      std::vector<double> want;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < c.n; ++j) {
+          double sum = 0;
+          for (int64_t p = 0; p < c.k; ++p)
+            sum += double(a[i * c.k + p]) * bfloatToFloat(floatToBfloat(w[j * c.k + p]));
+          const float value = ops::activate(static_cast<ops::Activation>(activation), float(0.5 * sum + bias[j]));
+          want.push_back(double(value) + residual[i * c.n + j]);
+        }
+      expectClose(gpu.value().at("c"), want, 1e-4, "gemv output");
+    }
+  // Views with no unit stride: the tiled kernel reads the bf16 weights.
+  const int64_t m = 5, n = 7, k = 9;
+  expectSameOnBoth(
+      [&](ArtifactBuilder &b) {
+        b.precision = fb::Precision::Bf16;
+        uint32_t a = b.input("a", fb::DType::F32, {m, 2 * k});
+        uint32_t w = b.weightsBf16({k, 2 * n}, randomFloats(k * 2 * n, 74));
+        uint32_t c = b.output("c", fb::DType::F32, {m, n});
+        b.gemm({{}, m, n, k, ViewSpec{a, 0, {2 * k, 2}}, ViewSpec{w, 0, {2 * n, 2}}, dense(c, {m, n})});
+      },
+      {{"a", randomBytes(m * 2 * k, 75)}}, 2e-2);
 }
 
 TEST(CudaKernels, ElementwiseProgramsWithEveryOpcode) {

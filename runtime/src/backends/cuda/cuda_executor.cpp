@@ -64,6 +64,38 @@ Status CudaExecutor::growInputsAndOutputs(const Program &program) {
   return Status();
 }
 
+// The bf16 copies of a that gemms over bf16 weights hand cuBLASLt: as large
+// as the largest such a, allocated before planning (plans hold its address).
+Status CudaExecutor::growGemmScratch(const Program &program) {
+  size_t bytes = 0;
+  for (const Step &step : program.steps)
+    if (const auto *gemm = std::get_if<Gemm>(&step.kernel); gemm && program.tensors[gemm->b.tensor].dtype == DType::BF16)
+      bytes = std::max(bytes, static_cast<size_t>(gemm->batch.product() * gemm->m * gemm->k) * 2);
+  if (bytes > gemmScratchBytes_) {
+    gemmScratch_.reset();
+    gemmScratchBytes_ = 0;
+    EIN_ASSIGN_OR_RETURN(gemmScratch_, allocate(bytes, "the bf16 copies of gemm operands"));
+    gemmScratchBytes_ = bytes;
+  }
+  return Status();
+}
+
+// One upload for every element-wise program of the prepared steps.
+Status CudaExecutor::uploadElementwiseTables() {
+  if (tableBytes_.empty()) return Status();
+  if (tableBytes_.size() > tablesCapacity_) {
+    tables_.reset();
+    tablesCapacity_ = 0;
+    EIN_ASSIGN_OR_RETURN(tables_, allocate(tableBytes_.size(), "the element-wise programs"));
+    tablesCapacity_ = tableBytes_.size();
+  }
+  const cudaError_t error = cudaMemcpy(tables_.get(), tableBytes_.data(), tableBytes_.size(), cudaMemcpyHostToDevice);
+  if (error != cudaSuccess) return Status(StatusCode::Internal, "uploading the element-wise programs: " + cudaMessage(error));
+  for (size_t i = 0; i < elementwise_.size(); ++i)
+    elementwise_[i].table = static_cast<const std::byte *>(tables_.get()) + elementwiseTableOffsets_[i];
+  return Status();
+}
+
 Status CudaExecutor::prepare(const Program &program) {
   cudaError_t error = cudaSetDevice(device_);
   // A failed run may have left work queued that reads the old plan.
@@ -71,10 +103,15 @@ Status CudaExecutor::prepare(const Program &program) {
   if (error != cudaSuccess) return Status(StatusCode::Internal, "preparing the CUDA device: " + cudaMessage(error));
   program_ = nullptr;  // until this succeeds
   steps_.clear();
-  gemms_.clear();
-  tables_.clear();
+  elementwise_.clear();
+  elementwiseTableOffsets_.clear();
+  tableBytes_.clear();
   gathers_.clear();
+  // Kept plans are reused by later prepares; a bound on their number keeps a
+  // session that sees ever new shapes from growing without end.
+  if (ltPlans_.size() > kMaxKeptGemmPlans) ltPlans_.clear();
   EIN_RETURN_IF_ERROR(growInputsAndOutputs(program));
+  EIN_RETURN_IF_ERROR(growGemmScratch(program));
   bases_.clear();
   for (const Tensor &tensor : program.tensors) {
     switch (tensor.storage) {
@@ -100,6 +137,10 @@ Status CudaExecutor::prepare(const Program &program) {
       program_ = nullptr;
       return status;
     }
+  if (Status status = uploadElementwiseTables(); !status.ok()) {
+    program_ = nullptr;
+    return status;
+  }
   if (verbose_)
     std::fprintf(stderr, "ein cuda: %s (sm_%d%d), precision %s, %zu steps, arena %llu bytes\n", properties_.name,
                  properties_.major, properties_.minor, precisionText(program.precision), steps_.size(),

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cuda/gemm_cublaslt.hpp"
@@ -34,6 +36,7 @@ static_assert(int(Precision::Fp16) == int(ec::Precision::Fp16) && int(DType::Boo
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt's
 constexpr size_t kDeviceAlignment = 256;
+constexpr size_t kMaxKeptGemmPlans = 4096;  // cuBLASLt plans kept across prepares
 
 inline std::string cudaMessage(cudaError_t error) { return fmt::format("{} ({})", cudaGetErrorString(error), cudaGetErrorName(error)); }
 
@@ -148,7 +151,7 @@ class CudaExecutor final : public ExecutorImplementation {
   ~CudaExecutor() override {
     if (device_ >= 0) cudaSetDevice(device_);  // the stream, handle and memory belong to it
     steps_.clear();
-    gemms_.clear();
+    ltPlans_.clear();
     if (stream_) cudaStreamSynchronize(stream_);
     if (lt_.handle) cublasLtDestroy(lt_.handle);
     if (stream_) cudaStreamDestroy(stream_);
@@ -202,6 +205,12 @@ class CudaExecutor final : public ExecutorImplementation {
                          ec::ReducedRows &rows);
 
   Status growInputsAndOutputs(const Program &program);
+  Status growGemmScratch(const Program &program);
+  Status uploadElementwiseTables();
+  // cuBLASLt's plan for `launch`, made once and kept across prepares (a
+  // decode step's instantiations differ in positions, not in their gemms);
+  // null when cuBLASLt cannot take it.
+  const ec::LtGemm *ltPlanFor(size_t step, const ec::GemmLaunch &launch);
 
   const Program &model_;               // the model's program: arena size, weights
   const Program *program_ = nullptr;   // the prepared one (the model's, or an instantiation)
@@ -212,12 +221,24 @@ class CudaExecutor final : public ExecutorImplementation {
   std::unique_ptr<CudaStepProfile> profile_;  // EIN_PROFILE; made on the device by initialise()
   cudaStream_t stream_ = nullptr;
   ec::LtResources lt_;
-  DeviceMemory arena_, state_, weights_, io_, workspace_, errorSlots_, attentionScratch_;
-  size_t ioBytes_ = 0, errorSlotCount_ = 0, attentionScratchBytes_ = 0;  // what io_, errorSlots_ and the scratch hold
-  std::vector<DeviceMemory> tables_;  // elementwise programs
+  DeviceMemory arena_, state_, weights_, io_, workspace_, errorSlots_, attentionScratch_, gemmScratch_;
+  // What io_, errorSlots_ and the scratch buffers hold.
+  size_t ioBytes_ = 0, errorSlotCount_ = 0, attentionScratchBytes_ = 0, gemmScratchBytes_ = 0;
+  // The element-wise steps' programs: built into one host buffer while
+  // planning, then uploaded at once into tables_ (grown, never shrunk), each
+  // launch's table pointing at its part.
+  std::vector<uint8_t> tableBytes_;
+  std::vector<ec::ElementwiseLaunch> elementwise_;
+  std::vector<size_t> elementwiseTableOffsets_;
+  DeviceMemory tables_;
+  size_t tablesCapacity_ = 0;
   std::vector<void *> bases_;         // device address of every tensor
   std::vector<std::byte *> inputAddresses_, outputAddresses_;
-  std::vector<std::unique_ptr<ec::LtGemm>> gemms_;
+  struct KeptGemmPlan {
+    std::unique_ptr<ec::LtGemm> plan;  // null: cuBLASLt cannot take the launch,
+    std::string why;                   // for this reason
+  };
+  std::unordered_map<std::string, KeptGemmPlan> ltPlans_;  // by the launch's bytes (ltPlanFor)
   std::vector<StepFn> steps_;
   std::vector<GatherCheck> gathers_;
 };

@@ -4,6 +4,48 @@
 
 namespace ein::detail::cuda_host {
 
+namespace {
+
+// A gemm launch's every field, as bytes: the key of its kept cuBLASLt plan.
+std::string gemmPlanKey(const ec::GemmLaunch &launch, ec::Precision precision) {
+  std::string key;
+  auto put = [&key](const auto &value) { key.append(reinterpret_cast<const char *>(&value), sizeof value); };
+  const int axes = launch.batch.rank + 2;
+  put(launch.batch.rank);
+  for (int axis = 0; axis < launch.batch.rank; ++axis) put(launch.batch.size[axis]);
+  put(launch.m);
+  put(launch.n);
+  put(launch.k);
+  for (const ec::DeviceView *view : {&launch.a, &launch.b, &launch.c, &launch.bias, &launch.residual}) {
+    put(view->data);
+    put(view->offset);
+    for (int axis = 0; axis < axes; ++axis) put(view->stride[axis]);
+  }
+  put(launch.aType);
+  put(launch.bType);
+  put(launch.alpha);
+  put(launch.activation);
+  put(precision);
+  return key;
+}
+
+}  // namespace
+
+const ec::LtGemm *CudaExecutor::ltPlanFor(size_t step, const ec::GemmLaunch &launch) {
+  const auto precision = static_cast<ec::Precision>(program_->precision);
+  std::string key = gemmPlanKey(launch, precision);
+  auto found = ltPlans_.find(key);
+  if (found == ltPlans_.end()) {
+    KeptGemmPlan kept;
+    kept.plan = ec::LtGemm::plan(lt_, launch, precision, &kept.why);
+    found = ltPlans_.emplace(std::move(key), std::move(kept)).first;
+  }
+  if (verbose_ && !found->second.plan)
+    std::fprintf(stderr, "ein cuda: %s: tiled gemm (%s)\n", program_->steps[step].label.c_str(),
+                 found->second.why.c_str());
+  return found->second.plan.get();
+}
+
 Status CudaExecutor::plan(size_t step, const Gemm &op) {
   const size_t r = op.batch.size();
   std::vector<Dims> strides{op.a.strides.first(r), op.b.strides.first(r), op.c.strides.first(r)};
@@ -27,20 +69,50 @@ Status CudaExecutor::plan(size_t step, const Gemm &op) {
   if (op.residual) launch.residual = matrix(*op.residual, next++);
   launch.alpha = op.alpha;
   launch.activation = op.activation;
+  if (program_->tensors[op.b.tensor].dtype == DType::BF16) launch.bType = ec::ElementType::BF16;
+  const char *label = program_->steps[step].label.c_str();
 
-  std::string why;
-  std::unique_ptr<ec::LtGemm> lt =
-      ec::LtGemm::plan(lt_, launch, static_cast<ec::Precision>(program_->precision), &why);
-  if (verbose_)
-    std::fprintf(stderr, "ein cuda: %s: %s\n", program_->steps[step].label.c_str(),
-                 lt ? "cuBLASLt" : ("tiled gemm (" + why + ")").c_str());
-  if (lt) {
-    const ec::LtGemm *gemm = lt.get();
-    gemms_.push_back(std::move(lt));
-    steps_.push_back([gemm](cudaStream_t stream) { return gemm->run(stream); });
-  } else {
-    steps_.push_back([launch](cudaStream_t stream) { return launched("gemm", ec::launchGemmTiled(launch, stream)); });
+  if (std::optional<ec::GemvLaunch> gemv = ec::gemvLaunchFor(launch)) {
+    if (verbose_) std::fprintf(stderr, "ein cuda: %s: gemv over bf16 weights\n", label);
+    steps_.push_back([gemv = *gemv](cudaStream_t stream) {
+      return launched("gemv (bf16 weights)", ec::launchGemvBf16(gemv, stream));
+    });
+    return Status();
   }
+  if (launch.bType == ec::ElementType::BF16) {
+    // cuBLASLt multiplies bf16 by bf16: a rounded into a dense bf16 copy
+    // ([batch..., m, k] in the gemm scratch) first.
+    const int rank = launch.batch.rank;
+    ec::CopyLaunch round;
+    round.shape = launch.batch;
+    round.shape.rank = rank + 2;
+    round.shape.size[rank] = launch.m;
+    round.shape.size[rank + 1] = launch.k;
+    round.x = launch.a;
+    round.y.data = gemmScratch_.get();
+    int64_t stride = 1;
+    for (int axis = rank + 1; axis >= 0; --axis) {
+      round.y.stride[axis] = stride;
+      stride *= round.shape.size[axis];
+    }
+    round.roundToBf16 = true;
+    ec::GemmLaunch rounded = launch;
+    rounded.a = round.y;
+    rounded.aType = ec::ElementType::BF16;
+    if (const ec::LtGemm *gemm = ltPlanFor(step, rounded)) {
+      if (verbose_) std::fprintf(stderr, "ein cuda: %s: cuBLASLt over bf16 weights\n", label);
+      steps_.push_back([round, gemm](cudaStream_t stream) {
+        const std::string error = launched("gemm operand to bf16", ec::launchCopy(round, stream));
+        return error.empty() ? gemm->run(stream) : error;
+      });
+      return Status();
+    }
+  } else if (const ec::LtGemm *gemm = ltPlanFor(step, launch)) {
+    if (verbose_) std::fprintf(stderr, "ein cuda: %s: cuBLASLt\n", label);
+    steps_.push_back([gemm](cudaStream_t stream) { return gemm->run(stream); });
+    return Status();
+  }
+  steps_.push_back([launch](cudaStream_t stream) { return launched("gemm", ec::launchGemmTiled(launch, stream)); });
   return Status();
 }
 
@@ -111,20 +183,23 @@ Status CudaExecutor::plan(size_t step, const Elementwise &op) {
   if (table.size() > 40 * 1024)
     return fail(step, StatusCode::Unimplemented, "the element-wise program is too long for the CUDA interpreter");
 
-  EIN_ASSIGN_OR_RETURN(DeviceMemory memory, allocate(table.size(), "an element-wise program"));
-  const cudaError_t error = cudaMemcpy(memory.get(), table.data(), table.size(), cudaMemcpyHostToDevice);
-  if (error != cudaSuccess) return fail(step, StatusCode::Internal, "uploading the program: " + cudaMessage(error));
   ec::ElementwiseLaunch launch;
   launch.shape = shapeOf(space.sizes);
   launch.inputCount = static_cast<int32_t>(inputCount);
   launch.instructionCount = static_cast<int32_t>(op.program.size());
   launch.resultSlot = static_cast<uint8_t>(slotOf[registers - 1]);
-  launch.table = memory.get();
+  launch.table = nullptr;  // uploadElementwiseTables points it at its part of tables_
   launch.output = view(op.output, space.strides.back());
   launch.outputType = static_cast<ec::ElementType>(program_->tensors[op.output.tensor].dtype);
-  tables_.push_back(std::move(memory));
-  steps_.push_back(
-      [launch](cudaStream_t stream) { return launched("element-wise", ec::launchElementwise(launch, stream)); });
+  const size_t offset = (tableBytes_.size() + 15) / 16 * 16;  // the table's 8-byte fields, aligned
+  tableBytes_.resize(offset);
+  tableBytes_.insert(tableBytes_.end(), table.begin(), table.end());
+  const size_t index = elementwise_.size();
+  elementwise_.push_back(launch);
+  elementwiseTableOffsets_.push_back(offset);
+  steps_.push_back([this, index](cudaStream_t stream) {
+    return launched("element-wise", ec::launchElementwise(elementwise_[index], stream));
+  });
   return Status();
 }
 
@@ -225,7 +300,9 @@ Status CudaExecutor::plan(size_t step, const Copy &op) {
   launch.shape = shapeOf(space.sizes);
   launch.x = view(op.x, space.strides[0]);
   launch.y = view(op.y, space.strides[1]);
-  launch.elementSize = static_cast<int32_t>(elementBytes(program_->tensors[op.x.tensor].dtype));
+  const DType from = program_->tensors[op.x.tensor].dtype, to = program_->tensors[op.y.tensor].dtype;
+  launch.elementSize = static_cast<int32_t>(elementBytes(from));
+  launch.roundToBf16 = from == DType::F32 && to == DType::BF16;  // the loader allows no other change of dtype
   steps_.push_back([launch](cudaStream_t stream) { return launched("copy", ec::launchCopy(launch, stream)); });
   return Status();
 }

@@ -43,13 +43,17 @@ uint32_t alignmentOf(uint64_t value) {
 }
 
 // The largest power of two (up to 256) dividing the address of every call's
-// operand and the strided batch step.
-uint32_t alignment(const void *base, const std::vector<int64_t> &offsets, int64_t batchStride) {
-  uint32_t result = alignmentOf(batchStride * sizeof(float));
+// operand and the strided batch step (elements of elementBytes).
+uint32_t alignment(const void *base, const std::vector<int64_t> &offsets, int64_t batchStride,
+                   size_t elementBytes = sizeof(float)) {
+  uint32_t result = alignmentOf(batchStride * elementBytes);
   for (int64_t offset : offsets)
-    result = std::min(result, alignmentOf(reinterpret_cast<uintptr_t>(base) + offset * sizeof(float)));
+    result = std::min(result, alignmentOf(reinterpret_cast<uintptr_t>(base) + offset * elementBytes));
   return result;
 }
+
+size_t bytesOf(ElementType type) { return type == ElementType::BF16 ? 2 : 4; }
+cudaDataType_t libraryTypeOf(ElementType type) { return type == ElementType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 }  // namespace
 
@@ -78,6 +82,11 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
       return (*why = "no unit stride along a matrix axis of a, b or c", nullptr);
   }
   const DeviceView &firstView = swapped ? b : a, &secondView = swapped ? a : b;
+  const ElementType firstType = swapped ? launch.bType : launch.aType,
+                    secondType = swapped ? launch.aType : launch.bType;
+  const bool bf16Operands = firstType == ElementType::BF16;
+  if (firstType != secondType || (firstType != ElementType::F32 && firstType != ElementType::BF16))
+    return (*why = "a and b differ in type (cuBLASLt multiplies f32 by f32 or bf16 by bf16)", nullptr);
 
   // Bias as a cuBLASLt epilogue: a vector along D's rows, the same for every batch.
   bool biasFused = false;
@@ -103,8 +112,10 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
   plan->biasFused_ = biasFused && !epilogueKernel;
   plan->epilogue_ = launch;
   plan->alpha_ = launch.alpha;
-  plan->firstData_ = static_cast<const float *>(firstView.data);
-  plan->secondData_ = static_cast<const float *>(secondView.data);
+  plan->firstData_ = static_cast<const char *>(firstView.data);
+  plan->secondData_ = static_cast<const char *>(secondView.data);
+  plan->firstBytes_ = bytesOf(firstType);
+  plan->secondBytes_ = bytesOf(secondType);
   plan->dData_ = static_cast<float *>(c.data);
   const bool cIsResidual = !epilogueKernel && residualAsC;
   plan->cData_ = cIsResidual ? static_cast<const float *>(launch.residual.data) : plan->dData_;
@@ -126,7 +137,8 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
   }
   if (plan->dOffsets_.empty()) return (*why = "an empty batch", nullptr);
 
-  const cublasComputeType_t compute = precision == Precision::Bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
+  const cublasComputeType_t compute = bf16Operands                    ? CUBLAS_COMPUTE_32F
+                                      : precision == Precision::Bf16   ? CUBLAS_COMPUTE_32F_FAST_16BF
                                       : precision == Precision::Fp16 ? CUBLAS_COMPUTE_32F_FAST_16F
                                                                      : CUBLAS_COMPUTE_32F;
   auto fail = [&](const char *what, cublasStatus_t status) {
@@ -153,18 +165,21 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
   status = cublasLtMatmulDescSetAttribute(plan->operation_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
   if (status != CUBLAS_STATUS_SUCCESS) return fail("epilogue", status);
 
-  auto layout = [&](cublasLtMatrixLayout_t *out, uint64_t rows, uint64_t columns, int64_t ld, int64_t step) {
-    cublasStatus_t result = cublasLtMatrixLayoutCreate(out, CUDA_R_32F, rows, columns, ld);
+  auto layout = [&](cublasLtMatrixLayout_t *out, cudaDataType_t type, uint64_t rows, uint64_t columns, int64_t ld,
+                    int64_t step) {
+    cublasStatus_t result = cublasLtMatrixLayoutCreate(out, type, rows, columns, ld);
     if (result != CUBLAS_STATUS_SUCCESS) return result;
     const int32_t count = static_cast<int32_t>(batchCount);
     cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
     return cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &step, sizeof step);
   };
   if (batchCount > INT32_MAX) return (*why = "a batch too large for cuBLASLt", nullptr);
-  if ((status = layout(&plan->first_, first.storedRows, first.storedColumns, first.ld, firstStep)) ||
-      (status = layout(&plan->second_, second.storedRows, second.storedColumns, second.ld, secondStep)) ||
-      (status = layout(&plan->cLayout_, d.storedRows, d.storedColumns, d.ld, cStep)) ||
-      (status = layout(&plan->dLayout_, d.storedRows, d.storedColumns, d.ld, dStep)))
+  if ((status = layout(&plan->first_, libraryTypeOf(firstType), first.storedRows, first.storedColumns, first.ld,
+                       firstStep)) ||
+      (status = layout(&plan->second_, libraryTypeOf(secondType), second.storedRows, second.storedColumns, second.ld,
+                       secondStep)) ||
+      (status = layout(&plan->cLayout_, CUDA_R_32F, d.storedRows, d.storedColumns, d.ld, cStep)) ||
+      (status = layout(&plan->dLayout_, CUDA_R_32F, d.storedRows, d.storedColumns, d.ld, dStep)))
     return fail("cublasLtMatrixLayoutCreate", status);
 
   cublasLtMatmulPreference_t preference = nullptr;
@@ -173,8 +188,8 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
   const uint64_t workspace = resources.workspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
                                        sizeof workspace);
-  const uint32_t alignA = alignment(plan->firstData_, plan->firstOffsets_, firstStep),
-                 alignB = alignment(plan->secondData_, plan->secondOffsets_, secondStep),
+  const uint32_t alignA = alignment(plan->firstData_, plan->firstOffsets_, firstStep, plan->firstBytes_),
+                 alignB = alignment(plan->secondData_, plan->secondOffsets_, secondStep, plan->secondBytes_),
                  alignC = alignment(plan->cData_, plan->cOffsets_, cStep),
                  alignD = alignment(plan->dData_, plan->dOffsets_, dStep);
   cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA, sizeof alignA);
@@ -195,8 +210,8 @@ std::unique_ptr<LtGemm> LtGemm::plan(const LtResources &resources, const GemmLau
 std::string LtGemm::run(cudaStream_t stream) const {
   for (size_t call = 0; call < dOffsets_.size(); ++call) {
     const cublasStatus_t status =
-        cublasLtMatmul(resources_.handle, operation_, &alpha_, firstData_ + firstOffsets_[call], first_,
-                       secondData_ + secondOffsets_[call], second_, &beta_, cData_ + cOffsets_[call], cLayout_,
+        cublasLtMatmul(resources_.handle, operation_, &alpha_, firstData_ + firstOffsets_[call] * firstBytes_, first_,
+                       secondData_ + secondOffsets_[call] * secondBytes_, second_, &beta_, cData_ + cOffsets_[call], cLayout_,
                        dData_ + dOffsets_[call], dLayout_, &algorithm_, resources_.workspace,
                        resources_.workspaceBytes, stream);
     if (status != CUBLAS_STATUS_SUCCESS) return std::string("cublasLtMatmul: ") + cublasLtGetStatusString(status);

@@ -6,7 +6,9 @@
 // (GELU (erf and tanh), SiLU, a bias that is not a vector along n or not
 // 16-byte aligned, ...) runs
 // as launchGemmEpilogue after a plain gemm. Precision: Fp32 computes in
-// CUBLAS_COMPUTE_32F (no TF32), Bf16 / Fp16 in 32F_FAST_16BF / 32F_FAST_16F.
+// CUBLAS_COMPUTE_32F (no TF32), Bf16 / Fp16 in 32F_FAST_16BF / 32F_FAST_16F;
+// bf16 a and b (bf16 weights, and a's bf16 copy) multiply in
+// CUBLAS_COMPUTE_32F into f32 c.
 #pragma once
 
 #include <cublasLt.h>
@@ -49,7 +51,10 @@ class LtGemm {
   cublasLtMatmulDesc_t operation_ = nullptr;
   cublasLtMatrixLayout_t first_ = nullptr, second_ = nullptr, cLayout_ = nullptr, dLayout_ = nullptr;
   cublasLtMatmulAlgo_t algorithm_{};
-  const float *firstData_ = nullptr, *secondData_ = nullptr, *cData_ = nullptr;
+  // Byte addresses: the first two operands are f32 or bf16 (their element sizes).
+  const char *firstData_ = nullptr, *secondData_ = nullptr;
+  size_t firstBytes_ = 4, secondBytes_ = 4;
+  const float *cData_ = nullptr;
   float *dData_ = nullptr;
   float alpha_ = 1.0f, beta_ = 0.0f;
   // Element offsets of each call (outer batch axes), for first, second, c, d.

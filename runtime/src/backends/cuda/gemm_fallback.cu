@@ -1,7 +1,7 @@
 // The gemm for views cuBLASLt cannot take (any strides, broadcast batches),
 // and the epilogue that follows a library gemm when cuBLASLt's own epilogues
-// do not cover the step. fp32 throughout: 16 x 16 output tiles, shared-memory
-// panels of a and b, the epilogue fused.
+// do not cover the step. fp32 arithmetic (bf16 weights b widened as they are
+// read): 16 x 16 output tiles, shared-memory panels of a and b, the epilogue fused.
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.hpp"
 #include "backends/cuda/launch_plan.hpp"
@@ -24,6 +24,8 @@ __global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches, int64_t rowT
   const int r = launch.batch.rank;
   const auto *a = static_cast<const float *>(launch.a.data);
   const auto *b = static_cast<const float *>(launch.b.data);
+  const auto *bBf16 = static_cast<const uint16_t *>(launch.b.data);
+  const bool bf16Weights = launch.bType == ElementType::BF16;
   auto *c = static_cast<float *>(launch.c.data);
   const auto *bias = static_cast<const float *>(launch.bias.data);
   const auto *residual = static_cast<const float *>(launch.residual.data);
@@ -39,8 +41,9 @@ __global__ void gemmTiledKernel(GemmLaunch launch, int64_t batches, int64_t rowT
       aTile[ty][tx] = aRow < launch.m && aK < launch.k
                           ? a[aBase + aRow * launch.a.stride[r] + aK * launch.a.stride[r + 1]] : 0.0f;
       const int64_t bK = k0 + ty, bColumn = blockIdx.x * int64_t(kTile) + tx;
+      const int64_t bAt = bBase + bK * launch.b.stride[r] + bColumn * launch.b.stride[r + 1];
       bTile[ty][tx] = bK < launch.k && bColumn < launch.n
-                          ? b[bBase + bK * launch.b.stride[r] + bColumn * launch.b.stride[r + 1]] : 0.0f;
+                          ? (bf16Weights ? __uint_as_float(uint32_t(bBf16[bAt]) << 16) : b[bAt]) : 0.0f;
       __syncthreads();
 #pragma unroll
       for (int p = 0; p < kTile; ++p) sum = fmaf(aTile[ty][p], bTile[p][tx], sum);

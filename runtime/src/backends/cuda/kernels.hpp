@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "backends/cuda/device_types.hpp"
 
@@ -115,22 +116,59 @@ struct CopyLaunch {
   Shape shape;
   DeviceView x, y;
   int32_t elementSize = 4;  // 1, 2, 4 or 8 bytes
+  bool roundToBf16 = false;  // x f32, y bf16 (rounded to nearest even); elementSize unused
 };
 cudaError_t launchCopy(const CopyLaunch &launch, cudaStream_t stream);
 
-// ---- gemm (gemm_fallback.cu; cuBLASLt in gemm_cublaslt.cpp) ----------------------
+// ---- gemm (gemm_fallback.cu, gemv_bf16.cu; cuBLASLt in gemm_cublaslt.cpp) ----------
 // Views carry the batch strides, then [m, k] / [k, n] / [m, n].
 struct GemmLaunch {
   Shape batch;
   int64_t m = 0, n = 0, k = 0;
   DeviceView a, b, c, bias, residual;  // bias, residual: data null when absent
+  // a and b are f32 or bf16 (a bf16 artifact's weights b, and the bf16 copy
+  // of a that cuBLASLt multiplies them with); everything else is f32.
+  ElementType aType = ElementType::F32, bType = ElementType::F32;
   float alpha = 1.0f;
   Activation activation = Activation::None;
 };
-// Any strides: c = act(alpha * a b + bias) + residual, fp32 throughout.
+// Any strides: c = act(alpha * a b + bias) + residual, computed in fp32 (a
+// f32; b f32 or bf16).
 cudaError_t launchGemmTiled(const GemmLaunch &launch, cudaStream_t stream);
 // After a library gemm wrote c = alpha * a b: c = act(c + bias) + residual in place.
 cudaError_t launchGemmEpilogue(const GemmLaunch &launch, cudaStream_t stream);
+
+// The decode gemm over bf16 weights (gemv_bf16.cu): up to kGemvMaxRows rows
+// of a (f32, unit stride along k) times one bf16 matrix b with unit stride
+// along k (a PyTorch Linear's weight [n, k] as it is stored), each weight
+// read once from memory. A warp per column of b; c = act(alpha * a b +
+// bias) + residual in f32. Row r of a, c, bias and residual starts at its
+// element offset in aRow[r], ...; their columns follow at the given strides.
+inline constexpr int kGemvMaxRows = 8;
+struct GemvLaunch {
+  int32_t rows = 0;
+  int64_t n = 0, k = 0;
+  const float *a = nullptr;
+  int64_t aRow[kGemvMaxRows] = {};
+  const uint16_t *b = nullptr;  // bf16 bits; b(p, j) at bOffset + j * bColumn + p
+  int64_t bOffset = 0, bColumn = 0;
+  float *c = nullptr;
+  int64_t cRow[kGemvMaxRows] = {}, cColumn = 0;
+  const float *bias = nullptr, *residual = nullptr;  // null when absent
+  int64_t biasRow[kGemvMaxRows] = {}, biasColumn = 0, residualRow[kGemvMaxRows] = {}, residualColumn = 0;
+  float alpha = 1.0f;
+  Activation activation = Activation::None;
+  // 16-byte loads of 8 weights and 4 + 4 activations: b's and a's addresses
+  // (offsets included), bColumn and k multiples of 8 elements (16 bytes) and
+  // a's rows of 4 (16 bytes); else one element at a time.
+  bool vectorLoads = false;
+};
+cudaError_t launchGemvBf16(const GemvLaunch &launch, cudaStream_t stream);
+// The gemv launch for a gemm over bf16 weights with few rows: every (batch,
+// row) of a one of at most kGemvMaxRows rows, b one matrix for the whole
+// batch, a and b with unit strides along k. Null when `gemm` is not of that
+// form (it then runs on cuBLASLt). Host arithmetic only: tested without a GPU.
+std::optional<GemvLaunch> gemvLaunchFor(const GemmLaunch &gemm);
 
 // ---- attention (attention_f32_flash.cu, attention_bf16_flash2.cu,
 // talking_heads_f32.cu) ----

@@ -1,6 +1,8 @@
 // Data movement and reductions: reduce and variance (one warp per kept element), gather
 // (one thread per output element, ids range-checked), copy (one thread per
-// element, any dtype).
+// element, any dtype, or f32 rounded into bf16).
+#include <cuda_bf16.h>
+
 #include "backends/cuda/device_math.cuh"
 #include "backends/cuda/kernels.hpp"
 
@@ -119,6 +121,14 @@ __global__ void copyKernel(CopyLaunch launch, int64_t total) {
     y[offsetOf(launch.shape, launch.y, flat)] = x[offsetOf(launch.shape, launch.x, flat)];
 }
 
+__global__ void copyRoundedToBf16Kernel(CopyLaunch launch, int64_t total) {
+  const auto *x = static_cast<const float *>(launch.x.data);
+  auto *y = static_cast<__nv_bfloat16 *>(launch.y.data);
+  for (int64_t flat = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; flat < total;
+       flat += int64_t(gridDim.x) * blockDim.x)
+    y[offsetOf(launch.shape, launch.y, flat)] = __float2bfloat16_rn(x[offsetOf(launch.shape, launch.x, flat)]);
+}
+
 }  // namespace
 
 cudaError_t launchReduce(const ReduceLaunch &launch, cudaStream_t stream) {
@@ -146,6 +156,10 @@ cudaError_t launchCopy(const CopyLaunch &launch, cudaStream_t stream) {
   const int64_t total = launch.shape.count();
   if (total == 0) return cudaSuccess;
   const unsigned grid = gridFor(total, kThreads);
+  if (launch.roundToBf16) {
+    copyRoundedToBf16Kernel<<<grid, kThreads, 0, stream>>>(launch, total);
+    return cudaGetLastError();
+  }
   switch (launch.elementSize) {
     case 1: copyKernel<uint8_t><<<grid, kThreads, 0, stream>>>(launch, total); break;
     case 2: copyKernel<uint16_t><<<grid, kThreads, 0, stream>>>(launch, total); break;

@@ -1,13 +1,15 @@
 // RUN: ein-opt %s --kern-store-weights="precision=int8" | FileCheck %s --check-prefix=INT8
 // RUN: ein-opt %s --kern-store-weights="precision=bf16" | FileCheck %s --check-prefix=BF16
-// RUN: ein-opt %s --kern-store-weights="precision=bf16 target=cuda" | FileCheck %s --check-prefix=F32
+// RUN: ein-opt %s --kern-store-weights="precision=bf16 target=cuda" | FileCheck %s --check-prefix=BF16
+// RUN: ein-opt %s --kern-store-weights="precision=int8 target=cuda" | FileCheck %s --check-prefix=F32
 // RUN: ein-opt %s --kern-store-weights | FileCheck %s --check-prefix=F32
 
 // A gemm weight [k = 4, n = 3] at int8: q = round_half_even(w * 127 / max_k |w|)
 // per column (column maxima 1, 2 and 4: 63.5 rounds to 64, 31.75 to 32), at
 // the weight's own places, and the scales max / 127 (0x3C010204 = 1/127),
-// which the gemm reads as b_scale. At bf16 the values are exact in bf16. On
-// CUDA, and at fp32, the weight stays as bound.
+// which the gemm reads as b_scale. At bf16 (either target) the values are
+// exact in bf16. int8 on CUDA (no int8 kernels there), and fp32, keep the
+// weight as bound.
 
 // INT8: ein.param "w" : tensor<4x3xf32>
 // INT8: %[[Q:.*]] = ein.constant {kern.stored_from = "w"} dense_resource<stored> : tensor<4x3xi8>
