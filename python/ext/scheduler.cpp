@@ -44,6 +44,7 @@ class PyRequest {
   std::optional<std::string> finishReason() const { return finishReasonText(request->finishReason()); }
   int64_t promptTokens() const { return request->promptTokens(); }
   int64_t cachedTokens() const { return request->cachedPromptTokens(); }
+  int64_t preemptions() const { return request->preemptions(); }
 
  private:
   std::shared_ptr<Request> request;
@@ -100,7 +101,8 @@ void bindScheduler(nb::module_ &module) {
       .def_prop_ro("done", &PyRequest::done)
       .def_prop_ro("finish_reason", &PyRequest::finishReason)
       .def_prop_ro("prompt_tokens", &PyRequest::promptTokens)
-      .def_prop_ro("cached_tokens", &PyRequest::cachedTokens);
+      .def_prop_ro("cached_tokens", &PyRequest::cachedTokens)
+      .def_prop_ro("preemptions", &PyRequest::preemptions);
   nb::class_<PyScheduler>(module, "_Scheduler")
       .def(nb::init<const PyModel &, int, int, int64_t, size_t, bool, int64_t, int64_t>(), nb::arg("model"),
            nb::arg("max_sequences"), nb::arg("threads"), nb::arg("step_tokens"), nb::arg("max_waiting"),

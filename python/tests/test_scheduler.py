@@ -82,6 +82,21 @@ def test_bad_use_raises(decoder):
         ein.Scheduler(stateless)
 
 
+def test_a_request_preempted_for_blocks_goes_on_with_its_own_tokens(decoder):
+    # 4 blocks of 16 rows; each request (20 + 40 tokens) needs all 4 by its
+    # end. Once the younger holds a block (its prompt runs a step after the
+    # older's at the latest, 28 steps before the older needs its last), no
+    # one can go on at some row: the younger gives its blocks back, and runs
+    # its prompt and tokens so far again after the older has finished.
+    older_prompt, younger_prompt = [3, 1, 4, 1, 5] * 4, [2, 7, 1, 8, 2] * 4
+    with ein.Scheduler(decoder, max_sequences=2, threads=2, cache_block_rows=16, cache_blocks=4) as scheduler:
+        older = scheduler.submit(older_prompt, max_new_tokens=40)
+        younger = scheduler.submit(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
+        assert younger.wait() == decoder.generate(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
+        assert older.wait() == decoder.generate(older_prompt, max_new_tokens=40)
+        assert (older.preemptions, younger.preemptions) == (0, 1)
+
+
 def test_a_bounded_paged_cache_refuses_what_it_cannot_hold(decoder):
     with ein.Scheduler(decoder, max_sequences=2, threads=2, cache_block_rows=16, cache_blocks=4) as scheduler:
         assert scheduler.cache_blocks == 4 and scheduler.cache_blocks_used == 0

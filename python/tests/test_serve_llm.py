@@ -204,6 +204,7 @@ def test_bad_requests_get_their_status_and_an_error_body(served):
     metrics = httpx.get(base + "/metrics").text
     assert 'ein_requests_total{endpoint="/v1/completions",status="404"}' in metrics
     assert "ein_time_to_first_token_seconds_bucket" in metrics and "ein_live_sequences" in metrics
+    assert "ein_preemptions_total 0.0" in metrics  # the whole cache per sequence: never preempted
 
 
 @pytest.fixture(scope="module")

@@ -385,6 +385,59 @@ TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
   ein_scheduler_free(cScheduler);
 }
 
+// A cache of fewer blocks than two requests' whole caches: the younger is
+// preempted when neither finds a block, and when it starts again its first
+// run (the encoder, with its own inputs) and its tokens so far run again.
+// Both requests' tokens are those generate() gives alone.
+TEST_P(CheckpointGeneration, APreemptedEncoderDecoderRunsItsEncoderAgain) {
+  const nlohmann::json spec = this->spec();
+  const auto names = spec.value("encoder_inputs", std::vector<std::string>{});
+  if (names.empty()) GTEST_SKIP() << "not an encoder-decoder";
+  auto model = compile();
+  ASSERT_TRUE(model);
+  EncoderInputs original, other;
+  readEncoderInputs(caseDir(), names, original, other);
+  if (::testing::Test::HasFatalFailure()) return;
+  const auto start = spec["prompt"].get<std::vector<int64_t>>();
+  const int64_t tokens = 16;
+  auto alone = [&](const EncoderInputs &inputs) {
+    auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
+    for (const auto &[name, array] : inputs)
+      EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
+    ein::GenerationOptions options;
+    options.maxNewTokens = tokens;
+    auto generated = ein::generate(*session, start, options);
+    EXPECT_TRUE(generated.ok()) << generated.status().toString();
+    return generated.ok() ? *generated : std::vector<int64_t>{};
+  };
+  // Each request's self-attention cache holds the prompt and 15 tokens fed
+  // back: 4 blocks of 4 rows for a prompt of one token; the pool holds 6, so
+  // both go to 12 rows, then the younger gives its blocks to the older.
+  ein::SchedulerOptions options;
+  options.maxSequences = 2;
+  options.threads = 2;
+  options.cacheBlockRows = 4;
+  options.cacheBlocks = 6;
+  auto scheduler = ein::Scheduler::create(model, options);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().toString();
+  ein::GenerationOptions generation;
+  generation.maxNewTokens = tokens;
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  for (const EncoderInputs *inputs : {&original, &other}) {
+    auto request = scheduler.value()->submit(start, generation, firstRunOf(*inputs));
+    ASSERT_TRUE(request.ok()) << request.status().toString();
+    requests.push_back(*request);
+  }
+  int64_t preemptions = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto result = requests[i]->wait();
+    ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
+    EXPECT_EQ(result->tokens, alone(i == 0 ? original : other)) << "request " << i;
+    preemptions += requests[i]->preemptions();
+  }
+  EXPECT_EQ(preemptions, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, CheckpointGeneration, ::testing::ValuesIn(checkpointDecoders()),
                          [](const auto &info) { return info.param; });
 

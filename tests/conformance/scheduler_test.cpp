@@ -493,12 +493,15 @@ TEST_P(Scheduling, PromptsStartFromTheCachedPrefixTheyShare) {
 
 // A cache of fewer blocks than the sequences' whole caches: a prompt that
 // cannot fit it is refused at submit; sequences that find no free block
-// wait, and when none can go on, the youngest holding blocks ends with
-// ResourceExhausted and the others generate as alone. Four prompts of 20
-// tokens and 40 new each (4 blocks of 16 rows each) in 8 blocks: all four
-// prefill in 8 blocks; at row 32 none finds one, so the fourth ends, at row
-// 48 the third; the first two finish. The blocks in use go back to 0.
-TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGoOn) {
+// wait, and when none can go on, the youngest holding blocks is preempted:
+// its blocks go to the others, and it runs its prompt and tokens so far
+// again once blocks are free. Four prompts of 20 tokens and 40 new each (4
+// blocks of 16 rows each) in 8 blocks: all four prefill in 8 blocks; at row
+// 32 none finds one, so the fourth is preempted, at row 48 the third; the
+// first two finish, then the third and fourth. Every request's tokens are
+// those it makes alone, the preempted ones' sampled with their seeds too.
+// The blocks in use go back to 0.
+TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndPreemptsTheYoungestWhenNoneCanGoOn) {
   ein::SchedulerOptions scheduling{.maxSequences = 4, .threads = 2, .cacheBlockRows = 16, .cacheBlocks = 8};
   auto created = ein::Scheduler::create(model, scheduling);
   ASSERT_TRUE(created.ok()) << created.status().toString();
@@ -511,7 +514,13 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGo
             std::string::npos)
       << refused.status().message();
   std::mt19937 random(11);
-  const ein::GenerationOptions options{.maxNewTokens = 40};
+  // The two youngest sample (with their own seeds), so a preempted request's
+  // sampler must go on where it was.
+  const std::vector<ein::GenerationOptions> options = {
+      {.maxNewTokens = 40},
+      {.maxNewTokens = 40},
+      {.maxNewTokens = 40, .temperature = 0.9f, .seed = 5},
+      {.maxNewTokens = 40, .temperature = 0.9f, .topK = 20, .seed = 6}};
   // A first request holds the scheduler inside its only token until the four
   // are queued, so that they start in one step whatever the threads' timing
   // (one started steps ahead would take its blocks early and let all finish).
@@ -529,7 +538,7 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGo
   std::vector<std::shared_ptr<ein::Request>> requests;
   for (int i = 0; i < 4; ++i) {
     prompts.push_back(randomPrompt(random, 20));
-    auto request = scheduler.submit(prompts.back(), options);
+    auto request = scheduler.submit(prompts.back(), options[i]);
     if (!request.ok()) queued.set_value();  // free the scheduler before the assertion returns
     ASSERT_TRUE(request.ok());
     requests.push_back(request.value());
@@ -538,27 +547,57 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndEndsTheYoungestWhenNoneCanGo
   ASSERT_TRUE(gate.value()->wait().ok());
   for (size_t i = 0; i < requests.size(); ++i) {
     auto result = requests[i]->wait();
-    if (i < 2) {
-      ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
-      EXPECT_EQ(result.value().tokens, alone(model, prompts[i], options).tokens) << "request " << i;
-      continue;
-    }
-    ASSERT_FALSE(result.ok()) << "request " << i;
-    EXPECT_EQ(result.status().code(), ein::StatusCode::ResourceExhausted);
-    EXPECT_NE(result.status().message().find("the key/value cache's 8 blocks of 16 rows are all in use"),
-              std::string::npos)
-        << result.status().message();
+    ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
+    EXPECT_EQ(result.value().tokens, alone(model, prompts[i], options[i]).tokens) << "request " << i;
+    EXPECT_EQ(result.value().finish, ein::FinishReason::Length) << "request " << i;
+    EXPECT_EQ(requests[i]->preemptions(), i < 2 ? 0 : 1) << "request " << i;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (scheduler.cacheBlocksUsed() != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(scheduler.cacheBlocksUsed(), 0);
   // The blocks kept of the finished requests go to a new one.
-  auto again = scheduler.submit(prompts[3], options);
+  auto again = scheduler.submit(prompts[3], options[0]);
   ASSERT_TRUE(again.ok());
   auto result = again.value()->wait();
   ASSERT_TRUE(result.ok()) << result.status().toString();
-  EXPECT_EQ(result.value().tokens, alone(model, prompts[3], options).tokens);
+  EXPECT_EQ(result.value().tokens, alone(model, prompts[3], options[0]).tokens);
+}
+
+// A request that holds every block in use and needs another can never go
+// on: it ends with ResourceExhausted, its tokens standing, and the
+// scheduler serves the next.
+TEST_P(Scheduling, ARequestLargerThanTheCacheEndsAndTheNextGoesOn) {
+  ein::SchedulerOptions scheduling{.maxSequences = 2, .threads = 2, .cacheBlockRows = 16, .cacheBlocks = 2};
+  auto created = ein::Scheduler::create(model, scheduling);
+  ASSERT_TRUE(created.ok()) << created.status().toString();
+  ein::Scheduler &scheduler = *created.value();
+  std::mt19937 random(12);
+  const std::vector<int64_t> prompt = randomPrompt(random, 20);
+  auto large = scheduler.submit(prompt, {.maxNewTokens = 40});
+  ASSERT_TRUE(large.ok());
+  std::vector<int64_t> streamed;
+  while (true) {
+    auto token = large.value()->next();
+    if (!token.ok()) {
+      EXPECT_EQ(token.status().code(), ein::StatusCode::ResourceExhausted);
+      EXPECT_NE(token.status().message().find("the key/value cache's 2 blocks of 16 rows cannot hold this request's "
+                                              "next tokens"),
+                std::string::npos)
+          << token.status().message();
+      break;
+    }
+    ASSERT_TRUE(token.value().has_value()) << "the request ended without its error";
+    streamed.push_back(*token.value());
+  }
+  // 32 rows: the prompt and the first 12 tokens fed back, the 13th chosen.
+  const std::vector<int64_t> expected = alone(model, prompt, {.maxNewTokens = 13}).tokens;
+  EXPECT_EQ(streamed, expected);
+  auto next = scheduler.submit(prompt, {.maxNewTokens = 5});
+  ASSERT_TRUE(next.ok());
+  auto result = next.value()->wait();
+  ASSERT_TRUE(result.ok()) << result.status().toString();
+  EXPECT_EQ(result.value().tokens, alone(model, prompt, {.maxNewTokens = 5}).tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Scheduling, ::testing::Values("fp32", "bf16", "int8"));

@@ -39,6 +39,12 @@ class Request(_TokenStream):
         left (``reuse_prefixes``) instead of run again; known once it started."""
         return self._native.cached_tokens
 
+    @property
+    def preemptions(self) -> int:
+        """How many times the request gave its key/value cache blocks to
+        others and ran its tokens so far again (``cache_blocks``)."""
+        return self._native.preemptions
+
     def __repr__(self) -> str:
         state = f"ended: {self.finish_reason}" if self.done else "going"
         return f"<ein.Request prompt of {self.prompt_tokens} tokens, {state}>"
@@ -59,7 +65,11 @@ class Scheduler:
     ``cache_block_rows`` rows (0: a whole cache per sequence) from a pool of
     ``cache_blocks`` (0: enough for every sequence's whole cache); with
     fewer, a sequence that finds no free block waits, and when none can go
-    on the youngest request ends with ein.Error (ResourceExhausted).
+    on the youngest request holding blocks is preempted: it gives them to
+    the others and runs its prompt and tokens so far again once blocks are
+    free, its stream going on unchanged (``Request.preemptions`` counts
+    it). A request that holds every block and needs more ends with
+    ein.Error (ResourceExhausted).
 
         with ein.Scheduler(model, max_sequences=8) as scheduler:
             request = scheduler.submit(ids, max_new_tokens=64)

@@ -78,6 +78,8 @@ class LlmServer:
         self.cached_tokens = Counter("ein_cached_prompt_tokens", "prompt tokens served from a cached prefix",
                                      registry=self.registry)
         self.generated_tokens = Counter("ein_generated_tokens", "tokens generated", registry=self.registry)
+        self.preemptions = Counter("ein_preemptions", "times a request gave its cache blocks to others and ran "
+                                   "its tokens again", registry=self.registry)
         buckets = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
         self.first_token = Histogram("ein_time_to_first_token_seconds", "from the request to its first token",
                                      buckets=buckets, registry=self.registry)
@@ -191,6 +193,7 @@ class LlmServer:
         while True:
             token = await loop.run_in_executor(self._waiters, request._native.next)
             if token is None:
+                self.preemptions.inc(request.preemptions)
                 return
             now = time.perf_counter()
             if first:

@@ -48,7 +48,12 @@ struct SchedulerOptions {
   // blocks (0: as many as every sequence's whole cache takes). With fewer,
   // a step takes what blocks are free: the caches kept of finished requests
   // go first, a sequence that finds none waits, and when none can go on the
-  // youngest request ends with ResourceExhausted so that the others do.
+  // youngest request holding blocks is preempted: its blocks go to the
+  // others, it waits again ahead of every other waiting request, and when
+  // it has a sequence and blocks again its prompt and tokens so far run
+  // again (recomputed, as vLLM's preemption does) before it goes on with the
+  // same sampler. Its stream goes on as if nothing happened. A request that
+  // holds every block in use and needs more ends with ResourceExhausted.
   int64_t cacheBlockRows = 16;
   int64_t cacheBlocks = 0;
 };
@@ -72,6 +77,9 @@ class Request {
   // The prompt's first tokens whose keys and values came from an earlier
   // sequence (SchedulerOptions::reusePrefixes) instead of a run; known once it started.
   int64_t cachedPromptTokens() const;
+  // How many times the request gave its cache blocks to others and ran its
+  // tokens again (SchedulerOptions::cacheBlocks).
+  int64_t preemptions() const;
 
  private:
   friend class Scheduler;
@@ -103,6 +111,15 @@ class Request {
   Status error_;
   bool cancelled_ = false;
   int64_t cached_ = 0;
+  int64_t preemptions_ = 0;
+  // The scheduler's thread's alone: set when the request's sequence is
+  // preempted, taken when it is admitted again.
+  struct Resumption {
+    std::vector<int64_t> tokens;  // what its cache must hold again: the prompt, then every token chosen
+    uint64_t sampler = 0;
+    uint64_t admitted = 0;  // its place in the order of admission, kept
+  };
+  std::optional<Resumption> resumption_;
 };
 
 class Scheduler {
@@ -165,8 +182,8 @@ class Scheduler {
   // state then, the next token of every sequence going, then prompt chunks.
   void step();
   // The oldest starting sequence's first run, alone (SequencePool::run), where
-  // the cache has its blocks.
-  void runFirstRun(const std::vector<size_t> &going);
+  // the cache has its blocks; whether it ran.
+  bool runFirstRun(const std::vector<size_t> &going);
   // Runs `batch` (entry i for slots[i]'s sequence), then takes each entry's
   // next token where its prompt has run; a failed run ends its requests.
   void runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<size_t> &slots);
@@ -175,6 +192,12 @@ class Scheduler {
   void endRunning(Request &request, FinishReason reason, Status status);
   // Frees `slot`'s sequence and ends its request (endRunning()).
   void finish(size_t slot, FinishReason reason, Status status = Status());
+  // Frees `slot`'s sequence and its cache blocks and queues its request
+  // first among those waiting, to run its tokens so far again (Resumption).
+  void preempt(size_t slot);
+  // Whether `slot` holds a preempted request that has yet to start its
+  // tokens so far and the free blocks (less `taken`) cannot hold them all.
+  bool fewBlocksFor(size_t slot, int64_t taken);
   // Whether `tokens` more for `slot` fit the paged cache's free blocks less
   // the `taken` by this step so far (counted in), giving back the caches
   // kept of finished requests while they do not.

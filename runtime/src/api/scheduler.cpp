@@ -21,14 +21,21 @@ constexpr int64_t kDefaultStepTokens = 256;
 
 }  // namespace
 
-// A request with a sequence of the pool: how much of its prompt has run, the
-// token it chose last (its next run's) and its sampler.
+// A request with a sequence of the pool: the tokens its cache must hold
+// before it chooses one (its prompt, or after a preemption its prompt and
+// every token chosen), how many of them have run, the token it chose last
+// (its next run's) and its sampler.
 struct Scheduler::Going {
   std::shared_ptr<Request> request;
   uint64_t admitted = 0;  // order of admission: prompts run first come, first served
-  size_t prefilled = 0;   // prompt tokens run
+  std::vector<int64_t> feed;
+  size_t prefilled = 0;   // feed tokens run
   int64_t last = 0;
   uint64_t sampler = 0;
+  // Admitted again after a preemption: its tokens so far start only when
+  // the free blocks hold them all, so that it does not take a block an
+  // older sequence needs and lose it again (fewBlocksFor).
+  bool resumed = false;
 };
 
 // Request
@@ -61,6 +68,11 @@ bool Request::done() const {
 int64_t Request::cachedPromptTokens() const {
   std::lock_guard lock(mutex_);
   return cached_;
+}
+
+int64_t Request::preemptions() const {
+  std::lock_guard lock(mutex_);
+  return preemptions_;
 }
 
 FinishReason Request::finishReason() const {
@@ -251,13 +263,16 @@ size_t sharedPrefix(const std::vector<int64_t> &held, const std::vector<int64_t>
 }  // namespace
 
 void Scheduler::admit(std::shared_ptr<Request> request) {
-  const std::vector<int64_t> &prompt = request->prompt_;
-  // The free sequence whose cache begins most like the prompt; when none
+  // A preempted request runs its prompt and tokens so far again, in its old place.
+  std::optional<Request::Resumption> resumption = std::move(request->resumption_);
+  request->resumption_.reset();
+  std::vector<int64_t> feed = resumption ? std::move(resumption->tokens) : request->prompt_;
+  // The free sequence whose cache begins most like those tokens; when none
   // does, the one holding least (what the others hold may serve a later one).
   size_t slot = slots_.size(), kept = 0;
   for (size_t s = 0; s < slots_.size(); ++s) {
     if (slots_[s]) continue;
-    const size_t shared = reusePrefixes_ ? sharedPrefix(held_[s], prompt) : 0;
+    const size_t shared = reusePrefixes_ ? sharedPrefix(held_[s], feed) : 0;
     if (slot == slots_.size() || shared > kept || (shared == kept && held_[s].size() < held_[slot].size())) {
       slot = s;
       kept = shared;
@@ -267,7 +282,7 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
     size_t source = slots_.size(), longest = kept;
     for (size_t s = 0; s < slots_.size(); ++s)
       if (slots_[s])
-        if (const size_t shared = sharedPrefix(held_[s], prompt); shared > longest) {
+        if (const size_t shared = sharedPrefix(held_[s], feed); shared > longest) {
           source = s;
           longest = shared;
         }
@@ -282,12 +297,38 @@ void Scheduler::admit(std::shared_ptr<Request> request) {
     return;
   }
   held_[slot].resize(kept);
-  {
+  if (!resumption) {
     std::lock_guard lock(request->mutex_);
     request->cached_ = static_cast<int64_t>(kept);
   }
-  slots_[slot] = Going{std::move(request), admitted_++, kept, 0, 0};
-  slots_[slot]->sampler = slots_[slot]->request->options_.seed;
+  const uint64_t sampler = resumption ? resumption->sampler : request->options_.seed;
+  slots_[slot] = Going{std::move(request), resumption ? resumption->admitted : admitted_++, std::move(feed), kept, 0,
+                       sampler, resumption.has_value()};
+}
+
+bool Scheduler::fewBlocksFor(size_t slot, int64_t taken) {
+  const Going &going = *slots_[slot];
+  if (!going.resumed || going.prefilled > 0) return false;
+  return !takeBlocks(slot, static_cast<int64_t>(going.feed.size()), taken);  // a probe: `taken` is a copy
+}
+
+void Scheduler::preempt(size_t slot) {
+  Going going = std::move(*slots_[slot]);
+  slots_[slot].reset();
+  const int sequence = static_cast<int>(slot);
+  if (pool_->reset(sequence).ok()) held_[slot].clear();
+  Request &request = *going.request;
+  // Only this thread appends to tokens_.
+  std::vector<int64_t> tokens = request.prompt_;
+  tokens.insert(tokens.end(), request.tokens_.begin(), request.tokens_.end());
+  request.resumption_ = Request::Resumption{std::move(tokens), going.sampler, going.admitted};
+  {
+    std::lock_guard lock(request.mutex_);
+    ++request.preemptions_;
+  }
+  std::lock_guard lock(mutex_);
+  --running_;
+  waiting_.push_front(std::move(going.request));
 }
 
 void Scheduler::endRunning(Request &request, FinishReason reason, Status status) {
@@ -335,7 +376,7 @@ void Scheduler::step() {
               [&](size_t a, size_t b) { return slots_[a]->admitted < slots_[b]->admitted; });
     return going;
   };
-  if (pool_->firstRunsAlone()) runFirstRun(goingInOrder());
+  const bool ranFirstRun = pool_->firstRunsAlone() && runFirstRun(goingInOrder());
   // Every generating sequence's next token, then the prompts in the order
   // they came, each as much as the step has room for; the oldest first to
   // the cache's free blocks. A sequence whose first run must run alone
@@ -346,7 +387,7 @@ void Scheduler::step() {
   std::vector<size_t> starting;
   const std::vector<size_t> going = goingInOrder();
   for (size_t slot : going) {
-    if (slots_[slot]->prefilled < slots_[slot]->request->prompt_.size()) {
+    if (slots_[slot]->prefilled < slots_[slot]->feed.size()) {
       if (slots_[slot]->prefilled > 0 || !pool_->firstRunsAlone()) starting.push_back(slot);
       continue;
     }
@@ -357,7 +398,8 @@ void Scheduler::step() {
   }
   for (size_t slot : starting) {
     if (tokens == stepTokens_) break;
-    const std::vector<int64_t> &prompt = slots_[slot]->request->prompt_;
+    if (fewBlocksFor(slot, taken)) continue;
+    const std::vector<int64_t> &prompt = slots_[slot]->feed;
     const size_t from = slots_[slot]->prefilled;
     auto chunk = std::min<int64_t>(static_cast<int64_t>(prompt.size() - from), stepTokens_ - tokens);
     if (!takeBlocks(slot, chunk, taken)) {  // as much of it as the free blocks hold
@@ -376,37 +418,46 @@ void Scheduler::step() {
     entries.push_back(slot);
     tokens += chunk;
   }
-  if (batch.empty() && !going.empty()) {
+  if (batch.empty() && !ranFirstRun && !going.empty()) {
     // Every sequence waits for a block that only another could give back:
-    // the youngest holding blocks ends, and they go to the others.
+    // the youngest holding blocks is preempted, and they go to the others.
+    // One holding every block in use can never go on: it ends. (A preempted
+    // request holds fewer blocks than the cache has, so its tokens fit it
+    // again; a prompt fits it by submit's check.)
+    std::vector<size_t> holders;  // the youngest first
     for (auto slot = going.rbegin(); slot != going.rend(); ++slot) {
       const int sequence = static_cast<int>(*slot);
-      if (pool_->blocksHeld(std::span(&sequence, 1)) == 0) continue;
-      finish(*slot, FinishReason::None,
+      if (pool_->blocksHeld(std::span(&sequence, 1)) > 0) holders.push_back(*slot);
+    }
+    if (holders.size() >= 2) {
+      preempt(holders.front());
+    } else {
+      const size_t slot = holders.empty() ? going.back() : holders.front();
+      finish(slot, FinishReason::None,
              Status(StatusCode::ResourceExhausted,
-                    fmt::format("the key/value cache's {} blocks of {} rows are all in use: this request ended so "
-                                "that the {} others could go on",
-                                pool_->cacheBlocks(), pool_->cacheBlockRows(), going.size() - 1)));
-      if (pool_->reset(sequence).ok()) held_[*slot].clear();
-      break;
+                    fmt::format("the key/value cache's {} blocks of {} rows cannot hold this request's next tokens",
+                                pool_->cacheBlocks(), pool_->cacheBlockRows())));
+      if (pool_->reset(static_cast<int>(slot)).ok()) held_[slot].clear();
     }
   }
   if (!batch.empty()) runAndChoose(batch, entries);
 }
 
-void Scheduler::runFirstRun(const std::vector<size_t> &going) {
+bool Scheduler::runFirstRun(const std::vector<size_t> &going) {
   for (size_t slot : going) {
     if (slots_[slot]->prefilled > 0) continue;
-    const Request &request = *slots_[slot]->request;
-    const auto chunk = std::min<int64_t>(static_cast<int64_t>(request.prompt_.size()), stepTokens_);
+    const std::vector<int64_t> &feed = slots_[slot]->feed;
+    const auto chunk = std::min<int64_t>(static_cast<int64_t>(feed.size()), stepTokens_);
     int64_t taken = 0;
-    if (!takeBlocks(slot, chunk, taken)) return;  // the oldest first: it waits for blocks, and so do the younger
-    const std::vector<InputTensor> inputs = request.firstRunInputs();
+    // The oldest first: it waits for blocks, and so do the younger.
+    if (fewBlocksFor(slot, taken) || !takeBlocks(slot, chunk, taken)) return false;
+    const std::vector<InputTensor> inputs = slots_[slot]->request->firstRunInputs();
     const std::vector<SequenceTokens> alone = {
-        {static_cast<int>(slot), std::span<const int64_t>(request.prompt_).first(static_cast<size_t>(chunk)), inputs}};
+        {static_cast<int>(slot), std::span<const int64_t>(feed).first(static_cast<size_t>(chunk)), inputs}};
     runAndChoose(alone, {slot});
-    return;
+    return true;
   }
+  return false;
 }
 
 void Scheduler::runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<size_t> &entries) {
@@ -424,10 +475,10 @@ void Scheduler::runAndChoose(const std::vector<SequenceTokens> &batch, const std
     Going &going = *slots_[slot];
     Request &request = *going.request;
     const GenerationOptions &options = request.options_;
-    const bool prefilling = going.prefilled < request.prompt_.size();
+    const bool prefilling = going.prefilled < going.feed.size();
     if (prefilling) {
       going.prefilled += batch[entry].tokens.size();
-      if (going.prefilled < request.prompt_.size()) continue;  // more of the prompt to run
+      if (going.prefilled < going.feed.size()) continue;  // more of the prompt to run
     }
     if (options.maxNewTokens == 0) {  // the prompt ran; no token is wanted
       finish(slot, FinishReason::Length);
