@@ -161,6 +161,19 @@ std::vector<ein::InputTensor> firstRunOf(const EncoderInputs &inputs) {
   return out;
 }
 
+// Greedy generation of `tokens` from `prompt` with `inputs` in a Session alone.
+std::vector<int64_t> generatedAlone(const std::shared_ptr<const ein::Model> &model, const EncoderInputs &inputs,
+                                    const std::vector<int64_t> &prompt, int64_t tokens) {
+  auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
+  for (const auto &[name, array] : inputs)
+    EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
+  ein::GenerationOptions options;
+  options.maxNewTokens = tokens;
+  auto generated = ein::generate(*session, prompt, options);
+  EXPECT_TRUE(generated.ok()) << generated.status().toString();
+  return generated.ok() ? *generated : std::vector<int64_t>{};
+}
+
 size_t argmax(std::span<const float> row) {
   return static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -295,14 +308,7 @@ TEST_P(CheckpointGeneration, SchedulerRequestsEqualSessionsAlone) {
   readEncoderInputs(caseDir(), names, original, other);
   if (::testing::Test::HasFatalFailure()) return;
   auto alone = [&](const Inputs &inputs, const std::vector<int64_t> &prompt, int64_t tokens) {
-    auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
-    for (const auto &[name, array] : inputs)
-      EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
-    ein::GenerationOptions options;
-    options.maxNewTokens = tokens;
-    auto generated = ein::generate(*session, prompt, options);
-    EXPECT_TRUE(generated.ok()) << generated.status().toString();
-    return generated.ok() ? *generated : std::vector<int64_t>{};
+    return generatedAlone(model, inputs, prompt, tokens);
   };
   const auto start = spec["prompt"].get<std::vector<int64_t>>();
   std::vector<int64_t> longer = start;
@@ -400,16 +406,6 @@ TEST_P(CheckpointGeneration, APreemptedEncoderDecoderRunsItsEncoderAgain) {
   if (::testing::Test::HasFatalFailure()) return;
   const auto start = spec["prompt"].get<std::vector<int64_t>>();
   const int64_t tokens = 16;
-  auto alone = [&](const EncoderInputs &inputs) {
-    auto session = ein::Session::create(model, ein::SessionOptions{1}).value();
-    for (const auto &[name, array] : inputs)
-      EXPECT_TRUE(session->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
-    ein::GenerationOptions options;
-    options.maxNewTokens = tokens;
-    auto generated = ein::generate(*session, start, options);
-    EXPECT_TRUE(generated.ok()) << generated.status().toString();
-    return generated.ok() ? *generated : std::vector<int64_t>{};
-  };
   // Each request's self-attention cache holds the prompt and 15 tokens fed
   // back: 4 blocks of 4 rows for a prompt of one token; the pool holds 6, so
   // both go to 12 rows, then the younger gives its blocks to the older.
@@ -432,7 +428,7 @@ TEST_P(CheckpointGeneration, APreemptedEncoderDecoderRunsItsEncoderAgain) {
   for (size_t i = 0; i < requests.size(); ++i) {
     auto result = requests[i]->wait();
     ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
-    EXPECT_EQ(result->tokens, alone(i == 0 ? original : other)) << "request " << i;
+    EXPECT_EQ(result->tokens, generatedAlone(model, i == 0 ? original : other, start, tokens)) << "request " << i;
     preemptions += requests[i]->preemptions();
   }
   EXPECT_EQ(preemptions, 1);
