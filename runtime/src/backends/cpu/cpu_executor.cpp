@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -198,6 +199,7 @@ class CpuExecutor final : public ExecutorImplementation {
     for (size_t i = 0; i < inputs.size(); ++i) bases[all.inputTensors[i]] = const_cast<std::byte *>(inputs[i]);
     for (size_t i = 0; i < outputs.size(); ++i) bases[all.outputTensors[i]] = outputs[i];
     std::vector<std::byte *> sequenceBases(bases.size());
+    std::vector<std::vector<std::byte *>> threadBases;  // each thread's sequenceBases, when sequences run side by side
     for (size_t s = 0; s < tailStep;) {
       if (all.steps[s].firstRun && !firstRun) {
         ++s;
@@ -212,20 +214,60 @@ class CpuExecutor final : public ExecutorImplementation {
       // sequence keeps to itself (scores, a rotated q) lives only within it.
       size_t end = s;
       while (end < tailStep && all.steps[end].perSequence) ++end;
-      for (const SequenceSlice &sequence : sequences) {
+      // Sequences of a few tokens (decoding), at least two a thread, run
+      // side by side, each on one thread: one dispatch for them all instead
+      // of one per step and sequence, each of which would split a few rows
+      // of work over the threads. The rest run one after another on all
+      // threads (keys split among them).
+      const std::optional<SideTensors> local =
+          pool_ && !profile_ && sequences.size() >= 2 * static_cast<size_t>(threads_)
+              ? sideTensorsOf(all, sequences, s, end)
+              : std::nullopt;
+      // The stretch for one sequence, its tensors at `own`; on the pool's
+      // thread `alone` only, with its own copy of the stretch's
+      // sequence-local tensors, or (-1) on all threads step by step.
+      auto runSequence = [&](const SequenceSlice &sequence, std::vector<std::byte *> &own, int alone) -> Status {
         for (size_t id = 0; id < bases.size(); ++id) {
           const Tensor &tensor = all.tensors[id];
-          sequenceBases[id] = tensor.perToken ? bases[id] + sequence.firstToken * rowBytes[id]
-                              : tensor.storage == Storage::State
-                                  ? stateBase(tensor, static_cast<uint32_t>(id), sequence.slot, sequence.keptSlot)
-                                  : bases[id];
+          own[id] = tensor.perToken ? bases[id] + sequence.firstToken * rowBytes[id]
+                    : tensor.storage == Storage::State
+                        ? stateBase(tensor, static_cast<uint32_t>(id), sequence.slot, sequence.keptSlot)
+                        : bases[id];
         }
+        if (alone >= 0)
+          for (size_t i = 0; i < local->tensors.size(); ++i)
+            own[local->tensors[i]] = sideArenas_.data() + static_cast<size_t>(alone) * local->bytes + local->offsets[i];
         for (size_t step = s; step < end; ++step) {
           if (all.steps[step].firstRun && !firstRun) continue;
-          EIN_RETURN_IF_ERROR(paged_.any() ? runPagedStep(*sequence.program, step, sequenceBases, sequence.blocks)
-                                           : runStep(*sequence.program, step, sequenceBases.data()));
+          EIN_RETURN_IF_ERROR(paged_.any() ? runPagedStep(*sequence.program, step, own, sequence.blocks, alone)
+                                           : runStep(*sequence.program, step, own.data(), alone));
         }
+        return Status();
+      };
+      std::vector<const SequenceSlice *> sideBySide;
+      std::vector<bool> ranSideBySide(sequences.size(), false);
+      if (local && growSideArenas(local->bytes))
+        for (size_t i = 0; i < sequences.size(); ++i)
+          if (sequences[i].program->dimValues[static_cast<size_t>(all.sequenceTokensDim)] <= kSideBySideTokens) {
+            sideBySide.push_back(&sequences[i]);
+            ranSideBySide[i] = true;
+          }
+      // Fewer than two a thread would leave threads idle behind a long one.
+      if (sideBySide.size() < 2 * static_cast<size_t>(threads_)) {
+        sideBySide.clear();
+        ranSideBySide.assign(sequences.size(), false);
       }
+      if (!sideBySide.empty()) {
+        threadBases.resize(static_cast<size_t>(threads_), std::vector<std::byte *>(bases.size()));
+        std::vector<Status> statuses(sideBySide.size());
+        pool_->run(static_cast<int64_t>(sideBySide.size()), [&](int64_t item, int thread) {
+          const auto at = static_cast<size_t>(item);
+          statuses[at] = runSequence(*sideBySide[at], threadBases[static_cast<size_t>(thread)], thread);
+        });
+        for (const Status &status : statuses) EIN_RETURN_IF_ERROR(status);
+      }
+      for (size_t i = 0; i < sequences.size(); ++i)
+        if (!ranSideBySide[i]) EIN_RETURN_IF_ERROR(runSequence(sequences[i], sequenceBases, -1));
       s = end;
     }
     if (!rowsRead) return Status();
@@ -241,6 +283,68 @@ class CpuExecutor final : public ExecutorImplementation {
 
  private:
   uint32_t slotCount() const { return layout_.slots; }
+
+  // Tokens a sequence may have to run its per-sequence steps side by side
+  // with others, each on one thread (a decode step's one, a few drafted).
+  static constexpr int64_t kSideBySideTokens = 8;
+
+  // The arena tensors a stretch of per-sequence steps writes besides each
+  // sequence's own rows and states (a rotated q, scores): each sequence's
+  // for the stretch alone, so sequences run side by side each need a copy
+  // (packed one after another: in the arena they may lie far apart).
+  struct SideTensors {
+    std::vector<uint32_t> tensors;
+    std::vector<uint64_t> offsets;  // each one's place in a thread's copy, one after another
+    uint64_t bytes = 0;             // a thread's copy
+  };
+  static constexpr uint64_t kMostSideArenaBytes = 16u << 20;  // a thread's copy at most
+
+  // Those of steps [first, end) of `all`, each as large as any of
+  // `sequences` makes it; none (no side by side) when one is an output or
+  // other storage shared by the sequences, or their copies would be large.
+  static std::optional<SideTensors> sideTensorsOf(const Program &all, std::span<const SequenceSlice> sequences,
+                                                  size_t first, size_t end) {
+    if (all.stepInfos.size() != all.steps.size()) return std::nullopt;
+    SideTensors range;
+    for (size_t s = first; s < end; ++s)
+      for (const StepOperand &operand : all.stepInfos[s].operands) {
+        if (!operand.written) continue;
+        if (operand.tensor >= all.tensors.size()) return std::nullopt;
+        const Tensor &tensor = all.tensors[operand.tensor];
+        if (tensor.perToken || tensor.storage == Storage::State) continue;
+        if (tensor.storage != Storage::Arena) return std::nullopt;
+        if (std::find(range.tensors.begin(), range.tensors.end(), operand.tensor) != range.tensors.end()) continue;
+        uint64_t bytes = tensor.byteSize;
+        for (const SequenceSlice &sequence : sequences)
+          bytes = std::max(bytes, sequence.program->tensors[operand.tensor].byteSize);
+        range.tensors.push_back(operand.tensor);
+        range.offsets.push_back(range.bytes);
+        range.bytes += (bytes + 63) / 64 * 64;
+        if (range.bytes > kMostSideArenaBytes) return std::nullopt;
+      }
+    // A copy holds only what the stretch writes: a tensor any other step
+    // touches (written in part before, read after) stays where it is, and
+    // the sequences run one after another.
+    for (size_t s = 0; s < all.steps.size() && !range.tensors.empty(); ++s) {
+      if (s == first) s = end;
+      if (s == all.steps.size()) break;
+      for (const StepOperand &operand : all.stepInfos[s].operands)
+        if (std::find(range.tensors.begin(), range.tensors.end(), operand.tensor) != range.tensors.end())
+          return std::nullopt;
+    }
+    return range;
+  }
+
+  // Room for each thread's copy of `bytes`; false (run one after another)
+  // when it cannot be had.
+  bool growSideArenas(uint64_t bytes) {
+    const size_t wanted = static_cast<size_t>(bytes) * static_cast<size_t>(threads_);
+    if (sideArenas_.size() >= wanted) return true;
+    StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(wanted, "the sequences' side-by-side tensors");
+    if (!buffer.ok()) return false;
+    sideArenas_ = std::move(buffer).value();
+    return true;
+  }
 
   // `read` of a run of `all` over `tokens` tokens: its program the model's
   // at as many tokens as rows, ascending among the run's, its steps those
@@ -296,7 +400,7 @@ class CpuExecutor final : public ExecutorImplementation {
   // `blocks`: attention reads its keys and values a block at a time, and an
   // append writes each block's run of rows as a copy of its own.
   Status runPagedStep(const Program &program, size_t s, std::vector<std::byte *> &bases,
-                      std::span<const uint32_t> blocks) {
+                      std::span<const uint32_t> blocks, int alone) {
     const Kernel &kernel = program.steps[s].kernel;
     const int64_t blockRows = paged_.blockRows;
     const auto rowsHeld = static_cast<int64_t>(blocks.size()) * blockRows;
@@ -315,7 +419,7 @@ class CpuExecutor final : public ExecutorImplementation {
     };
     if (const auto *attention = std::get_if<Attention>(&kernel)) {
       const PagedTensor *keys = paged_.find(attention->k.tensor), *values = paged_.find(attention->v.tensor);
-      if (!keys && !values) return runStep(program, s, bases.data());
+      if (!keys && !values) return runStep(program, s, bases.data(), alone);
       Attention op = *attention;
       const int keysAxis = static_cast<int>(op.batch.size());
       if (keys) {
@@ -328,11 +432,11 @@ class CpuExecutor final : public ExecutorImplementation {
         op.v = view.view;
         op.vPages = {blocks.data(), blockRows, elementsApart(*values), view.firstRow};
       }
-      return runKernel(program, s, Kernel(op), bases.data());
+      return runKernel(program, s, Kernel(op), bases.data(), alone);
     }
     const auto *copy = std::get_if<Copy>(&kernel);
     const PagedTensor *target = copy ? paged_.find(copy->y.tensor) : nullptr;
-    if (!target) return runStep(program, s, bases.data());
+    if (!target) return runStep(program, s, bases.data(), alone);
     EIN_ASSIGN_OR_RETURN(PagedView view, paging(*target, copy->y, copy->shape, -1));
     std::byte *const base = bases[target->tensor];
     Copy piece = *copy;
@@ -347,7 +451,7 @@ class CpuExecutor final : public ExecutorImplementation {
         piece.x.offset = copy->x.offset + at * copy->x.strides[axis];
       }
       bases[target->tensor] = base + blocks[static_cast<size_t>(row / blockRows)] * paged_.poolBlockBytes;
-      status = runKernel(program, s, Kernel(piece), bases.data());
+      status = runKernel(program, s, Kernel(piece), bases.data(), alone);
       at += rows;
     }
     bases[target->tensor] = base;
@@ -355,13 +459,17 @@ class CpuExecutor final : public ExecutorImplementation {
   }
 
   // Step `s` of `program` over the tensors at `bases`.
-  Status runStep(const Program &program, size_t s, std::byte *const *bases) {
-    return runKernel(program, s, program.steps[s].kernel, bases);
+  // With `alone` >= 0, on the calling thread only, as the pool's thread
+  // `alone` (its scratch): another sequence's steps run on the others.
+  Status runStep(const Program &program, size_t s, std::byte *const *bases, int alone = -1) {
+    return runKernel(program, s, program.steps[s].kernel, bases, alone);
   }
   // Step `s` of `program`, as `kernel` (the step's own, or paged), over the tensors at `bases`.
-  Status runKernel(const Program &program, size_t s, const Kernel &kernel, std::byte *const *bases) {
-    cpu::KernelContext context{program.tensors, bases,          reinterpret_cast<float *>(scratch_.data()),
-                               scratchStride_,  pool_.get(),   &cpu::bestKernels(),
+  Status runKernel(const Program &program, size_t s, const Kernel &kernel, std::byte *const *bases, int alone = -1) {
+    float *scratch = reinterpret_cast<float *>(scratch_.data());
+    if (alone >= 0) scratch += static_cast<size_t>(alone) * scratchStride_;
+    cpu::KernelContext context{program.tensors, bases,          scratch,
+                               scratchStride_,  alone >= 0 ? nullptr : pool_.get(), &cpu::bestKernels(),
                                &model_.packed};
     const Step &step = program.steps[s];
     const auto start = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
@@ -404,6 +512,7 @@ class CpuExecutor final : public ExecutorImplementation {
   uint32_t cacheBlocks_ = 0;
   int threads_;
   AlignedBuffer scratch_;  // per-step working memory, sized for the largest need, per thread
+  AlignedBuffer sideArenas_;  // each thread's copy of a stretch's sequence-local tensors (SideTensors)
   size_t scratchStride_ = 0;  // floats of scratch per thread
   bool scratchAllocated_ = false;
   std::vector<cpu::KernelFn> kernels_;  // one per step
