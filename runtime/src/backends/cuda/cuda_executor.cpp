@@ -67,15 +67,20 @@ Status CudaExecutor::growInputsAndOutputs(const Program &program) {
 // The bf16 copies of a that gemms over bf16 weights hand cuBLASLt: as large
 // as the largest such a, allocated before planning (plans hold its address).
 Status CudaExecutor::growGemmScratch(const Program &program) {
-  size_t bytes = 0;
+  // Saturating: a hostile artifact's sizes make the allocation fail, never wrap.
+  unsigned __int128 bytes = 0;
   for (const Step &step : program.steps)
-    if (const auto *gemm = std::get_if<Gemm>(&step.kernel); gemm && program.tensors[gemm->b.tensor].dtype == DType::BF16)
-      bytes = std::max(bytes, static_cast<size_t>(gemm->batch.product() * gemm->m * gemm->k) * 2);
+    if (const auto *gemm = std::get_if<Gemm>(&step.kernel); gemm && program.tensors[gemm->b.tensor].dtype == DType::BF16) {
+      unsigned __int128 elements = 2;
+      for (int64_t size : {gemm->batch.product(), gemm->m, gemm->k})
+        elements = std::min<unsigned __int128>(elements * static_cast<uint64_t>(std::max<int64_t>(size, 0)), SIZE_MAX);
+      bytes = std::max(bytes, elements);
+    }
   if (bytes > gemmScratchBytes_) {
     gemmScratch_.reset();
     gemmScratchBytes_ = 0;
-    EIN_ASSIGN_OR_RETURN(gemmScratch_, allocate(bytes, "the bf16 copies of gemm operands"));
-    gemmScratchBytes_ = bytes;
+    EIN_ASSIGN_OR_RETURN(gemmScratch_, allocate(static_cast<size_t>(bytes), "the bf16 copies of gemm operands"));
+    gemmScratchBytes_ = static_cast<size_t>(bytes);
   }
   return Status();
 }
