@@ -244,19 +244,15 @@ class CpuExecutor final : public ExecutorImplementation {
         }
         return Status();
       };
+      auto fewTokens = [&](const SequenceSlice &sequence) {
+        return sequence.program->dimValues[static_cast<size_t>(all.sequenceTokensDim)] <= kSideBySideTokens;
+      };
       std::vector<const SequenceSlice *> sideBySide;
-      std::vector<bool> ranSideBySide(sequences.size(), false);
-      if (local && growSideArenas(local->bytes))
-        for (size_t i = 0; i < sequences.size(); ++i)
-          if (sequences[i].program->dimValues[static_cast<size_t>(all.sequenceTokensDim)] <= kSideBySideTokens) {
-            sideBySide.push_back(&sequences[i]);
-            ranSideBySide[i] = true;
-          }
+      if (local)
+        for (const SequenceSlice &sequence : sequences)
+          if (fewTokens(sequence)) sideBySide.push_back(&sequence);
       // Fewer than two a thread would leave threads idle behind a long one.
-      if (sideBySide.size() < 2 * static_cast<size_t>(threads_)) {
-        sideBySide.clear();
-        ranSideBySide.assign(sequences.size(), false);
-      }
+      if (sideBySide.size() < 2 * static_cast<size_t>(threads_) || !growSideArenas(local->bytes)) sideBySide.clear();
       if (!sideBySide.empty()) {
         threadBases.resize(static_cast<size_t>(threads_), std::vector<std::byte *>(bases.size()));
         std::vector<Status> statuses(sideBySide.size());
@@ -266,8 +262,8 @@ class CpuExecutor final : public ExecutorImplementation {
         });
         for (const Status &status : statuses) EIN_RETURN_IF_ERROR(status);
       }
-      for (size_t i = 0; i < sequences.size(); ++i)
-        if (!ranSideBySide[i]) EIN_RETURN_IF_ERROR(runSequence(sequences[i], sequenceBases, -1));
+      for (const SequenceSlice &sequence : sequences)
+        if (sideBySide.empty() || !fewTokens(sequence)) EIN_RETURN_IF_ERROR(runSequence(sequence, sequenceBases, -1));
       s = end;
     }
     if (!rowsRead) return Status();
@@ -305,7 +301,7 @@ class CpuExecutor final : public ExecutorImplementation {
   static std::optional<SideTensors> sideTensorsOf(const Program &all, std::span<const SequenceSlice> sequences,
                                                   size_t first, size_t end) {
     if (all.stepInfos.size() != all.steps.size()) return std::nullopt;
-    SideTensors range;
+    SideTensors side;
     for (size_t s = first; s < end; ++s)
       for (const StepOperand &operand : all.stepInfos[s].operands) {
         if (!operand.written) continue;
@@ -313,26 +309,26 @@ class CpuExecutor final : public ExecutorImplementation {
         const Tensor &tensor = all.tensors[operand.tensor];
         if (tensor.perToken || tensor.storage == Storage::State) continue;
         if (tensor.storage != Storage::Arena) return std::nullopt;
-        if (std::find(range.tensors.begin(), range.tensors.end(), operand.tensor) != range.tensors.end()) continue;
+        if (std::find(side.tensors.begin(), side.tensors.end(), operand.tensor) != side.tensors.end()) continue;
         uint64_t bytes = tensor.byteSize;
         for (const SequenceSlice &sequence : sequences)
           bytes = std::max(bytes, sequence.program->tensors[operand.tensor].byteSize);
-        range.tensors.push_back(operand.tensor);
-        range.offsets.push_back(range.bytes);
-        range.bytes += (bytes + 63) / 64 * 64;
-        if (range.bytes > kMostSideArenaBytes) return std::nullopt;
+        side.tensors.push_back(operand.tensor);
+        side.offsets.push_back(side.bytes);
+        side.bytes += (bytes + 63) / 64 * 64;
+        if (side.bytes > kMostSideArenaBytes) return std::nullopt;
       }
     // A copy holds only what the stretch writes: a tensor any other step
     // touches (written in part before, read after) stays where it is, and
     // the sequences run one after another.
-    for (size_t s = 0; s < all.steps.size() && !range.tensors.empty(); ++s) {
+    for (size_t s = 0; s < all.steps.size() && !side.tensors.empty(); ++s) {
       if (s == first) s = end;
       if (s == all.steps.size()) break;
       for (const StepOperand &operand : all.stepInfos[s].operands)
-        if (std::find(range.tensors.begin(), range.tensors.end(), operand.tensor) != range.tensors.end())
+        if (std::find(side.tensors.begin(), side.tensors.end(), operand.tensor) != side.tensors.end())
           return std::nullopt;
     }
-    return range;
+    return side;
   }
 
   // Room for each thread's copy of `bytes`; false (run one after another)
