@@ -44,8 +44,9 @@ class KernelRig {
     t.dtype = dtype;
     t.shape = {elements};
     t.numElements = elements;
-    t.byteSize = dtype == ein::DType::I4 ? ein::dtypeBytes(dtype, static_cast<uint64_t>(elements))
-                                         : static_cast<uint64_t>(elements) * 4;
+    t.byteSize = dtype == ein::DType::I4 || dtype == ein::DType::I8
+                     ? ein::dtypeBytes(dtype, static_cast<uint64_t>(elements))
+                     : static_cast<uint64_t>(elements) * 4;
     t.storage = storage;
     program_.tensors.push_back(t);
     std::vector<float> values(static_cast<size_t>(elements));
@@ -83,7 +84,7 @@ class KernelRig {
   }
 
   // A second weight tensor of random f16 values in weight tensor `first`'s
-  // buffer, after its bytes (the int4 gemm's scales): one weight segment
+  // buffer, after its bytes (the group-scaled gemm's scales): one weight segment
   // holds both, as the loader's does.
   uint32_t f16WeightsAfter(uint32_t first, int64_t elements) {
     detail::Tensor t;
@@ -191,10 +192,12 @@ inline detail::View denseView(uint32_t tensor, std::initializer_list<int64_t> sh
 
 // A gemm c[m, n] = a[m, k] . b[k, n] with b a weight matrix (pre-packed),
 // f32 or bf16 (a bf16 artifact's weights: the bf16 gemm where the CPU has it)
-// or int8 (an int8 artifact's: the s8 gemm with activations quantized per row)
-// or int4 (an int4 artifact's: the s4 gemm with activations quantized per group).
+// or int8 (an int8 artifact's: the s8 gemm with activations quantized per row;
+// with groupScales, the grouped gemm with a scale per group of 32 and
+// activations quantized per group) or int4 (an int4 artifact's: the grouped
+// gemm with 4-bit weights).
 inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
-                               ein::DType weights = ein::DType::F32) {
+                               ein::DType weights = ein::DType::F32, bool groupScales = false) {
   detail::Gemm gemm;
   gemm.m = m;
   gemm.n = n;
@@ -202,9 +205,12 @@ inline detail::Gemm weightGemm(KernelRig &rig, int64_t m, int64_t k, int64_t n,
   gemm.a = denseView(rig.tensor(m * k), {m, k});
   gemm.b = denseView(rig.tensor(k * n, weights, detail::Storage::Weights), {k, n});
   gemm.c = denseView(rig.tensor(m * n), {m, n});
-  if (weights == ein::DType::I8) gemm.bScale = denseView(rig.tensor(n), {n});  // int8: a scale per column
-  if (weights == ein::DType::I4)  // int4: a scale per group of 32 along k and column
+  groupScales |= weights == ein::DType::I4;
+  if (weights == ein::DType::I8 && !groupScales) gemm.bScale = denseView(rig.tensor(n), {n});  // a scale per column
+  if (groupScales) {  // a scale per group of 32 along k and column
     gemm.bGroupScale = denseView(rig.f16WeightsAfter(gemm.b.tensor, (k + 31) / 32 * n), {(k + 31) / 32, n});
+    gemm.groupBits = weights == ein::DType::I4 ? 4 : 8;
+  }
   return gemm;
 }
 

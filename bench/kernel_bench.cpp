@@ -23,11 +23,12 @@ void setThreadsLabel(benchmark::State &state, int threads) { state.SetLabel(std:
 // int8: int8 weights (einc --precision int8): the s8 gemm (gemm_s8_dynamic,
 // s8_gemm_amx on AMX, s8_gemm_avx512vnni where the CPU has AVX512_VNNI), rows
 // of a quantized per call. EIN_CPU_ISA picks a lower table (bench/gemm_isa.py).
-void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weights = ein::DType::F32) {
+void BM_GemmWeights(benchmark::State &state, bool coldWeights, ein::DType weights = ein::DType::F32,
+                    bool groupScales = false) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
-  detail::Gemm gemm = weightGemm(rig, m, k, n, weights);
+  detail::Gemm gemm = weightGemm(rig, m, k, n, weights, groupScales);
   rig.finish(gemm, threads);
   for (auto _ : state) {
     if (coldWeights) {
@@ -59,6 +60,7 @@ BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, ein::DType::BF16)->Apply(v
 BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, ein::DType::BF16)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cached, false, ein::DType::I8)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int8_cold, true, ein::DType::I8)->Apply(vitGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, int8_groups_cached, false, ein::DType::I8, true)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, int4_cached, false, ein::DType::I4)->Apply(vitGemmShapes);
 
 // Batch-1 decode's gemms, as in a 125M Llama (hidden 768: fused q/k/v 1280,
@@ -71,11 +73,11 @@ void decodeGemmShapes(benchmark::internal::Benchmark *bench) {
       ->ArgsProduct({{1, 2, 4, 5, 8}, {2048}, {768}, {1, 2}})
       ->UseRealTime();
 }
-void BM_DecodeGemm(benchmark::State &state, ein::DType weights) {
+void BM_DecodeGemm(benchmark::State &state, ein::DType weights, bool groupScales = false) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   KernelRig rig;
-  detail::Gemm gemm = weightGemm(rig, m, k, n, weights);
+  detail::Gemm gemm = weightGemm(rig, m, k, n, weights, groupScales);
   rig.finish(gemm, threads);
   for (auto _ : state) {
     state.PauseTiming();
@@ -90,6 +92,7 @@ void BM_DecodeGemm(benchmark::State &state, ein::DType weights) {
 BENCHMARK_CAPTURE(BM_DecodeGemm, f32, ein::DType::F32)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, bf16, ein::DType::BF16)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, int8, ein::DType::I8)->Apply(decodeGemmShapes);
+BENCHMARK_CAPTURE(BM_DecodeGemm, int8_groups, ein::DType::I8, true)->Apply(decodeGemmShapes);
 BENCHMARK_CAPTURE(BM_DecodeGemm, int4, ein::DType::I4)->Apply(decodeGemmShapes);
 
 // Many sequences decoding at once (a server's step: one row per sequence),

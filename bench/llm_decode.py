@@ -134,11 +134,15 @@ def make_model(work):
     return path
 
 
+# The bench's precision names that are more than einc's --precision.
+EINC_PRECISION_ARGS = {"int8-g32": ["--precision", "int8", "--group-size", "32"]}
+
+
 def compile_ein(work, weights, precision, einc=EINC, suffix=""):
     out = os.path.join(work, f"llama_{precision}{suffix}.einb")
     if os.path.exists(out):
         return out, None
-    cmd = [einc, MODEL_EIN, "-o", out, "--weights", weights, "--precision", precision]
+    cmd = [einc, MODEL_EIN, "-o", out, "--weights", weights] + EINC_PRECISION_ARGS.get(precision, ["--precision", precision])
     for k, v in DIMS.items():
         cmd += ["--dim", f"{k}={v}"]
     cmd += ["--dim", f"t=1..{CACHE}", "--dim", f"past=0..{CACHE}"]
@@ -232,7 +236,7 @@ def weight_bytes_per_token(precision):
     h, i, kv = c["hidden_size"], c["intermediate_size"], c["num_key_value_heads"] * c["head_dim"]
     per_layer = h * h * 2 + h * kv * 2 + 3 * h * i
     n = per_layer * c["num_hidden_layers"] + c["vocab_size"] * h
-    per = {"fp32": 4, "f32": 4, "bf16": 2, "f16": 2, "int8": 1 + 4 / h, "q8_0": 34 / 32, "int4": 18 / 32,
+    per = {"fp32": 4, "f32": 4, "bf16": 2, "f16": 2, "int8": 1 + 4 / h, "int8-g32": 34 / 32, "q8_0": 34 / 32, "int4": 18 / 32,
            "q4_0": 18 / 32}[precision]
     return n * per
 
@@ -443,7 +447,7 @@ def quantization_errors(work, engines, ein_run, n=64):
     rows = {}
     candidates = [(("ein" if e == "ein" else "llama.cpp") + " " + prec, "ein" if e == "ein" else "llamacpp", p)
                   for e, prec, p in engines if e in ("ein", "llamacpp") and prec != "fp32"]
-    for kind, precision in (("q8_0", "int8"), ("q4_0", "int4")):
+    for kind, precision in (("q8_0", "int8-g32"), ("q4_0", "int4")):
         gguf_path = os.path.join(work, f"llama_{kind}.gguf")
         if os.path.exists(gguf_path):
             path, err = compile_ein(work, gguf_path, precision, suffix=f"_from_{kind}")
@@ -495,7 +499,7 @@ def main():
     ap.add_argument("--baseline-ein-run")
     ap.add_argument("--baseline-einc")
     ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated (of fp32, "
-                    "bf16, int8, int4)")
+                    "bf16, int8, int8-g32: int8 with --group-size 32, int4)")
     ap.add_argument("--profile-steps", type=int, default=200)
     ap.add_argument("--decode-only", action="store_true", help="time the decode cells only, not prefill")
     ap.add_argument("--quantization-errors", action="store_true",

@@ -259,6 +259,16 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
           " needs target cpu: the cuda kernels compute in fp32, bf16 or fp16");
     return mlir::failure();
   }
+  if (options.groupSize != 0 && options.groupSize != 32) {
+    error("group size " + std::to_string(options.groupSize) + " is not one the kernels take: 32 (a scale per group "
+          "of 32 along k), or none for int8's scale per output column");
+    return mlir::failure();
+  }
+  if (options.groupSize != 0 && options.precision != ArtifactPrecision::Int8 &&
+      options.precision != ArtifactPrecision::Int4) {
+    error(std::string("a group size is for precisions int8 and int4, not ") + precisionName(options.precision));
+    return mlir::failure();
+  }
   mlir::PassManager manager(&context);
   if (options.printIrAfterAll) {
     context.disableMultithreading();
@@ -280,7 +290,7 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
   }
   if (options.beforePass) manager.addInstrumentation(std::make_unique<BeforePassInstrumentation>(options.beforePass));
   buildCompilerPipeline(manager, {options.fuseParallelLinears, precisionName(options.precision),
-                                  options.target == ArtifactTarget::Cuda ? "cuda" : "cpu"});
+                                  options.target == ArtifactTarget::Cuda ? "cuda" : "cpu", options.groupSize});
   return manager.run(module);
 }
 

@@ -88,6 +88,10 @@ struct PipelineOptions {
   // Called with each pass's name (its argument, as --dump-ir names the
   // files) before the pass runs: einc's progress line.
   std::function<void(llvm::StringRef pass)> beforePass;
+  // Quantized weights' scales (einc --group-size): 0, int8's one per output
+  // column; 32, one per group of 32 along k (int4's only layout, and int8's
+  // as llama.cpp's q8_0).
+  int64_t groupSize = 0;
 };
 
 // One model on its way to an artifact: an MLIR context, the source text for

@@ -32,7 +32,7 @@ void buildCompilerPipeline(mlir::OpPassManager &manager, const CompilerPipelineO
   function.addPass(createConvertEinToKern());
   function.addPass(createFuseElementwise());
   function.addPass(createFuseGemmEpilogue());
-  function.addPass(createStoreKernWeights({options.precision, options.target}));
+  function.addPass(createStoreKernWeights({options.precision, options.target, options.groupSize}));
   function.addPass(createStoreKernState({options.precision, options.target}));
   function.addPass(createPlanFirstRun());
   function.addPass(createPlanSequences());

@@ -21,8 +21,9 @@ void registerEinPasses();
 // model compiled with and without a fusion.
 struct CompilerPipelineOptions {
   bool fuseParallelLinears = true;  // ein-fuse-parallel-linears
-  std::string precision = "fp32";   // fp32, bf16, fp16 or int8
+  std::string precision = "fp32";   // fp32, bf16, fp16, int8 or int4
   std::string target = "cpu";       // cpu or cuda
+  int64_t groupSize = 0;            // int8 weights' scales: 0 per column, 32 per group of 32 along k
 };
 
 // The pipeline einc runs after the front end: ein -> kern -> planned memory.

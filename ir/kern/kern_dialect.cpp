@@ -230,13 +230,15 @@ LogicalResult GemmOp::verify() {
     return emitOpError() << (getBScale() ? "b_scale belongs to i8 or i4 weights b" : "i8 and i4 weights b need b_scale");
   if (Value scale = getBScale()) {
     Type scaleType = cast<RankedTensorType>(scale.getType()).getElementType();
-    if (hasInt4Weights()) {
+    const bool int4 = weights.isSignlessInteger(4);
+    if (hasGroupScales() || int4) {
       std::optional<int64_t> depth = k.constant();
       if (!scaleType.isF16() || !depth || elementsOf(scale) != Size((*depth + 31) / 32) * n)
-        return emitOpError() << "b_scale of i4 weights must hold an f16 scale per group of 32 along k and column "
-                             << "(ceil(" << k.str() << " / 32) x " << n.str() << ")";
+        return emitOpError() << "b_scale of " << (int4 ? "i4" : "i8") << " weights per group must hold an f16 scale "
+                             << "per group of 32 along k and column (ceil(" << k.str() << " / 32) x " << n.str() << ")";
     } else if (!scaleType.isF32() || elementsOf(scale) != n) {
-      return emitOpError() << "b_scale must hold one f32 scale per column (" << n.str() << ")";
+      return emitOpError() << "b_scale must hold one f32 scale per column (" << n.str()
+                           << "), or one f16 scale per group of 32 along k and column";
     }
   }
   return success();

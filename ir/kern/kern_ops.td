@@ -17,7 +17,7 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     [batch..., k, n] and [batch..., m, n]; `c` places the product in the
     result buffer. `b` is f32, or weights in their stored type
     (kern-store-weights): bf16, or i8 with `b_scale`, an f32 [n] tensor of
-    one scale per column (B[k, n] = b[k, n] * b_scale[n]), or i4 with
+    one scale per column (B[k, n] = b[k, n] * b_scale[n]), or i4 or i8 with
     `b_scale`, an f16 [ceil(k / 32), n] tensor of one scale per group of 32
     along k and column (B[k, n] = b[k, n] * b_scale[k / 32, n]).
   }];
@@ -37,9 +37,11 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let hasStepChecks = 1;
   let hasRuntimeMembers = 1;
   let extraClassDeclaration = [{
-    // i4 weights b, whose b_scale holds a scale per group of 32 along k.
-    bool hasInt4Weights() {
-      return ::llvm::cast<::mlir::RankedTensorType>(getB().getType()).getElementType().isSignlessInteger(4);
+    // Quantized weights b whose b_scale holds an f16 scale per group of 32
+    // along k and column (i4, or i8 as q8_0 holds it).
+    bool hasGroupScales() {
+      return getBScale() &&
+             ::llvm::cast<::mlir::RankedTensorType>(getBScale().getType()).getElementType().isF16();
     }
   }];
   let stepNumber = 1;
@@ -62,7 +64,9 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     Int4 (only in an Int4 CPU artifact): b is an I4 weight tensor, one matrix
     shared by the batch, and `b_group_scale` views an F16 weight tensor
     indexed [ceil(k / 32), n]: a scale per group of 32 along k and column
-    (symmetric: b[k, n] ~ q * b_group_scale[k / 32, n], q in [-8, 7]). Each
+    (symmetric: b[k, n] ~ q * b_group_scale[k / 32, n], q in [-8, 7]). An
+    Int8 artifact's I8 b may have such a `b_group_scale` instead of `b_scale`
+    (llama.cpp's q8_0: q in [-128, 127]), computed as Int4's. Each
     row of a is quantized at run time per group of 32 along k, as the int8
     row above but over the group: s[m, g] = max |a[m, 32g..32g+31]| / 127 and
     qa in [-127, 127]; then
@@ -82,12 +86,12 @@ def Kern_GemmOp : Kern_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                      StepOptionalView<"Dims{$n}", ["F32"]>:$b_scale,
                      StepOptionalView<"Dims{($k + 31) / 32, $n}", ["F16"]>:$b_group_scale);
   let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$m, $n, $k})", "batch x m x n x k">];
-  // The scales are dense weight tensors: [n] per column (i8 b) or
-  // [ceil(k / 32), n] per group and column (i4 b).
-  let stepWrites = (writes [{$_op.getBScale() && !$_op.hasInt4Weights()
+  // The scales are dense weight tensors: [n] per column (f32) or
+  // [ceil(k / 32), n] per group and column (f16).
+  let stepWrites = (writes [{$_op.getBScale() && !$_op.hasGroupScales()
                                  ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
                                  : flatbuffers::Offset<fb::View>()}]:$b_scale,
-                           [{$_op.getBScale() && $_op.hasInt4Weights()
+                           [{$_op.hasGroupScales()
                                  ? denseView($_op.getBScale(), ir::shapeOf($_op.getBScale().getType()))
                                  : flatbuffers::Offset<fb::View>()}]:$b_group_scale);
 }

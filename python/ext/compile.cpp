@@ -167,6 +167,7 @@ struct Request {
   std::string baseModelPrefix;  // a checkpoint's (huggingface::Checkpoint)
   std::string target;
   std::string precision;
+  int64_t groupSize = 0;
   std::string dumpIr;
 };
 
@@ -205,6 +206,7 @@ Outcome compileRequest(Request request) {
   driver::PipelineOptions options;
   options.target = *target;
   options.precision = *precision;
+  options.groupSize = request.groupSize;
   options.dumpIrDir = request.dumpIr;
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims, request.configs);
   if (!module) return outcome;
@@ -237,8 +239,8 @@ Outcome compileRequest(Request request) {
 nb::tuple compileModel(std::string text, std::string filename, std::optional<std::vector<std::string>> weightsPaths,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
                        std::map<std::string, std::pair<int64_t, int64_t>> dims, mlirgen::ConfigValues configs,
-                       std::string baseModelPrefix, std::string target, std::string precision, std::string dumpIr,
-                       int threads, std::optional<std::string> device) {
+                       std::string baseModelPrefix, std::string target, std::string precision, int64_t groupSize,
+                       std::string dumpIr, int threads, std::optional<std::string> device) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
   std::optional<Declarations> declared = declarationsOf(text);
   DimRanges ranges;  // min == max pins a dim
@@ -252,6 +254,7 @@ nb::tuple compileModel(std::string text, std::string filename, std::optional<std
                   std::move(baseModelPrefix),
                   std::move(target),
                   std::move(precision),
+                  groupSize,
                   std::move(dumpIr)};
   std::vector<AnyArray> heldArrays;  // outlive the compilation, released with the GIL held
   std::vector<std::vector<std::byte>> arrayCopies;
@@ -305,7 +308,7 @@ void bindCompile(nb::module_ &module) {
   module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_paths").none(),
              nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("configs"),
              nb::arg("base_model_prefix"), nb::arg("target"),
-             nb::arg("precision"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
+             nb::arg("precision"), nb::arg("group_size"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
   module.def(
       "ir_graph",

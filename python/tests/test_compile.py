@@ -184,6 +184,54 @@ def test_int4_holds_q4_0_values_exactly():
     assert np.abs(lossy - exact).max() > 3 * error
 
 
+def q8_0_values(w):
+    """The values llama.cpp's q8_0 gives a [k, n] weight (groups of 32 along k):
+    d = the group's largest magnitude / 127, q = roundf(w / d) (half away from zero)."""
+    groups = w.T.reshape(w.shape[1], -1, 32).astype(np.float32)
+    d = np.abs(groups).max(axis=2, keepdims=True) / np.float32(127)
+    inverse = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    scaled = groups * inverse
+    q = np.sign(scaled) * np.floor(np.abs(scaled) + np.float32(0.5))
+    return (q * d.astype(np.float16).astype(np.float32)).reshape(w.shape[1], w.shape[0]).T.copy()
+
+
+def test_int8_groups_hold_q8_0_values_exactly():
+    """With group_size=32, int8 weights are q8_0's: weights that are q8_0
+    values, times inputs that quantize exactly (integers up to 127 in each
+    group of 32), give the f32 product to f32 rounding; a scale per column
+    quantizes the same weights again and misses by far more."""
+    text = "input x: f32[5, 96]\nparam w: f32[96, 40]\noutput y = x @ w\n"
+    rng = np.random.default_rng(3)
+    w = q8_0_values(rng.standard_normal((96, 40)).astype(np.float32) * rng.uniform(0.01, 2, (1, 40)).astype(np.float32))
+    x = rng.integers(-127, 128, (5, 96)).astype(np.float32)
+    x[:, ::32] = 127  # each group's largest magnitude: its scale is 1
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    grouped = ein.compile(text, weights={"w": w}, precision="int8", group_size=32)
+    assert grouped.precision == "int8" and "int8, a scale per group of 32" in grouped.describe()
+    error = np.abs(grouped.run({"x": x})["y"] - want).max() / np.abs(want).max()
+    per_column = ein.compile(text, weights={"w": w}, precision="int8")
+    column_error = np.abs(per_column.run({"x": x})["y"] - want).max() / np.abs(want).max()
+    assert error < 1e-6 and column_error > 100 * error
+
+
+def test_int8_groups_have_less_logit_error_than_a_scale_per_column():
+    case = CONFORMANCE_CASES / "llama_hf_tiny"
+    weights = read_safetensors(case / "weights.safetensors")
+    ids = np.load(case / "ids.npy").astype(np.int32)
+    want = ein.compile(case / "model.ein", weights=weights).run({"ids": ids})["logits"]
+    def error(**options):
+        got = ein.compile(case / "model.ein", weights=weights, precision="int8", **options).run({"ids": ids})["logits"]
+        return np.sqrt(np.mean((got - want) ** 2))
+    assert error(group_size=32) < 0.9 * error()
+
+
+@pytest.mark.parametrize("options, why", [({"precision": "int8", "group_size": 64}, "group size 64 is not one the kernels take"),
+                                          ({"precision": "fp32", "group_size": 32}, "a group size is for precisions int8 and int4")])
+def test_a_group_size_the_kernels_do_not_take_is_refused(options, why):
+    with pytest.raises(ein.CompileError, match=why):
+        ein.compile(LINEAR_RELU, random_weights=1, **options)
+
+
 @pytest.mark.parametrize("value, why", [(np.inf, "not finite: it cannot be quantized to int4"),
                                         (1e7, "beyond int4's range")])
 def test_int4_refuses_weights_it_cannot_hold(value, why):

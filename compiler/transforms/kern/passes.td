@@ -50,12 +50,17 @@ def StoreKernWeights : Pass<"kern-store-weights", "mlir::func::FuncOp"> {
       (`kern.stored_from`). At `precision=int4` the same weights become
       i4 with an f16 scale per group of 32 along k and column, as
       llama.cpp's q4_0 (d = the group's value of largest magnitude / -8,
-      q = min(15, trunc(w / d + 8.5)) - 8).
+      q = min(15, trunc(w / d + 8.5)) - 8). At `int8` with `group-size=32`
+      they become i8 with an f16 scale per group of 32 along k and column,
+      as llama.cpp's q8_0 (d = the group's largest magnitude / 127, q =
+      round_half_away(w / d)), so q8_0 weights are held exactly.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp32\"",
            "the artifact's precision: fp32, bf16, fp16, int8 or int4">,
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "the artifact's target: cpu or cuda">,
+    Option<"groupSize", "group-size", "int64_t", /*default=*/"0",
+           "int8 weights' scales: 0, one per output column; 32, one per group of 32 along k and column">,
   ];
 }
 

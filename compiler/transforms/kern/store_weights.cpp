@@ -4,8 +4,9 @@
 // parallel linears' concatenated weights) once, in f32 as the runtime's
 // kernels would (the element-wise program through the op table's scalar
 // definitions, inputs read through their views). Storing rounds gemm weights
-// to bf16 or quantizes them to int8 with a scale per column or to int4 with
-// a scale per group of 32 along k and column (llama.cpp's q4_0). Each weight is
+// to bf16 or quantizes them to int8 with a scale per column, or to int4 or
+// int8 with a scale per group of 32 along k and column (llama.cpp's q4_0 and
+// q8_0). Each weight is
 // folded and stored before the next is read, so at most one f32 weight the
 // pass computed is held at a time.
 #include <cmath>
@@ -291,10 +292,12 @@ class Storer {
  public:
   // bf16 weights on either target (the CUDA gemms read them as they are);
   // int8 and int4 have CPU kernels only.
-  Storer(StringRef precision, StringRef target)
+  // int8's scales are per column, or per group of 32 along k (groupSize 32).
+  Storer(StringRef precision, StringRef target, int64_t groupSize)
       : bf16(precision == "bf16"),
         int8(target == "cpu" && precision == "int8"),
-        int4(target == "cpu" && precision == "int4") {}
+        int4(target == "cpu" && precision == "int4"),
+        int8Groups(int8 && groupSize == 32) {}
 
   // Stores the weight `producer` defines (a bound parameter, or a constant
   // folding made) in its artifact type, if it has one other than f32.
@@ -311,7 +314,8 @@ class Storer {
     ein::ir::ConstantOp stored;
     if (int8 || int4) {
       FailureOr<ein::ir::ConstantOp> quantized =
-          int4 ? quantizeInt4(builder, producer, *f32, *layout) : quantize(builder, producer, *f32, *layout);
+          int4 || int8Groups ? quantizeGroups(builder, producer, *f32, *layout, int4 ? 4 : 8)
+                             : quantize(builder, producer, *f32, *layout);
       if (failed(quantized)) return failure();
       stored = *quantized;
     } else {
@@ -382,17 +386,22 @@ class Storer {
     return weights;
   }
 
-  // The weights as i4 at their own places (two to a byte: element e in the
-  // low nibble of byte e / 2 when e is even, else the high one) and their
-  // scales, an f16 [ceil(k / 32), n] constant after them, as llama.cpp's
-  // q4_0 quantizes a block of 32: d = the value of largest magnitude / -8, q
-  // = min(15, trunc(x / d + 8.5)) - 8 with the f32 d, d stored as f16. So a
-  // q4_0 block's values are held exactly.
-  FailureOr<ein::ir::ConstantOp> quantizeInt4(OpBuilder &builder, Operation *producer, const F32Values &f32,
-                                              const Int8Layout &layout) {
+  // The weights quantized per group of 32 along k and column, at their own
+  // places, and their scales, an f16 [ceil(k / 32), n] constant after them:
+  // - 4 bits, two to a byte (element e in the low nibble of byte e / 2 when e
+  //   is even, else the high one), as llama.cpp's q4_0 quantizes a block of
+  //   32: d = the value of largest magnitude / -8, q = min(15, trunc(x / d +
+  //   8.5)) - 8 with the f32 d;
+  // - 8 bits, as its q8_0 does: d = the largest magnitude / 127, q =
+  //   round_half_away(x / d) with the f32 d;
+  // d stored as f16. So q4_0 and q8_0 blocks' values are held exactly.
+  FailureOr<ein::ir::ConstantOp> quantizeGroups(OpBuilder &builder, Operation *producer, const F32Values &f32,
+                                                const Int8Layout &layout, int bits) {
     const auto count = static_cast<size_t>(layout.k * layout.n);
     const int64_t groups = (layout.k + 31) / 32;
-    AsmResourceBlob quantized = HeapAsmResourceBlob::allocate((count + 1) / 2, 1, /*dataIsMutable=*/true);
+    const char *kind = bits == 4 ? "int4" : "int8";
+    AsmResourceBlob quantized =
+        HeapAsmResourceBlob::allocate(bits == 4 ? (count + 1) / 2 : count, 1, /*dataIsMutable=*/true);
     AsmResourceBlob scales = HeapAsmResourceBlob::allocate(static_cast<size_t>(groups * layout.n) * sizeof(uint16_t),
                                                            alignof(uint16_t), /*dataIsMutable=*/true);
     MutableArrayRef<char> q = quantized.getMutableData(), scale = scales.getMutableData();
@@ -406,29 +415,34 @@ class Storer {
           const float weight = f32[index(p, j)];
           if (!std::isfinite(weight)) {
             return producer->emitError()
-                   << weightName(producer)
-                   << " holds a value that is not finite: it cannot be quantized to int4";
+                   << weightName(producer) << " holds a value that is not finite: it cannot be quantized to " << kind;
           }
           if (std::fabs(weight) > magnitude) magnitude = std::fabs(weight), largest = weight;
         }
-        const float d = largest / -8.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
-        const uint16_t bits = ein::ir::toHalfBits(d, APFloat::IEEEhalf());
-        if ((bits & 0x7c00) == 0x7c00) {  // past f16's range: the scale would be inf
-          return producer->emitError()
-                 << weightName(producer)
-                 << " holds " << largest << ", beyond int4's range (|w| <= 8 x 65504, its scale being f16)";
+        const float d = bits == 4 ? largest / -8.0f : magnitude / 127.0f, inverse = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t halfBits = ein::ir::toHalfBits(d, APFloat::IEEEhalf());
+        if ((halfBits & 0x7c00) == 0x7c00) {  // past f16's range: the scale would be inf
+          return producer->emitError() << weightName(producer) << " holds " << largest << ", beyond " << kind
+                                       << "'s range (|w| <= " << (bits == 4 ? 8 : 127)
+                                       << " x 65504, its scale being f16)";
         }
-        std::memcpy(scale.data() + static_cast<size_t>(g * layout.n + j) * sizeof(uint16_t), &bits, sizeof bits);
+        std::memcpy(scale.data() + static_cast<size_t>(g * layout.n + j) * sizeof(uint16_t), &halfBits,
+                    sizeof halfBits);
         for (int64_t p = begin; p < end; ++p) {
-          const int value = std::min(15, static_cast<int>(f32[index(p, j)] * inverse + 8.5f)) - 8;
           const size_t element = index(p, j);
+          if (bits == 8) {
+            q[element] = static_cast<char>(static_cast<int8_t>(std::round(f32[element] * inverse)));
+            continue;
+          }
+          const int value = std::min(15, static_cast<int>(f32[element] * inverse + 8.5f)) - 8;
           q[element / 2] = static_cast<char>(static_cast<uint8_t>(q[element / 2]) |
                                              (static_cast<uint8_t>(value) & 15) << (element % 2 * 4));
         }
       }
     auto type = cast<RankedTensorType>(producer->getResult(0).getType());
-    ein::ir::ConstantOp weights = storedConstant(
-        builder, producer, RankedTensorType::get(type.getShape(), builder.getIntegerType(4)), "stored", std::move(quantized));
+    ein::ir::ConstantOp weights =
+        storedConstant(builder, producer, RankedTensorType::get(type.getShape(), builder.getIntegerType(bits)),
+                       "stored", std::move(quantized));
     ein::ir::ConstantOp perGroup = storedConstant(
         builder, weights, RankedTensorType::get({groups, layout.n}, builder.getF16Type()), "scales", std::move(scales));
     for (Operation *user : producer->getResult(0).getUsers())
@@ -436,7 +450,7 @@ class Storer {
     return weights;
   }
 
-  bool bf16, int8, int4;
+  bool bf16, int8, int4, int8Groups;
 };
 
 // ---- the pass ------------------------------------------------------------
@@ -485,7 +499,7 @@ struct StoreKernWeightsPass : ein::impl::StoreKernWeightsBase<StoreKernWeightsPa
     Block &body = function.getBody().front();
     Operation *terminator = body.getTerminator();
     OpBuilder builder(&getContext());
-    Storer storer(precision, target);
+    Storer storer(precision, target, groupSize);
     // In op order: each fold as it comes, stored at once; a parameter no
     // fold reads, stored when it is visited.
     for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {

@@ -31,6 +31,7 @@ def from_pretrained(
     path: Union[str, os.PathLike],
     *,
     precision: str = "fp32",
+    group_size: Optional[int] = None,
     dims: Dims = None,
     config: Optional[Mapping[str, ConfigValue]] = None,
     weights: Weights = None,
@@ -52,6 +53,8 @@ def from_pretrained(
     model's ``tokenizer`` is set: ``Model.encode(texts)`` embeds text with an
     encoder, ``Model.generate(text)`` returns text.
 
+    ``precision`` and ``group_size`` are ``ein.compile``'s.
+
     Raises CompileError for a folder without config.json, an architecture
     the library lacks, a config value its model file does not handle, a
     missing or misshapen tensor, or pickle-only weights.
@@ -61,7 +64,7 @@ def from_pretrained(
     merged_dims = {**checkpoint_dims, **(dims or {})}
     merged_configs = {**checkpoint_configs, **_configs(config)}
     model = compile(text, weights if weights is not None else path, dims=merged_dims, config=merged_configs,
-                    precision=precision, threads=threads, device=device, filename=filename,
+                    precision=precision, group_size=group_size, threads=threads, device=device, filename=filename,
                     _base_model_prefix=base_model_prefix)
     model.tokenizer = _tokenizer(path)
     return model

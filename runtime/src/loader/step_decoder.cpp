@@ -244,29 +244,33 @@ Status decodeGemm(const fb::Gemm &in, const StepChecker &check, Gemm &gemm, Step
     EIN_RETURN_IF_ERROR(check.dtypeIn(gemm.b, "b", {DType::F32}));
   // An int8 or int4 gemm: b is one matrix for the whole batch, with its
   // scales in a weight tensor: per column (int8, b_scale) or per group of 32
-  // along k and column (int4, b_group_scale), each for its dtype only.
+  // along k and column (b_group_scale: int4, or int8 as q8_0 holds it).
   const DType weights = check.tensorOf(gemm.b).dtype;
   if (weights == DType::I8 || weights == DType::I4) {
     const char *kind = weights == DType::I8 ? "int8" : "int4";
     for (size_t axis = 0; axis < gemm.batch.size(); ++axis)
       if (gemm.b.strides[axis] != 0 && gemm.batch[axis] != 1)
         return invalid(fmt::format("{} weights b must be one matrix shared by the batch (batch strides 0)", kind));
-    const std::optional<View> &scale = weights == DType::I8 ? gemm.bScale : gemm.bGroupScale;
-    if (!scale) return invalid(fmt::format("{} weights b need a {} view", kind, weights == DType::I8 ? "b_scale" : "b_group_scale"));
+    if (weights == DType::I4 && !gemm.bGroupScale) return invalid("int4 weights b need a b_group_scale view");
+    if (weights == DType::I8 && bool(gemm.bScale) == bool(gemm.bGroupScale))
+      return invalid("int8 weights b need either a b_scale or a b_group_scale view");
     // The int32 sums of 8-bit products stay exact up to this k.
     if (gemm.k > 65536) return invalid(fmt::format("an {} gemm's k is at most 65536, not {}", kind, gemm.k));
-    if (check.tensorOf(*scale).storage != Storage::Weights)
-      return invalid(fmt::format("{} must view a weight tensor", weights == DType::I8 ? "b_scale" : "b_group_scale"));
+    const char *scaleName = gemm.bScale ? "b_scale" : "b_group_scale";
+    if (check.tensorOf(gemm.bScale ? *gemm.bScale : *gemm.bGroupScale).storage != Storage::Weights)
+      return invalid(fmt::format("{} must view a weight tensor", scaleName));
   }
   if (gemm.bScale && weights != DType::I8) return invalid("b_scale is only for int8 weights b");
-  if (gemm.bGroupScale && weights != DType::I4) return invalid("b_group_scale is only for int4 weights b");
+  if (gemm.bGroupScale && weights != DType::I8 && weights != DType::I4)
+    return invalid("b_group_scale is only for int8 or int4 weights b");
+  gemm.groupBits = static_cast<int8_t>(!gemm.bGroupScale ? 0 : weights == DType::I4 ? 4 : 8);
   if (gemm.batch.product() * gemm.m * gemm.n > 0) {
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.a, gemm.k, "a"));
     EIN_RETURN_IF_ERROR(check.readsAtMostItsTensor(gemm.b, gemm.k, "b"));
   }
   info.attributes["epilogue"] = gemmFormula(gemm, in.activation());
   if (gemm.bScale) info.attributes["weights"] = "int8";
-  if (gemm.bGroupScale) info.attributes["weights"] = "int4";
+  if (gemm.bGroupScale) info.attributes["weights"] = weights == DType::I4 ? "int4" : "int8, a scale per group of 32";
   if (gemm.alpha != 1.0f) info.attributes["alpha"] = fmt::format("{}", gemm.alpha);
   return Status();
 }

@@ -66,6 +66,9 @@ struct Instruction {
 
 struct Gemm : GemmFields {
   int32_t packedB = -1;  // Program::packed entry holding b pre-packed at load, or -1
+  // b's bits where bGroupScale holds its scales per group: 4 (i4) or 8 (i8)
+  // (set by the loader).
+  int8_t groupBits = 0;
 };
 
 // Registers 0..inputs-1 hold the inputs; instruction i writes register
@@ -135,9 +138,10 @@ struct PackedMatrix {
   // bytes (IsaKernels::s8GemmTile's layout), then every panel column's sum
   // of its weights (int32, nr per panel).
   bool s8Quads = false;
-  // int4 weights (s4Groups): panels of nr = 8 columns, each ceil(k / 32)
-  // groups of 128 bytes of weights and 8 f16 scales (isa/s4_gemm.hpp).
-  bool s4Groups = false;
+  // Group-scaled weights (groupBits 4: int4; 8: int8 with a scale per
+  // group): panels of nr = 8 columns, each ceil(k / 32) groups of 128 or 256
+  // bytes of weights and 8 f16 scales (isa/grouped_gemm.hpp).
+  int groupBits = 0;
   const float *panel(int64_t column) const {
     return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;
   }
@@ -148,9 +152,9 @@ struct PackedMatrix {
   const int8_t *s8Panel(int64_t column) const {
     return reinterpret_cast<const int8_t *>(data.data()) + column / nr * s8PanelBytes();
   }
-  int64_t s4PanelBytes() const { return (k + 31) / 32 * (128 + 2 * nr); }
-  const uint8_t *s4Panel(int64_t column) const {
-    return reinterpret_cast<const uint8_t *>(data.data()) + column / nr * s4PanelBytes();
+  int64_t groupPanelBytes() const { return (k + 31) / 32 * (32 * nr * groupBits / 8 + 2 * nr); }
+  const uint8_t *groupPanel(int64_t column) const {
+    return reinterpret_cast<const uint8_t *>(data.data()) + column / nr * groupPanelBytes();
   }
   const int32_t *s8ColumnSums(int64_t column) const {
     const int64_t panels = (n + nr - 1) / nr;

@@ -281,7 +281,7 @@ TEST(Int8Loader, AcceptsAnInt8GemmAndRefusesEveryMalformedOne) {
   EXPECT_EQ(loadError(int8Gemm(Precision::Int8, DType::F32, false, DType::F32)), "loaded") << "f32 weights stay allowed";
   EXPECT_NE(loadError(int8Gemm(Precision::Fp32, DType::I8, true, DType::F32)).find("i8 tensor must be a weight of an int8 artifact"), std::string::npos);
   EXPECT_NE(loadError(int8Gemm(Precision::Bf16, DType::I8, true, DType::F32)).find("int8 artifact"), std::string::npos);
-  EXPECT_NE(loadError(int8Gemm(Precision::Int8, DType::I8, false, DType::F32)).find("need a b_scale view"), std::string::npos);
+  EXPECT_NE(loadError(int8Gemm(Precision::Int8, DType::I8, false, DType::F32)).find("need either a b_scale or a b_group_scale view"), std::string::npos);
   EXPECT_NE(loadError(int8Gemm(Precision::Int8, DType::F32, true, DType::F32)).find("b_scale is only for int8"), std::string::npos);
   EXPECT_NE(loadError(int8Gemm(Precision::Int8, DType::I8, true, DType::I8)).find("view b_scale is over a i8 tensor"), std::string::npos);
   EXPECT_NE(loadError(int8Gemm(Precision::Int8, DType::I8, true, DType::F32, 8, false, fb::Target::Cpu, fb::Storage::Input))

@@ -1,4 +1,5 @@
 // RUN: ein-opt %s --kern-store-weights="precision=int8" | FileCheck %s --check-prefix=INT8
+// RUN: ein-opt %s --kern-store-weights="precision=int8 group-size=32" | FileCheck %s --check-prefix=INT8G
 // RUN: ein-opt %s --kern-store-weights="precision=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: ein-opt %s --kern-store-weights="precision=bf16 target=cuda" | FileCheck %s --check-prefix=BF16
 // RUN: ein-opt %s --kern-store-weights="precision=int8 target=cuda" | FileCheck %s --check-prefix=F32
@@ -17,6 +18,15 @@
 // INT8: kern.gemm %arg0, %[[Q]] scale %[[S]] {{.*}} : (tensor<2x4xf32>, tensor<4x3xi8>, tensor<3xf32>) -> tensor<2x3xf32>
 // INT8: stored: "0x010000007F7F81400040814020208100"
 // INT8: scales: "0x040000000402013C0402813C0402013D"
+
+// With group-size=32 (llama.cpp's q8_0): the same q here (k = 4 is one
+// group; 63.5 rounds away from zero), and the scales an f16 [1, 3] (max /
+// 127 as f16: 0x2008, 0x2408, 0x2808) that the gemm reads per group.
+// INT8G: %[[Q:.*]] = ein.constant {kern.stored_from = "w"} dense_resource<stored> : tensor<4x3xi8>
+// INT8G: %[[S:.*]] = ein.constant dense_resource<scales> : tensor<1x3xf16>
+// INT8G: kern.gemm %arg0, %[[Q]] scale %[[S]] {{.*}} : (tensor<2x4xf32>, tensor<4x3xi8>, tensor<1x3xf16>) -> tensor<2x3xf32>
+// INT8G: stored: "0x010000007F7F81400040814020208100"
+// INT8G: scales: "0x02000000082008240828"
 
 // BF16: ein.param "w" : tensor<4x3xf32>
 // BF16: %[[W:.*]] = ein.constant {kern.stored_from = "w"} dense_resource<stored> : tensor<4x3xbf16>

@@ -62,17 +62,19 @@ Status gemmS8Reference(const Gemm &op, const KernelContext &context) {
   });
 }
 
-// The int4 gemm by its definition (the schema's Gemm): each row of a
-// quantized per group of 32 by quantizeGroupsS8, each group's sum of
-// products exact, the rest in double.
-Status gemmS4Reference(const Gemm &op, const KernelContext &context) {
+// The group-scaled gemm by its definition (the schema's Gemm with
+// b_group_scale, i4 or i8 weights): each row of a quantized per group of 32
+// by quantizeGroupsS8, each group's sum of products exact, the rest in double.
+Status gemmGroupedReference(const Gemm &op, const KernelContext &context) {
   const auto *b = context.data<const uint8_t>(op.b);
+  const bool int4 = context.dtype(op.b) == DType::I4;
   const uint16_t *scale = context.data<const uint16_t>(*op.bGroupScale);
   const View &scaleView = *op.bGroupScale;
   const size_t r = op.batch.size();
   const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1], groups = (op.k + 31) / 32;
   auto weight = [&](int64_t p, int64_t j) {
     const int64_t index = op.b.offset + p * bK + j * bN;
+    if (!int4) return int(static_cast<int8_t>(b[index]));
     const int nibble = (b[index / 2] >> (index % 2 * 4)) & 15;
     return nibble >= 8 ? nibble - 16 : nibble;
   };
@@ -103,7 +105,7 @@ Status gemmF32Reference(const Gemm &op, const KernelContext &context) {
   // Nothing to write; the verifier bounds the batch loop only when c is non-empty.
   if (op.m == 0 || op.n == 0) return Status();
   if (op.bScale) return gemmS8Reference(op, context);
-  if (op.bGroupScale) return gemmS4Reference(op, context);
+  if (op.bGroupScale) return gemmGroupedReference(op, context);
   const float *a = context.data<const float>(op.a);
   // b may hold bf16 weights (a bf16 artifact): read as the f32 they widen to.
   const bool bIsBf16 = context.dtype(op.b) == DType::BF16;

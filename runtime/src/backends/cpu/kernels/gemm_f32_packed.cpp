@@ -466,11 +466,11 @@ void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels
     auto *op = std::get_if<Gemm>(&program.steps[s].kernel);
     if (!op || op->batch.product() * op->m * op->n * op->k == 0 || (eligible && !eligible[s])) continue;
     const Tensor &tensor = program.tensors[op->b.tensor];
-    if (tensor.storage == Storage::Weights && tensor.dtype == DType::I4 && op->bGroupScale) {
-      // Verified as one matrix for the batch, its scales a weight tensor (the loader).
+    if (tensor.storage == Storage::Weights && op->bGroupScale) {
+      // Verified as i4 or i8, one matrix for the batch, its scales a weight tensor (the loader).
       const Tensor &scales = program.tensors[op->bGroupScale->tensor];
       StatusOr<PackedMatrix> matrix =
-          packS4Weights(*op, reinterpret_cast<const uint8_t *>(program.weights + tensor.offset),
+          packGroupedWeights(*op, reinterpret_cast<const uint8_t *>(program.weights + tensor.offset),
                         reinterpret_cast<const uint16_t *>(program.weights + scales.offset));
       if (!matrix.ok()) continue;  // the kernel packs as it goes instead
       op->packedB = static_cast<int32_t>(program.packed.size());
@@ -523,11 +523,11 @@ void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels
 // A gemm step: int8 and int4 weights (an int8 or int4 artifact's) on their
 // kernels, f32 and bf16 ones on the packed one.
 Status runStep(const Gemm &op, const KernelContext &context) {
-  if (op.bGroupScale) return gemmS4Dynamic(op, context);
+  if (op.bGroupScale) return gemmGroupedDynamic(op, context);
   return op.bScale ? gemmS8Dynamic(op, context) : gemmF32Packed(op, context);
 }
 size_t stepScratchFloats(const Gemm &op) {
-  if (op.bGroupScale) return gemmS4DynamicScratchFloats(op);
+  if (op.bGroupScale) return gemmGroupedDynamicScratchFloats(op);
   return op.bScale ? gemmS8DynamicScratchFloats(op) : gemmF32PackedScratchFloats(op);
 }
 

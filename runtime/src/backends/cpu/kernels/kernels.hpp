@@ -88,11 +88,13 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context);
 size_t gemmS8DynamicScratchFloats(const Gemm &op);
 // op's int8 weights b packed for isa's s8 tile, with their column sums.
 StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaKernels &isa);
-// The int4 gemm (gemm_s4_dynamic.cpp): weights b (an i4 tensor's bytes) and
-// their f16 group scales (the scale tensor's) packed once at load.
-Status gemmS4Dynamic(const Gemm &op, const KernelContext &context);
-size_t gemmS4DynamicScratchFloats(const Gemm &op);
-StatusOr<PackedMatrix> packS4Weights(const Gemm &op, const uint8_t *b, const uint16_t *scales);
+// The group-scaled gemm (op.bGroupScale: int4 weights, or int8 with a scale
+// per group; gemm_grouped_dynamic.cpp): weights b (an i4 or i8 tensor's
+// bytes, op.groupBits) and their f16 group scales (the scale tensor's)
+// packed once at load.
+Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context);
+size_t gemmGroupedDynamicScratchFloats(const Gemm &op);
+StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, const uint16_t *scales);
 // Packs, for the running CPU's kernels (or `isa`'s: tests), the weight
 // operand b of every gemm that shares one dense weight matrix across its
 // batch (Gemm::packedB); with `eligible` (a flag per step), only the steps it marks (a dynamic

@@ -49,10 +49,11 @@ inline float quantizeRowS8(const float *x, int64_t stride, int64_t k, int64_t kP
   return row.scale;
 }
 
-// The int4 gemm's quantization of a row of its input a (the schema's Gemm,
-// int4): quantizeRowS8 (offset 0) over each group of 32 along k on its own:
-// q[0..groups * 32) (zeros past k), scale[g] and sum[g], the sum of the
-// group's q (the kernel takes 8 * sum[g] off: it sums q * (b + 8)).
+// The group-scaled gemm's quantization of a row of its input a (the schema's
+// Gemm with b_group_scale): quantizeRowS8 (offset 0) over each group of 32
+// along k on its own: q[0..groups * 32) (zeros past k), scale[g] and sum[g],
+// the sum of the group's q (the int4 tile takes 8 * sum[g] off: it sums
+// q * (b + 8)).
 inline void quantizeGroupsS8(const float *x, int64_t stride, int64_t k, int64_t groups, int8_t *q, float *scale,
                              int32_t *sum) {
   for (int64_t g = 0; g < groups; ++g) {

@@ -255,19 +255,22 @@ struct IsaKernels {
   void (*s8DequantizeRow)(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
                           const float *columnScale, int64_t n, float *out) = nullptr;
 
-  // The int4 gemm (int4 artifacts), on every table: for r < rows <= 4 and the
-  // panel's 8 columns j (s4_gemm.hpp's layout),
-  //   c[r * ldc + j] = sum_{g < groups} (aScale[r * lds + g] * scale[g][j])
-  //                      * (sum_{p < 32} a[r * lda + 32g + p] * u(b[32g + p][j]) - 8 * aSum[r * lds + g])
+  // The group-scaled gemms (grouped_gemm.hpp's panels), on every table:
+  // for r < rows <= 4 and the panel's 8 columns j,
+  //   c[r * ldc + j] = sum_{g < groups} (aScale[r * lds + g] * scale[g][j]) * S[r][g][j]
   // where a holds each row's s8 quantization per group of 32
-  // (quantizeGroupsS8) and aSum its per-group sums: the integer part is exact
-  // (u = q + 8 is summed, 8 * aSum taken off), each group's term added in
-  // f32 in group order (a fused multiply-add).
+  // (quantizeGroupsS8) and aSum its per-group sums, and the exact integer S is
+  //   int4: sum_{p < 32} a[r * lda + 32g + p] * u(b[32g + p][j]) - 8 * aSum[r * lds + g]
+  //         (u = q + 8 is summed, 8 * aSum taken off);
+  //   int8: sum_{p < 32} a[r * lda + 32g + p] * b[32g + p][j] (aSum unread);
+  // each group's term added in f32 in group order (a fused multiply-add).
   void (*s4GemmTile)(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                      const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) = nullptr;
+  void (*s8GroupedGemmTile)(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
+                            const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) = nullptr;
   // quantizeGroupsS8 (quantize_s8.hpp) of a contiguous row, in vectors: the
   // same bytes, scales and sums.
-  void (*s4QuantizeRow)(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) = nullptr;
+  void (*s8QuantizeGroups)(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) = nullptr;
 };
 
 const IsaKernels &portableKernels();

@@ -1,7 +1,7 @@
 // The avx2 kernel table. Built with this ISA's compiler flags (runtime/CMakeLists.txt);
 // selected only on CPUs that support it.
+#include "backends/cpu/kernels/isa/grouped_gemm.hpp"
 #include "backends/cpu/kernels/isa/isa_kernels.hpp"
-#include "backends/cpu/kernels/isa/s4_gemm.hpp"
 #include "backends/cpu/kernels/isa/s8_gemm.hpp"
 #include "backends/cpu/kernels/isa/simd_avx2.hpp"
 
@@ -11,7 +11,7 @@ const IsaKernels &avx2Kernels() {
   static const IsaKernels kernels = [] {
     IsaKernels table = isa::makeKernels<isa::Avx2, 6, 2>("avx2");
     EIN_USE_S8_GEMM(table, Avx2, 4, 16, 0);
-    EIN_USE_S4_GEMM(table, Avx2);
+    EIN_USE_GROUPED_GEMM(table, Avx2);
     return table;
   }();
   return kernels;

@@ -1,7 +1,7 @@
 // The portable kernel table. Built with this ISA's compiler flags (runtime/CMakeLists.txt);
 // selected only on CPUs that support it.
+#include "backends/cpu/kernels/isa/grouped_gemm.hpp"
 #include "backends/cpu/kernels/isa/isa_kernels.hpp"
-#include "backends/cpu/kernels/isa/s4_gemm.hpp"
 #include "backends/cpu/kernels/isa/s8_gemm.hpp"
 #include "backends/cpu/kernels/isa/simd_portable.hpp"
 
@@ -11,7 +11,7 @@ const IsaKernels &portableKernels() {
   static const IsaKernels kernels = [] {
     IsaKernels table = isa::makeKernels<isa::Portable, 4, 8>("portable");
     EIN_USE_S8_GEMM(table, Portable, 4, 16, 0);
-    EIN_USE_S4_GEMM(table, Portable);
+    EIN_USE_GROUPED_GEMM(table, Portable);
     return table;
   }();
   return kernels;

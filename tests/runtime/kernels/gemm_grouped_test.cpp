@@ -1,16 +1,17 @@
-// The int4 gemm of int4 artifacts (einc --precision int4): the per-group
-// quantization of a row, the s4 tile of every ISA table this CPU runs
-// against the portable one (bit for bit) and its definition, the whole gemm
-// against the int4 reference (gemv and tile rows, 1 and 2 threads, weights
-// packed at load and packed as it goes, n and k off the panel and group
-// sizes), and the loader's checks of int4 weights.
+// The group-scaled gemms (int4 artifacts, and int8 ones with a scale per
+// group: einc --precision int4, --precision int8 --group-size 32): the
+// per-group quantization of a row, the int4 and int8 tiles of every ISA table
+// this CPU runs against the portable ones (bit for bit) and their
+// definitions, the whole gemm against the reference (gemv and tile rows, 1
+// and 2 threads, weights packed at load and packed as it goes, n and k off
+// the panel and group sizes), and the loader's checks of the weights.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "artifact_builder.hpp"
-#include "backends/cpu/kernels/isa/s4_gemm.hpp"
+#include "backends/cpu/kernels/isa/grouped_gemm.hpp"
 #include "backends/cpu/kernels/kernels.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 #include "kernels/quantized_gemm_shape.hpp"
@@ -22,6 +23,7 @@ namespace {
 
 using detail::cpu::IsaKernels;
 using detail::cpu::kS4GroupBytes;
+using detail::cpu::kS8GroupBytes;
 
 // Each group of 32 is quantized as quantizeRowS8 quantizes a row of its own:
 // a group with inf or NaN gets scale NaN and zeros, the others are unharmed;
@@ -54,12 +56,12 @@ TEST(QuantizeGroupsS8, QuantizesEachGroupAsARowOfItsOwn) {
   }
 }
 
-class S4TileTest : public ::testing::TestWithParam<const IsaKernels *> {};
+class GroupedTileTest : public ::testing::TestWithParam<const IsaKernels *> {};
 
 // Every table's vector quantization gives quantizeGroupsS8's bytes, scales
 // and sums: whole and partial groups, a group of zeros, groups with inf or
 // NaN, exact halves (ties to even) and values clamped to 127.
-TEST_P(S4TileTest, QuantizeRowMatchesTheDefinition) {
+TEST_P(GroupedTileTest, QuantizeRowMatchesTheDefinition) {
   const IsaKernels &isa = *GetParam();
   std::vector<std::vector<float>> rows;
   for (int64_t k : {1, 31, 32, 33, 64, 100, 385}) rows.push_back(randomFloats(k, 80 + static_cast<uint32_t>(k)));
@@ -76,7 +78,7 @@ TEST_P(S4TileTest, QuantizeRowMatchesTheDefinition) {
     std::vector<float> wantScale(static_cast<size_t>(groups)), gotScale(wantScale.size(), -1.0f);
     std::vector<int32_t> wantSum(static_cast<size_t>(groups)), gotSum(wantSum.size(), -1);
     detail::cpu::quantizeGroupsS8(row.data(), 1, k, groups, want.data(), wantScale.data(), wantSum.data());
-    isa.s4QuantizeRow(row.data(), k, groups, got.data(), gotScale.data(), gotSum.data());
+    isa.s8QuantizeGroups(row.data(), k, groups, got.data(), gotScale.data(), gotSum.data());
     EXPECT_EQ(got, want) << isa.name << " k " << k;
     EXPECT_EQ(gotSum, wantSum) << isa.name << " k " << k;
     for (int64_t g = 0; g < groups; ++g)
@@ -85,65 +87,74 @@ TEST_P(S4TileTest, QuantizeRowMatchesTheDefinition) {
   }
 }
 
-// The tile gives the portable tile's floats exactly (the same integer sums,
+// The weight q of column j at 32g + p in a group's panel bytes (grouped_gemm.hpp).
+int groupWeight(int bits, const uint8_t *weights, int p, int j) {
+  if (bits == 8) return static_cast<int8_t>(weights[p / 4 * 32 + j * 4 + p % 4]);
+  const uint8_t pair = weights[p / 8 * 32 + j * 4 + p % 4];
+  return (p % 8 < 4 ? pair & 15 : pair >> 4) - 8;
+}
+
+// Each tile gives the portable tile's floats exactly (the same integer sums,
 // the same f32 operations in the same order), and both the definition's
-// value within f32 rounding: any bytes in the panel (every nibble), scales
-// of both signs, 1 to 4 rows, activations at -127 and 127.
-TEST_P(S4TileTest, TileMatchesThePortableTileAndTheDefinition) {
+// value within f32 rounding: any bytes in the panel (every nibble; every s8,
+// -128 too), scales of both signs, 1 to 4 rows, activations at -127 and 127.
+TEST_P(GroupedTileTest, TilesMatchThePortableTilesAndTheDefinition) {
   const IsaKernels &isa = *GetParam();
-  std::mt19937 random(7);
-  std::uniform_int_distribution<int> byte(0, 255), activation(-127, 127);
-  std::uniform_real_distribution<float> scaleValue(-0.02f, 0.02f);
-  for (int64_t groups : {1, 2, 3, 65}) {
-    const int64_t lda = groups * 32 + 8, lds = groups + 3, ldc = 11;
-    std::vector<uint8_t> panel(static_cast<size_t>(groups * kS4GroupBytes));
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int i = 0; i < 128; ++i) panel[g * kS4GroupBytes + i] = static_cast<uint8_t>(byte(random));
-      for (int j = 0; j < 8; ++j) {
-        const uint16_t bits = floatToHalf(scaleValue(random));
-        std::memcpy(&panel[g * kS4GroupBytes + 128 + 2 * j], &bits, 2);
-      }
-    }
-    std::vector<int8_t> a(static_cast<size_t>(4 * lda));
-    for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
-    a[0] = -127, a[1] = 127;
-    std::vector<float> aScale = randomFloats(4 * lds, 21);
-    std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
-    for (int r = 0; r < 4; ++r)
-      for (int64_t g = 0; g < groups; ++g)
-        for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
-    for (int rows = 1; rows <= 4; ++rows) {
-      std::vector<float> got(static_cast<size_t>(4 * ldc), -1.0f), portable = got;
-      isa.s4GemmTile(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
-      detail::cpu::portableKernels().s4GemmTile(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds,
-                                               panel.data(), portable.data(), ldc);
-      EXPECT_EQ(got, portable) << isa.name << " groups " << groups << " rows " << rows;
-      for (int r = 0; r < rows; ++r)
+  for (int bits : {4, 8}) {
+    const int64_t groupBytes = bits == 4 ? kS4GroupBytes : kS8GroupBytes, weightBytes = 32 * bits;
+    auto tile = [bits](const IsaKernels &table) { return bits == 4 ? table.s4GemmTile : table.s8GroupedGemmTile; };
+    std::mt19937 random(7);
+    std::uniform_int_distribution<int> byte(0, 255), activation(-127, 127);
+    std::uniform_real_distribution<float> scaleValue(-0.02f, 0.02f);
+    for (int64_t groups : {1, 2, 3, 65}) {
+      const int64_t lda = groups * 32 + 8, lds = groups + 3, ldc = 11;
+      std::vector<uint8_t> panel(static_cast<size_t>(groups * groupBytes));
+      for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t i = 0; i < weightBytes; ++i) panel[g * groupBytes + i] = static_cast<uint8_t>(byte(random));
         for (int j = 0; j < 8; ++j) {
-          double want = 0.0, magnitude = 0.0;
-          for (int64_t g = 0; g < groups; ++g) {
-            const uint8_t *weights = &panel[g * kS4GroupBytes];
-            int64_t exact = 0;
-            for (int d = 0; d < 4; ++d)
-              for (int t = 0; t < 4; ++t) {
-                const uint8_t pair = weights[d * 32 + j * 4 + t];
-                exact += a[r * lda + g * 32 + 8 * d + t] * ((pair & 15) - 8) +
-                         a[r * lda + g * 32 + 8 * d + 4 + t] * ((pair >> 4) - 8);
-              }
-            uint16_t bits;
-            std::memcpy(&bits, weights + 128 + 2 * j, 2);
-            const double term = double(aScale[r * lds + g]) * double(halfToFloat(bits)) * double(exact);
-            want += term;
-            magnitude += std::fabs(term);
-          }
-          EXPECT_NEAR(got[r * ldc + j], want, 1e-6 * magnitude + 1e-30) << isa.name << " row " << r << " column " << j;
+          const uint16_t scaleBits = floatToHalf(scaleValue(random));
+          std::memcpy(&panel[g * groupBytes + weightBytes + 2 * j], &scaleBits, 2);
         }
-      EXPECT_EQ(got[rows * ldc - 1], -1.0f) << "nothing written past the panel's 8 columns";
+      }
+      panel[5] = 0x80;  // -128 as int8
+      std::vector<int8_t> a(static_cast<size_t>(4 * lda));
+      for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
+      a[0] = -127, a[1] = 127;
+      std::vector<float> aScale = randomFloats(4 * lds, 21);
+      std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
+      for (int r = 0; r < 4; ++r)
+        for (int64_t g = 0; g < groups; ++g)
+          for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
+      for (int rows = 1; rows <= 4; ++rows) {
+        const std::string where =
+            std::string(isa.name) + " bits " + std::to_string(bits) + " groups " + std::to_string(groups) + " rows " + std::to_string(rows);
+        std::vector<float> got(static_cast<size_t>(4 * ldc), -1.0f), portable = got;
+        tile(isa)(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
+        tile(detail::cpu::portableKernels())(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds,
+                                             panel.data(), portable.data(), ldc);
+        EXPECT_EQ(got, portable) << where;
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < 8; ++j) {
+            double want = 0.0, magnitude = 0.0;
+            for (int64_t g = 0; g < groups; ++g) {
+              const uint8_t *weights = &panel[g * groupBytes];
+              int64_t exact = 0;
+              for (int p = 0; p < 32; ++p) exact += a[r * lda + g * 32 + p] * groupWeight(bits, weights, p, j);
+              uint16_t scaleBits;
+              std::memcpy(&scaleBits, weights + weightBytes + 2 * j, 2);
+              const double term = double(aScale[r * lds + g]) * double(halfToFloat(scaleBits)) * double(exact);
+              want += term;
+              magnitude += std::fabs(term);
+            }
+            EXPECT_NEAR(got[r * ldc + j], want, 1e-6 * magnitude + 1e-30) << where << " row " << r << " column " << j;
+          }
+        EXPECT_EQ(got[rows * ldc - 1], -1.0f) << "nothing written past the panel's 8 columns";
+      }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isas, S4TileTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
+INSTANTIATE_TEST_SUITE_P(Isas, GroupedTileTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
                          [](const auto &info) { return std::string(info.param->name); });
 
 // --- the whole gemm -------------------------------------------------------------
@@ -158,15 +169,26 @@ std::vector<uint8_t> randomI4(int64_t count, uint32_t seed) {
   return out;
 }
 
-// An int4 artifact's gemm: b int4 weights [K, N] (or [N, K]) shared by the
-// batch, f16 scales [ceil(K / 32), N] of both signs.
-std::vector<uint8_t> int4GemmArtifact(const QuantizedGemmShape &s) {
+// Random i8 bytes: every value, -128 too.
+std::vector<uint8_t> randomI8(int64_t count, uint32_t seed) {
+  std::mt19937 random(seed);
+  std::uniform_int_distribution<int> value(0, 255);
+  std::vector<uint8_t> out(static_cast<size_t>(count));
+  for (uint8_t &x : out) x = static_cast<uint8_t>(value(random));
+  return out;
+}
+
+// An int4 artifact's gemm (bits 4), or an int8 artifact's with a scale per
+// group (bits 8): b weights [K, N] (or [N, K]) shared by the batch, f16
+// scales [ceil(K / 32), N] of both signs.
+std::vector<uint8_t> groupedGemmArtifact(const QuantizedGemmShape &s, int bits) {
   ArtifactBuilder builder;
-  builder.precision = fb::Precision::Int4;
+  builder.precision = bits == 4 ? fb::Precision::Int4 : fb::Precision::Int8;
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k, G = (K + 31) / 32;
   uint32_t a = builder.input("a", fb::DType::F32, s.transposeA ? std::vector<int64_t>{B, K, M} : std::vector<int64_t>{B, M, K});
-  uint32_t b = builder.weights(fb::DType::I4, s.transposeB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
-                               randomI4(K * N, 9));
+  uint32_t b = builder.weights(bits == 4 ? fb::DType::I4 : fb::DType::I8,
+                               s.transposeB ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N},
+                               bits == 4 ? randomI4(K * N, 9) : randomI8(K * N, 9));
   std::vector<uint8_t> scaleBytes;
   for (float x : randomFloats(G * N, 10)) {
     const uint16_t bits = floatToHalf(x * 0.02f);
@@ -188,29 +210,33 @@ std::vector<uint8_t> int4GemmArtifact(const QuantizedGemmShape &s) {
   return builder.build();
 }
 
-class Int4GemmTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
+class GroupedGemmTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
 
 // Each group's sum is exact on every path; what differs from the reference
 // (double) is the f32 sum over the groups and the epilogue.
-TEST_P(Int4GemmTest, MatchesTheInt4ReferenceOnEveryIsaThreadCountAndPacking) {
-  StepHarness harness(int4GemmArtifact(GetParam()));
-  const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
-  ASSERT_TRUE(gemm.bGroupScale.has_value());
-  ASSERT_GE(gemm.packedB, 0) << "int4 weights are packed at load";
-  EXPECT_TRUE(harness.program().packed[gemm.packedB].s4Groups);
-  std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
-  for (bool packed : {true, false}) {
-    if (!packed) harness.dropPackedWeights();
-    for (const IsaKernels *isa : detail::cpu::supportedKernels())
-      for (int threads : {1, 2})
-        expectNear(harness.run(detail::cpu::gemmS4Dynamic, *isa, threads), want, 2e-5,
-                   std::string(isa->name) + " threads " + std::to_string(threads) + (packed ? "" : " packing as it goes"));
+TEST_P(GroupedGemmTest, MatchesTheReferenceOnEveryIsaThreadCountAndPacking) {
+  for (int bits : {4, 8}) {
+    StepHarness harness(groupedGemmArtifact(GetParam(), bits));
+    const auto &gemm = std::get<detail::Gemm>(harness.program().steps[0].kernel);
+    ASSERT_TRUE(gemm.bGroupScale.has_value());
+    EXPECT_EQ(gemm.groupBits, bits);
+    ASSERT_GE(gemm.packedB, 0) << "group-scaled weights are packed at load";
+    EXPECT_EQ(harness.program().packed[gemm.packedB].groupBits, bits);
+    std::vector<float> want = harness.run(detail::cpu::gemmF32Reference, detail::cpu::portableKernels(), 1);
+    for (bool packed : {true, false}) {
+      if (!packed) harness.dropPackedWeights();
+      for (const IsaKernels *isa : detail::cpu::supportedKernels())
+        for (int threads : {1, 2})
+          expectNear(harness.run(detail::cpu::gemmGroupedDynamic, *isa, threads), want, 2e-5,
+                     std::string(isa->name) + " bits " + std::to_string(bits) + " threads " + std::to_string(threads) +
+                         (packed ? "" : " packing as it goes"));
+    }
   }
 }
 
 using detail::Activation;
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, Int4GemmTest,
+    Shapes, GroupedGemmTest,
     ::testing::Values(QuantizedGemmShape{1, 1, 1, 1, false, false, 0, false, Activation::None, 1.0f},
                       QuantizedGemmShape{1, 1, 131, 97, false, false, 1, false, Activation::None, 1.0f},
                       QuantizedGemmShape{1, 1, 70, 771, false, true, 0, true, Activation::Gelu, 1.0f},
@@ -234,8 +260,9 @@ std::string loadError(const std::vector<uint8_t> &bytes) {
   return loaded.status().toString();
 }
 
-// A small int4 gemm (k = 40: two groups, the second partial) with one thing changed.
-struct Int4GemmCase {
+// A small group-scaled gemm (k = 40: two groups, the second partial; int4
+// unless changed) with one thing changed.
+struct GroupedGemmCase {
   fb::Precision precision = fb::Precision::Int4;
   fb::DType bType = fb::DType::I4;
   bool groupScale = true, columnScale = false;
@@ -246,7 +273,7 @@ struct Int4GemmCase {
   bool copyOfB = false;  // a copy step reading the weights b too
 };
 
-std::vector<uint8_t> int4Gemm(const Int4GemmCase &c) {
+std::vector<uint8_t> groupedGemm(const GroupedGemmCase &c) {
   ArtifactBuilder builder;
   builder.precision = c.precision;
   builder.target = c.target;
@@ -271,18 +298,18 @@ std::vector<uint8_t> int4Gemm(const Int4GemmCase &c) {
   return builder.build();
 }
 
-TEST(Int4Loader, AcceptsAnInt4GemmAndRefusesEveryMalformedOne) {
+TEST(GroupedGemmLoader, AcceptsGroupScaledGemmsAndRefusesEveryMalformedOne) {
   using fb::DType;
-  auto refused = [](const Int4GemmCase &c, const std::string &why) {
-    const std::string error = loadError(int4Gemm(c));
+  auto refused = [](const GroupedGemmCase &c, const std::string &why) {
+    const std::string error = loadError(groupedGemm(c));
     EXPECT_NE(error.find(why), std::string::npos) << error;
   };
-  EXPECT_EQ(loadError(int4Gemm({})), "loaded");
-  Int4GemmCase f32Weights;
+  EXPECT_EQ(loadError(groupedGemm({})), "loaded");
+  GroupedGemmCase f32Weights;
   f32Weights.bType = DType::F32;
   f32Weights.groupScale = false;
-  EXPECT_EQ(loadError(int4Gemm(f32Weights)), "loaded") << "f32 weights stay allowed";
-  Int4GemmCase c;
+  EXPECT_EQ(loadError(groupedGemm(f32Weights)), "loaded") << "f32 weights stay allowed";
+  GroupedGemmCase c;
   c.precision = fb::Precision::Int8;
   refused(c, "i4 tensor must be a weight of an int4 artifact");
   c = {};
@@ -293,7 +320,24 @@ TEST(Int4Loader, AcceptsAnInt4GemmAndRefusesEveryMalformedOne) {
   refused(c, "b_scale is only for int8");
   c = f32Weights;
   c.groupScale = true;
-  refused(c, "b_group_scale is only for int4");
+  refused(c, "b_group_scale is only for int8 or int4 weights b");
+  // int8 weights with a scale per group (q8_0's format), in an int8 artifact only.
+  GroupedGemmCase int8Groups;
+  int8Groups.precision = fb::Precision::Int8;
+  int8Groups.bType = DType::I8;
+  EXPECT_EQ(loadError(groupedGemm(int8Groups)), "loaded");
+  c = int8Groups;
+  c.columnScale = true;
+  refused(c, "either a b_scale or a b_group_scale view");
+  c = int8Groups;
+  c.groupScale = false;
+  refused(c, "need either a b_scale or a b_group_scale view");
+  c = int8Groups;
+  c.precision = fb::Precision::Int4;
+  refused(c, "i8 tensor must be a weight of an int8 artifact");
+  c = int8Groups;
+  c.scaleType = DType::BF16;
+  refused(c, "view b_group_scale is over a bf16 tensor");
   c = {};
   c.scaleType = DType::F32;
   refused(c, "view b_group_scale is over a f32 tensor");

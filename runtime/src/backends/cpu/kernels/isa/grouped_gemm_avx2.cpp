@@ -1,19 +1,26 @@
-// The int4 gemm's register tile for AVX2 (with F16C), used by every x86
-// table but the portable one. Built with -mavx2 -mfma -mf16c.
+// The group-scaled gemms' register tiles for AVX2 (with F16C), used by every
+// x86 table but the portable one. Built with -mavx2 -mfma -mf16c.
 //
-// Per group of 32 along k and row, vpmaddubsw multiplies the weights as u8
-// (q + 8 in [0, 15]) by the activations as s8 ([-127, 127]) and adds pairs:
-// each 16-bit lane of a group's four 32-byte blocks, low and high nibbles,
-// sums 16 products, at most 16 * 15 * 127 = 30480 < 32767, so the group's
-// int16 sums are exact without widening per block. vpmaddwd by ones widens
-// them once per group into int32 (one lane per column), 8 * the group's sum
-// of activations comes off, and the group's two scales are applied in f32.
+// int4: per group of 32 along k and row, vpmaddubsw multiplies the weights
+// as u8 (q + 8 in [0, 15]) by the activations as s8 ([-127, 127]) and adds
+// pairs: each 16-bit lane of a group's four 32-byte blocks, low and high
+// nibbles, sums 16 products, at most 16 * 15 * 127 = 30480 < 32767, so the
+// group's int16 sums are exact without widening per block. vpmaddwd by ones
+// widens them once per group into int32 (one lane per column), 8 * the
+// group's sum of activations comes off, and the group's two scales are
+// applied in f32.
+//
+// int8: the sign trick of the int8 tile (s8_gemm_avx2.cpp) with the roles
+// turned: |b| (u8, up to 128: a stored -128 stays exact) times a with b's
+// sign (vpsignb; a in [-127, 127] negates safely), a pair at most
+// 2 * 128 * 127 = 32512 < 32767; vpmaddwd by ones widens each block into
+// int32, and the group's scales are applied in f32 as int4's.
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/kernels/isa/s4_gemm.hpp"
+#include "backends/cpu/kernels/isa/grouped_gemm.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 
 namespace ein::detail::cpu {
@@ -43,8 +50,8 @@ inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
 #pragma GCC unroll 4
       for (int r = 0; r < MR; ++r) {
         int32_t first, second;
-        std::memcpy(&first, a + r * lda + g * kS4Group + 8 * d, 4);
-        std::memcpy(&second, a + r * lda + g * kS4Group + 8 * d + 4, 4);
+        std::memcpy(&first, a + r * lda + g * kWeightGroup + 8 * d, 4);
+        std::memcpy(&second, a + r * lda + g * kWeightGroup + 8 * d + 4, 4);
         const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low, _mm256_set1_epi32(first)),
                                                   _mm256_maddubs_epi16(high, _mm256_set1_epi32(second)));
         sums[r] = _mm256_add_epi16(sums[r], products);
@@ -63,6 +70,46 @@ inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
   for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
 }
 
+// The int8 grouped tile: as s4Tile over a group's eight blocks of 4 k.
+template <int MR>
+inline void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, int64_t lds,
+                          const uint8_t *panel, float *c, int64_t ldc) {
+  __m256 acc[MR];
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t *weights = panel + g * kS8GroupBytes;
+    // A group is 4.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
+#pragma GCC unroll 5
+    for (int line = 0; line < 5; ++line) __builtin_prefetch(weights + kGemvPrefetchBytes + 64 * line, 0, 3);
+    __m256i sums[MR];
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) sums[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int d = 0; d < 8; ++d) {
+      const __m256i signedWeights = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(weights + d * 32));
+      const __m256i magnitude = _mm256_abs_epi8(signedWeights);
+#pragma GCC unroll 4
+      for (int r = 0; r < MR; ++r) {
+        int32_t quad;
+        std::memcpy(&quad, a + r * lda + g * kWeightGroup + 4 * d, 4);
+        const __m256i pairs =
+            _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(_mm256_set1_epi32(quad), signedWeights));
+        sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(pairs, ones));
+      }
+    }
+    const __m256 scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(weights + 256)));
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; ++r) {
+      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(aScale[r * lds + g]), scales);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r]), scale, acc[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
+}
+
 }  // namespace
 
 // (see IsaKernels::s4GemmTile)
@@ -71,19 +118,25 @@ void s4GemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, cons
   withGemvRows(rows, [&](auto mr) { s4Tile<decltype(mr)::value>(groups, a, lda, aScale, aSum, lds, panel, c, ldc); });
 }
 
+// (see IsaKernels::s8GroupedGemmTile)
+void s8GroupedGemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
+                           const int32_t * /*aSum*/, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) { s8GroupedTile<decltype(mr)::value>(groups, a, lda, aScale, lds, panel, c, ldc); });
+}
+
 // quantizeGroupsS8 on a contiguous row, a whole group of 32 at a time in four
 // vectors (the int32 results narrowed as s8QuantizeRowAvx2 narrows them); a
 // partial last group by the definition.
-void s4QuantizeRowAvx2(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) {
+void s8QuantizeGroupsAvx2(const float *x, int64_t k, int64_t groups, int8_t *q, float *scale, int32_t *sum) {
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
   const __m256 hi = _mm256_set1_ps(127.0f), lo = _mm256_set1_ps(-127.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t g = 0; g < groups; ++g) {
-    const float *from = x + g * kS4Group;
-    int8_t *to = q + g * kS4Group;
-    if (k - g * kS4Group < kS4Group) {
-      quantizeGroupsS8(from, 1, k - g * kS4Group, 1, to, scale + g, sum + g);
+    const float *from = x + g * kWeightGroup;
+    int8_t *to = q + g * kWeightGroup;
+    if (k - g * kWeightGroup < kWeightGroup) {
+      quantizeGroupsS8(from, 1, k - g * kWeightGroup, 1, to, scale + g, sum + g);
       continue;
     }
     __m256 v[4], maxv = _mm256_setzero_ps(), notFinite = _mm256_setzero_ps();
@@ -99,7 +152,7 @@ void s4QuantizeRowAvx2(const float *x, int64_t k, int64_t groups, int8_t *q, flo
     const RowQuantization group = rowQuantization(_mm_cvtss_f32(half), _mm256_movemask_ps(notFinite) == 0);
     scale[g] = group.scale;
     if (group.inverse == 0.0f) {
-      std::memset(to, 0, kS4Group);
+      std::memset(to, 0, kWeightGroup);
       sum[g] = 0;
       continue;
     }
