@@ -9,6 +9,7 @@
 
 #include "compiler/mlirgen/mlirgen.hpp"
 #include "compiler/pipeline/pipeline.hpp"
+#include "compiler/weights/param_sources.hpp"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -246,6 +247,11 @@ mlir::OwningOpRef<mlir::ModuleOp> Compilation::frontEnd(const ein::DimRanges &di
     return nullptr;
   }
   return mlirgen::generate(context, source.text, source.filename, dims, configs);
+}
+
+int64_t groupSizeFor(ArtifactPrecision precision, std::optional<int64_t> given, const SafetensorsParams *weights) {
+  if (given) return *given;
+  return precision == ArtifactPrecision::Int8 && weights && weights->holdsBlocks("Q8_0") ? 32 : 0;
 }
 
 mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const PipelineOptions &options) {

@@ -29,6 +29,10 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/OwningOpRef.h"
 
+namespace ein {
+class SafetensorsParams;
+}  // namespace ein
+
 namespace ein::driver {
 
 enum class Severity { Error, Warning, Note, Remark };
@@ -74,6 +78,11 @@ const char *precisionName(ArtifactPrecision precision);  // parsePrecision's inv
 // source of them: "declares N parameters ("first.name" first)", to which
 // einc and ein.compile add how to give them; nullopt otherwise.
 std::optional<std::string> parametersWithoutSource(mlir::ModuleOp module, bool haveSource);
+
+// The group size of a compile (PipelineOptions::groupSize): the one given
+// (einc --group-size, ein.compile's group_size), else 32 at int8 when the
+// weights hold llama.cpp Q8_0 blocks, whose values that keeps, else 0.
+int64_t groupSizeFor(ArtifactPrecision precision, std::optional<int64_t> given, const SafetensorsParams *weights);
 
 struct PipelineOptions {
   ArtifactTarget target = ArtifactTarget::Cpu;

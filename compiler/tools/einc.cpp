@@ -50,7 +50,7 @@ struct Options {
   std::string checkpoint;  // --hf: a Hugging Face checkpoint folder
   std::string target = "cpu";
   std::string precision = "fp32";
-  int64_t groupSize = 0;
+  std::optional<int64_t> groupSize;
   std::string emit = "artifact";
   bool printIrAfterAll = false;
   std::string dumpIrDir;
@@ -281,8 +281,8 @@ uint64_t parameterBytes(mlir::ModuleOp module) {
 
 // "einc: wrote enc.einb (13.2 MB) in 1.4 s: 58 steps, 3.3 M parameters in 72
 // tensors (13.1 MB of weights), fp32, cpu".
-std::string summary(const Options &options, const ein::WrittenArtifact &artifact, const ParameterTotals &parameters,
-                    double seconds) {
+std::string summary(const Options &options, int64_t groupSize, const ein::WrittenArtifact &artifact,
+                    const ParameterTotals &parameters, double seconds) {
   const auto *model = ein::schema::GetSizePrefixedModel(artifact.header.data());
   char time[32];
   std::snprintf(time, sizeof time, "%.1f s", seconds);
@@ -296,7 +296,7 @@ std::string summary(const Options &options, const ein::WrittenArtifact &artifact
             std::to_string(parameters.tensors) + " tensor" + (parameters.tensors == 1 ? "" : "s");
   }
   line += " (" + humanBytes(model->weights_bytes()) + " of weights), " + options.precision +
-          (options.groupSize ? " in groups of " + std::to_string(options.groupSize) : "") + ", " + options.target;
+          (groupSize ? " in groups of " + std::to_string(groupSize) : "") + ", " + options.target;
   if (options.randomWeights) line += ", random weights (seed " + std::to_string(*options.randomWeights) + ")";
   return line;
 }
@@ -325,7 +325,6 @@ int compile(const Options &options) {
   ein::driver::PipelineOptions pipeline{*ein::driver::parseTarget(options.target),
                                         *ein::driver::parsePrecision(options.precision), options.printIrAfterAll,
                                         options.dumpIrDir};
-  pipeline.groupSize = options.groupSize;
   pipeline.beforePass = [&](llvm::StringRef pass) { progress.phase("running " + pass.str()); };
 
   // A checkpoint folder: the library's model file for its architecture, with
@@ -416,6 +415,7 @@ int compile(const Options &options) {
     return 1;
 
   progress.phase("running passes");
+  pipeline.groupSize = ein::driver::groupSizeFor(pipeline.precision, options.groupSize, weightsFile.get());
   if (mlir::failed(compilation.runPipeline(*module, pipeline))) return 1;
 
   // Written beside the output and renamed over it once whole, so that a
@@ -445,7 +445,7 @@ int compile(const Options &options) {
       });
   progress.stop();
   if (!options.quiet)
-    llvm::errs() << summary(options, *artifact, parameters,
+    llvm::errs() << summary(options, pipeline.groupSize, *artifact, parameters,
                             std::chrono::duration<double>(Clock::now() - start).count())
                  << "\n";
   return 0;
@@ -492,7 +492,8 @@ int main(int argc, char **argv) {
   app.add_option("--group-size", options.groupSize,
                  "32: int8 gemm weights with an f16 scale per group of 32 along k (llama.cpp's q8_0: holds a q8_0 "
                  "file's values exactly; about 2/3 the logit error of a scale per channel, 6% more bytes), gemm "
-                 "inputs quantized per group of 32 (cpu only; int4 always takes groups of 32)");
+                 "inputs quantized per group of 32; 0: int8's scale per output channel (cpu only; default: 32 for "
+                 "weights holding q8_0 tensors, else 0; int4 always takes groups of 32)");
   app.add_option("--emit", options.emit,
                  "artifact (default); mlir: the ein dialect from the front end; ein (with --hf): the model file chosen "
                  "for the checkpoint with its values written in; to stdout or -o")

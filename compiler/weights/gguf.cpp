@@ -386,6 +386,12 @@ std::string ggmlTypeName(uint32_t type) {
   return std::to_string(type);
 }
 
+std::string GgufFile::blockQuantization(const TensorEntry &entry) const {
+  const GgmlType type = stored(entry).type;
+  const bool plain = type == GgmlType::F32 || type == GgmlType::F16 || type == GgmlType::BF16;
+  return plain ? "" : ggmlTypeName(static_cast<uint32_t>(type));
+}
+
 llvm::Expected<GgufFile> GgufFile::open(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!buffer)

@@ -82,6 +82,7 @@ public:
   std::optional<llvm::ArrayRef<uint8_t>> storedBytes(const TensorEntry &entry) const override;
   llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const override;
   void release(const TensorEntry &entry) const override;
+  std::string blockQuantization(const TensorEntry &entry) const override;
 
   uint32_t version() const { return version_; }
   llvm::StringRef architecture() const { return architecture_; }

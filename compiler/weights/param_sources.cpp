@@ -248,6 +248,11 @@ std::vector<std::string> SafetensorsParams::unusedTensors() const {
   return unused;
 }
 
+bool SafetensorsParams::holdsBlocks(llvm::StringRef quantization) const {
+  return llvm::any_of(file->entries(),
+                      [&](const weights::TensorEntry &entry) { return file->blockQuantization(entry) == quantization; });
+}
+
 namespace {
 
 // A value seen through the ops that only move, pick or convert its elements.

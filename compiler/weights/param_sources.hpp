@@ -73,6 +73,9 @@ class SafetensorsParams {
 
   // Names of the file's tensors that no parameter asked for.
   std::vector<std::string> unusedTensors() const;
+  // Whether the file stores a tensor in `quantization`, by ggml's name
+  // (weights::WeightsFile::blockQuantization).
+  bool holdsBlocks(llvm::StringRef quantization) const;
   // The path of the file that holds `tensor` (a shard's, for weights in
   // several files), for messages about it.
   llvm::StringRef pathOf(llvm::StringRef tensor) const;

@@ -102,6 +102,9 @@ public:
   // Drops the file's pages that only `entry` covers from memory, so a reader
   // that copies tensors out one at a time holds about one copy of them.
   virtual void release(const TensorEntry &entry) const = 0;
+  // The block quantization the file stores `entry` in, by ggml's name
+  // ("Q8_0": a GGUF file's), or "" for plain values.
+  virtual std::string blockQuantization(const TensorEntry &) const { return ""; }
 };
 
 // A tensor in the caller's memory (the Python package's arrays): row-major,

@@ -58,6 +58,11 @@ std::optional<llvm::ArrayRef<uint8_t>> WeightsSet::storedBytes(const TensorEntry
   return origin.file->storedBytes(*origin.entry);
 }
 
+std::string WeightsSet::blockQuantization(const TensorEntry &entry) const {
+  const Origin &origin = originOf(entry);
+  return origin.file->blockQuantization(*origin.entry);
+}
+
 llvm::Expected<std::vector<float>> WeightsSet::toF32(const TensorEntry &entry) const {
   const Origin &origin = originOf(entry);
   return origin.file->toF32(*origin.entry);

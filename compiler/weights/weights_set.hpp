@@ -35,6 +35,7 @@ public:
   std::optional<llvm::ArrayRef<uint8_t>> storedBytes(const TensorEntry &entry) const override;
   llvm::Expected<std::vector<float>> toF32(const TensorEntry &entry) const override;
   void release(const TensorEntry &entry) const override;
+  std::string blockQuantization(const TensorEntry &entry) const override;
 
 private:
   // Where an entry of the set comes from: its file and that file's entry,

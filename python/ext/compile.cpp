@@ -167,7 +167,7 @@ struct Request {
   std::string baseModelPrefix;  // a checkpoint's (huggingface::Checkpoint)
   std::string target;
   std::string precision;
-  int64_t groupSize = 0;
+  std::optional<int64_t> groupSize;
   std::string dumpIr;
 };
 
@@ -206,7 +206,6 @@ Outcome compileRequest(Request request) {
   driver::PipelineOptions options;
   options.target = *target;
   options.precision = *precision;
-  options.groupSize = request.groupSize;
   options.dumpIrDir = request.dumpIr;
   mlir::OwningOpRef<mlir::ModuleOp> module = compilation.frontEnd(request.dims, request.configs);
   if (!module) return outcome;
@@ -228,6 +227,7 @@ Outcome compileRequest(Request request) {
   }
   if (mlir::failed(bindParameters(*module, params, {}, weightsFile ? weightsFile->binding() : ParamBinding::OnDemand)))
     return outcome;
+  options.groupSize = driver::groupSizeFor(options.precision, request.groupSize, weightsFile.get());
   if (mlir::failed(compilation.runPipeline(*module, options))) return outcome;
   auto artifact = compilation.writeArtifact(*module, options);
   if (mlir::failed(artifact)) return outcome;
@@ -239,7 +239,7 @@ Outcome compileRequest(Request request) {
 nb::tuple compileModel(std::string text, std::string filename, std::optional<std::vector<std::string>> weightsPaths,
                        std::optional<nb::list> weightArrays, std::optional<uint64_t> randomSeed,
                        std::map<std::string, std::pair<int64_t, int64_t>> dims, mlirgen::ConfigValues configs,
-                       std::string baseModelPrefix, std::string target, std::string precision, int64_t groupSize,
+                       std::string baseModelPrefix, std::string target, std::string precision, std::optional<int64_t> groupSize,
                        std::string dumpIr, int threads, std::optional<std::string> device) {
   std::string modelName = filename;  // the loaded model's name, as the artifact's source
   std::optional<Declarations> declared = declarationsOf(text);
@@ -308,7 +308,7 @@ void bindCompile(nb::module_ &module) {
   module.def("compile_model", &compileModel, nb::arg("text"), nb::arg("filename"), nb::arg("weights_paths").none(),
              nb::arg("weight_arrays").none(), nb::arg("random_seed").none(), nb::arg("dims"), nb::arg("configs"),
              nb::arg("base_model_prefix"), nb::arg("target"),
-             nb::arg("precision"), nb::arg("group_size"), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
+             nb::arg("precision"), nb::arg("group_size").none(), nb::arg("dump_ir"), nb::arg("threads"), nb::arg("device").none(),
              "Compiles a model's text; returns (model or None, diagnostics, unused weight names).");
   module.def(
       "ir_graph",

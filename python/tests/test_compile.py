@@ -126,6 +126,18 @@ def test_gguf_path_gives_what_its_safetensors_give():
     np.testing.assert_array_equal(from_gguf.run(ids)["logits"], from_safetensors.run(ids)["logits"])
 
 
+def test_int8_keeps_a_gguf_files_q8_0_format_unless_told_otherwise():
+    """Weights holding Q8_0 tensors compile at int8 with q8_0's scale per group of 32, as
+    group_size=32 asks; group_size=0 asks for a scale per output column."""
+    case = REPO / "tests/conformance/cases/llama_hf_tiny"
+    dims = {"vocab": 4, "hidden": 32, "heads": 2, "kv_heads": 1, "head_dim": 16, "inter": 32, "layers": 1}
+    gguf = REPO / "tests/compiler/weights/gguf/llama_tied.gguf"
+    with pytest.warns(UserWarning, match="rope_freqs"):
+        kept = ein.compile(case / "model.ein", weights=gguf, dims=dims, precision="int8").describe()
+        columns = ein.compile(case / "model.ein", weights=gguf, dims=dims, precision="int8", group_size=0).describe()
+    assert "int8, a scale per group of 32" in kept and "per group" not in columns and "weights=int8" in columns
+
+
 def test_random_weights_are_deterministic():
     x = np.ones((3, 4), np.float32)
     first = ein.compile(LINEAR_RELU, random_weights=5).run({"x": x})["y"]

@@ -149,8 +149,9 @@ def compile(
         along k, as llama.cpp's q4_0, GEMM inputs quantized per group).
     group_size: 32 with "int8": GEMM weights int8 with a scale per group of
         32 along k (llama.cpp's q8_0, whose values a GGUF q8_0 file keeps
-        exactly), GEMM inputs quantized per group (``einc --group-size``).
-        None: int8's scale per output channel (int4 always takes groups of 32).
+        exactly), GEMM inputs quantized per group (``einc --group-size``); 0:
+        int8's scale per output channel. None (the default): 32 for weights
+        holding q8_0 tensors, else 0 (int4 always takes groups of 32).
     device: where the model runs: "cpu", "cuda" (the default GPU:
         $EIN_CUDA_DEVICE, else 0) or "cuda:N"; it is compiled for that
         device's kind. Default: the target's, else "cpu".
@@ -189,7 +190,7 @@ def compile(
     arrays = _weight_arrays(weights) if isinstance(weights, Mapping) else None
     model, diagnostics, unused = _ein.compile_model(
         text, name, weight_paths, arrays, random_weights, _dims(dims, _ein.declared_dims(text)), _configs(config),
-        _base_model_prefix, target, precision, group_size or 0,
+        _base_model_prefix, target, precision, group_size,
         os.fspath(dump_ir) if dump_ir is not None else "", threads, device)
     diagnostics = _diagnostics(diagnostics)
     if model is None:

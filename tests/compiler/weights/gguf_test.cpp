@@ -162,8 +162,11 @@ TEST(GgufTypes, EachTypeGivesTheValuesOfGgufPy) {
     EXPECT_EQ(file.stored(*entry).type, expected.type);
     EXPECT_EQ(entry->dtype, expected.served);
     EXPECT_EQ(entry->shape, expected.shape);
-    // Half floats are served as stored; quantized tensors only as f32.
+    // Half floats are served as stored; quantized tensors only as f32, and
+    // say which quantization they are stored in.
     EXPECT_EQ(file.storedBytes(*entry).has_value(), expected.served != DType::F32);
+    EXPECT_EQ(file.blockQuantization(*entry),
+              expected.served == DType::F32 ? ein::weights::ggmlTypeName(static_cast<uint32_t>(expected.type)) : std::string());
     EXPECT_TRUE(sameBits(floatsOf(file, entry), floatsOf(file, file.find(std::string(expected.name) + ".expected"))));
   }
 
@@ -177,6 +180,7 @@ TEST(GgufTypes, EachTypeGivesTheValuesOfGgufPy) {
   EXPECT_TRUE(sameBits(floatsOf(file, f32), counting));
   ASSERT_TRUE(file.storedBytes(*f32).has_value());
   EXPECT_EQ(file.storedBytes(*f32)->size(), 24u * 4);
+  EXPECT_EQ(file.blockQuantization(*f32), "");
 }
 
 TEST_F(GgufFiles, Version2ReadsAsVersion3) {
