@@ -253,6 +253,22 @@ def test_int4_refuses_weights_it_cannot_hold(value, why):
         ein.compile(LINEAR_RELU, weights=weights, precision="int4")
 
 
+@pytest.mark.parametrize("options", [{"precision": "int8"}, {"precision": "int8", "group_size": 32},
+                                     {"precision": "int4"}])
+def test_quantizers_take_subnormal_weights(options):
+    """A column of subnormal weights has a scale whose inverse overflows: the weights are
+    quantized by the quotient itself, and their scale, subnormal in f32 and zero in f16, gives
+    zero at run time (which flushes subnormals): 2e-4 of the output here; zeros stay zeros."""
+    weights = linear_relu_weights()
+    weights["fc.weight"][:, 1] = np.float32(1e-42) * np.array([1, -2, 0, 3], np.float32)
+    weights["fc.weight"][:, 2] = 0
+    weights["fc.bias"][1:3] = 0.5
+    x = np.full((3, 4), 1e38, np.float32)
+    got = ein.compile(LINEAR_RELU, weights=weights, **options).run({"x": x})["y"]
+    want = np.maximum(x.astype(np.float64) @ weights["fc.weight"].astype(np.float64) + weights["fc.bias"], 0)
+    np.testing.assert_allclose(got[:, 1:3], want[:, 1:3], rtol=0, atol=3e-4)
+
+
 def test_bf16_precision_is_recorded():
     model = ein.compile(LINEAR_RELU, random_weights=1, precision="bf16")
     assert model.precision == "bf16" and model.target == "cpu"

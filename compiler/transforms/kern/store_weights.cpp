@@ -9,6 +9,7 @@
 // q8_0). Each weight is
 // folded and stored before the next is read, so at most one f32 weight the
 // pass computed is held at a time.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -371,7 +372,8 @@ class Storer {
       std::memcpy(scale.data() + j * sizeof(float), &columnScale, sizeof(float));
       const float inverse = absMax == 0.0f ? 0.0f : 127.0f / absMax;
       for (int64_t p = 0; p < layout.k; ++p) {
-        float value = std::nearbyint(at(p, j) * inverse);
+        // 127 / absMax overflows for a subnormal absMax: then the quotient itself.
+        float value = std::nearbyint(std::isfinite(inverse) ? at(p, j) * inverse : at(p, j) / columnScale);
         value = std::min(127.0f, std::max(-127.0f, value));
         q[static_cast<size_t>(p * layout.sK + j * layout.sN)] = static_cast<char>(static_cast<int8_t>(value));
       }
@@ -430,11 +432,13 @@ class Storer {
                     sizeof halfBits);
         for (int64_t p = begin; p < end; ++p) {
           const size_t element = index(p, j);
+          // 1 / d overflows for a subnormal d: then the quotient itself.
+          const float scaled = std::isfinite(inverse) ? f32[element] * inverse : f32[element] / d;
           if (bits == 8) {
-            q[element] = static_cast<char>(static_cast<int8_t>(std::round(f32[element] * inverse)));
+            q[element] = static_cast<char>(static_cast<int8_t>(std::clamp(std::round(scaled), -127.0f, 127.0f)));
             continue;
           }
-          const int value = std::min(15, static_cast<int>(f32[element] * inverse + 8.5f)) - 8;
+          const int value = static_cast<int>(std::clamp(scaled + 8.5f, 0.0f, 15.0f)) - 8;
           q[element / 2] = static_cast<char>(static_cast<uint8_t>(q[element / 2]) |
                                              (static_cast<uint8_t>(value) & 15) << (element % 2 * 4));
         }
