@@ -105,8 +105,8 @@ void manySequencesGemmShapes(benchmark::internal::Benchmark *bench) {
       ->ArgsProduct({{5, 8, 12, 16, 24, 32, 64}, {5632}, {2048}, {2}})
       ->UseRealTime();
 }
-void BM_ManySequencesGemm(benchmark::State &state, ein::DType weights) {
-  BM_DecodeGemm(state, weights);
+void BM_ManySequencesGemm(benchmark::State &state, ein::DType weights, bool groupScales = false) {
+  BM_DecodeGemm(state, weights, groupScales);
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -116,6 +116,7 @@ BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_f32_cached, false, ein::DType::
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, f32, ein::DType::F32)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, bf16, ein::DType::BF16)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, int8, ein::DType::I8)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_ManySequencesGemm, int8_groups, ein::DType::I8, true)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, int4, ein::DType::I4)->Apply(manySequencesGemmShapes);
 
 // The plain streaming read the decode gemms are held to: the sum of a cold
