@@ -382,6 +382,26 @@ def test_a_killed_instance_is_replaced_and_the_failures_stop(artifact, direct):
         assert victim not in server.instance_processes() and len(server.instance_processes()) == 2
     expect_recovery(direct, outcomes, within_s=10)
     assert not shm_regions(server)
+    assert not live_group_members(server.process.pid)
+
+
+def live_group_members(group: int, wait_s: float = 5.0) -> set:
+    """The processes of process group ``group`` that are not zombies, once
+    none is left or after ``wait_s`` (a killed process takes a moment)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        members = set()
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rsplit(b")", 1)[1].split()
+                if int(fields[2]) == group and fields[0] != b"Z":
+                    members.add(int(entry))
+            except (OSError, ValueError, IndexError):  # not a process, or gone meanwhile
+                continue
+        if not members or time.monotonic() > deadline:
+            return members
+        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -398,9 +418,11 @@ def test_a_killed_tritonserver_is_started_again(artifact, direct, backend):
         assert server.restarts == 1 and server.process.pid != first and server.process.poll() is None
         assert len(server.instance_processes()) == (2 if backend == "python" else 0)
         assert not any(region.exists() for region in regions)
+        assert not live_group_members(first), "the killed server's instances are ended with it"
         assert server.stop() == 0
     expect_recovery(direct, outcomes, within_s=10)
     assert not shm_regions(server)
+    assert not live_group_members(server.process.pid)
 
 
 def start_command_line(arguments):

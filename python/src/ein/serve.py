@@ -196,6 +196,17 @@ def _children(pid: int, marker: str) -> set:
     return found
 
 
+def _kill_group(leader: int) -> None:
+    """SIGKILL to what is left of the process group a launch of tritonserver
+    leads (start_new_session): its instance processes, which outlive it when
+    it exits first (an old generation's survivor waiting to be killed, a stub
+    of a server that was killed). Their parent gone, nothing else ends them."""
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # nothing left of it
+        pass
+
+
 def native_backend() -> pathlib.Path:
     """libtriton_ein.so: beside ein's native module (a wheel installs it there)."""
     path = pathlib.Path(__file__).parent / "libtriton_ein.so"
@@ -526,6 +537,7 @@ class Server:
         1, 2, 4 ... 30 s between tries); its new instance processes."""
         print(f"ein.serve: tritonserver exited with status {self.process.returncode}; starting it again",
               file=sys.stderr, flush=True)
+        _kill_group(self.process.pid)  # its instances, which may outlive it
         self._remove_shm()
         pause = 1.0
         while not self._stopping.is_set():
@@ -575,16 +587,14 @@ class Server:
                 self.process.wait(timeout_s if timeout_s is not None else self._exit_timeout_s + 30)
             except subprocess.TimeoutExpired:
                 self._kill_server()
+        _kill_group(self.process.pid)
         self._remove_shm()
         self._cleanup()
         return self.process.returncode
 
     def _kill_server(self) -> None:
         """tritonserver and its instance processes (its process group), now."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(self.process.pid)
         self.process.wait(10)
 
     def _remove_shm(self) -> None:
