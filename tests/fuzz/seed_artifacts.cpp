@@ -22,6 +22,9 @@ int main(int argc, char **argv) {
       {"dynamic_doubling.einb", ein::testing::dynamicDoublingArtifact(0, 8)},
       // int8 weights with their scales (Gemm.b_scale), for the int8 checks.
       {"int8_linear.einb", ein::testing::int8LinearArtifact()},
+      // Weights with a scale per group (Gemm.b_group_scale): int4, and int8 as q8_0.
+      {"int4_linear.einb", ein::testing::groupScaledLinearArtifact(4)},
+      {"int8_groups_linear.einb", ein::testing::groupScaledLinearArtifact(8)},
   };
   for (const auto &[name, bytes] : artifacts) {
     std::string path = std::string(argv[1]) + "/" + name;

@@ -536,6 +536,28 @@ std::vector<uint8_t> int8LinearArtifact() {
   return builder.build();
 }
 
+std::vector<uint8_t> groupScaledLinearArtifact(int bits) {
+  ArtifactBuilder builder;
+  builder.precision = bits == 4 ? fb::Precision::Int4 : fb::Precision::Int8;
+  const int64_t k = 40, groups = 2;  // the second group partial
+  uint32_t x = builder.input("x", fb::DType::F32, {2, k});
+  std::vector<uint8_t> q(static_cast<size_t>(bits == 4 ? 3 * k / 2 : 3 * k));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(i * 37 % 256);
+  uint32_t w = builder.weights(bits == 4 ? fb::DType::I4 : fb::DType::I8, {3, k}, q, "w");
+  std::vector<uint8_t> scales;
+  for (int64_t i = 0; i < groups * 3; ++i) {
+    const uint16_t half = floatToHalf(0.01f * static_cast<float>(i + 1));
+    scales.push_back(static_cast<uint8_t>(half & 255));
+    scales.push_back(static_cast<uint8_t>(half >> 8));
+  }
+  uint32_t scale = builder.weights(fb::DType::F16, {groups, 3}, scales);
+  uint32_t y = builder.output("y", fb::DType::F32, {2, 3});
+  GemmSpec spec{{}, 2, 3, k, ViewSpec{x, 0, {k, 1}}, ViewSpec{w, 0, {1, k}}, ViewSpec{y, 0, {3, 1}}};
+  spec.bGroupScale = ViewSpec{scale, 0, {3, 1}};
+  builder.gemm(spec);
+  return builder.build();
+}
+
 std::vector<uint8_t> doublingArtifact(fb::Target target) {
   ArtifactBuilder builder;
   builder.target = target;

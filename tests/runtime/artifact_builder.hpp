@@ -271,6 +271,9 @@ std::vector<uint8_t> doublingArtifact(fb::Target target = fb::Target::Cpu);
 // transposed, a scale per column and an f32 bias (einc --precision int8's
 // shape of a linear).
 std::vector<uint8_t> int8LinearArtifact();
+// y = x . w^T with w [3, 40] group-scaled: int4 (bits 4) or int8 (bits 8)
+// weights with an f16 scale per group of 32 along k (Gemm.b_group_scale).
+std::vector<uint8_t> groupScaledLinearArtifact(int bits);
 
 // Builds one model either static (every size a constant: the dims' values)
 // or dynamic (the dims ranged, sizes as expressions), from the same code, so

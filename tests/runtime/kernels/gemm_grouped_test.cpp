@@ -305,6 +305,9 @@ TEST(GroupedGemmLoader, AcceptsGroupScaledGemmsAndRefusesEveryMalformedOne) {
     EXPECT_NE(error.find(why), std::string::npos) << error;
   };
   EXPECT_EQ(loadError(groupedGemm({})), "loaded");
+  // The fuzzers' seeds.
+  EXPECT_EQ(loadError(groupScaledLinearArtifact(4)), "loaded");
+  EXPECT_EQ(loadError(groupScaledLinearArtifact(8)), "loaded");
   GroupedGemmCase f32Weights;
   f32Weights.bType = DType::F32;
   f32Weights.groupScale = false;
