@@ -267,7 +267,7 @@ mlir::LogicalResult Compilation::runPipeline(mlir::ModuleOp module, const Pipeli
   }
   if (options.groupSize != 0 && options.groupSize != 32) {
     error("group size " + std::to_string(options.groupSize) + " is not one the kernels take: 32 (a scale per group "
-          "of 32 along k), or none for int8's scale per output column");
+          "of 32 along k), or 0 for int8's scale per output column");
     return mlir::failure();
   }
   if (options.groupSize != 0 && options.precision != ArtifactPrecision::Int8 &&

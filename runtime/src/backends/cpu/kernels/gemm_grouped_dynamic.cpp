@@ -54,8 +54,8 @@ void packGroupedPanel(int bits, const uint8_t *b, int64_t offset, int64_t bK, in
           }
     }
     for (int j = 0; j < kNr; ++j) {
-      const uint16_t bits16 = j < cols ? scales[g * sG + j * sN] : 0;
-      std::memcpy(group + weightBytes + 2 * j, &bits16, 2);
+      const uint16_t scaleBits = j < cols ? scales[g * sG + j * sN] : 0;
+      std::memcpy(group + weightBytes + 2 * j, &scaleBits, 2);
     }
   }
 }
