@@ -1,7 +1,7 @@
 // einc: compiles a .ein model into an ein artifact (.einb).
 //
 //   einc MODEL.ein -o MODEL.einb [--weights W.safetensors|W.gguf|FOLDER ... | --random-weights SEED]
-//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--config NAME=VALUE]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8|int4] [--group-size 32]
+//        [--dim NAME=SIZE|NAME=MIN..MAX]... [--config NAME=VALUE]... [--target cpu|cuda] [--precision fp32|bf16|fp16|int8|int4] [--group-size 0|32]
 //        [--print-ir-after-all] [--dump-ir DIR] [-q]
 //   einc --hf CHECKPOINT_DIR -o MODEL.einb [...]  a Hugging Face folder through ein's model library
 //   einc MODEL.ein --emit=mlir [-o MODEL.mlir]   the ein dialect from the front end
