@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 
+#include "api/beam_searcher.hpp"
 #include "api/generation_rules.hpp"
 #include "ein/sequence_pool.hpp"
 #include "util/limits.hpp"
@@ -20,22 +21,10 @@ Status invalidArgument(std::string message) { return Status(StatusCode::InvalidA
 // copies of the prompt, a continuation masked out).
 constexpr float kAbsent = -1.0e9f;
 
-struct Beam {
-  std::vector<int64_t> tokens;  // the new tokens
-  float score = 0.0f;           // summed log-probabilities
-  std::vector<float> logProbs;  // of its next token, after the processors
-};
-
 struct Continuation {
   float score = 0.0f;
   size_t beam = 0;
   int64_t token = 0;
-};
-
-struct Finished {
-  std::vector<int64_t> tokens;
-  double score = kAbsent;  // a slot no hypothesis has filled yet
-  bool filled = false;
 };
 
 // log_softmax of `logits`, in f32 as transformers computes it.
@@ -174,7 +163,11 @@ class PoolStates final : public BeamStates {
   std::unique_ptr<SequencePool> pool_;
 };
 
-Status checkOptions(const BeamSearchOptions &options) {
+}  // namespace
+
+namespace detail {
+
+Status checkBeamSearchOptions(const BeamSearchOptions &options) {
   // Each beam is a sequence of a pool (or a session of its own).
   if (options.beams < 1 || options.beams > detail::kMaxSequenceSlots)
     return invalidArgument(
@@ -189,11 +182,175 @@ Status checkOptions(const BeamSearchOptions &options) {
   return Status();
 }
 
-}  // namespace
+BeamSearcher::BeamSearcher(BeamSearchOptions options, std::vector<int64_t> prompt, int64_t limit)
+    : options_(std::move(options)),
+      prompt_(std::move(prompt)),
+      limit_(limit),
+      beams_(static_cast<size_t>(options_.beams)),
+      stateOf_(beams_.size()),
+      hasState_(beams_.size(), false),
+      finished_(beams_.size()) {
+  for (size_t b = 0; b < beams_.size(); ++b) stateOf_[b] = b;
+  for (Finished &f : finished_) f.score = kAbsent;
+  hasState_[0] = true;
+}
+
+std::vector<float> BeamSearcher::logProbabilities(std::span<const float> logits,
+                                                  const std::vector<int64_t> &tokens) const {
+  std::vector<float> logProbs = logSoftmax(logits);
+  applyProcessors(logProbs, prompt_, tokens, options_);
+  return logProbs;
+}
+
+bool BeamSearcher::allFilled() const {
+  return std::all_of(finished_.begin(), finished_.end(), [](const Finished &f) { return f.filled; });
+}
+
+bool BeamSearcher::isStop(int64_t token) const {
+  return std::find(options_.stopTokens.begin(), options_.stopTokens.end(), token) != options_.stopTokens.end();
+}
+
+Status BeamSearcher::start(std::span<const float> logits) {
+  if (Status status = checkLogits(logits, 0); !status.ok()) return status;
+  // As transformers: every beam starts as the prompt, all but the first absent.
+  beams_[0].logProbs = logProbabilities(logits, {});
+  for (size_t b = 1; b < beams_.size(); ++b) {
+    beams_[b].logProbs = beams_[0].logProbs;
+    beams_[b].score = kAbsent;
+  }
+  return Status();
+}
+
+Status BeamSearcher::observe(size_t beam, std::span<const float> logits) {
+  if (Status status = checkLogits(logits, produced_); !status.ok()) return status;
+  beams_[beam].logProbs = logProbabilities(logits, beams_[beam].tokens);
+  return Status();
+}
+
+std::optional<BeamSearcher::Step> BeamSearcher::advance() {
+  if (ended_) return std::nullopt;
+  const size_t beamCount = beams_.size();
+  // Candidates kept each step: enough that `beams` of them do not end.
+  const size_t kept = std::max<size_t>(2, 1 + options_.stopTokens.size()) * beamCount;
+  const auto vocab = static_cast<int64_t>(beams_[0].logProbs.size());
+  // The best `kept` continuations of every beam by every token.
+  std::vector<Continuation> all;
+  all.reserve(beamCount * static_cast<size_t>(vocab));
+  for (size_t b = 0; b < beamCount; ++b)
+    for (int64_t v = 0; v < vocab; ++v)
+      all.push_back({beams_[b].score + beams_[b].logProbs[static_cast<size_t>(v)], b, v});
+  const size_t count = std::min(kept, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
+                    [](const Continuation &a, const Continuation &c) { return a.score > c.score; });
+  all.resize(count);
+  const bool lastToken = produced_ + 1 >= limit_;
+  std::vector<bool> ends(count);
+  for (size_t k = 0; k < count; ++k) ends[k] = lastToken || isStop(all[k].token);
+
+  // Those among the best `beams` that end join the finished hypotheses,
+  // unless these are full (early stopping) or cannot improve.
+  if (improvable_ && !(allFilled() && options_.earlyStopping == EarlyStopping::WhenFull)) {
+    const double lengthScale = std::pow(static_cast<double>(produced_ + 1), options_.lengthPenalty);
+    std::vector<Finished> merged = finished_;
+    for (size_t k = 0; k < std::min(count, beamCount); ++k)
+      if (ends[k]) {
+        std::vector<int64_t> tokens = beams_[all[k].beam].tokens;
+        tokens.push_back(all[k].token);
+        merged.push_back({std::move(tokens), static_cast<float>(all[k].score / lengthScale), true});
+      }
+    std::stable_sort(merged.begin(), merged.end(),
+                     [](const Finished &a, const Finished &c) { return a.score > c.score; });
+    merged.resize(beamCount);
+    finished_ = std::move(merged);
+  }
+
+  // The best `beams` continuations that do not end go on.
+  std::vector<Continuation> next;
+  for (size_t k = 0; k < count && next.size() < beamCount; ++k)
+    if (!ends[k]) next.push_back(all[k]);
+  const bool allEnd = std::all_of(ends.begin(), ends.end(), [](bool e) { return e; });
+  const float bestRunning = next.empty() ? kAbsent : next.front().score;
+
+  // transformers' test whether a live beam can still beat the finished ones.
+  const int64_t length = options_.earlyStopping == EarlyStopping::Never && options_.lengthPenalty > 0.0f
+                             ? limit_
+                             : produced_ + 1;
+  const double best = bestRunning / std::pow(static_cast<double>(length), options_.lengthPenalty);
+  const bool full = allFilled();
+  double worst = static_cast<double>(kAbsent);  // a slot still open bounds nothing
+  if (full) {
+    worst = finished_.front().score;
+    for (const Finished &f : finished_) worst = std::min(worst, f.score);
+  }
+  improvable_ = improvable_ && best > worst;
+  if (!improvable_ || (full && options_.earlyStopping == EarlyStopping::WhenFull) || allEnd) {
+    ended_ = true;
+    return std::nullopt;
+  }
+  while (next.size() < beamCount) next.push_back({kAbsent, next.empty() ? 0 : next.back().beam, 0});
+
+  // Each continuing beam takes over its parent's state; a parent that
+  // goes on twice hands a copy to a state whose beam ended. A copy's
+  // source is a state some continuation took over, never one written.
+  Step step;
+  std::vector<int> owner(beamCount, -1);   // beam b's state goes to continuation owner[b]
+  std::vector<size_t> ownerOf(beamCount);  // continuation i's state: that of beam ownerOf[i]
+  std::vector<size_t> needCopy;
+  for (size_t i = 0; i < beamCount; ++i) {
+    const size_t parent = next[i].beam;
+    if (owner[parent] < 0 && hasState_[parent]) {
+      owner[parent] = static_cast<int>(i);
+      ownerOf[i] = parent;
+    } else {
+      needCopy.push_back(i);
+    }
+  }
+  std::vector<size_t> freeStates;
+  for (size_t b = 0; b < beamCount; ++b)
+    if (owner[b] < 0) freeStates.push_back(b);
+  for (size_t j = 0; j < needCopy.size(); ++j) {
+    const size_t i = needCopy[j], into = freeStates[j], parent = next[i].beam;
+    const size_t from = hasState_[parent] ? parent : 0;
+    step.copies.emplace_back(stateOf_[into], stateOf_[from]);
+    ownerOf[i] = into;
+  }
+  std::vector<Beam> continued(beamCount);
+  for (size_t i = 0; i < beamCount; ++i) {
+    step.states.push_back(stateOf_[ownerOf[i]]);
+    continued[i].tokens = beams_[next[i].beam].tokens;
+    continued[i].tokens.push_back(next[i].token);
+    continued[i].score = next[i].score;
+    step.tokens.push_back(next[i].token);
+  }
+  beams_ = std::move(continued);
+  stateOf_ = step.states;
+  hasState_.assign(beamCount, true);
+  ++produced_;
+  return step;
+}
+
+std::vector<Hypothesis> BeamSearcher::results() const {
+  std::vector<Hypothesis> best;
+  for (const Finished &f : finished_)
+    if (f.filled && best.size() < static_cast<size_t>(options_.returnSequences)) best.push_back({f.tokens, f.score});
+  return best;
+}
+
+FinishReason BeamSearcher::finishReason() const {
+  if (!ended_) return FinishReason::None;
+  const std::vector<Hypothesis> best = results();
+  if (best.empty()) return FinishReason::Length;
+  const std::vector<int64_t> &tokens = best.front().tokens;
+  if (!tokens.empty() && isStop(tokens.back())) return FinishReason::Stop;
+  return limit_ < options_.maxNewTokens && static_cast<int64_t>(tokens.size()) >= limit_ ? FinishReason::CacheFull
+                                                                                         : FinishReason::Length;
+}
+
+}  // namespace detail
 
 StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const int64_t> prompt,
                                              const BeamSearchOptions &options) {
-  if (Status status = checkOptions(options); !status.ok()) return status;
+  if (Status status = detail::checkBeamSearchOptions(options); !status.ok()) return status;
   StatusOr<detail::DecoderBindings> bindings =
       detail::checkDecoder(session, prompt, options.idsInput, options.logitsOutput, "beam search");
   if (!bindings.ok()) return bindings.status();
@@ -207,8 +364,6 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
   while (limit < options.maxNewTokens && detail::fitsAt(session, *ids, 1, promptEnd + limit - 1).ok()) ++limit;
 
   const auto beamCount = static_cast<size_t>(options.beams);
-  // Candidates kept each step: enough that `beams` of them do not end.
-  const size_t kept = std::max<size_t>(2, 1 + options.stopTokens.size()) * beamCount;
   StatusOr<std::unique_ptr<PoolStates>> pool = PoolStates::create(session, beamCount);
   if (!pool.ok()) return pool.status();
   std::unique_ptr<BeamStates> states = std::move(pool).value();
@@ -218,135 +373,18 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
     states = std::move(sessions).value();
   }
 
+  detail::BeamSearcher search(options, {prompt.begin(), prompt.end()}, limit);
   StatusOr<std::span<const float>> first = states->start(prompt);
   if (!first.ok()) return first.status();
-  if (Status status = detail::checkLogits(first.value(), 0); !status.ok()) return status;
-  // As transformers: every beam starts as the prompt, all but the first absent.
-  std::vector<Beam> beams(beamCount);
-  beams[0].logProbs = logSoftmax(first.value());
-  applyProcessors(beams[0].logProbs, prompt, {}, options);
-  for (size_t b = 1; b < beamCount; ++b) {
-    beams[b].logProbs = beams[0].logProbs;
-    beams[b].score = kAbsent;
-  }
-  // Beam b's state is state stateOf[b]; an absent beam's is nobody's yet.
-  std::vector<size_t> stateOf(beamCount);
-  for (size_t b = 0; b < beamCount; ++b) stateOf[b] = b;
-  std::vector<bool> hasState(beamCount, false);
-  hasState[0] = true;
-
-  std::vector<Finished> finished(beamCount);
-  bool improvable = true;
-  const auto vocab = static_cast<int64_t>(beams[0].logProbs.size());
-  auto allFilled = [&] {
-    return std::all_of(finished.begin(), finished.end(), [](const Finished &f) { return f.filled; });
-  };
-  auto isStop = [&](int64_t token) {
-    return std::find(options.stopTokens.begin(), options.stopTokens.end(), token) != options.stopTokens.end();
-  };
-  for (int64_t produced = 0;; ++produced) {
-    // The best `kept` continuations of every beam by every token.
-    std::vector<Continuation> all;
-    all.reserve(beamCount * static_cast<size_t>(vocab));
+  if (Status status = search.start(first.value()); !status.ok()) return status;
+  while (std::optional<detail::BeamSearcher::Step> step = search.advance()) {
+    for (const auto &[into, from] : step->copies)
+      if (Status status = states->copy(into, from); !status.ok()) return status;
+    if (Status status = states->next(step->states, step->tokens); !status.ok()) return status;
     for (size_t b = 0; b < beamCount; ++b)
-      for (int64_t v = 0; v < vocab; ++v)
-        all.push_back({beams[b].score + beams[b].logProbs[static_cast<size_t>(v)], b, v});
-    const size_t count = std::min(kept, all.size());
-    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
-                      [](const Continuation &a, const Continuation &c) { return a.score > c.score; });
-    all.resize(count);
-    const bool lastToken = produced + 1 >= limit;
-    std::vector<bool> ends(count);
-    for (size_t k = 0; k < count; ++k) ends[k] = lastToken || isStop(all[k].token);
-
-    // Those among the best `beams` that end join the finished hypotheses,
-    // unless these are full (early stopping) or cannot improve.
-    if (improvable && !(allFilled() && options.earlyStopping == EarlyStopping::WhenFull)) {
-      const double lengthScale = std::pow(static_cast<double>(produced + 1), options.lengthPenalty);
-      std::vector<Finished> merged = finished;
-      for (size_t k = 0; k < std::min(count, beamCount); ++k)
-        if (ends[k]) {
-          std::vector<int64_t> tokens = beams[all[k].beam].tokens;
-          tokens.push_back(all[k].token);
-          merged.push_back({std::move(tokens), static_cast<float>(all[k].score / lengthScale), true});
-        }
-      std::stable_sort(merged.begin(), merged.end(),
-                       [](const Finished &a, const Finished &c) { return a.score > c.score; });
-      merged.resize(beamCount);
-      finished = std::move(merged);
-    }
-
-    // The best `beams` continuations that do not end go on.
-    std::vector<Continuation> next;
-    for (size_t k = 0; k < count && next.size() < beamCount; ++k)
-      if (!ends[k]) next.push_back(all[k]);
-    const bool allEnd = std::all_of(ends.begin(), ends.end(), [](bool e) { return e; });
-    const float bestRunning = next.empty() ? kAbsent : next.front().score;
-
-    // transformers' test whether a live beam can still beat the finished ones.
-    const int64_t length = options.earlyStopping == EarlyStopping::Never && options.lengthPenalty > 0.0f
-                               ? limit
-                               : produced + 1;
-    const double best = bestRunning / std::pow(static_cast<double>(length), options.lengthPenalty);
-    const bool full = allFilled();
-    double worst = static_cast<double>(kAbsent);  // a slot still open bounds nothing
-    if (full) {
-      worst = finished.front().score;
-      for (const Finished &f : finished) worst = std::min(worst, f.score);
-    }
-    improvable = improvable && best > worst;
-    if (!improvable || (full && options.earlyStopping == EarlyStopping::WhenFull) || allEnd) break;
-    while (next.size() < beamCount) next.push_back({kAbsent, next.empty() ? 0 : next.back().beam, 0});
-
-    // Each continuing beam takes over its parent's state; a parent that
-    // goes on twice hands a copy to a state whose beam ended.
-    std::vector<int> owner(beamCount, -1);  // beam b's state goes to continuation owner[b]
-    std::vector<size_t> ownerOf(beamCount);  // continuation i's state: that of beam ownerOf[i]
-    std::vector<size_t> needCopy;
-    for (size_t i = 0; i < beamCount; ++i) {
-      const size_t parent = next[i].beam;
-      if (owner[parent] < 0 && hasState[parent]) {
-        owner[parent] = static_cast<int>(i);
-        ownerOf[i] = parent;
-      } else {
-        needCopy.push_back(i);
-      }
-    }
-    std::vector<size_t> freeStates;
-    for (size_t b = 0; b < beamCount; ++b)
-      if (owner[b] < 0) freeStates.push_back(b);
-    std::vector<std::vector<int64_t>> previous(beamCount);
-    for (size_t b = 0; b < beamCount; ++b) previous[b] = beams[b].tokens;
-    for (size_t j = 0; j < needCopy.size(); ++j) {
-      const size_t i = needCopy[j], into = freeStates[j], parent = next[i].beam;
-      const size_t from = hasState[parent] ? parent : 0;
-      if (Status status = states->copy(stateOf[into], stateOf[from]); !status.ok()) return status;
-      ownerOf[i] = into;
-    }
-    std::vector<size_t> reordered(beamCount);
-    std::vector<int64_t> tokens(beamCount);
-    for (size_t i = 0; i < beamCount; ++i) {
-      reordered[i] = stateOf[ownerOf[i]];
-      beams[i].tokens = previous[next[i].beam];
-      beams[i].tokens.push_back(next[i].token);
-      beams[i].score = next[i].score;
-      tokens[i] = next[i].token;
-    }
-    stateOf = std::move(reordered);
-    hasState.assign(beamCount, true);
-
-    if (Status status = states->next(stateOf, tokens); !status.ok()) return status;
-    for (size_t i = 0; i < beamCount; ++i) {
-      if (Status status = detail::checkLogits(states->logits(i), produced + 1); !status.ok()) return status;
-      beams[i].logProbs = logSoftmax(states->logits(i));
-      applyProcessors(beams[i].logProbs, prompt, beams[i].tokens, options);
-    }
+      if (Status status = search.observe(b, states->logits(b)); !status.ok()) return status;
   }
-
-  std::vector<Hypothesis> best;
-  for (const Finished &f : finished)
-    if (f.filled && best.size() < static_cast<size_t>(options.returnSequences)) best.push_back({f.tokens, f.score});
-  return best;
+  return search.results();
 }
 
 }  // namespace ein
