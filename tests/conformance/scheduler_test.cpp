@@ -429,6 +429,39 @@ TEST_P(Scheduling, TheCApiGeneratesAndStreams) {
     EXPECT_STREQ(ein_request_finish_reason(requests[i]), "length");
     ein_request_free(requests[i]);
   }
+  // A beam search among the requests: 3 beams are more than the 2
+  // sequences; 2 find what the C++ search finds alone.
+  ein_request_t *search = nullptr;
+  beams.early_stopping = EIN_EARLY_STOPPING_HEURISTIC;
+  wrong = ein_scheduler_submit_beam_search(scheduler, first.data(), first.size(), &beams, nullptr, 0, &search);
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_NE(std::string(ein_status_message(wrong)).find("3 beams take a sequence each; the scheduler has 2"),
+            std::string::npos)
+      << ein_status_message(wrong);
+  ein_status_free(wrong);
+  beams.beams = 2;
+  ASSERT_EQ(ein_scheduler_submit_beam_search(scheduler, first.data(), first.size(), &beams, nullptr, 0, &search),
+            nullptr);
+  ASSERT_EQ(ein_request_hypotheses(search, hypotheses.data(), lengths, scores, &found), nullptr);
+  ASSERT_TRUE((*reference)->resetState().ok());
+  expected = ein::beamSearch(**reference, first, {.beams = 2, .maxNewTokens = 6, .returnSequences = 2});
+  ASSERT_TRUE(expected.ok()) << expected.status().toString();
+  ASSERT_EQ(found, expected->size());
+  for (size_t i = 0; i < found; ++i) {
+    EXPECT_EQ(std::vector<int64_t>(hypotheses.begin() + static_cast<std::ptrdiff_t>(i * 6),
+                                   hypotheses.begin() + static_cast<std::ptrdiff_t>(i * 6 + lengths[i])),
+              (*expected)[i].tokens);
+    EXPECT_NEAR(scores[i], (*expected)[i].score, 1e-5);
+  }
+  ein_request_free(search);
+  ein_request_t *plain = nullptr;
+  ASSERT_EQ(ein_scheduler_submit(scheduler, first.data(), first.size(), &options, &plain), nullptr);
+  wrong = ein_request_hypotheses(plain, hypotheses.data(), lengths, scores, &found);
+  ASSERT_NE(wrong, nullptr);
+  EXPECT_EQ(ein_status_code(wrong), EIN_STATUS_INVALID_ARGUMENT);
+  ein_status_free(wrong);
+  ein_request_free(plain);
+
   const int64_t outside = 128;
   ein_request_t *refused = nullptr;
   ein_status_t *status = ein_scheduler_submit(scheduler, &outside, 1, &options, &refused);
@@ -598,6 +631,175 @@ TEST_P(Scheduling, ARequestLargerThanTheCacheEndsAndTheNextGoesOn) {
   auto result = next.value()->wait();
   ASSERT_TRUE(result.ok()) << result.status().toString();
   EXPECT_EQ(result.value().tokens, alone(model, prompt, {.maxNewTokens = 5}).tokens);
+}
+
+// Beam searches among generations: each request's hypotheses (tokens and
+// scores) are those ein::beamSearch finds alone, the generations' tokens
+// theirs alone, whatever runs beside them; a search waits until it has a
+// sequence per beam, and one bounded by the cache ends there.
+TEST_P(Scheduling, BeamSearchesRunAmongGenerationsAsEachAlone) {
+  auto scheduler = schedule(model, 6, 64);
+  ASSERT_TRUE(scheduler);
+  std::mt19937 random(21);
+  struct Search {
+    std::vector<int64_t> prompt;
+    ein::BeamSearchOptions options;
+  };
+  const std::vector<Search> searches = {
+      {randomPrompt(random, 7), {.beams = 3, .maxNewTokens = 9, .returnSequences = 3}},
+      {randomPrompt(random, 90),
+       {.beams = 4, .maxNewTokens = 7, .lengthPenalty = 0.6f, .earlyStopping = ein::EarlyStopping::WhenFull,
+        .returnSequences = 2, .stopTokens = {5, 17, 40}}},
+      {randomPrompt(random, 1), {.beams = 2, .maxNewTokens = 12, .noRepeatNgramSize = 2, .suppressTokens = {1, 2}}},
+      {randomPrompt(random, 250), {.beams = 2, .maxNewTokens = 10}},  // the 256-row cache ends it after 7
+      {randomPrompt(random, 30), {.beams = 6, .maxNewTokens = 5, .returnSequences = 6}},
+  };
+  const std::vector<int64_t> generated = randomPrompt(random, 40);
+  const ein::GenerationOptions generation{.maxNewTokens = 30};
+  std::vector<std::shared_ptr<ein::Request>> requests;
+  auto going = scheduler->submit(generated, generation);
+  ASSERT_TRUE(going.ok());
+  for (const Search &search : searches) {
+    auto request = scheduler->submitBeamSearch(search.prompt, search.options);
+    ASSERT_TRUE(request.ok()) << request.status().toString();
+    EXPECT_EQ(request.value()->sequences(), search.options.beams);
+    requests.push_back(request.value());
+  }
+  auto sampled = scheduler->submit(generated, {.maxNewTokens = 12, .temperature = 0.7f, .seed = 9});
+  ASSERT_TRUE(sampled.ok());
+  for (size_t i = 0; i < searches.size(); ++i) {
+    auto found = requests[i]->hypotheses();
+    ASSERT_TRUE(found.ok()) << "search " << i << ": " << found.status().toString();
+    auto session = ein::Session::create(model, {2});
+    ASSERT_TRUE(session.ok());
+    auto expected = ein::beamSearch(*session.value(), searches[i].prompt, searches[i].options);
+    ASSERT_TRUE(expected.ok()) << expected.status().toString();
+    ASSERT_EQ(found->size(), expected->size()) << "search " << i;
+    for (size_t h = 0; h < found->size(); ++h) {
+      EXPECT_EQ((*found)[h].tokens, (*expected)[h].tokens) << "search " << i << ", hypothesis " << h;
+      EXPECT_NEAR((*found)[h].score, (*expected)[h].score, 1e-5) << "search " << i << ", hypothesis " << h;
+    }
+    // wait() and next() give the best hypothesis.
+    auto best = requests[i]->wait();
+    ASSERT_TRUE(best.ok());
+    EXPECT_EQ(best->tokens, (*expected)[0].tokens) << "search " << i;
+    std::vector<int64_t> streamed;
+    while (true) {
+      auto token = requests[i]->next();
+      ASSERT_TRUE(token.ok());
+      if (!token.value()) break;
+      streamed.push_back(*token.value());
+    }
+    EXPECT_EQ(streamed, (*expected)[0].tokens) << "search " << i;
+  }
+  EXPECT_EQ(requests[3]->wait()->tokens.size(), 7u);
+  EXPECT_EQ(requests[3]->finishReason(), ein::FinishReason::CacheFull);
+  EXPECT_EQ(requests[0]->finishReason(), ein::FinishReason::Length);
+  auto result = going.value()->wait();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->tokens, alone(model, generated, generation).tokens);
+  result = sampled.value()->wait();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->tokens, alone(model, generated, {.maxNewTokens = 12, .temperature = 0.7f, .seed = 9}).tokens);
+  auto none = going.value()->hypotheses();
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("a generation, not a beam search"), std::string::npos);
+
+  // Several prompts at once, as each alone.
+  const std::vector<std::vector<int64_t>> prompts = {searches[0].prompt, searches[2].prompt, generated};
+  auto many = ein::beamSearch(*scheduler, prompts, {.beams = 3, .maxNewTokens = 6});
+  ASSERT_TRUE(many.ok()) << many.status().toString();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto session = ein::Session::create(model, {2});
+    ASSERT_TRUE(session.ok());
+    auto expected = ein::beamSearch(*session.value(), prompts[i], {.beams = 3, .maxNewTokens = 6});
+    ASSERT_TRUE(expected.ok());
+    EXPECT_EQ((*many)[i][0].tokens, (*expected)[0].tokens) << "prompt " << i;
+  }
+}
+
+// The beams of a search share their prompt's cache blocks, and a fork
+// shares its parent's until it writes: 4 beams over a 40-token prompt fit
+// 8 blocks of 16 rows (copies would take 12 before the first token). A
+// search preempted for blocks starts again whole and finds what it finds
+// alone; a search that cannot fit the cache is refused, and a cancelled
+// one ends without hypotheses.
+TEST_P(Scheduling, BeamsShareTheirCacheBlocksAndAPreemptedSearchStartsAgain) {
+  ein::SchedulerOptions scheduling{.maxSequences = 4, .threads = 2, .cacheBlockRows = 16, .cacheBlocks = 8};
+  auto created = ein::Scheduler::create(model, scheduling);
+  ASSERT_TRUE(created.ok()) << created.status().toString();
+  ein::Scheduler &scheduler = *created.value();
+  std::mt19937 random(23);
+  auto aloneSearch = [&](const std::vector<int64_t> &prompt, const ein::BeamSearchOptions &options) {
+    auto session = ein::Session::create(model, {2});
+    EXPECT_TRUE(session.ok());
+    auto found = ein::beamSearch(*session.value(), prompt, options);
+    EXPECT_TRUE(found.ok()) << found.status().toString();
+    return found.ok() ? found.value() : std::vector<ein::Hypothesis>();
+  };
+  const std::vector<int64_t> shared = randomPrompt(random, 40);
+  const ein::BeamSearchOptions four{.beams = 4, .maxNewTokens = 8};
+  auto request = scheduler.submitBeamSearch(shared, four);
+  ASSERT_TRUE(request.ok()) << request.status().toString();
+  auto found = request.value()->hypotheses();
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  EXPECT_EQ((*found)[0].tokens, aloneSearch(shared, four)[0].tokens);
+  EXPECT_EQ(request.value()->preemptions(), 0);
+
+  // Refused: more beams than sequences, more blocks than the cache has.
+  auto refused = scheduler.submitBeamSearch(shared, {.beams = 5});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ein::StatusCode::InvalidArgument);
+  EXPECT_NE(refused.status().message().find("5 beams take a sequence each; the scheduler has 4"), std::string::npos)
+      << refused.status().message();
+  refused = scheduler.submitBeamSearch(randomPrompt(random, 100), four);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), ein::StatusCode::ResourceExhausted);
+  EXPECT_NE(refused.status().message().find("4 beams over a prompt of 100 tokens take 11 cache blocks of 16 rows; the "
+                                            "cache has 8"),
+            std::string::npos)
+      << refused.status().message();
+
+  // An older generation and a younger search that together outgrow the
+  // cache: the search is preempted whole (the younger), and both end as alone.
+  std::promise<void> holding, queued;
+  std::shared_future<void> release = queued.get_future().share();
+  const std::vector<int64_t> one = {1};
+  auto gate = scheduler.submit(one, {.maxNewTokens = 1, .onToken = [&holding, release](int64_t) {
+                                       holding.set_value();
+                                       release.wait();
+                                       return true;
+                                     }});
+  ASSERT_TRUE(gate.ok());
+  holding.get_future().wait();
+  const std::vector<int64_t> older = randomPrompt(random, 20), younger = randomPrompt(random, 20);
+  const ein::GenerationOptions generation{.maxNewTokens = 60};
+  const ein::BeamSearchOptions two{.beams = 2, .maxNewTokens = 30, .returnSequences = 2};
+  auto first = scheduler.submit(older, generation);
+  auto second = scheduler.submitBeamSearch(younger, two);
+  queued.set_value();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(gate.value()->wait().ok());
+  auto result = first.value()->wait();
+  ASSERT_TRUE(result.ok()) << result.status().toString();
+  EXPECT_EQ(result->tokens, alone(model, older, generation).tokens);
+  found = second.value()->hypotheses();
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  const std::vector<ein::Hypothesis> expected = aloneSearch(younger, two);
+  ASSERT_EQ(found->size(), expected.size());
+  for (size_t h = 0; h < expected.size(); ++h) EXPECT_EQ((*found)[h].tokens, expected[h].tokens) << "hypothesis " << h;
+  EXPECT_GE(second.value()->preemptions(), 1);
+  EXPECT_EQ(first.value()->preemptions(), 0);
+
+  // Cancelled: it ends so, with no hypotheses.
+  auto cancelled = scheduler.submitBeamSearch(shared, {.beams = 2, .maxNewTokens = 200});
+  ASSERT_TRUE(cancelled.ok());
+  cancelled.value()->cancel();
+  found = cancelled.value()->hypotheses();
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->empty());
+  EXPECT_EQ(cancelled.value()->finishReason(), ein::FinishReason::Cancelled);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, Scheduling, ::testing::Values("fp32", "bf16", "int8"));

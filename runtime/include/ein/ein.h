@@ -279,6 +279,22 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
                                                size_t prompt_length, const ein_generation_options_t *options,
                                                const ein_input_t *first_run_inputs, size_t first_run_input_count,
                                                ein_request_t **out_request);
+/* A beam search (see ein_beam_search) among the scheduler's requests, its
+ * beams a sequence each; the first-run inputs as
+ * ein_scheduler_submit_with_inputs takes them (NULL and 0 for a decoder).
+ * Refused when the beams exceed max_sequences or, with a bounded paged
+ * cache, the prompt's blocks and a block a beam exceed it. Its hypotheses
+ * come from ein_request_hypotheses; ein_request_next returns the best's
+ * tokens once it has ended. */
+ein_status_t *ein_scheduler_submit_beam_search(ein_scheduler_t *scheduler, const int64_t *prompt,
+                                               size_t prompt_length, const ein_beam_search_options_t *options,
+                                               const ein_input_t *first_run_inputs, size_t first_run_input_count,
+                                               ein_request_t **out_request);
+/* Waits for a beam search's request to end and writes its hypotheses as
+ * ein_beam_search does (room for return_sequences * max_new_tokens tokens,
+ * as submitted). A generation's request: EIN_STATUS_INVALID_ARGUMENT. */
+ein_status_t *ein_request_hypotheses(ein_request_t *request, int64_t *out_tokens, size_t *out_lengths,
+                                     double *out_scores, size_t *out_count);
 /* Waits for the request's next token: *out_has_token is 1 and *out_token the
  * token, or *out_has_token is 0 once every token has been read and the
  * request has ended (ein_request_finish_reason says why). */

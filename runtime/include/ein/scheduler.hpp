@@ -21,11 +21,16 @@
 #include <thread>
 #include <vector>
 
+#include "ein/beam_search.hpp"
 #include "ein/generate.hpp"
 #include "ein/sequence_pool.hpp"
 #include "ein/status.hpp"
 
 namespace ein {
+
+namespace detail {
+class BeamSearcher;
+}
 
 struct SchedulerOptions {
   // Sequences generating at once; more requests wait for a place.
@@ -66,14 +71,22 @@ class Request {
   // token; nullopt once every token has been returned and the request has
   // ended (finishReason() says why); or the error that ended it.
   StatusOr<std::optional<int64_t>> next();
-  // Blocks until the request ends: every token it produced and why it ended.
+  // Blocks until the request ends: every token it produced and why it ended
+  // (a beam search's: its best hypothesis, whose tokens next() returns once
+  // it has ended).
   StatusOr<GeneratedSequence> wait();
+  // A beam search's (Scheduler::submitBeamSearch): blocks until it ends; its
+  // best returnSequences hypotheses, best first (none when it was
+  // cancelled). A generation's: InvalidArgument.
+  StatusOr<std::vector<Hypothesis>> hypotheses();
   // Ends the request before the scheduler's next step (FinishReason::Cancelled);
   // its tokens so far stand. Nothing happens to a request that has ended.
   void cancel();
   bool done() const;
   FinishReason finishReason() const;
   int64_t promptTokens() const { return static_cast<int64_t>(prompt_.size()); }
+  // The sequences it holds while it generates: its beams, or one.
+  int sequences() const { return beamSearch_ ? beamSearch_->beams : 1; }
   // The prompt's first tokens whose keys and values came from an earlier
   // sequence (SchedulerOptions::reusePrefixes) instead of a run; known once it started.
   int64_t cachedPromptTokens() const;
@@ -91,8 +104,13 @@ class Request {
     std::vector<int64_t> shape;
     std::vector<std::byte> data;
   };
-  Request(std::vector<int64_t> prompt, GenerationOptions options, std::vector<HeldInput> firstRunInputs)
-      : prompt_(std::move(prompt)), options_(std::move(options)), firstRunInputs_(std::move(firstRunInputs)) {}
+  Request(std::vector<int64_t> prompt, GenerationOptions options, std::optional<BeamSearchOptions> beamSearch,
+          int64_t beamLimit, std::vector<HeldInput> firstRunInputs)
+      : prompt_(std::move(prompt)),
+        options_(std::move(options)),
+        beamSearch_(std::move(beamSearch)),
+        beamLimit_(beamLimit),
+        firstRunInputs_(std::move(firstRunInputs)) {}
   std::vector<InputTensor> firstRunInputs() const;
   // Called by the scheduler's thread.
   void push(int64_t token);
@@ -100,6 +118,10 @@ class Request {
 
   const std::vector<int64_t> prompt_;
   const GenerationOptions options_;
+  // A beam search's options, and its most new tokens (maxNewTokens, or
+  // fewer where the cache ends).
+  const std::optional<BeamSearchOptions> beamSearch_;
+  const int64_t beamLimit_;
   const std::vector<HeldInput> firstRunInputs_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -109,13 +131,16 @@ class Request {
   bool ending_ = false;  // end() was called: the first call ends it
   bool ended_ = false;
   Status error_;
+  std::vector<Hypothesis> hypotheses_;
   bool cancelled_ = false;
   int64_t cached_ = 0;
   int64_t preemptions_ = 0;
   // The scheduler's thread's alone: set when the request's sequence is
   // preempted, taken when it is admitted again.
   struct Resumption {
-    std::vector<int64_t> tokens;  // what its cache must hold again: the prompt, then every token chosen
+    // What its cache must hold again: the prompt, then every token chosen (a
+    // beam search starts again from its prompt: it has streamed nothing).
+    std::vector<int64_t> tokens;
     uint64_t sampler = 0;
     uint64_t admitted = 0;  // its place in the order of admission, kept
   };
@@ -155,6 +180,14 @@ class Scheduler {
   // input and its output, or are empty.
   StatusOr<std::shared_ptr<Request>> submit(std::span<const int64_t> prompt, GenerationOptions options = {},
                                             std::span<const InputTensor> firstRunInputs = {});
+  // A beam search of `prompt` as ein::beamSearch does it alone (the same
+  // hypotheses), its beams a sequence each: checked as submit() checks a
+  // prompt, and that the beams are at most maxSequences() and, with a
+  // bounded paged cache, that the prompt's blocks and a block a beam fit it.
+  // It waits until that many sequences are free; preempted, it starts again.
+  // Request::hypotheses() returns what it found.
+  StatusOr<std::shared_ptr<Request>> submitBeamSearch(std::span<const int64_t> prompt, BeamSearchOptions options,
+                                                      std::span<const InputTensor> firstRunInputs = {});
 
   // Ends every request not yet ended (Cancelled, their tokens standing) and
   // stops the scheduler's thread; a later submit fails. Waits for the step
@@ -173,31 +206,49 @@ class Scheduler {
 
  private:
   struct Going;
+  // A batch entry's request, and its beam (0 for a generation).
+  struct Entry {
+    Going *going;
+    size_t beam;
+  };
   Scheduler(std::unique_ptr<SequencePool> pool, const SchedulerOptions &options, int64_t stepTokens);
+  // submit()'s checks of a prompt, the names in `options` and the first-run inputs.
+  Status checkSubmission(std::span<const int64_t> prompt, const std::string &idsInput,
+                         const std::string &logitsOutput, std::span<const InputTensor> firstRunInputs) const;
+  // Queues a checked request.
+  StatusOr<std::shared_ptr<Request>> queue(std::span<const int64_t> prompt, GenerationOptions options,
+                                           std::optional<BeamSearchOptions> beamSearch, int64_t beamLimit,
+                                           std::span<const InputTensor> firstRunInputs);
   void loop();
-  // Gives `request` a free sequence, starting from the longest prefix of its
-  // prompt some sequence's cache holds (reusePrefixes).
+  // Gives `request` its free sequences, the first starting from the longest
+  // prefix of its prompt some sequence's cache holds (reusePrefixes).
   void admit(std::shared_ptr<Request> request);
   // One step: a starting sequence's first run alone where the model keeps
   // state then, the next token of every sequence going, then prompt chunks.
   void step();
-  // The oldest starting sequence's first run, alone (SequencePool::run), where
+  // The requests generating, oldest admitted first.
+  std::vector<Going *> goingInOrder() const;
+  // The oldest starting request's first run, alone (SequencePool::run), where
   // the cache has its blocks; whether it ran.
-  bool runFirstRun(const std::vector<size_t> &going);
-  // Runs `batch` (entry i for slots[i]'s sequence), then takes each entry's
-  // next token where its prompt has run; a failed run ends its requests.
-  void runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<size_t> &slots);
-  // Counts a running request's sequence free, then ends the request: a
+  bool runFirstRun(const std::vector<Going *> &going);
+  // Runs `batch` (its entries' tokens), then takes each entry's next token
+  // where its prompt has run, or a beam search's next step once all its
+  // beams' logits are in; a failed run ends its requests.
+  void runAndChoose(const std::vector<SequenceTokens> &batch, const std::vector<Entry> &entries);
+  // A beam search's next step: forks its beams' sequences as its search
+  // says, or ends the request with what it found.
+  void advanceBeams(Going &going);
+  // Counts a running request's sequences free, then ends the request: a
   // caller woken by the end sees the count already down.
   void endRunning(Request &request, FinishReason reason, Status status);
-  // Frees `slot`'s sequence and ends its request (endRunning()).
-  void finish(size_t slot, FinishReason reason, Status status = Status());
-  // Frees `slot`'s sequence and its cache blocks and queues its request
+  // Frees the request's sequences and ends it (endRunning()); step() drops it after.
+  void finish(Going &going, FinishReason reason, Status status = Status());
+  // Frees the request's sequences and their cache blocks and queues it
   // first among those waiting, to run its tokens so far again (Resumption).
-  void preempt(size_t slot);
-  // Whether `slot` holds a preempted request that has yet to start its
+  void preempt(Going &going);
+  // Whether `going` is a preempted request that has yet to start its
   // tokens so far and the free blocks (less `taken`) cannot hold them all.
-  bool fewBlocksFor(size_t slot, int64_t taken);
+  bool fewBlocksFor(const Going &going, int64_t taken);
   // Whether `tokens` more for `slot` fit the paged cache's free blocks less
   // the `taken` by this step so far (counted in), giving back the caches
   // kept of finished requests while they do not.
@@ -207,15 +258,18 @@ class Scheduler {
   const int64_t stepTokens_;
   const size_t maxWaiting_;
   const bool reusePrefixes_;
-  // The scheduler's thread's alone: each sequence's request, and the tokens
-  // whose keys and values its cache holds (also after its request ended).
-  std::vector<std::optional<Going>> slots_;
+  // The scheduler's thread's alone: the requests generating, each
+  // sequence's (null: free), and the tokens whose keys and values each
+  // sequence's cache holds (also after its request ended).
+  std::vector<std::unique_ptr<Going>> going_;
+  std::vector<Going *> ownerOf_;
   std::vector<std::vector<int64_t>> held_;
   uint64_t admitted_ = 0;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Request>> waiting_;
   size_t running_ = 0;
+  size_t sequencesTaken_ = 0;  // by the requests running
   bool stopping_ = false;
   std::atomic<int64_t> cacheBlocksUsed_{0};
   std::thread thread_;
@@ -229,6 +283,12 @@ class Scheduler {
 // the call, and the prompts submitted before it are cancelled.
 StatusOr<std::vector<GeneratedSequence>> generate(
     Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts, const GenerationOptions &options = {},
+    std::span<const std::vector<InputTensor>> firstRunInputs = {});
+
+// The same for beam searches (submitBeamSearch): each prompt's hypotheses,
+// those it finds alone.
+StatusOr<std::vector<std::vector<Hypothesis>>> beamSearch(
+    Scheduler &scheduler, std::span<const std::vector<int64_t>> prompts, const BeamSearchOptions &options,
     std::span<const std::vector<InputTensor>> firstRunInputs = {});
 
 }  // namespace ein

@@ -2,6 +2,8 @@
 // ein_status_t the caller frees. No C++ exception crosses this boundary.
 #include "ein/ein.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <new>
 #include <span>
@@ -36,6 +38,7 @@ struct ein_scheduler {
 
 struct ein_request {
   std::shared_ptr<ein::Request> request;
+  int64_t maxNewTokens = 0;  // a beam search's: the stride of its hypotheses in ein_request_hypotheses
 };
 
 namespace {
@@ -338,40 +341,55 @@ void ein_beam_search_options_init(ein_beam_search_options_t *options) {
   if (options) *options = {4, 32, 1.0f, EIN_EARLY_STOPPING_HEURISTIC, 1, nullptr, 0, 0, nullptr, 0, nullptr, 0};
 }
 
+namespace {
+
+// The C options, checked (`what` names the call in the message).
+ein_status_t *beamSearchFromC(const ein_beam_search_options_t &options, const char *what,
+                              ein::BeamSearchOptions &search) {
+  if ((!options.stop_tokens && options.stop_token_count) ||
+      (!options.suppress_tokens && options.suppress_token_count) ||
+      (!options.begin_suppress_tokens && options.begin_suppress_token_count))
+    return invalidArgument(fmt::format("{}: a token list is NULL but its count is not 0", what).c_str());
+  if (options.early_stopping < EIN_EARLY_STOPPING_HEURISTIC || options.early_stopping > EIN_EARLY_STOPPING_NEVER)
+    return invalidArgument(fmt::format("{}: early_stopping is not an ein_early_stopping_t", what).c_str());
+  search.beams = options.beams;
+  search.maxNewTokens = options.max_new_tokens;
+  search.lengthPenalty = options.length_penalty;
+  search.earlyStopping = static_cast<ein::EarlyStopping>(options.early_stopping);
+  search.returnSequences = options.return_sequences;
+  search.stopTokens.assign(options.stop_tokens, options.stop_tokens + options.stop_token_count);
+  search.noRepeatNgramSize = options.no_repeat_ngram_size;
+  search.suppressTokens.assign(options.suppress_tokens, options.suppress_tokens + options.suppress_token_count);
+  search.beginSuppressTokens.assign(options.begin_suppress_tokens,
+                                    options.begin_suppress_tokens + options.begin_suppress_token_count);
+  return nullptr;
+}
+
+// Hypothesis i's tokens at out_tokens + i * maxNewTokens, its length and score.
+void hypothesesToC(const std::vector<ein::Hypothesis> &found, int64_t maxNewTokens, int64_t *out_tokens,
+                   size_t *out_lengths, double *out_scores, size_t *out_count) {
+  for (size_t i = 0; i < found.size(); ++i) {
+    std::copy(found[i].tokens.begin(), found[i].tokens.end(), out_tokens + i * static_cast<size_t>(maxNewTokens));
+    out_lengths[i] = found[i].tokens.size();
+    out_scores[i] = found[i].score;
+  }
+  *out_count = found.size();
+}
+
+}  // namespace
+
 ein_status_t *ein_beam_search(ein_session_t *session, const int64_t *prompt, size_t prompt_length,
                               const ein_beam_search_options_t *options, int64_t *out_tokens, size_t *out_lengths,
                               double *out_scores, size_t *out_count) {
   if (!session || (!prompt && prompt_length) || !options || !out_tokens || !out_lengths || !out_scores || !out_count)
     return invalidArgument(
         "ein_beam_search: session, prompt, options, out_tokens, out_lengths, out_scores and out_count must not be NULL");
-  if ((!options->stop_tokens && options->stop_token_count) ||
-      (!options->suppress_tokens && options->suppress_token_count) ||
-      (!options->begin_suppress_tokens && options->begin_suppress_token_count))
-    return invalidArgument("ein_beam_search: a token list is NULL but its count is not 0");
-  if (options->early_stopping < EIN_EARLY_STOPPING_HEURISTIC || options->early_stopping > EIN_EARLY_STOPPING_NEVER)
-    return invalidArgument("ein_beam_search: early_stopping is not an ein_early_stopping_t");
+  ein::BeamSearchOptions search;
+  if (ein_status_t *wrong = beamSearchFromC(*options, "ein_beam_search", search)) return wrong;
   return guarded([&] {
-    ein::BeamSearchOptions search;
-    search.beams = options->beams;
-    search.maxNewTokens = options->max_new_tokens;
-    search.lengthPenalty = options->length_penalty;
-    search.earlyStopping = static_cast<ein::EarlyStopping>(options->early_stopping);
-    search.returnSequences = options->return_sequences;
-    search.stopTokens.assign(options->stop_tokens, options->stop_tokens + options->stop_token_count);
-    search.noRepeatNgramSize = options->no_repeat_ngram_size;
-    search.suppressTokens.assign(options->suppress_tokens, options->suppress_tokens + options->suppress_token_count);
-    search.beginSuppressTokens.assign(options->begin_suppress_tokens,
-                                      options->begin_suppress_tokens + options->begin_suppress_token_count);
     auto found = ein::beamSearch(*session->session, std::span<const int64_t>(prompt, prompt_length), search);
     if (!found.ok()) return toC(found.status());
-    for (size_t i = 0; i < found.value().size(); ++i) {
-      const ein::Hypothesis &hypothesis = found.value()[i];
-      std::copy(hypothesis.tokens.begin(), hypothesis.tokens.end(),
-                out_tokens + i * static_cast<size_t>(options->max_new_tokens));
-      out_lengths[i] = hypothesis.tokens.size();
-      out_scores[i] = hypothesis.score;
-    }
-    *out_count = found.value().size();
+    hypothesesToC(found.value(), search.maxNewTokens, out_tokens, out_lengths, out_scores, out_count);
     return toC(ein::Status());
   });
 }
@@ -450,6 +468,43 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
     if (!request.ok()) return toC(request.status());
     *out_request = new ein_request_t{std::move(request).value()};
     return nullptr;
+  });
+}
+
+ein_status_t *ein_scheduler_submit_beam_search(ein_scheduler_t *scheduler, const int64_t *prompt,
+                                               size_t prompt_length, const ein_beam_search_options_t *options,
+                                               const ein_input_t *first_run_inputs, size_t first_run_input_count,
+                                               ein_request_t **out_request) {
+  if (!scheduler || (!prompt && prompt_length) || !options || !out_request ||
+      (first_run_input_count && !first_run_inputs))
+    return invalidArgument("ein_scheduler_submit_beam_search: scheduler, prompt, options, first_run_inputs and "
+                           "out_request must not be NULL");
+  *out_request = nullptr;
+  ein::BeamSearchOptions search;
+  if (ein_status_t *wrong = beamSearchFromC(*options, "ein_scheduler_submit_beam_search", search)) return wrong;
+  return guarded([&]() -> ein_status_t * {
+    SmallArray<ein::InputTensor> inputs(first_run_input_count);
+    if (ein_status_t *wrong =
+            inputsFromC(first_run_inputs, first_run_input_count, "ein_scheduler_submit_beam_search", inputs))
+      return wrong;
+    auto request = scheduler->scheduler->submitBeamSearch(std::span<const int64_t>(prompt, prompt_length),
+                                                          std::move(search), inputs.span());
+    if (!request.ok()) return toC(request.status());
+    *out_request = new ein_request_t{std::move(request).value(), options->max_new_tokens};
+    return nullptr;
+  });
+}
+
+ein_status_t *ein_request_hypotheses(ein_request_t *request, int64_t *out_tokens, size_t *out_lengths,
+                                     double *out_scores, size_t *out_count) {
+  if (!request || !out_tokens || !out_lengths || !out_scores || !out_count)
+    return invalidArgument(
+        "ein_request_hypotheses: request, out_tokens, out_lengths, out_scores and out_count must not be NULL");
+  return guarded([&] {
+    auto found = request->request->hypotheses();
+    if (!found.ok()) return toC(found.status());
+    hypothesesToC(found.value(), request->maxNewTokens, out_tokens, out_lengths, out_scores, out_count);
+    return toC(ein::Status());
   });
 }
 
