@@ -85,12 +85,8 @@ TEST_P(CheckpointGeneration, GreedyTokensAreTransformers) {
 
 // transformers' generate(num_beams=4, ...): the same hypotheses in the same
 // order, with their scores (summed log-probabilities over length).
-TEST_P(CheckpointGeneration, BeamSearchIsTransformers) {
-  const nlohmann::json spec = this->spec();
-  if (!spec.contains("beam_search")) GTEST_SKIP() << "the case has no beam search";
-  const nlohmann::json &beams = spec["beam_search"];
-  auto model = compile();
-  ASSERT_TRUE(model);
+// The case's beam search options, as its transformers run had them.
+ein::BeamSearchOptions beamOptions(const nlohmann::json &beams) {
   ein::BeamSearchOptions options;
   options.beams = beams["num_beams"].get<int>();
   options.returnSequences = options.beams;
@@ -99,20 +95,34 @@ TEST_P(CheckpointGeneration, BeamSearchIsTransformers) {
   options.earlyStopping = beams["early_stopping"].get<bool>() ? ein::EarlyStopping::WhenFull
                                                               : ein::EarlyStopping::Heuristic;
   options.stopTokens = {beams["eos_token_id"].get<int64_t>()};
-  auto session = this->session(model, 2);
-  ASSERT_TRUE(session);
-  auto found = ein::beamSearch(*session, spec["prompt"].get<std::vector<int64_t>>(), options);
-  ASSERT_TRUE(found.ok()) << found.status().toString();
+  return options;
+}
+
+// `found` are transformers' hypotheses, in its order, with its scores.
+void expectTransformersHypotheses(const std::vector<ein::Hypothesis> &found, const nlohmann::json &beams) {
   const auto expected = beams["sequences"].get<std::vector<std::vector<int64_t>>>();
   const auto scores = beams["sequences_scores"].get<std::vector<double>>();
-  ASSERT_EQ(found->size(), expected.size());
+  ASSERT_EQ(found.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     // transformers pads a hypothesis that ended early with its end token.
-    std::vector<int64_t> tokens = (*found)[i].tokens;
-    tokens.resize(expected[i].size(), options.stopTokens[0]);
+    std::vector<int64_t> tokens = found[i].tokens;
+    tokens.resize(expected[i].size(), beams["eos_token_id"].get<int64_t>());
     EXPECT_EQ(tokens, expected[i]) << "hypothesis " << i;
-    EXPECT_NEAR((*found)[i].score, scores[i], 2e-4) << "hypothesis " << i;
+    EXPECT_NEAR(found[i].score, scores[i], 2e-4) << "hypothesis " << i;
   }
+}
+
+TEST_P(CheckpointGeneration, BeamSearchIsTransformers) {
+  const nlohmann::json spec = this->spec();
+  if (!spec.contains("beam_search")) GTEST_SKIP() << "the case has no beam search";
+  auto model = compile();
+  ASSERT_TRUE(model);
+  auto session = this->session(model, 2);
+  ASSERT_TRUE(session);
+  auto found =
+      ein::beamSearch(*session, spec["prompt"].get<std::vector<int64_t>>(), beamOptions(spec["beam_search"]));
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  expectTransformersHypotheses(*found, spec["beam_search"]);
 }
 
 // An encoder input made different: floats halved, ids (and their mask)
@@ -432,6 +442,56 @@ TEST_P(CheckpointGeneration, APreemptedEncoderDecoderRunsItsEncoderAgain) {
     preemptions += requests[i]->preemptions();
   }
   EXPECT_EQ(preemptions, 1);
+}
+
+// Beam searches among a scheduler's requests, beside a greedy generation:
+// the one on the case's encoder inputs finds transformers' hypotheses, the
+// one on other inputs what ein::beamSearch finds alone on them, the
+// generation transformers' greedy tokens.
+TEST_P(CheckpointGeneration, BeamSearchesAmongSchedulerRequestsAreTransformers) {
+  const nlohmann::json spec = this->spec();
+  if (!spec.contains("beam_search")) GTEST_SKIP() << "the case has no beam search";
+  const auto names = spec.value("encoder_inputs", std::vector<std::string>{});
+  auto model = compile();
+  ASSERT_TRUE(model);
+  EncoderInputs original, other;
+  readEncoderInputs(caseDir(), names, original, other);
+  if (::testing::Test::HasFatalFailure()) return;
+  const auto prompt = spec["prompt"].get<std::vector<int64_t>>();
+  const ein::BeamSearchOptions options = beamOptions(spec["beam_search"]);
+  ein::SchedulerOptions scheduling;
+  scheduling.maxSequences = 2 * options.beams + 1;
+  scheduling.threads = 2;
+  auto scheduler = ein::Scheduler::create(model, scheduling);
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status().toString();
+  auto searched = scheduler.value()->submitBeamSearch(prompt, options, firstRunOf(original));
+  ASSERT_TRUE(searched.ok()) << searched.status().toString();
+  auto otherSearched = scheduler.value()->submitBeamSearch(prompt, options, firstRunOf(other));
+  ASSERT_TRUE(otherSearched.ok()) << otherSearched.status().toString();
+  const auto greedy = spec["greedy"].get<std::vector<int64_t>>();
+  ein::GenerationOptions generation;
+  generation.maxNewTokens = static_cast<int64_t>(greedy.size());
+  auto generated = scheduler.value()->submit(prompt, generation, firstRunOf(original));
+  ASSERT_TRUE(generated.ok()) << generated.status().toString();
+
+  auto found = searched.value()->hypotheses();
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  expectTransformersHypotheses(*found, spec["beam_search"]);
+  found = otherSearched.value()->hypotheses();
+  ASSERT_TRUE(found.ok()) << found.status().toString();
+  auto alone = ein::Session::create(model, ein::SessionOptions{2}).value();
+  for (const auto &[name, array] : other)
+    ASSERT_TRUE(alone->setInput(name, array.type, array.shape, array.data.data(), array.data.size()).ok());
+  auto expected = ein::beamSearch(*alone, prompt, options);
+  ASSERT_TRUE(expected.ok()) << expected.status().toString();
+  ASSERT_EQ(found->size(), expected->size());
+  for (size_t i = 0; i < found->size(); ++i) {
+    EXPECT_EQ((*found)[i].tokens, (*expected)[i].tokens) << "hypothesis " << i;
+    EXPECT_NEAR((*found)[i].score, (*expected)[i].score, 1e-5) << "hypothesis " << i;
+  }
+  auto tokens = generated.value()->wait();
+  ASSERT_TRUE(tokens.ok()) << tokens.status().toString();
+  EXPECT_EQ(tokens->tokens, greedy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CheckpointGeneration, ::testing::ValuesIn(checkpointDecoders()),
