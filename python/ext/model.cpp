@@ -316,11 +316,10 @@ std::vector<int64_t> PyModel::generate(const std::vector<int64_t> &prompt, int64
                                           [&](Session &session) { return ein::generate(session, prompt, options); });
 }
 
-std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
-    const std::vector<int64_t> &prompt, int beams, int64_t maxNewTokens, float lengthPenalty,
-    const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
-    int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
-    const std::vector<int64_t> &beginSuppressTokens, int threads, nb::dict inputs) {
+BeamSearchOptions beamSearchOptions(int beams, int64_t maxNewTokens, float lengthPenalty,
+                                    const std::string &earlyStopping, int returnSequences,
+                                    std::vector<int64_t> stopTokens, int64_t noRepeatNgramSize,
+                                    std::vector<int64_t> suppressTokens, std::vector<int64_t> beginSuppressTokens) {
   BeamSearchOptions options;
   options.beams = beams;
   options.maxNewTokens = maxNewTokens;
@@ -329,15 +328,70 @@ std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
                           : earlyStopping == "never" ? EarlyStopping::Never
                                                      : EarlyStopping::Heuristic;
   options.returnSequences = returnSequences;
-  options.stopTokens = stopTokens;
+  options.stopTokens = std::move(stopTokens);
   options.noRepeatNgramSize = noRepeatNgramSize;
-  options.suppressTokens = suppressTokens;
-  options.beginSuppressTokens = beginSuppressTokens;
-  std::vector<Hypothesis> found = generateIn<std::vector<Hypothesis>>(
-      threads, inputs, [&](Session &session) { return ein::beamSearch(session, prompt, options); });
+  options.suppressTokens = std::move(suppressTokens);
+  options.beginSuppressTokens = std::move(beginSuppressTokens);
+  return options;
+}
+
+std::vector<std::pair<std::vector<int64_t>, double>> hypothesesToPython(std::vector<Hypothesis> found) {
   std::vector<std::pair<std::vector<int64_t>, double>> result;
   for (Hypothesis &hypothesis : found) result.emplace_back(std::move(hypothesis.tokens), hypothesis.score);
   return result;
+}
+
+std::vector<std::pair<std::vector<int64_t>, double>> PyModel::beamSearch(
+    const std::vector<int64_t> &prompt, int beams, int64_t maxNewTokens, float lengthPenalty,
+    const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
+    int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
+    const std::vector<int64_t> &beginSuppressTokens, int threads, nb::dict inputs) {
+  const BeamSearchOptions options =
+      beamSearchOptions(beams, maxNewTokens, lengthPenalty, earlyStopping, returnSequences, stopTokens,
+                        noRepeatNgramSize, suppressTokens, beginSuppressTokens);
+  return hypothesesToPython(generateIn<std::vector<Hypothesis>>(
+      threads, inputs, [&](Session &session) { return ein::beamSearch(session, prompt, options); }));
+}
+
+std::vector<std::vector<std::pair<std::vector<int64_t>, double>>> PyModel::beamSearchMany(
+    const std::vector<std::vector<int64_t>> &prompts, int beams, int64_t maxNewTokens, float lengthPenalty,
+    const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
+    int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
+    const std::vector<int64_t> &beginSuppressTokens, int threads, int maxSequences, nb::list encoderInputs) {
+  const BeamSearchOptions options =
+      beamSearchOptions(beams, maxNewTokens, lengthPenalty, earlyStopping, returnSequences, stopTokens,
+                        noRepeatNgramSize, suppressTokens, beginSuppressTokens);
+  std::unique_ptr<Scheduler> scheduler = schedulerFor(std::max(maxSequences, beams), threads, "beam search");
+  FirstRunInputs inputs = firstRunInputsOf(encoderInputs);
+  StatusOr<std::vector<std::vector<Hypothesis>>> found = std::vector<std::vector<Hypothesis>>();
+  {
+    nb::gil_scoped_release released;
+    found = ein::beamSearch(*scheduler, prompts, options, inputs.tensors);
+  }
+  if (!found.ok()) throwStatus(found.status());
+  std::vector<std::vector<std::pair<std::vector<int64_t>, double>>> result;
+  for (std::vector<Hypothesis> &hypotheses : found.value()) result.push_back(hypothesesToPython(std::move(hypotheses)));
+  return result;
+}
+
+std::unique_ptr<Scheduler> PyModel::schedulerFor(int maxSequences, int threads, const char *what) const {
+  if (placement.device.device != Device::Cpu)
+    throw PythonError("DeviceError", std::string(what) + " for many prompts at once runs on the CPU for now");
+  SchedulerOptions scheduling;
+  scheduling.maxSequences = maxSequences;
+  scheduling.threads = threads ? threads : placement.threads;
+  auto scheduler = Scheduler::create(loaded, scheduling);
+  if (!scheduler.ok()) throwStatus(scheduler.status());
+  return std::move(scheduler).value();
+}
+
+PyModel::FirstRunInputs PyModel::firstRunInputsOf(nb::list encoderInputs) const {
+  FirstRunInputs inputs;
+  for (nb::handle row : encoderInputs) {
+    inputs.staged.push_back(stageNamedInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
+    inputs.tensors.push_back(inputs.staged.back().tensors);
+  }
+  return inputs;
 }
 
 std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::vector<int64_t>> &prompts,
@@ -345,25 +399,13 @@ std::vector<std::vector<int64_t>> PyModel::generateMany(const std::vector<std::v
                                                         float topP, uint64_t seed,
                                                         const std::vector<int64_t> &stopTokens, int threads,
                                                         int maxSequences, nb::list encoderInputs) {
-  if (placement.device.device != Device::Cpu)
-    throw PythonError("DeviceError", "generating for many prompts at once runs on the CPU for now");
-  SchedulerOptions scheduling;
-  scheduling.maxSequences = maxSequences;
-  scheduling.threads = threads ? threads : placement.threads;
-  auto scheduler = Scheduler::create(loaded, scheduling);
-  if (!scheduler.ok()) throwStatus(scheduler.status());
+  std::unique_ptr<Scheduler> scheduler = schedulerFor(maxSequences, threads, "generating");
   const GenerationOptions options = generationOptions(maxNewTokens, temperature, topK, topP, seed, stopTokens);
-  // Prompt i's encoder inputs: encoderInputs[i] (an encoder-decoder's), or none.
-  std::vector<StagedInputs> staged;
-  std::vector<std::vector<InputTensor>> firstRunInputs;
-  for (nb::handle row : encoderInputs) {
-    staged.push_back(stageNamedInputs(nb::cast<nb::dict>(row), *loaded, inputAxisDims.get()));
-    firstRunInputs.push_back(staged.back().tensors);
-  }
+  FirstRunInputs inputs = firstRunInputsOf(encoderInputs);
   StatusOr<std::vector<GeneratedSequence>> produced = std::vector<GeneratedSequence>();
   {
     nb::gil_scoped_release released;
-    produced = ein::generate(*scheduler.value(), prompts, options, firstRunInputs);
+    produced = ein::generate(*scheduler, prompts, options, inputs.tensors);
   }
   if (!produced.ok()) throwStatus(produced.status());
   std::vector<std::vector<int64_t>> tokens;
@@ -479,7 +521,12 @@ void bindModel(nb::module_ &module) {
            nb::arg("threads"), nb::arg("inputs"))
       .def("generate_many", &PyModel::generateMany, nb::arg("prompts"), nb::arg("max_new_tokens"),
            nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"),
-           nb::arg("threads"), nb::arg("max_sequences"), nb::arg("encoder_inputs"));
+           nb::arg("threads"), nb::arg("max_sequences"), nb::arg("encoder_inputs"))
+      .def("beam_search_many", &PyModel::beamSearchMany, nb::arg("prompts"), nb::arg("beams"),
+           nb::arg("max_new_tokens"), nb::arg("length_penalty"), nb::arg("early_stopping"),
+           nb::arg("return_sequences"), nb::arg("stop_tokens"), nb::arg("no_repeat_ngram_size"),
+           nb::arg("suppress_tokens"), nb::arg("begin_suppress_tokens"), nb::arg("threads"),
+           nb::arg("max_sequences"), nb::arg("encoder_inputs"));
   module.def(
       "inspect_artifact",
       [](const std::string &path) {

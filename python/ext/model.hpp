@@ -14,9 +14,11 @@
 #include <nanobind/ndarray.h>
 
 #include "arrays.hpp"
+#include "ein/beam_search.hpp"
 #include "ein/generate.hpp"
 #include "ein/model.hpp"
 #include "ein/runner.hpp"
+#include "ein/scheduler.hpp"
 #include "ein/session.hpp"
 
 namespace ein::python {
@@ -49,6 +51,18 @@ std::string deviceText(const DeviceSpec &device);
 // exception a Python caller expects: DeviceError when the device is not
 // available, the status's class otherwise.
 [[noreturn]] void throwCreateStatus(const Status &status, const DeviceSpec &device);
+
+
+// The inputs as the runtime reads them. `arrays` keeps the caller's arrays
+// imported and `copies` the C-order copies of strided views until the run
+// is over; `names` and `shapes` hold what the tensors' views point to.
+struct StagedInputs {
+  std::vector<std::string> names;
+  std::vector<AnyArray> arrays;
+  std::vector<std::vector<std::byte>> copies;
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<InputTensor> tensors;
+};
 
 class PyModel {
  public:
@@ -89,6 +103,15 @@ class PyModel {
       const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
       int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
       const std::vector<int64_t> &beginSuppressTokens, int threads, nanobind::dict inputs);
+  // ein::beamSearch of every prompt through a Scheduler of up to
+  // `maxSequences` sequences (at least a search's beams): each prompt's
+  // hypotheses, as beamSearch gives them. Prompt i's encoder inputs:
+  // encoderInputs[i] (an encoder-decoder's), or none.
+  std::vector<std::vector<std::pair<std::vector<int64_t>, double>>> beamSearchMany(
+      const std::vector<std::vector<int64_t>> &prompts, int beams, int64_t maxNewTokens, float lengthPenalty,
+      const std::string &earlyStopping, int returnSequences, const std::vector<int64_t> &stopTokens,
+      int64_t noRepeatNgramSize, const std::vector<int64_t> &suppressTokens,
+      const std::vector<int64_t> &beginSuppressTokens, int threads, int maxSequences, nanobind::list encoderInputs);
   // ein::generate in a new session (a decoder with a key/value cache),
   // `inputs` set first (an encoder-decoder's encoder inputs).
   std::vector<int64_t> generate(const std::vector<int64_t> &prompt, int64_t maxNewTokens, float temperature,
@@ -100,6 +123,14 @@ class PyModel {
   // the GIL; its error raised.
   template <typename Result>
   Result generateIn(int threads, nanobind::dict inputs, const std::function<StatusOr<Result>(Session &)> &generation);
+  // A scheduler of the model for Model.generate's many prompts (`what` names them in an error).
+  std::unique_ptr<Scheduler> schedulerFor(int maxSequences, int threads, const char *what) const;
+  // Each prompt's encoder inputs (dicts), staged; views of them per prompt.
+  struct FirstRunInputs {
+    std::vector<StagedInputs> staged;
+    std::vector<std::vector<InputTensor>> tensors;
+  };
+  FirstRunInputs firstRunInputsOf(nanobind::list encoderInputs) const;
   // The runner with `threads` kernel threads per call, made on first use;
   // runners share the model (and its prepacked weights).
   Runner &runnerFor(int threads);
@@ -117,16 +148,6 @@ class PyModel {
 // Every key of `given` names one of `tensors`; `what` is "input" or "output".
 void checkNames(nanobind::dict given, const std::vector<TensorInfo> &tensors, const char *what);
 
-// The inputs as the runtime reads them. `arrays` keeps the caller's arrays
-// imported and `copies` the C-order copies of strided views until the run
-// is over; `names` and `shapes` hold what the tensors' views point to.
-struct StagedInputs {
-  std::vector<std::string> names;
-  std::vector<AnyArray> arrays;
-  std::vector<std::vector<std::byte>> copies;
-  std::vector<std::vector<int64_t>> shapes;
-  std::vector<InputTensor> tensors;
-};
 // The inputs of `infos` that `given` names; with firstRunOnlyOptional, also
 // every other input but one read at a sequence's first run only (a session
 // keeps those set, and needs them at position 0 only).
@@ -140,6 +161,14 @@ StagedInputs stageNamedInputs(nanobind::dict inputs, const Model &model, const I
 // The options Model.generate and Session.generate pass to the runtime.
 GenerationOptions generationOptions(int64_t maxNewTokens, float temperature, int64_t topK, float topP, uint64_t seed,
                                     std::vector<int64_t> stopTokens);
+// The options Model.generate(num_beams=...) and Scheduler.submit pass to
+// the runtime's beam search. earlyStopping: "false", "true", "never".
+BeamSearchOptions beamSearchOptions(int beams, int64_t maxNewTokens, float lengthPenalty,
+                                    const std::string &earlyStopping, int returnSequences,
+                                    std::vector<int64_t> stopTokens, int64_t noRepeatNgramSize,
+                                    std::vector<int64_t> suppressTokens, std::vector<int64_t> beginSuppressTokens);
+// Hypotheses as Python sees them: (new tokens, score) pairs, best first.
+std::vector<std::pair<std::vector<int64_t>, double>> hypothesesToPython(std::vector<Hypothesis> found);
 // A finish reason as Python sees it: "length", "stop", "cancelled", or None while it goes on.
 std::optional<std::string> finishReasonText(FinishReason reason);
 

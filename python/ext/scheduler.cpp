@@ -1,6 +1,7 @@
 #include "scheduler.hpp"
 
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
@@ -37,6 +38,17 @@ class PyRequest {
     }
     if (!result.ok()) throwStatus(result.status());
     return std::move(result).value().tokens;
+  }
+
+  // A beam search's hypotheses (new tokens, score), best first, once it has ended.
+  std::vector<std::pair<std::vector<int64_t>, double>> hypotheses() {
+    StatusOr<std::vector<Hypothesis>> found = std::vector<Hypothesis>();
+    {
+      nb::gil_scoped_release released;
+      found = request->hypotheses();
+    }
+    if (!found.ok()) throwStatus(found.status());
+    return hypothesesToPython(std::move(found).value());
   }
 
   void cancel() { request->cancel(); }
@@ -82,6 +94,21 @@ class PyScheduler {
     return std::make_unique<PyRequest>(std::move(request).value());
   }
 
+  std::unique_ptr<PyRequest> submitBeamSearch(const std::vector<int64_t> &prompt, int beams, int64_t maxNewTokens,
+                                              float lengthPenalty, const std::string &earlyStopping,
+                                              int returnSequences, std::vector<int64_t> stopTokens,
+                                              int64_t noRepeatNgramSize, std::vector<int64_t> suppressTokens,
+                                              std::vector<int64_t> beginSuppressTokens, nb::dict encoderInputs) {
+    const StagedInputs staged = stageNamedInputs(encoderInputs, scheduler->model(), axisDims.get());
+    StatusOr<std::shared_ptr<Request>> request = scheduler->submitBeamSearch(
+        prompt,
+        beamSearchOptions(beams, maxNewTokens, lengthPenalty, earlyStopping, returnSequences, std::move(stopTokens),
+                          noRepeatNgramSize, std::move(suppressTokens), std::move(beginSuppressTokens)),
+        staged.tensors);
+    if (!request.ok()) throwStatus(request.status());
+    return std::make_unique<PyRequest>(std::move(request).value());
+  }
+
   void shutdown() {
     nb::gil_scoped_release released;  // waits for the step running
     scheduler->shutdown();
@@ -97,6 +124,7 @@ void bindScheduler(nb::module_ &module) {
   nb::class_<PyRequest>(module, "_Request")
       .def("next", &PyRequest::next)
       .def("wait", &PyRequest::wait)
+      .def("hypotheses", &PyRequest::hypotheses)
       .def("cancel", &PyRequest::cancel)
       .def_prop_ro("done", &PyRequest::done)
       .def_prop_ro("finish_reason", &PyRequest::finishReason)
@@ -109,6 +137,10 @@ void bindScheduler(nb::module_ &module) {
            nb::arg("reuse_prefixes"), nb::arg("cache_block_rows"), nb::arg("cache_blocks"))
       .def("submit", &PyScheduler::submit, nb::arg("prompt"), nb::arg("max_new_tokens"), nb::arg("temperature"),
            nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"), nb::arg("stop_tokens"), nb::arg("encoder_inputs"))
+      .def("submit_beam_search", &PyScheduler::submitBeamSearch, nb::arg("prompt"), nb::arg("beams"),
+           nb::arg("max_new_tokens"), nb::arg("length_penalty"), nb::arg("early_stopping"),
+           nb::arg("return_sequences"), nb::arg("stop_tokens"), nb::arg("no_repeat_ngram_size"),
+           nb::arg("suppress_tokens"), nb::arg("begin_suppress_tokens"), nb::arg("encoder_inputs"))
       .def("shutdown", &PyScheduler::shutdown)
       .def_prop_ro("running", [](const PyScheduler &self) { return self.scheduler->running(); })
       .def_prop_ro("waiting", [](const PyScheduler &self) { return self.scheduler->waiting(); })

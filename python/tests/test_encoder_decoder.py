@@ -110,6 +110,11 @@ def test_a_scheduler_takes_each_requests_encoder_inputs(model):
         requests = [scheduler.submit([1, 2], max_new_tokens=6, encoder_inputs={"src": src}) for src in sources]
         assert [request.wait() for request in requests] == alone
         assert [request.cached_tokens for request in requests] == [0, 0, 0]
+        searches = [scheduler.submit([1, 2], max_new_tokens=6, num_beams=2, num_return_sequences=2,
+                                     encoder_inputs={"src": src}) for src in sources]
+        assert [[tokens for tokens, _ in search.hypotheses()] for search in searches] == \
+            [model.generate([1, 2], max_new_tokens=6, num_beams=2, num_return_sequences=2,
+                            encoder_inputs={"src": src}) for src in sources]
         with pytest.raises(ein.Error, match="not given"):
             scheduler.submit([1, 2])
         with pytest.raises(ein.InputError, match="no input"):

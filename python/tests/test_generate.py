@@ -53,6 +53,15 @@ def test_a_list_of_prompts_gives_each_its_own_tokens(decoder):
         decoder.generate([[1]], max_sequences=0)
 
 
+def test_a_list_of_prompts_searches_each_with_its_beams(decoder):
+    prompts = [[3, 1, 4], [1] * 40, [5, 9], [8]]
+    for returned in (1, 2):
+        many = decoder.generate(prompts, max_new_tokens=6, num_beams=2, num_return_sequences=returned,
+                                max_sequences=4)
+        assert many == [decoder.generate(prompt, max_new_tokens=6, num_beams=2, num_return_sequences=returned)
+                        for prompt in prompts]
+
+
 def test_live_against_transformers():
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")

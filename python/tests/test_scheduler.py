@@ -108,3 +108,32 @@ def test_a_bounded_paged_cache_refuses_what_it_cannot_hold(decoder):
         assert unpaged.submit([3, 1, 4], max_new_tokens=5).wait() == decoder.generate([3, 1, 4], max_new_tokens=5)
     with pytest.raises(ein.Error, match="cacheBlocks is 16777217"):
         ein.Scheduler(decoder, cache_blocks=(1 << 24) + 1)
+
+
+def test_beam_searches_run_among_the_requests_as_each_alone(decoder):
+    prompts = [[3, 1, 4], [1] * 60, [5, 9]]
+    options = dict(num_beams=3, num_return_sequences=2, max_new_tokens=8, length_penalty=0.8,
+                   no_repeat_ngram_size=2)
+    with ein.Scheduler(decoder, max_sequences=5, threads=2) as scheduler:
+        generation = scheduler.submit([2, 7, 1], max_new_tokens=10)
+        searches = [scheduler.submit(prompt, **options) for prompt in prompts]
+        found = [search.hypotheses() for search in searches]
+        for prompt, search, hypotheses in zip(prompts, searches, found):
+            alone = decoder.generate(prompt, **options)
+            assert [tokens for tokens, _ in hypotheses] == alone
+            assert all(isinstance(score, float) for _, score in hypotheses)
+            assert hypotheses[0][1] >= hypotheses[1][1]
+            assert search.wait() == alone[0] and list(search) == alone[0]
+            assert search.finish_reason == "length"
+        assert generation.wait() == decoder.generate([2, 7, 1], max_new_tokens=10)
+        with pytest.raises(ein.Error, match="a generation, not a beam search"):
+            generation.hypotheses()
+        with pytest.raises(ein.Error, match="6 beams take a sequence each; the scheduler has 5"):
+            scheduler.submit([1], num_beams=6)
+        with pytest.raises(ValueError, match="temperature must be 0"):
+            scheduler.submit([1], num_beams=2, temperature=0.5)
+        with pytest.raises(ValueError, match="go with num_beams > 1"):
+            scheduler.submit([1], suppress_tokens=[3])
+    with ein.Scheduler(decoder, max_sequences=4, cache_block_rows=16, cache_blocks=4) as bounded:
+        with pytest.raises(ein.Error, match="4 beams over a prompt of 20 tokens take 5 cache blocks"):
+            bounded.submit([1] * 20, num_beams=4)

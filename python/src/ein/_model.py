@@ -173,6 +173,37 @@ def _generation_arguments(prompt: Sequence[int], max_new_tokens: int, temperatur
             _integer(top_k, "top_k", 0, " (0: every token)"), top_p, _integer(seed, "seed", 0), stop_tokens)
 
 
+def _beam_search_arguments(num_beams: int, num_return_sequences: int, max_new_tokens: int, temperature: float,
+                           stop_tokens: Sequence[int], length_penalty: float, early_stopping: Union[bool, str],
+                           no_repeat_ngram_size: int, suppress_tokens: Sequence[int],
+                           begin_suppress_tokens: Sequence[int]) -> Optional[tuple]:
+    """The arguments of a beam search after its prompt, checked in Python
+    words, as the native calls take them; None for one beam and one
+    sequence (a plain generation, which takes no beam processors)."""
+    beams = _integer(num_beams, "num_beams", 1)
+    returned = _integer(num_return_sequences, "num_return_sequences", 1)
+    processors = (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens))
+    if beams == 1 and returned == 1:
+        if processors != (0, (), ()):
+            raise ValueError("no_repeat_ngram_size, suppress_tokens and begin_suppress_tokens go with num_beams > 1")
+        return None
+    if returned > beams:
+        raise ValueError(f"num_return_sequences must not exceed num_beams ({beams}), got {returned}")
+    if temperature != 0.0:
+        raise ValueError("beam search is greedy: temperature must be 0 with num_beams > 1")
+    if early_stopping not in (False, True, "never"):
+        raise ValueError(f'early_stopping must be False, True or "never", got {early_stopping!r}')
+    try:
+        length_penalty = float(length_penalty)
+    except (TypeError, ValueError):
+        raise TypeError(f"length_penalty must be a number, got {length_penalty!r}") from None
+    return (beams, _integer(max_new_tokens, "max_new_tokens", 1), length_penalty, str(early_stopping).lower(),
+            returned, [_integer(t, "a stop token id", 0) for t in stop_tokens],
+            _integer(no_repeat_ngram_size, "no_repeat_ngram_size", 0),
+            [_integer(t, "a suppressed token id", 0) for t in suppress_tokens],
+            [_integer(t, "a suppressed token id", 0) for t in begin_suppress_tokens])
+
+
 class Model:
     """A compiled model (ein.compile) or a loaded artifact (ein.load).
 
@@ -337,9 +368,11 @@ class Model:
         the same tokens one at a time.
 
         Given a list of prompts, generates for all of them together (up to
-        ``max_sequences`` at once, continuously batched: a finished one's place
-        goes to the next prompt; each run reads the weights once for all) and
-        returns a list of token lists, each what its prompt gives alone.
+        ``max_sequences`` sequences at once, continuously batched: a finished
+        one's place goes to the next prompt; each run reads the weights once
+        for all) where the model serves many sequences on the CPU, else one
+        after another, and returns a list of results, each what its prompt
+        gives alone.
 
         Given a string (with the model's tokenizer, which ein.from_pretrained
         attaches), generates from its tokens, stops at the tokenizer's end
@@ -351,13 +384,10 @@ class Model:
         values the decoder keeps; ``prompt`` (or ``decoder_start_ids``, as
         transformers names them) is then the decoder's start ids. Arrays of B
         rows (``[B, 80, 3000]`` features) give a list of B results, each
-        row's as it alone gives: without beams, the rows generate together
-        as one scheduler's requests (up to ``max_sequences`` at once) where
-        the model serves many sequences on the CPU; else one row after
-        another.
+        row's as it alone gives, generated together as a list of prompts is.
 
         ``num_beams`` > 1 searches with that many beams as transformers'
-        ``generate(num_beams=...)`` does (greedy, one prompt): ``stop_tokens``
+        ``generate(num_beams=...)`` does (greedy): ``stop_tokens``
         are the end ids, ``length_penalty`` scales the length a finished
         hypothesis is scored by (its summed log-probabilities / length **
         length_penalty), ``early_stopping`` is False, True or "never" as in
@@ -366,7 +396,9 @@ class Model:
         processors. Returns the best hypothesis's tokens, or with
         ``num_return_sequences`` > 1 the best that many, best first. The
         beams run together, one run a step, sharing the encoder's keys and
-        values and their common prefix's cache (ein::beamSearch).
+        values and their common prefix's cache (ein::beamSearch); the
+        searches of many prompts (or rows) run as one scheduler's requests,
+        each beam a sequence of its ``max_sequences``.
         """
         if decoder_start_ids is not None:
             if prompt is not None:
@@ -375,75 +407,58 @@ class Model:
         if prompt is None:
             raise TypeError("generate needs a prompt: token ids, a string, a list of prompts, or an "
                             "encoder-decoder's decoder_start_ids")
-        beams = _integer(num_beams, "num_beams", 1)
-        returned = _integer(num_return_sequences, "num_return_sequences", 1)
-        if encoder_inputs is not None:
-            if not isinstance(encoder_inputs, Mapping):
-                raise TypeError("encoder_inputs must be a mapping of input names to arrays, got "
-                                f"{type(encoder_inputs).__name__}")
-            if isinstance(prompt, str) or _is_prompt_list(prompt):
-                raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
-            _unknown_names(encoder_inputs, self._input_names, "input")
-            rows = _encoder_rows(encoder_inputs, self.inputs)
-            if rows is not None and beams == 1 and returned == 1 and self._native.serves_many_sequences:
-                # The rows as one scheduler's requests.
-                arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                                                  stop_tokens)
-                if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):
-                    raise ValueError("no_repeat_ngram_size, suppress_tokens and begin_suppress_tokens go with "
-                                     "num_beams > 1")
-                sequences = _integer(max_sequences, "max_sequences", 1)
-                return self._native.generate_many([arguments[0]] * len(rows), *arguments[1:],
-                                                  _check_threads(threads), min(sequences, len(rows)), rows)
-            if rows is not None:
-                return [self.generate(prompt, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
-                                      top_p=top_p, seed=seed, stop_tokens=stop_tokens, threads=threads,
-                                      encoder_inputs=row, num_beams=beams, length_penalty=length_penalty,
-                                      early_stopping=early_stopping, num_return_sequences=returned,
-                                      no_repeat_ngram_size=no_repeat_ngram_size, suppress_tokens=suppress_tokens,
-                                      begin_suppress_tokens=begin_suppress_tokens) for row in rows]
+        search = _beam_search_arguments(num_beams, num_return_sequences, max_new_tokens, temperature, stop_tokens,
+                                        length_penalty, early_stopping, no_repeat_ngram_size, suppress_tokens,
+                                        begin_suppress_tokens)
+        sequences = _integer(max_sequences, "max_sequences", 1)
         if isinstance(prompt, str):
             tokenizer = self._text_tokenizer("generate")
             stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
             tokens = self.generate(tokenizer.encode(prompt), max_new_tokens=max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops, threads=threads,
-                                   num_beams=beams, length_penalty=length_penalty, early_stopping=early_stopping,
-                                   num_return_sequences=returned, no_repeat_ngram_size=no_repeat_ngram_size,
-                                   suppress_tokens=suppress_tokens, begin_suppress_tokens=begin_suppress_tokens)
-            return tokenizer.decode(tokens) if returned == 1 else [tokenizer.decode(t) for t in tokens]
-        if _is_prompt_list(prompt):
-            if beams > 1 or returned > 1:
-                raise ValueError("beam search takes one prompt (a list of ints), not a list of prompts")
+                                   num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping,
+                                   num_return_sequences=num_return_sequences,
+                                   no_repeat_ngram_size=no_repeat_ngram_size, suppress_tokens=suppress_tokens,
+                                   begin_suppress_tokens=begin_suppress_tokens)
+            return tokenizer.decode(tokens) if search is None or search[4] == 1 else [tokenizer.decode(t) for t in tokens]
+        rows = None  # an encoder-decoder's batch: a mapping of inputs a row
+        if encoder_inputs is not None:
+            if not isinstance(encoder_inputs, Mapping):
+                raise TypeError("encoder_inputs must be a mapping of input names to arrays, got "
+                                f"{type(encoder_inputs).__name__}")
+            if _is_prompt_list(prompt):
+                raise TypeError("encoder_inputs goes with one prompt of decoder ids (a list of ints)")
+            _unknown_names(encoder_inputs, self._input_names, "input")
+            rows = _encoder_rows(encoder_inputs, self.inputs)
+        if rows is not None or _is_prompt_list(prompt):
+            # Many prompts (or rows): one scheduler's requests where the model
+            # serves many sequences on the CPU, else one after another.
+            prompts = [prompt] * len(rows) if rows is not None else list(prompt)
             prompts = [_generation_arguments(p, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)[0]
-                       for p in prompt]
+                       for p in prompts]
             arguments = _generation_arguments(prompts[0], max_new_tokens, temperature, top_k, top_p, seed,
                                               stop_tokens)
-            sequences = _integer(max_sequences, "max_sequences", 1)
-            return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
-                                              min(sequences, len(prompts)), [])
+            many = self._native.serves_many_sequences
+            if search is None and many:
+                return self._native.generate_many(prompts, *arguments[1:], _check_threads(threads),
+                                                  min(sequences, len(prompts)), rows or [])
+            if search is not None and many:
+                found = self._native.beam_search_many(prompts, *search, _check_threads(threads),
+                                                      min(sequences, len(prompts) * search[0]), rows or [])
+                return [hypotheses[0][0] if search[4] == 1 else [tokens for tokens, _ in hypotheses]
+                        for hypotheses in found]
+            return [self.generate(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
+                                  top_p=top_p, seed=seed, stop_tokens=stop_tokens, threads=threads,
+                                  encoder_inputs=row, num_beams=num_beams, length_penalty=length_penalty,
+                                  early_stopping=early_stopping, num_return_sequences=num_return_sequences,
+                                  no_repeat_ngram_size=no_repeat_ngram_size, suppress_tokens=suppress_tokens,
+                                  begin_suppress_tokens=begin_suppress_tokens)
+                    for p, row in zip(prompts, rows or [None] * len(prompts))]
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
-        if beams == 1 and returned == 1:
-            if (no_repeat_ngram_size, tuple(suppress_tokens), tuple(begin_suppress_tokens)) != (0, (), ()):
-                raise ValueError("no_repeat_ngram_size, suppress_tokens and begin_suppress_tokens go with num_beams > 1")
+        if search is None:
             return self._native.generate(*arguments, _check_threads(threads), dict(encoder_inputs or {}))
-        if returned > beams:
-            raise ValueError(f"num_return_sequences must not exceed num_beams ({beams}), got {returned}")
-        if arguments[2] != 0.0:
-            raise ValueError("beam search is greedy: temperature must be 0 with num_beams > 1")
-        if early_stopping not in (False, True, "never"):
-            raise ValueError(f'early_stopping must be False, True or "never", got {early_stopping!r}')
-        try:
-            length_penalty = float(length_penalty)
-        except (TypeError, ValueError):
-            raise TypeError(f"length_penalty must be a number, got {length_penalty!r}") from None
-        found = self._native.beam_search(
-            arguments[0], beams, _integer(max_new_tokens, "max_new_tokens", 1), length_penalty,
-            str(early_stopping).lower(), returned, arguments[6],
-            _integer(no_repeat_ngram_size, "no_repeat_ngram_size", 0),
-            [_integer(t, "a suppressed token id", 0) for t in suppress_tokens],
-            [_integer(t, "a suppressed token id", 0) for t in begin_suppress_tokens],
-            _check_threads(threads), dict(encoder_inputs or {}))
-        return found[0][0] if returned == 1 else [tokens for tokens, _ in found]
+        found = self._native.beam_search(arguments[0], *search, _check_threads(threads), dict(encoder_inputs or {}))
+        return found[0][0] if search[4] == 1 else [tokens for tokens, _ in found]
 
     def session(self, *, threads: Optional[int] = None) -> "Session":
         """A new ein.Session of this model: one execution context whose state

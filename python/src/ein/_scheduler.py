@@ -2,10 +2,10 @@
 batched; requests submitted from any thread, their tokens streamed."""
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _ein
-from ._model import Model, _check_threads, _generation_arguments, _integer
+from ._model import Model, _beam_search_arguments, _check_threads, _generation_arguments, _integer
 from ._session import _TokenStream
 
 
@@ -17,8 +17,16 @@ class Request(_TokenStream):
 
     def wait(self) -> List[int]:
         """Waits until the request ends; every token it produced (also
-        those iteration yielded)."""
+        those iteration yielded). A beam search's: its best hypothesis,
+        which iteration yields once the search has ended."""
         return self._native.wait()
+
+    def hypotheses(self) -> List[Tuple[List[int], float]]:
+        """A beam search's (``submit(num_beams=...)``): waits until it ends;
+        its best ``num_return_sequences`` hypotheses as (tokens, score),
+        best first (none when it was cancelled). A generation's raises
+        ein.Error."""
+        return self._native.hypotheses()
 
     def cancel(self) -> None:
         """Ends the request before the scheduler's next step; its tokens so
@@ -69,7 +77,8 @@ class Scheduler:
     the others and runs its prompt and tokens so far again once blocks are
     free, its stream going on unchanged (``Request.preemptions`` counts
     it). A request that holds every block and needs more ends with
-    ein.Error (ResourceExhausted).
+    ein.Error (ResourceExhausted). A beam search (``submit(num_beams=4)``)
+    is a request holding a sequence per beam.
 
         with ein.Scheduler(model, max_sequences=8) as scheduler:
             request = scheduler.submit(ids, max_new_tokens=64)
@@ -91,7 +100,10 @@ class Scheduler:
 
     def submit(self, prompt: Sequence[int], *, max_new_tokens: int = 32, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop_tokens: Sequence[int] = (),
-               encoder_inputs: Optional[Mapping[str, Any]] = None) -> Request:
+               encoder_inputs: Optional[Mapping[str, Any]] = None, num_beams: int = 1,
+               length_penalty: float = 1.0, early_stopping: Union[bool, str] = False,
+               num_return_sequences: int = 1, no_repeat_ngram_size: int = 0,
+               suppress_tokens: Sequence[int] = (), begin_suppress_tokens: Sequence[int] = ()) -> Request:
         """Queues a generation of ``prompt`` (token ids) with its own options
         (as Model.generate's) and returns at once. A prompt that cannot run
         (empty, ids outside the vocabulary, longer than the cache) raises
@@ -100,11 +112,24 @@ class Scheduler:
         An encoder-decoder's request (Whisper, T5) gives its encoder's
         inputs as ``encoder_inputs`` (``{"input_features": array}``, one row),
         copied here; ``prompt`` is the decoder's start ids. Its encoder runs
-        alone in a step of its own, then its tokens join the others'."""
+        alone in a step of its own, then its tokens join the others'.
+
+        ``num_beams`` > 1 (or ``num_return_sequences`` > 1) queues a beam
+        search with Model.generate's beam options: it takes a sequence per
+        beam (it waits until that many are free; more beams than
+        ``max_sequences`` raise), its beams' tokens run in the steps with
+        the others', and forked beams share their cache blocks until they
+        write into them. Request.hypotheses() gives what it found; preempted
+        for blocks, it starts again."""
         arguments = _generation_arguments(prompt, max_new_tokens, temperature, top_k, top_p, seed, stop_tokens)
+        search = _beam_search_arguments(num_beams, num_return_sequences, max_new_tokens, temperature, stop_tokens,
+                                        length_penalty, early_stopping, no_repeat_ngram_size, suppress_tokens,
+                                        begin_suppress_tokens)
         if encoder_inputs is not None and not isinstance(encoder_inputs, Mapping):
             raise TypeError(f"encoder_inputs must be a mapping of input names to arrays, got "
                             f"{type(encoder_inputs).__name__}")
+        if search is not None:
+            return Request(self._native.submit_beam_search(arguments[0], *search, dict(encoder_inputs or {})))
         return Request(self._native.submit(*arguments, dict(encoder_inputs or {})))
 
     def shutdown(self) -> None:

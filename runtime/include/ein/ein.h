@@ -283,7 +283,8 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
  * beams a sequence each; the first-run inputs as
  * ein_scheduler_submit_with_inputs takes them (NULL and 0 for a decoder).
  * Refused when the beams exceed max_sequences or, with a bounded paged
- * cache, the prompt's blocks and a block a beam exceed it. Its hypotheses
+ * cache, its first step's blocks (the prompt's, shared, and one a beam)
+ * exceed it. Its hypotheses
  * come from ein_request_hypotheses; ein_request_next returns the best's
  * tokens once it has ended. */
 ein_status_t *ein_scheduler_submit_beam_search(ein_scheduler_t *scheduler, const int64_t *prompt,

@@ -183,7 +183,8 @@ class Scheduler {
   // A beam search of `prompt` as ein::beamSearch does it alone (the same
   // hypotheses), its beams a sequence each: checked as submit() checks a
   // prompt, and that the beams are at most maxSequences() and, with a
-  // bounded paged cache, that the prompt's blocks and a block a beam fit it.
+  // bounded paged cache, that its first step's blocks fit it (the prompt's,
+  // shared, and one a beam for its first token).
   // It waits until that many sequences are free; preempted, it starts again.
   // Request::hypotheses() returns what it found.
   StatusOr<std::shared_ptr<Request>> submitBeamSearch(std::span<const int64_t> prompt, BeamSearchOptions options,
@@ -253,6 +254,8 @@ class Scheduler {
   // the `taken` by this step so far (counted in), giving back the caches
   // kept of finished requests while they do not.
   bool takeBlocks(size_t slot, int64_t tokens, int64_t &taken);
+  // The same for `needed` blocks.
+  bool takeFreeBlocks(int64_t needed, int64_t &taken);
 
   std::unique_ptr<SequencePool> pool_;
   const int64_t stepTokens_;

@@ -123,6 +123,10 @@ class SequencePool {
   int64_t cacheBlocks() const { return static_cast<int64_t>(references_.size()); }
   int64_t freeCacheBlocks() const { return static_cast<int64_t>(free_.size()); }
   int64_t blocksToRun(int sequence, int64_t tokens) const;
+  // The same for a run of `batch` (its tokens' counts read): the new rows'
+  // and copies of the shared blocks it writes into, a block all whose
+  // holders write into it copied for all but the last.
+  int64_t blocksToRun(std::span<const SequenceTokens> batch) const;
   // The blocks these sequences hold, each counted once.
   int64_t blocksHeld(std::span<const int> sequences) const;
 
@@ -146,10 +150,6 @@ class SequencePool {
   // The blocks a run of `tokens` more for `sequence` adds to its table; the
   // shared blocks it writes into are appended to `shared`.
   int64_t blocksWritten(int sequence, int64_t tokens, std::vector<uint32_t> &shared) const;
-  // The blocks a run of `batch` takes from the free ones: the new rows' and
-  // copies of the shared blocks it writes into (a block all whose holders
-  // write into it copied for all but the last).
-  int64_t blocksToRun(std::span<const SequenceTokens> batch) const;
   // Gives back `sequence`'s blocks from block `first` on.
   void releaseBlocks(int sequence, size_t first);
   // Makes `sequence`'s blocks hold its rows up to `rows`, its own from row `from` on.

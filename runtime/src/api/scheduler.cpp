@@ -234,7 +234,10 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submitBeamSearch(std::span<const i
     return status;
   const auto promptEnd = static_cast<int64_t>(prompt.size());
   if (const int64_t rows = pool_->cacheBlockRows(); rows > 0) {
-    const int64_t blocks = (promptEnd + rows - 1) / rows + options.beams;
+    // Its first step: the prompt's blocks, shared by the beams, and a block
+    // a beam for its first token (a part-filled last block copied for all
+    // but one of them).
+    const int64_t blocks = (promptEnd + rows - 1) / rows + options.beams - (promptEnd % rows != 0 ? 1 : 0);
     if (blocks > pool_->cacheBlocks())
       return Status(StatusCode::ResourceExhausted,
                     fmt::format("{} beams over a prompt of {} tokens take {} cache blocks of {} rows; the cache has {}",
@@ -435,8 +438,11 @@ void Scheduler::finish(Going &going, FinishReason reason, Status status) {
 }
 
 bool Scheduler::takeBlocks(size_t slot, int64_t tokens, int64_t &taken) {
+  return takeFreeBlocks(pool_->blocksToRun(static_cast<int>(slot), tokens), taken);
+}
+
+bool Scheduler::takeFreeBlocks(int64_t needed, int64_t &taken) {
   if (pool_->cacheBlockRows() == 0) return true;
-  const int64_t needed = pool_->blocksToRun(static_cast<int>(slot), tokens);
   for (size_t idle = 0; needed > pool_->freeCacheBlocks() - taken && idle < ownerOf_.size(); ++idle)
     if (!ownerOf_[idle] && !held_[idle].empty() && pool_->reset(static_cast<int>(idle)).ok()) held_[idle].clear();
   if (needed > pool_->freeCacheBlocks() - taken) return false;
@@ -477,18 +483,17 @@ void Scheduler::step() {
       continue;
     }
     if (g->search) {
-      int64_t probe = taken;
-      bool fits = true;
-      for (size_t b = 0; b < g->beams.states.size() && fits; ++b)
-        fits = takeBlocks(g->slots[g->beams.states[b]], 1, probe);
-      if (!fits) continue;  // waits for blocks
-      taken = probe;
-      for (size_t b = 0; b < g->beams.states.size(); ++b) {
-        batch.push_back({static_cast<int>(g->slots[g->beams.states[b]]),
+      std::vector<SequenceTokens> beams;
+      for (size_t b = 0; b < g->beams.states.size(); ++b)
+        beams.push_back({static_cast<int>(g->slots[g->beams.states[b]]),
                          std::span<const int64_t>(&g->beams.tokens[b], 1)});
+      // Beams writing into the block they share copy it for all but one.
+      if (!takeFreeBlocks(pool_->blocksToRun(beams), taken)) continue;  // waits for blocks
+      for (size_t b = 0; b < beams.size(); ++b) {
+        batch.push_back(beams[b]);
         entries.push_back({g, b});
       }
-      tokens += static_cast<int64_t>(g->beams.states.size());
+      tokens += static_cast<int64_t>(beams.size());
       continue;
     }
     if (!takeBlocks(g->slots[0], 1, taken)) continue;  // waits for a block
