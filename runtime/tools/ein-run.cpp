@@ -22,7 +22,8 @@
 // "finish: the cache is full ..." when it ends there) and the prefill and
 // decode speeds; with --sequences S, for S copies of the prompt at once.
 // An encoder-decoder's encoder inputs are given with --input. --beams B
-// searches with B beams and prints every hypothesis with its score.
+// searches with B beams and prints every hypothesis with its score; with
+// --sequences S, S searches at once (a scheduler's requests, S x B sequences).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -386,46 +387,64 @@ double percentile(const std::vector<double> &sorted, double p) {
 
 }  // namespace
 
-// --generate --sequences S: S copies of the prompt generated together by an
-// ein::Scheduler, continuously batched; prints the first sequence's tokens
-// and the throughput of all.
+ein::BeamSearchOptions beamOptions(int64_t tokens, int beams, const std::vector<int64_t> &stopTokens) {
+  ein::BeamSearchOptions options;
+  options.beams = beams;
+  options.returnSequences = beams;
+  options.maxNewTokens = tokens;
+  options.stopTokens = stopTokens;
+  return options;
+}
+
+// --generate --sequences S: S copies of the prompt (each with the encoder
+// inputs `firstRunInputs`, for an encoder-decoder) generated together by an
+// ein::Scheduler, continuously batched, or with --beams B searched together
+// (S x B sequences); prints the first sequence's tokens and the throughput of all.
 int generateSequences(const std::shared_ptr<const ein::Model> &model, const std::vector<int64_t> &prompt,
-                      int64_t tokens, ein::GenerationOptions options, int threads, int sequences) {
+                      int64_t tokens, ein::GenerationOptions options, int threads, int sequences, int beams,
+                      const std::vector<ein::InputTensor> &firstRunInputs) {
   ein::SchedulerOptions scheduling;
-  scheduling.maxSequences = sequences;
+  scheduling.maxSequences = sequences * beams;
   scheduling.threads = threads;
   auto scheduler = ein::Scheduler::create(model, scheduling);
   if (!scheduler.ok()) return fail(scheduler.status().message());
   options.maxNewTokens = tokens;
   const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(sequences), prompt);
+  const std::vector<std::vector<ein::InputTensor>> inputs(firstRunInputs.empty() ? 0 : prompts.size(),
+                                                          firstRunInputs);
   const auto start = std::chrono::steady_clock::now();
-  auto produced = ein::generate(*scheduler.value(), prompts, options);
-  if (!produced.ok()) return fail(produced.status().message());
+  std::vector<std::vector<int64_t>> all;
+  if (beams > 1) {
+    auto found = ein::beamSearch(*scheduler.value(), prompts, beamOptions(tokens, beams, options.stopTokens), inputs);
+    if (!found.ok()) return fail(found.status().message());
+    for (const std::vector<ein::Hypothesis> &hypotheses : found.value())
+      all.push_back(hypotheses.empty() ? std::vector<int64_t>() : hypotheses[0].tokens);
+  } else {
+    auto produced = ein::generate(*scheduler.value(), prompts, options, inputs);
+    if (!produced.ok()) return fail(produced.status().message());
+    for (const ein::GeneratedSequence &sequence : produced.value()) all.push_back(sequence.tokens);
+  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<ein::GeneratedSequence> &all = produced.value();
-  std::printf("tokens: %s\n", idsText(all[0].tokens).c_str());
+  std::printf("tokens: %s\n", idsText(all[0]).c_str());
   size_t same = 0, generated = 0;
-  for (const ein::GeneratedSequence &other : all) {
-    same += other.tokens == all[0].tokens;
-    generated += other.tokens.size();
+  for (const std::vector<int64_t> &other : all) {
+    same += other == all[0];
+    generated += other.size();
   }
   std::printf("sequences: %d, %zu of them generated these tokens\n", sequences, same);
-  std::printf("generate: %d x %zu prompt tokens and %zu new tokens in %.3f ms (%.1f new tokens/s, all sequences "
+  std::printf("generate: %d x %zu prompt tokens and %zu new tokens%s in %.3f ms (%.1f new tokens/s, all sequences "
               "together)\n",
-              sequences, prompt.size(), generated, seconds * 1e3, static_cast<double>(generated) / seconds);
+              sequences, prompt.size(), generated,
+              beams > 1 ? (" (the best of " + std::to_string(beams) + " beams)").c_str() : "",
+              seconds * 1e3, static_cast<double>(generated) / seconds);
   return 0;
 }
 
 // --generate N --beams B: every hypothesis, best first, with its score.
 int searchBeams(ein::Session &session, const std::vector<int64_t> &prompt, int64_t tokens, int beams,
                 const std::vector<int64_t> &stopTokens) {
-  ein::BeamSearchOptions options;
-  options.beams = beams;
-  options.returnSequences = beams;
-  options.maxNewTokens = tokens;
-  options.stopTokens = stopTokens;
   const auto start = std::chrono::steady_clock::now();
-  auto found = ein::beamSearch(session, prompt, options);
+  auto found = ein::beamSearch(session, prompt, beamOptions(tokens, beams, stopTokens));
   if (!found.ok()) return fail(found.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < found.value().size(); ++i)
@@ -482,12 +501,23 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (!model.ok()) return fail(model.status().message());
   auto files = filesOfInputs(inputArgs, model.value()->inputs());
   if (!files.ok()) return fail(files.status().message());
-  if (beams > 1 && (sequences > 1 || options.temperature != 0.0f))
-    return fail("--beams searches greedily for one sequence: it takes neither --sequences nor --temperature");
+  if (beams > 1 && options.temperature != 0.0f) return fail("--beams searches greedily: it takes no --temperature");
   if (sequences > 1) {
-    if (!files.value().empty()) return fail("--sequences generates from the prompt alone: it takes no --input");
     if (device->device != ein::Device::Cpu) return fail("--sequences runs on the CPU for now");
-    return generateSequences(model.value(), prompt, tokens, options, threads, sequences);
+    // Every sequence's encoder inputs, read once.
+    std::vector<InputValue> values;
+    std::vector<ein::InputTensor> firstRunInputs;
+    for (const auto &[name, path] : files.value()) {
+      auto array = ein::npy::read(path);
+      if (!array.ok()) return fail(array.status().message());
+      values.push_back({array.value().type, std::move(array.value().shape), std::move(array.value().data)});
+    }
+    size_t index = 0;
+    for (const auto &[name, path] : files.value()) {
+      const InputValue &value = values[index++];
+      firstRunInputs.push_back({name, value.dtype, value.shape, value.bytes.data(), value.bytes.size()});
+    }
+    return generateSequences(model.value(), prompt, tokens, options, threads, sequences, beams, firstRunInputs);
   }
   auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
@@ -567,7 +597,8 @@ int main(int argc, char **argv) {
       ->check(CLI::PositiveNumber);
   int sequences = 1;
   app.add_option("--sequences", sequences,
-                 "with --generate: generate for S copies of the prompt at once (ein::Scheduler)")
+                 "with --generate: generate for S copies of the prompt at once (ein::Scheduler), each with the "
+                 "--input files; with --beams B, S searches at once")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)
