@@ -7,7 +7,9 @@ Models, random weights made with transformers from these configs and saved with 
   t5:      T5ForConditionalGeneration shaped as t5-base (d_model 768, 12 + 12 blocks of 12 heads of
            64, ReLU MLP 3072, vocab 32128): 512 tokens in.
 Each generates --tokens new tokens (the end token suppressed, so every engine makes them all),
-greedy and with 4 beams, from the decoder's start token.
+greedy and with 4 beams, from the decoder's start token; with --batch B, for B copies of the
+encoder's input at once (ein: one scheduler's requests, `ein-run --sequences B`; CTranslate2 and
+transformers: a batch of B).
 
   ein:          einc --hf FOLDER --precision P, then `ein-run --generate N --prompt-ids START
                 [--beams 4] --input ...` (its printed prefill + decode, or beam search, time);
@@ -24,7 +26,7 @@ precision; greedy 0.78-0.89x, but for T5 fp32 (1.03-1.11x, within the machine's 
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]
-      [--models whisper,t5] [--engines ein,ct2,hf] [--tiny]   (--tiny: small configs, to try it)
+      [--models whisper,t5] [--engines ein,ct2,hf] [--batch B] [--tiny]   (--tiny: small configs, to try it)
 """
 import argparse
 import json
@@ -138,6 +140,7 @@ def convert_ct2(folder, output, quantization):
 def worker(args):
     """One engine's timings in this process: prints {"seconds": [...], "tokens": n}."""
     name, folder, engine, beams, runs = args.worker_model, args.folder, args.worker_engine, args.beams, args.runs
+    batch = args.batch
     _, _, values = config_of(name, args.tiny)
     prompt, eos = prompt_of(name, values), values["eos_token_id"]
     times, produced = [], 0
@@ -146,15 +149,16 @@ def worker(args):
         if name == "whisper":
             model = ctranslate2.models.Whisper(args.ct2_dir, device="cpu", compute_type=args.compute_type,
                                                intra_threads=THREADS, inter_threads=1)
-            features = ctranslate2.StorageView.from_array(np.load(os.path.join(folder, "input_features.npy")))
+            features = ctranslate2.StorageView.from_array(
+                np.repeat(np.load(os.path.join(folder, "input_features.npy")), batch, axis=0))
             # CTranslate2 generates max_length / 2 tokens for Whisper.
-            call = lambda: model.generate(features, [prompt], beam_size=beams, max_length=2 * args.tokens,
+            call = lambda: model.generate(features, [prompt] * batch, beam_size=beams, max_length=2 * args.tokens,
                                           suppress_tokens=[eos], suppress_blank=False)[0].sequences_ids[0]
         else:
             model = ctranslate2.Translator(args.ct2_dir, device="cpu", compute_type=args.compute_type,
                                            intra_threads=THREADS, inter_threads=1)
             source = [["w%d" % i for i in np.load(os.path.join(folder, "input_ids.npy"))[0]] + ["</s>"]]
-            call = lambda: model.translate_batch(source, beam_size=beams, max_decoding_length=args.tokens,
+            call = lambda: model.translate_batch(source * batch, beam_size=beams, max_decoding_length=args.tokens,
                                                  min_decoding_length=args.tokens)[0].hypotheses[0]
     else:
         import torch
@@ -162,16 +166,14 @@ def worker(args):
         torch.set_num_threads(THREADS)
         model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval() if name == "t5" else \
             transformers.WhisperForConditionalGeneration.from_pretrained(folder).eval()
-        if name == "whisper":
-            inputs = {"input_features": torch.from_numpy(np.load(os.path.join(folder, "input_features.npy")))}
-        else:
-            inputs = {"input_ids": torch.from_numpy(np.load(os.path.join(folder, "input_ids.npy"))),
-                      "attention_mask": torch.from_numpy(np.load(os.path.join(folder, "attention_mask.npy")))}
+        names = ["input_features"] if name == "whisper" else ["input_ids", "attention_mask"]
+        inputs = {input_name: torch.from_numpy(np.repeat(np.load(os.path.join(folder, input_name + ".npy")), batch,
+                                                         axis=0)) for input_name in names}
 
         def call():
             with torch.inference_mode():
                 out = transformers.GenerationMixin.generate(
-                    model, **inputs, decoder_input_ids=torch.tensor([prompt]), max_new_tokens=args.tokens,
+                    model, **inputs, decoder_input_ids=torch.tensor([prompt] * batch), max_new_tokens=args.tokens,
                     min_new_tokens=args.tokens, num_beams=beams, do_sample=False)
             return out[0, len(prompt):].tolist()
     call()  # warm-up
@@ -191,10 +193,14 @@ def ein_run(args, name, folder, artifact, beams):
         command += ["--input", f"{input_name}={os.path.join(folder, input_name + '.npy')}"]
     if beams > 1:
         command += ["--beams", str(beams)]
+    if args.batch > 1:
+        command += ["--sequences", str(args.batch)]
     seconds = []
     for _ in range(args.runs + 1):  # the first is a warm-up
         text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        if beams > 1:
+        if args.batch > 1:
+            seconds.append(float(re.search(r"generate: .* in ([\d.]+) ms", text).group(1)) / 1e3)
+        elif beams > 1:
             seconds.append(float(re.search(r"beam search: .* in ([\d.]+) ms", text).group(1)) / 1e3)
         else:
             prefill = float(re.search(r"prefill: \d+ tokens in ([\d.]+) ms", text).group(1))
@@ -215,6 +221,7 @@ def main():
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-encoder-decoder-bench"))
     parser.add_argument("--einc", default=os.path.join(ROOT, "build", "bin", "einc"))
     parser.add_argument("--ein-run", default=os.path.join(ROOT, "build", "bin", "ein-run"))
+    parser.add_argument("--batch", type=int, default=1, help="copies of the encoder's input generated at once")
     parser.add_argument("--tiny", action="store_true")
     # A worker's arguments (this script runs itself once per engine and round).
     parser.add_argument("--worker-model")
@@ -261,16 +268,18 @@ def main():
                 entry[0].extend(seconds)
 
     cpu = subprocess.run("lscpu | grep 'Model name'", shell=True, capture_output=True, text=True).stdout.strip()
-    print(f"\n{cpu} | {THREADS} threads | {args.tokens} new tokens | medians of {args.rounds} rounds x {args.runs} runs")
+    print(f"\n{cpu} | {THREADS} threads | {args.tokens} new tokens x {args.batch} inputs | medians of "
+          f"{args.rounds} rounds x {args.runs} runs")
     print(f"{'model':8} {'engine':22} {'beams':>5} {'seconds':>9} {'tokens/s':>9}")
     for (name, label, beams), (seconds, tokens) in results.items():
         median = statistics.median(seconds)
-        print(f"{name:8} {label:22} {beams:5} {median:9.3f} {tokens / median:9.1f}")
+        print(f"{name:8} {label:22} {beams:5} {median:9.3f} {tokens * args.batch / median:9.1f}")
 
 
 def spawn(args, name, folder, engine, beams, ct2_dir, compute_type):
     command = [sys.executable, os.path.abspath(__file__), "--worker-model", name, "--worker-engine", engine,
-               "--folder", folder, "--beams", str(beams), "--runs", str(args.runs), "--tokens", str(args.tokens)]
+               "--folder", folder, "--beams", str(beams), "--runs", str(args.runs), "--tokens", str(args.tokens),
+               "--batch", str(args.batch)]
     if ct2_dir:
         command += ["--ct2-dir", ct2_dir, "--compute-type", compute_type]
     if args.tiny:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include "api/beam_searcher.hpp"
 #include "api/generation_rules.hpp"
@@ -232,16 +233,31 @@ std::optional<BeamSearcher::Step> BeamSearcher::advance() {
   const size_t beamCount = beams_.size();
   // Candidates kept each step: enough that `beams` of them do not end.
   const size_t kept = std::max<size_t>(2, 1 + options_.stopTokens.size()) * beamCount;
-  const auto vocab = static_cast<int64_t>(beams_[0].logProbs.size());
-  // The best `kept` continuations of every beam by every token.
+  const size_t vocab = beams_[0].logProbs.size();
+  // The best `kept` continuations of every beam by every token: only a
+  // beam's own best `kept` tokens can be among them, so those are ranked
+  // (the higher score first; on a tie the lower beam, then token).
+  const size_t perBeam = std::min(kept, vocab);
   std::vector<Continuation> all;
-  all.reserve(beamCount * static_cast<size_t>(vocab));
-  for (size_t b = 0; b < beamCount; ++b)
-    for (int64_t v = 0; v < vocab; ++v)
-      all.push_back({beams_[b].score + beams_[b].logProbs[static_cast<size_t>(v)], b, v});
+  all.reserve(beamCount * perBeam);
+  std::vector<int64_t> tokens(vocab);
+  for (size_t b = 0; b < beamCount; ++b) {
+    const std::vector<float> &logProbs = beams_[b].logProbs;
+    std::iota(tokens.begin(), tokens.end(), int64_t{0});
+    std::partial_sort(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(perBeam), tokens.end(),
+                      [&](int64_t a, int64_t c) {
+                        const float x = logProbs[static_cast<size_t>(a)], y = logProbs[static_cast<size_t>(c)];
+                        return x > y || (x == y && a < c);
+                      });
+    for (size_t i = 0; i < perBeam; ++i)
+      all.push_back({beams_[b].score + logProbs[static_cast<size_t>(tokens[i])], b, tokens[i]});
+  }
   const size_t count = std::min(kept, all.size());
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
-                    [](const Continuation &a, const Continuation &c) { return a.score > c.score; });
+                    [](const Continuation &a, const Continuation &c) {
+                      if (a.score != c.score) return a.score > c.score;
+                      return a.beam != c.beam ? a.beam < c.beam : a.token < c.token;
+                    });
   all.resize(count);
   const bool lastToken = produced_ + 1 >= limit_;
   std::vector<bool> ends(count);
