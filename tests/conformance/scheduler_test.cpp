@@ -41,6 +41,24 @@ class Scheduling : public DecoderModels {
     return result;
   }
 
+  // A request whose only token holds the scheduler's thread until `release`
+  // is ready, so that the requests queued meanwhile start in one step;
+  // returns once the thread is held (null if the request was refused).
+  std::shared_ptr<ein::Request> holdScheduler(ein::Scheduler &scheduler, std::shared_future<void> release) {
+    auto holding = std::make_shared<std::promise<void>>();
+    std::future<void> held = holding->get_future();
+    const std::vector<int64_t> one = {1};
+    auto gate = scheduler.submit(one, {.maxNewTokens = 1, .onToken = [holding, release](int64_t) {
+                                         holding->set_value();
+                                         release.wait();
+                                         return true;
+                                       }});
+    EXPECT_TRUE(gate.ok()) << gate.status().toString();
+    if (!gate.ok()) return nullptr;
+    held.wait();
+    return gate.value();
+  }
+
   std::unique_ptr<ein::Scheduler> schedule(const std::shared_ptr<const ein::Model> &of, int sequences,
                                            int64_t stepTokens = 0) {
     ein::SchedulerOptions options;
@@ -554,19 +572,11 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndPreemptsTheYoungestWhenNoneC
       {.maxNewTokens = 40},
       {.maxNewTokens = 40, .temperature = 0.9f, .seed = 5},
       {.maxNewTokens = 40, .temperature = 0.9f, .topK = 20, .seed = 6}};
-  // A first request holds the scheduler inside its only token until the four
-  // are queued, so that they start in one step whatever the threads' timing
-  // (one started steps ahead would take its blocks early and let all finish).
-  std::promise<void> holding, queued;
-  std::shared_future<void> release = queued.get_future().share();
-  const std::vector<int64_t> one = {1};
-  auto gate = scheduler.submit(one, {.maxNewTokens = 1, .onToken = [&holding, release](int64_t) {
-                                       holding.set_value();
-                                       release.wait();
-                                       return true;
-                                     }});
-  ASSERT_TRUE(gate.ok()) << gate.status().toString();
-  holding.get_future().wait();
+  // The four start in one step whatever the threads' timing (one started
+  // steps ahead would take its blocks early and let all finish).
+  std::promise<void> queued;
+  const std::shared_ptr<ein::Request> gate = holdScheduler(scheduler, queued.get_future().share());
+  ASSERT_TRUE(gate);
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::shared_ptr<ein::Request>> requests;
   for (int i = 0; i < 4; ++i) {
@@ -577,7 +587,7 @@ TEST_P(Scheduling, ABoundedCacheMakesRequestsWaitAndPreemptsTheYoungestWhenNoneC
     requests.push_back(request.value());
   }
   queued.set_value();
-  ASSERT_TRUE(gate.value()->wait().ok());
+  ASSERT_TRUE(gate->wait().ok());
   for (size_t i = 0; i < requests.size(); ++i) {
     auto result = requests[i]->wait();
     ASSERT_TRUE(result.ok()) << "request " << i << ": " << result.status().toString();
@@ -762,16 +772,9 @@ TEST_P(Scheduling, BeamsShareTheirCacheBlocksAndAPreemptedSearchStartsAgain) {
 
   // An older generation and a younger search that together outgrow the
   // cache: the search is preempted whole (the younger), and both end as alone.
-  std::promise<void> holding, queued;
-  std::shared_future<void> release = queued.get_future().share();
-  const std::vector<int64_t> one = {1};
-  auto gate = scheduler.submit(one, {.maxNewTokens = 1, .onToken = [&holding, release](int64_t) {
-                                       holding.set_value();
-                                       release.wait();
-                                       return true;
-                                     }});
-  ASSERT_TRUE(gate.ok());
-  holding.get_future().wait();
+  std::promise<void> queued;
+  const std::shared_ptr<ein::Request> gate = holdScheduler(scheduler, queued.get_future().share());
+  ASSERT_TRUE(gate);
   const std::vector<int64_t> older = randomPrompt(random, 20), younger = randomPrompt(random, 20);
   const ein::GenerationOptions generation{.maxNewTokens = 60};
   const ein::BeamSearchOptions two{.beams = 2, .maxNewTokens = 30, .returnSequences = 2};
@@ -780,7 +783,7 @@ TEST_P(Scheduling, BeamsShareTheirCacheBlocksAndAPreemptedSearchStartsAgain) {
   queued.set_value();
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(second.ok());
-  ASSERT_TRUE(gate.value()->wait().ok());
+  ASSERT_TRUE(gate->wait().ok());
   auto result = first.value()->wait();
   ASSERT_TRUE(result.ok()) << result.status().toString();
   EXPECT_EQ(result->tokens, alone(model, older, generation).tokens);
