@@ -284,9 +284,8 @@ ein_status_t *ein_scheduler_submit_with_inputs(ein_scheduler_t *scheduler, const
  * ein_scheduler_submit_with_inputs takes them (NULL and 0 for a decoder).
  * Refused when the beams exceed max_sequences or, with a bounded paged
  * cache, its first step's blocks (the prompt's, shared, and one a beam)
- * exceed it. Its hypotheses
- * come from ein_request_hypotheses; ein_request_next returns the best's
- * tokens once it has ended. */
+ * exceed it. Its hypotheses come from ein_request_hypotheses;
+ * ein_request_next returns the best's tokens once it has ended. */
 ein_status_t *ein_scheduler_submit_beam_search(ein_scheduler_t *scheduler, const int64_t *prompt,
                                                size_t prompt_length, const ein_beam_search_options_t *options,
                                                const ein_input_t *first_run_inputs, size_t first_run_input_count,

@@ -28,10 +28,6 @@
 
 namespace ein {
 
-namespace detail {
-class BeamSearcher;
-}
-
 struct SchedulerOptions {
   // Sequences generating at once; more requests wait for a place.
   int maxSequences = 16;
