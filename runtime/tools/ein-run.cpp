@@ -100,12 +100,19 @@ struct InputValue {
   std::vector<uint8_t> bytes;
 };
 
+// The .npy file at `path` as an input's value.
+ein::StatusOr<InputValue> readInputFile(const std::string &path) {
+  auto array = ein::npy::read(path);
+  if (!array.ok()) return array.status();
+  return InputValue{array.value().type, std::move(array.value().shape), std::move(array.value().data)};
+}
+
 // Reads input `name` from the .npy file at `path` and sets it on `session`;
 // the value, or the error (naming the file where the session refuses it).
 ein::StatusOr<InputValue> setInputFromFile(ein::Session &session, const std::string &name, const std::string &path) {
-  auto array = ein::npy::read(path);
-  if (!array.ok()) return array.status();
-  InputValue value{array.value().type, std::move(array.value().shape), std::move(array.value().data)};
+  auto read = readInputFile(path);
+  if (!read.ok()) return read.status();
+  InputValue value = std::move(read).value();
   if (ein::Status status = session.setInput(name, value.dtype, value.shape, value.bytes.data(), value.bytes.size());
       !status.ok())
     return ein::Status(status.code(), path + ": " + status.message());
@@ -504,18 +511,16 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
   if (beams > 1 && options.temperature != 0.0f) return fail("--beams searches greedily: it takes no --temperature");
   if (sequences > 1) {
     if (device->device != ein::Device::Cpu) return fail("--sequences runs on the CPU for now");
-    // Every sequence's encoder inputs, read once.
+    // Every sequence's encoder inputs, read once (reserved: the views point into `values`).
     std::vector<InputValue> values;
+    values.reserve(files.value().size());
     std::vector<ein::InputTensor> firstRunInputs;
     for (const auto &[name, path] : files.value()) {
-      auto array = ein::npy::read(path);
-      if (!array.ok()) return fail(array.status().message());
-      values.push_back({array.value().type, std::move(array.value().shape), std::move(array.value().data)});
-    }
-    size_t index = 0;
-    for (const auto &[name, path] : files.value()) {
-      const InputValue &value = values[index++];
-      firstRunInputs.push_back({name, value.dtype, value.shape, value.bytes.data(), value.bytes.size()});
+      auto value = readInputFile(path);
+      if (!value.ok()) return fail(value.status().message());
+      values.push_back(std::move(value).value());
+      firstRunInputs.push_back(
+          {name, values.back().dtype, values.back().shape, values.back().bytes.data(), values.back().bytes.size()});
     }
     return generateSequences(model.value(), prompt, tokens, options, threads, sequences, beams, firstRunInputs);
   }

@@ -204,6 +204,12 @@ def _beam_search_arguments(num_beams: int, num_return_sequences: int, max_new_to
             [_integer(t, "a suppressed token id", 0) for t in begin_suppress_tokens])
 
 
+def _searched(found: Sequence[tuple], returned: int):
+    """A beam search's result as Model.generate returns it: the best
+    hypothesis's tokens, or with num_return_sequences > 1 the best that many."""
+    return found[0][0] if returned == 1 else [tokens for tokens, _ in found]
+
+
 class Model:
     """A compiled model (ein.compile) or a loaded artifact (ein.load).
 
@@ -411,6 +417,7 @@ class Model:
                                         length_penalty, early_stopping, no_repeat_ngram_size, suppress_tokens,
                                         begin_suppress_tokens)
         sequences = _integer(max_sequences, "max_sequences", 1)
+        returned = 1 if search is None else search[4]
         if isinstance(prompt, str):
             tokenizer = self._text_tokenizer("generate")
             stops = list(stop_tokens) + ([tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else [])
@@ -420,7 +427,7 @@ class Model:
                                    num_return_sequences=num_return_sequences,
                                    no_repeat_ngram_size=no_repeat_ngram_size, suppress_tokens=suppress_tokens,
                                    begin_suppress_tokens=begin_suppress_tokens)
-            return tokenizer.decode(tokens) if search is None or search[4] == 1 else [tokenizer.decode(t) for t in tokens]
+            return tokenizer.decode(tokens) if returned == 1 else [tokenizer.decode(t) for t in tokens]
         rows = None  # an encoder-decoder's batch: a mapping of inputs a row
         if encoder_inputs is not None:
             if not isinstance(encoder_inputs, Mapping):
@@ -445,8 +452,7 @@ class Model:
             if search is not None and many:
                 found = self._native.beam_search_many(prompts, *search, _check_threads(threads),
                                                       min(sequences, len(prompts) * search[0]), rows or [])
-                return [hypotheses[0][0] if search[4] == 1 else [tokens for tokens, _ in hypotheses]
-                        for hypotheses in found]
+                return [_searched(hypotheses, returned) for hypotheses in found]
             return [self.generate(p, max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k,
                                   top_p=top_p, seed=seed, stop_tokens=stop_tokens, threads=threads,
                                   encoder_inputs=row, num_beams=num_beams, length_penalty=length_penalty,
@@ -458,7 +464,7 @@ class Model:
         if search is None:
             return self._native.generate(*arguments, _check_threads(threads), dict(encoder_inputs or {}))
         found = self._native.beam_search(arguments[0], *search, _check_threads(threads), dict(encoder_inputs or {}))
-        return found[0][0] if search[4] == 1 else [tokens for tokens, _ in found]
+        return _searched(found, returned)
 
     def session(self, *, threads: Optional[int] = None) -> "Session":
         """A new ein.Session of this model: one execution context whose state

@@ -18,10 +18,6 @@ namespace {
 
 Status invalidArgument(std::string message) { return Status(StatusCode::InvalidArgument, std::move(message)); }
 
-// transformers' score of a beam that is not there yet (the first step's
-// copies of the prompt, a continuation masked out).
-constexpr float kAbsent = -1.0e9f;
-
 struct Continuation {
   float score = 0.0f;
   size_t beam = 0;
@@ -183,6 +179,12 @@ Status checkBeamSearchOptions(const BeamSearchOptions &options) {
   return Status();
 }
 
+int64_t newTokenLimit(int64_t maxNewTokens, int64_t promptEnd, const std::function<bool(int64_t position)> &fitsAt) {
+  int64_t limit = 1;
+  while (limit < maxNewTokens && fitsAt(promptEnd + limit - 1)) ++limit;
+  return limit;
+}
+
 BeamSearcher::BeamSearcher(BeamSearchOptions options, std::vector<int64_t> prompt, int64_t limit)
     : options_(std::move(options)),
       prompt_(std::move(prompt)),
@@ -192,7 +194,6 @@ BeamSearcher::BeamSearcher(BeamSearchOptions options, std::vector<int64_t> promp
       hasState_(beams_.size(), false),
       finished_(beams_.size()) {
   for (size_t b = 0; b < beams_.size(); ++b) stateOf_[b] = b;
-  for (Finished &f : finished_) f.score = kAbsent;
   hasState_[0] = true;
 }
 
@@ -372,12 +373,9 @@ StatusOr<std::vector<Hypothesis>> beamSearch(Session &session, std::span<const i
   if (!bindings.ok()) return bindings.status();
   const TensorInfo *ids = bindings.value().ids;
   const std::string logitsName = bindings.value().logits;
-  const int64_t start = session.position();
-  // The cache bounds the length as maxNewTokens does: new token j > 1 needs
-  // a run at position start + prompt + j - 2.
-  int64_t limit = 1;
-  const auto promptEnd = start + static_cast<int64_t>(prompt.size());
-  while (limit < options.maxNewTokens && detail::fitsAt(session, *ids, 1, promptEnd + limit - 1).ok()) ++limit;
+  const int64_t limit =
+      detail::newTokenLimit(options.maxNewTokens, session.position() + static_cast<int64_t>(prompt.size()),
+                            [&](int64_t position) { return detail::fitsAt(session, *ids, 1, position).ok(); });
 
   const auto beamCount = static_cast<size_t>(options.beams);
   StatusOr<std::unique_ptr<PoolStates>> pool = PoolStates::create(session, beamCount);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <utility>
@@ -19,6 +20,11 @@ namespace ein::detail {
 
 // The options' ranges (beams, returnSequences, maxNewTokens, lengthPenalty, noRepeatNgramSize).
 Status checkBeamSearchOptions(const BeamSearchOptions &options);
+
+// The most new tokens a search from a prompt ending at `promptEnd` makes:
+// maxNewTokens, or fewer where the cache ends. New token j > 1 needs a run
+// of one token at position promptEnd + j - 2, which `fitsAt` says fits.
+int64_t newTokenLimit(int64_t maxNewTokens, int64_t promptEnd, const std::function<bool(int64_t position)> &fitsAt);
 
 class BeamSearcher {
  public:
@@ -54,9 +60,12 @@ class BeamSearcher {
     float score = 0.0f;           // summed log-probabilities
     std::vector<float> logProbs;  // of its next token, after the processors
   };
+  // transformers' score of a beam that is not there yet (the first step's
+  // copies of the prompt, a continuation masked out).
+  static constexpr float kAbsent = -1.0e9f;
   struct Finished {
     std::vector<int64_t> tokens;
-    double score = 0.0;
+    double score = kAbsent;
     bool filled = false;  // a slot no hypothesis has filled yet otherwise
   };
   bool allFilled() const;

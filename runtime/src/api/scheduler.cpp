@@ -243,10 +243,9 @@ StatusOr<std::shared_ptr<Request>> Scheduler::submitBeamSearch(std::span<const i
                     fmt::format("{} beams over a prompt of {} tokens take {} cache blocks of {} rows; the cache has {}",
                                 options.beams, prompt.size(), blocks, rows, pool_->cacheBlocks()));
   }
-  // The cache bounds the length as maxNewTokens does: new token j > 1 needs
-  // a run at position prompt + j - 2.
-  int64_t limit = 1;
-  while (limit < options.maxNewTokens && pool_->fitsFirstRun(firstRunInputs, 1, promptEnd + limit - 1).ok()) ++limit;
+  const int64_t limit = detail::newTokenLimit(options.maxNewTokens, promptEnd, [&](int64_t position) {
+    return pool_->fitsFirstRun(firstRunInputs, 1, position).ok();
+  });
   GenerationOptions generation;
   generation.maxNewTokens = options.maxNewTokens;
   generation.stopTokens = options.stopTokens;
