@@ -291,7 +291,14 @@ def test_metrics_count_the_models_requests(server, direct):
         assert found and "nv_inference_queue_duration_us" in text and "nv_inference_compute_infer_duration_us" in text
         return int(found.group(1))
 
-    before = successes()
+    # Earlier tests' requests may still be being counted: start from a count that has settled.
+    before, settled_since = successes(), time.monotonic()
+    deadline = settled_since + 10
+    while time.monotonic() - settled_since < 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = successes()
+        if now != before:
+            before, settled_since = now, time.monotonic()
     request = bert_request(2, 9, 4)
     expect(direct, request, http_infer(server.http_url, request))
     # Triton counts a request after its response is sent.
