@@ -68,7 +68,8 @@ flatbuffers::Offset<fb::Step> Writer::stepOf(Operation *op, fb::Kernel kind, fla
                         op->hasAttr(kern::kPerSequenceAttr),
                         fused ? builder.CreateVectorOfStrings(where.sources) : 0,
                         where.scope.empty() ? 0 : builder.CreateString(where.scope),
-                        fused ? builder.CreateVectorOfStrings(where.passes) : 0, op->hasAttr(kern::kFirstRunAttr));
+                        fused ? builder.CreateVectorOfStrings(where.passes) : 0, op->hasAttr(kern::kFirstRunAttr),
+                        op->hasAttr(kern::kRowsOverKeptAttr));
 }
 
 #define GET_STEP_WRITERS

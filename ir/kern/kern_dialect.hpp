@@ -37,6 +37,12 @@ inline constexpr const char *kArenaBytesAttr = "kern.arena_bytes";
 inline constexpr const char *kPerSequenceAttr = "kern.per_sequence";
 inline constexpr const char *kSequenceTokensAttr = "kern.sequence_tokens";
 inline constexpr const char *kOneSequenceAttr = "kern.one_sequence";
+// kern-plan-sequences' mark on a per-sequence kernel that computes each
+// token's rows from that token's rows and what a first run kept alone (a
+// cross-attention), at any position: sequences sharing what their first run
+// kept (beams of one search) may run it once for them all over their
+// tokens, reading the kept states once.
+inline constexpr const char *kRowsOverKeptAttr = "kern.rows_over_kept";
 // kern-plan-first-run's mark: a kernel that runs only at a sequence's first
 // run (position 0): a kern.append with first_run, and every kernel whose
 // results only such kernels read. On a function argument: an input only they

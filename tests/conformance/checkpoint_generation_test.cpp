@@ -268,11 +268,15 @@ TEST_P(CheckpointGeneration, PoolSequencesEqualSessionsAlone) {
   start(0, original);
   start(1, other);
   step({0, 1});
-  // The fork shares sequence 0's kept rows and cache, then goes its own way.
+  // The fork shares sequence 0's kept rows and cache, then goes its own way,
+  // in runs apart from sequence 0 and side by side with it (the steps over
+  // what they kept run once for both then: SequenceSlice::keptGroup).
   ASSERT_TRUE(pool.value()->copy(2, 0).ok());
   sequences[2].tokens = sequences[0].tokens;
   sequences[2].rows = sequences[0].rows;
-  for (int i = 0; i < 3; ++i) step({0, 1, 2});
+  step({0, 1, 2});
+  step({0, 2, 1});
+  step({1, 2, 0});
   // Sequence 0 starts anew with the other inputs; the fork reads what it kept before.
   done.push_back(sequences[0]);
   ASSERT_TRUE(pool.value()->reset(0).ok());

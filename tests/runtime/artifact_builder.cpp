@@ -77,6 +77,14 @@ uint32_t ArtifactBuilder::output(const std::string &name, fb::DType dtype, std::
   return id;
 }
 
+uint32_t ArtifactBuilder::state(const std::string &name, fb::DType dtype, std::vector<int64_t> shape) {
+  const uint64_t offset = stateBytes;
+  stateBytes = alignTo64(offset + byteSize(dtype, shape));
+  uint32_t id = tensor({dtype, std::move(shape), fb::Storage::State, static_cast<uint32_t>(states.size()), offset});
+  states.push_back({name, id, 0});
+  return id;
+}
+
 uint32_t ArtifactBuilder::arena(fb::DType dtype, std::vector<int64_t> shape) {
   uint64_t offset = arenaUsed_;
   arenaUsed_ = alignTo64(offset + byteSize(dtype, shape));
@@ -138,8 +146,8 @@ void ArtifactBuilder::step(StepFn build) { steps_.push_back(std::move(build)); }
 flatbuffers::Offset<fb::Step> ArtifactBuilder::stepOf(flatbuffers::FlatBufferBuilder &b, fb::Kernel kind,
                                                       flatbuffers::Offset<void> kernel, const std::string &location,
                                                       size_t index) const {
-  return fb::CreateStepDirect(b, kind, kernel, location.c_str(), false, nullptr, nullptr, nullptr,
-                              firstRunSteps.count(index) > 0);
+  return fb::CreateStepDirect(b, kind, kernel, location.c_str(), perSequenceSteps.count(index) > 0, nullptr,
+                              nullptr, nullptr, firstRunSteps.count(index) > 0, rowsOverKeptSteps.count(index) > 0);
 }
 
 void ArtifactBuilder::gemm(const GemmSpec &spec, const std::string &location) {
@@ -257,7 +265,7 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
           fb::CreateBindingDirect(b, binding.name.c_str(), binding.tensor, binding.upperBound, binding.firstRun));
     return table;
   };
-  auto inputTable = bindings(inputs), outputTable = bindings(outputs);
+  auto inputTable = bindings(inputs), outputTable = bindings(outputs), stateTable = bindings(states);
   std::vector<flatbuffers::Offset<fb::Parameter>> paramTable;
   for (const ParamSpec &param : params)
     paramTable.push_back(fb::CreateParameterDirect(b, param.name.c_str(), param.tensor, param.dtype,
@@ -273,11 +281,13 @@ std::vector<uint8_t> ArtifactBuilder::header(uint64_t offset) const {
     checkTable.push_back(fb::CreateCheckDirect(b, check.kind, size(fb::Size(check.lhs)), size(fb::Size(check.rhs)),
                                                check.location.c_str(),
                                                check.message.c_str()));
+  const fb::Size advance(positionAdvance);
   auto model = fb::CreateModelDirect(b, formatVersion, target, "ein tests", "test.ein", &inputTable, &outputTable,
                                      &paramTable, &tensorTable, &stepTable, arenaBytes.value_or(arenaUsed_),
                                      weightsOffset.value_or(offset), weightsBytes.value_or(weights_.size()), precision,
                                      dims.empty() ? nullptr : &dimTable, sizes.empty() ? nullptr : &sizeTable,
-                                     checks.empty() ? nullptr : &checkTable, nullptr, stateBytes);
+                                     checks.empty() ? nullptr : &checkTable, states.empty() ? nullptr : &stateTable,
+                                     stateBytes, positionDim, positionDim >= 0 ? &advance : nullptr);
   fb::FinishSizePrefixedModelBuffer(b, model);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

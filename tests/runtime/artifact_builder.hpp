@@ -148,6 +148,8 @@ class ArtifactBuilder {
   uint32_t input(const std::string &name, fb::DType dtype, std::vector<int64_t> shape, int64_t upperBound = 0);
   uint32_t output(const std::string &name, fb::DType dtype, std::vector<int64_t> shape);
   uint32_t arena(fb::DType dtype, std::vector<int64_t> shape);
+  // A session state tensor, placed after the others (stateBytes grows).
+  uint32_t state(const std::string &name, fb::DType dtype, std::vector<int64_t> shape);
   // A weight tensor holding `bytes`; with a name it is also a parameter.
   uint32_t weights(fb::DType dtype, std::vector<int64_t> shape, const std::vector<uint8_t> &bytes,
                    const std::string &paramName = "");
@@ -176,7 +178,11 @@ class ArtifactBuilder {
   fb::Target target = fb::Target::Cpu;
   fb::Precision precision = fb::Precision::Fp32;  // the CUDA gemm/attention arithmetic
   std::optional<uint64_t> arenaBytes, weightsOffset, weightsBytes;
-  uint64_t stateBytes = 0;  // the session state a model claims (it has no state tensors)
+  uint64_t stateBytes = 0;  // the session state a model claims
+  // The dim (its index) that is the session's position (-1: none), and how
+  // far a run moves it (a (size) field).
+  int32_t positionDim = -1;
+  int64_t positionAdvance = 0;
   std::vector<TensorSpec> tensors;
   struct BindingSpec {
     std::string name;
@@ -184,9 +190,10 @@ class ArtifactBuilder {
     int64_t upperBound;
     bool firstRun = false;  // read at a sequence's first run only
   };
-  // The steps (numbered as added) that run at a sequence's first run only.
-  std::set<size_t> firstRunSteps;
-  std::vector<BindingSpec> inputs, outputs;
+  // The steps (numbered as added) that run at a sequence's first run only,
+  // once per sequence (Step.per_sequence) and over kept states (Step.rows_over_kept).
+  std::set<size_t> firstRunSteps, perSequenceSteps, rowsOverKeptSteps;
+  std::vector<BindingSpec> inputs, outputs, states;
   struct ParamSpec {
     std::string name;
     uint32_t tensor;

@@ -106,6 +106,36 @@ TEST(Loader, FirstRunStepsAreChecked) {
   }
 }
 
+// A step over kept states (Step.rows_over_kept) runs once for the sequences
+// sharing them: it runs per sequence, at every run, and reads no state but
+// those a first run keeps.
+TEST(Loader, StepsOverKeptStatesAreChecked) {
+  {
+    SmallModel small;
+    small.builder.rowsOverKeptSteps = {1};
+    expectRejected(small.build(), "step 1 (softmax at model.ein:13:5) is marked rows_over_kept but not per sequence");
+  }
+  {
+    SmallModel small;  // the gemm's bias a state no first run keeps
+    const uint32_t bias = small.builder.state("bias", fb::DType::F32, {4});
+    small.gemm.bias = ViewSpec{bias, 0, {0, 1}};
+    small.builder.dim("past", 0, 4);
+    small.builder.positionDim = 0;
+    small.builder.positionAdvance = 2;
+    small.builder.perSequenceSteps = {0};
+    small.builder.rowsOverKeptSteps = {0};
+    // A model with a position has dims: its steps are verified when a run binds them.
+    auto session = loadAndRun(small.build(), {{"x", std::vector<uint8_t>(24, 0)}});
+    ASSERT_FALSE(session.ok());
+    EXPECT_EQ(session.status().code(), StatusCode::InvalidArtifact) << session.status().toString();
+    EXPECT_NE(session.status().message().find("step 0 (gemm at model.ein:12:5) is marked rows_over_kept but reads "
+                                              "tensor " + std::to_string(bias) +
+                                              ", a state a sequence's first run does not keep"),
+              std::string::npos)
+        << session.status().message();
+  }
+}
+
 TEST(Loader, ValidArtifactLoadsWithItsMetadata) {
   SmallModel small;
   std::vector<uint8_t> bytes = small.build();

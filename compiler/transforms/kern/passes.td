@@ -100,7 +100,14 @@ def PlanSequences : Pass<"kern-plan-sequences", "mlir::func::FuncOp"> {
     per token (a rotated `[1, h, t, d]`, scores) is its own: it may only be
     read by per-sequence kernels in the same stretch of them, so such
     kernels are moved down to their first reader, past the kernels over all
-    tokens that do not need them. The function gets `kern.sequence_tokens`
+    tokens that do not need them. A per-sequence attention that computes
+    each token's rows from that token's rows and what a first run kept
+    alone (a cross-attention over an encoder's kept keys and values: not
+    causal, q and out per token, the keys, values and mask kept and read
+    alike by every query, nothing of it depending on the tokens or the
+    position) is also marked `kern.rows_over_kept`: sequences that share
+    what their first run kept (beams of one search) may run it once for them
+    all over their tokens, reading the kept keys and values once. The function gets `kern.sequence_tokens`
     (the tokens' dim) when the plan holds, else `kern.one_sequence` saying
     where and why it does not (with `require`, that is an error at the
     kernel). Functions without a position are left alone.

@@ -28,11 +28,13 @@ enum class Holds {
   State,    // a session state: a sequence's own cache
 };
 
-// The tokens' dim, and the dims each sequence has its own value of (the
-// position, an encoder's length: ein::kern::sequenceDims).
+// The tokens' dim, the dims each sequence has its own value of (the
+// position, an encoder's length: ein::kern::sequenceDims) and the position
+// among them.
 struct SequenceDims {
   std::string tokens;
   std::set<std::string> own;
+  std::string position;
 };
 
 bool dependsOn(const ein::Size &size, const SequenceDims &dims) {
@@ -244,6 +246,9 @@ class SequencePlanner {
         }
       }
     }
+    for (Operation &op : body)
+      if (op.hasAttr(ein::kern::kPerSequenceAttr) && rowsOverKept(&op))
+        op.setAttr(ein::kern::kRowsOverKeptAttr, UnitAttr::get(op.getContext()));
     return std::nullopt;
   }
 
@@ -259,6 +264,43 @@ class SequencePlanner {
       if (auto array = dyn_cast<ArrayAttr>(attribute.getValue()); array && llvm::any_of(array, depends)) return true;
     }
     return false;
+  }
+
+  // Whether per-sequence `op` computes each token's rows from that token's
+  // rows and what a first run kept alone, at any position
+  // (ein::kern::kRowsOverKeptAttr): an attention whose queries are the
+  // tokens, not causal, its q and out per token and walked row by row, its
+  // keys, values and mask kept by a first run (or the same for every
+  // sequence) and read alike by every query, and nothing else of it sized
+  // or placed by the tokens or the position.
+  bool rowsOverKept(Operation *op) const {
+    auto attention = dyn_cast<ein::kern::AttentionOp>(op);
+    if (!attention || op->hasAttr(ein::kern::kFirstRunAttr) || attention.getCausalPositions()) return false;
+    const ein::Size tokens = ein::Size::dim(dims_.tokens);
+    if (attention.getQueries().sizes() != ein::Shape{tokens}) return false;
+    auto byRun = [&](const ein::Shape &shape) {
+      return llvm::any_of(shape, [&](const ein::Size &size) {
+        return size.dims().count(dims_.tokens) > 0 || size.dims().count(dims_.position) > 0;
+      });
+    };
+    const ein::Shape batch = attention.getBatch().sizes(), headDim = attention.getHeadDim().sizes(),
+                     valueDim = attention.getValueDim().sizes();
+    if (byRun(batch) || byRun(attention.getKeys().sizes()) || byRun(headDim) || byRun(valueDim)) return false;
+    if (!rowWise({attention.getQ(), attention.getQView(), concatenated(batch, {tokens, headDim[0]})}) ||
+        holds(attention.getResult()) != Holds::Rows ||
+        !rowWise({attention.getResult(), attention.getOutView(), concatenated(batch, {tokens, valueDim[0]})}))
+      return false;
+    auto kept = [&](Value value, ViewAttr view) {
+      auto append = value.getDefiningOp<ein::kern::AppendOp>();
+      return (holds(value) == Holds::Shared || (append && append->hasAttr(ein::kern::kFirstRunAttr))) &&
+             !byRun({view.getOffset()}) && !byRun(view.getStrides());
+    };
+    if (!kept(attention.getK(), attention.getKView()) || !kept(attention.getV(), attention.getVView())) return false;
+    if (!attention.getMask()) return true;
+    // Each query reads the same mask row: a query's row is where it lies among the run's.
+    const ein::Shape maskStrides = attention.getMaskView()->getStrides();
+    return kept(attention.getMask(), *attention.getMaskView()) && maskStrides.size() == batch.size() + 2 &&
+           maskStrides[batch.size()] == ein::Size(0);
   }
 
   // An access that reads or writes each token's row alone: a Rows tensor
@@ -430,7 +472,7 @@ struct PlanSequencesPass : ein::impl::PlanSequencesBase<PlanSequencesPass> {
                                               " rows to the state, not one dim of tokens"));
       return;
     }
-    SequencePlanner planner(function, {*tokens, ein::kern::sequenceDims(function)});
+    SequencePlanner planner(function, {*tokens, ein::kern::sequenceDims(function), position.str()});
     std::optional<std::pair<Operation *, std::string>> blocked = planner.plan();
     if (!blocked) {
       function->setAttr(ein::kern::kSequenceTokensAttr, builder.getStringAttr(*tokens));

@@ -117,6 +117,9 @@ struct StepInfo {
   std::vector<std::string> fusedBy;
   // Runs only at a sequence's first run (an encoder whose output the state keeps).
   bool firstRun = false;
+  // Computes each token's rows from that token's rows and what a first run
+  // kept alone (a cross-attention): beams sharing those run it together.
+  bool rowsOverKept = false;
 };
 
 // The arithmetic an artifact allows its target (einc --precision): tensors stay

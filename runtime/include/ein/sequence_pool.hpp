@@ -177,6 +177,8 @@ class SequencePool {
   std::unique_ptr<detail::Executor> executor_;
   size_t idsInput_ = 0;
   bool firstRunSteps_ = false;  // the model keeps state at a sequence's first run
+  // It has steps that sequences sharing a kept slot run together (Step::rowsOverKept).
+  bool rowsOverKeptSteps_ = false;
   int64_t vocabulary_ = 0;  // the logits' last axis
   int64_t maxTokensPerRun_ = 0, maxSequenceTokens_ = 0;
   std::vector<int64_t> positions_;
@@ -195,6 +197,8 @@ class SequencePool {
   // The program at all of a run's tokens, and each sequence's at its own.
   std::unique_ptr<Instantiation> all_;
   std::vector<std::unique_ptr<Instantiation>> sequences_;
+  // Each kept slot's sequences' program at their tokens together (SequenceSlice::keptGroup).
+  std::vector<std::unique_ptr<Instantiation>> keptGroups_;
   // The model's last steps, which compute the logits row by row (none:
   // not so), and the program they run over the rows read at.
   std::unique_ptr<detail::RowwiseTail> rowwiseTail_;

@@ -27,8 +27,9 @@ struct Continuation {
 // log_softmax of `logits`, in f32 as transformers computes it.
 std::vector<float> logSoftmax(std::span<const float> logits) {
   const float top = *std::max_element(logits.begin(), logits.end());
+  // Each term in float (the logits' own precision), summed in double.
   double sum = 0.0;
-  for (float logit : logits) sum += std::exp(static_cast<double>(logit - top));
+  for (float logit : logits) sum += std::exp(logit - top);
   const auto shift = static_cast<float>(top + std::log(sum));
   std::vector<float> out(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - shift;

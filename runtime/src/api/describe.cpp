@@ -73,6 +73,7 @@ nlohmann::json stepJson(const StepInfo &step) {
   item["namespace"] = step.scope;
   item["fused_by"] = step.fusedBy;
   if (step.firstRun) item["first_run"] = true;
+  if (step.rowsOverKept) item["rows_over_kept"] = true;
   item["operands"] = nlohmann::json::array();
   for (const StepOperand &operand : step.operands)
     item["operands"].push_back({{"role", operand.role}, {"tensor", operand.tensor}, {"written", operand.written}});
@@ -216,9 +217,9 @@ std::string describeModel(const Model &model) {
                         stepCounts(model.steps()));
   for (size_t i = 0; i < model.steps().size(); ++i) {
     const StepInfo &step = model.steps()[i];
-    text += fmt::format("  {:4} {:<12}{}{}{}{}{}\n", i, step.op, stepDetails(step),
-                        step.firstRun ? " first_run" : "", step.location.empty() ? "" : "  at ", step.location,
-                        fusedSources(step));
+    text += fmt::format("  {:4} {:<12}{}{}{}{}{}{}\n", i, step.op, stepDetails(step),
+                        step.firstRun ? " first_run" : "", step.rowsOverKept ? " rows_over_kept" : "",
+                        step.location.empty() ? "" : "  at ", step.location, fusedSources(step));
   }
   return text;
 }

@@ -94,6 +94,7 @@ SequencePool::SequencePool(std::shared_ptr<const Model> model, int maxSequences)
       staged_(model_->inputs().size()), firstRunStaged_(model_->inputs().size()),
       tables_(static_cast<size_t>(maxSequences)) {
   sequences_.resize(static_cast<size_t>(maxSequences));
+  keptGroups_.resize(static_cast<size_t>(maxSequences));
   for (size_t sequence = 0; sequence < keptSlotOf_.size(); ++sequence)
     keptSlotOf_[sequence] = static_cast<uint32_t>(sequence);
 }
@@ -172,7 +173,10 @@ StatusOr<std::unique_ptr<SequencePool>> SequencePool::create(std::shared_ptr<con
   if (pool->maxSequenceTokens_ >= 2)
     if (StatusOr<const detail::Program *> probed = pool->programFor(probe, 1, 1, leastFirstRun); probed.ok()) {
       slots.probe = probed.value();
-      for (const detail::Step &step : probed.value()->steps) pool->firstRunSteps_ = pool->firstRunSteps_ || step.firstRun;
+      for (const detail::Step &step : probed.value()->steps) {
+        pool->firstRunSteps_ = pool->firstRunSteps_ || step.firstRun;
+        pool->rowsOverKeptSteps_ = pool->rowsOverKeptSteps_ || step.rowsOverKept;
+      }
     }
   if (firstRunInputs && !slots.probe)
     return invalidArgument(fmt::format("'{}' cannot run a token after its first run from its first-run inputs' least "
@@ -520,6 +524,23 @@ Status SequencePool::run(std::span<const SequenceTokens> batch) {
   if (firstRun) ownKeptSlot(batch[0].sequence);
   for (size_t entry = 0; entry < batch.size(); ++entry)
     slices[entry].keptSlot = keptSlotOf_[static_cast<size_t>(batch[entry].sequence)];
+  // Entries side by side that share a kept slot (beams of one search) run
+  // the steps over kept states once for them all: an encoder's keys and
+  // values read once a step rather than once a beam. Their program is at
+  // position 0, as such steps read no position; without it they run apart.
+  if (rowsOverKeptSteps_)
+    for (size_t entry = 0, end = 0; entry < batch.size(); entry = end) {
+      for (end = entry + 1; end < batch.size() && slices[end].keptSlot == slices[entry].keptSlot;) ++end;
+      if (end - entry < 2) continue;
+      const uint64_t groupTokens = slices[end - 1].firstToken + batch[end - 1].tokens.size() - slices[entry].firstToken;
+      if (StatusOr<const detail::Program *> program =
+              programFor(keptGroups_[slices[entry].keptSlot], static_cast<int64_t>(groupTokens), 0,
+                         firstRunShapes_[static_cast<size_t>(batch[entry].sequence)]);
+          program.ok()) {
+        slices[entry].keptGroup = program.value();
+        slices[entry].keptGroupSize = static_cast<uint32_t>(end - entry);
+      }
+    }
   ids_.clear();
   for (const SequenceTokens &part : batch) ids_.insert(ids_.end(), part.tokens.begin(), part.tokens.end());
   // The ids in the input's type.

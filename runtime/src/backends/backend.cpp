@@ -225,7 +225,8 @@ Status Executor::runSequences(const Program &all, std::span<const SequenceSlice>
   for (size_t i = 0; i < sequences.size(); ++i)
     c[i] = {reinterpret_cast<const ein_backend_program *>(sequences[i].program), sequences[i].firstToken,
             sequences[i].slot, sequences[i].keptSlot, sequences[i].blocks.data(),
-            static_cast<uint32_t>(sequences[i].blocks.size())};
+            static_cast<uint32_t>(sequences[i].blocks.size()),
+            reinterpret_cast<const ein_backend_program *>(sequences[i].keptGroup), sequences[i].keptGroupSize};
   ein_backend_rows_read read{};
   if (rowsRead)
     read = {reinterpret_cast<const ein_backend_program *>(rowsRead->program), rowsRead->firstStep,

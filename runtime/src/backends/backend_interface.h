@@ -26,8 +26,9 @@ extern "C" {
    4: many sequences in one run (run_sequences, sequence_slots).
    6: paged key/value caches (cache_blocks, blocks, copy_block).
    7: kept states shared by forked sequences (probe, kept_slot), first-run steps.
-   8: outputs at the rows read only (run_sequences' rows_read). */
-#define EIN_BACKEND_INTERFACE_VERSION 8u
+   8: outputs at the rows read only (run_sequences' rows_read).
+   9: steps over kept states run once for the sequences sharing them (kept_group). */
+#define EIN_BACKEND_INTERFACE_VERSION 9u
 
 /* The runtime's verified Program (a model's, or an instantiation of it). */
 typedef struct ein_backend_program ein_backend_program;
@@ -75,6 +76,13 @@ typedef struct ein_backend_sequence {
      its rows [n * cache_block_rows, (n + 1) * cache_block_rows). */
   const uint32_t *blocks;
   uint32_t block_count;
+  /* With kept_group not NULL: this sequence and the kept_group_size - 1
+     (>= 1) right after it share kept_slot, their tokens end to end (beams
+     of one search), and kept_group is the model's program at their tokens
+     together. Steps marked rows_over_kept (Step::rowsOverKept) may run once
+     for them all from it; a backend may also run them per sequence. */
+  const ein_backend_program *kept_group;
+  uint32_t kept_group_size;
 } ein_backend_sequence;
 
 /* The rows of a run over many whose outputs are read (program/rowwise_tail.hpp):

@@ -154,7 +154,9 @@ const ein_backend_table &backendTable() {
           for (size_t i = 0; i < sequenceCount; ++i)
             slices[i] = {&program(sequences[i].program), sequences[i].first_token, sequences[i].slot,
                          sequences[i].kept_slot,
-                         {sequences[i].blocks, sequences[i].blocks ? sequences[i].block_count : 0u}};
+                         {sequences[i].blocks, sequences[i].blocks ? sequences[i].block_count : 0u},
+                         sequences[i].kept_group ? &program(sequences[i].kept_group) : nullptr,
+                         sequences[i].kept_group ? sequences[i].kept_group_size : 0u};
           RowsRead read;
           if (rowsRead)
             read = {rowsRead->program ? &program(rowsRead->program) : nullptr, rowsRead->first_step,

@@ -23,6 +23,12 @@ struct SequenceSlice {
   uint32_t slot = 0;                 // its state: the slot-th of the executor's
   uint32_t keptSlot = 0;             // its kept states (keptStatesOf): the keptSlot-th
   std::span<const uint32_t> blocks;  // its block table, for the paged states
+  // With keptGroup: this sequence and the keptGroupSize - 1 (>= 1) right
+  // after it share its kept slot, their tokens end to end (beams of one
+  // search), and keptGroup is the model's program at their tokens together:
+  // the steps marked rowsOverKept run once for them all from it.
+  const Program *keptGroup = nullptr;
+  uint32_t keptGroupSize = 0;
 };
 
 // The rows of a run over many whose outputs are read (ein_backend_rows_read):

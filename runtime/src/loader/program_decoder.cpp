@@ -322,6 +322,20 @@ Status checkFirstRunSteps(const Program &program) {
   }
   if (any && program.positionDim < 0)
     return invalid("the model has steps or inputs of a sequence's first run but no position");
+  // A step run once for the sequences sharing their kept states reads no
+  // state of theirs but those and writes none.
+  for (size_t s = 0; s < program.steps.size(); ++s) {
+    const Step &step = program.steps[s];
+    if (!step.rowsOverKept) continue;
+    if (!step.perSequence || step.firstRun)
+      return invalid(fmt::format("{} is marked rows_over_kept but {}", step.label,
+                                 step.firstRun ? "runs at a sequence's first run" : "not per sequence"));
+    for (const StepOperand &operand : program.stepInfos[s].operands)
+      if (program.tensors[operand.tensor].storage == Storage::State && (operand.written || !writtenFirst[operand.tensor]))
+        return invalid(fmt::format("{} is marked rows_over_kept but {} tensor {}, a state a sequence's first run does "
+                                   "not keep",
+                                   step.label, operand.written ? "writes" : "reads", operand.tensor));
+  }
   return Status();
 }
 

@@ -440,7 +440,9 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   info.scope = step.scope() ? step.scope()->str() : "";
   info.fusedBy = readStrings(step.fused_by());
   info.firstRun = step.first_run();
-  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence(), step.first_run()};
+  info.rowsOverKept = step.rows_over_kept();
+  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence(), step.first_run(),
+             step.rows_over_kept()};
   return Status();
 }
 

@@ -171,6 +171,11 @@ struct Step {
   // Only at a sequence's first run, position 0 (schema Step.first_run):
   // later runs skip it.
   bool firstRun = false;
+  // A per-sequence step computing each token's rows from that token's rows
+  // and the kept states alone, at any position (schema Step.rows_over_kept):
+  // once for the sequences sharing a kept slot, side by side in a run
+  // (SequenceSlice::keptGroup), from their group's program.
+  bool rowsOverKept = false;
 };
 
 struct Program {

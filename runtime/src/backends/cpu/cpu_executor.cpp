@@ -187,6 +187,25 @@ class CpuExecutor final : public ExecutorImplementation {
       EIN_ASSIGN_OR_RETURN(size_t ownFloats, scratchFloatsFor(own));
       scratchFloats = std::max(scratchFloats, ownFloats);
     }
+    // What a stretch of steps over kept states runs: each kept group as one
+    // sequence of its tokens together, every other sequence alone.
+    std::span<const SequenceSlice> keptUnits = sequences;
+    std::vector<SequenceSlice> grouped;
+    if (std::any_of(sequences.begin(), sequences.end(), [](const SequenceSlice &s) { return s.keptGroup; })) {
+      for (size_t i = 0; i < sequences.size();) {
+        const SequenceSlice &lead = sequences[i];
+        if (!lead.keptGroup) {
+          grouped.push_back(lead);
+          ++i;
+          continue;
+        }
+        EIN_ASSIGN_OR_RETURN(size_t groupFloats, checkKeptGroup(all, sequences, i, rowBytes));
+        scratchFloats = std::max(scratchFloats, groupFloats);
+        grouped.push_back({lead.keptGroup, lead.firstToken, lead.slot, lead.keptSlot, lead.blocks});
+        i += lead.keptGroupSize;
+      }
+      keptUnits = grouped;
+    }
     const size_t tailStep = rowsRead ? rowsRead->firstStep : all.steps.size();
     if (rowsRead) {
       EIN_RETURN_IF_ERROR(checkRowsRead(all, *rowsRead, tokens, rowBytes));
@@ -212,16 +231,19 @@ class CpuExecutor final : public ExecutorImplementation {
       }
       // A stretch of per-sequence steps runs sequence by sequence: what a
       // sequence keeps to itself (scores, a rotated q) lives only within it.
+      // One of steps over kept states runs kept group by kept group.
       size_t end = s;
-      while (end < tailStep && all.steps[end].perSequence) ++end;
+      while (end < tailStep && all.steps[end].perSequence && all.steps[end].rowsOverKept == all.steps[s].rowsOverKept)
+        ++end;
+      const std::span<const SequenceSlice> units = all.steps[s].rowsOverKept ? keptUnits : sequences;
       // Sequences of a few tokens (decoding), at least two a thread, run
       // side by side, each on one thread: one dispatch for them all instead
       // of one per step and sequence, each of which would split a few rows
       // of work over the threads. The rest run one after another on all
       // threads (keys split among them).
       const std::optional<SideTensors> local =
-          pool_ && !profile_ && sequences.size() >= 2 * static_cast<size_t>(threads_)
-              ? sideTensorsOf(all, sequences, s, end)
+          pool_ && !profile_ && units.size() >= 2 * static_cast<size_t>(threads_)
+              ? sideTensorsOf(all, units, s, end)
               : std::nullopt;
       // The stretch for one sequence, its tensors at `own`; on the pool's
       // thread `alone` only, with its own copy of the stretch's
@@ -249,7 +271,7 @@ class CpuExecutor final : public ExecutorImplementation {
       };
       std::vector<const SequenceSlice *> sideBySide;
       if (local)
-        for (const SequenceSlice &sequence : sequences)
+        for (const SequenceSlice &sequence : units)
           if (fewTokens(sequence)) sideBySide.push_back(&sequence);
       // Fewer than two a thread would leave threads idle behind a long one.
       if (sideBySide.size() < 2 * static_cast<size_t>(threads_) || !growSideArenas(local->bytes)) sideBySide.clear();
@@ -262,7 +284,7 @@ class CpuExecutor final : public ExecutorImplementation {
         });
         for (const Status &status : statuses) EIN_RETURN_IF_ERROR(status);
       }
-      for (const SequenceSlice &sequence : sequences)
+      for (const SequenceSlice &sequence : units)
         if (sideBySide.empty() || !fewTokens(sequence)) EIN_RETURN_IF_ERROR(runSequence(sequence, sequenceBases, -1));
       s = end;
     }
@@ -340,6 +362,40 @@ class CpuExecutor final : public ExecutorImplementation {
     if (!buffer.ok()) return false;
     sideArenas_ = std::move(buffer).value();
     return true;
+  }
+
+  // The kept group sequences[lead] leads: its members right after it, their
+  // tokens end to end, all in its kept slot, none leading a group; its
+  // program the model's at their tokens together, each per-token tensor a
+  // row of `rowBytes` a token. The floats of scratch the program takes.
+  StatusOr<size_t> checkKeptGroup(const Program &all, std::span<const SequenceSlice> sequences, size_t lead,
+                                  const std::vector<uint64_t> &rowBytes) {
+    const SequenceSlice &first = sequences[lead];
+    auto internal = [&](std::string message) {
+      return Status(StatusCode::Internal, fmt::format("the kept group at sequence {}: {}", lead, message));
+    };
+    if (first.keptGroupSize < 2 || first.keptGroupSize > sequences.size() - lead)
+      return internal(fmt::format("{} sequences from there, of {}", first.keptGroupSize, sequences.size()));
+    const auto tokensOf = [&](const SequenceSlice &sequence) {
+      return static_cast<uint64_t>(sequence.program->dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
+    };
+    uint64_t next = first.firstToken + tokensOf(first);
+    for (size_t member = lead + 1; member < lead + first.keptGroupSize; ++member) {
+      const SequenceSlice &sequence = sequences[member];
+      if (sequence.keptSlot != first.keptSlot || sequence.firstToken != next || sequence.keptGroup)
+        return internal(fmt::format("sequence {} does not follow in its kept slot", member));
+      next += tokensOf(sequence);
+    }
+    const Program &group = *first.keptGroup;
+    if (group.steps.size() != all.steps.size() || group.tensors.size() != all.tensors.size() ||
+        group.dimValues.size() != all.dimValues.size())
+      return internal("its program is not the model's");
+    const auto count = static_cast<uint64_t>(group.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
+    if (count != next - first.firstToken) return internal(fmt::format("a program at {} tokens for {}", count, next - first.firstToken));
+    for (size_t id = 0; id < all.tensors.size(); ++id)
+      if (all.tensors[id].perToken && group.tensors[id].byteSize != count * rowBytes[id])
+        return internal(fmt::format("tensor {} holds {} bytes for {} tokens", id, group.tensors[id].byteSize, count));
+    return scratchFloatsFor(group);
   }
 
   // `read` of a run of `all` over `tokens` tokens: its program the model's
