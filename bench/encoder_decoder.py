@@ -20,9 +20,10 @@ Every engine runs in its own process, one round after another (--rounds), and re
 of its runs; a round's first call is a warm-up. The time covers the encoder and the decoding,
 not loading. Prints a table with `lscpu`'s model name.
 
-Results (docs/benchmarks.md, "Encoder-decoders against CTranslate2 and transformers"): with 4
-beams (one pool's sequences, a run a step) ein takes 0.84-0.95x CTranslate2's time at the same
-precision; greedy 0.78-0.89x, but for T5 fp32 (1.03-1.11x, within the machine's noise).
+Results (docs/benchmarks.md, "Beams reading their encoder's keys and values once"): for 4 inputs
+ein takes 0.61-0.85x CTranslate2's time at the same precision, but T5 fp32 (level: 1.00x greedy,
+1.02x with 4 beams, both engines at the f32 FMA peak); for one input T5 fp32 greedy is behind
+(1.15x: a slower f32 GEMV stream and encoder), the rest ahead.
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]

@@ -368,8 +368,8 @@ class CpuExecutor final : public ExecutorImplementation {
   // tokens end to end, all in its kept slot, none leading a group; its
   // program the model's at their tokens together, each per-token tensor a
   // row of `rowBytes` a token. The floats of scratch the program takes.
-  StatusOr<size_t> checkKeptGroup(const Program &all, std::span<const SequenceSlice> sequences, size_t lead,
-                                  const std::vector<uint64_t> &rowBytes) {
+  static StatusOr<size_t> checkKeptGroup(const Program &all, std::span<const SequenceSlice> sequences, size_t lead,
+                                         const std::vector<uint64_t> &rowBytes) {
     const SequenceSlice &first = sequences[lead];
     auto internal = [&](std::string message) {
       return Status(StatusCode::Internal, fmt::format("the kept group at sequence {}: {}", lead, message));
