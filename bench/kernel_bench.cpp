@@ -175,7 +175,8 @@ BENCHMARK(BM_GemmBatchedScores)->ArgsProduct({{6}, {197}, {1, 2}})->UseRealTime(
 // none, 1 additive [n, n] f32, 2 boolean keep [n, n], 3 a padding mask as
 // BERT's: one additive row of n, -inf on the last half of the keys,
 // broadcast over queries, 4 the same with finfo.min (-3.4e38, PyTorch's usual
-// fill); all broadcast over heads), threads. 3 and 4 against 0 show whether
+// fill); all broadcast over heads; 5 additive [h, n, n], a mask per head as
+// T5's relative position bias), threads. 3 and 4 against 0 show whether
 // the masked keys' underflowing exponentials cost anything (subnormals on
 // Intel cores): reading the row is next to nothing.
 // bf16: the step of a bf16 artifact (einc --precision bf16): q . k and p . v
@@ -199,7 +200,11 @@ void BM_FlashAttention(benchmark::State &state, bool bf16) {
     op.maskKind = mask == 1 ? detail::MaskKind::Add : detail::MaskKind::Keep;
     op.mask = detail::View{rig.tensor(n * n, mask == 1 ? ein::DType::F32 : ein::DType::Bool), 0, {0, 0, n, 1}};
   }
-  if (mask >= 3) {  // padding: the last half of the keys masked with -inf or finfo.min (additive)
+  if (mask == 5) {
+    op.maskKind = detail::MaskKind::Add;
+    op.mask = detail::View{rig.tensor(h * n * n), 0, {0, n * n, n, 1}};
+  }
+  if (mask == 3 || mask == 4) {  // padding: the last half of the keys masked with -inf or finfo.min (additive)
     op.maskKind = detail::MaskKind::Add;
     uint32_t id = rig.tensor(n);
     float *values = rig.values(id);
@@ -218,6 +223,7 @@ void flashAttentionShapes(benchmark::internal::Benchmark *bench) {
   bench->ArgsProduct({{6}, {197}, {64}, {0, 1, 2}, {1, 2}})        // ViT-S/16
       ->ArgsProduct({{96}, {128}, {32, 64}, {0, 3}, {1, 2}})        // MiniLM, BERT-base at 8 x 128 tokens
       ->ArgsProduct({{8}, {1024}, {64}, {0, 1, 3, 4}, {1, 2}})
+      ->ArgsProduct({{12}, {512}, {64}, {0, 1, 5}, {2}})  // T5-base's encoder
       ->Args({8, 8192, 64, 0, 2})
       ->Args({8, 8192, 64, 1, 2})
       ->UseRealTime()
