@@ -107,10 +107,11 @@ def PlanSequences : Pass<"kern-plan-sequences", "mlir::func::FuncOp"> {
     alike by every query, nothing of it depending on the tokens or the
     position) is also marked `kern.rows_over_kept`: sequences that share
     what their first run kept (beams of one search) may run it once for them
-    all over their tokens, reading the kept keys and values once. The function gets `kern.sequence_tokens`
-    (the tokens' dim) when the plan holds, else `kern.one_sequence` saying
-    where and why it does not (with `require`, that is an error at the
-    kernel). Functions without a position are left alone.
+    all over their tokens, reading the kept keys and values once. The
+    function gets `kern.sequence_tokens` (the tokens' dim) when the plan
+    holds, else `kern.one_sequence` saying where and why it does not (with
+    `require`, that is an error at the kernel). Functions without a position
+    are left alone.
   }];
   let options = [
     Option<"require", "require", "bool", /*default=*/"false",

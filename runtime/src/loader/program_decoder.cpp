@@ -331,7 +331,8 @@ Status checkFirstRunSteps(const Program &program) {
       return invalid(fmt::format("{} is marked rows_over_kept but {}", step.label,
                                  step.firstRun ? "runs at a sequence's first run" : "not per sequence"));
     for (const StepOperand &operand : program.stepInfos[s].operands)
-      if (program.tensors[operand.tensor].storage == Storage::State && (operand.written || !writtenFirst[operand.tensor]))
+      if (program.tensors[operand.tensor].storage == Storage::State &&
+          (operand.written || !writtenFirst[operand.tensor]))
         return invalid(fmt::format("{} is marked rows_over_kept but {} tensor {}, a state a sequence's first run does "
                                    "not keep",
                                    step.label, operand.written ? "writes" : "reads", operand.tensor));

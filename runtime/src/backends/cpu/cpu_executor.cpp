@@ -391,7 +391,8 @@ class CpuExecutor final : public ExecutorImplementation {
         group.dimValues.size() != all.dimValues.size())
       return internal("its program is not the model's");
     const auto count = static_cast<uint64_t>(group.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
-    if (count != next - first.firstToken) return internal(fmt::format("a program at {} tokens for {}", count, next - first.firstToken));
+    if (count != next - first.firstToken)
+      return internal(fmt::format("a program at {} tokens for {}", count, next - first.firstToken));
     for (size_t id = 0; id < all.tensors.size(); ++id)
       if (all.tensors[id].perToken && group.tensors[id].byteSize != count * rowBytes[id])
         return internal(fmt::format("tensor {} holds {} bytes for {} tokens", id, group.tensors[id].byteSize, count));
