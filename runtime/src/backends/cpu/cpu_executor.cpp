@@ -165,9 +165,7 @@ class CpuExecutor final : public ExecutorImplementation {
     bool firstRun = sequences.size() == 1;
     for (const SequenceSlice &sequence : sequences) {
       const Program &own = *sequence.program;
-      if (own.steps.size() != all.steps.size() || own.tensors.size() != all.tensors.size() ||
-          own.dimValues.size() != all.dimValues.size())
-        return Status(StatusCode::Internal, "a sequence's program is not the model's");
+      if (!sameModel(all, own)) return Status(StatusCode::Internal, "a sequence's program is not the model's");
       if (sequence.slot >= slotCount() || sequence.keptSlot >= slotCount())
         return Status(StatusCode::Internal, fmt::format("sequence slot {} (kept slot {}) of {}", sequence.slot,
                                                         sequence.keptSlot, slotCount()));
@@ -179,11 +177,7 @@ class CpuExecutor final : public ExecutorImplementation {
       const auto count = static_cast<uint64_t>(own.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
       if (sequence.firstToken > tokens || count > tokens - sequence.firstToken)
         return Status(StatusCode::Internal, "a sequence's tokens lie outside the run's");
-      for (size_t id = 0; id < all.tensors.size(); ++id)
-        if (all.tensors[id].perToken && own.tensors[id].byteSize != count * rowBytes[id])
-          return Status(StatusCode::InvalidArtifact,
-                        fmt::format("tensor {} is marked per token but holds {} bytes for {} tokens, not {} a token",
-                                    id, own.tensors[id].byteSize, count, rowBytes[id]));
+      EIN_RETURN_IF_ERROR(checkTokenRows(all, own, count, rowBytes));
       EIN_ASSIGN_OR_RETURN(size_t ownFloats, scratchFloatsFor(own));
       scratchFloats = std::max(scratchFloats, ownFloats);
     }
@@ -387,16 +381,31 @@ class CpuExecutor final : public ExecutorImplementation {
       next += tokensOf(sequence);
     }
     const Program &group = *first.keptGroup;
-    if (group.steps.size() != all.steps.size() || group.tensors.size() != all.tensors.size() ||
-        group.dimValues.size() != all.dimValues.size())
-      return internal("its program is not the model's");
+    if (!sameModel(all, group)) return internal("its program is not the model's");
     const auto count = static_cast<uint64_t>(group.dimValues[static_cast<size_t>(all.sequenceTokensDim)]);
     if (count != next - first.firstToken)
       return internal(fmt::format("a program at {} tokens for {}", count, next - first.firstToken));
-    for (size_t id = 0; id < all.tensors.size(); ++id)
-      if (all.tensors[id].perToken && group.tensors[id].byteSize != count * rowBytes[id])
-        return internal(fmt::format("tensor {} holds {} bytes for {} tokens", id, group.tensors[id].byteSize, count));
+    EIN_RETURN_IF_ERROR(checkTokenRows(all, group, count, rowBytes));
     return scratchFloatsFor(group);
+  }
+
+  // Whether `part` (an instantiation: a sequence's, a kept group's, the
+  // rows read's) has the steps, tensors and dims of the run's program `all`.
+  static bool sameModel(const Program &all, const Program &part) {
+    return part.steps.size() == all.steps.size() && part.tensors.size() == all.tensors.size() &&
+           part.dimValues.size() == all.dimValues.size();
+  }
+
+  // Each per-token tensor of `part`, the model's program at `count` tokens,
+  // holds a row of `rowBytes` for each of them, as in the run's program.
+  static Status checkTokenRows(const Program &all, const Program &part, uint64_t count,
+                               const std::vector<uint64_t> &rowBytes) {
+    for (size_t id = 0; id < all.tensors.size(); ++id)
+      if (all.tensors[id].perToken && part.tensors[id].byteSize != count * rowBytes[id])
+        return Status(StatusCode::InvalidArtifact,
+                      fmt::format("tensor {} is marked per token but holds {} bytes for {} tokens, not {} a token", id,
+                                  part.tensors[id].byteSize, count, rowBytes[id]));
+    return Status();
   }
 
   // `read` of a run of `all` over `tokens` tokens: its program the model's
@@ -408,9 +417,7 @@ class CpuExecutor final : public ExecutorImplementation {
     auto internal = [](std::string message) { return Status(StatusCode::Internal, "rows read: " + message); };
     if (!read.program) return internal("no program");
     const Program &tail = *read.program;
-    if (tail.steps.size() != all.steps.size() || tail.tensors.size() != all.tensors.size() ||
-        tail.dimValues.size() != all.dimValues.size() || read.firstStep > all.steps.size())
-      return internal("the program is not the model's");
+    if (!sameModel(all, tail) || read.firstStep > all.steps.size()) return internal("the program is not the model's");
     if (read.rows.empty() ||
         static_cast<uint64_t>(tail.dimValues[static_cast<size_t>(all.sequenceTokensDim)]) != read.rows.size())
       return internal(fmt::format("{} rows for a program at {} tokens", read.rows.size(),
