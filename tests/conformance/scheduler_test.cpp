@@ -792,12 +792,19 @@ TEST_P(Scheduling, BeamsShareTheirCacheBlocksAndAPreemptedSearchStartsAgain) {
   EXPECT_GE(second.value()->preemptions(), 1);
   EXPECT_EQ(first.value()->preemptions(), 0);
 
-  // Cancelled: it ends so, with no hypotheses.
+  // Cancelled: it ends so, with no hypotheses. Cancelled while the
+  // scheduler is held, so that it cannot run out of cache blocks first
+  // (200 tokens do not fit) when this thread is slow to cancel.
+  std::promise<void> cancelling;
+  const std::shared_ptr<ein::Request> held = holdScheduler(scheduler, cancelling.get_future().share());
+  ASSERT_TRUE(held);
   auto cancelled = scheduler.submitBeamSearch(shared, {.beams = 2, .maxNewTokens = 200});
-  ASSERT_TRUE(cancelled.ok());
-  cancelled.value()->cancel();
+  if (cancelled.ok()) cancelled.value()->cancel();
+  cancelling.set_value();
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().toString();
+  ASSERT_TRUE(held->wait().ok());
   found = cancelled.value()->hypotheses();
-  ASSERT_TRUE(found.ok());
+  ASSERT_TRUE(found.ok()) << found.status().toString();
   EXPECT_TRUE(found->empty());
   EXPECT_EQ(cancelled.value()->finishReason(), ein::FinishReason::Cancelled);
 }
