@@ -55,6 +55,12 @@ void vitGemmShapes(benchmark::internal::Benchmark *bench) {
       ->UseRealTime();
 }
 BENCHMARK_CAPTURE(BM_GemmWeights, cached, false)->Apply(vitGemmShapes);
+// T5-base's encoder at 512 tokens (fused q/k/v 2304, fc1 3072, fc2 3072 ->
+// 768), 2 threads: the f32 encoder bench/encoder_decoder.py times.
+BENCHMARK_CAPTURE(BM_GemmWeights, t5_cold, true)
+    ->ArgsProduct({{512}, {768}, {2304, 3072}, {1, 2}})
+    ->ArgsProduct({{512}, {3072}, {768}, {1, 2}})
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemmWeights, cold, true)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cached, false, ein::DType::BF16)->Apply(vitGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, bf16_cold, true, ein::DType::BF16)->Apply(vitGemmShapes);
