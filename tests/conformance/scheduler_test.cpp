@@ -235,6 +235,11 @@ TEST_P(Scheduling, OnEndComesOnceAfterTheLastToken) {
   };
   std::vector<Seen> seen(5);  // written by the scheduler's thread, read after wait()
   std::vector<std::shared_ptr<ein::Request>> requests;
+  // The scheduler is held until the last request is cancelled, so that a
+  // slow test thread cannot see it finish first.
+  std::promise<void> submitted;
+  const std::shared_ptr<ein::Request> gate = holdScheduler(*scheduler, submitted.get_future().share());
+  ASSERT_TRUE(gate);
   for (size_t i = 0; i < seen.size(); ++i) {
     ein::GenerationOptions options{.maxNewTokens = static_cast<int64_t>(4 + i)};
     options.onToken = [&seen, i](int64_t token) {
@@ -248,10 +253,13 @@ TEST_P(Scheduling, OnEndComesOnceAfterTheLastToken) {
       seen[i].reason = reason;
     };
     auto request = scheduler->submit(randomPrompt(random, 6 + 5 * i), options);
+    if (!request.ok()) submitted.set_value();  // free the scheduler before the assertion returns
     ASSERT_TRUE(request.ok()) << request.status().toString();
     requests.push_back(request.value());
   }
   requests[4]->cancel();
+  submitted.set_value();
+  ASSERT_TRUE(gate->wait().ok());
   for (size_t i = 0; i < 4; ++i) {
     auto result = requests[i]->wait();
     ASSERT_TRUE(result.ok());
