@@ -49,6 +49,9 @@ const Architecture kArchitectures[] = {
     {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
     {"T5ForConditionalGeneration", "t5.ein", ""},
+    {"BartForConditionalGeneration", "bart.ein", ""},
+    {"MarianMTModel", "bart.ein", "", {"sinusoidal_positions"}},
+    {"MBartForConditionalGeneration", "bart.ein", "", {"normalize_before"}},
 };
 
 llvm::Error failure(const llvm::Twine &message) {

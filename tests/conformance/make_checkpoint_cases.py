@@ -8,7 +8,7 @@ into the case's `checkpoint/` folder exactly as transformers writes it (config.j
 model.safetensors, f32 or bf16). The tests compile it with `einc --hf checkpoint/` and compare
 with what transformers computes on the same folder in float64: the prefill logits (or an
 encoder's outputs), and for decoders the tokens of greedy `generate` (generation.json; for the
-encoder-decoders, Whisper and T5, from the decoder's start token after the encoder's inputs, with
+encoder-decoders (Whisper, T5, BART, Marian, mBART) from the decoder's start token after the encoder's inputs, with
 beam search's sequences beside them).
 
 Needs torch, transformers, numpy and safetensors (the build and the tests never do):
@@ -345,6 +345,35 @@ SEQ2SEQ = {
         "GELU), an untied lm_head (config.json's tie_word_embeddings false, lm_head.weight beside shared.weight, "
         "no output scaling), 16 buckets with max distance 12, 4 heads of d_kv 10, 3 encoder and 2 decoder blocks, "
         "saved in bf16"),
+    "hf_bart_tiny": (
+        "BartForConditionalGeneration", "BartConfig",
+        dict(vocab_size=84, d_model=36, encoder_layers=2, decoder_layers=3, encoder_attention_heads=3,
+             decoder_attention_heads=4, encoder_ffn_dim=60, decoder_ffn_dim=52, max_position_embeddings=48,
+             activation_function="gelu", scale_embedding=False, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+             decoder_start_token_id=2),
+        torch.float32,
+        "BartForConditionalGeneration: post-norm layers, learned positions offset by 2 and layernorm_embedding in "
+        "both stacks, 3 encoder heads of 12 and 4 decoder heads of 9, exact GELU, biased projections, the head tied "
+        "to the shared embedding plus final_logits_bias, the input's end padded (attention_mask 0)"),
+    "hf_marian_tiny": (
+        "MarianMTModel", "MarianConfig",
+        dict(vocab_size=76, d_model=40, encoder_layers=3, decoder_layers=2, encoder_attention_heads=4,
+             decoder_attention_heads=5, encoder_ffn_dim=56, decoder_ffn_dim=64, max_position_embeddings=48,
+             activation_function="swish", scale_embedding=True, pad_token_id=75, eos_token_id=0,
+             decoder_start_token_id=75),
+        torch.float32,
+        "MarianMTModel (OPUS-MT): fixed sinusoidal positions (sines, then cosines), embeddings scaled by "
+        "sqrt(d_model), no layernorm_embedding, post-norm layers, SiLU (swish), the decoder starting from the pad "
+        "token, final_logits_bias"),
+    "hf_mbart_tiny": (
+        "MBartForConditionalGeneration", "MBartConfig",
+        dict(vocab_size=80, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+             decoder_attention_heads=2, encoder_ffn_dim=48, decoder_ffn_dim=40, max_position_embeddings=48,
+             activation_function="relu", scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+             decoder_start_token_id=2),
+        torch.bfloat16,
+        "MBartForConditionalGeneration: pre-norm layers with a final layer norm in each stack, learned positions "
+        "offset by 2, layernorm_embedding, embeddings scaled by sqrt(d_model), ReLU, saved in bf16"),
 }
 ENCODER_LENGTH, DECODER_PROMPT, SEQ2SEQ_NEW_TOKENS = 11, 6, 32
 
@@ -375,7 +404,7 @@ def seq2seq_case(name, spec):
     config = getattr(transformers, config_name)(**config)
     model = randomize(getattr(transformers, class_name)(config).eval(), seed=0)
     whisper = class_name == "WhisperForConditionalGeneration"
-    if not whisper:
+    if config_name == "T5Config":
         # T5's shared embedding as large as an embedding (randomize() gave it the scale of the lm_head tied to it,
         # written last), and the decoder blocks' output projections 4 times larger, so that the blocks and not the
         # token's own embedding lead the residual (a tiny random T5 otherwise repeats its last token).
@@ -384,6 +413,14 @@ def seq2seq_case(name, spec):
                                                   generator=torch.Generator().manual_seed(2)))
             for parameter_name, parameter in model.named_parameters():
                 if parameter_name.startswith("decoder.") and parameter_name.endswith(("o.weight", "wo.weight")):
+                    parameter.mul_(4)
+    elif not whisper:
+        # The same for BART's family: its decoder layers' output projections (attention's and the MLP's) 4 times
+        # larger, so that a tiny random one does not repeat its start token.
+        with torch.no_grad():
+            for parameter_name, parameter in model.named_parameters():
+                if parameter_name.startswith("model.decoder.layers.") and parameter_name.endswith(
+                        ("out_proj.weight", "fc2.weight")):
                     parameter.mul_(4)
     if whisper:
         # The convolutions' fan-in is channels x kernel (randomize() reads the kernel's axis alone).
@@ -420,10 +457,13 @@ def seq2seq_case(name, spec):
                                                          max_new_tokens=SEQ2SEQ_NEW_TOKENS, do_sample=False,
                                                          cache=cache, **options)
         first = torch.tensor([[start]])
-        greedy = generate(num_beams=1, eos_token_id=None, forced_eos_token_id=None)[0, 1:]
+        # No forced first or last token (BART's generation config forces its end token at the last step).
+        unforced = dict(forced_bos_token_id=None, forced_eos_token_id=None)
+        greedy = generate(num_beams=1, eos_token_id=None, **unforced)[0, 1:]
         assert len(greedy) == SEQ2SEQ_NEW_TOKENS, greedy
         beams = generate(num_beams=4, num_return_sequences=4, length_penalty=1.0, early_stopping=True,
-                         eos_token_id=config.eos_token_id, output_scores=True, return_dict_in_generate=True)
+                         eos_token_id=config.eos_token_id, output_scores=True, return_dict_in_generate=True,
+                         **unforced)
         logits = model.double()(**{k: v.double() if v.is_floating_point() else v for k, v in encoder_inputs.items()},
                                 decoder_input_ids=prompt).logits.float()
     inputs = {k: v.numpy() for k, v in encoder_inputs.items()}
