@@ -52,6 +52,7 @@ const Architecture kArchitectures[] = {
     {"BartForConditionalGeneration", "bart.ein", ""},
     {"MarianMTModel", "bart.ein", "", {"sinusoidal_positions"}},
     {"MBartForConditionalGeneration", "bart.ein", "", {"normalize_before"}},
+    {"M2M100ForConditionalGeneration", "bart.ein", "", {"normalize_before", "fairseq_positions", "unbiased_head"}},
 };
 
 llvm::Error failure(const llvm::Twine &message) {

@@ -8,7 +8,7 @@ into the case's `checkpoint/` folder exactly as transformers writes it (config.j
 model.safetensors, f32 or bf16). The tests compile it with `einc --hf checkpoint/` and compare
 with what transformers computes on the same folder in float64: the prefill logits (or an
 encoder's outputs), and for decoders the tokens of greedy `generate` (generation.json; for the
-encoder-decoders (Whisper, T5, BART, Marian, mBART) from the decoder's start token after the encoder's inputs, with
+encoder-decoders (Whisper, T5, BART, Marian, mBART, M2M100) from the decoder's start token after the encoder's inputs, with
 beam search's sequences beside them).
 
 Needs torch, transformers, numpy and safetensors (the build and the tests never do):
@@ -374,6 +374,16 @@ SEQ2SEQ = {
         torch.bfloat16,
         "MBartForConditionalGeneration: pre-norm layers with a final layer norm in each stack, learned positions "
         "offset by 2, layernorm_embedding, embeddings scaled by sqrt(d_model), ReLU, saved in bf16"),
+    "hf_m2m100_tiny": (
+        "M2M100ForConditionalGeneration", "M2M100Config",
+        dict(vocab_size=70, d_model=36, encoder_layers=2, decoder_layers=3, encoder_attention_heads=3,
+             decoder_attention_heads=6, encoder_ffn_dim=44, decoder_ffn_dim=56, max_position_embeddings=48,
+             activation_function="relu", scale_embedding=True, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+             decoder_start_token_id=2),
+        torch.float32,
+        "M2M100ForConditionalGeneration (M2M100, NLLB): fairseq's sinusoidal positions counted from "
+        "pad_token_id + 1, embeddings scaled by sqrt(d_model), pre-norm layers with a final layer norm in each "
+        "stack, ReLU, the head tied to the shared embedding without a bias, the input's end padded"),
 }
 ENCODER_LENGTH, DECODER_PROMPT, SEQ2SEQ_NEW_TOKENS = 11, 6, 32
 
