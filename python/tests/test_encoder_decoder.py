@@ -2,6 +2,8 @@
 encoder runs at a sequence's first run, its keys and values stay in the
 session, and later runs read them without the encoder's input. Generation
 takes the encoder's inputs as encoder_inputs."""
+import json
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,29 @@ def test_log_mel_features_are_whisper_feature_extractors():
     assert np.argmax(tone[:, 50]) == np.argmin(np.abs(peaks - 440))
     with pytest.raises(ValueError, match="one channel"):
         ein.audio.log_mel_spectrogram(np.zeros((2, 100)))
+
+
+def encoder_decoder_cases():
+    from conftest import REPO
+    cases = REPO / "tests" / "conformance" / "cases"
+    return sorted(case.name for case in cases.glob("hf_*") if (case / "generation.json").exists()
+                  and "encoder_inputs" in json.loads((case / "generation.json").read_text()))
+
+
+@pytest.mark.parametrize("name", encoder_decoder_cases())
+def test_checkpoint_folders_generate_what_transformers_generates(name):
+    """Each encoder-decoder checkpoint case (Whisper, T5, BART, Marian, mBART, M2M100) through
+    ein.from_pretrained: greedy tokens and the 4 beams' sequences of transformers' generate."""
+    from conftest import REPO
+    case = REPO / "tests" / "conformance" / "cases" / name
+    spec = json.loads((case / "generation.json").read_text())
+    model = ein.from_pretrained(case / "checkpoint")
+    encoder_inputs = {input_name: np.load(case / f"{input_name}.npy") for input_name in spec["encoder_inputs"]}
+    greedy = model.generate(spec["prompt"], max_new_tokens=len(spec["greedy"]), encoder_inputs=encoder_inputs)
+    assert greedy == spec["greedy"]
+    search = spec["beam_search"]
+    beams = model.generate(spec["prompt"], max_new_tokens=search["max_new_tokens"], encoder_inputs=encoder_inputs,
+                           num_beams=search["num_beams"], num_return_sequences=len(search["sequences"]),
+                           length_penalty=search["length_penalty"], early_stopping=search["early_stopping"],
+                           stop_tokens=[search["eos_token_id"]])
+    assert beams == search["sequences"]
