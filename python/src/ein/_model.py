@@ -384,7 +384,7 @@ class Model:
         attaches), generates from its tokens, stops at the tokenizer's end
         token too, and returns the new text.
 
-        An encoder-decoder (Whisper, T5) takes its encoder's inputs as
+        An encoder-decoder (Whisper, T5, BART, ...) takes its encoder's inputs as
         ``encoder_inputs`` (``{"input_features": array}``, or ``{"input_ids":
         ..., "attention_mask": ...}``), read at the first run, whose keys and
         values the decoder keeps; ``prompt`` (or ``decoder_start_ids``, as
