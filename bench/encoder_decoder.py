@@ -5,7 +5,9 @@ Models, random weights made with transformers from these configs and saved with 
   whisper: WhisperForConditionalGeneration shaped as whisper-base (d_model 512, 6 + 6 layers of 8
            heads, MLP 2048, 80 mel bins, vocab 51865): 30 s of features (3000 frames) in;
   t5:      T5ForConditionalGeneration shaped as t5-base (d_model 768, 12 + 12 blocks of 12 heads of
-           64, ReLU MLP 3072, vocab 32128): 512 tokens in.
+           64, ReLU MLP 3072, vocab 32128): 512 tokens in;
+  bart:    BartForConditionalGeneration shaped as bart-base (d_model 768, 6 + 6 post-norm layers of
+           12 heads, GELU MLP 3072, vocab 50265): 512 tokens in.
 Each generates --tokens new tokens (the end token suppressed, so every engine makes them all),
 greedy and with 4 beams, from the decoder's start token; with --batch B, for B copies of the
 encoder's input at once (ein: one scheduler's requests, `ein-run --sequences B`; CTranslate2 and
@@ -27,7 +29,7 @@ ein takes 0.61-0.85x CTranslate2's time at the same precision, but T5 fp32 (leve
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]
-      [--models whisper,t5] [--engines ein,ct2,hf] [--batch B] [--tiny]   (--tiny: small configs, to try it)
+      [--models whisper,t5,bart] [--engines ein,ct2,hf] [--batch B] [--tiny]   (--tiny: small configs, to try it)
 """
 import argparse
 import json
@@ -55,18 +57,26 @@ CONFIGS = {
            dict(vocab_size=32128, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_decoder_layers=12,
                 num_heads=12, relative_attention_num_buckets=32, relative_attention_max_distance=128,
                 feed_forward_proj="relu", decoder_start_token_id=0, eos_token_id=1, pad_token_id=0)),
+    "bart": ("BartForConditionalGeneration", "BartConfig",
+             dict(vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
+                  decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072,
+                  max_position_embeddings=1024, bos_token_id=0, pad_token_id=1, eos_token_id=2,
+                  decoder_start_token_id=2, forced_bos_token_id=None, forced_eos_token_id=None,
+                  normalize_before=False, add_final_layer_norm=False)),  # as bart-base's config.json: CTranslate2 reads them
 }
 TINY = {
     "whisper": dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                     decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128),
     "t5": dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4),
+    "bart": dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                 encoder_ffn_dim=128, decoder_ffn_dim=128),
 }
-SOURCE_TOKENS = 512  # T5's input
+SOURCE_TOKENS = 512  # T5's and BART's input
 
 
 def prompt_of(name, values):
     """The decoder's first ids: Whisper's start and no-timestamps tokens (CTranslate2 decodes
-    timestamps otherwise), T5's start token."""
+    timestamps otherwise), T5's and BART's start token."""
     start = values["decoder_start_token_id"]
     return [start, 50363] if name == "whisper" else [start]
 
@@ -95,19 +105,19 @@ def make_folder(name, folder, tiny):
         np.save(os.path.join(folder, "input_features.npy"),
                 rng.standard_normal((1, values["num_mel_bins"], 2 * values["max_source_positions"]), np.float32))
     else:
-        np.save(os.path.join(folder, "input_ids.npy"), rng.integers(3, values["vocab_size"], (1, SOURCE_TOKENS)))
+        np.save(os.path.join(folder, "input_ids.npy"), rng.integers(4, values["vocab_size"], (1, SOURCE_TOKENS)))
         np.save(os.path.join(folder, "attention_mask.npy"), np.ones((1, SOURCE_TOKENS), np.int64))
 
 
 class _WordTokenizer:
     """What CTranslate2's converter reads of a tokenizer, for a folder that has none: token i is
-    "w{i}", with T5's special tokens first and Whisper's where its config puts them."""
+    "w{i}", with T5's special tokens first, BART's (<s> first) or Whisper's where its config puts them."""
 
     def __init__(self, vocab_size, special):
         self.names = ["<pad>", "</s>", "<unk>"] + [f"w{i}" for i in range(3, vocab_size)]
         for index, token in special.items():
             self.names[index] = token
-        self.pad_token, self.eos_token, self.unk_token = "<pad>", "</s>", "<unk>"
+        self.bos_token, self.pad_token, self.eos_token, self.unk_token = "<s>", "<pad>", "</s>", "<unk>"
         self.additional_special_tokens = []
 
     def get_vocab(self):
@@ -132,6 +142,8 @@ def convert_ct2(folder, output, quantization):
                 special = {50257 + i: name for i, name in enumerate(names)}
                 special.update({50257 + len(names) + i: "<|%.2f|>" % (i * 0.02)
                                 for i in range(config.vocab_size - 50257 - len(names))})
+            elif config.model_type == "bart":
+                special = {0: "<s>", 1: "<pad>", 2: "</s>", 3: "<unk>"}
             return _WordTokenizer(config.vocab_size, special)
 
     if not os.path.exists(os.path.join(output, "model.bin")):
@@ -165,7 +177,7 @@ def worker(args):
         import torch
         import transformers
         torch.set_num_threads(THREADS)
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval() if name == "t5" else \
+        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(folder).eval() if name != "whisper" else \
             transformers.WhisperForConditionalGeneration.from_pretrained(folder).eval()
         names = ["input_features"] if name == "whisper" else ["input_ids", "attention_mask"]
         inputs = {input_name: torch.from_numpy(np.repeat(np.load(os.path.join(folder, input_name + ".npy")), batch,
@@ -216,7 +228,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3, help="timed calls per engine and round")
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--models", default="whisper,t5")
+    parser.add_argument("--models", default="whisper,t5,bart")
     parser.add_argument("--engines", default="ein,ct2,hf")
     parser.add_argument("--precisions", default="fp32,int8")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "ein-encoder-decoder-bench"))
