@@ -414,23 +414,20 @@ def seq2seq_case(name, spec):
     config = getattr(transformers, config_name)(**config)
     model = randomize(getattr(transformers, class_name)(config).eval(), seed=0)
     whisper = class_name == "WhisperForConditionalGeneration"
-    if config_name == "T5Config":
-        # T5's shared embedding as large as an embedding (randomize() gave it the scale of the lm_head tied to it,
-        # written last), and the decoder blocks' output projections 4 times larger, so that the blocks and not the
-        # token's own embedding lead the residual (a tiny random T5 otherwise repeats its last token).
+    if not whisper:
+        # The decoder blocks' output projections (attention's and the MLP's) 4 times larger, so that the blocks and
+        # not the token's own embedding lead the residual (a tiny random one otherwise repeats its last token); T5's
+        # shared embedding as large as an embedding too (randomize() gave it the scale of the lm_head tied to it,
+        # written last).
+        t5 = config_name == "T5Config"
+        prefix, outputs = ("decoder.", ("o.weight", "wo.weight")) if t5 else \
+            ("model.decoder.layers.", ("out_proj.weight", "fc2.weight"))
         with torch.no_grad():
-            model.shared.weight.copy_(torch.randn(model.shared.weight.shape, dtype=torch.float64,
-                                                  generator=torch.Generator().manual_seed(2)))
+            if t5:
+                model.shared.weight.copy_(torch.randn(model.shared.weight.shape, dtype=torch.float64,
+                                                      generator=torch.Generator().manual_seed(2)))
             for parameter_name, parameter in model.named_parameters():
-                if parameter_name.startswith("decoder.") and parameter_name.endswith(("o.weight", "wo.weight")):
-                    parameter.mul_(4)
-    elif not whisper:
-        # The same for BART's family: its decoder layers' output projections (attention's and the MLP's) 4 times
-        # larger, so that a tiny random one does not repeat its start token.
-        with torch.no_grad():
-            for parameter_name, parameter in model.named_parameters():
-                if parameter_name.startswith("model.decoder.layers.") and parameter_name.endswith(
-                        ("out_proj.weight", "fc2.weight")):
+                if parameter_name.startswith(prefix) and parameter_name.endswith(outputs):
                     parameter.mul_(4)
     if whisper:
         # The convolutions' fan-in is channels x kernel (randomize() reads the kernel's axis alone).
