@@ -5,7 +5,7 @@
 //           [--output-dir DIR] [--threads N] [--device cpu|cuda|cuda:N] [--bench N]
 //           [--concurrency C [--rounds R]]
 //   ein-run MODEL.einb --generate N --prompt-ids 1,2,3 [--temperature T --top-k K --top-p P --seed S]
-//           [--stop-token ID]... [--input NAME=FILE.npy]... [--beams B]
+//           [--stop-token ID]... [--input NAME=FILE.npy]... [--beams B] [--sequences S] [--bench N]
 //
 // A model with ranged dims runs at the shapes of its .npy inputs; random
 // inputs take each dim at its maximum (what --bench should measure: the
@@ -24,6 +24,9 @@
 // An encoder-decoder's encoder inputs are given with --input. --beams B
 // searches with B beams and prints every hypothesis with its score; with
 // --sequences S, S searches at once (a scheduler's requests, S x B sequences).
+// With --bench N as well, the first generation is a warm-up: N more follow,
+// each from a new sequence, and "bench: N generations, median ..." prints
+// their medians (the first pays the one-time costs: pages, packed weights).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -409,7 +412,7 @@ ein::BeamSearchOptions beamOptions(int64_t tokens, int beams, const std::vector<
 // (S x B sequences); prints the first sequence's tokens and the throughput of all.
 int generateSequences(const std::shared_ptr<const ein::Model> &model, const std::vector<int64_t> &prompt,
                       int64_t tokens, ein::GenerationOptions options, int threads, int sequences, int beams,
-                      const std::vector<ein::InputTensor> &firstRunInputs) {
+                      const std::vector<ein::InputTensor> &firstRunInputs, int bench) {
   ein::SchedulerOptions scheduling;
   scheduling.maxSequences = sequences * beams;
   scheduling.threads = threads;
@@ -419,19 +422,24 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
   const std::vector<std::vector<int64_t>> prompts(static_cast<size_t>(sequences), prompt);
   const std::vector<std::vector<ein::InputTensor>> inputs(firstRunInputs.empty() ? 0 : prompts.size(),
                                                           firstRunInputs);
-  const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<int64_t>> all;
-  if (beams > 1) {
-    auto found = ein::beamSearch(*scheduler.value(), prompts, beamOptions(tokens, beams, options.stopTokens), inputs);
-    if (!found.ok()) return fail(found.status().message());
-    for (const std::vector<ein::Hypothesis> &hypotheses : found.value())
-      all.push_back(hypotheses.empty() ? std::vector<int64_t>() : hypotheses[0].tokens);
-  } else {
-    auto produced = ein::generate(*scheduler.value(), prompts, options, inputs);
-    if (!produced.ok()) return fail(produced.status().message());
-    for (const ein::GeneratedSequence &sequence : produced.value()) all.push_back(sequence.tokens);
+  std::vector<double> times;  // ms, the first generation's first
+  for (int run = 0; run <= bench; ++run) {
+    all.clear();
+    const auto start = std::chrono::steady_clock::now();
+    if (beams > 1) {
+      auto found =
+          ein::beamSearch(*scheduler.value(), prompts, beamOptions(tokens, beams, options.stopTokens), inputs);
+      if (!found.ok()) return fail(found.status().message());
+      for (const std::vector<ein::Hypothesis> &hypotheses : found.value())
+        all.push_back(hypotheses.empty() ? std::vector<int64_t>() : hypotheses[0].tokens);
+    } else {
+      auto produced = ein::generate(*scheduler.value(), prompts, options, inputs);
+      if (!produced.ok()) return fail(produced.status().message());
+      for (const ein::GeneratedSequence &sequence : produced.value()) all.push_back(sequence.tokens);
+    }
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("tokens: %s\n", idsText(all[0]).c_str());
   size_t same = 0, generated = 0;
   for (const std::vector<int64_t> &other : all) {
@@ -442,23 +450,43 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
   std::printf("generate: %d x %zu prompt tokens and %zu new tokens%s in %.3f ms (%.1f new tokens/s, all sequences "
               "together)\n",
               sequences, prompt.size(), generated,
-              beams > 1 ? (" (the best of " + std::to_string(beams) + " beams)").c_str() : "",
-              seconds * 1e3, static_cast<double>(generated) / seconds);
+              beams > 1 ? (" (the best of " + std::to_string(beams) + " beams)").c_str() : "", times[0],
+              static_cast<double>(generated) / times[0] * 1e3);
+  if (bench > 0) {
+    std::vector<double> later(times.begin() + 1, times.end());
+    std::sort(later.begin(), later.end());
+    std::printf("bench: %d generations, median %.3f ms (%.1f new tokens/s), min %.3f ms\n", bench,
+                percentile(later, 0.5), static_cast<double>(generated) / percentile(later, 0.5) * 1e3, later.front());
+  }
   return 0;
 }
 
 // --generate N --beams B: every hypothesis, best first, with its score.
 int searchBeams(ein::Session &session, const std::vector<int64_t> &prompt, int64_t tokens, int beams,
-                const std::vector<int64_t> &stopTokens) {
-  const auto start = std::chrono::steady_clock::now();
-  auto found = ein::beamSearch(session, prompt, beamOptions(tokens, beams, stopTokens));
-  if (!found.ok()) return fail(found.status().message());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  for (size_t i = 0; i < found.value().size(); ++i)
-    std::printf("%s %s (score %.6f)\n", i == 0 ? "tokens:" : "beam:  ", idsText(found.value()[i].tokens).c_str(),
-                found.value()[i].score);
+                const std::vector<int64_t> &stopTokens, int bench) {
+  std::vector<ein::Hypothesis> hypotheses;
+  std::vector<double> times;  // ms, the first search's first
+  for (int run = 0; run <= bench; ++run) {
+    // A search leaves the session's state as none of its beams': each one
+    // after the first starts from a new sequence.
+    if (run > 0)
+      if (ein::Status reset = session.resetState(); !reset.ok()) return fail(reset.message());
+    const auto start = std::chrono::steady_clock::now();
+    auto found = ein::beamSearch(session, prompt, beamOptions(tokens, beams, stopTokens));
+    if (!found.ok()) return fail(found.status().message());
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    hypotheses = std::move(found).value();
+  }
+  for (size_t i = 0; i < hypotheses.size(); ++i)
+    std::printf("%s %s (score %.6f)\n", i == 0 ? "tokens:" : "beam:  ", idsText(hypotheses[i].tokens).c_str(),
+                hypotheses[i].score);
   std::printf("beam search: %d beams, %zu new tokens at most, in %.3f ms\n", beams,
-              found.value().empty() ? size_t(0) : found.value()[0].tokens.size(), seconds * 1e3);
+              hypotheses.empty() ? size_t(0) : hypotheses[0].tokens.size(), times[0]);
+  if (bench > 0) {
+    std::vector<double> later(times.begin() + 1, times.end());
+    std::sort(later.begin(), later.end());
+    std::printf("bench: %d searches, median %.3f ms, min %.3f ms\n", bench, percentile(later, 0.5), later.front());
+  }
   return 0;
 }
 
@@ -487,7 +515,7 @@ ein::StatusOr<std::map<std::string, std::string>> filesOfInputs(const std::vecto
 // model's other inputs first (an encoder-decoder's encoder input).
 int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
                        ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences,
-                       const std::vector<std::string> &inputArgs, int beams) {
+                       const std::vector<std::string> &inputArgs, int beams, int bench) {
   std::vector<int64_t> prompt;
   for (size_t start = 0; start < promptIds.size();) {
     size_t end = promptIds.find(',', start);
@@ -522,37 +550,64 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
       firstRunInputs.push_back(
           {name, values.back().dtype, values.back().shape, values.back().bytes.data(), values.back().bytes.size()});
     }
-    return generateSequences(model.value(), prompt, tokens, options, threads, sequences, beams, firstRunInputs);
+    return generateSequences(model.value(), prompt, tokens, options, threads, sequences, beams, firstRunInputs,
+                             bench);
   }
   auto session = ein::Session::create(model.value(), {threads, device->device, device->index});
   if (!session.ok()) return fail(session.status().message());
   for (const auto &[name, path] : files.value())
     if (auto value = setInputFromFile(*session.value(), name, path); !value.ok()) return fail(value.status().message());
-  if (beams > 1) return searchBeams(*session.value(), prompt, tokens, beams, options.stopTokens);
+  if (beams > 1) return searchBeams(*session.value(), prompt, tokens, beams, options.stopTokens, bench);
   options.maxNewTokens = tokens;
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point firstToken = start;
-  options.onToken = [&, first = true](int64_t) mutable {
-    if (first) firstToken = Clock::now();
-    first = false;
+  Clock::time_point firstToken;
+  options.onToken = [&](int64_t) {
+    if (firstToken == Clock::time_point()) firstToken = Clock::now();
     return true;
   };
+  // Generation `run` (0: the first, as printed; then --bench more, each from
+  // a new sequence), timed as prefill (to the first token) and decode.
+  std::vector<int64_t> produced;
   ein::FinishReason finish = ein::FinishReason::None;
-  auto produced = ein::generate(*session.value(), prompt, options, &finish);
-  if (!produced.ok()) return fail(produced.status().message());
-  const double prefill = std::chrono::duration<double>(firstToken - start).count();
-  const double decode = std::chrono::duration<double>(Clock::now() - firstToken).count();
-  std::printf("tokens: %s\n", idsText(produced.value()).c_str());
+  std::vector<double> prefills, decodes;  // ms
+  for (int run = 0; run <= bench; ++run) {
+    if (run > 0)
+      if (ein::Status reset = session.value()->resetState(); !reset.ok()) return fail(reset.message());
+    const Clock::time_point start = Clock::now();
+    firstToken = Clock::time_point();
+    auto generated = ein::generate(*session.value(), prompt, options, &finish);
+    if (!generated.ok()) return fail(generated.status().message());
+    const Clock::time_point end = Clock::now();
+    if (firstToken == Clock::time_point()) firstToken = end;  // no token
+    prefills.push_back(std::chrono::duration<double, std::milli>(firstToken - start).count());
+    decodes.push_back(std::chrono::duration<double, std::milli>(end - firstToken).count());
+    produced = std::move(generated).value();
+  }
+  std::printf("tokens: %s\n", idsText(produced).c_str());
   if (finish == ein::FinishReason::CacheFull)
     std::printf("finish: the cache is full after %lld rows (fewer than %lld new tokens)\n",
                 static_cast<long long>(session.value()->position()), static_cast<long long>(tokens));
-  std::printf("prefill: %zu tokens in %.3f ms (%.1f tokens/s)\n", prompt.size(), prefill * 1e3,
-              static_cast<double>(prompt.size()) / prefill);
-  const size_t decoded = produced.value().size() > 1 ? produced.value().size() - 1 : 0;
+  const double promptTokens = static_cast<double>(prompt.size());
+  std::printf("prefill: %zu tokens in %.3f ms (%.1f tokens/s)\n", prompt.size(), prefills[0],
+              promptTokens / prefills[0] * 1e3);
+  const size_t decoded = produced.size() > 1 ? produced.size() - 1 : 0;
   if (decoded > 0)
-    std::printf("decode: %zu tokens in %.3f ms (%.1f tokens/s)\n", decoded, decode * 1e3,
-                static_cast<double>(decoded) / decode);
+    std::printf("decode: %zu tokens in %.3f ms (%.1f tokens/s)\n", decoded, decodes[0],
+                static_cast<double>(decoded) / decodes[0] * 1e3);
+  if (bench > 0) {
+    std::vector<double> prefill(prefills.begin() + 1, prefills.end()), decode(decodes.begin() + 1, decodes.end()),
+        total;
+    for (size_t i = 0; i < prefill.size(); ++i) total.push_back(prefill[i] + decode[i]);
+    std::sort(prefill.begin(), prefill.end());
+    std::sort(decode.begin(), decode.end());
+    std::sort(total.begin(), total.end());
+    std::printf("bench: %d generations, median %.3f ms (prefill %.3f ms", bench, percentile(total, 0.5),
+                percentile(prefill, 0.5));
+    if (decoded > 0)
+      std::printf(", decode %.3f ms: %.1f tokens/s", percentile(decode, 0.5),
+                  static_cast<double>(decoded) / percentile(decode, 0.5) * 1e3);
+    std::printf(")\n");
+  }
   return 0;
 }
 
@@ -573,7 +628,9 @@ int main(int argc, char **argv) {
   app.add_option("--output-dir", outputDir, "write each output as DIR/NAME.npy instead of printing it");
   app.add_option("--threads", threads, "worker threads (default: the CPUs this process may use)")->check(CLI::PositiveNumber);
   app.add_option("--device", deviceName, "cpu, cuda or cuda:N (the N-th CUDA device; cuda is $EIN_CUDA_DEVICE or 0)");
-  app.add_option("--bench", bench, "after the first run, time N more and print latency percentiles")
+  app.add_option("--bench", bench,
+                 "after the first run, time N more and print latency percentiles (with --generate: N more "
+                 "generations, each from a new sequence, and their medians)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--concurrency", concurrency,
                  "with --bench N: throughput of C threads sharing one Runner against C threads with a Session each, "
@@ -608,7 +665,7 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
   if (generateTokens >= 0)
     return generateFromPrompt(modelPath, promptIds, generateTokens, generation, threads, deviceName, sequences,
-                              inputArgs, beams);
+                              inputArgs, beams, bench);
   if (concurrency && !bench) return fail("--concurrency needs --bench N (runs per thread and round)");
 
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
