@@ -14,13 +14,14 @@ encoder's input at once (ein: one scheduler's requests, `ein-run --sequences B`;
 transformers: a batch of B).
 
   ein:          einc --hf FOLDER --precision P, then `ein-run --generate N --prompt-ids START
-                [--beams 4] --input ...` (its printed prefill + decode, or beam search, time);
+                [--beams 4] --input ... --bench RUNS` (the median it prints);
   CTranslate2:  the folder converted by ctranslate2's TransformersConverter (float32, int8), then
                 Whisper.generate / Translator.translate_batch (intra_threads 2), timed per call;
   transformers: generate(num_beams=...) under torch.set_num_threads(2), inference_mode.
-Every engine runs in its own process, one round after another (--rounds), and reports the median
-of its runs; a round's first call is a warm-up. The time covers the encoder and the decoding,
-not loading. Prints a table with `lscpu`'s model name.
+Every engine runs in its own process, one round after another (--rounds): a warm-up call, then
+--runs timed calls (ein: `ein-run --bench RUNS`, each generation from a new sequence, and its
+median; the others: each call's time); the table has the median of every round's. The time
+covers the encoder and the decoding, not loading. Prints a table with `lscpu`'s model name.
 
 Results (docs/benchmarks.md, "Beams reading their encoder's keys and values once"): for 4 inputs
 ein takes 0.61-0.85x CTranslate2's time at the same precision, but T5 fp32 (level: 1.00x greedy,
@@ -208,19 +209,13 @@ def ein_run(args, name, folder, artifact, beams):
         command += ["--beams", str(beams)]
     if args.batch > 1:
         command += ["--sequences", str(args.batch)]
-    seconds = []
-    for _ in range(args.runs + 1):  # the first is a warm-up
-        text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        if args.batch > 1:
-            seconds.append(float(re.search(r"generate: .* in ([\d.]+) ms", text).group(1)) / 1e3)
-        elif beams > 1:
-            seconds.append(float(re.search(r"beam search: .* in ([\d.]+) ms", text).group(1)) / 1e3)
-        else:
-            prefill = float(re.search(r"prefill: \d+ tokens in ([\d.]+) ms", text).group(1))
-            decode = re.search(r"decode: \d+ tokens in ([\d.]+) ms", text)
-            seconds.append((prefill + (float(decode.group(1)) if decode else 0.0)) / 1e3)
+    # One process a round, as the other engines: the first generation is the
+    # warm-up, then --runs more (`--bench`), whose median ein-run prints.
+    command += ["--bench", str(args.runs)]
+    text = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    median = float(re.search(r"bench: \d+ \w+, median ([\d.]+) ms", text).group(1)) / 1e3
     tokens = len(re.search(r"tokens: ([\d,]+)", text).group(1).split(","))
-    return seconds[1:], tokens
+    return [median], tokens
 
 
 def main():
