@@ -35,7 +35,8 @@ struct GemmEpilogue {
 // weights were packed at load: memory-bound, so it reads each panel once
 // without padding a to the register tile's rows.
 inline constexpr int64_t kGemvMaxRows = 4;
-// How far ahead of its reads the gemv prefetches the panel it streams.
+// How far ahead of its reads a gemv of bf16 pairs or int8 prefetches the
+// panel it streams (the f32 gemv does not: gemvPanelRows).
 inline constexpr int64_t kGemvPrefetchBytes = 1024;
 
 // body(std::integral_constant<int, rows>{}) for 1 <= rows <= MaxRows: a
@@ -103,8 +104,7 @@ struct IsaKernels {
   // The gemv (a gemm of at most kGemvMaxRows rows: decode) over one packed
   // weight panel: c[r * ldc + j] = sum_p a[r * lda + p] * b[p * gemmNr + j]
   // for r < rows, j < gemmNr, p < k. The panel is read once, front to back,
-  // with every row's sums in registers (no padded rows), pulling lines
-  // kGemvPrefetchBytes ahead.
+  // with every row's sums in registers (no padded rows).
   void (*gemvPanel)(int rows, int64_t k, const float *a, int64_t lda, const float *b, float *c, int64_t ldc);
   int vectorFloats;  // floats per SIMD register
   void (*gemmEpilogue)(const GemmEpilogue &block);
