@@ -6,10 +6,10 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <numeric>
 
 #include "api/beam_searcher.hpp"
 #include "api/generation_rules.hpp"
+#include "backends/cpu/kernels/isa/isa.hpp"
 #include "ein/sequence_pool.hpp"
 #include "util/limits.hpp"
 
@@ -24,39 +24,42 @@ struct Continuation {
   int64_t token = 0;
 };
 
-// log_softmax of `logits`, in f32 as transformers computes it.
-std::vector<float> logSoftmax(std::span<const float> logits) {
-  const float top = *std::max_element(logits.begin(), logits.end());
-  // Each term in float (the logits' own precision), summed in double.
-  double sum = 0.0;
-  for (float logit : logits) sum += std::exp(logit - top);
-  const auto shift = static_cast<float>(top + std::log(sum));
-  std::vector<float> out(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - shift;
-  return out;
+// The log of the sum of exp(logits): log_softmax(x) = x - logSumExp(x).
+// The exponentials of x - max in f32 by the CPU's vector kernels, summed in
+// double (four sums, so the adds overlap).
+float logSumExp(std::span<const float> logits, std::vector<float> &scratch) {
+  const detail::cpu::IsaKernels &isa = detail::cpu::bestKernels();
+  const auto n = static_cast<int64_t>(logits.size());
+  const float top = isa.reduceRow(logits.data(), n, detail::ReduceKind::Max);
+  scratch.assign(logits.begin(), logits.end());
+  isa.expShiftSum(scratch.data(), n, top);
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+  size_t i = 0;
+  for (; i + 4 <= scratch.size(); i += 4)
+    for (size_t lane = 0; lane < 4; ++lane) sums[lane] += scratch[i + lane];
+  for (; i < scratch.size(); ++i) sums[0] += scratch[i];
+  return static_cast<float>(top + std::log((sums[0] + sums[1]) + (sums[2] + sums[3])));
 }
 
-// The logits processors: no n-gram repeated, suppressed tokens.
-void applyProcessors(std::vector<float> &logProbs, std::span<const int64_t> prompt, const std::vector<int64_t> &tokens,
-                     const BeamSearchOptions &options) {
-  constexpr float kNever = -std::numeric_limits<float>::infinity();
-  const auto vocab = static_cast<int64_t>(logProbs.size());
-  auto ban = [&](int64_t token) {
-    if (token >= 0 && token < vocab) logProbs[static_cast<size_t>(token)] = kNever;
-  };
-  for (int64_t token : options.suppressTokens) ban(token);
-  if (tokens.empty())
-    for (int64_t token : options.beginSuppressTokens) ban(token);
-  const int64_t n = options.noRepeatNgramSize;
-  if (n <= 0) return;
-  std::vector<int64_t> sequence(prompt.begin(), prompt.end());
-  sequence.insert(sequence.end(), tokens.begin(), tokens.end());
-  const auto length = static_cast<int64_t>(sequence.size());
-  if (length + 1 < n) return;
-  // Every earlier n-gram that begins with the last n - 1 tokens bans its last token.
-  for (int64_t start = 0; start + n <= length; ++start)
-    if (std::equal(sequence.begin() + start, sequence.begin() + start + n - 1, sequence.end() - (n - 1)))
-      ban(sequence[static_cast<size_t>(start + n - 1)]);
+// The tokens the logits processors ban next, for a beam holding `tokens`:
+// suppressed tokens, and those that would repeat an n-gram. Sorted, unique.
+std::vector<int64_t> bannedTokens(std::span<const int64_t> prompt, const std::vector<int64_t> &tokens,
+                                  const BeamSearchOptions &options) {
+  std::vector<int64_t> banned(options.suppressTokens.begin(), options.suppressTokens.end());
+  if (tokens.empty()) banned.insert(banned.end(), options.beginSuppressTokens.begin(), options.beginSuppressTokens.end());
+  if (const int64_t n = options.noRepeatNgramSize; n > 0) {
+    std::vector<int64_t> sequence(prompt.begin(), prompt.end());
+    sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+    const auto length = static_cast<int64_t>(sequence.size());
+    // Every earlier n-gram that begins with the last n - 1 tokens bans its last token.
+    if (length + 1 >= n)
+      for (int64_t start = 0; start + n <= length; ++start)
+        if (std::equal(sequence.begin() + start, sequence.begin() + start + n - 1, sequence.end() - (n - 1)))
+          banned.push_back(sequence[static_cast<size_t>(start + n - 1)]);
+  }
+  std::sort(banned.begin(), banned.end());
+  banned.erase(std::unique(banned.begin(), banned.end()), banned.end());
+  return banned;
 }
 
 // The beams' states: numbered from 0, the prompt's run in state 0.
@@ -198,11 +201,33 @@ BeamSearcher::BeamSearcher(BeamSearchOptions options, std::vector<int64_t> promp
   hasState_[0] = true;
 }
 
-std::vector<float> BeamSearcher::logProbabilities(std::span<const float> logits,
-                                                  const std::vector<int64_t> &tokens) const {
-  std::vector<float> logProbs = logSoftmax(logits);
-  applyProcessors(logProbs, prompt_, tokens, options_);
-  return logProbs;
+size_t BeamSearcher::kept() const {
+  return std::max<size_t>(2, 1 + options_.stopTokens.size()) * beams_.size();
+}
+
+std::vector<BeamSearcher::Candidate> BeamSearcher::bestNextTokens(std::span<const float> logits,
+                                                                  const std::vector<int64_t> &tokens) {
+  // One pass keeps the best so far in order: a later token only displaces
+  // one it beats (equal ones keep the lower token ahead). Log-probabilities
+  // in f32 as transformers computes them; a banned token's is -inf.
+  const float shift = logSumExp(logits, exponentials_);
+  const std::vector<int64_t> banned = bannedTokens(prompt_, tokens, options_);
+  const size_t count = std::min(kept(), logits.size());
+  std::vector<Candidate> best;
+  best.reserve(count + 1);
+  auto nextBan = banned.begin();
+  for (size_t token = 0; token < logits.size(); ++token) {
+    float logProb = logits[token] - shift;
+    while (nextBan != banned.end() && *nextBan < static_cast<int64_t>(token)) ++nextBan;
+    if (nextBan != banned.end() && *nextBan == static_cast<int64_t>(token))
+      logProb = -std::numeric_limits<float>::infinity();
+    if (best.size() == count && !(logProb > best.back().logProb)) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), logProb,
+                               [](float value, const Candidate &c) { return value > c.logProb; });
+    best.insert(at, {logProb, static_cast<int64_t>(token)});
+    if (best.size() > count) best.pop_back();
+  }
+  return best;
 }
 
 bool BeamSearcher::allFilled() const {
@@ -216,9 +241,9 @@ bool BeamSearcher::isStop(int64_t token) const {
 Status BeamSearcher::start(std::span<const float> logits) {
   if (Status status = checkLogits(logits, 0); !status.ok()) return status;
   // As transformers: every beam starts as the prompt, all but the first absent.
-  beams_[0].logProbs = logProbabilities(logits, {});
+  beams_[0].next = bestNextTokens(logits, {});
   for (size_t b = 1; b < beams_.size(); ++b) {
-    beams_[b].logProbs = beams_[0].logProbs;
+    beams_[b].next = beams_[0].next;
     beams_[b].score = kAbsent;
   }
   return Status();
@@ -226,34 +251,22 @@ Status BeamSearcher::start(std::span<const float> logits) {
 
 Status BeamSearcher::observe(size_t beam, std::span<const float> logits) {
   if (Status status = checkLogits(logits, produced_); !status.ok()) return status;
-  beams_[beam].logProbs = logProbabilities(logits, beams_[beam].tokens);
+  beams_[beam].next = bestNextTokens(logits, beams_[beam].tokens);
   return Status();
 }
 
 std::optional<BeamSearcher::Step> BeamSearcher::advance() {
   if (ended_) return std::nullopt;
   const size_t beamCount = beams_.size();
-  // Candidates kept each step: enough that `beams` of them do not end.
-  const size_t kept = std::max<size_t>(2, 1 + options_.stopTokens.size()) * beamCount;
-  const size_t vocab = beams_[0].logProbs.size();
-  // The best `kept` continuations of every beam by every token: only a
-  // beam's own best `kept` tokens can be among them, so those are ranked
-  // (the higher score first; on a tie the lower beam, then token).
-  const size_t perBeam = std::min(kept, vocab);
+  // The best kept() continuations of every beam by every token: only a
+  // beam's own best kept() tokens can be among them (ranked, the higher
+  // score first; on a tie the lower beam, then token).
+  const size_t kept = this->kept();
   std::vector<Continuation> all;
-  all.reserve(beamCount * perBeam);
-  std::vector<int64_t> tokens(vocab);
-  for (size_t b = 0; b < beamCount; ++b) {
-    const std::vector<float> &logProbs = beams_[b].logProbs;
-    std::iota(tokens.begin(), tokens.end(), int64_t{0});
-    std::partial_sort(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(perBeam), tokens.end(),
-                      [&](int64_t a, int64_t c) {
-                        const float x = logProbs[static_cast<size_t>(a)], y = logProbs[static_cast<size_t>(c)];
-                        return x > y || (x == y && a < c);
-                      });
-    for (size_t i = 0; i < perBeam; ++i)
-      all.push_back({beams_[b].score + logProbs[static_cast<size_t>(tokens[i])], b, tokens[i]});
-  }
+  all.reserve(beamCount * kept);
+  for (size_t b = 0; b < beamCount; ++b)
+    for (const Candidate &candidate : beams_[b].next)
+      all.push_back({beams_[b].score + candidate.logProb, b, candidate.token});
   const size_t count = std::min(kept, all.size());
   std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(count), all.end(),
                     [](const Continuation &a, const Continuation &c) {

@@ -55,10 +55,15 @@ class BeamSearcher {
   const BeamSearchOptions &options() const { return options_; }
 
  private:
+  // A next token and its log-probability, after the processors.
+  struct Candidate {
+    float logProb;
+    int64_t token;
+  };
   struct Beam {
     std::vector<int64_t> tokens;  // the new tokens
     float score = 0.0f;           // summed log-probabilities
-    std::vector<float> logProbs;  // of its next token, after the processors
+    std::vector<Candidate> next;  // its best next tokens (bestNextTokens)
   };
   // transformers' score of a beam that is not there yet (the first step's
   // copies of the prompt, a continuation masked out).
@@ -70,8 +75,13 @@ class BeamSearcher {
   };
   bool allFilled() const;
   bool isStop(int64_t token) const;
-  // log_softmax of `logits` and the logits processors, for a beam holding `tokens`.
-  std::vector<float> logProbabilities(std::span<const float> logits, const std::vector<int64_t> &tokens) const;
+  // How many continuations of each beam a step ranks: enough that `beams`
+  // of them do not end.
+  size_t kept() const;
+  // The best kept() next tokens of a beam holding `tokens`, by log_softmax
+  // of `logits` after the logits processors: the higher log-probability
+  // first, on a tie the lower token.
+  std::vector<Candidate> bestNextTokens(std::span<const float> logits, const std::vector<int64_t> &tokens);
 
   const BeamSearchOptions options_;
   const std::vector<int64_t> prompt_;
@@ -80,6 +90,7 @@ class BeamSearcher {
   std::vector<size_t> stateOf_;  // beam b's state
   std::vector<bool> hasState_;   // an absent beam (the first step's) has none yet
   std::vector<Finished> finished_;
+  std::vector<float> exponentials_;  // bestNextTokens' scratch
   int64_t produced_ = 0;
   bool improvable_ = true;
   bool ended_ = false;
