@@ -10,6 +10,7 @@
 #include <random>
 
 #include "api/generation_rules.hpp"
+#include "backends/cpu/kernels/isa/isa.hpp"
 #include "ein/model.hpp"
 
 namespace ein {
@@ -140,27 +141,62 @@ int64_t chooseToken(std::span<const float> logits, const GenerationOptions &opti
   const auto vocab = static_cast<int64_t>(logits.size());
   if (options.temperature <= 0.0f)
     return std::max_element(logits.begin(), logits.end()) - logits.begin();  // the first of equal maxima
+  // Top-k and top-p keep the tokens most likely first, equal logits in id
+  // order: `order`, sorted only as far as they reach (not the vocabulary).
+  // The draw walks the kept tokens in that order, or, where every token is
+  // kept, in id order (any fixed order draws each token as often as its
+  // probability).
+  const auto before = [&](int64_t a, int64_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
   std::vector<int64_t> order(static_cast<size_t>(vocab));
   std::iota(order.begin(), order.end(), 0);
-  // Most likely first; equal logits in id order, so the draw is reproducible.
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
   int64_t keep = options.topK > 0 ? std::min(options.topK, vocab) : vocab;
-  std::vector<double> probabilities(static_cast<size_t>(keep));
-  const double top = logits[order[0]] / options.temperature;
+  int64_t sorted = 0;
+  const auto sortTo = [&](int64_t n) {
+    if (n <= sorted) return;
+    n = std::min(std::max(n, 2 * sorted), keep);  // doubling, so the sorts cost O(vocab log n) in all
+    std::partial_sort(order.begin() + sorted, order.begin() + n, order.end(), before);
+    sorted = n;
+  };
+  sortTo(keep < vocab || options.topP < 1.0f ? std::min<int64_t>(keep, 64) : 1);
+  if (std::isinf(logits[order[0]])) return order[0];  // +inf is certain (-inf everywhere: the first)
+  // exp(logit / temperature - top) for every token, by the CPU's vector
+  // kernels; the kept ones summed in double.
+  const detail::cpu::IsaKernels &isa = detail::cpu::bestKernels();
+  std::vector<float> weights(logits.begin(), logits.end());
+  isa.scaleInPlace(weights.data(), vocab, 1.0f / options.temperature);
+  isa.expShiftSum(weights.data(), vocab, weights[static_cast<size_t>(order[0])]);
   double sum = 0;
-  for (int64_t i = 0; i < keep; ++i) sum += probabilities[i] = std::exp(logits[order[i]] / options.temperature - top);
+  if (keep == vocab) {
+    for (float weight : weights) sum += weight;
+  } else {
+    sortTo(keep);
+    for (int64_t i = 0; i < keep; ++i) sum += weights[static_cast<size_t>(order[i])];
+  }
+  const auto weightAt = [&](int64_t i) {
+    sortTo(i + 1);
+    return static_cast<double>(weights[static_cast<size_t>(order[i])]);
+  };
   if (options.topP < 1.0f) {
     double mass = 0;
     int64_t within = 0;
-    while (within < keep && mass < options.topP * sum) mass += probabilities[within++];
+    while (within < keep && mass < options.topP * sum) mass += weightAt(within++);
     keep = std::max<int64_t>(within, 1);
-    sum = mass > 0 ? mass : probabilities[0];
+    sum = mass > 0 ? mass : weightAt(0);
   }
   std::mt19937_64 generator(state);
   state = generator();
   double draw = std::uniform_real_distribution<double>(0.0, sum)(generator);
+  if (keep == vocab) {
+    for (int64_t token = 0; token < vocab; ++token) {
+      draw -= weights[static_cast<size_t>(token)];
+      if (draw < 0) return token;
+    }
+    return order[0];  // rounding left some of the draw: the most likely
+  }
   for (int64_t i = 0; i < keep; ++i) {
-    draw -= probabilities[i];
+    draw -= weightAt(i);
     if (draw < 0) return order[i];
   }
   return order[keep - 1];
