@@ -23,10 +23,9 @@ Every engine runs in its own process, one round after another (--rounds): a warm
 median; the others: each call's time); the table has the median of every round's. The time
 covers the encoder and the decoding, not loading. Prints a table with `lscpu`'s model name.
 
-Results (docs/benchmarks.md, "Beams reading their encoder's keys and values once"): for 4 inputs
-ein takes 0.61-0.85x CTranslate2's time at the same precision, but T5 fp32 (level: 1.00x greedy,
-1.02x with 4 beams, both engines at the f32 FMA peak); for one input T5 fp32 greedy is behind
-(1.15x: a slower f32 GEMV stream and encoder), the rest ahead.
+Results (docs/benchmarks.md, "Warm calls, the f32 GEMV without prefetch, ..."): for one input ein
+takes 0.39-0.93x CTranslate2's time at the same precision, greedy and with 4 beams, on Whisper,
+T5 and BART alike.
 
   .venv-bench/bin/pip install torch transformers ctranslate2
   .venv-bench/bin/python bench/encoder_decoder.py [--rounds 2] [--tokens 64] [--workdir DIR]

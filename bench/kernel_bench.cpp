@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "bench_support.hpp"
+#include "ein/generate.hpp"
 
 namespace ein::bench {
 namespace {
@@ -395,6 +396,30 @@ BENCHMARK_CAPTURE(BM_LayerNorm, rms_residual_sum, true, detail::LayerNormVariant
 BENCHMARK(BM_Softmax)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ReduceMean)->EIN_ROW_SHAPES;
 BENCHMARK(BM_ElementwiseBiasGelu)->EIN_ROW_SHAPES;
+
+// Choosing the next token from one row of logits (a decode step's, per
+// sequence): greedy, and sampling at temperature 0.8 with all tokens, the
+// top 40 or the top 0.9 of the mass. The logits fall off as a power of the
+// token's rank (Zipf's law, as a language model's do), the ranks scattered
+// over the ids. Args: vocabulary, top-k, top-p x 100 (-1: greedy).
+void BM_ChooseToken(benchmark::State &state) {
+  const int64_t vocab = state.range(0);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (int64_t i = 0; i < vocab; ++i) logits[static_cast<size_t>(i)] = -1.5f * std::log1p(static_cast<float>(i * 7919 % vocab));
+  ein::GenerationOptions options;
+  options.temperature = state.range(2) < 0 ? 0.0f : 0.8f;
+  options.topK = state.range(1);
+  options.topP = state.range(2) < 0 ? 1.0f : static_cast<float>(state.range(2)) / 100.0f;
+  uint64_t sampler = 1;
+  for (auto _ : state) benchmark::DoNotOptimize(ein::chooseToken(logits, options, sampler));
+}
+BENCHMARK(BM_ChooseToken)
+    ->Args({32000, 0, -1})
+    ->Args({32000, 0, 100})
+    ->Args({32000, 40, 100})
+    ->Args({32000, 0, 90})
+    ->Args({128256, 0, 100})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace ein::bench

@@ -139,8 +139,13 @@ Status checkLogits(std::span<const float> logits, int64_t produced) {
 
 int64_t chooseToken(std::span<const float> logits, const GenerationOptions &options, uint64_t &state) {
   const auto vocab = static_cast<int64_t>(logits.size());
-  if (options.temperature <= 0.0f)
-    return std::max_element(logits.begin(), logits.end()) - logits.begin();  // the first of equal maxima
+  const detail::cpu::IsaKernels &isa = detail::cpu::bestKernels();
+  if (options.temperature <= 0.0f) {
+    // The first of equal maxima: the vector kernels' max, then where it is
+    // (a NaN, which they keep, is not found: then the plain search).
+    const auto top = std::find(logits.begin(), logits.end(), isa.reduceRow(logits.data(), vocab, detail::ReduceKind::Max));
+    return (top != logits.end() ? top : std::max_element(logits.begin(), logits.end())) - logits.begin();
+  }
   // Top-k and top-p keep the tokens most likely first, equal logits in id
   // order: `order`, sorted only as far as they reach (not the vocabulary).
   // The draw walks the kept tokens in that order, or, where every token is
@@ -153,17 +158,26 @@ int64_t chooseToken(std::span<const float> logits, const GenerationOptions &opti
   std::iota(order.begin(), order.end(), 0);
   int64_t keep = options.topK > 0 ? std::min(options.topK, vocab) : vocab;
   int64_t sorted = 0;
+  // The first sort selects the top n (the top-k, or top-p's first 64) and
+  // sorts them; a walk past them sorts the whole vocabulary anew (top-p
+  // over a flat distribution: a merge sort from id order, which measured
+  // faster than sorting what the selection left).
   const auto sortTo = [&](int64_t n) {
     if (n <= sorted) return;
-    n = std::min(std::max(n, 2 * sorted), keep);  // doubling, so the sorts cost O(vocab log n) in all
-    std::partial_sort(order.begin() + sorted, order.begin() + n, order.end(), before);
-    sorted = n;
+    if (sorted == 0 && 4 * n < vocab) {
+      std::nth_element(order.begin(), order.begin() + n, order.end(), before);
+      std::sort(order.begin(), order.begin() + n, before);
+      sorted = n;
+    } else {
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), before);
+      sorted = vocab;
+    }
   };
-  sortTo(keep < vocab || options.topP < 1.0f ? std::min<int64_t>(keep, 64) : 1);
+  sortTo(keep < vocab ? keep : options.topP < 1.0f ? 64 : 1);
   if (std::isinf(logits[order[0]])) return order[0];  // +inf is certain (-inf everywhere: the first)
   // exp(logit / temperature - top) for every token, by the CPU's vector
   // kernels; the kept ones summed in double.
-  const detail::cpu::IsaKernels &isa = detail::cpu::bestKernels();
   std::vector<float> weights(logits.begin(), logits.end());
   isa.scaleInPlace(weights.data(), vocab, 1.0f / options.temperature);
   isa.expShiftSum(weights.data(), vocab, weights[static_cast<size_t>(order[0])]);
