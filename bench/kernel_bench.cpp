@@ -239,13 +239,13 @@ void flashAttentionShapes(benchmark::internal::Benchmark *bench) {
 BENCHMARK_CAPTURE(BM_FlashAttention, f32, false)->Apply(flashAttentionShapes);
 BENCHMARK_CAPTURE(BM_FlashAttention, bf16, true)->Apply(flashAttentionShapes);
 
-// A decode step's attention in the 125M Llama of bench/llm_decode.py: 4 key
-// heads of 64, 3 query heads each (one token), against a cache of `context`
-// rows out of 2304, f32 or bf16 (bf16 and int8 artifacts), flushed from the
-// caches before each run as a 12-layer model's other layers leave it. Args:
-// context, bf16 cache, threads.
+// A decode step's attention in a Llama of bench/llm_decode.py: 4 key heads
+// of 64, 3 query heads each (the 125M shape) or 8 (the 1.1B's), one token,
+// against a cache of `context` rows out of 2304, f32 or bf16 (bf16 and int8
+// artifacts), flushed from the caches before each run as the model's other
+// layers leave it. Args: context, bf16 cache, threads, query heads a key head.
 void BM_DecodeAttention(benchmark::State &state) {
-  const int64_t kvHeads = 4, groups = 3, d = 64, rows = 2304, context = state.range(0);
+  const int64_t kvHeads = 4, groups = state.range(3), d = 64, rows = 2304, context = state.range(0);
   const ein::DType cache = state.range(1) ? ein::DType::BF16 : ein::DType::F32;
   const int threads = static_cast<int>(state.range(2));
   KernelRig rig;
@@ -273,7 +273,11 @@ void BM_DecodeAttention(benchmark::State &state) {
   state.counters["cache_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
-BENCHMARK(BM_DecodeAttention)->ArgsProduct({{128, 2048}, {0, 1}, {1, 2}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeAttention)
+    ->ArgsProduct({{128, 2048}, {0, 1}, {1, 2}, {3}})
+    ->ArgsProduct({{1024, 2048}, {0, 1}, {2}, {8}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 // Talking heads with both mixes, [1, 6, 197, 64]: arg threads.
 void BM_TalkingHeads(benchmark::State &state) {

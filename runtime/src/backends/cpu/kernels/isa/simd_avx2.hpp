@@ -12,6 +12,7 @@ struct Avx2 {
   using V = __m256;
   using Mask = __m256;
   static constexpr int W = 8;
+  static constexpr int Registers = 16;  // vector registers (ymm)
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
   static V load(const float *p) { return _mm256_loadu_ps(p); }

@@ -14,6 +14,7 @@ struct Avx512 {
   using V = __m512;
   using Mask = __mmask16;
   static constexpr int W = 16;
+  static constexpr int Registers = 32;  // vector registers (zmm)
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
   static V load(const float *p) { return _mm512_loadu_ps(p); }

@@ -12,6 +12,7 @@ struct Portable {
   using V = float;
   using Mask = bool;
   static constexpr int W = 1;
+  static constexpr int Registers = 16;  // vector registers (xmm, as scalars)
   static V zero() { return 0.0f; }
   static V set1(float x) { return x; }
   static V load(const float *p) { return *p; }
