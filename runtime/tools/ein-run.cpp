@@ -395,6 +395,13 @@ double percentile(const std::vector<double> &sorted, double p) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
+// --generate --bench: the times after the first (the warm-up's), sorted.
+std::vector<double> afterWarmUp(const std::vector<double> &times) {
+  std::vector<double> later(times.begin() + 1, times.end());
+  std::sort(later.begin(), later.end());
+  return later;
+}
+
 }  // namespace
 
 ein::BeamSearchOptions beamOptions(int64_t tokens, int beams, const std::vector<int64_t> &stopTokens) {
@@ -453,8 +460,7 @@ int generateSequences(const std::shared_ptr<const ein::Model> &model, const std:
               beams > 1 ? (" (the best of " + std::to_string(beams) + " beams)").c_str() : "", times[0],
               static_cast<double>(generated) / times[0] * 1e3);
   if (bench > 0) {
-    std::vector<double> later(times.begin() + 1, times.end());
-    std::sort(later.begin(), later.end());
+    const std::vector<double> later = afterWarmUp(times);
     std::printf("bench: %d generations, median %.3f ms (%.1f new tokens/s), min %.3f ms\n", bench,
                 percentile(later, 0.5), static_cast<double>(generated) / percentile(later, 0.5) * 1e3, later.front());
   }
@@ -483,8 +489,7 @@ int searchBeams(ein::Session &session, const std::vector<int64_t> &prompt, int64
   std::printf("beam search: %d beams, %zu new tokens at most, in %.3f ms\n", beams,
               hypotheses.empty() ? size_t(0) : hypotheses[0].tokens.size(), times[0]);
   if (bench > 0) {
-    std::vector<double> later(times.begin() + 1, times.end());
-    std::sort(later.begin(), later.end());
+    const std::vector<double> later = afterWarmUp(times);
     std::printf("bench: %d searches, median %.3f ms, min %.3f ms\n", bench, percentile(later, 0.5), later.front());
   }
   return 0;
@@ -595,12 +600,10 @@ int generateFromPrompt(const std::string &modelPath, const std::string &promptId
     std::printf("decode: %zu tokens in %.3f ms (%.1f tokens/s)\n", decoded, decodes[0],
                 static_cast<double>(decoded) / decodes[0] * 1e3);
   if (bench > 0) {
-    std::vector<double> prefill(prefills.begin() + 1, prefills.end()), decode(decodes.begin() + 1, decodes.end()),
-        total;
-    for (size_t i = 0; i < prefill.size(); ++i) total.push_back(prefill[i] + decode[i]);
-    std::sort(prefill.begin(), prefill.end());
-    std::sort(decode.begin(), decode.end());
-    std::sort(total.begin(), total.end());
+    std::vector<double> totals;
+    for (size_t i = 0; i < prefills.size(); ++i) totals.push_back(prefills[i] + decodes[i]);
+    const std::vector<double> prefill = afterWarmUp(prefills), decode = afterWarmUp(decodes),
+                              total = afterWarmUp(totals);
     std::printf("bench: %d generations, median %.3f ms (prefill %.3f ms", bench, percentile(total, 0.5),
                 percentile(prefill, 0.5));
     if (decoded > 0)

@@ -182,12 +182,10 @@ int64_t chooseToken(std::span<const float> logits, const GenerationOptions &opti
   isa.scaleInPlace(weights.data(), vocab, 1.0f / options.temperature);
   isa.expShiftSum(weights.data(), vocab, weights[static_cast<size_t>(order[0])]);
   double sum = 0;
-  if (keep == vocab) {
+  if (keep == vocab)
     for (float weight : weights) sum += weight;
-  } else {
-    sortTo(keep);
+  else  // (the top-k are sorted already)
     for (int64_t i = 0; i < keep; ++i) sum += weights[static_cast<size_t>(order[i])];
-  }
   const auto weightAt = [&](int64_t i) {
     sortTo(i + 1);
     return static_cast<double>(weights[static_cast<size_t>(order[i])]);
