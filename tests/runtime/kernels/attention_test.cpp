@@ -378,6 +378,10 @@ INSTANTIATE_TEST_SUITE_P(
                       DecodeCase{"gqa3_context2048", 4, 3, 1, 2048, 64, 64, true},
                       DecodeCase{"mqa8_context2049", 1, 8, 1, 2049, 64, 64, true},
                       DecodeCase{"mha_context1000", 2, 1, 1, 1000, 32, 48, false},
+                      // 5 and 7 rows: every row tile with its remainders; values
+                      // 40 wide: a column tile, single vectors and (portable) lanes.
+                      DecodeCase{"gqa5_values40", 2, 5, 1, 333, 24, 40, true},
+                      DecodeCase{"gqa7_values72", 1, 7, 1, 130, 72, 72, true},
                       DecodeCase{"chunk_of_3_after_cache", 2, 2, 3, 300, 16, 16, true},
                       DecodeCase{"odd_sizes", 1, 1, 1, 777, 7, 5, true},
                       DecodeCase{"add_mask_rows_hidden", 1, 2, 1, 600, 32, 24, false, fb::MaskKind::Add},

@@ -168,17 +168,23 @@ void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b,
 // The gemv over a bf16 pair panel (IsaKernels::bf16WidenGemvPanel): as
 // gemvPanelRows, each pair's two weights widened exactly to f32 in registers
 // and multiplied by f32 rows of a, the even and the odd k in two chains of
-// sums (added at the end). Half the bytes of an f32 panel stream through,
-// its lines pulled kGemvPrefetchBytes ahead.
+// sums (added at the end) while they and the widened pair fit the registers,
+// else in one (AVX2 at 3 and 4 rows: 16 sums spilled from its 16 registers).
+// Half the bytes of an f32 panel stream through, its lines pulled
+// kGemvPrefetchBytes ahead.
 template <class S, int MR, int NV>
 void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc) {
   using V = typename S::V;
   constexpr int W = S::W, NR = NV * W;
-  V acc[2][MR][NV];
+  constexpr int Chains = 2 * MR * NV + 2 * NV + 2 <= S::Registers ? 2 : 1;
+  constexpr int OddChain = Chains - 1;
+  V acc[Chains][MR][NV];
+#pragma GCC unroll 2
+  for (int chain = 0; chain < Chains; ++chain)
 #pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r)
+    for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[0][r][v] = acc[1][r][v] = S::zero();
+      for (int v = 0; v < NV; ++v) acc[chain][r][v] = S::zero();
   const int64_t whole = k / 2;
   for (int64_t q = 0; q < whole; ++q) {
     const uint32_t *row = b + q * NR;
@@ -194,7 +200,7 @@ void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b
 #pragma GCC unroll 8
       for (int v = 0; v < NV; ++v) {
         acc[0][r][v] = S::fmadd(first, even[v], acc[0][r][v]);
-        acc[1][r][v] = S::fmadd(second, odd[v], acc[1][r][v]);
+        acc[OddChain][r][v] = S::fmadd(second, odd[v], acc[OddChain][r][v]);
       }
     }
   }
@@ -210,7 +216,8 @@ void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) S::store(c + r * ldc + v * W, S::add(acc[0][r][v], acc[1][r][v]));
+    for (int v = 0; v < NV; ++v)
+      S::store(c + r * ldc + v * W, Chains == 2 ? S::add(acc[0][r][v], acc[OddChain][r][v]) : acc[0][r][v]);
 }
 
 template <class S, int NV>

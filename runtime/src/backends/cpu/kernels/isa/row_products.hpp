@@ -30,37 +30,58 @@ template <class S>
   return value;
 }
 
-// s[t * lds + j] = sum_d a[t * lda + d] * b[j * ldb + d]: four rows of b at
-// a time against each row of a (its rows stay in L1 across the four), each
-// dot product in a vector accumulator, the four reduced together.
+// rowDots over R rows of a and four rows of b: R x 4 dot products, each in a
+// vector accumulator while the depth streams past, four rows of b loaded
+// once a vector for the R rows of a, each row's four reduced together.
+template <class S, int R, class B>
+[[gnu::always_inline]] inline void rowDotsTile(const float *a, int64_t lda, const B *b, int64_t ldb, int64_t depth,
+                                               float *s, int64_t lds) {
+  using V = typename S::V;
+  constexpr int W = S::W;
+  const int64_t full = depth / W * W;
+  V acc[R][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) acc[r][c] = S::zero();
+  for (int64_t d = 0; d < full; d += W) {
+    V column[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) column[c] = S::load(b + c * ldb + d);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const V x = S::load(a + r * lda + d);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) acc[r][c] = S::fmadd(x, column[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    float *out = s + r * lds;
+    S::reduceAdd4(acc[r][0], acc[r][1], acc[r][2], acc[r][3], out);
+    const float *x = a + r * lda;
+    for (int64_t d = full; d < depth; ++d)
+      for (int c = 0; c < 4; ++c) out[c] += x[d] * widenToFloat<S>(b[c * ldb + d]);
+  }
+}
+
+// s[t * lds + j] = sum_d a[t * lda + d] * b[j * ldb + d]: register tiles of
+// R rows of a by four rows of b (8 vector sums on AVX2's 16 registers, 16 on
+// AVX-512's 32: enough independent chains to keep both FMA units busy, where
+// one row of a at a time gave four), then the last rows of b one by one.
 template <class S, class B>
 void rowDots(const float *a, int64_t lda, int64_t rows, const B *b, int64_t ldb, int64_t n, int64_t depth,
              float *s, int64_t lds) {
   using V = typename S::V;
   constexpr int W = S::W;
+  constexpr int R = S::Registers >= 32 ? 4 : 2;
   const int64_t full = depth / W * W;
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const B *b0 = b + j * ldb, *b1 = b0 + ldb, *b2 = b1 + ldb, *b3 = b2 + ldb;
-    for (int64_t t = 0; t < rows; ++t) {
-      const float *x = a + t * lda;
-      V c0 = S::zero(), c1 = S::zero(), c2 = S::zero(), c3 = S::zero();
-      for (int64_t d = 0; d < full; d += W) {
-        const V xv = S::load(x + d);
-        c0 = S::fmadd(xv, S::load(b0 + d), c0);
-        c1 = S::fmadd(xv, S::load(b1 + d), c1);
-        c2 = S::fmadd(xv, S::load(b2 + d), c2);
-        c3 = S::fmadd(xv, S::load(b3 + d), c3);
-      }
-      float *out = s + t * lds + j;
-      S::reduceAdd4(c0, c1, c2, c3, out);
-      for (int64_t d = full; d < depth; ++d) {
-        out[0] += x[d] * widenToFloat<S>(b0[d]);
-        out[1] += x[d] * widenToFloat<S>(b1[d]);
-        out[2] += x[d] * widenToFloat<S>(b2[d]);
-        out[3] += x[d] * widenToFloat<S>(b3[d]);
-      }
-    }
+    const B *block = b + j * ldb;
+    int64_t t = 0;
+    for (; t + R <= rows; t += R) rowDotsTile<S, R>(a + t * lda, lda, block, ldb, depth, s + t * lds + j, lds);
+    for (; t < rows; ++t) rowDotsTile<S, 1>(a + t * lda, lda, block, ldb, depth, s + t * lds + j, lds);
   }
   for (; j < n; ++j)
     for (int64_t t = 0; t < rows; ++t) {
@@ -81,48 +102,60 @@ template <class S, int R, int NV, class B>
                                                       int64_t n, float *o, int64_t ldo) {
   using V = typename S::V;
   constexpr int W = S::W;
+  // Unrolled by force: GCC at -O2 left the row loop rolled, the sums in
+  // memory, a store and a load around every multiply-add.
   V acc[R][NV];
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = S::load(o + r * ldo + v * W);
   for (int64_t j = 0; j < n; ++j) {
     V row[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) row[v] = S::load(b + j * ldb + v * W);
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const V weight = S::set1(p[r * ldp + j]);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[r][v] = S::fmadd(weight, row[v], acc[r][v]);
     }
   }
+#pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) S::store(o + r * ldo + v * W, acc[r][v]);
 }
 
-template <class S, int NV, class B>
+template <class S, int R, int NV, class B>
 void addRowProductsColumns(const float *p, int64_t ldp, int64_t rows, const B *b, int64_t ldb, int64_t n, float *o,
                            int64_t ldo) {
   int64_t t = 0;
-  for (; t + 4 <= rows; t += 4) addRowProductsTile<S, 4, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo);
-  switch (rows - t) {
-    case 3: addRowProductsTile<S, 3, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo); break;
-    case 2: addRowProductsTile<S, 2, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo); break;
-    case 1: addRowProductsTile<S, 1, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo); break;
-    default: break;
+  for (; t + R <= rows; t += R) addRowProductsTile<S, R, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo);
+  if constexpr (R > 2) {
+    if (rows - t == 3) return addRowProductsTile<S, 3, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo);
+    if (rows - t == 2) return addRowProductsTile<S, 2, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo);
   }
+  if (rows - t == 1) addRowProductsTile<S, 1, NV>(p + t * ldp, ldp, b, ldb, n, o + t * ldo, ldo);
 }
 
 // o[t * ldo + e] += sum_j p[t * ldp + j] * b[j * ldb + e]: register tiles of
-// up to 4 rows by NV vectors, then single vectors, then the last columns.
+// R rows by NV vectors, then single vectors, then the last columns.
 template <class S, class B>
 void addRowProducts(const float *p, int64_t ldp, int64_t rows, const B *b, int64_t ldb, int64_t n, int64_t width,
                     float *o, int64_t ldo) {
   constexpr int W = S::W;
-  // 4 rows x NV vectors of sums, NV vectors of b's row and a weight held in
-  // registers: 4 x 4 fits AVX-512's 32, and spilled from AVX2's 16 (decode
-  // attention, 8 query heads a key head, 2048 keys, 2 threads: 0.82x the time
-  // with 4 x 2 over a bf16 cache, 0.88x over an f32 one).
-  constexpr int NV = S::Registers >= 32 ? 4 : 2;
+  // R x NV sums, NV vectors of b's row and a weight in registers: 4 x 4 on
+  // AVX-512's 32; 8 sums on AVX2's 16, where an f32 b takes 2 rows x 4
+  // vectors (each pass over b's rows reads a wider run of each) and a bf16 b
+  // 4 x 2 (each vector's widening serves more rows). Decode attention, 8
+  // query heads a key head, 1024 keys, 2 threads: f32 2 x 4 0.87x the time of
+  // 4 x 2; bf16 4 x 2 0.95x the time of 2 x 4.
+  constexpr bool widens = sizeof(B) < sizeof(float);
+  constexpr int R = S::Registers >= 32 || widens ? 4 : 2;
+  constexpr int NV = S::Registers >= 32 || !widens ? 4 : 2;
   int64_t e = 0;
-  for (; e + NV * W <= width; e += NV * W) addRowProductsColumns<S, NV>(p, ldp, rows, b + e, ldb, n, o + e, ldo);
-  for (; e + W <= width; e += W) addRowProductsColumns<S, 1>(p, ldp, rows, b + e, ldb, n, o + e, ldo);
+  for (; e + NV * W <= width; e += NV * W) addRowProductsColumns<S, R, NV>(p, ldp, rows, b + e, ldb, n, o + e, ldo);
+  for (; e + W <= width; e += W) addRowProductsColumns<S, 4, 1>(p, ldp, rows, b + e, ldb, n, o + e, ldo);
   for (; e < width; ++e)
     for (int64_t t = 0; t < rows; ++t) {
       float acc = o[t * ldo + e];
