@@ -151,13 +151,19 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     const GemmItem it = gemmItem(op, items, item);
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a;
     const S8Scratch s = scratchOf(context.threadScratch(thread), k);
-    // The block's rows of a, quantized (rows past m: zeros, never stored),
+    // Whole tiles of mr rows; a last short tile of up to kGemvMaxRows rows
+    // is the gemv's, row for row (AVX2 at 5 rows took the time of 8), and a
+    // longer one a tile padded with zero rows.
+    const int64_t wholeRows = rows / mr * mr, rest = rows - wholeRows;
+    const bool restByGemv = rest > 0 && rest <= kGemvMaxRows;
+    const int64_t tiledRows = restByGemv ? wholeRows : roundUp(rows, mr);
+    // The block's rows of a, quantized (padding rows: zeros, never stored),
     // unless this thread's previous item had the same rows.
-    const int64_t paddedRows = roundUp(rows, mr);
     const PreparedRows prepared(context.threadScratch(thread));
     if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); !prepared.hold(rowBlock)) {
       quantizeRows(context, op, aOff + i0 * aM, rows, kPadded, s);
-      std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((paddedRows - rows) * kPadded));
+      if (tiledRows > rows)
+        std::memset(s.aQ + rows * kPadded, offset, static_cast<size_t>((tiledRows - rows) * kPadded));
       prepared.set(rowBlock);
     }
     const int64_t ldc = roundUp(cols, nr);
@@ -174,8 +180,11 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
         sums = s.bSums;
       }
       std::memcpy(s.columnSums + jr, sums, sizeof(int32_t) * static_cast<size_t>(nr));
-      for (int64_t ir = 0; ir < paddedRows; ir += mr)
+      for (int64_t ir = 0; ir < tiledRows; ir += mr)
         isa.s8GemmTile(quads, s.aQ + ir * kPadded, kPadded, panel, s.acc + ir * ldc + jr, ldc, false);
+      if (restByGemv)
+        isa.s8GemvPanel(static_cast<int>(rest), quads, s.aQ + wholeRows * kPadded, kPadded, panel,
+                        s.acc + wholeRows * ldc + jr, ldc);
     }
     const float *columnScale = columnScales(op, context, j0, cols, s);
     // The offset's share (offset * the column's weights) comes off exactly in
