@@ -168,6 +168,51 @@ class PoolStates final : public BeamStates {
 
 namespace detail {
 
+std::vector<TokenLogProb> bestLogProbs(std::span<const float> logits, float shift, std::span<const int64_t> banned,
+                                       size_t count) {
+  // One pass keeps the best so far in order: a later token only displaces
+  // one it beats (equal ones keep the lower token ahead).
+  const size_t n = logits.size();
+  count = std::min(count, n);
+  std::vector<TokenLogProb> best;
+  best.reserve(count + 1);
+  auto nextBan = banned.begin();
+  // Once `count` are kept, a token whose logit is not above the worst kept
+  // one's cannot enter: x - shift rounds monotonically in x (a banned worst,
+  // at -inf, lets every logit be looked at).
+  float threshold = -std::numeric_limits<float>::infinity();
+  auto consider = [&](size_t token) {
+    float logProb = logits[token] - shift;
+    while (nextBan != banned.end() && *nextBan < static_cast<int64_t>(token)) ++nextBan;
+    if (nextBan != banned.end() && *nextBan == static_cast<int64_t>(token))
+      logProb = -std::numeric_limits<float>::infinity();
+    if (best.size() == count && !(logProb > best.back().logProb)) return;
+    auto at = std::upper_bound(best.begin(), best.end(), logProb,
+                               [](float value, const TokenLogProb &c) { return value > c.logProb; });
+    best.insert(at, {logProb, static_cast<int64_t>(token)});
+    if (best.size() > count) best.pop_back();
+    if (best.size() == count)
+      threshold = best.back().logProb == -std::numeric_limits<float>::infinity()
+                      ? -std::numeric_limits<float>::infinity()
+                      : logits[static_cast<size_t>(best.back().token)];
+  };
+  size_t token = 0;
+  for (; token < n && best.size() < count; ++token) consider(token);
+  // Then 8 logits at a time against the threshold (branch-free, so that it
+  // stays in vectors), the rare block with one above it token by token.
+  constexpr size_t kBlock = 8;
+  for (; token + kBlock <= n; token += kBlock) {
+    bool above = false;
+    for (size_t i = 0; i < kBlock; ++i) above |= logits[token + i] > threshold;
+    if (above)
+      for (size_t i = 0; i < kBlock; ++i)
+        if (logits[token + i] > threshold) consider(token + i);
+  }
+  for (; token < n; ++token)
+    if (logits[token] > threshold) consider(token);
+  return best;
+}
+
 Status checkBeamSearchOptions(const BeamSearchOptions &options) {
   // Each beam is a sequence of a pool (or a session of its own).
   if (options.beams < 1 || options.beams > detail::kMaxSequenceSlots)
@@ -207,27 +252,7 @@ size_t BeamSearcher::kept() const {
 
 std::vector<BeamSearcher::Candidate> BeamSearcher::bestNextTokens(std::span<const float> logits,
                                                                   const std::vector<int64_t> &tokens) {
-  // One pass keeps the best so far in order: a later token only displaces
-  // one it beats (equal ones keep the lower token ahead). Log-probabilities
-  // in f32 as transformers computes them; a banned token's is -inf.
-  const float shift = logSumExp(logits, exponentials_);
-  const std::vector<int64_t> banned = bannedTokens(prompt_, tokens, options_);
-  const size_t count = std::min(kept(), logits.size());
-  std::vector<Candidate> best;
-  best.reserve(count + 1);
-  auto nextBan = banned.begin();
-  for (size_t token = 0; token < logits.size(); ++token) {
-    float logProb = logits[token] - shift;
-    while (nextBan != banned.end() && *nextBan < static_cast<int64_t>(token)) ++nextBan;
-    if (nextBan != banned.end() && *nextBan == static_cast<int64_t>(token))
-      logProb = -std::numeric_limits<float>::infinity();
-    if (best.size() == count && !(logProb > best.back().logProb)) continue;
-    auto at = std::upper_bound(best.begin(), best.end(), logProb,
-                               [](float value, const Candidate &c) { return value > c.logProb; });
-    best.insert(at, {logProb, static_cast<int64_t>(token)});
-    if (best.size() > count) best.pop_back();
-  }
-  return best;
+  return bestLogProbs(logits, logSumExp(logits, exponentials_), bannedTokens(prompt_, tokens, options_), kept());
 }
 
 bool BeamSearcher::allFilled() const {

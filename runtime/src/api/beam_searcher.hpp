@@ -26,6 +26,18 @@ Status checkBeamSearchOptions(const BeamSearchOptions &options);
 // of one token at position promptEnd + j - 2, which `fitsAt` says fits.
 int64_t newTokenLimit(int64_t maxNewTokens, int64_t promptEnd, const std::function<bool(int64_t position)> &fitsAt);
 
+// A next token and its log-probability, after the logits processors.
+struct TokenLogProb {
+  float logProb;
+  int64_t token;
+};
+
+// The best min(count, logits.size()) tokens by log-probability, logits[t] -
+// shift in f32 (a banned token's -inf; `banned` sorted and unique), the
+// higher first, on a tie the lower token.
+std::vector<TokenLogProb> bestLogProbs(std::span<const float> logits, float shift, std::span<const int64_t> banned,
+                                       size_t count);
+
 class BeamSearcher {
  public:
   // `limit`: the most new tokens, maxNewTokens or fewer where the cache ends.
@@ -55,11 +67,7 @@ class BeamSearcher {
   const BeamSearchOptions &options() const { return options_; }
 
  private:
-  // A next token and its log-probability, after the processors.
-  struct Candidate {
-    float logProb;
-    int64_t token;
-  };
+  using Candidate = TokenLogProb;
   struct Beam {
     std::vector<int64_t> tokens;  // the new tokens
     float score = 0.0f;           // summed log-probabilities
@@ -79,8 +87,7 @@ class BeamSearcher {
   // of them do not end.
   size_t kept() const;
   // The best kept() next tokens of a beam holding `tokens`, by log_softmax
-  // of `logits` after the logits processors: the higher log-probability
-  // first, on a tie the lower token.
+  // of `logits` after the logits processors (bestLogProbs).
   std::vector<Candidate> bestNextTokens(std::span<const float> logits, const std::vector<int64_t> &tokens);
 
   const BeamSearchOptions options_;
