@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "api/beam_searcher.hpp"
+#include "api/generation_rules.hpp"
 
 namespace {
 
@@ -85,6 +86,25 @@ TEST(BestLogProbs, TiesByRoundingRankTheLowerTokenFirst) {
   const auto best = ein::detail::bestLogProbs(logits, shift, {}, 4);
   expectSame(best, sortedBest(logits, shift, {}, 4), "rounded ties");
   EXPECT_EQ(best[0].token, 0);
+}
+
+// Logits holding a NaN anywhere (in a vector block or in the tail) are
+// refused, by a search as by the generation's check; -inf and +inf pass.
+TEST(CheckLogits, RefusesANaNAnywhere) {
+  for (size_t size : {1u, 7u, 33u, 32000u})
+    for (size_t at : {size_t{0}, size / 2, size - 1}) {
+      std::vector<float> logits(size, 0.5f);
+      EXPECT_TRUE(ein::detail::checkLogits(logits, 3).ok());
+      logits[at] = std::numeric_limits<float>::infinity();
+      logits[size - 1 - at] = -std::numeric_limits<float>::infinity();
+      EXPECT_TRUE(ein::detail::checkLogits(logits, 3).ok());
+      logits[at] = std::numeric_limits<float>::quiet_NaN();
+      const ein::Status refused = ein::detail::checkLogits(logits, 3);
+      ASSERT_FALSE(refused.ok()) << "a NaN at " << at << " of " << size;
+      EXPECT_NE(refused.message().find("the logits for new token 3 hold NaN"), std::string::npos) << refused.message();
+      ein::detail::BeamSearcher searcher({.beams = 2, .maxNewTokens = 4}, {1}, 4);
+      EXPECT_FALSE(searcher.start(logits).ok());
+    }
 }
 
 }  // namespace

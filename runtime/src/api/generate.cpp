@@ -129,7 +129,9 @@ FinishReason finishAfter(int64_t token, int64_t produced, const GenerationOption
 }
 
 Status checkLogits(std::span<const float> logits, int64_t produced) {
-  if (std::any_of(logits.begin(), logits.end(), [](float logit) { return std::isnan(logit); }))
+  // The vector kernels' max is NaN where any logit is.
+  const float top = cpu::bestKernels().reduceRow(logits.data(), static_cast<int64_t>(logits.size()), ReduceKind::Max);
+  if (std::isnan(top))
     return Status(StatusCode::OutOfRange,
                   fmt::format("the logits for new token {} hold NaN: the model computed no distribution", produced));
   return Status();
