@@ -154,8 +154,9 @@ void BM_StreamRead(benchmark::State &state) {
       benchmark::Counter(static_cast<double>(floats) * 4e-9, benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
-// The packed sizes of the decode gemms above: 3.75, 12, 94 and 6 MiB (f32).
-BENCHMARK(BM_StreamRead)->ArgsProduct({{4, 12, 96}, {1, 2}})->UseRealTime();
+// The packed sizes of the decode gemms above: 3.75, 12, 94 and 6 MiB (f32);
+// 1 GiB, beyond any L3, is the DRAM read bandwidth bench/llm_decode.py reports.
+BENCHMARK(BM_StreamRead)->ArgsProduct({{4, 12, 96, 1024}, {1, 2}})->UseRealTime();
 
 // Attention scores as an unfused batched gemm: s[h, i, j] = q[h, i, :] . k[h, j, :]
 // with k read transposed (packed per call): args heads, tokens, threads.

@@ -18,7 +18,8 @@ Measured (each engine/precision in its own subprocess, alternated over --rounds 
                 past_key_values), timed per step; prefill keeps only the last logits (logits_to_keep=1).
   llama.cpp:    llama_cpp.Llama(n_threads=2, n_threads_batch=2, n_ctx=2304, n_batch=2048);
                 prefill = llama.eval(prompt); decode = llama.eval([token]) per step.
-DRAM read bandwidth: torch.sum over a 1.5 GB float32 tensor with 2 threads (and numpy's 1-thread sum);
+DRAM read bandwidth: ein_kernel_bench's BM_StreamRead, a 1 GiB buffer flushed from the caches and read with vector
+loads by 2 threads (and by 1), the best of 5 (the NumPy and torch sums used before read 2/3 of what the gemvs do);
 achieved bandwidth = bytes of weights read per token (all gemm weights + lm_head; not the embedding
 table) x decode tokens/s. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
 
@@ -78,6 +79,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EINC = os.path.join(ROOT, "build", "bin", "einc")
 EIN_RUN = os.path.join(ROOT, "build", "bin", "ein-run")
+KERNEL_BENCH = os.path.join(ROOT, "build", "bin", "ein_kernel_bench")
 MODEL_EIN = os.path.join(ROOT, "examples", "models", "llama_decoder.ein")
 CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
               num_key_value_heads=4, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
@@ -356,25 +358,18 @@ def worker_llamacpp_tokens(gguf_path, ids, n_new):
     return tokens
 
 
-def worker_bandwidth():
-    """DRAM read bandwidth: the best of 5 sums of a 1.5 GB float32 array, by 1 thread and by THREADS threads
-    (NumPy releases the GIL in a sum: each thread sums its own contiguous part, as a gemv splits its panels)."""
-    from concurrent.futures import ThreadPoolExecutor
-    import numpy as np
-    a = np.ones(1536 * 1024 * 1024 // 4, dtype=np.float32)
-    parts = np.array_split(a, THREADS)
+def dram_read_gbps(threads, repetitions=5):
+    """DRAM read bandwidth in GB/s: the best of `repetitions` runs of ein_kernel_bench's BM_StreamRead over
+    a 1 GiB buffer, flushed from the caches before each pass and summed with the CPU's widest vector loads by
+    `threads` threads, each its own contiguous part (as a decode gemv splits its panels)."""
+    out = subprocess.run([KERNEL_BENCH, f"--benchmark_filter=^BM_StreamRead/1024/{threads}/",
+                          f"--benchmark_repetitions={repetitions}", "--benchmark_min_time=0.2",
+                          "--benchmark_format=json"], check=True, capture_output=True, text=True).stdout
+    return max(b["weight_GBps"] for b in json.loads(out)["benchmarks"] if b.get("run_type") == "iteration")
 
-    def best(read):
-        read()
-        times = []
-        for _ in range(5):
-            s = time.perf_counter()
-            read()
-            times.append(time.perf_counter() - s)
-        return a.nbytes / min(times) / 1e9
-    with ThreadPoolExecutor(THREADS) as pool:
-        threaded = best(lambda: list(pool.map(np.sum, parts)))
-    return {"numpy_sum_1thread_GBps": best(a.sum), f"numpy_sum_{THREADS}threads_GBps": threaded}
+
+def worker_bandwidth():
+    return {"read_1thread_GBps": dram_read_gbps(1), f"read_{THREADS}threads_GBps": dram_read_gbps(THREADS)}
 
 
 def worker_correctness(weights, einb, n_new=16, ein_run=None):
@@ -600,11 +595,11 @@ def main():
     results["raw"] = raw
     results["failures"] = failures
 
-    gbps = bw.get(f"numpy_sum_{THREADS}threads_GBps", float("nan"))
+    gbps = bw.get(f"read_{THREADS}threads_GBps", float("nan"))
     print("\n" + os.popen("lscpu | grep 'Model name'").read().strip(), f"| {THREADS} threads, batch 1, medians of "
           f"{a.rounds} rounds, {a.steps} decode steps")
-    print(f"DRAM read bandwidth: numpy sum {THREADS} threads {gbps:.1f} GB/s, 1 thread "
-          f"{bw.get('numpy_sum_1thread_GBps', float('nan')):.1f} GB/s")
+    print(f"DRAM read bandwidth (BM_StreamRead, 1 GiB): {THREADS} threads {gbps:.1f} GB/s, 1 thread "
+          f"{bw.get('read_1thread_GBps', float('nan')):.1f} GB/s")
     head = f"{'engine':<10}{'prec':<6}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
         "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS)
     print(head)

@@ -23,7 +23,7 @@ Reported per engine and S, medians over --rounds alternated rounds, each engine 
                 (--ein-block-rows, default 16; 0: unpaged, a whole 512-row cache per sequence).
 With --shared-prefix N every prompt begins with the same N tokens (a system prompt): the scheduler
 starts later sequences from a sequence's cached prefix, whose blocks they share until they write.
-DRAM read bandwidth: a 2-thread read of a 2 GB buffer (NumPy sums over halves, one per thread).
+DRAM read bandwidth: bench/llm_decode.py's, ein_kernel_bench's BM_StreamRead of 1 GiB on 2 threads.
 
 Needs: the ein build (build/bin/einc), the Python package in .venv-python (scripts/python-env.sh), and
 a venv with numpy, safetensors, gguf and llama-cpp-python for llama.cpp and the weights:
@@ -236,23 +236,6 @@ def worker_llamacpp(gguf_path, sequences, new_tokens):
     return summarise(submitted, [t[0] for t in stamps], [t[-1] for t in stamps], stamps, sequences * new_tokens)
 
 
-def worker_bandwidth():
-    """Read bandwidth of a 2 GB buffer with two threads (NumPy's sum releases the GIL)."""
-    import numpy as np
-    a = np.ones(2 * 1024 ** 3 // 4, dtype=np.float32)
-    halves = np.array_split(a, THREADS)
-    best = 0.0
-    for _ in range(5):
-        threads = [threading.Thread(target=h.sum) for h in halves]
-        start = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        best = max(best, a.nbytes / (time.perf_counter() - start) / 1e9)
-    return {"read_GBps": best}
-
-
 def sub(python, job):
     p = subprocess.run([python, os.path.abspath(__file__), "--worker", json.dumps(job)], capture_output=True, text=True)
     if p.returncode != 0:
@@ -281,7 +264,7 @@ def main():
         elif job["engine"] == "llamacpp":
             result = worker_llamacpp(job["path"], job["sequences"], job["new_tokens"])
         else:
-            result = worker_bandwidth()
+            result = {"read_GBps": llm_decode.dram_read_gbps(THREADS)}
         print(json.dumps(result))
         return
     os.makedirs(a.workdir, exist_ok=True)

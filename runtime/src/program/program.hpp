@@ -139,8 +139,9 @@ struct PackedMatrix {
   // of its weights (int32, nr per panel).
   bool s8Quads = false;
   // Group-scaled weights (groupBits 4: int4; 8: int8 with a scale per
-  // group): panels of nr = 8 columns, each ceil(k / 32) groups of 128 or 256
-  // bytes of weights and 8 f16 scales (isa/grouped_gemm.hpp).
+  // group): panels of nr columns (the table's groupedNr), each ceil(k / 32)
+  // groups of 16 or 32 bytes of weights a column and nr f16 scales
+  // (isa/grouped_gemm.hpp).
   int groupBits = 0;
   const float *panel(int64_t column) const {
     return reinterpret_cast<const float *>(data.data()) + column / nr * k * nr;

@@ -7,6 +7,7 @@
 // the panel and group sizes), and the loader's checks of the weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -22,8 +23,6 @@ namespace ein::testing {
 namespace {
 
 using detail::cpu::IsaKernels;
-using detail::cpu::kS4GroupBytes;
-using detail::cpu::kS8GroupBytes;
 
 // Each group of 32 is quantized as quantizeRowS8 quantizes a row of its own:
 // a group with inf or NaN gets scale NaN and zeros, the others are unharmed;
@@ -87,68 +86,79 @@ TEST_P(GroupedTileTest, QuantizeRowMatchesTheDefinition) {
   }
 }
 
-// The weight q of column j at 32g + p in a group's panel bytes (grouped_gemm.hpp).
-int groupWeight(int bits, const uint8_t *weights, int p, int j) {
-  if (bits == 8) return static_cast<int8_t>(weights[p / 4 * 32 + j * 4 + p % 4]);
-  const uint8_t pair = weights[p / 8 * 32 + j * 4 + p % 4];
-  return (p % 8 < 4 ? pair & 15 : pair >> 4) - 8;
-}
-
 // Each tile gives the portable tile's floats exactly (the same integer sums,
-// the same f32 operations in the same order), and both the definition's
-// value within f32 rounding: any bytes in the panel (every nibble; every s8,
-// -128 too), scales of both signs, 1 to 4 rows, activations at -127 and 127.
+// the same f32 operations in the same order; the portable table's panels are
+// 8 columns, so a wider panel's columns are compared with two of them) and
+// the definition's value within f32 rounding: weights packed by
+// packGroupedPanel from every value (each int4, each int8, -128 too), scales
+// of both signs, 1 to 4 rows, activations at -127 and 127, a last panel short
+// of columns.
 TEST_P(GroupedTileTest, TilesMatchThePortableTilesAndTheDefinition) {
-  const IsaKernels &isa = *GetParam();
+  const IsaKernels &isa = *GetParam(), &portable = detail::cpu::portableKernels();
+  const int nr = isa.groupedNr;
+  ASSERT_TRUE(nr == 8 || nr == 16) << isa.name;
   for (int bits : {4, 8}) {
-    const int64_t groupBytes = bits == 4 ? kS4GroupBytes : kS8GroupBytes, weightBytes = 32 * bits;
     auto tile = [bits](const IsaKernels &table) { return bits == 4 ? table.s4GemmTile : table.s8GroupedGemmTile; };
     std::mt19937 random(7);
-    std::uniform_int_distribution<int> byte(0, 255), activation(-127, 127);
+    std::uniform_int_distribution<int> weightValue(bits == 4 ? -8 : -128, bits == 4 ? 7 : 127), activation(-127, 127);
     std::uniform_real_distribution<float> scaleValue(-0.02f, 0.02f);
     for (int64_t groups : {1, 2, 3, 65}) {
-      const int64_t lda = groups * 32 + 8, lds = groups + 3, ldc = 11;
-      std::vector<uint8_t> panel(static_cast<size_t>(groups * groupBytes));
-      for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t i = 0; i < weightBytes; ++i) panel[g * groupBytes + i] = static_cast<uint8_t>(byte(random));
-        for (int j = 0; j < 8; ++j) {
-          const uint16_t scaleBits = floatToHalf(scaleValue(random));
-          std::memcpy(&panel[g * groupBytes + weightBytes + 2 * j], &scaleBits, 2);
+      for (int cols : {nr, nr - 3}) {
+        const int64_t k = groups * 32, lda = k + 8, lds = groups + 3, ldc = nr + 3;
+        // b: k x nr weights (int4 two a byte, low nibble first), row-major;
+        // scales: groups x nr f16.
+        std::vector<int> q(static_cast<size_t>(k * nr));
+        for (int &x : q) x = weightValue(random);
+        q[5] = bits == 4 ? -8 : -128;
+        std::vector<uint8_t> b(static_cast<size_t>(bits == 4 ? (k * nr + 1) / 2 : k * nr));
+        for (int64_t e = 0; e < k * nr; ++e) {
+          if (bits == 8) b[e] = static_cast<uint8_t>(q[e]);
+          else b[e / 2] |= static_cast<uint8_t>((q[e] & 15) << (e % 2 * 4));
         }
-      }
-      panel[5] = 0x80;  // -128 as int8
-      std::vector<int8_t> a(static_cast<size_t>(4 * lda));
-      for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
-      a[0] = -127, a[1] = 127;
-      std::vector<float> aScale = randomFloats(4 * lds, 21);
-      std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
-      for (int r = 0; r < 4; ++r)
-        for (int64_t g = 0; g < groups; ++g)
-          for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
-      for (int rows = 1; rows <= 4; ++rows) {
-        const std::string where =
-            std::string(isa.name) + " bits " + std::to_string(bits) + " groups " + std::to_string(groups) + " rows " + std::to_string(rows);
-        std::vector<float> got(static_cast<size_t>(4 * ldc), -1.0f), portable = got;
-        tile(isa)(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
-        tile(detail::cpu::portableKernels())(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds,
-                                             panel.data(), portable.data(), ldc);
-        EXPECT_EQ(got, portable) << where;
-        for (int r = 0; r < rows; ++r)
-          for (int j = 0; j < 8; ++j) {
-            double want = 0.0, magnitude = 0.0;
-            for (int64_t g = 0; g < groups; ++g) {
-              const uint8_t *weights = &panel[g * groupBytes];
-              int64_t exact = 0;
-              for (int p = 0; p < 32; ++p) exact += a[r * lda + g * 32 + p] * groupWeight(bits, weights, p, j);
-              uint16_t scaleBits;
-              std::memcpy(&scaleBits, weights + weightBytes + 2 * j, 2);
-              const double term = double(aScale[r * lds + g]) * double(halfToFloat(scaleBits)) * double(exact);
-              want += term;
-              magnitude += std::fabs(term);
+        std::vector<uint16_t> scales(static_cast<size_t>(groups * nr));
+        for (uint16_t &x : scales) x = floatToHalf(scaleValue(random));
+        const int64_t groupBytes = detail::cpu::groupedGroupBytes(bits, nr);
+        std::vector<uint8_t> panel(static_cast<size_t>(groups * groupBytes));
+        detail::cpu::packGroupedPanel(bits, nr, b.data(), 0, nr, 1, scales.data(), nr, 1, k, cols, panel.data());
+        std::vector<std::vector<uint8_t>> narrow(static_cast<size_t>(nr / 8));
+        for (int half = 0; half < nr / 8; ++half) {
+          narrow[half].resize(static_cast<size_t>(groups * detail::cpu::groupedGroupBytes(bits, 8)));
+          detail::cpu::packGroupedPanel(bits, 8, b.data(), 8 * half, nr, 1, scales.data() + 8 * half, nr, 1, k,
+                                        std::clamp(cols - 8 * half, 0, 8), narrow[half].data());
+        }
+        std::vector<int8_t> a(static_cast<size_t>(4 * lda));
+        for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
+        a[0] = -127, a[1] = 127;
+        std::vector<float> aScale = randomFloats(4 * lds, 21);
+        std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
+        for (int r = 0; r < 4; ++r)
+          for (int64_t g = 0; g < groups; ++g)
+            for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
+        for (int rows = 1; rows <= 4; ++rows) {
+          const std::string where = std::string(isa.name) + " bits " + std::to_string(bits) + " groups " +
+                                    std::to_string(groups) + " columns " + std::to_string(cols) + " rows " +
+                                    std::to_string(rows);
+          std::vector<float> got(static_cast<size_t>(4 * ldc), -1.0f), want = got;
+          tile(isa)(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
+          for (int half = 0; half < nr / 8; ++half)
+            tile(portable)(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, narrow[half].data(),
+                           want.data() + 8 * half, ldc);
+          EXPECT_EQ(got, want) << where;
+          for (int r = 0; r < rows; ++r)
+            for (int j = 0; j < nr; ++j) {
+              double definition = 0.0, magnitude = 0.0;
+              for (int64_t g = 0; g < groups && j < cols; ++g) {
+                int64_t exact = 0;
+                for (int p = 0; p < 32; ++p) exact += a[r * lda + g * 32 + p] * q[(g * 32 + p) * nr + j];
+                const double term = double(aScale[r * lds + g]) * double(halfToFloat(scales[g * nr + j])) * double(exact);
+                definition += term;
+                magnitude += std::fabs(term);
+              }
+              EXPECT_NEAR(got[r * ldc + j], definition, 1e-6 * magnitude + 1e-30)
+                  << where << " row " << r << " column " << j;
             }
-            EXPECT_NEAR(got[r * ldc + j], want, 1e-6 * magnitude + 1e-30) << where << " row " << r << " column " << j;
-          }
-        EXPECT_EQ(got[rows * ldc - 1], -1.0f) << "nothing written past the panel's 8 columns";
+          EXPECT_EQ(got[rows * ldc - 1], -1.0f) << "nothing written past the panel's columns";
+        }
       }
     }
   }

@@ -471,7 +471,7 @@ void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels
       const Tensor &scales = program.tensors[op->bGroupScale->tensor];
       StatusOr<PackedMatrix> matrix =
           packGroupedWeights(*op, reinterpret_cast<const uint8_t *>(program.weights + tensor.offset),
-                        reinterpret_cast<const uint16_t *>(program.weights + scales.offset));
+                        reinterpret_cast<const uint16_t *>(program.weights + scales.offset), isa);
       if (!matrix.ok()) continue;  // the kernel packs as it goes instead
       op->packedB = static_cast<int32_t>(program.packed.size());
       program.packed.push_back(std::move(matrix).value());

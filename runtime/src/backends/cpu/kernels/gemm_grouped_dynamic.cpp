@@ -1,8 +1,8 @@
 // The group-scaled gemm (the schema's Gemm with b_group_scale: I4 weights of
 // int4 artifacts, I8 weights with a scale per group of int8 ones): each row
 // of a is quantized at run time per group of 32 along k (quantizeGroupsS8),
-// b is packed at load into panels of 8 columns that carry their f16 group
-// scales (grouped_gemm.hpp), the ISA's tile sums each group exactly in int32
+// b is packed at load into panels of the table's groupedNr columns that carry
+// their f16 group scales (grouped_gemm.hpp), the ISA's tile sums each group exactly in int32
 // and adds the groups in f32, and the f32 gemm's epilogue (bias, activation,
 // residual) follows. Work is split as the int8 gemm's
 // (gemm_blocks.hpp): decode (a few rows) streams the packed panels once,
@@ -18,46 +18,14 @@
 namespace ein::detail::cpu {
 namespace {
 
-constexpr int64_t kMaxMc = 96, kMaxNc = 256;
-constexpr int kNr = kGroupedPanelColumns;
+constexpr int64_t kMaxMc = 96, kMaxNc = 256;  // kMaxNc: a multiple of every groupedNr
+constexpr int kMaxNr = 16;
 
 int64_t groupsOf(int64_t k) { return ceilDiv(k, kWeightGroup); }
-int64_t groupBytes(int bits) { return bits == 4 ? kS4GroupBytes : kS8GroupBytes; }
 
 // The weight at flat element `index` of an i4 tensor, as u = q + 8.
 uint8_t unsignedNibble(const uint8_t *b, int64_t index) {
   return static_cast<uint8_t>(((b[index >> 1] >> ((index & 1) * 4)) & 15) ^ 8);
-}
-
-// One panel of `cols` columns (grouped_gemm.hpp's layout for `bits`) from
-// b's elements at offset + p * bK + j * bN and their scales' at g * sG + j * sN.
-void packGroupedPanel(int bits, const uint8_t *b, int64_t offset, int64_t bK, int64_t bN, const uint16_t *scales,
-                      int64_t sG, int64_t sN, int64_t k, int64_t cols, uint8_t *dst) {
-  auto at = [&](int64_t p, int64_t j) { return offset + p * bK + j * bN; };
-  const int64_t weightBytes = groupBytes(bits) - 2 * kNr;
-  for (int64_t g = 0; g < groupsOf(k); ++g) {
-    uint8_t *group = dst + g * groupBytes(bits);
-    if (bits == 4) {
-      auto weight = [&](int64_t p, int64_t j) -> uint8_t { return p < k && j < cols ? unsignedNibble(b, at(p, j)) : 8; };
-      for (int d = 0; d < 4; ++d)
-        for (int j = 0; j < kNr; ++j)
-          for (int t = 0; t < 4; ++t) {
-            const int64_t p = g * kWeightGroup + 8 * d + t;
-            group[d * 32 + j * 4 + t] = static_cast<uint8_t>(weight(p, j) | weight(p + 4, j) << 4);
-          }
-    } else {
-      for (int d = 0; d < 8; ++d)
-        for (int j = 0; j < kNr; ++j)
-          for (int t = 0; t < 4; ++t) {
-            const int64_t p = g * kWeightGroup + 4 * d + t;
-            group[d * 32 + j * 4 + t] = p < k && j < cols ? b[at(p, j)] : 0;
-          }
-    }
-    for (int j = 0; j < kNr; ++j) {
-      const uint16_t scaleBits = j < cols ? scales[g * sG + j * sN] : 0;
-      std::memcpy(group + weightBytes + 2 * j, &scaleBits, 2);
-    }
-  }
 }
 
 // The ISA's tile for `bits`-bit weights.
@@ -100,8 +68,9 @@ void quantizeRows(const KernelContext &context, const Gemm &op, int64_t aOffset,
 // columns (a call per 8 columns cost 5% of a decode gemv).
 void gemvGroupedPacked(const Gemm &op, const KernelContext &context, const PackedMatrix &packed) {
   const auto tile = tileFor(*context.isa, op.groupBits);
+  const int nr = context.isa->groupedNr;
   const int64_t m = op.m, groups = groupsOf(op.k);
-  const GemmItems items = gemvItems(m, op.n, kNr);
+  const GemmItems items = gemvItems(m, op.n, nr);
   forEachGemvRun(context, items.count(op.batch.product()), [&](int64_t begin, int64_t end, int thread) {
     const GroupedScratch s = scratchOf(context.threadScratch(thread), groups);
     int64_t preparedBatch = -1;
@@ -113,11 +82,11 @@ void gemvGroupedPacked(const Gemm &op, const KernelContext &context, const Packe
         quantizeRows(context, op, it.a, m, s);
       }
       // This batch element's panels in the run, side by side in acc.
-      const int64_t last = std::min({end, (batchIndex + 1) * items.nBlocks, item + kMaxNc / kNr});
-      const int64_t ldc = (last - item) * kNr;
+      const int64_t last = std::min({end, (batchIndex + 1) * items.nBlocks, item + kMaxNc / nr});
+      const int64_t ldc = (last - item) * nr;
       for (int64_t panel = 0; panel < last - item; ++panel)
         tile(static_cast<int>(m), groups, s.aQ, groups * kWeightGroup, s.aScale, s.aSum, groups,
-             packed.groupPanel(it.j0 + panel * kNr), s.acc + panel * kNr, ldc);
+             packed.groupPanel(it.j0 + panel * nr), s.acc + panel * nr, ldc);
       it.cols = std::min(ldc, op.n - it.j0);
       gemmEpilogueRows(op, context, it, 0, m, s.acc, ldc);
       item = last;
@@ -127,10 +96,40 @@ void gemvGroupedPacked(const Gemm &op, const KernelContext &context, const Packe
 
 }  // namespace
 
+// (see grouped_gemm.hpp)
+void packGroupedPanel(int bits, int nr, const uint8_t *b, int64_t offset, int64_t bK, int64_t bN,
+                      const uint16_t *scales, int64_t sG, int64_t sN, int64_t k, int64_t cols, uint8_t *dst) {
+  auto at = [&](int64_t p, int64_t j) { return offset + p * bK + j * bN; };
+  const int64_t groupBytes = groupedGroupBytes(bits, nr), weightBytes = groupBytes - 2 * nr;
+  for (int64_t g = 0; g < groupsOf(k); ++g) {
+    uint8_t *group = dst + g * groupBytes;
+    if (bits == 4) {
+      auto weight = [&](int64_t p, int64_t j) -> uint8_t { return p < k && j < cols ? unsignedNibble(b, at(p, j)) : 8; };
+      for (int d = 0; d < 4; ++d)
+        for (int j = 0; j < nr; ++j)
+          for (int t = 0; t < 4; ++t) {
+            const int64_t p = g * kWeightGroup + 8 * d + t;
+            group[d * 4 * nr + j * 4 + t] = static_cast<uint8_t>(weight(p, j) | weight(p + 4, j) << 4);
+          }
+    } else {
+      for (int d = 0; d < 8; ++d)
+        for (int j = 0; j < nr; ++j)
+          for (int t = 0; t < 4; ++t) {
+            const int64_t p = g * kWeightGroup + 4 * d + t;
+            group[d * 4 * nr + j * 4 + t] = p < k && j < cols ? b[at(p, j)] : 0;
+          }
+    }
+    for (int j = 0; j < nr; ++j) {
+      const uint16_t scaleBits = j < cols ? scales[g * sG + j * sN] : 0;
+      std::memcpy(group + weightBytes + 2 * j, &scaleBits, 2);
+    }
+  }
+}
+
 size_t gemmGroupedDynamicScratchFloats(const Gemm &op) {
   const unsigned __int128 groups = static_cast<uint64_t>(groupsOf(op.k));
   return saturatedScratchFloats(sizeof(float) * (PreparedRows::kScratchFloats + kMaxMc * kMaxNc + 2 * kMaxMc * groups) +
-                                (kMaxMc * kWeightGroup + kS8GroupBytes) * groups);
+                                (kMaxMc * kWeightGroup + groupedGroupBytes(8, kMaxNr)) * groups);
 }
 
 Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context) {
@@ -138,18 +137,21 @@ Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context) {
   const int64_t batchCount = op.batch.product();
   if (m == 0 || n == 0 || batchCount == 0) return Status();
   const PackedMatrix *packed = op.packedB >= 0 ? &(*context.packed)[op.packedB] : nullptr;
+  // Packed for another table's panels (a test's forced table): pack as it goes.
+  if (packed && (packed->groupBits != op.groupBits || packed->nr != context.isa->groupedNr)) packed = nullptr;
   if (useGemv(m, packed != nullptr)) {
     gemvGroupedPacked(op, context, *packed);
     return Status();
   }
 
   const auto tile = tileFor(*context.isa, op.groupBits);
+  const int nr = context.isa->groupedNr;
   const size_t r = op.batch.size();
   const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1], groups = groupsOf(k), lda = groups * kWeightGroup;
   const auto *b = context.data<const uint8_t>(op.b);
   const View &scale = *op.bGroupScale;
   const uint16_t *scales = context.data<const uint16_t>(scale) + scale.offset;
-  const GemmItems items = planGemmItems(m, n, batchCount, static_cast<int>(kGemvMaxRows), kNr, kMaxMc, kMaxNc,
+  const GemmItems items = planGemmItems(m, n, batchCount, static_cast<int>(kGemvMaxRows), nr, kMaxMc, kMaxNc,
                                         context.threads());
   PreparedRows::forgetAll(context);
 
@@ -163,14 +165,14 @@ Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context) {
       quantizeRows(context, op, it.a + it.i0 * op.a.strides[r], it.rows, s);
       prepared.set(rowBlock);
     }
-    const int64_t ldc = roundUp(it.cols, kNr);
-    for (int64_t jr = 0; jr < it.cols; jr += kNr) {
+    const int64_t ldc = roundUp(it.cols, nr);
+    for (int64_t jr = 0; jr < it.cols; jr += nr) {
       const uint8_t *panel = s.bPack;
       if (packed)
         panel = packed->groupPanel(it.j0 + jr);
       else
-        packGroupedPanel(op.groupBits, b, it.b + (it.j0 + jr) * bN, bK, bN, scales + (it.j0 + jr) * scale.strides[1], scale.strides[0],
-                    scale.strides[1], k, std::min<int64_t>(kNr, it.cols - jr), s.bPack);
+        packGroupedPanel(op.groupBits, nr, b, it.b + (it.j0 + jr) * bN, bK, bN, scales + (it.j0 + jr) * scale.strides[1],
+                         scale.strides[0], scale.strides[1], k, std::min<int64_t>(nr, it.cols - jr), s.bPack);
       for (int64_t ir = 0; ir < it.rows; ir += kGemvMaxRows)
         tile(static_cast<int>(std::min<int64_t>(kGemvMaxRows, it.rows - ir)), groups, s.aQ + ir * lda, lda,
              s.aScale + ir * groups, s.aSum + ir * groups, groups, panel, s.acc + ir * ldc + jr, ldc);
@@ -180,22 +182,24 @@ Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context) {
   return Status();
 }
 
-// The group-scaled weights of a gemm packed into panels with their scales.
-StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, const uint16_t *scales) {
-  const int64_t panels = ceilDiv(op.n, kNr);
-  EIN_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::allocate(
-                                                 static_cast<size_t>(panels * groupsOf(op.k) * groupBytes(op.groupBits)),
-                                                 "packed weights"));
-  PackedMatrix matrix{std::move(buffer), kNr, op.k, op.n, false};
+// The group-scaled weights of a gemm packed into `isa`'s panels with their scales.
+StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, const uint16_t *scales,
+                                          const IsaKernels &isa) {
+  const int nr = isa.groupedNr;
+  const int64_t panels = ceilDiv(op.n, nr);
+  EIN_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::allocate(static_cast<size_t>(panels * groupsOf(op.k) *
+                                                                                         groupedGroupBytes(op.groupBits, nr)),
+                                                                     "packed weights"));
+  PackedMatrix matrix{std::move(buffer), nr, op.k, op.n, false};
   matrix.groupBits = op.groupBits;
   const size_t r = op.batch.size();
   const int64_t bK = op.b.strides[r], bN = op.b.strides[r + 1];
   const View &scale = *op.bGroupScale;
   for (int64_t panel = 0; panel < panels; ++panel) {
-    const int64_t cols = std::min<int64_t>(kNr, op.n - panel * kNr);
-    packGroupedPanel(op.groupBits, b, op.b.offset + panel * kNr * bN, bK, bN,
-                     scales + scale.offset + panel * kNr * scale.strides[1], scale.strides[0], scale.strides[1], op.k,
-                     cols, const_cast<uint8_t *>(matrix.groupPanel(panel * kNr)));
+    const int64_t cols = std::min<int64_t>(nr, op.n - panel * nr);
+    packGroupedPanel(op.groupBits, nr, b, op.b.offset + panel * nr * bN, bK, bN,
+                     scales + scale.offset + panel * nr * scale.strides[1], scale.strides[0], scale.strides[1], op.k,
+                     cols, const_cast<uint8_t *>(matrix.groupPanel(panel * nr)));
   }
   return matrix;
 }

@@ -94,7 +94,8 @@ StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaK
 // packed once at load.
 Status gemmGroupedDynamic(const Gemm &op, const KernelContext &context);
 size_t gemmGroupedDynamicScratchFloats(const Gemm &op);
-StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, const uint16_t *scales);
+StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, const uint16_t *scales,
+                                          const IsaKernels &isa);
 // Packs, for the running CPU's kernels (or `isa`'s: tests), the weight
 // operand b of every gemm that shares one dense weight matrix across its
 // batch (Gemm::packedB); with `eligible` (a flag per step), only the steps it marks (a dynamic

@@ -33,11 +33,12 @@ int32_t groupProduct(int bits, const uint8_t *weights, const int8_t *row, int32_
   return sum - 8 * rowSum;  // u = q + 8 was summed
 }
 
+// The portable table's panels of 8 columns.
 void groupedTile(int bits, int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                  const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
   const int64_t groupBytes = bits == 4 ? kS4GroupBytes : kS8GroupBytes, weightBytes = 32 * bits;
   for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < kGroupedPanelColumns; ++j) {
+    for (int j = 0; j < 8; ++j) {
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
         const uint8_t *weights = panel + g * groupBytes;

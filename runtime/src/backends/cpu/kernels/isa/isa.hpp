@@ -255,8 +255,9 @@ struct IsaKernels {
   void (*s8DequantizeRow)(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
                           const float *columnScale, int64_t n, float *out) = nullptr;
 
-  // The group-scaled gemms (grouped_gemm.hpp's panels), on every table:
-  // for r < rows <= 4 and the panel's 8 columns j,
+  // The group-scaled gemms (grouped_gemm.hpp's panels of groupedNr columns:
+  // 8, or 16 where a register holds 16 lanes), on every table:
+  // for r < rows <= 4 and the panel's groupedNr columns j,
   //   c[r * ldc + j] = sum_{g < groups} (aScale[r * lds + g] * scale[g][j]) * S[r][g][j]
   // where a holds each row's s8 quantization per group of 32
   // (quantizeGroupsS8) and aSum its per-group sums, and the exact integer S is
@@ -264,6 +265,7 @@ struct IsaKernels {
   //         (u = q + 8 is summed, 8 * aSum taken off);
   //   int8: sum_{p < 32} a[r * lda + 32g + p] * b[32g + p][j] (aSum unread);
   // each group's term added in f32 in group order (a fused multiply-add).
+  int groupedNr = 0;
   void (*s4GemmTile)(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                      const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) = nullptr;
   void (*s8GroupedGemmTile)(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
@@ -275,10 +277,10 @@ struct IsaKernels {
 
 const IsaKernels &portableKernels();
 const IsaKernels &avx2Kernels();
-// avx2 with the int8 gemm on AVX-VNNI's (VEX, 256-bit) vpdpbusd.
+// avx2 with the int8 and group-scaled gemms on AVX-VNNI's (VEX, 256-bit) vpdpbusd.
 const IsaKernels &avx2VnniKernels();
 const IsaKernels &avx512Kernels();
-// avx512 with the int8 gemm on AVX512_VNNI's vpdpbusd.
+// avx512 with the int8 and group-scaled gemms on AVX512_VNNI's vpdpbusd.
 const IsaKernels &avx512VnniKernels();
 // avx512vnni plus the bf16 gemm (AVX512_BF16's vdpbf16ps), for bf16 artifacts.
 const IsaKernels &avx512Bf16Kernels();

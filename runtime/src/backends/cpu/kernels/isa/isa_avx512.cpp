@@ -11,18 +11,19 @@ const IsaKernels &avx512Kernels() {
   static const IsaKernels kernels = [] {
     IsaKernels table = isa::makeKernels<isa::Avx512, 6, 4>("avx512");
     EIN_USE_S8_GEMM(table, Avx2, 4, 16, 0);  // every AVX-512 CPU has AVX2
-    EIN_USE_GROUPED_GEMM(table, Avx2);
+    EIN_USE_GROUPED_GEMM(table, Avx2, 8, Avx2);
     return table;
   }();
   return kernels;
 }
 
-// s8_gemm_avx512vnni.cpp, built with -mavx512vnni.
+// s8_gemm_avx512vnni.cpp and grouped_gemm_avx512vnni.cpp, built with -mavx512vnni.
 const IsaKernels &avx512VnniKernels() {
   static const IsaKernels kernels = [] {
     IsaKernels table = avx512Kernels();
     table.name = "avx512vnni";
     EIN_USE_S8_GEMM(table, Avx512vnni, 6, 64, 128);
+    EIN_USE_GROUPED_GEMM(table, Avx512vnni, 16, Avx2);
     return table;
   }();
   return kernels;

@@ -11,7 +11,7 @@ const IsaKernels &portableKernels() {
   static const IsaKernels kernels = [] {
     IsaKernels table = isa::makeKernels<isa::Portable, 4, 8>("portable");
     EIN_USE_S8_GEMM(table, Portable, 4, 16, 0);
-    EIN_USE_GROUPED_GEMM(table, Portable);
+    EIN_USE_GROUPED_GEMM(table, Portable, 8, Portable);
     return table;
   }();
   return kernels;
