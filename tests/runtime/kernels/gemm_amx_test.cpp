@@ -153,7 +153,7 @@ TEST(AmxTable, EveryThreadLoadsItsOwnTileConfiguration) {
   std::vector<uint8_t> a(static_cast<size_t>(mr * 64), 129);  // s8 value 1
   std::vector<int8_t> b(static_cast<size_t>(16 * nr * 4), 2);
   std::vector<int32_t> c(static_cast<size_t>(mr * nr), -1);
-  std::thread([&] { amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false); }).join();
+  std::thread([&] { amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false, nullptr, 0); }).join();
   // 64 products of 129 * 2 (the driver subtracts 128 * the column sum later).
   for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
 }
@@ -191,7 +191,7 @@ TEST(AmxTable, TilesReplaceAForeignTileConfiguration) {
     std::vector<int32_t> c(static_cast<size_t>(mr * nr), -1);
     disturb();
     detail::cpu::beginKernelEpoch();
-    amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false);
+    amx->s8GemmTile(16, a.data(), 64, b.data(), c.data(), nr, false, nullptr, 0);
     for (int32_t x : c) ASSERT_EQ(x, 64 * 129 * 2);
     std::vector<float> cf(static_cast<size_t>(bf16Mr * bf16Nr), -1.0f);
     disturb();

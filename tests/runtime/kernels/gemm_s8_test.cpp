@@ -77,8 +77,16 @@ TEST_P(S8TileTest, TileSumsExactly) {
           }
           want[r * ldc + j] = static_cast<int32_t>(sum);
         }
-      isa.s8GemmTile(quads, a.data(), lda, b.data(), c.data(), ldc, accumulate);
-      EXPECT_EQ(c, want) << isa.name << " quads " << quads << (accumulate ? " accumulating" : "");
+      // Pulling another buffer into L2 meanwhile (the next panel) changes nothing.
+      const std::vector<int8_t> nextPanel(b.size() + 100, 1);
+      for (bool prefetch : {false, true}) {
+        std::vector<int32_t> got = c;
+        isa.s8GemmTile(quads, a.data(), lda, b.data(), got.data(), ldc, accumulate,
+                       prefetch ? reinterpret_cast<const char *>(nextPanel.data()) : nullptr,
+                       prefetch ? static_cast<int64_t>(nextPanel.size()) : 0);
+        EXPECT_EQ(got, want) << isa.name << " quads " << quads << (accumulate ? " accumulating" : "")
+                             << (prefetch ? " prefetching" : "");
+      }
     }
   }
 }

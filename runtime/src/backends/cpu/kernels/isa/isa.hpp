@@ -39,6 +39,23 @@ inline constexpr int64_t kGemvMaxRows = 4;
 // panel it streams (the f32 gemv does not: gemvPanelRows).
 inline constexpr int64_t kGemvPrefetchBytes = 1024;
 
+// Pulls [from, from + bytes) into L2 a line at a time, spread evenly over a
+// loop of `steps` steps (step() once a step): a gemm tile working on one
+// weight panel brings in the next from DRAM meanwhile, so the stream and the
+// arithmetic overlap. from may be null.
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch(const char *from, int64_t bytes, int64_t steps)
+      : next_(from), lines_(from ? bytes / 64 : 0), steps_(steps > 0 ? steps : 1) {}
+  [[gnu::always_inline]] void step() {
+    for (credit_ += lines_; credit_ >= steps_; credit_ -= steps_, next_ += 64) __builtin_prefetch(next_, 0, 2);
+  }
+
+ private:
+  const char *next_;
+  int64_t lines_, steps_, credit_ = 0;
+};
+
 // body(std::integral_constant<int, rows>{}) for 1 <= rows <= MaxRows: a
 // kernel's row count as a compile-time constant (a short row tile's, the
 // gemv's).
@@ -240,8 +257,10 @@ struct IsaKernels {
   // amx's tile (tdpbusd) is 32 x 64 over the same panels as avx512vnni's 6 x 64.
   int s8GemmMr = 0, s8GemmNr = 0;
   uint8_t s8ActivationOffset = 0;
+  // Meanwhile the bytes [prefetch, prefetch + prefetchBytes) are pulled into
+  // L2 (SpreadPrefetch: the next weight panel); prefetch may be null.
   void (*s8GemmTile)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                     bool accumulate) = nullptr;
+                     bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
   // The gemv over an int8 panel (as s8GemmTile, for rows <= kGemvMaxRows
   // rows of a, without padding rows; c is not accumulated into).
   void (*s8GemvPanel)(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,

@@ -64,7 +64,7 @@ void bf16GemmTileFromRowAmx(int64_t pairs, const uint32_t *aSteps, const uint32_
 void bf16GemmHalfTileAmx(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                          bool accumulate);
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                   bool accumulate);
+                   bool accumulate, const char *prefetch, int64_t prefetchBytes);
 
 // Every AMX CPU has AVX512_BF16 and AVX512_VNNI: the k tails of the AMX
 // tiles, attention's bf16 tile, row quantization and f32 work are avx512bf16's.

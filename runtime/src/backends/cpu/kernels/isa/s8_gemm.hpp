@@ -11,7 +11,7 @@ namespace ein::detail::cpu {
 
 #define EIN_S8_GEMM_FUNCTIONS(Isa)                                                                              \
   void s8GemmTile##Isa(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc, \
-                       bool accumulate);                                                                        \
+                       bool accumulate, const char *prefetch, int64_t prefetchBytes);                           \
   void s8GemvPanel##Isa(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,  \
                         int64_t ldc);                                                                           \
   float s8QuantizeRow##Isa(const float *x, int64_t k, int64_t kPadded, uint8_t *q);                             \

@@ -45,11 +45,13 @@ void addQuadTail(int64_t from, int64_t quads, const uint8_t *a, int64_t lda, con
 
 // c[r * ldc + j] (+)= sum_p a[r * lda + p] (u8) * b[p][j] (s8) for r < 32,
 // j < 64 (IsaKernels::s8GemmTile): per 32-column half, 4 int32 tiles of c
-// over 16 quads of k at a time, then the k tail on AVX512_VNNI.
+// over 16 quads of k at a time (the next panel pulled into L2 meanwhile),
+// then the k tail on AVX512_VNNI.
 void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                   bool accumulate) {
+                   bool accumulate, const char *prefetch, int64_t prefetchBytes) {
   amx::configureTiles();
   const int64_t steps = quads / amx::kTileRows;
+  SpreadPrefetch nextPanel(prefetch, prefetchBytes, 2 * steps);
   for (int half = 0; half < 2; ++half) {
     int32_t *ch = c + half * 32;
     const int8_t *bh = b + half * 32 * 4;
@@ -61,6 +63,7 @@ void s8GemmTileAmx(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
       _tile_loadd(6, bh + q * kNr * 4, amx::kPanelRowBytes);
       _tile_loadd(7, bh + (q * kNr + 16) * 4, amx::kPanelRowBytes);
       const char *ahead = amx::panelStepAhead(b, quads, 2, steps, half, s, 2);
+      nextPanel.step();
       _tile_dpbusd(0, 4, 6);
       amx::prefetchPanelStep(ahead, 0, 4);
       _tile_dpbusd(1, 4, 7);

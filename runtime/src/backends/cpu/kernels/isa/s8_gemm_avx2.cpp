@@ -24,7 +24,7 @@ constexpr int kMr = 4, kNv = 2;  // 4 x 16 int32 accumulators: 8 registers, and 
 // (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
 template <int MR, bool Prefetch>
 inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                   bool accumulate) {
+                   bool accumulate, SpreadPrefetch ahead) {
   __m256i acc[MR][kNv];
   const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 4
@@ -34,6 +34,7 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
       acc[r][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + r * ldc + v * 8))
                              : _mm256_setzero_si256();
   for (int64_t q = 0; q < quads; ++q) {
+    ahead.step();
     if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 8 * 4 + kGemvPrefetchBytes, 0, 3);
     __m256i bv[kNv];
 #pragma GCC unroll 2
@@ -60,14 +61,16 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
 
 // (see IsaKernels::s8GemmTile)
 void s8GemmTileAvx2(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                    bool accumulate) {
-  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+                    bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate, SpreadPrefetch(prefetch, prefetchBytes, quads));
 }
 
 // (see IsaKernels::s8GemvPanel)
 void s8GemvPanelAvx2(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
                      int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
+  withGemvRows(rows, [&](auto mr) {
+    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(nullptr, 0, quads));
+  });
 }
 
 void s8DequantizeRowAvx2(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,

@@ -25,7 +25,7 @@ constexpr int kMr = 6, kNv = 4;  // 6 x 64 int32 accumulators: 24 registers
 // the gemv (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
 template <int MR, bool Prefetch>
 [[gnu::always_inline]] inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                                          int64_t ldc, bool accumulate) {
+                                          int64_t ldc, bool accumulate, SpreadPrefetch ahead) {
   __m512i acc[MR][kNv];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
@@ -33,6 +33,7 @@ template <int MR, bool Prefetch>
     for (int v = 0; v < kNv; ++v)
       acc[r][v] = accumulate ? _mm512_loadu_si512(c + r * ldc + v * 16) : _mm512_setzero_si512();
   for (int64_t q = 0; q < quads; ++q) {
+    ahead.step();
     __m512i bv[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
@@ -58,14 +59,16 @@ template <int MR, bool Prefetch>
 
 // (see IsaKernels::s8GemmTile)
 void s8GemmTileAvx512vnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                          bool accumulate) {
-  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+                          bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate, SpreadPrefetch(prefetch, prefetchBytes, quads));
 }
 
 // (see IsaKernels::s8GemvPanel)
 void s8GemvPanelAvx512vnni(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
                            int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
+  withGemvRows(rows, [&](auto mr) {
+    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(nullptr, 0, quads));
+  });
 }
 
 void s8DequantizeRowAvx512vnni(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,

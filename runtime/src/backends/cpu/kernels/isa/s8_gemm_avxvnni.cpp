@@ -23,7 +23,7 @@ constexpr int kMr = 6, kNv = 2;  // 6 x 16 int32 accumulators: 12 registers, 2 o
 // (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
 template <int MR, bool Prefetch>
 inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                   bool accumulate) {
+                   bool accumulate, SpreadPrefetch ahead) {
   __m256i acc[MR][kNv];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
@@ -32,6 +32,7 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
       acc[r][v] = accumulate ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + r * ldc + v * 8))
                              : _mm256_setzero_si256();
   for (int64_t q = 0; q < quads; ++q) {
+    ahead.step();
     if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 8 * 4 + kGemvPrefetchBytes, 0, 3);
     __m256i bv[kNv];
 #pragma GCC unroll 2
@@ -56,14 +57,16 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
 
 // (see IsaKernels::s8GemmTile)
 void s8GemmTileAvxvnni(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                       bool accumulate) {
-  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+                       bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate, SpreadPrefetch(prefetch, prefetchBytes, quads));
 }
 
 // (see IsaKernels::s8GemvPanel)
 void s8GemvPanelAvxvnni(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
                         int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
+  withGemvRows(rows, [&](auto mr) {
+    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(nullptr, 0, quads));
+  });
 }
 
 // AVX2's quantization (s8_gemm_avx2.cpp), then + 128 (mod 256) on every byte.

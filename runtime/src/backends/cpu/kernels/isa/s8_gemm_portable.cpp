@@ -15,11 +15,12 @@ constexpr int kMr = 4, kNr = 16;
 // (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
 template <int MR, bool Prefetch>
 inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                   bool accumulate) {
+                   bool accumulate, SpreadPrefetch ahead) {
   int32_t acc[MR][kNr];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < kNr; ++j) acc[r][j] = accumulate ? c[r * ldc + j] : 0;
   for (int64_t q = 0; q < quads; ++q) {
+    ahead.step();
     if constexpr (Prefetch) __builtin_prefetch(b + q * kNr * 4 + kGemvPrefetchBytes, 0, 3);
     for (int r = 0; r < MR; ++r) {
       const auto *row = reinterpret_cast<const int8_t *>(a + r * lda + 4 * q);
@@ -37,14 +38,16 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
 
 // (see IsaKernels::s8GemmTile)
 void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
-                        bool accumulate) {
-  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate);
+                        bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  s8Tile<kMr, false>(quads, a, lda, b, c, ldc, accumulate, SpreadPrefetch(prefetch, prefetchBytes, quads));
 }
 
 // (see IsaKernels::s8GemvPanel)
 void s8GemvPanelPortable(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
                          int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false); });
+  withGemvRows(rows, [&](auto mr) {
+    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(nullptr, 0, quads));
+  });
 }
 
 void s8DequantizeRowPortable(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
