@@ -17,6 +17,7 @@
 #include <random>
 #include <tuple>
 
+#include "ein/describe.hpp"
 #include "ein/model.hpp"
 #include "ein/npy.hpp"
 #include "case_source.hpp"
@@ -96,8 +97,17 @@ TEST_P(Conformance, MatchesPyTorch) {
   // A case whose outputs are large next to some of their elements (logits)
   // may widen a precision's absolute tolerance in case.json ("int8_atol",
   // "bf16_atol").
+  // The cases' bf16 widening (1.5% of the largest output) holds where only
+  // the weights round to bf16; where the gemms and attention multiply in
+  // bf16 (avx512bf16's vdpbf16ps, amx, CUDA) their inputs round too: 3x that
+  // (hf_gemma_tiny, whose scaled embeddings make the largest logits, needs
+  // 3.7% of its largest there).
+  const std::string best = ein::cpuKernelsName();
+  const bool multipliesInBf16 =
+      device == "cuda" || ((best == "amx" || best == "avx512bf16") && (isa.empty() || isa == "avx512bf16"));
   if (const std::string widening = precision + "_atol"; spec["tolerance"].contains(widening))
-    atol = std::max(atol, spec["tolerance"][widening].get<double>());
+    atol = std::max(atol,
+                    spec["tolerance"][widening].get<double>() * (precision == "bf16" && multipliesInBf16 ? 3 : 1));
 
   fs::path artifact = work / "model.einb";
   std::string compile = std::string(EIN_BIN_DIR) + "/einc " + caseSource(caseDir) + " -o " + artifact.string() +

@@ -298,9 +298,16 @@ Status decodeAttention(const fb::Attention &in, const StepChecker &check, Attent
   EIN_RETURN_IF_ERROR(check.dtypeIn(op.v, "v", {check.tensorOf(op.k).dtype}));
   op.bf16KeyValues = check.tensorOf(op.k).dtype == DType::BF16;
   if (op.bf16KeyValues) info.attributes["key_values"] = "bf16";
+  // q . k and p . v in bf16 where the precision allows, except over a
+  // session's state (a key/value cache): a decode step's few queries run in
+  // f32 (attentionF32Decode), so a prompt's tokens must too, or a sequence's
+  // tokens would depend on how its prompt was split into steps (a
+  // scheduler's chunks, a cached prefix).
   const Precision precision = check.program().precision;
+  const bool overState = check.tensorOf(op.k).storage == Storage::State ||
+                         check.tensorOf(op.v).storage == Storage::State;
   op.bf16 = (precision == Precision::Bf16 || precision == Precision::Int8 || precision == Precision::Int4) &&
-            check.program().target == Device::Cpu;
+            check.program().target == Device::Cpu && !overState;
   EIN_RETURN_IF_ERROR(checkMask(in.mask_kind(), op.maskKind, op.mask, op.maskFill, check, info));
   if (op.causal) {
     if (op.queries > 0 && (op.causalPositions < 1 || op.queries % op.causalPositions != 0))

@@ -106,8 +106,9 @@ struct Attention : AttentionFields {
   int64_t visibleKeys(int64_t i) const {
     return causalPositions == 0 ? keys : i % causalPositions + keys - causalPositions + 1;
   }
-  // A bf16 artifact's attention on the CPU: q . k and p . v in bf16 with f32
-  // accumulation where the CPU has the bf16 gemm (set by the loader).
+  // A bf16 (int8, int4) artifact's attention on the CPU, but for one over a
+  // session's state: q . k and p . v in bf16 with f32 accumulation where the
+  // CPU has the bf16 gemm (set by the loader).
   bool bf16 = false;
   // k and v are bf16 tensors (a bf16 key/value cache, schema Tensor.dtype),
   // read as bf16 where they lie; else f32 (set by the loader).
