@@ -20,108 +20,43 @@
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/kernels/isa/grouped_gemm.hpp"
+#include "backends/cpu/kernels/isa/grouped_gemm_tiles_256.hpp"
 #include "backends/cpu/kernels/quantize_s8.hpp"
 
 namespace ein::detail::cpu {
 namespace {
 
-template <int MR>
-inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, const int32_t *aSum,
-                   int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
-  __m256 acc[MR];
-#pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i nibble = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-  for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t *weights = panel + g * kS4GroupBytes;
-    // A group is 2.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
-    __builtin_prefetch(weights + kGemvPrefetchBytes, 0, 3);
-    __builtin_prefetch(weights + kGemvPrefetchBytes + 64, 0, 3);
-    __builtin_prefetch(weights + kGemvPrefetchBytes + 128, 0, 3);
-    __m256i sums[MR];
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) sums[r] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int d = 0; d < 4; ++d) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(weights + d * 32));
-      const __m256i low = _mm256_and_si256(packed, nibble);
-      const __m256i high = _mm256_and_si256(_mm256_srli_epi16(packed, 4), nibble);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) {
-        int32_t first, second;
-        std::memcpy(&first, a + r * lda + g * kWeightGroup + 8 * d, 4);
-        std::memcpy(&second, a + r * lda + g * kWeightGroup + 8 * d + 4, 4);
-        const __m256i products = _mm256_add_epi16(_mm256_maddubs_epi16(low, _mm256_set1_epi32(first)),
-                                                  _mm256_maddubs_epi16(high, _mm256_set1_epi32(second)));
-        sums[r] = _mm256_add_epi16(sums[r], products);
-      }
-    }
-    const __m256 scales =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(weights + 128)));
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) {
-      const __m256i exact = _mm256_sub_epi32(_mm256_madd_epi16(sums[r], ones), _mm256_set1_epi32(8 * aSum[r * lds + g]));
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(aScale[r * lds + g]), scales);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), scale, acc[r]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
-}
+// int4: a block's u4 x s8 pairs added in int16 (16 products a lane over the
+// group, exact), widened once per group.
+struct NibbleProducts {
+  using Sums = __m256i;
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i add(__m256i sums, __m256i u, __m256i s) { return _mm256_add_epi16(sums, _mm256_maddubs_epi16(u, s)); }
+  static __m256i total(__m256i sums) { return _mm256_madd_epi16(sums, _mm256_set1_epi16(1)); }
+};
 
-// The int8 grouped tile: as s4Tile over a group's eight blocks of 4 k.
-template <int MR>
-inline void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, int64_t lds,
-                          const uint8_t *panel, float *c, int64_t ldc) {
-  __m256 acc[MR];
-#pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t *weights = panel + g * kS8GroupBytes;
-    // A group is 4.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
-#pragma GCC unroll 5
-    for (int line = 0; line < 5; ++line) __builtin_prefetch(weights + kGemvPrefetchBytes + 64 * line, 0, 3);
-    __m256i sums[MR];
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) sums[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int d = 0; d < 8; ++d) {
-      const __m256i signedWeights = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(weights + d * 32));
-      const __m256i magnitude = _mm256_abs_epi8(signedWeights);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) {
-        int32_t quad;
-        std::memcpy(&quad, a + r * lda + g * kWeightGroup + 4 * d, 4);
-        const __m256i pairs =
-            _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(_mm256_set1_epi32(quad), signedWeights));
-        sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(pairs, ones));
-      }
-    }
-    const __m256 scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(weights + 256)));
-#pragma GCC unroll 4
-    for (int r = 0; r < MR; ++r) {
-      const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(aScale[r * lds + g]), scales);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[r]), scale, acc[r]);
-    }
+// int8: each block's pairs (up to 32512) widened into int32 at once.
+struct ByteProducts {
+  using Sums = __m256i;
+  static __m256i zero() { return _mm256_setzero_si256(); }
+  static __m256i add(__m256i sums, __m256i u, __m256i s) {
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
-}
+  static __m256i total(__m256i sums) { return sums; }
+};
 
 }  // namespace
 
 // (see IsaKernels::s4GemmTile)
 void s4GemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                     const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s4Tile<decltype(mr)::value>(groups, a, lda, aScale, aSum, lds, panel, c, ldc); });
+  s4GemmTile256<NibbleProducts>(rows, groups, a, lda, aScale, aSum, lds, panel, c, ldc);
 }
 
 // (see IsaKernels::s8GroupedGemmTile)
 void s8GroupedGemmTileAvx2(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                            const int32_t * /*aSum*/, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8GroupedTile<decltype(mr)::value>(groups, a, lda, aScale, lds, panel, c, ldc); });
+  s8GroupedGemmTile256<ByteProducts>(rows, groups, a, lda, aScale, lds, panel, c, ldc);
 }
 
 // quantizeGroupsS8 on a contiguous row, a whole group of 32 at a time in four
