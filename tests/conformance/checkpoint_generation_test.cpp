@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -432,12 +433,26 @@ TEST_P(CheckpointGeneration, APreemptedEncoderDecoderRunsItsEncoderAgain) {
   ASSERT_TRUE(scheduler.ok()) << scheduler.status().toString();
   ein::GenerationOptions generation;
   generation.maxNewTokens = tokens;
+  // The first request's first token holds the scheduler's thread until the
+  // second is queued: a test thread slowed down (ctest -j) must not see the
+  // first run ahead alone, which leaves no one to preempt.
+  std::promise<void> queued;
+  const std::shared_future<void> release = queued.get_future().share();
   std::vector<std::shared_ptr<ein::Request>> requests;
   for (const EncoderInputs *inputs : {&original, &other}) {
-    auto request = scheduler.value()->submit(start, generation, firstRunOf(*inputs));
+    ein::GenerationOptions each = generation;
+    if (requests.empty())
+      each.onToken = [release, held = false](int64_t) mutable {
+        if (!held) release.wait();
+        held = true;
+        return true;
+      };
+    auto request = scheduler.value()->submit(start, each, firstRunOf(*inputs));
+    if (!request.ok() && !requests.empty()) queued.set_value();  // free the scheduler before the assertion returns
     ASSERT_TRUE(request.ok()) << request.status().toString();
     requests.push_back(*request);
   }
+  queued.set_value();
   int64_t preemptions = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     auto result = requests[i]->wait();
