@@ -34,6 +34,14 @@ inline constexpr int64_t groupedGroupBytes(int bits, int nr) { return kWeightGro
 inline constexpr int64_t kS4GroupBytes = groupedGroupBytes(4, 8);
 inline constexpr int64_t kS8GroupBytes = groupedGroupBytes(8, 8);
 
+// Pulls a group of `Bytes` bytes into the cache kGemvPrefetchBytes ahead of
+// `group`, a line at a time (the tiles' stream of groups).
+template <int64_t Bytes>
+[[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
+#pragma GCC unroll 9
+  for (int64_t line = 0; line < Bytes; line += 64) __builtin_prefetch(group + kGemvPrefetchBytes + line, 0, 3);
+}
+
 // One panel of `cols` <= nr columns in the layout above, from b's elements at
 // offset + p * bK + j * bN (i4: two a byte, low nibble first; i8: a byte) and
 // their f16 scales at g * sG + j * sN.

@@ -33,13 +33,6 @@ inline __m512i broadcastQuad(const int8_t *from) {
   return _mm512_set1_epi32(quad);
 }
 
-// Pulls a group's lines kGemvPrefetchBytes ahead (Bytes: the group's size).
-template <int64_t Bytes>
-[[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
-#pragma GCC unroll 9
-  for (int64_t line = 0; line < Bytes; line += 64) __builtin_prefetch(group + kGemvPrefetchBytes + line, 0, 3);
-}
-
 // acc[r] += the group's sums (int32) times aScale of the row and the group's f16 scales.
 template <int MR>
 [[gnu::always_inline]] inline void addScaledGroup(const __m512i (&sums)[2][MR], const __m512i *offsets,

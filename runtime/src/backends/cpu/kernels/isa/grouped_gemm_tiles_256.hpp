@@ -30,8 +30,8 @@ inline __m256i broadcastQuad(const int8_t *from) {
   return _mm256_set1_epi32(quad);
 }
 
-// acc[r] += the rows' group totals, less offset[r], times aScale of the row
-// and the group's f16 scales (from scaleBits).
+// acc[r] += the rows' group totals, less offset[r] (offset may be null),
+// times aScale of the row and the group's f16 scales (from scaleBits).
 template <class P, int MR>
 [[gnu::always_inline]] inline void addScaledGroup(const typename P::Sums (&sums)[MR], const int32_t *offset,
                                                   const float *aScale, int64_t lds, int64_t g, const uint8_t *scaleBits,
@@ -39,7 +39,8 @@ template <class P, int MR>
   const __m256 scales = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(scaleBits)));
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) {
-    const __m256i exact = _mm256_sub_epi32(P::total(sums[r]), _mm256_set1_epi32(offset[r]));
+    __m256i exact = P::total(sums[r]);
+    if (offset) exact = _mm256_sub_epi32(exact, _mm256_set1_epi32(offset[r]));
     const __m256 scale = _mm256_mul_ps(_mm256_set1_ps(aScale[r * lds + g]), scales);
     acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), scale, acc[r]);
   }
@@ -57,10 +58,7 @@ inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS4GroupBytes;
-    // A group is 2.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
-    __builtin_prefetch(weights + kGemvPrefetchBytes, 0, 3);
-    __builtin_prefetch(weights + kGemvPrefetchBytes + 64, 0, 3);
-    __builtin_prefetch(weights + kGemvPrefetchBytes + 128, 0, 3);
+    prefetchGroup<kS4GroupBytes>(weights);
     typename P::Sums sums[MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[r] = P::zero();
@@ -93,12 +91,9 @@ inline void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const fl
   __m256 acc[MR];
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
-  const int32_t noOffset[MR] = {};
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS8GroupBytes;
-    // A group is 4.25 cache lines: pull the lines kGemvPrefetchBytes ahead.
-#pragma GCC unroll 5
-    for (int line = 0; line < 5; ++line) __builtin_prefetch(weights + kGemvPrefetchBytes + 64 * line, 0, 3);
+    prefetchGroup<kS8GroupBytes>(weights);
     typename P::Sums sums[MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[r] = P::zero();
@@ -112,7 +107,7 @@ inline void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const fl
         sums[r] = P::add(sums[r], magnitude, _mm256_sign_epi8(quad, signedWeights));
       }
     }
-    addScaledGroup<P, MR>(sums, noOffset, aScale, lds, g, weights + 256, acc);
+    addScaledGroup<P, MR>(sums, nullptr, aScale, lds, g, weights + 256, acc);
   }
 #pragma GCC unroll 4
   for (int r = 0; r < MR; ++r) _mm256_storeu_ps(c + r * ldc, acc[r]);
