@@ -120,6 +120,7 @@ void BM_ManySequencesGemm(benchmark::State &state, ein::DType weights, bool grou
 // The same with the weights left in the caches: the arithmetic alone.
 BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_bf16_cached, false, ein::DType::BF16)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_f32_cached, false, ein::DType::F32)->Apply(manySequencesGemmShapes);
+BENCHMARK_CAPTURE(BM_GemmWeights, many_sequences_int8_cached, false, ein::DType::I8)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, f32, ein::DType::F32)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, bf16, ein::DType::BF16)->Apply(manySequencesGemmShapes);
 BENCHMARK_CAPTURE(BM_ManySequencesGemm, int8, ein::DType::I8)->Apply(manySequencesGemmShapes);
@@ -272,10 +273,15 @@ void BM_DecodeAttention(benchmark::State &state) {
   }
   const double bytes = 2.0 * kvHeads * context * d * (cache == ein::DType::BF16 ? 2 : 4);
   state.counters["cache_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOPS"] = benchmark::Counter(4.0 * kvHeads * groups * context * d * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
   setThreadsLabel(state, threads);
 }
+// The 1.1B's many sequences at once run each sequence's attention on one
+// thread (a few hundred keys); a single sequence splits its keys over two.
 BENCHMARK(BM_DecodeAttention)
     ->ArgsProduct({{128, 2048}, {0, 1}, {1, 2}, {3}})
+    ->ArgsProduct({{256}, {1}, {1}, {8}})
     ->ArgsProduct({{1024, 2048}, {0, 1}, {2}, {8}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);

@@ -80,6 +80,25 @@ void forEachGemvRun(const KernelContext &context, int64_t count, Body &&body) {
   context.parallelFor(runs, [&](int64_t run, int thread) { body(count * run / runs, count * (run + 1) / runs, thread); });
 }
 
+// body(item, nextItem, thread) for every item of a gemm. Where packed weights
+// are read once (one row block), each thread takes a contiguous run of the
+// items, whose panels lie one after another, and learns the next item it
+// will take (-1 after its last) so that it can pull that item's first panel
+// in while it works on its last; else the threads take items as they come
+// (nextItem -1), which balances row blocks of uneven cost.
+template <typename Body>
+void forEachGemmItem(const KernelContext &context, const GemmItems &items, int64_t batchCount, bool packedWeights,
+                     Body &&body) {
+  const int64_t count = items.count(batchCount);
+  if (packedWeights && items.mBlocks == 1) {
+    forEachGemvRun(context, count, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t item = begin; item < end; ++item) body(item, item + 1 < end ? item + 1 : -1, thread);
+    });
+    return;
+  }
+  context.parallelFor(count, [&](int64_t item, int thread) { body(item, -1, thread); });
+}
+
 // The gemv's items: all m rows of one panel of nr columns (gemmItem's
 // order: batch, then panels).
 inline GemmItems gemvItems(int64_t m, int64_t n, int nr) { return GemmItems{m, 1, nr, ceilDiv(n, nr)}; }

@@ -105,7 +105,7 @@ void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatr
         preparedBatch = batchIndex;
         quantizeRows(context, op, it.a, m, kPadded, s);
       }
-      isa.s8GemvPanel(static_cast<int>(m), kPadded / 4, s.aQ, kPadded, packed.s8Panel(it.j0), s.acc, nr);
+      isa.s8GemvPanel(static_cast<int>(m), kPadded / 4, s.aQ, kPadded, packed.s8Panel(it.j0), s.acc, nr, nullptr, 0);
       const float *columnScale = columnScales(op, context, it.j0, it.cols, s);
       for (int64_t i = 0; i < m; ++i) {
         isa.s8DequantizeRow(s.acc + i * nr, packed.s8ColumnSums(it.j0), isa.s8ActivationOffset, s.rowScale[i],
@@ -147,7 +147,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
   const GemmItems items = planGemmItems(m, n, batchCount, mr, nr, kMaxMc, kMaxNc, context.threads());
   PreparedRows::forgetAll(context);
 
-  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+  forEachGemmItem(context, items, batchCount, packed != nullptr, [&](int64_t item, int64_t nextItem, int thread) {
     const GemmItem it = gemmItem(op, items, item);
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a;
     const S8Scratch s = scratchOf(context.threadScratch(thread), k);
@@ -180,22 +180,26 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
         sums = s.bSums;
       }
       std::memcpy(s.columnSums + jr, sums, sizeof(int32_t) * static_cast<size_t>(nr));
-      // While this panel is used, each row tile pulls a slice of the next
-      // weight panel into L2: a few rows' tiles read a panel from DRAM in
-      // the first tile alone otherwise, the stream and the arithmetic taking
-      // turns (16 rows of the 1.1B's gemms on AVX512_VNNI).
+      // While this panel is used, each pass over it (a row tile, the
+      // gemv's rows) pulls a slice of the next weight panel (this item's or
+      // the next one's the thread takes) into L2: a few rows' tiles read a
+      // panel from DRAM in the first pass alone otherwise, the stream and the
+      // arithmetic taking turns (16 rows of the 1.1B's gemms on AVX512_VNNI).
+      const int64_t passes = tiledRows / mr + (restByGemv ? 1 : 0);
       const char *next = nullptr;
       int64_t slice = 0;
-      if (packed && jr + nr < cols && tiledRows > 0) {
-        next = reinterpret_cast<const char *>(packed->s8Panel(j0 + jr + nr));
-        slice = roundUp(ceilDiv(packed->s8PanelBytes(), tiledRows / mr), 64);
+      if (const int64_t column = jr + nr < cols ? j0 + jr + nr : nextItem >= 0 ? gemmItem(op, items, nextItem).j0 : -1;
+          packed && column >= 0 && passes > 0) {
+        next = reinterpret_cast<const char *>(packed->s8Panel(column));
+        slice = roundUp(ceilDiv(packed->s8PanelBytes(), passes), 64);
       }
+      auto sliceOf = [&](int64_t pass) { return next ? next + pass * slice : nullptr; };
       for (int64_t ir = 0; ir < tiledRows; ir += mr)
         isa.s8GemmTile(quads, s.aQ + ir * kPadded, kPadded, panel, s.acc + ir * ldc + jr, ldc, false,
-                       next ? next + ir / mr * slice : nullptr, slice);
+                       sliceOf(ir / mr), slice);
       if (restByGemv)
         isa.s8GemvPanel(static_cast<int>(rest), quads, s.aQ + wholeRows * kPadded, kPadded, panel,
-                        s.acc + wholeRows * ldc + jr, ldc);
+                        s.acc + wholeRows * ldc + jr, ldc, sliceOf(passes - 1), slice);
     }
     const float *columnScale = columnScales(op, context, j0, cols, s);
     // The offset's share (offset * the column's weights) comes off exactly in

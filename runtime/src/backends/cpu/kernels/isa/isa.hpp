@@ -262,9 +262,11 @@ struct IsaKernels {
   void (*s8GemmTile)(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                      bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
   // The gemv over an int8 panel (as s8GemmTile, for rows <= kGemvMaxRows
-  // rows of a, without padding rows; c is not accumulated into).
+  // rows of a, without padding rows; c is not accumulated into): the
+  // panel's own lines ahead of its reads, and as the tile, [prefetch,
+  // prefetch + prefetchBytes) spread over its steps.
   void (*s8GemvPanel)(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                      int64_t ldc) = nullptr;
+                      int64_t ldc, const char *prefetch, int64_t prefetchBytes) = nullptr;
   // quantizeRowS8 (quantize_s8.hpp) of a contiguous row with this table's
   // s8ActivationOffset, in vectors: q[0..kPadded) and the row's scale.
   float (*s8QuantizeRow)(const float *x, int64_t k, int64_t kPadded, uint8_t *q) = nullptr;

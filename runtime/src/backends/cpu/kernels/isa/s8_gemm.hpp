@@ -13,7 +13,7 @@ namespace ein::detail::cpu {
   void s8GemmTile##Isa(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc, \
                        bool accumulate, const char *prefetch, int64_t prefetchBytes);                           \
   void s8GemvPanel##Isa(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,  \
-                        int64_t ldc);                                                                           \
+                        int64_t ldc, const char *prefetch, int64_t prefetchBytes);                              \
   float s8QuantizeRow##Isa(const float *x, int64_t k, int64_t kPadded, uint8_t *q);                             \
   void s8DequantizeRow##Isa(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,     \
                             const float *columnScale, int64_t n, float *out);

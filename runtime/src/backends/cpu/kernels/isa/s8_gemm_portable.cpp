@@ -44,9 +44,9 @@ void s8GemmTilePortable(int64_t quads, const uint8_t *a, int64_t lda, const int8
 
 // (see IsaKernels::s8GemvPanel)
 void s8GemvPanelPortable(int rows, int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
-                         int64_t ldc) {
+                         int64_t ldc, const char *prefetch, int64_t prefetchBytes) {
   withGemvRows(rows, [&](auto mr) {
-    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(nullptr, 0, quads));
+    s8Tile<decltype(mr)::value, true>(quads, a, lda, b, c, ldc, false, SpreadPrefetch(prefetch, prefetchBytes, quads));
   });
 }
 
