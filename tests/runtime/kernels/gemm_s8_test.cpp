@@ -183,9 +183,10 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantizedGemmShape{1, 5, 3, 0, false, false, 1, true, Activation::Gelu, 1.0f}),
     quantizedGemmName);
 
-// Gemms of 1 to 8 rows with the int8 weights packed for each table in turn
+// Gemms of 1 to 16 rows with the int8 weights packed for each table in turn
 // (as a CPU whose best table it is would load them): rows up to
-// kGemvMaxRows take the gemv (IsaKernels::s8GemvPanel), more the tiles.
+// kGemvMaxRows take the gemv (IsaKernels::s8GemvPanel), more the tiles (and
+// the gemv the last few rows).
 class Int8GemvTest : public ::testing::TestWithParam<QuantizedGemmShape> {};
 
 TEST_P(Int8GemvTest, MatchesTheInt8ReferenceOnEveryPackedTableAndThreadCount) {
@@ -214,7 +215,11 @@ INSTANTIATE_TEST_SUITE_P(
                       QuantizedGemmShape{1, 5, 129, 300, false, false, 1, true, Activation::Silu, 1.0f},
                       QuantizedGemmShape{1, 6, 70, 383, true, false, 0, false, Activation::None, 1.0f},
                       QuantizedGemmShape{1, 7, 33, 64, false, true, 2, true, Activation::Relu, 2.0f},
-                      QuantizedGemmShape{2, 8, 191, 129, false, false, 1, false, Activation::Gelu, 1.0f}),
+                      QuantizedGemmShape{2, 8, 191, 129, false, false, 1, false, Activation::Gelu, 1.0f},
+                      // Tiles and a last 4 rows by the gemv, items in runs, a
+                      // batch's items after another's.
+                      QuantizedGemmShape{1, 10, 530, 1601, false, false, 1, true, Activation::Silu, 1.0f},
+                      QuantizedGemmShape{2, 16, 600, 900, false, false, 0, false, Activation::None, 1.0f}),
     quantizedGemmName);
 
 // The int8 reference approximates the f32 gemm on the dequantized weights

@@ -302,10 +302,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- gemv (few rows, weights packed at load) -----------------------------------
 
-// Gemms of 1 to 8 rows with the weights packed for each table in turn (as a
+// Gemms of 1 to 16 rows with the weights packed for each table in turn (as a
 // CPU whose best table it is would load them): rows up to kGemvMaxRows take
 // the gemv (IsaKernels::gemvPanel, bf16GemvPanel, bf16WidenGemvPanel), more
-// the register tiles.
+// the register tiles (and the gemv the last few rows).
 class GemvTest : public ::testing::TestWithParam<GemmShape> {};
 
 // On every table and 1 and 2 threads, `kernel` on weights packed for the
@@ -353,7 +353,11 @@ INSTANTIATE_TEST_SUITE_P(
                       GemmShape{1, 5, 129, 300, false, false, true, true, 1, true, Activation::Silu, 1.0f},
                       GemmShape{1, 6, 70, 383, true, false, true, true, 0, false, Activation::None, 1.0f},
                       GemmShape{1, 7, 33, 64, false, true, true, true, 2, true, Activation::Relu, 2.0f},
-                      GemmShape{2, 8, 191, 129, false, false, true, true, 1, false, Activation::Gelu, 1.0f}),
+                      GemmShape{2, 8, 191, 129, false, false, true, true, 1, false, Activation::Gelu, 1.0f},
+                      // Tiles and a last 4 rows by the gemv over blocks of k,
+                      // items in runs, a batch's items after another's.
+                      GemmShape{1, 10, 530, 1601, false, false, true, true, 1, true, Activation::Silu, 1.0f},
+                      GemmShape{2, 16, 600, 900, false, false, true, true, 0, false, Activation::None, 1.0f}),
     [](const auto &info) {
       const GemmShape &s = info.param;
       return "b" + std::to_string(s.batch) + "_m" + std::to_string(s.m) + "_n" + std::to_string(s.n) + "_k" +

@@ -140,7 +140,8 @@ void gemvF32Packed(const Gemm &op, const KernelContext &context, const PackedMat
         }
       }
       if (bf16Rows)
-        isa.bf16GemvPanel(static_cast<int>(m), pairs, rowPairs, pairs, packed.pairPanel(it.j0), acc, nr);
+        isa.bf16GemvPanel(static_cast<int>(m), pairs, rowPairs, pairs, packed.pairPanel(it.j0), acc, nr, false,
+                          nullptr, 0);
       else if (packed.bf16Pairs)
         isa.bf16WidenGemvPanel(static_cast<int>(m), k, aRows, lda, packed.pairPanel(it.j0), acc, nr);
       else
@@ -308,7 +309,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
   const GemmItems items = planGemmItems(m, n, batchCount, tileMr, nr, maxMc, maxNc, context.threads());
   PreparedRows::forgetAll(context);
 
-  context.parallelFor(items.count(batchCount), [&](int64_t item, int thread) {
+  forEachGemmItem(context, items, batchCount, bf16 && !tileByTile, [&](int64_t item, int64_t nextItem, int thread) {
     const GemmItem it = gemmItem(op, items, item);
     const int64_t i0 = it.i0, j0 = it.j0, rows = it.rows, cols = it.cols, aOff = it.a, bOff = it.b;
     const PreparedRows prepared(context.threadScratch(thread));
@@ -382,17 +383,38 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           if (pending.rows > 0) pending.runRows(0, pending.rows);
           return;
         }
+        // Whole tiles, then a last short tile's rows (up to kGemvMaxRows)
+        // by the gemv instead of padded to a tile (16 rows: 6 + 6 + 4), but
+        // for the tall tile's rows of a matrix unit.
+        const int64_t wholeRows = rows / tileMr * tileMr, rest = rows - wholeRows;
+        const bool restByGemv = !tall && rest > 0 && rest <= kGemvMaxRows;
+        const int64_t tiledRows = restByGemv ? wholeRows : roundUp(rows, tileMr);
+        const int64_t passes = tiledRows / tileMr + (restByGemv ? 1 : 0);
         for (int64_t jr = 0; jr < cols; jr += nr) {
           const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
+          // While this panel's pairs are used, each pass over them pulls a
+          // slice of the next ones the thread reads into L2: the next
+          // panel's, the first panel's of the next block of k, or the next
+          // item's first (as the int8 gemm).
+          int64_t nextColumn = j0 + jr + nr, nextRow = p0;
+          if (jr + nr >= cols) {
+            nextColumn = p0 + kc < k ? j0 : nextItem >= 0 ? gemmItem(op, items, nextItem).j0 : -1;
+            nextRow = p0 + kc < k ? p0 + kc : 0;
+          }
           const char *next = nullptr;
           int64_t slice = 0;
-          if (jr + nr < cols) {
-            next = reinterpret_cast<const char *>(packed->pairPanel(j0 + jr + nr) + p0 / 2 * nr);
-            slice = roundUp(ceilDiv(pairs * nr * static_cast<int64_t>(sizeof(uint32_t)), ceilDiv(rows, tileMr)), 64);
+          if (nextColumn >= 0) {
+            const int64_t nextPairs = (std::min(kc, k - nextRow) + 1) / 2;
+            next = reinterpret_cast<const char *>(packed->pairPanel(nextColumn) + nextRow / 2 * nr);
+            slice = roundUp(ceilDiv(nextPairs * nr * static_cast<int64_t>(sizeof(uint32_t)), passes), 64);
           }
-          for (int64_t ir = 0; ir < rows; ir += tileMr)
-            bf16Tile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0,
-                     next ? next + ir / tileMr * slice : nullptr, slice);
+          auto sliceOf = [&](int64_t pass) { return next ? next + pass * slice : nullptr; };
+          for (int64_t ir = 0; ir < tiledRows; ir += tileMr)
+            bf16Tile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0, sliceOf(ir / tileMr),
+                     slice);
+          if (restByGemv)
+            isa.bf16GemvPanel(static_cast<int>(rest), pairs, aPairs + wholeRows * pairs, pairs, panel,
+                              acc + wholeRows * ldc + jr, ldc, p0 > 0, sliceOf(passes - 1), slice);
         }
         continue;
       }

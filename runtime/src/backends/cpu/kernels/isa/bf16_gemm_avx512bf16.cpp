@@ -51,29 +51,23 @@ inline __m512 expNonPositive(__m512 d) {
 // per pair of k. The tile (NextPanel) pulls one line of the next weight
 // panel every few steps, as the f32 tile does; the gemv pulls its own
 // panel's lines kGemvPrefetchBytes ahead.
-template <int MR, bool NextPanel>
+// c (+)= the products of MR rows of a and a panel; the gemv (Prefetch) also
+// pulls the panel's own lines kGemvPrefetchBytes ahead, and both pull
+// `ahead`'s lines (the next panel) into L2 meanwhile.
+template <int MR, bool Prefetch>
 [[gnu::always_inline]] inline void bf16Tile(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                                            int64_t ldc, bool accumulate, const char *prefetch,
-                                            int64_t prefetchBytes) {
+                                            int64_t ldc, bool accumulate, SpreadPrefetch ahead) {
   __m512 acc[MR][kNv];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + v * 16) : _mm512_setzero_ps();
-  const int64_t lines = prefetchBytes / 64;
-  const int64_t every = lines > 0 ? (pairs / lines > 1 ? pairs / lines : 1) : pairs + 1;
-  int64_t line = 0, countdown = every;
   for (int64_t q = 0; q < pairs; ++q) {
-    if constexpr (NextPanel) {
-      if (--countdown == 0) {
-        countdown = every;
-        if (line < lines) __builtin_prefetch(prefetch + 64 * line++, 0, 2);
-      }
-    }
+    ahead.step();
     __m512bh bv[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
-      if constexpr (!NextPanel) __builtin_prefetch(b + q * kNv * 16 + v * 16 + kGemvPrefetchBytes / 4, 0, 3);
+      if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 16 + v * 16 + kGemvPrefetchBytes / 4, 0, 3);
       bv[v] = asBf16(_mm512_loadu_si512(b + q * kNv * 16 + v * 16));
     }
 #pragma GCC unroll 6
@@ -94,14 +88,16 @@ template <int MR, bool NextPanel>
 // (see IsaKernels::bf16GemmTile)
 void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                             bool accumulate, const char *prefetch, int64_t prefetchBytes) {
-  bf16Tile<kMr, true>(pairs, a, lda, b, c, ldc, accumulate, prefetch, prefetchBytes);
+  bf16Tile<kMr, false>(pairs, a, lda, b, c, ldc, accumulate, SpreadPrefetch(prefetch, prefetchBytes, pairs));
 }
 
 // (see IsaKernels::bf16GemvPanel)
 void bf16GemvPanelAvx512bf16(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                             int64_t ldc) {
-  withGemvRows(rows,
-               [&](auto mr) { bf16Tile<decltype(mr)::value, false>(pairs, a, lda, b, c, ldc, false, nullptr, 0); });
+                             int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes) {
+  withGemvRows(rows, [&](auto mr) {
+    bf16Tile<decltype(mr)::value, true>(pairs, a, lda, b, c, ldc, accumulate,
+                                        SpreadPrefetch(prefetch, prefetchBytes, pairs));
+  });
 }
 
 // dst[r * ldd + q] = bf16 pair (a[r][2q], a[r][2q + 1]) (see IsaKernels::bf16PackRows).

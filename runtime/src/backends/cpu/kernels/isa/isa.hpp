@@ -204,9 +204,11 @@ struct IsaKernels {
                              int64_t ldc) = nullptr;
   void (*bf16WidenPairPanel)(int64_t kc, const uint32_t *pairs, float *panel) = nullptr;
   // The gemv over a bf16 pair panel (as gemvPanel, with a and b as in
-  // bf16GemmTile): null where bf16GemmTile is.
+  // bf16GemmTile, for rows <= kGemvMaxRows rows of a): the panel's own lines
+  // ahead of its reads, and as the tile, [prefetch, prefetch +
+  // prefetchBytes) spread over its steps. Null where bf16GemmTile is.
   void (*bf16GemvPanel)(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                        int64_t ldc) = nullptr;
+                        int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;
   int bf16GemmTallMr = 0;
   void (*bf16GemmTallTile)(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                            bool accumulate, const char *prefetch, int64_t prefetchBytes) = nullptr;

@@ -33,7 +33,7 @@ const IsaKernels &avx512VnniKernels() {
 void bf16GemmTileAvx512bf16(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc,
                             bool accumulate, const char *prefetch, int64_t prefetchBytes);
 void bf16GemvPanelAvx512bf16(int rows, int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
-                             int64_t ldc);
+                             int64_t ldc, bool accumulate, const char *prefetch, int64_t prefetchBytes);
 void bf16PackRowsAvx512bf16(const float *a, int64_t sM, int64_t sK, int64_t rows, int64_t kc, int mr, uint32_t *dst,
                             int64_t ldd);
 void bf16InterleaveRowsAvx512bf16(const float *a, const float *b, int64_t n, uint32_t *dst);
