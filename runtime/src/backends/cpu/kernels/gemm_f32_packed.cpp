@@ -326,17 +326,26 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         // over each weight panel's pairs from row p0 on.
         const int64_t pairs = (depth + 1) / 2;
         auto *aPairs = reinterpret_cast<uint32_t *>(aPack);
-        if (const int64_t rowBlock = PreparedRows::rowBlock(items, item); depth < k || !prepared.hold(rowBlock)) {
+        // Where the block's rows over all of k fit in aPack, they are packed
+        // once for every block of k (read from pair p0 / 2 on, lda pairs of
+        // k apart) and kept for the thread's next item: a few rows' blocks
+        // of k packed them again for every block and item (4% of 16
+        // sequences' bf16 decode step).
+        const bool wholeK = !tileByTile && roundUp(rows, tileMr) * pairsOfK <= kAPackFloats;
+        const int64_t packDepth = wholeK ? k : depth, lda = (packDepth + 1) / 2;
+        if (const int64_t rowBlock = PreparedRows::rowBlock(items, item);
+            (depth < k && !wholeK) || !prepared.hold(rowBlock)) {
           for (int64_t ir = 0; ir < rows; ir += tileMr) {
-            const float *from = a + aOff + (i0 + ir) * aM + p0 * aK;
+            const float *from = a + aOff + (i0 + ir) * aM + (wholeK ? 0 : p0) * aK;
             const int64_t tileRows = std::min<int64_t>(tileMr, rows - ir);
             if (tileByTile)
               packPairSteps(isa, from, aM, aK, tileRows, depth, aPairs + ir * pairs);
             else
-              isa.bf16PackRows(from, aM, aK, tileRows, depth, tileMr, aPairs + ir * pairs, pairs);
+              isa.bf16PackRows(from, aM, aK, tileRows, packDepth, tileMr, aPairs + ir * lda, lda);
           }
-          prepared.set(depth < k ? -1 : rowBlock);
+          prepared.set(depth < k && !wholeK ? -1 : rowBlock);
         }
+        const uint32_t *aBlock = aPairs + (wholeK ? p0 / 2 : 0);
         if (tileByTile) {
           // Row tile by row tile (its rows of a stay in L1 over every
           // panel of the item; panel by panel where the weights outgrow
@@ -410,10 +419,10 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
           }
           auto sliceOf = [&](int64_t pass) { return next ? next + pass * slice : nullptr; };
           for (int64_t ir = 0; ir < tiledRows; ir += tileMr)
-            bf16Tile(pairs, aPairs + ir * pairs, pairs, panel, acc + ir * ldc + jr, ldc, p0 > 0, sliceOf(ir / tileMr),
+            bf16Tile(pairs, aBlock + ir * lda, lda, panel, acc + ir * ldc + jr, ldc, p0 > 0, sliceOf(ir / tileMr),
                      slice);
           if (restByGemv)
-            isa.bf16GemvPanel(static_cast<int>(rest), pairs, aPairs + wholeRows * pairs, pairs, panel,
+            isa.bf16GemvPanel(static_cast<int>(rest), pairs, aBlock + wholeRows * lda, lda, panel,
                               acc + wholeRows * ldc + jr, ldc, p0 > 0, sliceOf(passes - 1), slice);
         }
         continue;
