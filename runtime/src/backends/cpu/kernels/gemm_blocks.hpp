@@ -80,6 +80,19 @@ void forEachGemvRun(const KernelContext &context, int64_t count, Body &&body) {
   context.parallelFor(runs, [&](int64_t run, int thread) { body(count * run / runs, count * (run + 1) / runs, thread); });
 }
 
+// A row block's passes over a weight panel: whole tiles of mr rows, then a
+// last short tile's rows by the gemv where they are at most kGemvMaxRows
+// (and `gemvRest`), else that tile padded with zero rows.
+struct TilePasses {
+  int64_t wholeRows, rest, tiledRows, passes;
+  bool restByGemv;
+  TilePasses(int64_t rows, int64_t mr, bool gemvRest)
+      : wholeRows(rows / mr * mr), rest(rows - wholeRows), restByGemv(gemvRest && rest > 0 && rest <= kGemvMaxRows) {
+    tiledRows = restByGemv ? wholeRows : (rows + mr - 1) / mr * mr;
+    passes = tiledRows / mr + (restByGemv ? 1 : 0);
+  }
+};
+
 // body(item, nextItem, thread) for every item of a gemm. Where packed weights
 // are read once (one row block), each thread takes a contiguous run of the
 // items, whose panels lie one after another, and learns the next item it

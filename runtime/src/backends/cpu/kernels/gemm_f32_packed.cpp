@@ -395,10 +395,7 @@ Status gemmF32Packed(const Gemm &op, const KernelContext &context) {
         // Whole tiles, then a last short tile's rows (up to kGemvMaxRows)
         // by the gemv instead of padded to a tile (16 rows: 6 + 6 + 4), but
         // for the tall tile's rows of a matrix unit.
-        const int64_t wholeRows = rows / tileMr * tileMr, rest = rows - wholeRows;
-        const bool restByGemv = !tall && rest > 0 && rest <= kGemvMaxRows;
-        const int64_t tiledRows = restByGemv ? wholeRows : roundUp(rows, tileMr);
-        const int64_t passes = tiledRows / tileMr + (restByGemv ? 1 : 0);
+        const auto [wholeRows, rest, tiledRows, passes, restByGemv] = TilePasses(rows, tileMr, !tall);
         for (int64_t jr = 0; jr < cols; jr += nr) {
           const uint32_t *panel = packed->pairPanel(j0 + jr) + p0 / 2 * nr;
           // While this panel's pairs are used, each pass over them pulls a

@@ -154,9 +154,7 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     // Whole tiles of mr rows; a last short tile of up to kGemvMaxRows rows
     // is the gemv's, row for row (AVX2 at 5 rows took the time of 8), and a
     // longer one a tile padded with zero rows.
-    const int64_t wholeRows = rows / mr * mr, rest = rows - wholeRows;
-    const bool restByGemv = rest > 0 && rest <= kGemvMaxRows;
-    const int64_t tiledRows = restByGemv ? wholeRows : roundUp(rows, mr);
+    const auto [wholeRows, rest, tiledRows, passes, restByGemv] = TilePasses(rows, mr, true);
     // The block's rows of a, quantized (padding rows: zeros, never stored),
     // unless this thread's previous item had the same rows.
     const PreparedRows prepared(context.threadScratch(thread));
@@ -185,7 +183,6 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
       // the next one's the thread takes) into L2: a few rows' tiles read a
       // panel from DRAM in the first pass alone otherwise, the stream and the
       // arithmetic taking turns (16 rows of the 1.1B's gemms on AVX512_VNNI).
-      const int64_t passes = tiledRows / mr + (restByGemv ? 1 : 0);
       const char *next = nullptr;
       int64_t slice = 0;
       if (const int64_t column = jr + nr < cols ? j0 + jr + nr : nextItem >= 0 ? gemmItem(op, items, nextItem).j0 : -1;
