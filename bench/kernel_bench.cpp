@@ -400,6 +400,30 @@ void BM_ElementwiseBiasGelu(benchmark::State &state) {
   rowBench(state, op, rig, 8.0 * rows * width);
 }
 
+// Half of a decode step's rotary embedding (a Llama's q, one sequence's
+// tokens): out[h, t, :32] = x[t, h, :32] * cos[t] - x[t, h, 32:] * sin[t],
+// x a row of the fused q/k/v projection (2560 wide), cos and sin shared by
+// the heads: rows of 32 lanes, where the interpreter's per-block work
+// shows. args heads, tokens, threads.
+void BM_ElementwiseRotaryHalf(benchmark::State &state) {
+  const int64_t heads = state.range(0), tokens = state.range(1), half = 32, width = 2560;
+  const int threads = static_cast<int>(state.range(2));
+  KernelRig rig;
+  detail::Elementwise op;
+  op.shape = {heads, tokens, half};
+  const uint32_t x = rig.tensor(tokens * width), cos = rig.tensor(tokens * half), sin = rig.tensor(tokens * half);
+  op.inputs = {detail::View{x, 0, {2 * half, width, 1}}, detail::View{cos, 0, {0, half, 1}},
+               detail::View{x, half, {2 * half, width, 1}}, detail::View{sin, 0, {0, half, 1}}};
+  op.output = detail::View{rig.tensor(heads * tokens * 2 * half), 0, {tokens * 2 * half, 2 * half, 1}};
+  op.program = {{detail::Opcode::Mul, 0, 1, 0, 0.0f},
+                {detail::Opcode::Mul, 2, 3, 0, 0.0f},
+                {detail::Opcode::Sub, 4, 5, 0, 0.0f}};
+  rig.finish(op, threads);
+  for (auto _ : state) rig.run();
+  setThreadsLabel(state, threads);
+}
+BENCHMARK(BM_ElementwiseRotaryHalf)->ArgsProduct({{4, 32}, {1, 16}, {1}})->UseRealTime();
+
 #define EIN_ROW_SHAPES ArgsProduct({{16384}, {1024}, {1, 2}})->Args({197, 384, 1})->Args({197, 384, 2})->UseRealTime()
 BENCHMARK_CAPTURE(BM_LayerNorm, plain, false)->EIN_ROW_SHAPES;
 BENCHMARK_CAPTURE(BM_LayerNorm, residual_sum, true)->EIN_ROW_SHAPES;

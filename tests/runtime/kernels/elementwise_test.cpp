@@ -190,6 +190,32 @@ TEST_P(ElementwiseFastTest, ElementwiseGeluOfScaledSum) {
                              2e-6);
 }
 
+// A rotary half as a decode step runs it: rows of `half` lanes over (heads,
+// tokens), x read from a fused projection's rows, cos and sin shared by the
+// heads, the output's rows every 2 * half. Rows of whole vectors are read and
+// written where they lie, the others copied; rows of 24 lanes are whole on
+// AVX2 and cut on AVX-512, so both ways and the step from row to row across
+// the outer axes are checked on every table.
+TEST(Elementwise, FastRowsOfAFewVectorsOverSeveralAxes) {
+  for (const int64_t half : {32, 24, 5}) {
+    SCOPED_TRACE(half);
+    const int64_t heads = 3, tokens = 5, width = heads * 2 * half + 7;
+    ArtifactBuilder builder;
+    uint32_t x = builder.input("x", fb::DType::F32, {tokens, width});
+    uint32_t cos = builder.input("cos", fb::DType::F32, {tokens, half});
+    uint32_t sin = builder.input("sin", fb::DType::F32, {tokens, half});
+    uint32_t out = builder.output("out", fb::DType::F32, {heads, tokens, 2 * half});
+    builder.elementwise({{heads, tokens, half},
+                         {{x, 0, {2 * half, width, 1}}, {cos, 0, {0, half, 1}}, {x, half, {2 * half, width, 1}},
+                          {sin, 0, {0, half, 1}}},
+                         {out, half, {tokens * 2 * half, 2 * half, 1}},
+                         {instruction(fb::Opcode::Mul, 0, 1, 0), instruction(fb::Opcode::Mul, 2, 3, 0),
+                          instruction(fb::Opcode::Sub, 4, 5, 0)}});
+    expectFastMatchesReference(builder.build(), detail::cpu::elementwiseF32Fast,
+                               detail::cpu::elementwiseF32Reference, 0.0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, ElementwiseFastTest, ::testing::ValuesIn(rowCases()),
                          [](const auto &info) { return info.param.name; });
 

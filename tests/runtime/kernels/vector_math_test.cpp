@@ -120,7 +120,8 @@ TEST_P(VectorMathTest, ElementwiseOpcodesMatchTheScalarDefinitions) {
   for (int value = 0; value < ops::kValueCount<ops::Opcode>; ++value) {
     const auto opcode = static_cast<ops::Opcode>(value);
     const detail::Instruction instruction{opcode, 0, 1, 2, imm};
-    GetParam()->elementwiseBlock(&instruction, 1, 3, registers.data(), count);
+    const float *inputs[] = {a, b, c};
+    GetParam()->elementwiseBlock(&instruction, 1, inputs, 3, registers.data(), out, count);
     for (int64_t e = 0; e < count; ++e) {
       const double want = ops::evaluate<double>(opcode, a[e], b[e], c[e], imm);
       if (std::isnan(want)) {

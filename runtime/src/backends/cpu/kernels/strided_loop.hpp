@@ -46,40 +46,58 @@ inline int64_t offsetOfIndex(const Dims &shape, const Dims &strides, int64_t sta
   return offset;
 }
 
-// The offsets of N views at consecutive row-major indices of `shape`, from
-// index number `flat` on: next() steps one index on, carrying as
-// forEachIndex does, so a thread's run of rows pays for offsetOfIndex's
-// divisions once instead of per row (a 384-wide layernorm row spent a
-// fifth of its time there).
-template <size_t N>
-class IndexOffsets {
+// The row-major index of `shape` from index number `flat` on, stepped one
+// index at a time: next(moved) calls moved(axis, delta) for each axis whose
+// index changes (the carried ones go back by size - 1), so views stepped
+// along pay for offsetOfIndex's divisions once instead of per index.
+class IndexOdometer {
  public:
-  IndexOffsets(const Dims &shape, const std::array<const Dims *, N> &strides, const std::array<int64_t, N> &start,
-               int64_t flat)
-      : shape_(shape), strides_(strides) {
-    for (size_t v = 0; v < N; ++v) offsets_[v] = offsetOfIndex(shape, *strides[v], start[v], flat);
+  IndexOdometer(const Dims &shape, int64_t flat) : shape_(shape) {
     for (size_t axis = shape.size(); axis-- > 0;) {
       index_[axis] = shape[axis] > 0 ? flat % shape[axis] : 0;
       flat = shape[axis] > 0 ? flat / shape[axis] : 0;
     }
   }
-  int64_t operator[](size_t v) const { return offsets_[v]; }
-  void next() {
+  template <typename Moved>
+  void next(Moved &&moved) {
     for (size_t axis = shape_.size(); axis-- > 0;) {
       if (++index_[axis] < shape_[axis]) {
-        for (size_t v = 0; v < N; ++v) offsets_[v] += (*strides_[v])[axis];
+        moved(axis, int64_t{1});
         return;
       }
-      for (size_t v = 0; v < N; ++v) offsets_[v] -= (*strides_[v])[axis] * (shape_[axis] - 1);
+      moved(axis, 1 - shape_[axis]);
       index_[axis] = 0;
     }
   }
 
  private:
   const Dims &shape_;
+  std::array<int64_t, kMaxRank> index_{};
+};
+
+// The offsets of N views at consecutive row-major indices of `shape`, from
+// index number `flat` on: next() steps one index on (IndexOdometer), so a
+// thread's run of rows pays for offsetOfIndex's divisions once instead of
+// per row (a 384-wide layernorm row spent a fifth of its time there).
+template <size_t N>
+class IndexOffsets {
+ public:
+  IndexOffsets(const Dims &shape, const std::array<const Dims *, N> &strides, const std::array<int64_t, N> &start,
+               int64_t flat)
+      : odometer_(shape, flat), strides_(strides) {
+    for (size_t v = 0; v < N; ++v) offsets_[v] = offsetOfIndex(shape, *strides[v], start[v], flat);
+  }
+  int64_t operator[](size_t v) const { return offsets_[v]; }
+  void next() {
+    odometer_.next([&](size_t axis, int64_t delta) {
+      for (size_t v = 0; v < N; ++v) offsets_[v] += delta * (*strides_[v])[axis];
+    });
+  }
+
+ private:
+  IndexOdometer odometer_;
   std::array<const Dims *, N> strides_;
   std::array<int64_t, N> offsets_{};
-  std::array<int64_t, kMaxRank> index_{};
 };
 
 }  // namespace ein::detail::cpu

@@ -15,21 +15,23 @@
 
 namespace ein::detail::cpu::isa {
 
-// One instruction over whole vectors of the block (registers are
-// kElementwiseBlock lanes, so rounding `count` up to a vector stays inside;
-// the extra lanes are never stored). Opcodes with no vector form here (Log,
-// Pow) run their scalar definition lane by lane.
+// One instruction over whole vectors of the block (IsaKernels::elementwiseBlock:
+// rounding `count` up to a vector stays inside every operand; the extra lanes
+// are never stored). Opcodes with no vector form here (Log, Pow) run their
+// scalar definition lane by lane.
 template <class S>
-void elementwiseBlock(const Instruction *program, size_t size, size_t inputCount, float *registers, int64_t count) {
+void elementwiseBlock(const Instruction *program, size_t size, const float *const *inputs, size_t inputCount,
+                      float *registers, float *result, int64_t count) {
   using V = typename S::V;
   constexpr int W = S::W;
   constexpr int64_t kBlock = static_cast<int64_t>(kElementwiseBlock);
   const int64_t lanes = (count + W - 1) / W * W;
   const V one = S::set1(1.0f), zero = S::zero(), nan = S::set1(std::numeric_limits<float>::quiet_NaN());
+  auto reg = [&](uint16_t r) -> const float * { return r < inputCount ? inputs[r] : registers + r * kBlock; };
   for (size_t i = 0; i < size; ++i) {
     const Instruction &in = program[i];
-    float *out = registers + (inputCount + i) * kBlock;
-    const float *a = registers + in.a * kBlock, *b = registers + in.b * kBlock, *c = registers + in.c * kBlock;
+    float *out = i + 1 == size ? result : registers + (inputCount + i) * kBlock;
+    const float *a = reg(in.a), *b = reg(in.b), *c = reg(in.c);
     auto map1 = [&](auto f) {
       for (int64_t e = 0; e < lanes; e += W) S::store(out + e, f(S::load(a + e)));
     };

@@ -171,8 +171,14 @@ struct IsaKernels {
   void (*normalizeRow)(const float *x, int64_t n, float mean, float scale, const float *gamma, const float *beta,
                        float *y);
   // Runs an element-wise register program over `count` <= kElementwiseBlock
-  // lanes: register r is registers[r * kElementwiseBlock ...] (see Elementwise).
-  void (*elementwiseBlock)(const Instruction *program, size_t size, size_t inputs, float *registers, int64_t count);
+  // lanes (see Elementwise): register r < inputCount is inputs[r] (an input's
+  // lanes where they lie, or a copy of them), instruction i's result is
+  // registers[(inputCount + i) * kElementwiseBlock ...], the last one's at
+  // `result` instead. Whole vectors are read and written, so where `count`
+  // is not a multiple of the vector every operand and `result` must have
+  // room up to the next one (a kElementwiseBlock register does).
+  void (*elementwiseBlock)(const Instruction *program, size_t size, const float *const *inputs, size_t inputCount,
+                           float *registers, float *result, int64_t count);
   // x[i] = exp(x[i]) and x[i] = activation(x[i]): the vector math, exposed for tests.
   void (*expInPlace)(float *x, int64_t n);
   void (*activateInPlace)(float *x, int64_t n, Activation activation);
