@@ -376,7 +376,8 @@ Status redecode(const fb::Model &model, const SizeResolver &sizes, std::span<con
   }
   for (uint32_t index : steps)
     EIN_RETURN_IF_ERROR(
-        decodeStep(*model.steps()->Get(index), index, sizes, program, program.steps[index], program.stepInfos[index]));
+        decodeStep(*model.steps()->Get(index), index, sizes, program, program.steps[index], program.stepInfos[index],
+                   /*again=*/true));
   return Status();
 }
 

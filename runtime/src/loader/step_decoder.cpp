@@ -429,18 +429,22 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
 }
 
 Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes, const Program &program, Step &out,
-                  StepInfo &info) {
-  info = StepInfo{};
-  info.op = kernelName(step.kernel_type());
-  info.location = step.location() ? step.location()->str() : "";
-  std::string label = info.location.empty() ? fmt::format("step {} ({})", index, info.op)
-                                            : fmt::format("step {} ({} at {})", index, info.op, info.location);
+                  StepInfo &info, bool again) {
+  if (!again) {
+    info = StepInfo{};
+    info.op = kernelName(step.kernel_type());
+    info.location = step.location() ? step.location()->str() : "";
+    out.label = info.location.empty() ? fmt::format("step {} ({})", index, info.op)
+                                      : fmt::format("step {} ({} at {})", index, info.op, info.location);
+  }
   bool known = step.kernel_type() >= fb::Kernel::MIN && step.kernel_type() <= fb::Kernel::MAX &&
                step.kernel_type() != fb::Kernel::NONE;
-  if (known && !step.kernel()) return invalid(label + ": the kernel's table is missing");
+  if (known && !step.kernel()) return invalid(out.label + ": the kernel's table is missing");
   StepChecker check(program, sizes);
   StatusOr<Kernel> kernel = decodeKernel(step, check, info);
-  if (!kernel.ok()) return Status(kernel.status().code(), label + ": " + kernel.status().message());
+  if (!kernel.ok()) return Status(kernel.status().code(), out.label + ": " + kernel.status().message());
+  out.kernel = std::move(kernel).value();
+  if (again) return Status();
   info.operands = check.takeOperands();
   info.sources = readStrings(step.sources());
   if (info.sources.empty() && !info.location.empty()) info.sources.push_back(info.location);
@@ -448,8 +452,9 @@ Status decodeStep(const fb::Step &step, size_t index, const SizeResolver &sizes,
   info.fusedBy = readStrings(step.fused_by());
   info.firstRun = step.first_run();
   info.rowsOverKept = step.rows_over_kept();
-  out = Step{std::move(kernel).value(), std::move(label), step.per_sequence(), step.first_run(),
-             step.rows_over_kept()};
+  out.perSequence = step.per_sequence();
+  out.firstRun = step.first_run();
+  out.rowsOverKept = step.rows_over_kept();
   return Status();
 }
 

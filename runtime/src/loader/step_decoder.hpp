@@ -18,7 +18,13 @@ namespace ein::detail {
 // program at load and each instantiation of a dynamic one.
 Status decodeStep(const schema::Step &step, size_t index, const SizeResolver &sizes, Program &program);
 // The same into `out` and `info`, verified against `program`'s tensors.
+// With `again`, `out` and `info` hold this step decoded at other sizes (a
+// sequence's program moved to its next position, every decode step): its
+// label and the strings of its info, which the step's table alone gives,
+// are kept, and the entries of info's maps are overwritten in place (which
+// keys a step's info holds depends on its table, never on sizes, so none is
+// left from before) instead of built anew.
 Status decodeStep(const schema::Step &step, size_t index, const SizeResolver &sizes, const Program &program, Step &out,
-                  StepInfo &info);
+                  StepInfo &info, bool again = false);
 
 }  // namespace ein::detail
