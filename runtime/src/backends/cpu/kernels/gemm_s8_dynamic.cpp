@@ -42,7 +42,6 @@ struct S8Scratch {
   float *rowScale;  // kMaxMc
   int32_t *acc;     // kMaxMc x kMaxNc
   int32_t *columnSums;  // kMaxNc
-  float *row;       // kMaxNc: one dequantized row
   float *columnScale;  // kMaxNc: the block's column scales, contiguous
   int8_t *bPack;    // a panel packed here when b was not packed at load
   int32_t *bSums;   // kMaxNr
@@ -56,8 +55,7 @@ S8Scratch scratchOf(float *base, int64_t k) {
   s.rowScale = reinterpret_cast<float *>(bytes + PreparedRows::kScratchFloats * sizeof(float));
   s.acc = reinterpret_cast<int32_t *>(s.rowScale + kMaxMc);
   s.columnSums = s.acc + kMaxMc * kMaxNc;
-  s.row = reinterpret_cast<float *>(s.columnSums + kMaxNc);
-  s.columnScale = s.row + kMaxNc;
+  s.columnScale = reinterpret_cast<float *>(s.columnSums + kMaxNc);
   s.bSums = reinterpret_cast<int32_t *>(s.columnScale + kMaxNc);
   s.aQ = reinterpret_cast<uint8_t *>(s.bSums + kMaxNr);
   s.bPack = reinterpret_cast<int8_t *>(s.aQ + kMaxMc * paddedBytes(k));
@@ -107,11 +105,11 @@ void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatr
       }
       isa.s8GemvPanel(static_cast<int>(m), kPadded / 4, s.aQ, kPadded, packed.s8Panel(it.j0), s.acc, nr, nullptr, 0);
       const float *columnScale = columnScales(op, context, it.j0, it.cols, s);
-      for (int64_t i = 0; i < m; ++i) {
+      float *sums = reinterpret_cast<float *>(s.acc);  // each row's sums as f32, where they lie
+      for (int64_t i = 0; i < m; ++i)
         isa.s8DequantizeRow(s.acc + i * nr, packed.s8ColumnSums(it.j0), isa.s8ActivationOffset, s.rowScale[i],
-                            columnScale, it.cols, s.row);
-        gemmEpilogueRows(op, context, it, i, 1, s.row, 0);
-      }
+                            columnScale, it.cols, sums + i * nr);
+      gemmEpilogueRows(op, context, it, 0, m, sums, nr);
     }
   });
 }
@@ -121,7 +119,7 @@ void gemvS8Packed(const Gemm &op, const KernelContext &context, const PackedMatr
 size_t gemmS8DynamicScratchFloats(const Gemm &op) {
   return saturatedScratchFloats(
       static_cast<unsigned __int128>(sizeof(float)) *
-          (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 3 * kMaxNc + kMaxNr) +
+          (PreparedRows::kScratchFloats + kMaxMc + kMaxMc * kMaxNc + 2 * kMaxNc + kMaxNr) +
       static_cast<unsigned __int128>(kMaxMc + kMaxNr) * (static_cast<uint64_t>(op.k) + 3));
 }
 
@@ -200,11 +198,12 @@ Status gemmS8Dynamic(const Gemm &op, const KernelContext &context) {
     }
     const float *columnScale = columnScales(op, context, j0, cols, s);
     // The offset's share (offset * the column's weights) comes off exactly in
-    // int32; then the two scales, then the f32 gemm's epilogue.
-    for (int64_t i = 0; i < rows; ++i) {
-      isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, s.row);
-      gemmEpilogueRows(op, context, it, i, 1, s.row, 0);
-    }
+    // int32; then the two scales, each row's sums becoming f32 where they
+    // lie; then the f32 gemm's epilogue over the block's rows in one call.
+    float *sums = reinterpret_cast<float *>(s.acc);
+    for (int64_t i = 0; i < rows; ++i)
+      isa.s8DequantizeRow(s.acc + i * ldc, s.columnSums, offset, s.rowScale[i], columnScale, cols, sums + i * ldc);
+    gemmEpilogueRows(op, context, it, 0, rows, sums, ldc);
   });
   return Status();
 }

@@ -280,7 +280,9 @@ struct IsaKernels {
   float (*s8QuantizeRow)(const float *x, int64_t k, int64_t kPadded, uint8_t *q) = nullptr;
   // out[j] = rowScale * columnScale[j] * (acc[j] - offset * columnSums[j])
   // for j < n (the int8 gemm's scales, before its epilogue): the same f32
-  // operations in that order on every table.
+  // operations in that order on every table. out may be acc itself (each
+  // lane is read before it is written), so a block's int32 sums become its
+  // f32 rows where they lie.
   void (*s8DequantizeRow)(const int32_t *acc, const int32_t *columnSums, int32_t offset, float rowScale,
                           const float *columnScale, int64_t n, float *out) = nullptr;
 
