@@ -61,20 +61,21 @@ Status elementwiseF32Fast(const Elementwise &op, const KernelContext &context) {
   };
   context.parallelChunks(outer.product() * blocksPerRow, grain, [&](int64_t begin, int64_t end, int thread) {
     const ElementwiseScratch s(context.threadScratch(thread), op);
-    int64_t row = begin / blocksPerRow;
+    const int64_t row = begin / blocksPerRow;
     for (size_t v = 0; v < inputCount; ++v)
       s.offsets[v] = offsetOfIndex(outer, op.inputs[v].strides, op.inputs[v].offset, row);
     s.offsets[inputCount] = offsetOfIndex(outer, op.output.strides, op.output.offset, row);
     IndexOdometer rows(outer, row);
-    for (int64_t block = begin; block < end; ++block) {
-      if (block / blocksPerRow != row) {
-        ++row;
+    // start: the block's first lane in its row; past the row's end, the next row's first.
+    for (int64_t block = begin, start = begin % blocksPerRow * kBlock; block < end; ++block, start += kBlock) {
+      if (start >= inner) {
+        start = 0;
         rows.next([&](size_t axis, int64_t delta) {
           for (size_t v = 0; v < inputCount; ++v) s.offsets[v] += delta * op.inputs[v].strides[axis];
           s.offsets[inputCount] += delta * op.output.strides[axis];
         });
       }
-      const int64_t start = block % blocksPerRow * kBlock, count = std::min(kBlock, inner - start);
+      const int64_t count = std::min(kBlock, inner - start);
       for (size_t v = 0; v < inputCount; ++v) {
         const View &view = op.inputs[v];
         const int64_t step = op.shape.empty() ? 0 : view.strides.back(), offset = s.offsets[v] + start * step;
