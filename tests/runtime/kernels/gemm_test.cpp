@@ -195,10 +195,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // A bias per row (one value along j) with alpha, GELU and a residual,
                       // a partial last vector of each row.
                       GemmShape{2, 37, 45, 19, false, false, true, true, 3, true, Activation::Gelu, 0.5f},
-                      // A few sequences decoding at once: short row tiles (RowTiles: 8 rows
-                      // as 4 + 4, 14 as 6 + 4 + 4) read in place or packed as rows.
+                      // A few sequences decoding at once: row tiles as even as can be
+                      // (RowTiles at mr 6: 8 rows as 4 + 4, 14 as 5 + 5 + 4, 16 as
+                      // 6 + 5 + 5) read in place or packed (a whole tile's as its panel,
+                      // a shorter one's as rows).
                       GemmShape{1, 8, 100, 300, false, true, true, true, 1, true, Activation::Silu, 1.0f},
                       GemmShape{2, 14, 40, 33, true, false, true, true, 0, false, Activation::None, 1.0f},
+                      GemmShape{1, 16, 70, 90, false, false, true, true, 1, false, Activation::None, 1.0f},
+                      GemmShape{1, 16, 33, 41, true, true, false, true, 2, true, Activation::Gelu, 0.5f},
                       // One column (a depthwise convolution's batch of matrix-vector
                       // products: gemmColumnF32): a contiguous along k (dot products) or
                       // along m (transposed: scaled columns added), past one block of k

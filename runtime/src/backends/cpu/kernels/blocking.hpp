@@ -1,6 +1,7 @@
 // Integer helpers for cutting a kernel's work into blocks and register tiles.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ein::detail::cpu {
@@ -14,24 +15,18 @@ inline int64_t blockSize(int64_t size, int64_t limit, int64_t unit) {
   return roundUp(ceilDiv(size, ceilDiv(size, limit)), unit);
 }
 
-// A block of `rows` rows as register tiles of mr rows, the last one short
-// where mr does not divide rows (computed without padded rows:
-// IsaKernels::gemmTileRowsUpTo). A last tile of under kMinTileRows rows has
-// too few chains of sums to keep the multiply-add units busy and costs as
-// much as one of kMinTileRows, so it shares the rows of the tile before:
-// 8 rows at mr 6 as 4 + 4, not 6 + 2 (bf16 weights on AVX2, 8 rows: 1.07-1.21x
-// faster).
+// A block of `rows` rows as the fewest register tiles of at most mr rows,
+// their rows as even as can be (the first ones one row longer), each computed
+// without padded rows (IsaKernels::gemmTileRowsUpTo). A short tile has fewer
+// chains of sums to keep the multiply-add units busy: 16 rows at mr 6 run as
+// 6 + 5 + 5, not 6 + 6 + 4, and 8 rows as 4 + 4, not 6 + 2.
 struct RowTiles {
-  static constexpr int64_t kMinTileRows = 4;
-  int64_t count, mr, last, beforeLast;  // the tiles; the rows of the full ones, the last and the one before it
-  RowTiles(int64_t rows, int64_t mr) : count(ceilDiv(rows, mr)), mr(mr), last(rows - (count - 1) * mr), beforeLast(mr) {
-    if (count > 1 && last < kMinTileRows) {
-      beforeLast = (mr + last + 1) / 2;
-      last = mr + last - beforeLast;
-    }
-  }
-  int64_t begin(int64_t tile) const { return tile * mr - (tile == count - 1 ? mr - beforeLast : 0); }
-  int64_t rows(int64_t tile) const { return tile == count - 1 ? last : tile == count - 2 ? beforeLast : mr; }
+  // The tiles; each has rowsEach rows, the first `longer` of them one more.
+  int64_t count, rowsEach, longer;
+  RowTiles(int64_t rows, int64_t mr)
+      : count(ceilDiv(rows, mr)), rowsEach(count ? rows / count : 0), longer(count ? rows % count : 0) {}
+  int64_t begin(int64_t tile) const { return tile * rowsEach + std::min(tile, longer); }
+  int64_t rows(int64_t tile) const { return rowsEach + (tile < longer ? 1 : 0); }
 };
 
 }  // namespace ein::detail::cpu
