@@ -18,7 +18,7 @@ if [[ "${1:-}" == "--build-only" ]]; then
 fi
 seconds=${1:-60}
 shift || true
-all_targets=(fuzz_frontend fuzz_einc fuzz_safetensors fuzz_npy fuzz_artifact fuzz_artifact_fields)
+all_targets=(fuzz_frontend fuzz_einc fuzz_safetensors fuzz_gguf fuzz_npy fuzz_artifact fuzz_artifact_fields)
 [[ $# -gt 0 ]] && targets=("$@") || targets=("${all_targets[@]}")
 
 if ! command -v clang++-19 >/dev/null; then

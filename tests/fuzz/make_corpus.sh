@@ -9,7 +9,7 @@ set -euo pipefail
 source_dir=$1 conformance_dir=$2 out=$3 seed_artifacts=$4
 
 rm -rf "$out"
-mkdir -p "$out"/{frontend,einc,safetensors,npy,artifact,artifact_fields}
+mkdir -p "$out"/{frontend,einc,safetensors,gguf,npy,artifact,artifact_fields}
 
 copy_numbered() {  # copy_numbered DEST FILE...: flat names that cannot collide
   local dest=$1 n=0
@@ -33,6 +33,9 @@ copy_numbered "$out/frontend" "${models[@]}"
 copy_numbered "$out/einc" "${models[@]}"
 [[ ${#npys[@]} -eq 0 ]] || copy_numbered "$out/npy" "${npys[@]}"
 [[ ${#weights[@]} -eq 0 ]] || copy_numbered "$out/safetensors" "${weights[@]}"
+# The GGUF reader tests' files (llama.cpp's own writer) under 256 KiB.
+mapfile -t ggufs < <(find "$source_dir/tests/compiler/weights/gguf" -name '*.gguf' -size -256k | sort)
+copy_numbered "$out/gguf" "${ggufs[@]}"
 
 writer="$source_dir/tests/Inputs/write_tensors.py"
 python3 "$writer" npy "$out/npy/gen-f32.npy" f32 2x3 0,1,2,3,4,5
