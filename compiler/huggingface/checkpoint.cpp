@@ -39,6 +39,7 @@ const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama.ein", "model."},
     {"MistralForCausalLM", "llama.ein", "model."},
     {"Qwen2ForCausalLM", "llama.ein", "model.", {"qkv_bias"}},
+    {"Qwen3ForCausalLM", "llama.ein", "model.", {"qk_norm"}},
     {"GemmaForCausalLM", "llama.ein", "model.", {"scale_embeddings", "norm_weight_plus_one"}},
     {"Phi3ForCausalLM", "llama.ein", "model.", {"fused_projections"}},
     {"GPT2LMHeadModel", "gpt2.ein", "transformer."},

@@ -77,6 +77,16 @@ DECODERS = {
         torch.float32,
         "Qwen2ForCausalLM: q/k/v biases (none on the output projection), 5 query heads sharing one key/value head, "
         "tied embeddings, a sliding window of 5 from layer 1 on (max_window_layers)"),
+    "hf_qwen3_tiny": (
+        "Qwen3ForCausalLM", "Qwen3Config",
+        dict(vocab_size=76, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-6, rope_theta=1000000.0, attention_bias=True,
+             tie_word_embeddings=True, use_sliding_window=True, sliding_window=5, max_window_layers=2,
+             max_position_embeddings=256),
+        torch.float32,
+        "Qwen3ForCausalLM: an RMSNorm of each head's query and key before the rotary embedding, q/k/v/o biases, "
+        "6 query heads sharing 2 key/value heads of 12 (head_dim is not hidden / heads), tied embeddings, "
+        "a sliding window of 5 from layer 2 on (max_window_layers)"),
     "hf_gemma_tiny": (
         "GemmaForCausalLM", "GemmaConfig",
         dict(vocab_size=88, hidden_size=48, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
