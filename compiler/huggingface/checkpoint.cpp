@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "compiler/frontend/lexer.hpp"
@@ -42,7 +43,13 @@ const Architecture kArchitectures[] = {
     {"Qwen3ForCausalLM", "llama.ein", "model.", {"qk_norm"}},
     {"GemmaForCausalLM", "llama.ein", "model.", {"scale_embeddings", "norm_weight_plus_one"}},
     {"Phi3ForCausalLM", "llama.ein", "model.", {"fused_projections"}},
+    {"GraniteForCausalLM", "llama.ein", "model.", {"attention_multiplier_scales"}},
+    {"Olmo2ForCausalLM", "llama.ein", "model.", {"qk_norm_across_heads", "norms_after"}},
     {"GPT2LMHeadModel", "gpt2.ein", "transformer."},
+    {"GPTNeoXForCausalLM", "gpt_neox.ein", "gpt_neox."},
+    {"PhiForCausalLM", "phi.ein", "model."},
+    {"BloomForCausalLM", "bloom.ein", "transformer."},
+    {"OPTForCausalLM", "opt.ein", "model."},
     {"ViTForImageClassification", "vit.ein", "vit."},
     {"CLIPModel", "clip.ein", ""},
     {"BertModel", "bert.ein", "bert."},
@@ -81,9 +88,15 @@ void flatten(const nlohmann::json &object, const std::string &prefix,
 // reads them: version 5 writes the theta, the partial rotary factor and the
 // scaling into one "rope_parameters" object; older configs have them apart
 // ("rope_theta", "partial_rotary_factor", "rope_scaling"), and "rope_type"
-// was "type" earlier still.
+// was "type" earlier still. A model with a rope per kind of layer (Gemma 3:
+// {"full_attention": {...}, "sliding_attention": {...}}) keeps the object,
+// read as "rope_parameters.full_attention.rope_theta" and so on.
 void normalizeRope(nlohmann::json &config) {
-  if (auto parameters = config.find("rope_parameters"); parameters != config.end() && parameters->is_object()) {
+  auto perLayerKind = [](const nlohmann::json &parameters) {
+    return std::any_of(parameters.begin(), parameters.end(), [](const nlohmann::json &item) { return item.is_object(); });
+  };
+  if (auto parameters = config.find("rope_parameters");
+      parameters != config.end() && parameters->is_object() && !perLayerKind(*parameters)) {
     nlohmann::json scaling = *parameters;
     for (const char *field : {"rope_theta", "partial_rotary_factor"})
       if (auto value = scaling.find(field); value != scaling.end()) {
@@ -222,8 +235,23 @@ std::string describe(const nlohmann::json &value) {
   return text.size() > 60 ? text.substr(0, 57) + "..." : text;
 }
 
-// A value as the language spells it: 2048, 1e-05, true, "silu".
+// A JSON number, boolean or string as a config's value; nullopt for others.
+std::optional<mlirgen::ConfigScalar> configScalar(const nlohmann::json &value) {
+  if (value.is_boolean()) return value.get<bool>();
+  if (value.is_number_integer()) return value.get<int64_t>();
+  if (value.is_number()) return value.get<double>();
+  if (value.is_string()) return value.get<std::string>();
+  return std::nullopt;
+}
+
+// A value as the language spells it: 2048, 1e-05, true, "silu", ["a", "b"].
 std::string spell(const mlirgen::ConfigValue &value) {
+  if (auto *items = std::get_if<std::vector<mlirgen::ConfigScalar>>(&value)) {
+    std::vector<std::string> spelled;
+    for (const mlirgen::ConfigScalar &item : *items)
+      spelled.push_back(spell(std::visit([](const auto &scalar) { return mlirgen::ConfigValue(scalar); }, item)));
+    return "[" + llvm::join(spelled, ", ") + "]";
+  }
   if (auto *flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
   if (auto *integer = std::get_if<int64_t>(&value)) return std::to_string(*integer);
   if (auto *real = std::get_if<double>(&value)) {
@@ -314,13 +342,20 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
       const int64_t size = value->get<int64_t>();
       checkpoint.dims[name] = {size, size};
     } else if (configs.count(name)) {
-      if (value->is_boolean()) checkpoint.configs[name] = value->get<bool>();
-      else if (value->is_number_integer()) checkpoint.configs[name] = value->get<int64_t>();
-      else if (value->is_number()) checkpoint.configs[name] = value->get<double>();
-      else if (value->is_string()) checkpoint.configs[name] = value->get<std::string>();
-      else
+      if (std::optional<mlirgen::ConfigScalar> scalar = configScalar(*value)) {
+        checkpoint.configs[name] = std::visit([](const auto &item) { return mlirgen::ConfigValue(item); }, *scalar);
+        continue;
+      }
+      std::vector<mlirgen::ConfigScalar> items;
+      for (const nlohmann::json &item : value->is_array() ? *value : nlohmann::json::array()) {
+        std::optional<mlirgen::ConfigScalar> scalar = configScalar(item);
+        if (!scalar) break;
+        items.push_back(std::move(*scalar));
+      }
+      if (!value->is_array() || items.size() != value->size())
         return failure(where + ": \"" + name + "\" is " + describe(*value) + ", but config " + name + " of " +
-                       checkpoint.source.filename + " takes a number, true or false, or a string");
+                       checkpoint.source.filename + " takes a number, true or false, a string, or a list of them");
+      checkpoint.configs[name] = std::move(items);
     }
   }
   return checkpoint;

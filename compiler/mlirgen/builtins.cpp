@@ -50,6 +50,7 @@ const std::map<std::string, Generator::Builtin> &Generator::builtins() {
     entries["pad"] = &Generator::callPad;
     entries["take"] = &Generator::callTake;
     for (const char *name : {"f32", "i32", "i64", "bool"}) entries[name] = &Generator::callCast;
+    entries["len"] = &Generator::callLen;
     return entries;
   }();
   return table;
@@ -75,6 +76,15 @@ EValue Generator::callCast(const ast::Call &call, Scope &scope) {
                        : to == "i64" ? mlir::Type(builder.getI64Type())
                                      : mlir::Type(builder.getI1Type());
   return EValue{Tensor{cast(loc(call.loc), t, element)}};
+}
+
+// len(list): how many items a list (a list config) holds, as Python's len.
+EValue Generator::callLen(const ast::Call &call, Scope &scope) {
+  Arguments args = bindArguments(call, {"x"}, 1, false);
+  EValue x = evaluate(*args.get("x"), scope);
+  auto *list = std::get_if<List>(&x.value);
+  if (!list) fail(args.get("x")->loc, std::string("len() takes a list, such as a list config, not ") + kindName(x));
+  return EValue{Number{static_cast<double>(list->items.size()), true}};
 }
 
 EValue Generator::callUnary(const ast::Call &call, Scope &scope) {

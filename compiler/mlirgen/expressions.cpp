@@ -243,6 +243,11 @@ Type Generator::commonType(Type ta, Type tb) {
 
 EValue Generator::binary(const ast::BinaryExpr &expr, Scope &scope) {
   EValue lhs = evaluate(*expr.lhs, scope);
+  // `and` and `or` stop at a first operand that decides, as Python's do:
+  // `len(layer_types) > 0 and layer_types[i] == ...`.
+  if (expr.op == ast::BinaryOp::And || expr.op == ast::BinaryOp::Or)
+    if (auto *first = std::get_if<Boolean>(&lhs.value); first && first->value == (expr.op == ast::BinaryOp::Or))
+      return lhs;
   EValue rhs = evaluate(*expr.rhs, scope);
   Location at = loc(expr.loc);
   ast::BinaryOp op = expr.op;
@@ -364,6 +369,21 @@ mlir::Value Generator::slice(Location at, mlir::Value value, const ein::Shape &o
                                      builder.getDenseI64ArrayAttr(steps));
 }
 
+EValue Generator::listItem(const List &list, const ast::IndexExpr &expr, Scope &scope) {
+  if (expr.items.size() != 1 || expr.items[0].kind != ast::IndexItem::Kind::Index)
+    fail(expr.loc, "a list takes one integer index, as layer_types[i]");
+  const ast::Expr &at = *expr.items[0].index;
+  EValue index = evaluate(at, scope);
+  const auto *number = std::get_if<Number>(&index.value);
+  if (!number) fail(at.loc, std::string("a list's index is an integer known when the model compiles, not ") + kindName(index));
+  const int64_t size = static_cast<int64_t>(list.items.size());
+  int64_t i = exactInteger(*number, at.loc, "a list's index");
+  if (i < -size || i >= size)
+    fail(at.loc, "index " + std::to_string(i) + " is outside a list of " + std::to_string(size) +
+                     (size == 1 ? " item" : " items"));
+  return list.items[static_cast<size_t>(i < 0 ? i + size : i)];
+}
+
 EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
   // x.shape[0]: the message names the size of that axis.
   if (expr.base->kind == ast::Expr::Kind::Name && expr.items.size() == 1 &&
@@ -379,7 +399,9 @@ EValue Generator::index(const ast::IndexExpr &expr, Scope &scope) {
       if (auto attribute = tensorAttributeMessage(name, scope, negative ? -axis : axis)) fail(expr.base->loc, *attribute);
     }
   }
-  mlir::Value value = tensor(evaluate(*expr.base, scope), expr.base->loc, "an indexed value");
+  EValue base = evaluate(*expr.base, scope);
+  if (auto *list = std::get_if<List>(&base.value)) return listItem(*list, expr, scope);
+  mlir::Value value = tensor(base, expr.base->loc, "an indexed value");
   auto type = typeOf(value);
   int64_t rank = type.getRank();
   size_t ellipses = 0;

@@ -258,6 +258,8 @@ class Generator {
                     llvm::ArrayRef<int64_t> dropped, llvm::ArrayRef<int64_t> steps = {});
 
   EValue index(const ast::IndexExpr &expr, Scope &scope);
+  // list[i] of a list (a list config): its item, i counting from the end when negative.
+  EValue listItem(const List &list, const ast::IndexExpr &expr, Scope &scope);
 
   // ---- calls --------------------------------------------------------------------------
 
@@ -304,6 +306,7 @@ class Generator {
 
   EValue callUnary(const ast::Call &call, Scope &scope);
   EValue callCast(const ast::Call &call, Scope &scope);
+  EValue callLen(const ast::Call &call, Scope &scope);
   // Built-in unary kinds that give an integer for an integer (torch keeps the
   // dtype); unary minus does too, in Expressions.cpp.
   static bool keepsIntegers(ir::UnaryKind kind);

@@ -192,24 +192,31 @@ void Generator::declareConfig(const ast::ConfigDecl &decl, Scope &scope) {
     if (configs.count(name) || lookup(name, scope) || dims.count(name) || dottedValues.count(name))
       fail(entry.loc, "'" + name + "' is already defined");
     EValue value = evaluate(*entry.value, scope);
-    if (!std::holds_alternative<Number>(value.value) && !std::holds_alternative<Boolean>(value.value) &&
-        !std::holds_alternative<String>(value.value))
-      fail(entry.value->loc, "config '" + name + "' is a number, true or false, or a string, not " + kindName(value));
+    auto scalar = [](const EValue &item) {
+      return std::holds_alternative<Number>(item.value) || std::holds_alternative<Boolean>(item.value) ||
+             std::holds_alternative<String>(item.value);
+    };
+    const auto *defaultList = std::get_if<List>(&value.value);
+    if (!scalar(value) && !(defaultList && llvm::all_of(defaultList->items, scalar)))
+      fail(entry.value->loc, "config '" + name +
+                                 "' is a number, true or false, a string, or a list of them, not " + kindName(value));
     if (auto given = configOverrides.find(name); given != configOverrides.end())
       value = configValue(entry, value, given->second);
     if (entry.allowed) {
       EValue allowed = evaluate(*entry.allowed, scope);
       auto *list = std::get_if<List>(&allowed.value);
       if (!list) fail(entry.allowed->loc, "after 'in' comes a list of the values config '" + name + "' may take");
-      bool handled = false;
       std::vector<std::string> spelled;
-      for (const EValue &item : list->items) {
-        handled = handled || sameConstant(item, value);
-        spelled.push_back(describeConstant(item));
+      for (const EValue &item : list->items) spelled.push_back(describeConstant(item));
+      // A list config's every item is one of the values.
+      const auto *items = std::get_if<List>(&value.value);
+      for (size_t i = 0; i < (items ? items->items.size() : 1); ++i) {
+        const EValue &checked = items ? items->items[i] : value;
+        if (llvm::none_of(list->items, [&](const EValue &item) { return sameConstant(item, checked); }))
+          fail(entry.loc, "config '" + name + "'" + (items ? " item " + std::to_string(i) : std::string()) +
+                              " is " + describeConstant(checked) + ", which the model does not handle (it handles " +
+                              llvm::join(spelled, ", ") + ")");
       }
-      if (!handled)
-        fail(entry.loc, "config '" + name + "' is " + describeConstant(value) +
-                            ", which the model does not handle (it handles " + llvm::join(spelled, ", ") + ")");
     }
     configs.emplace(name, entry.loc);
     bindDeclared(entry.name, name, std::move(value), scope);
@@ -217,11 +224,26 @@ void Generator::declareConfig(const ast::ConfigDecl &decl, Scope &scope) {
 }
 
 EValue Generator::configValue(const ast::ConfigDecl::Entry &entry, const EValue &fallback, const ConfigValue &given) {
+  auto scalar = [](const ConfigScalar &item) {
+    if (auto *flag = std::get_if<bool>(&item)) return EValue{Boolean{*flag}};
+    if (auto *integer = std::get_if<int64_t>(&item)) return EValue{Number{static_cast<double>(*integer), true}};
+    if (auto *real = std::get_if<double>(&item)) return EValue{Number{*real, false}};
+    return EValue{String{std::get<std::string>(item)}};
+  };
   EValue value;
-  if (auto *flag = std::get_if<bool>(&given)) value = EValue{Boolean{*flag}};
-  else if (auto *integer = std::get_if<int64_t>(&given)) value = EValue{Number{static_cast<double>(*integer), true}};
-  else if (auto *real = std::get_if<double>(&given)) value = EValue{Number{*real, false}};
-  else value = EValue{String{std::get<std::string>(given)}};
+  if (auto *items = std::get_if<std::vector<ConfigScalar>>(&given)) {
+    List list;
+    for (const ConfigScalar &item : *items) list.items.push_back(scalar(item));
+    value = EValue{std::move(list)};
+  } else if (auto *flag = std::get_if<bool>(&given)) {
+    value = scalar(*flag);
+  } else if (auto *integer = std::get_if<int64_t>(&given)) {
+    value = scalar(*integer);
+  } else if (auto *real = std::get_if<double>(&given)) {
+    value = scalar(*real);
+  } else {
+    value = scalar(std::get<std::string>(given));
+  }
   if (value.value.index() != fallback.value.index())
     fail(entry.loc, "config '" + entry.name.str() + "' takes " + kindName(fallback) + " (its default is " +
                         describeConstant(fallback) + "), not " + kindName(value) + " such as " +
@@ -233,6 +255,12 @@ std::string Generator::describeConstant(const EValue &value) {
   if (auto *number = std::get_if<Number>(&value.value)) return formatNumber(number->value);
   if (auto *flag = std::get_if<Boolean>(&value.value)) return flag->value ? "true" : "false";
   if (auto *text = std::get_if<String>(&value.value)) return "\"" + text->value + "\"";
+  if (auto *list = std::get_if<List>(&value.value)) {
+    std::vector<std::string> items;
+    for (const EValue &item : list->items) items.push_back(describeConstant(item));
+    const std::string spelled = "[" + llvm::join(items, ", ") + "]";
+    return spelled.size() > 80 ? spelled.substr(0, 76) + "...]" : spelled;
+  }
   return kindName(value);
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "ir/ein/size.hpp"
 #include "llvm/ADT/StringRef.h"
@@ -17,8 +18,10 @@ namespace ein::mlirgen {
 
 // A config's value given from outside the model (einc --config NAME=VALUE,
 // ein.compile's config=, a checkpoint's config.json), replacing the default
-// of the `config` the model declares under that name.
-using ConfigValue = std::variant<bool, int64_t, double, std::string>;
+// of the `config` the model declares under that name: a scalar, or a list of
+// them (config.json's per-layer "layer_types").
+using ConfigScalar = std::variant<bool, int64_t, double, std::string>;
+using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<ConfigScalar>>;
 using ConfigValues = std::map<std::string, ConfigValue>;
 
 // Parses `source` (the text of `filename`) and returns a module holding

@@ -204,8 +204,20 @@ std::optional<ein::DimRanges> parseDimOverrides(const std::vector<std::string> &
   return overrides;
 }
 
-// NAME=VALUE sets a config: true or false, an integer, a number, or else a
-// string (quotes optional: --config hidden_act=silu).
+// A config value's text: true or false, an integer, a number, or else a
+// string (quotes optional: hidden_act=silu).
+ein::mlirgen::ConfigScalar parseConfigScalar(llvm::StringRef text) {
+  int64_t integer = 0;
+  double real = 0;
+  if (text == "true" || text == "false") return text == "true";
+  if (!text.getAsInteger(10, integer)) return integer;
+  if (!text.getAsDouble(real)) return real;
+  if (text.size() >= 2 && text.front() == '"' && text.back() == '"') return text.drop_front().drop_back().str();
+  return text.str();
+}
+
+// NAME=VALUE sets a config: a value as parseConfigScalar reads it, or a list
+// of them in brackets (--config layer_types=[full_attention,sliding_attention]).
 std::optional<ein::mlirgen::ConfigValues> parseConfigOverrides(const std::vector<std::string> &configs) {
   ein::mlirgen::ConfigValues overrides;
   for (const std::string &config : configs) {
@@ -215,14 +227,17 @@ std::optional<ein::mlirgen::ConfigValues> parseConfigOverrides(const std::vector
       return std::nullopt;
     }
     llvm::StringRef text = llvm::StringRef(config).substr(equals + 1);
-    int64_t integer = 0;
-    double real = 0;
     ein::mlirgen::ConfigValue value;
-    if (text == "true" || text == "false") value = text == "true";
-    else if (!text.getAsInteger(10, integer)) value = integer;
-    else if (!text.getAsDouble(real)) value = real;
-    else if (text.size() >= 2 && text.front() == '"' && text.back() == '"') value = text.drop_front().drop_back().str();
-    else value = text.str();
+    if (text.size() >= 2 && text.front() == '[' && text.back() == ']') {
+      std::vector<ein::mlirgen::ConfigScalar> items;
+      llvm::SmallVector<llvm::StringRef> parts;
+      if (llvm::StringRef inside = text.drop_front().drop_back().trim(); !inside.empty())
+        inside.split(parts, ',');
+      for (llvm::StringRef part : parts) items.push_back(parseConfigScalar(part.trim()));
+      value = std::move(items);
+    } else {
+      value = std::visit([](const auto &scalar) { return ein::mlirgen::ConfigValue(scalar); }, parseConfigScalar(text));
+    }
     overrides[config.substr(0, equals)] = std::move(value);
   }
   return overrides;

@@ -80,6 +80,30 @@ def compile_error(folder, **options):
     return str(error.value)
 
 
+def test_layer_types_choose_each_layers_attention(tmp_path):
+    """config.json's per-layer list (a list config of llama.ein) decides which layers see a sliding window,
+    as transformers reads it; config= takes a list too; a list of other than numbers, booleans and strings, or
+    a kind the file does not handle, is a clear error."""
+    ids = {"input_ids": np.arange(1, 21, dtype=np.int64)[None] % 70}  # longer than the window of 5
+    folder = checkpoint_copy(tmp_path, "hf_qwen3_tiny")  # layer 2 of 3 sliding
+    windowed = ein.from_pretrained(folder).run(ids)["logits"]
+    full = ein.from_pretrained(folder, config={"layer_types": ["full_attention"] * 3}).run(ids)["logits"]
+    assert np.abs(windowed - full).max() > 1e-3
+    edit_config(folder, layer_types=["full_attention"] * 3)
+    np.testing.assert_array_equal(ein.from_pretrained(folder).run(ids)["logits"], full)
+    # Without the list, use_sliding_window and max_window_layers give it (transformers' own default).
+    config = json.loads((folder / "config.json").read_text())
+    del config["layer_types"]
+    (folder / "config.json").write_text(json.dumps(config))
+    np.testing.assert_array_equal(ein.from_pretrained(folder).run(ids)["logits"], windowed)
+    edit_config(folder, layer_types=["full_attention", {"kind": "full"}, "sliding_attention"])
+    assert ('"layer_types" is ["full_attention",{"kind":"full"},"sliding_attention"], but config layer_types of '
+            "huggingface/llama.ein takes a number, true or false, a string, or a list of them") in compile_error(folder)
+    edit_config(folder, layer_types=["full_attention", "chunked_attention", "sliding_attention"])
+    assert ("config 'layer_types' item 1 is \"chunked_attention\", which the model does not handle"
+            in compile_error(folder))
+
+
 def test_a_folder_without_config_json_is_refused(tmp_path):
     assert "no config.json, so not a Hugging Face checkpoint folder" in compile_error(tmp_path)
     assert "not a folder" in compile_error(tmp_path / "missing")

@@ -104,6 +104,66 @@ DECODERS = {
         torch.bfloat16,
         "Phi3ForCausalLM: fused qkv_proj and gate_up_proj, a partial rotary factor of 0.75 (as Phi-4-mini), "
         "a sliding window of 7, 8 query heads sharing 4 key/value heads, saved in bf16"),
+    "hf_gpt_neox_tiny": (
+        "GPTNeoXForCausalLM", "GPTNeoXConfig",
+        dict(vocab_size=88, hidden_size=48, num_attention_heads=6, num_hidden_layers=2, intermediate_size=80,
+             layer_norm_eps=1e-5, use_parallel_residual=True, attention_bias=True, hidden_act="gelu",
+             max_position_embeddings=256,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        torch.float32,
+        "GPTNeoXForCausalLM (Pythia): fused query_key_value laid out per head [heads, 3, head_size], rotary on the "
+        "first quarter of each head of 8, attention and MLP in parallel from one input, exact GELU, untied embed_out"),
+    "hf_phi_tiny": (
+        "PhiForCausalLM", "PhiConfig",
+        dict(vocab_size=88, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, partial_rotary_factor=0.5, qk_layernorm=True, layer_norm_eps=1e-5,
+             rope_theta=10000.0, hidden_act="gelu_new", tie_word_embeddings=False, max_position_embeddings=256),
+        torch.float32,
+        "PhiForCausalLM: attention and MLP in parallel from one LayerNorm, q/k/v/dense and head biases, a LayerNorm "
+        "of each head's query and key (qk_layernorm), a rotary embedding over half of each head, 6 query heads "
+        "sharing 2 key/value heads, tanh GELU MLP (fc1/fc2), final_layernorm, an untied head"),
+    "hf_bloom_tiny": (
+        "BloomForCausalLM", "BloomConfig",
+        dict(vocab_size=88, hidden_size=48, n_layer=3, n_head=6, layer_norm_epsilon=1e-5,
+             apply_residual_connection_post_layernorm=True),
+        torch.float32,
+        "BloomForCausalLM: ALiBi over 6 heads (not a power of two: 4 slopes from 2^-2, 2 from 2^-1's odd powers), "
+        "a LayerNorm over the word embeddings, query_key_value laid out per head [heads, 3, head_dim], "
+        "apply_residual_connection_post_layernorm, GELU (tanh), the head tied to the word embeddings"),
+    "hf_opt_tiny": (
+        "OPTForCausalLM", "OPTConfig",
+        dict(vocab_size=88, hidden_size=48, word_embed_proj_dim=32, num_attention_heads=6, num_hidden_layers=3,
+             ffn_dim=80, max_position_embeddings=64, do_layer_norm_before=False, activation_function="relu"),
+        torch.float32,
+        "OPTForCausalLM as opt-350m: post-norm layers without a final layer norm, a token embedding of 32 projected "
+        "in to hidden 48 and out again (project_in, project_out), learned positions offset by 2, 6 heads of 8, "
+        "biased q/k/v/out_proj and fc1/fc2, a ReLU MLP of 80, the head tied to embed_tokens"),
+    "hf_opt_prenorm_tiny": (
+        "OPTForCausalLM", "OPTConfig",
+        dict(vocab_size=88, hidden_size=48, num_attention_heads=6, num_hidden_layers=2, ffn_dim=80,
+             max_position_embeddings=64, activation_function="gelu"),
+        torch.bfloat16,
+        "OPTForCausalLM as opt-125m: pre-norm layers with a final layer norm, learned positions offset by 2, "
+        "a GELU MLP, the head tied to embed_tokens, saved in bf16"),
+    "hf_granite_tiny": (
+        "GraniteForCausalLM", "GraniteConfig",
+        dict(vocab_size=84, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+             num_key_value_heads=3, rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=True,
+             embedding_multiplier=3.0, residual_multiplier=0.5, attention_multiplier=0.05, logits_scaling=2.5,
+             max_position_embeddings=256),
+        torch.float32,
+        "GraniteForCausalLM: Llama with Granite's multipliers of the embeddings (3), of each attention and MLP "
+        "output (0.5), the attention's scale (0.05 in place of 1 / sqrt(8)) and the logits' divisor (2.5), "
+        "6 query heads sharing 3 key/value heads, tied embeddings"),
+    "hf_olmo2_tiny": (
+        "Olmo2ForCausalLM", "Olmo2Config",
+        dict(vocab_size=80, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, rms_norm_eps=1e-6, rope_theta=500000.0, tie_word_embeddings=False,
+             max_position_embeddings=256),
+        torch.float32,
+        "Olmo2ForCausalLM: RMSNorms of the attention's and the MLP's outputs before the residual add (none before "
+        "them), an RMSNorm of all query heads and of all key heads together, 6 query heads sharing 2 key/value "
+        "heads, an untied head"),
     "hf_gpt2_tiny": (
         "GPT2LMHeadModel", "GPT2Config",
         dict(vocab_size=84, n_embd=48, n_head=4, n_layer=2, n_positions=64, n_inner=72,

@@ -83,7 +83,8 @@ def _dims(dims: Optional[Mapping[str, Union[int, Tuple[int, int]]]], declared: O
     return checked
 
 
-ConfigValue = Union[bool, int, float, str]
+ConfigScalar = Union[bool, int, float, str]
+ConfigValue = Union[ConfigScalar, Sequence[ConfigScalar]]
 
 
 def _configs(config: Optional[Mapping[str, ConfigValue]]) -> dict:
@@ -92,11 +93,18 @@ def _configs(config: Optional[Mapping[str, ConfigValue]]) -> dict:
         return {}
     if not isinstance(config, Mapping):
         raise TypeError(f"config must be a mapping of config names to values, got {type(config).__name__}")
+    scalar = (bool, int, float, str)
+    values = {}
     for name, value in config.items():
-        if not isinstance(name, str) or not isinstance(value, (bool, int, float, str)):
-            raise TypeError(f"config {name!r}: a config's value is true or false, a number or a string, "
-                            f"got {value!r}")
-    return dict(config)
+        # A list config's items (config.json's per-layer "layer_types"), as a list.
+        if isinstance(name, str) and isinstance(value, (list, tuple)) and all(isinstance(item, scalar)
+                                                                              for item in value):
+            value = list(value)
+        elif not isinstance(name, str) or not isinstance(value, scalar):
+            raise TypeError(f"config {name!r}: a config's value is true or false, a number, a string "
+                            f"or a list of them, got {value!r}")
+        values[name] = value
+    return values
 
 
 def _diagnostics(native) -> List[Diagnostic]:
