@@ -50,6 +50,7 @@ const Architecture kArchitectures[] = {
     {"PhiForCausalLM", "phi.ein", "model."},
     {"BloomForCausalLM", "bloom.ein", "transformer."},
     {"OPTForCausalLM", "opt.ein", "model."},
+    {"StableLmForCausalLM", "stablelm.ein", "model."},
     {"ViTForImageClassification", "vit.ein", "vit."},
     {"CLIPModel", "clip.ein", ""},
     {"BertModel", "bert.ein", "bert."},

@@ -164,6 +164,26 @@ DECODERS = {
         "Olmo2ForCausalLM: RMSNorms of the attention's and the MLP's outputs before the residual add (none before "
         "them), an RMSNorm of all query heads and of all key heads together, 6 query heads sharing 2 key/value "
         "heads, an untied head"),
+    "hf_stablelm_tiny": (
+        "StableLmForCausalLM", "StableLmConfig",
+        dict(vocab_size=88, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, layer_norm_eps=1e-5, use_qkv_bias=True, qk_layernorm=True,
+             use_parallel_residual=True, tie_word_embeddings=False, max_position_embeddings=256,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        torch.float32,
+        "StableLmForCausalLM (as stablelm-2-12b): LayerNorms with biases, q/k/v biases (none on o_proj), a LayerNorm "
+        "of its own per head of each query and key (q_layernorm.norms.{h}), a rotary embedding over the first quarter "
+        "of each head of 8, attention and the SwiGLU MLP in parallel from input_layernorm, 6 query heads sharing 2 "
+        "key/value heads, an untied head"),
+    "hf_stablelm_sequential_tiny": (
+        "StableLmForCausalLM", "StableLmConfig",
+        dict(vocab_size=88, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+             num_key_value_heads=6, layer_norm_eps=1e-5, use_qkv_bias=True, qk_layernorm=False,
+             use_parallel_residual=False, tie_word_embeddings=True, max_position_embeddings=256,
+             rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5}),
+        torch.bfloat16,
+        "StableLmForCausalLM (as stablelm-2-1_6b): attention, then the MLP after post_attention_layernorm, q/k/v "
+        "biases, a rotary embedding over half of each head, tied embeddings, saved in bf16"),
     "hf_gpt2_tiny": (
         "GPT2LMHeadModel", "GPT2Config",
         dict(vocab_size=84, n_embd=48, n_head=4, n_layer=2, n_positions=64, n_inner=72,
