@@ -56,6 +56,8 @@ const Architecture kArchitectures[] = {
     {"BertModel", "bert.ein", "bert."},
     {"RobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
     {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
+    {"MPNetModel", "mpnet.ein", "mpnet."},
+    {"MPNetForMaskedLM", "mpnet.ein", "mpnet."},  // sentence-transformers' all-mpnet-base-v2 says so
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
     {"T5ForConditionalGeneration", "t5.ein", ""},
     {"BartForConditionalGeneration", "bart.ein", ""},

@@ -371,11 +371,25 @@ TEXT_ENCODERS = {
         torch.bfloat16,
         "RobertaModel: positions counted over the unpadded tokens from pad_token_id + 1, one token type, "
         "a batch of two texts, the second padded, saved in bf16"),
+    "hf_mpnet_tiny": (
+        "MPNetModel", "MPNetConfig",
+        dict(vocab_size=90, hidden_size=48, num_hidden_layers=2, num_attention_heads=6, intermediate_size=80,
+             relative_attention_num_buckets=32, max_position_embeddings=64, layer_norm_eps=1e-5, hidden_act="gelu",
+             pad_token_id=1),
+        torch.float32,
+        "MPNetModel: positions counted over the unpadded tokens from 2 (padding_idx 1), no token types, a learned "
+        "bias per head and relative position bucket (bidirectional T5 buckets: exact below 8, logarithmic beyond) "
+        "in encoder.relative_attention_bias, shared by both layers and added to the scaled scores with the padding "
+        "mask, 6 heads of 8, post-norm layers, exact GELU, the pooler's tanh of the first token; three texts of 40 "
+        "tokens, two padded at the end (distances to 39: the logarithmic buckets)",
+        [40, 27, 9]),
 }
 
 
 def text_encoder_case(name, spec):
-    class_name, config_name, config, saved_dtype, reproduces = spec
+    # An optional sixth item: each text's length, the first unpadded (two texts of 7 and 4 tokens by default).
+    class_name, config_name, config, saved_dtype, reproduces, *lengths = spec
+    lengths = lengths[0] if lengths else [7, 4]
     torch.manual_seed(0)
     config = getattr(transformers, config_name)(**config)
     case = save_checkpoint(name, randomize(getattr(transformers, class_name)(config).eval(), seed=0), saved_dtype)
@@ -383,20 +397,23 @@ def text_encoder_case(name, spec):
                                                               dtype=torch.float64).eval()
     generator = torch.Generator().manual_seed(1)
     pad = config.pad_token_id if config.pad_token_id is not None else 0
-    ids = torch.randint(pad + 1, config.vocab_size, (2, 7), generator=generator)
+    ids = torch.randint(pad + 1, config.vocab_size, (len(lengths), lengths[0]), generator=generator)
     mask = torch.ones_like(ids)
-    mask[1, 4:] = 0
-    ids[1, 4:] = pad
-    types = torch.zeros_like(ids)
-    if config.type_vocab_size > 1:
-        types[:, 3:] = 1
+    for row, length in enumerate(lengths):
+        mask[row, length:] = 0
+        ids[row, length:] = pad
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    type_vocab_size = getattr(config, "type_vocab_size", None)  # MPNet has no token types
+    if type_vocab_size is not None:
+        inputs["token_type_ids"] = torch.zeros_like(ids)
+        if type_vocab_size > 1:
+            inputs["token_type_ids"][:, 3:] = 1
     with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+        out = model(**inputs)
     outputs = {"last_hidden_state": out.last_hidden_state.float().numpy(),
                "pooler_output": out.pooler_output.float().numpy()}
     largest = max(float(np.abs(v).max()) for v in outputs.values())
-    write_case(case, reproduces, saved_dtype,
-               {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}, outputs,
+    write_case(case, reproduces, saved_dtype, {k: v.numpy() for k, v in inputs.items()}, outputs,
                tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
 
 
