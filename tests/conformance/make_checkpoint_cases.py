@@ -184,6 +184,18 @@ DECODERS = {
         torch.bfloat16,
         "StableLmForCausalLM (as stablelm-2-1_6b): attention, then the MLP after post_attention_layernorm, q/k/v "
         "biases, a rotary embedding over half of each head, tied embeddings, saved in bf16"),
+    "hf_gemma3_tiny": (
+        "Gemma3ForCausalLM", "Gemma3TextConfig",
+        dict(vocab_size=88, hidden_size=48, intermediate_size=80, num_hidden_layers=4, num_attention_heads=6,
+             num_key_value_heads=2, head_dim=12, rms_norm_eps=1e-6, query_pre_attn_scalar=20, sliding_window=4,
+             layer_types=["full_attention", "sliding_attention", "sliding_attention", "sliding_attention"],
+             rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 100000.0},
+                              "sliding_attention": {"rope_type": "default", "rope_theta": 1000.0}},
+             tie_word_embeddings=True, max_position_embeddings=256),
+        torch.float32,
+        "Gemma3ForCausalLM: four RMSNorms by 1 + weight per layer, per-head q/k norms, scores scaled by "
+        "query_pre_attn_scalar 20 ** -0.5 with head_dim 12, 6 query heads on 2 key/value heads, a sliding window of 4 "
+        "on the layers layer_types lists, a rope base per kind of layer (linear x2 on full layers), GeGLU, tied"),
     "hf_gpt2_tiny": (
         "GPT2LMHeadModel", "GPT2Config",
         dict(vocab_size=84, n_embd=48, n_head=4, n_layer=2, n_positions=64, n_inner=72,
