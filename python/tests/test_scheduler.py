@@ -88,13 +88,20 @@ def test_a_request_preempted_for_blocks_goes_on_with_its_own_tokens(decoder):
     # older's at the latest, 28 steps before the older needs its last), no
     # one can go on at some row: the younger gives its blocks back, and runs
     # its prompt and tokens so far again after the older has finished.
+    # A younger submitted too late (this thread descheduled for those 28
+    # steps on a loaded machine) runs after the older without preemption,
+    # also right: then the scenario is tried again.
     older_prompt, younger_prompt = [3, 1, 4, 1, 5] * 4, [2, 7, 1, 8, 2] * 4
-    with ein.Scheduler(decoder, max_sequences=2, threads=2, cache_block_rows=16, cache_blocks=4) as scheduler:
-        older = scheduler.submit(older_prompt, max_new_tokens=40)
-        younger = scheduler.submit(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
-        assert younger.wait() == decoder.generate(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
-        assert older.wait() == decoder.generate(older_prompt, max_new_tokens=40)
-        assert (older.preemptions, younger.preemptions) == (0, 1)
+    for _ in range(3):
+        with ein.Scheduler(decoder, max_sequences=2, threads=2, cache_block_rows=16, cache_blocks=4) as scheduler:
+            older = scheduler.submit(older_prompt, max_new_tokens=40)
+            younger = scheduler.submit(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
+            assert younger.wait() == decoder.generate(younger_prompt, max_new_tokens=40, temperature=0.8, seed=9)
+            assert older.wait() == decoder.generate(older_prompt, max_new_tokens=40)
+            assert older.preemptions == 0 and younger.preemptions in (0, 1)
+            if younger.preemptions == 1:
+                break
+    assert younger.preemptions == 1
 
 
 def test_a_bounded_paged_cache_refuses_what_it_cannot_hold(decoder):
