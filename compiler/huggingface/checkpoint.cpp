@@ -27,14 +27,18 @@ constexpr LibraryFile kLibrary[] = {
 #include "library_models.inc"
 };
 
-// The model file for each architecture (config.json's "architectures"), and
-// the configs the architecture fixes where its config.json has no field for
-// them (Qwen2's q, k and v projections have biases, its output projection none).
+// The model file for each architecture (config.json's "architectures"), the
+// configs the architecture fixes where its config.json has no field for
+// them (Qwen2's q, k and v projections have biases, its output projection
+// none), and the fields read under another name, as transformers'
+// attribute_map reads them, where the model language cannot spell the
+// field's own (DistilBERT's "dim", a reserved word: hidden_size).
 struct Architecture {
   const char *name;
   const char *file;
   const char *baseModelPrefix;                      // Checkpoint::baseModelPrefix
   std::initializer_list<const char *> fixed = {};  // configs that are true
+  std::initializer_list<std::pair<const char *, const char *>> renamed = {};  // (field, read as)
 };
 const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama.ein", "model."},
@@ -48,6 +52,8 @@ const Architecture kArchitectures[] = {
     {"Gemma3ForCausalLM", "gemma3.ein", "model."},
     {"GPT2LMHeadModel", "gpt2.ein", "transformer."},
     {"GPTNeoXForCausalLM", "gpt_neox.ein", "gpt_neox."},
+    {"GPTJForCausalLM", "gptj.ein", "transformer."},
+    {"FalconForCausalLM", "falcon.ein", "transformer."},
     {"PhiForCausalLM", "phi.ein", "model."},
     {"BloomForCausalLM", "bloom.ein", "transformer."},
     {"OPTForCausalLM", "opt.ein", "model."},
@@ -57,6 +63,8 @@ const Architecture kArchitectures[] = {
     {"BertModel", "bert.ein", "bert."},
     {"RobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
     {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
+    {"DistilBertModel", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}},
+    {"DistilBertForMaskedLM", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}},
     {"MPNetModel", "mpnet.ein", "mpnet."},
     {"MPNetForMaskedLM", "mpnet.ein", "mpnet."},  // sentence-transformers' all-mpnet-base-v2 says so
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
@@ -336,6 +344,8 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   collectSettings(parsed.module->statements, dims, configs);
   normalizeRope(config);
   deriveFields(config);
+  for (const auto &[field, readAs] : chosen->renamed)
+    if (auto value = config.find(field); value != config.end() && !config.contains(readAs)) config[readAs] = *value;
   std::map<std::string, const nlohmann::json *> fields;
   flatten(config, "", fields);
   for (const auto &[name, value] : fields) {

@@ -196,6 +196,35 @@ DECODERS = {
         "Gemma3ForCausalLM: four RMSNorms by 1 + weight per layer, per-head q/k norms, scores scaled by "
         "query_pre_attn_scalar 20 ** -0.5 with head_dim 12, 6 query heads on 2 key/value heads, a sliding window of 4 "
         "on the layers layer_types lists, a rope base per kind of layer (linear x2 on full layers), GeGLU, tied"),
+    "hf_gptj_tiny": (
+        "GPTJForCausalLM", "GPTJConfig",
+        dict(vocab_size=88, n_embd=48, n_head=6, n_layer=2, rotary_dim=4, n_inner=80, n_positions=256,
+             layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=False,
+             bos_token_id=None, eos_token_id=None),
+        torch.float32,
+        "GPTJForCausalLM (GPT-J 6B): attention and MLP in parallel from one LayerNorm (ln_1), q/k/v/out_proj "
+        "without biases, a rotary embedding over the first 4 of each head of 8 turning interleaved pairs "
+        "(rotate_every_two), tanh GELU MLP (fc_in/fc_out) with biases, ln_f, an untied head with a bias"),
+    "hf_falcon_tiny": (
+        "FalconForCausalLM", "FalconConfig",
+        dict(vocab_size=88, hidden_size=48, num_hidden_layers=3, num_attention_heads=6, num_kv_heads=2,
+             new_decoder_architecture=True, bias=False, layer_norm_epsilon=1e-5, ffn_hidden_size=80,
+             tie_word_embeddings=False, max_position_embeddings=256,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        torch.float32,
+        "FalconForCausalLM in Falcon-40B's new_decoder_architecture: query_key_value per key/value group "
+        "[2 groups, 3 query heads + key + value, head_dim 8], 6 query heads sharing 2 key/value heads, parallel "
+        "attention and MLP through two LayerNorms (ln_attn, ln_mlp), no biases, ffn_hidden_size 80, exact GELU, "
+        "rotary over the whole head, an untied lm_head"),
+    "hf_falcon_mq_tiny": (
+        "FalconForCausalLM", "FalconConfig",
+        dict(vocab_size=88, hidden_size=48, num_hidden_layers=3, num_attention_heads=6, multi_query=True,
+             parallel_attn=True, bias=False, layer_norm_epsilon=1e-5, max_position_embeddings=256,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        torch.float32,
+        "FalconForCausalLM as Falcon-7B: multi_query (query_key_value holds every query head, then one key and one "
+        "value head), attention and MLP in parallel from one input_layernorm, no biases, the head tied to "
+        "word_embeddings"),
     "hf_gpt2_tiny": (
         "GPT2LMHeadModel", "GPT2Config",
         dict(vocab_size=84, n_embd=48, n_head=4, n_layer=2, n_positions=64, n_inner=72,
@@ -383,6 +412,14 @@ TEXT_ENCODERS = {
         torch.bfloat16,
         "RobertaModel: positions counted over the unpadded tokens from pad_token_id + 1, one token type, "
         "a batch of two texts, the second padded, saved in bf16"),
+    "hf_distilbert_tiny": (
+        "DistilBertModel", "DistilBertConfig",
+        dict(vocab_size=70, dim=36, n_layers=2, n_heads=3, hidden_dim=52, max_position_embeddings=40,
+             activation="gelu"),
+        torch.float32,
+        "DistilBertModel: token and position embeddings (no token types), post-norm layers (sa_layer_norm, "
+        "output_layer_norm) with LayerNorm eps 1e-12, 3 heads of 12, exact GELU, padding masked out, no pooler; "
+        "a batch of two texts, the second padded"),
     "hf_mpnet_tiny": (
         "MPNetModel", "MPNetConfig",
         dict(vocab_size=90, hidden_size=48, num_hidden_layers=2, num_attention_heads=6, intermediate_size=80,
@@ -422,8 +459,9 @@ def text_encoder_case(name, spec):
             inputs["token_type_ids"][:, 3:] = 1
     with torch.no_grad():
         out = model(**inputs)
-    outputs = {"last_hidden_state": out.last_hidden_state.float().numpy(),
-               "pooler_output": out.pooler_output.float().numpy()}
+    outputs = {"last_hidden_state": out.last_hidden_state.float().numpy()}
+    if getattr(out, "pooler_output", None) is not None:  # DistilBERT has no pooler
+        outputs["pooler_output"] = out.pooler_output.float().numpy()
     largest = max(float(np.abs(v).max()) for v in outputs.values())
     write_case(case, reproduces, saved_dtype, {k: v.numpy() for k, v in inputs.items()}, outputs,
                tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
