@@ -125,9 +125,9 @@ def test_malformed_config_json_is_refused(tmp_path):
 
 def test_an_unknown_architecture_is_refused_with_the_supported_ones(tmp_path):
     folder = checkpoint_copy(tmp_path)
-    edit_config(folder, architectures=["FalconForCausalLM"])
+    edit_config(folder, architectures=["MixtralForCausalLM"])
     message = compile_error(folder)
-    assert 'architecture "FalconForCausalLM" has no model file' in message and "LlamaForCausalLM" in message
+    assert 'architecture "MixtralForCausalLM" has no model file' in message and "LlamaForCausalLM" in message
 
 
 def test_a_config_value_the_model_file_does_not_handle_names_the_field_and_value(tmp_path):
