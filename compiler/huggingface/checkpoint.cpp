@@ -261,7 +261,7 @@ std::string spell(const mlirgen::ConfigValue &value) {
   if (auto *items = std::get_if<std::vector<mlirgen::ConfigScalar>>(&value)) {
     std::vector<std::string> spelled;
     for (const mlirgen::ConfigScalar &item : *items)
-      spelled.push_back(spell(std::visit([](const auto &scalar) { return mlirgen::ConfigValue(scalar); }, item)));
+      spelled.push_back(spell(mlirgen::configValueOf(item)));
     return "[" + llvm::join(spelled, ", ") + "]";
   }
   if (auto *flag = std::get_if<bool>(&value)) return *flag ? "true" : "false";
@@ -357,7 +357,7 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
       checkpoint.dims[name] = {size, size};
     } else if (configs.count(name)) {
       if (std::optional<mlirgen::ConfigScalar> scalar = configScalar(*value)) {
-        checkpoint.configs[name] = std::visit([](const auto &item) { return mlirgen::ConfigValue(item); }, *scalar);
+        checkpoint.configs[name] = mlirgen::configValueOf(*scalar);
         continue;
       }
       std::vector<mlirgen::ConfigScalar> items;

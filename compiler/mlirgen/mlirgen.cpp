@@ -230,20 +230,17 @@ EValue Generator::configValue(const ast::ConfigDecl::Entry &entry, const EValue 
     if (auto *real = std::get_if<double>(&item)) return EValue{Number{*real, false}};
     return EValue{String{std::get<std::string>(item)}};
   };
-  EValue value;
-  if (auto *items = std::get_if<std::vector<ConfigScalar>>(&given)) {
-    List list;
-    for (const ConfigScalar &item : *items) list.items.push_back(scalar(item));
-    value = EValue{std::move(list)};
-  } else if (auto *flag = std::get_if<bool>(&given)) {
-    value = scalar(*flag);
-  } else if (auto *integer = std::get_if<int64_t>(&given)) {
-    value = scalar(*integer);
-  } else if (auto *real = std::get_if<double>(&given)) {
-    value = scalar(*real);
-  } else {
-    value = scalar(std::get<std::string>(given));
-  }
+  const EValue value = std::visit(
+      [&](const auto &item) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(item)>, std::vector<ConfigScalar>>) {
+          List list;
+          for (const ConfigScalar &scalarItem : item) list.items.push_back(scalar(scalarItem));
+          return EValue{std::move(list)};
+        } else {
+          return scalar(item);
+        }
+      },
+      given);
   if (value.value.index() != fallback.value.index())
     fail(entry.loc, "config '" + entry.name.str() + "' takes " + kindName(fallback) + " (its default is " +
                         describeConstant(fallback) + "), not " + kindName(value) + " such as " +

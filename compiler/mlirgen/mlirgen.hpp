@@ -24,6 +24,11 @@ using ConfigScalar = std::variant<bool, int64_t, double, std::string>;
 using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<ConfigScalar>>;
 using ConfigValues = std::map<std::string, ConfigValue>;
 
+// A scalar as a config's value.
+inline ConfigValue configValueOf(const ConfigScalar &scalar) {
+  return std::visit([](const auto &item) { return ConfigValue(item); }, scalar);
+}
+
 // Parses `source` (the text of `filename`) and returns a module holding
 // `func.func @main`, whose arguments are the model's inputs and results its
 // outputs (named by `ein.name` attributes). `dimOverrides` replaces dims'

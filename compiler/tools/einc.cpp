@@ -236,7 +236,7 @@ std::optional<ein::mlirgen::ConfigValues> parseConfigOverrides(const std::vector
       for (llvm::StringRef part : parts) items.push_back(parseConfigScalar(part.trim()));
       value = std::move(items);
     } else {
-      value = std::visit([](const auto &scalar) { return ein::mlirgen::ConfigValue(scalar); }, parseConfigScalar(text));
+      value = ein::mlirgen::configValueOf(parseConfigScalar(text));
     }
     overrides[config.substr(0, equals)] = std::move(value);
   }

@@ -230,8 +230,11 @@ HuggingFaceName llamaName(llvm::StringRef name) {
 // pairs]: stored row h*d + 2*i + j holds Hugging Face's row h*d + j*d/2 + i.
 // This puts them back.
 std::vector<float> rowsInHuggingFaceOrder(const std::vector<float> &stored, int64_t rows, int64_t heads) {
+  // A tensor of no elements (a zero dimension, which the format allows) has
+  // nothing to move, and memcpy must not see its null data.
+  if (stored.empty()) return stored;
   std::vector<float> ordered(stored.size());
-  const size_t rowSize = rows ? stored.size() / static_cast<size_t>(rows) : 0;
+  const size_t rowSize = stored.size() / static_cast<size_t>(rows);
   const int64_t headRows = rows / heads, half = headRows / 2;
   for (int64_t head = 0; head < heads; ++head)
     for (int64_t i = 0; i < half; ++i)

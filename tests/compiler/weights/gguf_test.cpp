@@ -527,6 +527,15 @@ TEST_F(MalformedGgufTest, RotaryHeads) {
   file = openBytes(spec.bytes());
   ASSERT_TRUE(file);
   EXPECT_EQ(file->stored(*file->find("model.layers.0.self_attn.k_proj.weight")).permutedHeads, 1);
+  // Rows of no elements (a zero dimension) read as nothing to reorder.
+  spec.tensors = {{"blk.0.attn_k.weight", kF32, {0, 4}, 0}};
+  file = openBytes(spec.bytes());
+  ASSERT_TRUE(file);
+  const ein::weights::TensorEntry &empty = *file->find("model.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(file->stored(empty).permutedHeads, 1);
+  llvm::Expected<std::vector<float>> values = file->toF32(empty);
+  ASSERT_TRUE(static_cast<bool>(values));
+  EXPECT_TRUE(values->empty());
 }
 
 TEST_F(MalformedGgufTest, DataStartPastTheEnd) {
