@@ -30,14 +30,16 @@ constexpr LibraryFile kLibrary[] = {
 // The model file for each architecture (config.json's "architectures"), the
 // configs the architecture fixes where its config.json has no field for
 // them (Qwen2's q, k and v projections have biases, its output projection
-// none), and the fields read under another name, as transformers'
-// attribute_map reads them, where the model language cannot spell the
-// field's own (DistilBERT's "dim", a reserved word: hidden_size).
+// none; BertForMaskedLM's head), and the fields read under another name, as
+// transformers' attribute_map reads them, where the model language cannot
+// spell the field's own (DistilBERT's "dim", a reserved word: hidden_size).
 struct Architecture {
   const char *name;
   const char *file;
-  const char *baseModelPrefix;                      // Checkpoint::baseModelPrefix
-  std::initializer_list<const char *> fixed = {};  // configs that are true
+  const char *baseModelPrefix;  // Checkpoint::baseModelPrefix
+  // Configs that are true ("qkv_bias"), and the task head over a base model
+  // ("head=masked_lm"), which a sentence-transformers folder leaves out.
+  std::initializer_list<const char *> fixed = {};
   std::initializer_list<std::pair<const char *, const char *>> renamed = {};  // (field, read as)
 };
 const Architecture kArchitectures[] = {
@@ -61,12 +63,27 @@ const Architecture kArchitectures[] = {
     {"ViTForImageClassification", "vit.ein", "vit."},
     {"CLIPModel", "clip.ein", ""},
     {"BertModel", "bert.ein", "bert."},
-    {"RobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
-    {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta_positions"}},
+    {"BertForMaskedLM", "bert.ein", "bert.", {"head=masked_lm"}},
+    {"BertForSequenceClassification", "bert.ein", "bert.", {"head=sequence_classification"}},
+    {"BertForTokenClassification", "bert.ein", "bert.", {"head=token_classification"}},
+    {"RobertaModel", "bert.ein", "roberta.", {"roberta"}},
+    {"RobertaForMaskedLM", "bert.ein", "roberta.", {"roberta", "head=masked_lm"}},
+    {"RobertaForSequenceClassification", "bert.ein", "roberta.", {"roberta", "head=sequence_classification"}},
+    {"RobertaForTokenClassification", "bert.ein", "roberta.", {"roberta", "head=token_classification"}},
+    {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta"}},
+    {"XLMRobertaForMaskedLM", "bert.ein", "roberta.", {"roberta", "head=masked_lm"}},
+    {"XLMRobertaForSequenceClassification", "bert.ein", "roberta.", {"roberta", "head=sequence_classification"}},
+    {"XLMRobertaForTokenClassification", "bert.ein", "roberta.", {"roberta", "head=token_classification"}},
     {"DistilBertModel", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}},
-    {"DistilBertForMaskedLM", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}},
+    {"DistilBertForMaskedLM", "distilbert.ein", "distilbert.", {"head=masked_lm"}, {{"dim", "hidden_size"}}},
+    {"DistilBertForSequenceClassification", "distilbert.ein", "distilbert.", {"head=sequence_classification"},
+     {{"dim", "hidden_size"}}},
+    {"DistilBertForTokenClassification", "distilbert.ein", "distilbert.", {"head=token_classification"},
+     {{"dim", "hidden_size"}}},
     {"MPNetModel", "mpnet.ein", "mpnet."},
-    {"MPNetForMaskedLM", "mpnet.ein", "mpnet."},  // sentence-transformers' all-mpnet-base-v2 says so
+    {"MPNetForMaskedLM", "mpnet.ein", "mpnet.", {"head=masked_lm"}},
+    {"MPNetForSequenceClassification", "mpnet.ein", "mpnet.", {"head=sequence_classification"}},
+    {"MPNetForTokenClassification", "mpnet.ein", "mpnet.", {"head=token_classification"}},
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
     {"T5ForConditionalGeneration", "t5.ein", ""},
     {"BartForConditionalGeneration", "bart.ein", ""},
@@ -157,10 +174,11 @@ llvm::Expected<nlohmann::json> readJson(const llvm::Twine &path) {
 // "pooling.*", its Normalize module "normalize" and sentence_bert_config.json's
 // max_seq_length "max_seq_length"; other modules (Dense, ...) are an error
 // that names them.
-llvm::Error readSentenceTransformers(llvm::StringRef folder, nlohmann::json &config) {
+// Whether the folder is one.
+llvm::Expected<bool> readSentenceTransformers(llvm::StringRef folder, nlohmann::json &config) {
   llvm::SmallString<256> modulesPath(folder);
   llvm::sys::path::append(modulesPath, "modules.json");
-  if (!llvm::sys::fs::exists(modulesPath)) return llvm::Error::success();
+  if (!llvm::sys::fs::exists(modulesPath)) return false;
   auto modules = readJson(modulesPath);
   if (!modules) return modules.takeError();
   const std::string where = modulesPath.str().str();
@@ -198,7 +216,7 @@ llvm::Error readSentenceTransformers(llvm::StringRef folder, nlohmann::json &con
     if (auto length = bertConfig->find("max_seq_length"); bertConfig->is_object() && length != bertConfig->end())
       config["max_seq_length"] = *length;
   }
-  return llvm::Error::success();
+  return true;
 }
 
 // The fields transformers derives instead of writing them, in config.json's
@@ -316,7 +334,8 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   if (!read) return read.takeError();
   nlohmann::json config = std::move(*read);
   if (!config.is_object()) return failure(where + ": not a JSON object");
-  if (llvm::Error error = readSentenceTransformers(folder, config)) return error;
+  llvm::Expected<bool> sentenceTransformers = readSentenceTransformers(folder, config);
+  if (!sentenceTransformers) return sentenceTransformers.takeError();
 
   auto architectures = config.find("architectures");
   if (architectures == config.end() || !architectures->is_array() || architectures->empty() ||
@@ -336,7 +355,13 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   // A build error (a conformance case compiles every architecture's file).
   if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);
   checkpoint.source = {text, std::string("huggingface/") + chosen->file};
-  for (const char *name : chosen->fixed) checkpoint.configs[name] = true;
+  for (llvm::StringRef fixed : chosen->fixed) {
+    // sentence-transformers loads the base model (AutoModel), whatever head
+    // config.json names.
+    auto [name, value] = fixed.split('=');
+    if (value.empty()) checkpoint.configs[name.str()] = true;
+    else if (!*sentenceTransformers) checkpoint.configs[name.str()] = value.str();
+  }
   checkpoint.baseModelPrefix = chosen->baseModelPrefix;
 
   frontend::ParseResult parsed = frontend::parse(checkpoint.source.text);

@@ -23,7 +23,7 @@ struct Checkpoint {
   mlirgen::ConfigValues configs;   // and of its configs (nested objects' fields dotted)
   // The prefix of the base model's names ("transformer." in GPT2LMHeadModel),
   // which weights saved from the base model alone lack and weights saved
-  // from a model with a head over it have (weights::BaseModelPrefixed); empty
+  // from a model with a head over it have (weights::CheckpointNames); empty
   // where the architecture has none.
   std::string baseModelPrefix;
 };

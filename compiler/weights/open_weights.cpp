@@ -4,7 +4,7 @@
 #include <map>
 #include <span>
 
-#include "compiler/weights/base_model_prefix.hpp"
+#include "compiler/weights/checkpoint_names.hpp"
 #include "compiler/weights/gguf.hpp"
 #include "compiler/weights/weights_set.hpp"
 #include "file_kind.hpp"
@@ -324,8 +324,8 @@ llvm::Expected<std::unique_ptr<WeightsFile>> openPaths(llvm::ArrayRef<std::strin
 llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths,
                                                          llvm::StringRef baseModelPrefix) {
   llvm::Expected<std::unique_ptr<WeightsFile>> opened = openPaths(paths);
-  if (!opened || baseModelPrefix.empty()) return opened;
-  return std::make_unique<BaseModelPrefixed>(std::move(*opened), baseModelPrefix.str());
+  if (!opened) return opened;
+  return std::make_unique<CheckpointNames>(std::move(*opened), baseModelPrefix.str());
 }
 
 }  // namespace ein::weights

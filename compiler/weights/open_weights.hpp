@@ -30,8 +30,10 @@ llvm::Expected<std::unique_ptr<WeightsFile>> openWeightsFile(llvm::StringRef pat
 // A folder with none of them is an error that says what it holds instead
 // (pickle checkpoints: the command that converts them; GGUF files: give one).
 // One file, or a folder of one, is served as that file, under its own path.
-// With `baseModelPrefix` ("transformer."), names are read with that prefix
-// added or removed where the files hold them so (base_model_prefix.hpp).
+// Names are read as transformers reads them (checkpoint_names.hpp): under the
+// legacy LayerNorm names where the files hold those, and with
+// `baseModelPrefix` ("transformer.") added or removed where the files hold
+// them so.
 llvm::Expected<std::unique_ptr<WeightsFile>> openWeights(llvm::ArrayRef<std::string> paths,
                                                          llvm::StringRef baseModelPrefix = "");
 

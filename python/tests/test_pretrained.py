@@ -187,6 +187,32 @@ def test_a_real_sentence_transformers_folder_gives_its_embeddings():
     np.testing.assert_allclose(got, live, atol=1e-5)
 
 
+def test_a_sentence_transformers_folder_is_its_base_model_whatever_head_it_names(tmp_path):
+    """sentence-transformers loads the base model (AutoModel): all-mpnet-base-v2's config.json says
+    MPNetForMaskedLM and its weights are MPNetModel's, pooler and all, without the head's."""
+    folder = checkpoint_copy(tmp_path, "hf_mpnet_tiny")
+    config = json.loads((folder / "config.json").read_text())
+    config["architectures"] = ["MPNetForMaskedLM"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ein.CompileError, match="lm_head"):
+        ein.from_pretrained(folder)  # the masked LM wants its head
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
+    model = ein.from_pretrained(folder)
+    assert [info.name for info in model.outputs] == ["last_hidden_state", "pooler_output", "sentence_embedding"]
+    spec, expected = expected_outputs(CONFORMANCE_CASES / "hf_mpnet_tiny")
+    inputs = {info.name: np.load(CONFORMANCE_CASES / "hf_mpnet_tiny" / f"{info.name}.npy").astype(info.numpy_dtype)
+              for info in model.inputs}
+    got = model.run(inputs)
+    np.testing.assert_allclose(got["last_hidden_state"], expected["last_hidden_state"], rtol=1e-3, atol=1e-4)
+    mask = inputs["attention_mask"][..., None]
+    mean = (expected["last_hidden_state"] * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(got["sentence_embedding"], mean, rtol=1e-3, atol=1e-4)
+
+
 def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
     """The decoder cases' folders hold a tokenizer.json of the words w0, w1, ... (one id each)."""
     pytest.importorskip("tokenizers")
@@ -210,6 +236,9 @@ def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
 @pytest.mark.parametrize("case,rename", [
     ("hf_gpt2_tiny", lambda name: name.removeprefix("transformer.")),  # saved from GPT2Model
     ("hf_bert_tiny", lambda name: "bert." + name),                      # saved from BertForPreTraining
+    # Ported from TensorFlow (bert-base-uncased): LayerNorm's weight and bias as gamma and beta.
+    ("hf_bert_mlm_tiny", lambda name: name.replace("LayerNorm.weight", "LayerNorm.gamma")
+                                          .replace("LayerNorm.bias", "LayerNorm.beta")),
 ])
 def test_weights_saved_with_or_without_the_base_models_prefix_load(tmp_path, case, rename):
     from conftest import read_safetensors, write_safetensors

@@ -34,7 +34,12 @@ def randomize(model, seed):
     """Random weights large enough that every part matters: norms near 1, unit-variance activations."""
     generator = torch.Generator().manual_seed(seed)
     state = {}
+    first_name = {}  # a tied parameter's first name (an embedding before the head that shares it)
     for name, value in model.state_dict().items():
+        tied = first_name.setdefault((value.data_ptr(), tuple(value.shape)), name)
+        if tied != name:
+            state[name] = state[tied]
+            continue
         noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
         if value.dim() == 1 and name.endswith("bias"):
             value = 0.2 * noise
@@ -432,6 +437,79 @@ TEXT_ENCODERS = {
         "mask, 6 heads of 8, post-norm layers, exact GELU, the pooler's tanh of the first token; three texts of 40 "
         "tokens, two padded at the end (distances to 39: the logarithmic buckets)",
         [40, 27, 9]),
+    # The task heads over the encoders (each architecture's head as transformers builds it).
+    "hf_bert_mlm_tiny": (
+        "BertForMaskedLM", "BertConfig",
+        dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+             max_position_embeddings=32, type_vocab_size=2, hidden_act="gelu_new"),
+        torch.float32,
+        "BertForMaskedLM (bert-base-uncased's class): the encoder without a pooler, then cls.predictions' dense, "
+        "hidden_act (tanh GELU here, as in the layers), LayerNorm and the decoder tied to the word embeddings with "
+        "cls.predictions.bias: logits over the vocabulary for every token"),
+    "hf_bert_seqcls_tiny": (
+        "BertForSequenceClassification", "BertConfig",
+        dict(vocab_size=60, hidden_size=36, num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+             max_position_embeddings=32, type_vocab_size=2, num_labels=3),
+        torch.bfloat16,
+        "BertForSequenceClassification (cross-encoder rerankers, fine-tuned classifiers): the pooler's tanh of the "
+        "first token into the classifier, 3 labels (config.json's id2label), saved in bf16"),
+    "hf_bert_tokcls_tiny": (
+        "BertForTokenClassification", "BertConfig",
+        dict(vocab_size=62, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=44,
+             max_position_embeddings=32, type_vocab_size=2, num_labels=5),
+        torch.float32,
+        "BertForTokenClassification (NER taggers): the encoder without a pooler, the classifier over every token, "
+        "5 labels"),
+    "hf_roberta_mlm_tiny": (
+        "RobertaForMaskedLM", "RobertaConfig",
+        dict(vocab_size=66, hidden_size=40, num_hidden_layers=2, num_attention_heads=5, intermediate_size=56,
+             max_position_embeddings=32, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+             tie_word_embeddings=False),
+        torch.float32,
+        "RobertaForMaskedLM: lm_head's dense, exact GELU, layer_norm and a decoder of its own (tie_word_embeddings "
+        "false) with lm_head.bias"),
+    "hf_xlm_roberta_seqcls_tiny": (
+        "XLMRobertaForSequenceClassification", "XLMRobertaConfig",
+        dict(vocab_size=70, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+             max_position_embeddings=32, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1, num_labels=4),
+        torch.float32,
+        "XLMRobertaForSequenceClassification: no pooler; the classifier's dense and tanh on the first token, then "
+        "its out_proj, 4 labels"),
+    "hf_distilbert_mlm_tiny": (
+        "DistilBertForMaskedLM", "DistilBertConfig",
+        dict(vocab_size=64, dim=32, n_layers=2, n_heads=4, hidden_dim=48, max_position_embeddings=32,
+             activation="gelu"),
+        torch.float32,
+        "DistilBertForMaskedLM: vocab_transform, the activation, vocab_layer_norm (eps 1e-12) and vocab_projector "
+        "tied to the word embeddings with a bias of its own"),
+    "hf_distilbert_seqcls_tiny": (
+        "DistilBertForSequenceClassification", "DistilBertConfig",
+        dict(vocab_size=60, dim=36, n_layers=2, n_heads=3, hidden_dim=40, max_position_embeddings=32,
+             activation="gelu", num_labels=2),
+        torch.float32,
+        "DistilBertForSequenceClassification (the sentiment pipeline's default model's class): the first token "
+        "through pre_classifier and ReLU into the classifier"),
+    "hf_distilbert_tokcls_tiny": (
+        "DistilBertForTokenClassification", "DistilBertConfig",
+        dict(vocab_size=60, dim=32, n_layers=2, n_heads=2, hidden_dim=40, max_position_embeddings=32,
+             activation="relu", num_labels=6),
+        torch.float32,
+        "DistilBertForTokenClassification: ReLU layers, the classifier over every token, 6 labels"),
+    "hf_mpnet_mlm_tiny": (
+        "MPNetForMaskedLM", "MPNetConfig",
+        dict(vocab_size=72, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+             relative_attention_num_buckets=32, max_position_embeddings=48, layer_norm_eps=1e-5, pad_token_id=1),
+        torch.float32,
+        "MPNetForMaskedLM (microsoft/mpnet-base's class): no pooler; lm_head's dense, exact GELU, layer_norm and the "
+        "decoder tied to the word embeddings with lm_head.bias"),
+    "hf_mpnet_seqcls_tiny": (
+        "MPNetForSequenceClassification", "MPNetConfig",
+        dict(vocab_size=70, hidden_size=36, num_hidden_layers=2, num_attention_heads=3, intermediate_size=44,
+             relative_attention_num_buckets=32, max_position_embeddings=48, layer_norm_eps=1e-5, pad_token_id=1,
+             num_labels=3),
+        torch.bfloat16,
+        "MPNetForSequenceClassification: no pooler; the classifier's dense and tanh on the first token, then its "
+        "out_proj, 3 labels, saved in bf16"),
 }
 
 
@@ -457,11 +535,16 @@ def text_encoder_case(name, spec):
         inputs["token_type_ids"] = torch.zeros_like(ids)
         if type_vocab_size > 1:
             inputs["token_type_ids"][:, 3:] = 1
+    # The base model's outputs (a pooler where transformers builds one: not DistilBERT's, nor under most
+    # heads), and a head's logits.
     with torch.no_grad():
-        out = model(**inputs)
+        out = model.base_model(**inputs)
+        logits = model(**inputs).logits if model.base_model is not model else None
     outputs = {"last_hidden_state": out.last_hidden_state.float().numpy()}
-    if getattr(out, "pooler_output", None) is not None:  # DistilBERT has no pooler
+    if getattr(out, "pooler_output", None) is not None:
         outputs["pooler_output"] = out.pooler_output.float().numpy()
+    if logits is not None:
+        outputs["logits"] = logits.float().numpy()
     largest = max(float(np.abs(v).max()) for v in outputs.values())
     write_case(case, reproduces, saved_dtype, {k: v.numpy() for k, v in inputs.items()}, outputs,
                tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})

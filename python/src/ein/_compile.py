@@ -128,7 +128,7 @@ def compile(
     random_weights: Optional[int] = None,
     threads: Optional[int] = None,
     filename: Optional[str] = None,
-    _base_model_prefix: str = "",  # ein.from_pretrained's: its checkpoint's (weights::BaseModelPrefixed)
+    _base_model_prefix: str = "",  # ein.from_pretrained's: its checkpoint's (weights::CheckpointNames)
 ) -> Model:
     """Compiles a model (the ein language, docs/LANGUAGE.md) into a Model.
 

@@ -150,7 +150,37 @@ TEST_F(WeightsFolderTest, OneFileIsServedAsItself) {
   auto file = open({path});
   ASSERT_TRUE(file);
   EXPECT_EQ(file->path(), path);
-  EXPECT_NE(dynamic_cast<ein::weights::SafetensorsFile *>(file.get()), nullptr);
+  EXPECT_EQ(file->pathOf(*file->find("w")), path);
+}
+
+// Names as transformers' from_pretrained reads them: with or without the
+// base model's prefix, and LayerNorm's legacy gamma and beta (checkpoints
+// ported from TensorFlow, bert-base-uncased's) for its weight and bias.
+TEST_F(WeightsFolderTest, NamesAreReadAsTransformersReadsThem) {
+  const std::string path = write("model.safetensors", f32File({{"bert.embeddings.LayerNorm.gamma", {1}},
+                                                               {"bert.embeddings.LayerNorm.beta", {2}},
+                                                               {"encoder.LayerNorm.weight", {3}},
+                                                               {"classifier.weight", {4}}}))
+                               .string();
+  auto prefixed = openWeights({path}, "bert.");
+  ASSERT_TRUE(static_cast<bool>(prefixed)) << errorMessage(prefixed.takeError());
+  WeightsFile &file = **prefixed;
+  auto nameOf = [&](llvm::StringRef asked) {
+    const TensorEntry *entry = file.find(asked);
+    return entry ? entry->name : "<none>";
+  };
+  EXPECT_EQ(nameOf("embeddings.LayerNorm.weight"), "bert.embeddings.LayerNorm.gamma");
+  EXPECT_EQ(nameOf("bert.embeddings.LayerNorm.bias"), "bert.embeddings.LayerNorm.beta");
+  EXPECT_EQ(nameOf("embeddings.LayerNorm.gamma"), "bert.embeddings.LayerNorm.gamma");
+  EXPECT_EQ(nameOf("bert.encoder.LayerNorm.weight"), "encoder.LayerNorm.weight");
+  EXPECT_EQ(nameOf("classifier.weight"), "classifier.weight");
+  EXPECT_EQ(nameOf("classifier.bias"), "<none>");
+  EXPECT_EQ(nameOf("encoder.LayerNorm.bias"), "<none>");
+  // Without a prefix, only the legacy names.
+  auto plain = open({path});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->find("bert.embeddings.LayerNorm.weight")->name, "bert.embeddings.LayerNorm.gamma");
+  EXPECT_EQ(plain->find("embeddings.LayerNorm.weight"), nullptr);
 }
 
 // A GGUF file's tied output projection (lm_head.weight served by the
