@@ -173,8 +173,7 @@ llvm::Expected<nlohmann::json> readJson(const llvm::Twine &path) {
 // the folder's model, its Pooling module's config.json becomes the fields
 // "pooling.*", its Normalize module "normalize" and sentence_bert_config.json's
 // max_seq_length "max_seq_length"; other modules (Dense, ...) are an error
-// that names them.
-// Whether the folder is one.
+// that names them. Returns whether the folder is one.
 llvm::Expected<bool> readSentenceTransformers(llvm::StringRef folder, nlohmann::json &config) {
   llvm::SmallString<256> modulesPath(folder);
   llvm::sys::path::append(modulesPath, "modules.json");

@@ -213,6 +213,24 @@ def test_a_sentence_transformers_folder_is_its_base_model_whatever_head_it_names
     np.testing.assert_allclose(got["sentence_embedding"], mean, rtol=1e-3, atol=1e-4)
 
 
+def test_a_classifiers_labels_are_its_id2label(tmp_path):
+    assert ein.from_pretrained(CONFORMANCE_CASES / "hf_bert_seqcls_tiny" / "checkpoint").labels == \
+        ["LABEL_0", "LABEL_1", "LABEL_2"]
+    folder = checkpoint_copy(tmp_path, "hf_distilbert_seqcls_tiny")
+    assert ein.from_pretrained(folder).labels is None  # transformers' default two classes: no id2label written
+    config = json.loads((folder / "config.json").read_text())
+    config["id2label"] = {"1": "POSITIVE", "0": "NEGATIVE"}
+    (folder / "config.json").write_text(json.dumps(config))
+    model = ein.from_pretrained(folder)
+    assert model.labels == ["NEGATIVE", "POSITIVE"]
+    inputs = {info.name: np.load(CONFORMANCE_CASES / "hf_distilbert_seqcls_tiny" / f"{info.name}.npy")
+              for info in model.inputs}
+    expected = np.load(CONFORMANCE_CASES / "hf_distilbert_seqcls_tiny" / "expected" / "logits.npy")
+    assert [model.labels[i] for i in model.run(inputs)["logits"].argmax(-1)] == \
+        [config["id2label"][str(i)] for i in expected.argmax(-1)]
+    assert ein.from_pretrained(CONFORMANCE_CASES / "hf_llama3_tiny" / "checkpoint").labels is None
+
+
 def test_generate_takes_and_gives_text_with_the_folders_tokenizer(tmp_path):
     """The decoder cases' folders hold a tokenizer.json of the words w0, w1, ... (one id each)."""
     pytest.importorskip("tokenizers")

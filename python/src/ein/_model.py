@@ -227,6 +227,9 @@ class Model:
         # A Hugging Face tokenizer (ein.from_pretrained sets it from the
         # folder's tokenizer.json): text in for encode() and generate().
         self.tokenizer = None
+        # A classifier's class names by index (ein.from_pretrained sets them
+        # from config.json's id2label): labels[logits.argmax(-1)].
+        self.labels = None
 
     @property
     def inputs(self) -> List[TensorInfo]:

@@ -1,6 +1,7 @@
 """ein.from_pretrained and ein.export_ein: a Hugging Face checkpoint folder through ein's model library."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import warnings
@@ -51,7 +52,8 @@ def from_pretrained(
 
     With the folder's tokenizer.json (and the ``tokenizers`` package), the
     model's ``tokenizer`` is set: ``Model.encode(texts)`` embeds text with an
-    encoder, ``Model.generate(text)`` returns text.
+    encoder, ``Model.generate(text)`` returns text. A classifier's
+    ``labels`` are config.json's ``id2label`` by index.
 
     ``precision`` and ``group_size`` are ``ein.compile``'s.
 
@@ -67,7 +69,20 @@ def from_pretrained(
                     precision=precision, group_size=group_size, threads=threads, device=device, filename=filename,
                     _base_model_prefix=base_model_prefix)
     model.tokenizer = _tokenizer(path)
+    model.labels = _labels(path)
     return model
+
+
+def _labels(path):
+    """config.json's id2label as a list (label i at index i), where it names classes 0 .. n - 1."""
+    id2label = json.loads((pathlib.Path(path) / "config.json").read_text()).get("id2label")
+    if not isinstance(id2label, dict):
+        return None
+    try:
+        by_index = {int(index): str(label) for index, label in id2label.items()}
+    except ValueError:
+        return None
+    return [by_index[i] for i in range(len(by_index))] if sorted(by_index) == list(range(len(by_index))) else None
 
 
 def _tokenizer(path):
