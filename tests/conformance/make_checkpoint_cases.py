@@ -495,6 +495,20 @@ TEXT_ENCODERS = {
              activation="relu", num_labels=6),
         torch.float32,
         "DistilBertForTokenClassification: ReLU layers, the classifier over every token, 6 labels"),
+    "hf_bert_qa_tiny": (
+        "BertForQuestionAnswering", "BertConfig",
+        dict(vocab_size=58, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+             max_position_embeddings=32, type_vocab_size=2),
+        torch.float32,
+        "BertForQuestionAnswering (extractive QA over a question and a passage, two segments): no pooler; "
+        "qa_outputs over every token, split into start_logits and end_logits"),
+    "hf_distilbert_qa_tiny": (
+        "DistilBertForQuestionAnswering", "DistilBertConfig",
+        dict(vocab_size=60, dim=32, n_layers=2, n_heads=4, hidden_dim=44, max_position_embeddings=32,
+             activation="gelu"),
+        torch.float32,
+        "DistilBertForQuestionAnswering (the question-answering pipeline's default model's class): qa_outputs "
+        "over every token, split into start_logits and end_logits"),
     "hf_mpnet_mlm_tiny": (
         "MPNetForMaskedLM", "MPNetConfig",
         dict(vocab_size=72, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
@@ -510,6 +524,13 @@ TEXT_ENCODERS = {
         torch.bfloat16,
         "MPNetForSequenceClassification: no pooler; the classifier's dense and tanh on the first token, then its "
         "out_proj, 3 labels, saved in bf16"),
+    "hf_mpnet_qa_tiny": (
+        "MPNetForQuestionAnswering", "MPNetConfig",
+        dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=40,
+             relative_attention_num_buckets=32, max_position_embeddings=48, layer_norm_eps=1e-5, pad_token_id=1),
+        torch.float32,
+        "MPNetForQuestionAnswering: no pooler; qa_outputs over every token, split into start_logits and "
+        "end_logits"),
 }
 
 
@@ -539,12 +560,13 @@ def text_encoder_case(name, spec):
     # heads), and a head's logits.
     with torch.no_grad():
         out = model.base_model(**inputs)
-        logits = model(**inputs).logits if model.base_model is not model else None
+        head = model(**inputs) if model.base_model is not model else {}
     outputs = {"last_hidden_state": out.last_hidden_state.float().numpy()}
     if getattr(out, "pooler_output", None) is not None:
         outputs["pooler_output"] = out.pooler_output.float().numpy()
-    if logits is not None:
-        outputs["logits"] = logits.float().numpy()
+    for name in ("logits", "start_logits", "end_logits"):  # a question answerer's are the last two
+        if name in head:
+            outputs[name] = head[name].float().numpy()
     largest = max(float(np.abs(v).max()) for v in outputs.values())
     write_case(case, reproduces, saved_dtype, {k: v.numpy() for k, v in inputs.items()}, outputs,
                tolerance={"bf16_atol": round(0.015 * largest, 3), "int8_atol": round(0.08 * largest, 3)})
