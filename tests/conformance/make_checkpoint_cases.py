@@ -509,6 +509,29 @@ TEXT_ENCODERS = {
         torch.float32,
         "DistilBertForQuestionAnswering (the question-answering pipeline's default model's class): qa_outputs "
         "over every token, split into start_logits and end_logits"),
+    "hf_electra_tiny": (
+        "ElectraForPreTraining", "ElectraConfig",
+        dict(vocab_size=64, embedding_size=32, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+             intermediate_size=56, max_position_embeddings=32, type_vocab_size=2, hidden_act="gelu"),
+        torch.float32,
+        "ElectraForPreTraining (google/electra-*-discriminator's class): embeddings of 32 projected to the hidden "
+        "48 by embeddings_project, BERT's layers, no pooler; the discriminator's dense, GELU and dense_prediction: "
+        "a score per token"),
+    "hf_electra_seqcls_tiny": (
+        "ElectraForSequenceClassification", "ElectraConfig",
+        dict(vocab_size=60, embedding_size=32, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+             intermediate_size=40, max_position_embeddings=32, type_vocab_size=2, num_labels=1),
+        torch.bfloat16,
+        "ElectraForSequenceClassification (cross-encoder/ms-marco-electra-base's class): embeddings as wide as "
+        "the layers (no projection), the classifier's dense, exact GELU and out_proj on the first token, one label "
+        "(a reranker's score), saved in bf16"),
+    "hf_electra_mlm_tiny": (
+        "ElectraForMaskedLM", "ElectraConfig",
+        dict(vocab_size=56, embedding_size=32, hidden_size=40, num_hidden_layers=2, num_attention_heads=2,
+             intermediate_size=48, max_position_embeddings=32, type_vocab_size=2, hidden_act="gelu_new"),
+        torch.float32,
+        "ElectraForMaskedLM (google/electra-*-generator's class): tanh-GELU layers, the generator's dense to the "
+        "embedding size, exact GELU, LayerNorm and generator_lm_head tied to the word embeddings"),
     "hf_mpnet_mlm_tiny": (
         "MPNetForMaskedLM", "MPNetConfig",
         dict(vocab_size=72, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
