@@ -509,6 +509,23 @@ TEXT_ENCODERS = {
         torch.float32,
         "DistilBertForQuestionAnswering (the question-answering pipeline's default model's class): qa_outputs "
         "over every token, split into start_logits and end_logits"),
+    "hf_albert_tiny": (
+        "AlbertForMaskedLM", "AlbertConfig",
+        dict(vocab_size=60, embedding_size=32, hidden_size=48, num_hidden_layers=4, num_hidden_groups=2,
+             inner_group_num=1, num_attention_heads=3, intermediate_size=56, max_position_embeddings=32,
+             type_vocab_size=2, hidden_act="gelu_new"),
+        torch.float32,
+        "AlbertForMaskedLM (albert-base-v2's class): embeddings of 32 mapped to the hidden 48, 4 layer steps "
+        "sharing 2 groups' weights (steps 0-1 the first, 2-3 the second), no pooler; predictions' dense to the "
+        "embedding size, tanh GELU, LayerNorm and the decoder tied to the word embeddings with predictions.bias"),
+    "hf_albert_seqcls_tiny": (
+        "AlbertForSequenceClassification", "AlbertConfig",
+        dict(vocab_size=56, embedding_size=24, hidden_size=40, num_hidden_layers=3, num_hidden_groups=1,
+             inner_group_num=2, num_attention_heads=4, intermediate_size=48, max_position_embeddings=32,
+             type_vocab_size=2, hidden_act="gelu", num_labels=3),
+        torch.float32,
+        "AlbertForSequenceClassification: one group of two layers run at each of 3 steps, exact GELU, the "
+        "pooler's tanh of the first token into the classifier, 3 labels"),
     "hf_electra_tiny": (
         "ElectraForPreTraining", "ElectraConfig",
         dict(vocab_size=64, embedding_size=32, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
