@@ -8,6 +8,8 @@
 // at the source location of the construct that caused it.
 #include "compiler/mlirgen/mlirgen.hpp"
 
+#include <cmath>
+
 #include "compiler/mlirgen/generator.hpp"
 #include "llvm/ADT/StringExtras.h"
 #include "mlir/IR/Verifier.h"
@@ -350,7 +352,11 @@ std::string Generator::resolveName(const ast::Name &name, Scope &scope) {
           fail(segment.loc, "'{" + segment.text + "}' in a dotted name must be an integer (a loop variable, or an "
                             "expression of loop variables, dims and numbers), not " + kindName(value));
         if (!number->isInteger)
-          fail(segment.loc, "'{" + segment.text + "}' is " + formatNumber(number->value) + ", not an integer");
+          fail(segment.loc, "'{" + segment.text + "}' is " +
+                                (std::trunc(number->value) == number->value ? "the number " : "") +
+                                formatNumber(number->value) +
+                                ", not an integer ('/' and functions such as floor give numbers: '//' divides "
+                                "integers, i64(...) truncates a number)");
         int64_t index = exactInteger(*number, segment.loc, "'{" + segment.text + "}'");
         if (index < 0) fail(segment.loc, "'{" + segment.text + "}' is " + std::to_string(index) + ": a dotted name's "
                                          "segment is not negative");
