@@ -549,6 +549,28 @@ TEXT_ENCODERS = {
         torch.float32,
         "ElectraForMaskedLM (google/electra-*-generator's class): tanh-GELU layers, the generator's dense to the "
         "embedding size, exact GELU, LayerNorm and generator_lm_head tied to the word embeddings"),
+    "hf_modernbert_tiny": (
+        "ModernBertForMaskedLM", "ModernBertConfig",
+        dict(vocab_size=90, hidden_size=48, num_hidden_layers=4, num_attention_heads=3, intermediate_size=40,
+             max_position_embeddings=64, global_attn_every_n_layers=2, local_attention=6, pad_token_id=0,
+             bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2, global_rope_theta=160000.0,
+             local_rope_theta=10000.0),
+        torch.float32,
+        "ModernBertForMaskedLM (answerdotai/ModernBERT-base's class): no positions but rotary embeddings (theta "
+        "160000 on global layers, 10000 on local ones), pre-norm layers (layer 0 without attn_norm) with a fused "
+        "Wqkv and a gated GELU MLP, layers 1 and 3 local (keys at most 3 positions away), LayerNorms without "
+        "biases; the prediction head (dense, GELU, norm) and the decoder tied to the token embeddings with its "
+        "bias; three texts of 14, 10 and 5 tokens (padding queries that see no token in a local layer)",
+        [14, 10, 5]),
+    "hf_modernbert_seqcls_tiny": (
+        "ModernBertForSequenceClassification", "ModernBertConfig",
+        dict(vocab_size=80, hidden_size=32, num_hidden_layers=3, num_attention_heads=2, intermediate_size=48,
+             max_position_embeddings=64, global_attn_every_n_layers=3, local_attention=4, pad_token_id=0,
+             bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2, classifier_pooling="mean", num_labels=3, norm_bias=True, attention_bias=True, mlp_bias=True),
+        torch.float32,
+        "ModernBertForSequenceClassification: biases everywhere, layers 1 and 2 local (2 positions either side), "
+        "the mean of the unpadded tokens through the prediction head into the classifier, 3 labels",
+        [11, 6]),
     "hf_mpnet_mlm_tiny": (
         "MPNetForMaskedLM", "MPNetConfig",
         dict(vocab_size=72, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
