@@ -113,6 +113,7 @@ const Architecture kArchitectures[] = {
     {"MPNetForQuestionAnswering", "mpnet.ein", "mpnet.", {"head=question_answering"}},
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
     {"T5ForConditionalGeneration", "t5.ein", ""},
+    {"MT5ForConditionalGeneration", "t5.ein", ""},
     {"BartForConditionalGeneration", "bart.ein", ""},
     {"MarianMTModel", "bart.ein", "", {"sinusoidal_positions"}},
     {"MBartForConditionalGeneration", "bart.ein", "", {"normalize_before"}},

@@ -669,6 +669,14 @@ SEQ2SEQ = {
         "GELU), an untied lm_head (config.json's tie_word_embeddings false, lm_head.weight beside shared.weight, "
         "no output scaling), 16 buckets with max distance 12, 4 heads of d_kv 10, 3 encoder and 2 decoder blocks, "
         "saved in bf16"),
+    "hf_mt5_tiny": (
+        "MT5ForConditionalGeneration", "MT5Config",
+        dict(vocab_size=88, d_model=36, d_kv=12, d_ff=44, num_layers=2, num_decoder_layers=2, num_heads=3,
+             relative_attention_num_buckets=32, relative_attention_max_distance=20, feed_forward_proj="gated-gelu",
+             layer_norm_epsilon=1e-6, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
+        torch.float32,
+        "MT5ForConditionalGeneration (mT5, the multilingual T5 v1.1): a gated-GELU MLP, an untied lm_head as "
+        "google/mt5-* are published, 3 heads of d_kv 12, 2 encoder and 2 decoder blocks"),
     "hf_bart_tiny": (
         "BartForConditionalGeneration", "BartConfig",
         dict(vocab_size=84, d_model=36, encoder_layers=2, decoder_layers=3, encoder_attention_heads=3,
@@ -743,7 +751,7 @@ def seq2seq_case(name, spec):
         # not the token's own embedding lead the residual (a tiny random one otherwise repeats its last token); T5's
         # shared embedding as large as an embedding too (randomize() gave it the scale of the lm_head tied to it,
         # written last).
-        t5 = config_name == "T5Config"
+        t5 = config_name in ("T5Config", "MT5Config")
         prefix, outputs = ("decoder.", ("o.weight", "wo.weight")) if t5 else \
             ("model.decoder.layers.", ("out_proj.weight", "fc2.weight"))
         with torch.no_grad():
@@ -759,7 +767,7 @@ def seq2seq_case(name, spec):
         scale_patch_embedding(model.model.encoder.conv2.weight)
     case = save_checkpoint(name, model, saved_dtype)
     generator = torch.Generator().manual_seed(1)
-    if config_name == "T5Config" and config.feed_forward_proj.startswith("gated"):
+    if config_name in ("T5Config", "MT5Config") and config.feed_forward_proj.startswith("gated"):
         untie_head(os.path.join(case, "checkpoint"), generator)
     # The oracle is transformers on the folder as saved: float64 logits, float32 generation.
     model = getattr(transformers, class_name).from_pretrained(os.path.join(case, "checkpoint"),
