@@ -8,17 +8,19 @@
 namespace ein::mlirgen::detail {
 
 // torch.nn.functional.scaled_dot_product_attention(q, k, v, mask, causal,
-// scale): q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A
+// scale, softcap): q [..., L, E], k [..., S, E], v [..., S, Ev] -> [..., L, Ev]. A
 // bool mask keeps where true, a float one is added; both broadcast to
 // [..., L, S]. Query heads (axis -3) may be a multiple of the key heads
 // (grouped-query attention): each group of query heads shares one key head,
 // read in place by the fused op, never repeated. `causal` is aligned
 // bottom-right: the L queries are the last L of the S positions (a chunk
 // after S - L cached keys), so query l sees keys up to l + S - L.
+// softcap = c caps the scaled scores as c * tanh(s / c) before the mask
+// (Gemma 2's attn_logit_softcapping; FlashAttention's softcap).
 EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &scope) {
   Location at = loc(call.loc);
   const std::string name = "scaled_dot_product_attention()";
-  Arguments args = bindArguments(call, {"query", "key", "value", "mask", "causal", "scale"}, 3, false);
+  Arguments args = bindArguments(call, {"query", "key", "value", "mask", "causal", "scale", "softcap"}, 3, false);
   auto operand = [&](const char *param) {
     return floatTensor(evaluate(*args.get(param), scope), args.get(param)->loc, name + " argument '" + param + "'");
   };
@@ -60,6 +62,9 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
     scale = 1.0 / std::sqrt(static_cast<double>(*width));
   }
   const bool causal = boolArgument(args.get("causal"), scope, false, "causal");
+  const double softcap = args.get("softcap") ? numberArgument(args.get("softcap"), scope, 0, name + " softcap") : 0.0;
+  if (!(softcap >= 0.0) || std::isinf(softcap))
+    fail(args.get("softcap")->loc, name + " softcap must be 0 (none) or a positive number, got " + formatNumber(softcap));
   if (causal)
     requireSizes({ein::SizeCheck::LessEqual, queries, keys,
                   name + " causal needs at least as many keys as queries (" + queries.str() + " <= " + keys.str() + ")"},
@@ -97,7 +102,8 @@ EValue Generator::callScaledDotProductAttention(const ast::Call &call, Scope &sc
   ir::SizesAttr causalPositions = causal ? ir::SizesAttr::get(&context, {queries}) : nullptr;
   mlir::Value result = builder.create<ir::AttentionOp>(
       at, type, q, k, v, mask, builder.getF64FloatAttr(scale), ir::MaskKindAttr::get(&context, maskKind),
-      builder.getF64FloatAttr(-std::numeric_limits<double>::infinity()), causalPositions);
+      builder.getF64FloatAttr(-std::numeric_limits<double>::infinity()), causalPositions,
+      builder.getF64FloatAttr(softcap));
   return EValue{Tensor{result}};
 }
 

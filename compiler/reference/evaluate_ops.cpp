@@ -403,6 +403,7 @@ Expected<Tensor> Evaluator::evaluate(ir::AttentionOp op) {
   std::vector<int64_t> maskStrides = mask ? broadcastStrides(mask->shape, scoresShape) : std::vector<int64_t>();
   const int64_t positions = op.getCausalPositions() ? op.getCausalPositions()->sizes()[0].constant().value_or(I) : 0;
   const double scale = op.getScale().convertToDouble(), fill = op.getMaskFill().convertToDouble();
+  const double softcap = op.getSoftcap().convertToDouble();
   Dims resultShape = batch;
   resultShape.insert(resultShape.end(), {I, E});
   Tensor result = Tensor::zeros(resultShape);
@@ -416,6 +417,7 @@ Expected<Tensor> Evaluator::evaluate(ir::AttentionOp op) {
         double score = 0;
         for (int64_t d = 0; d < D; ++d) score += qb[i * D + d] * kb[j * D + d];
         score *= scale;
+        if (softcap > 0) score = softcap * std::tanh(score / softcap);
         if (mask) {
           std::vector<int64_t> at = index;
           at.insert(at.end(), {i, j});

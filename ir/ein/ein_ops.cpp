@@ -4,6 +4,8 @@
 // ein_dialect.cpp.
 #include "ir/ein/ein_dialect.hpp"
 
+#include <cmath>
+
 #include "ir/ein/equations.hpp"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinDialect.h"
@@ -562,6 +564,8 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "causal_positions " << *positions << " must be positive and divide the "
                            << q[q.size() - 2].str() << " queries";
   }
+  if (const double softcap = getSoftcap().convertToDouble(); !(softcap >= 0.0) || std::isinf(softcap))
+    return emitOpError() << "softcap " << softcap << " must be 0 (none) or a positive number";
   return success();
 }
 

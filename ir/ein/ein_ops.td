@@ -286,12 +286,16 @@ def Ein_AttentionOp : Ein_Op<"attention", [Pure, InferTypeOpAdaptor]> {
     last P of the J keys' positions, and it sees key j only where
     `j <= i mod P + J - P`. With I = J = P that is `is_causal` in PyTorch;
     with J > P the queries are a chunk after J - P cached keys.
+
+    `softcap = c > 0` caps the scaled scores as `c * tanh(s / c)` before the
+    mask (Gemma 2's attn_logit_softcapping, FlashAttention's softcap).
   }];
   let arguments = (ins Ein_Tensor:$query, Ein_Tensor:$key, Ein_Tensor:$value, Optional<Ein_Tensor>:$mask,
                        F64Attr:$scale,
                        DefaultValuedAttr<Ein_MaskKindAttr, "::ein::ir::MaskKind::none">:$mask_kind,
                        DefaultValuedAttr<F64Attr, "0.0">:$mask_fill,
-                       OptionalAttr<Ein_SizesAttr>:$causal_positions);
+                       OptionalAttr<Ein_SizesAttr>:$causal_positions,
+                       DefaultValuedAttr<F64Attr, "0.0">:$softcap);
   let results = (outs Ein_Tensor:$result);
   let assemblyFormat = [{
     $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale attr-dict `:` functional-type(operands, $result)

@@ -343,7 +343,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
     (stride 0 broadcasts); `out_view` places `[batch.., queries, value_dim]`
     in the result, so a head merge after the op costs nothing.
     `causal_positions` as in `ein.attention`: query i sees key j only where
-    `j <= i mod P + keys - P`.
+    `j <= i mod P + keys - P`. `softcap = c > 0` caps the scaled scores as
+    `c * tanh(s / c)` before the mask.
   }];
   let arguments = (ins Kern_Tensor:$q, Kern_Tensor:$k, Kern_Tensor:$v, Optional<Kern_Tensor>:$mask,
                        Ein_SizesAttr:$batch, Ein_SizesAttr:$queries, Ein_SizesAttr:$keys, Ein_SizesAttr:$head_dim,
@@ -352,7 +353,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
                        Kern_ViewAttr:$out_view, OptionalAttr<Kern_ViewAttr>:$mask_view,
                        DefaultValuedAttr<Kern_MaskKindAttr, "::ein::kern::MaskKind::none">:$mask_kind,
                        DefaultValuedAttr<F32Attr, "0.0f">:$mask_fill,
-                       OptionalAttr<Ein_SizesAttr>:$causal_positions);
+                       OptionalAttr<Ein_SizesAttr>:$causal_positions,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs Kern_Tensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`mask` $mask^)? attr-dict `:` functional-type(operands, $result)";
   let hasVerifier = 1;
@@ -361,7 +363,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
   let stepNumber = 7;
   let stepDoc = [{
     Scaled dot-product attention over batch axes (heads among them):
-      s[b.., i, j]   = scale * sum_d q[b.., i, d] * k[b.., j, d], then the mask
+      s[b.., i, j]   = scale * sum_d q[b.., i, d] * k[b.., j, d], capped as
+                       softcap * tanh(s / softcap) where softcap > 0, then the mask
       p[b.., i, :]   = softmax(s[b.., i, :])
       out[b.., i, e] = sum_j p[b.., i, j] * v[b.., j, e]
     Views are indexed q [b.., i, d], k [b.., j, d], v [b.., j, e],
@@ -382,7 +385,8 @@ def Kern_AttentionOp : Kern_Op<"attention", [Pure]> {
                      StepView<"$batch.concat({$queries, $value_dim})", ["F32"], 1>:$out,
                      StepEnum<"MaskKind", "None">:$mask_kind,
                      StepOptionalView<"$batch.concat({$queries, $keys})">:$mask,
-                     StepFloat<"-inf">:$mask_fill, StepBool<>:$causal, StepConditionalSize:$causal_positions);
+                     StepFloat<"-inf">:$mask_fill, StepBool<>:$causal, StepConditionalSize:$causal_positions,
+                     StepFloat<"0.0">:$softcap);
   let stepSpaceChecks = [StepSpaceCheck<"$batch.concat({$queries, $keys, $head_dim, $value_dim})",
                                         "batch x queries x keys x head_dim x value_dim">];
   let stepWrites = (writes [{$_op.getCausalPositions().has_value()}]:$causal,

@@ -34,12 +34,9 @@ def randomize(model, seed):
     """Random weights large enough that every part matters: norms near 1, unit-variance activations."""
     generator = torch.Generator().manual_seed(seed)
     state = {}
-    first_name = {}  # a tied parameter's first name (an embedding before the head that shares it)
+    # A tied parameter (an embedding and the head that shares it) takes the value of its last name: a tied
+    # head's noise / sqrt(hidden), which keeps a tiny decoder's residual led by its blocks.
     for name, value in model.state_dict().items():
-        tied = first_name.setdefault((value.data_ptr(), tuple(value.shape)), name)
-        if tied != name:
-            state[name] = state[tied]
-            continue
         noise = torch.randn(value.shape, generator=generator, dtype=torch.float64)
         if value.dim() == 1 and name.endswith("bias"):
             value = 0.2 * noise

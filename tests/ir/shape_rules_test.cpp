@@ -57,7 +57,8 @@ TEST_F(ShapeRules, BuildersInferTheResultType) {
   EXPECT_EQ(concat.getType(), tensor({2, 6}));
   Value q = param({2, 5, 8}), k = param({2, 7, 8}), v = param({2, 7, 4});
   auto attention = builder.create<AttentionOp>(loc, q, k, v, /*mask=*/Value(), llvm::APFloat(0.5), MaskKind::none,
-                                               llvm::APFloat(0.0), /*causal_positions=*/nullptr);
+                                               llvm::APFloat(0.0), /*causal_positions=*/nullptr,
+                                               /*softcap=*/llvm::APFloat(0.0));
   EXPECT_EQ(attention.getType(), tensor({2, 5, 4}));
   builder.create<func::ReturnOp>(loc);
   EXPECT_TRUE(succeeded(verify(*module)));

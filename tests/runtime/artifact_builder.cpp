@@ -222,7 +222,8 @@ void ArtifactBuilder::attention(const AttentionSpec &spec, const std::string &lo
     auto kernel = fb::CreateAttentionDirect(b, &batch, size(fb::Size(spec.queries)), size(fb::Size(spec.keys)),
                                             size(fb::Size(spec.headDim)), size(fb::Size(spec.valueDim)), spec.scale, viewOf(b, spec.q), viewOf(b, spec.k), viewOf(b, spec.v),
                                             viewOf(b, spec.out), spec.maskKind, viewOf(b, spec.mask), spec.maskFill,
-                                            spec.causalPositions > 0, size(fb::Size(spec.causalPositions)));
+                                            spec.causalPositions > 0, size(fb::Size(spec.causalPositions)),
+                                            spec.softcap);
     return stepOf(b, fb::Kernel::Attention, kernel.Union(), location, index);
   });
 }

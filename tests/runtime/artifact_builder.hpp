@@ -52,6 +52,7 @@ struct AttentionSpec {
   std::optional<ViewSpec> mask;
   float maskFill = -INFINITY;
   int64_t causalPositions = 0;  // 0: not causal
+  float softcap = 0.0f;         // 0: scores not capped
 };
 
 struct TalkingHeadsSpec {

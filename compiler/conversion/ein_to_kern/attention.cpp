@@ -95,7 +95,8 @@ LogicalResult Lowering::lowerAttention(ein::ir::AttentionOp attention) {
   Value result = builder.create<ein::kern::AttentionOp>(
       attention.getLoc(), p.resultType, p.q, p.k, p.v, p.mask, sizesAttr(context(), p.batch), p.queries,
       p.keys, p.headDim, p.valueDim, p.scale, p.qView, p.kView, p.vView, p.outView, p.maskView, p.maskKind,
-      p.maskFill, attention.getCausalPositionsAttr());
+      p.maskFill, attention.getCausalPositionsAttr(),
+      builder.getF32FloatAttr(static_cast<float>(attention.getSoftcap().convertToDouble())));
   layouts[attention] = Layout{result, 0, shapeOf(attention), p.outStrides};
   return success();
 }

@@ -108,7 +108,8 @@ void readRepeatedHeadsInPlace(ein::ir::AttentionOp attention, llvm::StringRef pa
   assert(!ein::failed(type) && "grouped-query attention has no type");
   auto fused = builder.create<ein::ir::AttentionOp>(
       loc, std::get<RankedTensorType>(type), query, key->input, value->input, mask, attention.getScaleAttr(),
-      attention.getMaskKindAttr(), attention.getMaskFillAttr(), attention.getCausalPositionsAttr());
+      attention.getMaskKindAttr(), attention.getMaskFillAttr(), attention.getCausalPositionsAttr(),
+      attention.getSoftcapAttr());
   Value result = rearrange(fused, axesOf(rank, false, true) + " -> " + axesOf(rank, true, false));
   fused->setLoc(ein::ir::fusedLocation(fused, {attention}, pass));
   attention.replaceAllUsesWith(result);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -309,6 +310,9 @@ Status decodeAttention(const fb::Attention &in, const StepChecker &check, Attent
   op.bf16 = (precision == Precision::Bf16 || precision == Precision::Int8 || precision == Precision::Int4) &&
             check.program().target == Device::Cpu && !overState;
   EIN_RETURN_IF_ERROR(checkMask(in.mask_kind(), op.maskKind, op.mask, op.maskFill, check, info));
+  if (!(op.softcap >= 0.0f) || std::isinf(op.softcap))
+    return invalid(fmt::format("softcap {} is not 0 (none) or a positive number", op.softcap));
+  if (op.softcap > 0.0f) info.attributes["softcap"] = fmt::format("{}", op.softcap);
   if (op.causal) {
     if (op.queries > 0 && (op.causalPositions < 1 || op.queries % op.causalPositions != 0))
       return invalid(fmt::format("causal_positions {} does not divide the {} queries", op.causalPositions, op.queries));

@@ -129,6 +129,7 @@ struct FlashCase {
   float fill = -INFINITY;
   bool causal = false;    // query i sees keys j <= i + keys - queries
   bool sharedKv = false;  // one key and value head for all heads (multi-query), not permuted
+  float softcap = 0.0f;   // scores capped as softcap * tanh(s / softcap) (Gemma 2)
 };
 
 void PrintTo(const FlashCase &c, std::ostream *out) { *out << c.name; }
@@ -181,6 +182,7 @@ std::vector<uint8_t> flashArtifact(const FlashCase &c, bool bf16, bool bf16Cache
   AttentionSpec spec{{B, H}, I, J, D, E, 1.0f / std::sqrt(float(std::max<int64_t>(D, 1))), q, k, v, out, c.mask,
                      maskView, c.fill};
   spec.causalPositions = c.causal ? I : 0;
+  spec.softcap = c.softcap;
   builder.attention(spec);
   return builder.build();
 }
@@ -279,7 +281,12 @@ INSTANTIATE_TEST_SUITE_P(
                       FlashCase{"shared_kv_heads", 2, 4, 33, 65, 64, 64, fb::MaskKind::None, false, false, -INFINITY,
                                 false, true},
                       FlashCase{"shared_kv_add_causal", 1, 3, 128, 128, 64, 64, fb::MaskKind::Add, false, false,
-                                -INFINITY, true, true}),
+                                -INFINITY, true, true},
+                      // Scores capped at 0.5 (most of them on tanh's bend) before a mask and causal.
+                      FlashCase{"softcap_add_causal", 1, 2, 70, 300, 32, 24, fb::MaskKind::Add, true, false,
+                                -INFINITY, true, false, 0.5f},
+                      FlashCase{"softcap_keep", 2, 2, 9, 140, 16, 8, fb::MaskKind::Keep, false, true, -INFINITY,
+                                false, false, 2.0f}),
     [](const auto &info) { return info.param.name; });
 
 // --- decode attention --------------------------------------------------------------
@@ -293,6 +300,7 @@ struct DecodeCase {
   int64_t kvHeads, groups, positions, keys, headDim, valueDim;
   bool causal;
   fb::MaskKind mask = fb::MaskKind::None;
+  float softcap = 0.0f;
 };
 
 void PrintTo(const DecodeCase &c, std::ostream *out) { *out << c.name; }
@@ -337,6 +345,7 @@ std::vector<uint8_t> decodeArtifact(const DecodeCase &c, bool bf16Cache = false)
                      c.mask,
                      maskView};
   spec.causalPositions = c.causal ? c.positions : 0;
+  spec.softcap = c.softcap;
   builder.attention(spec);
   return builder.build();
 }
@@ -387,7 +396,8 @@ INSTANTIATE_TEST_SUITE_P(
                       DecodeCase{"add_mask_rows_hidden", 1, 2, 1, 600, 32, 24, false, fb::MaskKind::Add},
                       DecodeCase{"keep_mask_split", 1, 4, 1, 1100, 16, 16, true, fb::MaskKind::Keep},
                       DecodeCase{"drop_mask", 2, 3, 1, 301, 8, 8, false, fb::MaskKind::Drop},
-                      DecodeCase{"no_keys", 1, 2, 1, 0, 4, 5, false}),
+                      DecodeCase{"no_keys", 1, 2, 1, 0, 4, 5, false},
+                      DecodeCase{"softcap_gqa2_keep", 2, 2, 1, 700, 32, 32, true, fb::MaskKind::Keep, 0.5f}),
     [](const auto &info) { return info.param.name; });
 
 // More than kDecodeQueries queries go to the flash kernel; rows at any

@@ -240,6 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float score = -INFINITY;
         if (j < keys && i < queries) {
           score = launch.scale * s[t][c];
+          if (launch.softcap > 0.0f) score = launch.softcap * tanhf(score / launch.softcap);
           if (launch.maskKind != MaskKind::None)
             score = maskScore(launch.maskKind, score, launch.mask.data, mBase + i * mI + j * mJ, launch.maskFill);
           if (causallyHidden(launch.causalPositions, i, j, keys)) score = -INFINITY;

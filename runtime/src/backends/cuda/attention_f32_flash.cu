@@ -89,6 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32) attentionF32FlashKernel(Attention
       float score = -INFINITY;
       if (validKey && i < launch.queries) {
         score = launch.scale * dot;
+        if (launch.softcap > 0.0f) score = launch.softcap * tanhf(score / launch.softcap);
         if (launch.maskKind != MaskKind::None)
           score = maskScore(launch.maskKind, score, launch.mask.data,
                             mBase + i * launch.mask.stride[r] + j * launch.mask.stride[r + 1], launch.maskFill);

@@ -346,6 +346,7 @@ Status CudaExecutor::plan(size_t step, const Attention &op) {
   ec::AttentionLaunch launch;
   EIN_RETURN_IF_ERROR(planAttentionOperands(step, op, 2, launch));
   launch.causalPositions = op.causalPositions;
+  launch.softcap = op.softcap;
   const auto precision = static_cast<ec::Precision>(program_->precision);
   const bool lowPrecision = precision != ec::Precision::Fp32;
   const bool flash2 = lowPrecision && ec::attentionFlash2Supports(launch);

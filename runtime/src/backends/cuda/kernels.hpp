@@ -182,6 +182,7 @@ struct AttentionLaunch {
   MaskKind maskKind = MaskKind::None;
   float maskFill = 0.0f;
   int64_t causalPositions = 0;  // causal when > 0: query i sees key j <= i % P + keys - P
+  float softcap = 0.0f;         // scores capped as softcap * tanh(s / softcap) when > 0
 };
 // fp32 everywhere; head_dim and value_dim up to kFlashF32MaxDim.
 inline constexpr int64_t kFlashF32MaxDim = 256;

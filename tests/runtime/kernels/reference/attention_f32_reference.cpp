@@ -67,8 +67,10 @@ Status attentionF32Reference(const Attention &op, const KernelContext &context) 
                         double dot = 0.0;
                         for (int64_t d = 0; d < op.headDim; ++d)
                           dot += double(q[base[0] + i * qI + d * qD]) * double(keyValue(op.k, base[1] + j * kJ + d * kD));
-                        scores[j] = maskScore(op.maskKind, double(op.scale) * dot, context, op.mask,
-                                              base[4] + i * mI + j * mJ, op.maskFill);
+                        double score = double(op.scale) * dot;
+                        if (op.softcap > 0.0f) score = double(op.softcap) * std::tanh(score / double(op.softcap));
+                        scores[j] = maskScore(op.maskKind, score, context, op.mask, base[4] + i * mI + j * mJ,
+                                              op.maskFill);
                       }
                       softmaxRow(scores, op.keys);
                       for (int64_t e = 0; e < op.valueDim; ++e) {

@@ -132,6 +132,7 @@ Status attentionF32Decode(const Attention &op, const KernelContext &context) {
       const int64_t width = std::min(roundUp(count, isa.vectorFloats), kKeyBlock);
       for (int64_t t = 0; t < I; ++t) {
         float *row = s + t * kKeyBlock;
+        if (op.softcap > 0.0f) isa.softcapInPlace(row, count, op.softcap);
         std::fill(row + count, row + width, -std::numeric_limits<float>::infinity());
         maskKeys(isa, op.maskKind, row, count, mask, mOff + t * mI + j0 * mJ, mJ, op.maskFill);
         const int64_t hidden = j0 + count - op.visibleKeys(t);  // causal: the block's last keys

@@ -193,6 +193,7 @@ Status attentionF32Flash(const Attention &op, const KernelContext &context) {
       if (bf16) std::fill(pp + rows * pairs, pp + rowsPad * pairs, 0u);
       for (int64_t t = 0; t < rows; ++t) {
         float *row = s + t * kScoreStride;
+        if (op.softcap > 0.0f) isa.softcapInPlace(row, keys, op.softcap);
         std::fill(row + keys, row + width, -std::numeric_limits<float>::infinity());
         maskKeys(isa, op.maskKind, row, keys, mask, mOff + (i0 + t) * mI + j0 * mJ, mJ, op.maskFill);
         const int64_t hidden = j0 + keys - op.visibleKeys(i0 + t);  // causal: the block's last keys

@@ -182,6 +182,8 @@ struct IsaKernels {
   // x[i] = exp(x[i]) and x[i] = activation(x[i]): the vector math, exposed for tests.
   void (*expInPlace)(float *x, int64_t n);
   void (*activateInPlace)(float *x, int64_t n, Activation activation);
+  // x[i] = cap * tanh(x[i] / cap): attention's score softcap (Gemma 2).
+  void (*softcapInPlace)(float *x, int64_t n, float cap);
 
   // bf16 arithmetic with f32 accumulation: only the avx512bf16 and amx tables
   // have it (null elsewhere, where bf16 weights are widened to f32 while packing).

@@ -48,6 +48,7 @@ IsaKernels makeKernels(const char *name) {
   kernels.elementwiseBlock = &elementwiseBlock<S>;
   kernels.expInPlace = &expInPlace<S>;
   kernels.activateInPlace = &activateInPlace<S>;
+  kernels.softcapInPlace = &softcapInPlace<S>;
   return kernels;
 }
 

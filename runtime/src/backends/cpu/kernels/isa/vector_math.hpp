@@ -154,6 +154,12 @@ template <typename Body>
 }
 
 template <class S>
+void softcapInPlace(float *x, int64_t n, float cap) {
+  const typename S::V c = S::set1(cap), inverse = S::set1(1.0f / cap);
+  mapInPlace<S>(x, n, [c, inverse](typename S::V v) { return S::mul(c, vtanh<S>(S::mul(v, inverse))); });
+}
+
+template <class S>
 void activateInPlace(float *x, int64_t n, Activation activation) {
   if (activation == Activation::None) return;
   withActivation(activation, [x, n](auto kind) {
