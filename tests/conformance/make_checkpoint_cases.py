@@ -106,6 +106,23 @@ DECODERS = {
         torch.bfloat16,
         "Phi3ForCausalLM: fused qkv_proj and gate_up_proj, a partial rotary factor of 0.75 (as Phi-4-mini), "
         "a sliding window of 7, 8 query heads sharing 4 key/value heads, saved in bf16"),
+    "hf_starcoder2_tiny": (
+        "Starcoder2ForCausalLM", "Starcoder2Config",
+        dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=2, num_attention_heads=6,
+             num_key_value_heads=2, norm_epsilon=1e-5, use_bias=True, sliding_window=7,
+             hidden_act="gelu_pytorch_tanh", max_position_embeddings=256, tie_word_embeddings=False,
+             bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
+        torch.float32,
+        "Starcoder2ForCausalLM: LayerNorms with biases, biased q/k/v/o and c_fc/c_proj, 6 query heads sharing 2 "
+        "key/value heads, a sliding window of 7 (shorter than the generated sequence), tanh GELU, an untied head"),
+    "hf_gpt_bigcode_tiny": (
+        "GPTBigCodeForCausalLM", "GPTBigCodeConfig",
+        dict(vocab_size=84, n_embd=48, n_head=6, n_layer=2, n_positions=64, n_inner=None, multi_query=True,
+             activation_function="gelu_pytorch_tanh", layer_norm_epsilon=1e-5, bos_token_id=1, eos_token_id=2),
+        torch.float32,
+        "GPTBigCodeForCausalLM (StarCoder, SantaCoder): learned positions, nn.Linear c_attn holding the 6 query "
+        "heads then one key and one value head (multi-query), read by every query head from a one-head cache, "
+        "tanh GELU, the head tied to wte"),
     "hf_gpt_neox_tiny": (
         "GPTNeoXForCausalLM", "GPTNeoXConfig",
         dict(vocab_size=88, hidden_size=48, num_attention_heads=6, num_hidden_layers=2, intermediate_size=80,
