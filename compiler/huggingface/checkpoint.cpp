@@ -45,6 +45,7 @@ struct Architecture {
 const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama.ein", "model."},
     {"MistralForCausalLM", "llama.ein", "model."},
+    {"MinistralForCausalLM", "llama.ein", "model."},
     {"Qwen2ForCausalLM", "llama.ein", "model.", {"qkv_bias"}},
     {"Qwen3ForCausalLM", "llama.ein", "model.", {"qk_norm"}},
     {"GemmaForCausalLM", "llama.ein", "model.", {"scale_embeddings", "norm_weight_plus_one"}},
