@@ -106,6 +106,14 @@ DECODERS = {
         torch.bfloat16,
         "Phi3ForCausalLM: fused qkv_proj and gate_up_proj, a partial rotary factor of 0.75 (as Phi-4-mini), "
         "a sliding window of 7, 8 query heads sharing 4 key/value heads, saved in bf16"),
+    "hf_ministral_tiny": (
+        "MinistralForCausalLM", "MinistralConfig",
+        dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, head_dim=8, max_position_embeddings=256, sliding_window=5,
+             layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+        torch.float32,
+        "MinistralForCausalLM: Mistral's layers with a window of 5 on the layers layer_types lists as sliding "
+        "(the first and last of 3), 6 query heads of 8 sharing 2 key/value heads, an untied head"),
     "hf_starcoder2_tiny": (
         "Starcoder2ForCausalLM", "Starcoder2Config",
         dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=2, num_attention_heads=6,
