@@ -106,6 +106,17 @@ DECODERS = {
         torch.bfloat16,
         "Phi3ForCausalLM: fused qkv_proj and gate_up_proj, a partial rotary factor of 0.75 (as Phi-4-mini), "
         "a sliding window of 7, 8 query heads sharing 4 key/value heads, saved in bf16"),
+    "hf_gemma2_tiny": (
+        "Gemma2ForCausalLM", "Gemma2Config",
+        dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=20, sliding_window=5,
+             attn_logit_softcapping=3.0, final_logit_softcapping=4.0, hidden_activation="gelu_pytorch_tanh",
+             max_position_embeddings=256, tie_word_embeddings=False),
+        torch.float32,
+        "Gemma2ForCausalLM: attention scores scaled by query_pre_attn_scalar ** -0.5 and soft-capped at 3 "
+        "(attn_logit_softcapping), a window of 5 on layers 0 and 2 (layer_types), four RMSNorms by 1 + weight a "
+        "layer, embeddings times sqrt(48), a GeGLU MLP, logits capped at 4, 4 query heads of 16 sharing 2 "
+        "key/value heads, an untied head"),
     "hf_ministral_tiny": (
         "MinistralForCausalLM", "MinistralConfig",
         dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
