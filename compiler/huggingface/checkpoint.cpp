@@ -52,6 +52,7 @@ const Architecture kArchitectures[] = {
     {"Phi3ForCausalLM", "llama.ein", "model.", {"fused_projections"}},
     {"GraniteForCausalLM", "llama.ein", "model.", {"attention_multiplier_scales"}},
     {"Olmo2ForCausalLM", "llama.ein", "model.", {"qk_norm_across_heads", "norms_after"}},
+    {"SmolLM3ForCausalLM", "smollm3.ein", "model."},
     {"Gemma2ForCausalLM", "gemma2.ein", "model."},
     {"Gemma3ForCausalLM", "gemma3.ein", "model."},
     {"GPT2LMHeadModel", "gpt2.ein", "transformer."},

@@ -117,6 +117,16 @@ DECODERS = {
         "(attn_logit_softcapping), a window of 5 on layers 0 and 2 (layer_types), four RMSNorms by 1 + weight a "
         "layer, embeddings times sqrt(48), a GeGLU MLP, logits capped at 4, 4 query heads of 16 sharing 2 "
         "key/value heads, an untied head"),
+    "hf_smollm3_tiny": (
+        "SmolLM3ForCausalLM", "SmolLM3Config",
+        dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=4, num_attention_heads=6,
+             num_key_value_heads=2, max_position_embeddings=256, no_rope_layer_interval=2, use_sliding_window=True,
+             sliding_window=6, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+             rope_parameters={"rope_type": "default", "rope_theta": 100000.0}),
+        torch.float32,
+        "SmolLM3ForCausalLM: Llama's layers where layers 1 and 3 have no rotary embedding (NoPE, every "
+        "no_rope_layer_interval-th: config.json's no_rope_layers 0) and a window of 6 (use_sliding_window on the "
+        "NoPE layers, config.json's layer_types), 6 query heads sharing 2 key/value heads, an untied head"),
     "hf_ministral_tiny": (
         "MinistralForCausalLM", "MinistralConfig",
         dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
