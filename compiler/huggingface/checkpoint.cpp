@@ -53,6 +53,8 @@ const Architecture kArchitectures[] = {
     {"GraniteForCausalLM", "llama.ein", "model.", {"attention_multiplier_scales"}},
     {"Olmo2ForCausalLM", "llama.ein", "model.", {"qk_norm_across_heads", "norms_after"}},
     {"SmolLM3ForCausalLM", "smollm3.ein", "model."},
+    {"CohereForCausalLM", "cohere.ein", "model."},
+    {"Cohere2ForCausalLM", "cohere.ein", "model.", {"cohere2"}},
     {"Gemma2ForCausalLM", "gemma2.ein", "model."},
     {"Gemma3ForCausalLM", "gemma3.ein", "model."},
     {"GPT2LMHeadModel", "gpt2.ein", "transformer."},

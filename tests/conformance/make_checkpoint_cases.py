@@ -127,6 +127,26 @@ DECODERS = {
         "SmolLM3ForCausalLM: Llama's layers where layers 1 and 3 have no rotary embedding (NoPE, every "
         "no_rope_layer_interval-th: config.json's no_rope_layers 0) and a window of 6 (use_sliding_window on the "
         "NoPE layers, config.json's layer_types), 6 query heads sharing 2 key/value heads, an untied head"),
+    "hf_cohere_tiny": (
+        "CohereForCausalLM", "CohereConfig",
+        dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
+             num_key_value_heads=2, use_qk_norm=True, logit_scale=0.37, tie_word_embeddings=False,
+             max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+             rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        torch.float32,
+        "CohereForCausalLM (Command-R): attention and MLP in parallel from one mean-centred LayerNorm without a "
+        "bias, per-head query and key norms (use_qk_norm, command-r-plus), a rotary embedding over interleaved pairs, "
+        "6 query heads sharing 2 key/value heads, the logits times logit_scale 0.37, an untied head"),
+    "hf_cohere2_tiny": (
+        "Cohere2ForCausalLM", "Cohere2Config",
+        dict(vocab_size=90, hidden_size=40, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+             num_key_value_heads=1, sliding_window=5, logit_scale=2.5, attention_bias=True,
+             tie_word_embeddings=False, max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+             layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"]),
+        torch.float32,
+        "Cohere2ForCausalLM (Command R7B): a window of 5 and a rotary embedding on the sliding layers only (the full "
+        "layers have no positional embedding), multi-query attention (4 query heads, 1 key/value head), biased "
+        "q/k/v/o, the logits times 2.5, an untied head"),
     "hf_ministral_tiny": (
         "MinistralForCausalLM", "MinistralConfig",
         dict(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3, num_attention_heads=6,
