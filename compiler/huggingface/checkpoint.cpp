@@ -30,18 +30,34 @@ constexpr LibraryFile kLibrary[] = {
 // The model file for each architecture (config.json's "architectures"), the
 // configs the architecture fixes where its config.json has no field for
 // them (Qwen2's q, k and v projections have biases, its output projection
-// none; BertForMaskedLM's head), and the fields read under another name, as
-// transformers' attribute_map reads them, where the model language cannot
-// spell the field's own (DistilBERT's "dim", a reserved word: hidden_size).
+// none; ElectraForPreTraining's head), and the fields read under another
+// name, as transformers' attribute_map reads them, where the model language
+// cannot spell the field's own (DistilBERT's "dim", a reserved word:
+// hidden_size).
 struct Architecture {
   const char *name;
   const char *file;
   const char *baseModelPrefix;  // Checkpoint::baseModelPrefix
-  // Configs that are true ("qkv_bias"), and the task head over a base model
-  // ("head=masked_lm"), which a sentence-transformers folder leaves out.
+  // Configs that are true ("qkv_bias"), and a task head over the base model
+  // ("head=discriminator"), which a sentence-transformers folder leaves out.
   std::initializer_list<const char *> fixed = {};
   std::initializer_list<std::pair<const char *, const char *>> renamed = {};  // (field, read as)
+  // A text encoder's base model ("BertModel") whose file takes the heads of
+  // kTextHeads: each is the architecture transformers names by the base
+  // model's stem and the head's suffix ("BertForMaskedLM").
+  bool textHeads = false;
 };
+constexpr bool kWithTextHeads = true;
+
+// The task heads over a text encoder: the suffix of transformers' class for
+// each, and the value of the model file's `config head` it sets.
+constexpr std::pair<const char *, const char *> kTextHeads[] = {
+    {"ForMaskedLM", "masked_lm"},
+    {"ForSequenceClassification", "sequence_classification"},
+    {"ForTokenClassification", "token_classification"},
+    {"ForQuestionAnswering", "question_answering"},
+};
+
 const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama.ein", "model."},
     {"MistralForCausalLM", "llama.ein", "model."},
@@ -69,55 +85,16 @@ const Architecture kArchitectures[] = {
     {"Starcoder2ForCausalLM", "starcoder2.ein", "model."},
     {"ViTForImageClassification", "vit.ein", "vit."},
     {"CLIPModel", "clip.ein", ""},
-    {"AlbertModel", "albert.ein", "albert."},
-    {"AlbertForMaskedLM", "albert.ein", "albert.", {"head=masked_lm"}},
-    {"AlbertForSequenceClassification", "albert.ein", "albert.", {"head=sequence_classification"}},
-    {"AlbertForTokenClassification", "albert.ein", "albert.", {"head=token_classification"}},
-    {"AlbertForQuestionAnswering", "albert.ein", "albert.", {"head=question_answering"}},
-    {"BertModel", "bert.ein", "bert."},
-    {"BertForMaskedLM", "bert.ein", "bert.", {"head=masked_lm"}},
-    {"BertForSequenceClassification", "bert.ein", "bert.", {"head=sequence_classification"}},
-    {"BertForTokenClassification", "bert.ein", "bert.", {"head=token_classification"}},
-    {"BertForQuestionAnswering", "bert.ein", "bert.", {"head=question_answering"}},
-    {"RobertaModel", "bert.ein", "roberta.", {"roberta"}},
-    {"RobertaForMaskedLM", "bert.ein", "roberta.", {"roberta", "head=masked_lm"}},
-    {"RobertaForSequenceClassification", "bert.ein", "roberta.", {"roberta", "head=sequence_classification"}},
-    {"RobertaForTokenClassification", "bert.ein", "roberta.", {"roberta", "head=token_classification"}},
-    {"RobertaForQuestionAnswering", "bert.ein", "roberta.", {"roberta", "head=question_answering"}},
-    {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta"}},
-    {"XLMRobertaForMaskedLM", "bert.ein", "roberta.", {"roberta", "head=masked_lm"}},
-    {"XLMRobertaForSequenceClassification", "bert.ein", "roberta.", {"roberta", "head=sequence_classification"}},
-    {"XLMRobertaForTokenClassification", "bert.ein", "roberta.", {"roberta", "head=token_classification"}},
-    {"XLMRobertaForQuestionAnswering", "bert.ein", "roberta.", {"roberta", "head=question_answering"}},
-    {"CamembertModel", "bert.ein", "roberta.", {"roberta"}},
-    {"CamembertForMaskedLM", "bert.ein", "roberta.", {"roberta", "head=masked_lm"}},
-    {"CamembertForSequenceClassification", "bert.ein", "roberta.", {"roberta", "head=sequence_classification"}},
-    {"CamembertForTokenClassification", "bert.ein", "roberta.", {"roberta", "head=token_classification"}},
-    {"CamembertForQuestionAnswering", "bert.ein", "roberta.", {"roberta", "head=question_answering"}},
-    {"DistilBertModel", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}},
-    {"DistilBertForMaskedLM", "distilbert.ein", "distilbert.", {"head=masked_lm"}, {{"dim", "hidden_size"}}},
-    {"DistilBertForSequenceClassification", "distilbert.ein", "distilbert.", {"head=sequence_classification"},
-     {{"dim", "hidden_size"}}},
-    {"DistilBertForTokenClassification", "distilbert.ein", "distilbert.", {"head=token_classification"},
-     {{"dim", "hidden_size"}}},
-    {"DistilBertForQuestionAnswering", "distilbert.ein", "distilbert.", {"head=question_answering"},
-     {{"dim", "hidden_size"}}},
-    {"ElectraModel", "electra.ein", "electra."},
+    {"AlbertModel", "albert.ein", "albert.", {}, {}, kWithTextHeads},
+    {"BertModel", "bert.ein", "bert.", {}, {}, kWithTextHeads},
+    {"RobertaModel", "bert.ein", "roberta.", {"roberta"}, {}, kWithTextHeads},
+    {"XLMRobertaModel", "bert.ein", "roberta.", {"roberta"}, {}, kWithTextHeads},
+    {"CamembertModel", "bert.ein", "roberta.", {"roberta"}, {}, kWithTextHeads},
+    {"DistilBertModel", "distilbert.ein", "distilbert.", {}, {{"dim", "hidden_size"}}, kWithTextHeads},
+    {"ElectraModel", "electra.ein", "electra.", {}, {}, kWithTextHeads},
     {"ElectraForPreTraining", "electra.ein", "electra.", {"head=discriminator"}},
-    {"ElectraForMaskedLM", "electra.ein", "electra.", {"head=masked_lm"}},
-    {"ElectraForSequenceClassification", "electra.ein", "electra.", {"head=sequence_classification"}},
-    {"ElectraForTokenClassification", "electra.ein", "electra.", {"head=token_classification"}},
-    {"ElectraForQuestionAnswering", "electra.ein", "electra.", {"head=question_answering"}},
-    {"ModernBertModel", "modernbert.ein", "model."},
-    {"ModernBertForMaskedLM", "modernbert.ein", "model.", {"head=masked_lm"}},
-    {"ModernBertForSequenceClassification", "modernbert.ein", "model.", {"head=sequence_classification"}},
-    {"ModernBertForTokenClassification", "modernbert.ein", "model.", {"head=token_classification"}},
-    {"ModernBertForQuestionAnswering", "modernbert.ein", "model.", {"head=question_answering"}},
-    {"MPNetModel", "mpnet.ein", "mpnet."},
-    {"MPNetForMaskedLM", "mpnet.ein", "mpnet.", {"head=masked_lm"}},
-    {"MPNetForSequenceClassification", "mpnet.ein", "mpnet.", {"head=sequence_classification"}},
-    {"MPNetForTokenClassification", "mpnet.ein", "mpnet.", {"head=token_classification"}},
-    {"MPNetForQuestionAnswering", "mpnet.ein", "mpnet.", {"head=question_answering"}},
+    {"ModernBertModel", "modernbert.ein", "model.", {}, {}, kWithTextHeads},
+    {"MPNetModel", "mpnet.ein", "mpnet.", {}, {}, kWithTextHeads},
     {"WhisperForConditionalGeneration", "whisper.ein", "model."},
     {"T5ForConditionalGeneration", "t5.ein", ""},
     {"MT5ForConditionalGeneration", "t5.ein", ""},
@@ -349,9 +326,20 @@ std::string spell(const ein::DimRange &range) {
 
 }  // namespace
 
+// Calls visit(name, head) for each architecture of the row: its own name
+// (head null), and for a text encoder's base model each of its heads'.
+template <typename Visit>
+void forEachName(const Architecture &architecture, Visit &&visit) {
+  visit(llvm::StringRef(architecture.name), static_cast<const char *>(nullptr));
+  llvm::StringRef stem = architecture.name;
+  if (!architecture.textHeads || !stem.consume_back("Model")) return;
+  for (const auto &[suffix, head] : kTextHeads) visit(llvm::StringRef((stem + suffix).str()), head);
+}
+
 std::vector<std::string> supportedArchitectures() {
   std::vector<std::string> names;
-  for (const Architecture &architecture : kArchitectures) names.push_back(architecture.name);
+  for (const Architecture &architecture : kArchitectures)
+    forEachName(architecture, [&](llvm::StringRef name, const char *) { names.push_back(name.str()); });
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -379,8 +367,13 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   checkpoint.folder = folder.str();
   checkpoint.architecture = architectures->front().get<std::string>();
   const Architecture *chosen = nullptr;
+  const char *head = nullptr;
   for (const Architecture &architecture : kArchitectures)
-    if (checkpoint.architecture == architecture.name) chosen = &architecture;
+    forEachName(architecture, [&](llvm::StringRef name, const char *itsHead) {
+      if (name != checkpoint.architecture) return;
+      chosen = &architecture;
+      head = itsHead;
+    });
   if (!chosen)
     return failure(where + ": architecture \"" + checkpoint.architecture +
                    "\" has no model file in ein's library (it has " + llvm::join(supportedArchitectures(), ", ") +
@@ -389,13 +382,15 @@ llvm::Expected<Checkpoint> readCheckpoint(llvm::StringRef folder) {
   // A build error (a conformance case compiles every architecture's file).
   if (!text) return failure(llvm::Twine("the model library lacks ") + chosen->file);
   checkpoint.source = {text, std::string("huggingface/") + chosen->file};
+  // A head, fixed or named by the architecture, is left out of a
+  // sentence-transformers folder: sentence-transformers loads the base model
+  // (AutoModel), whatever head config.json names.
   for (llvm::StringRef fixed : chosen->fixed) {
-    // sentence-transformers loads the base model (AutoModel), whatever head
-    // config.json names.
     auto [name, value] = fixed.split('=');
     if (value.empty()) checkpoint.configs[name.str()] = true;
     else if (!*sentenceTransformers) checkpoint.configs[name.str()] = value.str();
   }
+  if (head && !*sentenceTransformers) checkpoint.configs["head"] = std::string(head);
   checkpoint.baseModelPrefix = chosen->baseModelPrefix;
 
   frontend::ParseResult parsed = frontend::parse(checkpoint.source.text);
