@@ -47,6 +47,7 @@ struct Attention {
   Value mask;
   SmallVector<Value> addedMasks;  // further additive terms, summed into `mask`
   double maskFill = 0.0;
+  double softcap = 0.0;     // c of c * tanh(s / c) over the scaled scores; 0: none
   Operation *pv = nullptr;  // the contraction with V, which the fused op replaces
   Value v;
   Labels vLabels, outLabels;  // in score names

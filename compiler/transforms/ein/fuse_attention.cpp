@@ -224,11 +224,33 @@ std::optional<HeadMix> matchHeadMix(Value value, Value input, ArrayRef<std::stri
   return std::nullopt;
 }
 
+// `value` as c * tanh(x) with a constant c > 0 and x scaled scores: the
+// scores capped softly, as Gemma 2's attn_logit_softcapping writes them out
+// (s / c, tanh, * c). c * tanh(a QK) is the fused op's c * tanh(s / c) with
+// s = a c QK, whatever the constants were called.
+std::optional<ScoreRoles> matchCappedScores(Value value, int64_t keyAxis, double &softcap) {
+  double cap = 1.0;
+  Value capped = peelScales(value, cap);
+  auto tanh = capped.getDefiningOp<ein::ir::UnaryOp>();
+  if (capped == value || !(cap > 0.0) || !tanh || tanh.getKind() != ein::ir::UnaryKind::tanh || !capped.hasOneUse())
+    return std::nullopt;
+  auto roles = matchScores(tanh.getInput(), keyAxis);
+  if (!roles) return std::nullopt;
+  roles->scale *= cap;
+  softcap = cap;
+  return roles;
+}
+
 // The unmasked scores ending at `value`: Q . K with scales, then an optional
-// head mix (over some batch label). Fills roles, preMix and head.
+// softcap or head mix (over some batch label). Fills roles, softcap, preMix
+// and head.
 bool matchUnmaskedScores(Value value, int64_t keyAxis, Attention &attention) {
   if (!value.hasOneUse()) return false;
   if (auto roles = matchScores(value, keyAxis)) {
+    attention.roles = *roles;
+    return true;
+  }
+  if (auto roles = matchCappedScores(value, keyAxis, attention.softcap)) {
     attention.roles = *roles;
     return true;
   }
@@ -356,7 +378,9 @@ std::optional<Attention> matchAttention(ein::ir::SoftmaxOp softmax) {
   Value masked = softmax.getInput().hasOneUse() ? peelScales(softmax.getInput(), outer) : softmax.getInput();
   if (!matchMaskedScores(masked, softmax.getAxis(), attention)) return std::nullopt;
   if (outer != 1.0) {
-    if (attention.maskKind == MaskKind::add) return std::nullopt;
+    // A scale after the cap would scale the cap's output, which the fused
+    // op does not.
+    if (attention.maskKind == MaskKind::add || attention.softcap > 0.0) return std::nullopt;
     attention.roles.scale *= outer;
     attention.maskFill *= outer;
   }

@@ -141,7 +141,7 @@ class Rewriter {
       auto causalPositions =
           causal ? ein::ir::SizesAttr::get(builder.getContext(), {sizes.at(roles.queries.front())}) : nullptr;
       fused = builder.create<ein::ir::AttentionOp>(loc, resultType, q, k, v, mask, scale, maskKind, maskFill,
-                                                   causalPositions, builder.getF64FloatAttr(0.0));
+                                                   causalPositions, builder.getF64FloatAttr(attention.softcap));
     }
     Value result = arrange(fused, resultGroups, singletons(attention.outLabels));
     if (!result) return false;

@@ -322,3 +322,58 @@ func.func @repeat_kv_cycled_shared_mask(%q: tensor<4x3x8xf32>, %k: tensor<2x9x8x
   %a = ein.attention %q, %rk, %rv mask %m scale = 5.000000e-01 {mask_kind = #ein<mask_kind keep>} : (tensor<4x3x8xf32>, tensor<4x9x8xf32>, tensor<4x9x8xf32>, tensor<3x9xi1>) -> tensor<4x3x8xf32>
   return %a : tensor<4x3x8xf32>
 }
+
+// -----
+
+// A softcap written out as Gemma 2's eager attention writes it: the scaled
+// scores divided by the cap, tanh, times the cap, then an additive mask.
+// c * tanh(a QK) is the fused op's c * tanh(s / c) with s = a c QK: scale
+// 0.125 / 20 * 20.
+// CHECK-LABEL: func.func @softcap_written_out
+func.func @softcap_written_out(%q: tensor<2x4x7x16xf32>, %k: tensor<2x4x7x16xf32>, %v: tensor<2x4x7x16xf32>, %bias: tensor<7x7xf32>) -> tensor<2x4x7x16xf32> {
+  // CHECK: ein.attention %arg0, %arg1, %arg2 mask %{{.*}} scale = 1.250000e-01 {mask_kind = #ein<mask_kind add>, softcap = 2.000000e+01 : f64}
+  // CHECK-NOT: ein.unary
+  %s = ein.einsum "b h i d, b h j d -> b h i j"(%q, %k) : (tensor<2x4x7x16xf32>, tensor<2x4x7x16xf32>) -> tensor<2x4x7x7xf32>
+  %a = ein.constant dense<1.250000e-01> : tensor<f32>
+  %t = ein.binary mul %s, %a : (tensor<2x4x7x7xf32>, tensor<f32>) -> tensor<2x4x7x7xf32>
+  %c = ein.constant dense<2.000000e+01> : tensor<f32>
+  %d = ein.binary div %t, %c : (tensor<2x4x7x7xf32>, tensor<f32>) -> tensor<2x4x7x7xf32>
+  %h = ein.unary tanh %d : tensor<2x4x7x7xf32>
+  %capped = ein.binary mul %h, %c : (tensor<2x4x7x7xf32>, tensor<f32>) -> tensor<2x4x7x7xf32>
+  %m = ein.binary add %capped, %bias : (tensor<2x4x7x7xf32>, tensor<7x7xf32>) -> tensor<2x4x7x7xf32>
+  %p = ein.softmax %m, axis = 3 : tensor<2x4x7x7xf32>
+  %o = ein.einsum "b h i j, b h j d -> b h i d"(%p, %v) : (tensor<2x4x7x7xf32>, tensor<2x4x7x16xf32>) -> tensor<2x4x7x16xf32>
+  return %o : tensor<2x4x7x16xf32>
+}
+
+// -----
+
+// Negative: a scale after the cap scales the cap's output, which the fused op
+// does not; and a negative "cap" is no softcap. Both left as written.
+// CHECK-LABEL: func.func @softcap_scaled_after
+func.func @softcap_scaled_after(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>, %mask: tensor<5x5xi1>) -> tensor<2x5x4xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %h = ein.unary tanh %s : tensor<2x5x5xf32>
+  %c = ein.constant dense<3.000000e+00> : tensor<f32>
+  %capped = ein.binary mul %h, %c : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %inf = ein.constant dense<0xFF800000> : tensor<f32>
+  %m = ein.where %mask, %inf, %capped : (tensor<5x5xi1>, tensor<f32>, tensor<2x5x5xf32>) -> tensor<2x5x5xf32>
+  %half = ein.constant dense<5.000000e-01> : tensor<f32>
+  %t = ein.binary mul %m, %half : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %t, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
+
+// CHECK-LABEL: func.func @negative_cap
+func.func @negative_cap(%q: tensor<2x5x4xf32>, %k: tensor<2x5x4xf32>) -> tensor<2x5x4xf32> {
+  // CHECK-NOT: ein.attention
+  %s = ein.einsum "b i d, b j d -> b i j"(%q, %k) : (tensor<2x5x4xf32>, tensor<2x5x4xf32>) -> tensor<2x5x5xf32>
+  %h = ein.unary tanh %s : tensor<2x5x5xf32>
+  %c = ein.constant dense<-3.000000e+00> : tensor<f32>
+  %capped = ein.binary mul %h, %c : (tensor<2x5x5xf32>, tensor<f32>) -> tensor<2x5x5xf32>
+  %p = ein.softmax %capped, axis = 2 : tensor<2x5x5xf32>
+  %o = ein.einsum "b i j, b j d -> b i d"(%p, %k) : (tensor<2x5x5xf32>, tensor<2x5x4xf32>) -> tensor<2x5x4xf32>
+  return %o : tensor<2x5x4xf32>
+}
