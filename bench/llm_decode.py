@@ -34,7 +34,9 @@ Run:   .venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--w
        (--skip-llamacpp, --skip-hf leave engines out; --einc/--ein-run use other builds' tools;
        --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
        e.g. main's, alternated with the others (with --baseline-einc PATH, artifacts that build's einc
-       compiled instead, for when the artifact format differs between the two); --profile prints ein's EIN_PROFILE time per op kind of
+       compiled instead, for when the artifact format differs between the two); --ein-isas T1,T2 adds an
+       "ein@T" engine per CPU kernel table T (EIN_CPU_ISA=T: amx, avx512bf16, avx512vnni, avx512, avx2vnni,
+       avx2, portable; a table this CPU lacks is reported and left out), beside "ein", CPUID's pick; --profile prints ein's EIN_PROFILE time per op kind of
        one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
 
 Results (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
@@ -244,14 +246,17 @@ def weight_bytes_per_token(precision):
 
 
 # ---------------------------------------------------------------- workers (one process each)
-def worker_ein(einb, mode, n, steps, profile=False, ein_run=None, ids=None):
-    """tokens/s of mode "prefill" or "decode"; mode "tokens": the greedy tokens (`ids`: the prompt)."""
+def worker_ein(einb, mode, n, steps, profile=False, ein_run=None, ids=None, isa=None):
+    """tokens/s of mode "prefill" or "decode"; mode "tokens": the greedy tokens (`ids`: the prompt);
+    `isa`: the CPU kernel table to force (EIN_CPU_ISA)."""
     ids = ",".join(map(str, ids or prompt(n)))
     gen = 1 if mode == "prefill" else steps
     cmd = [ein_run or EIN_RUN, einb, "--generate", str(gen), "--prompt-ids", ids, "--threads", str(THREADS)]
     env = dict(os.environ)
     if profile:
         env["EIN_PROFILE"] = "1"
+    if isa:
+        env["EIN_CPU_ISA"] = isa
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         raise RuntimeError(p.stderr[-2000:])
@@ -314,21 +319,31 @@ def llamacpp_argmax(llm):
     return int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))))
 
 
+def llamacpp_without_amx_buffers():
+    """On CPUs with AMX, llama.cpp's AMX kernels for q4_0 and q8_0 (an "extra buffer type") run tilezero
+    on a thread without a tile configuration and die (SIGILL or SIGSEGV: llama-cpp-python 0.3.36); without
+    extra buffer types those tensors run on its AVX-512 VNNI dot products. Call before loading a model."""
+    if "amx_int8" not in open("/proc/cpuinfo").read():
+        return
+    import llama_cpp.llama_cpp as api
+    defaults = api.llama_model_default_params
+    if getattr(defaults, "without_extra_buffers", False):
+        return
+
+    def without_extra_buffers():
+        params = defaults()
+        params.use_extra_bufts = False
+        return params
+    without_extra_buffers.without_extra_buffers = True
+    api.llama_model_default_params = without_extra_buffers
+    import llama_cpp
+    llama_cpp.llama_model_default_params = without_extra_buffers
+
+
 def worker_llamacpp(gguf_path, mode, n, steps):
     import numpy as np
     import llama_cpp
-    if gguf_path.endswith("_q8_0.gguf") and "amx_int8" in open("/proc/cpuinfo").read():
-        # llama.cpp's AMX q8_0 kernels (an "extra buffer type") run tilezero on a thread without a tile
-        # configuration and die of SIGILL on these CPUs (llama-cpp-python 0.3.36); without extra buffer
-        # types q8_0 runs on its AVX-512 VNNI dot products.
-        import llama_cpp.llama_cpp as api
-        defaults = api.llama_model_default_params
-
-        def without_extra_buffers():
-            params = defaults()
-            params.use_extra_bufts = False
-            return params
-        api.llama_model_default_params = without_extra_buffers
+    llamacpp_without_amx_buffers()
     llm = llama_cpp.Llama(model_path=gguf_path, n_threads=THREADS, n_threads_batch=THREADS, n_ctx=CACHE,
                           n_batch=2048, verbose=False)
     toks = prompt(n)
@@ -349,6 +364,7 @@ def worker_llamacpp(gguf_path, mode, n, steps):
 
 def worker_llamacpp_tokens(gguf_path, ids, n_new):
     import llama_cpp
+    llamacpp_without_amx_buffers()
     llm = llama_cpp.Llama(model_path=gguf_path, n_threads=THREADS, n_ctx=256, verbose=False)
     llm.eval(ids)
     tokens = []
@@ -413,6 +429,7 @@ def worker_logits(engine, path, n, ein_run=None):
             logits = np.load(os.path.join(out, "logits.npy"))[0]
     else:
         import llama_cpp
+        llamacpp_without_amx_buffers()
         llm = llama_cpp.Llama(model_path=path, n_threads=THREADS, n_threads_batch=THREADS, n_ctx=max(256, 2 * n),
                               n_batch=2 * n, logits_all=True, verbose=False)
         llm.eval(ids[0].tolist())
@@ -466,6 +483,21 @@ def quantization_errors(work, engines, ein_run, n=64):
 
 
 # ---------------------------------------------------------------- orchestration
+def usable_tables(ein_run, einb, tables, _known={}):
+    """The tables of the comma-separated `tables` that this CPU runs: those ein-inspect names as its
+    cpu_kernels when EIN_CPU_ISA asks for them (the runtime falls back to CPUID's pick otherwise)."""
+    if tables not in _known:
+        inspect = os.path.join(os.path.dirname(ein_run), "ein-inspect")
+        usable = set()
+        for isa in filter(None, tables.split(",")):
+            out = subprocess.run([inspect, "--json", einb], capture_output=True, text=True,
+                                 env=dict(os.environ, EIN_CPU_ISA=isa))
+            if out.returncode == 0 and json.loads(out.stdout).get("cpu_kernels") == isa:
+                usable.add(isa)
+        _known[tables] = usable
+    return _known[tables]
+
+
 def sub(args):
     args = dict(args, shape=SHAPE)
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", json.dumps(args)],
@@ -493,6 +525,7 @@ def main():
     ap.add_argument("--ein-run", default=EIN_RUN)
     ap.add_argument("--baseline-ein-run")
     ap.add_argument("--baseline-einc")
+    ap.add_argument("--ein-isas", default="", help="CPU kernel tables to run ein's artifacts under too, comma-separated")
     ap.add_argument("--precisions", default="fp32,bf16,int8", help="ein's precisions, comma-separated (of fp32, "
                     "bf16, int8, int8-g32: int8 with --group-size 32, int4)")
     ap.add_argument("--profile-steps", type=int, default=200)
@@ -506,8 +539,9 @@ def main():
         w = json.loads(a.worker)
         use_shape(w["shape"])
         fn = {"ein": worker_ein, "hf": worker_hf, "llamacpp": worker_llamacpp}.get(w["engine"])
-        if w["engine"] in ("ein", "ein-base"):
-            r = worker_ein(w["path"], w["mode"], w["n"], w["steps"], ein_run=w["ein_run"])
+        if w["engine"] in ("ein", "ein-base") or w["engine"].startswith("ein@"):
+            r = worker_ein(w["path"], w["mode"], w["n"], w["steps"], ein_run=w["ein_run"],
+                           isa=w["engine"].partition("@")[2] or None)
         elif w["engine"] == "bandwidth":
             r = worker_bandwidth()
         elif w["engine"] == "logits":
@@ -531,6 +565,11 @@ def main():
         path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
+            for isa in filter(None, a.ein_isas.split(",")):
+                if isa in usable_tables(a.ein_run, path, a.ein_isas):
+                    engines.append((f"ein@{isa}", prec, path))
+                else:
+                    failures[f"ein@{isa}"] = "this CPU has no such kernel table (ein-inspect's cpu_kernels differs)"
             if a.baseline_ein_run and a.baseline_einc:
                 base, err = compile_ein(a.workdir, weights, prec, a.baseline_einc, suffix="_base")
                 if base:
@@ -561,7 +600,7 @@ def main():
         results["correctness"] = c
     if a.profile:
         for eng, prec, path in engines:
-            if eng in ("ein", "ein-base"):
+            if eng in ("ein", "ein-base"):  # (CPUID's table)
                 run = a.baseline_ein_run if eng == "ein-base" else a.ein_run
                 for n in DECODE_CONTEXTS:
                     print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)
@@ -600,11 +639,11 @@ def main():
           f"{a.rounds} rounds, {a.steps} decode steps")
     print(f"DRAM read bandwidth (BM_StreamRead, 1 GiB): {THREADS} threads {gbps:.1f} GB/s, 1 thread "
           f"{bw.get('read_1thread_GBps', float('nan')):.1f} GB/s")
-    head = f"{'engine':<10}{'prec':<6}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
+    head = f"{'engine':<16}{'prec':<9}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
         "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS)
     print(head)
     for eng, prec, _ in engines:
-        row = f"{eng:<10}{prec:<6}"
+        row = f"{eng:<16}{prec:<9}"
         med = {}
         for mode, n in cells:
             v = raw.get(f"{eng}/{prec}/{mode}{n}")

@@ -162,6 +162,7 @@ def worker_llamacpp(gguf_path, sequences, new_tokens):
     import ctypes
     import numpy as np
     import llama_cpp as api
+    llm_decode.llamacpp_without_amx_buffers()
     api.llama_backend_init()
     model_params = api.llama_model_default_params()
     model = api.llama_model_load_from_file(gguf_path.encode(), model_params)
