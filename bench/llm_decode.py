@@ -35,9 +35,10 @@ Run:   .venv-bench/bin/python bench/llm_decode.py [--rounds 2] [--steps 32] [--w
        --baseline-ein-run PATH adds an "ein-base" engine: the same artifacts run by another build's ein-run,
        e.g. main's, alternated with the others (with --baseline-einc PATH, artifacts that build's einc
        compiled instead, for when the artifact format differs between the two); --ein-isas T1,T2 adds an
-       "ein@T" engine per CPU kernel table T (EIN_CPU_ISA=T: amx, avx512bf16, avx512vnni, avx512, avx2vnni,
-       avx2, portable; a table this CPU lacks is reported and left out), beside "ein", CPUID's pick; --profile prints ein's EIN_PROFILE time per op kind of
-       one decode step at contexts 128 and 2048: a 200-step run minus a prefill-only run, per step).
+       "ein@T" engine per CPU kernel table T (EIN_CPU_ISA=T: amx, avx512bf16, avx512vnni, avx512,
+       avx2vnni, avx2, portable; a table this CPU lacks is reported and left out) beside "ein", CPUID's
+       pick; --profile prints ein's EIN_PROFILE time per op kind of one decode step at contexts 128 and
+       2048: a 200-step run minus a prefill-only run, per step).
 
 Results (AMD EPYC Zen 5, 2 cores shared with other jobs, 2026-11-25, 3 rounds, 64 steps;
 tokens/s, medians; DRAM read ~47-52 GB/s by a 2-thread torch sum):
@@ -483,19 +484,17 @@ def quantization_errors(work, engines, ein_run, n=64):
 
 
 # ---------------------------------------------------------------- orchestration
-def usable_tables(ein_run, einb, tables, _known={}):
-    """The tables of the comma-separated `tables` that this CPU runs: those ein-inspect names as its
-    cpu_kernels when EIN_CPU_ISA asks for them (the runtime falls back to CPUID's pick otherwise)."""
-    if tables not in _known:
-        inspect = os.path.join(os.path.dirname(ein_run), "ein-inspect")
-        usable = set()
-        for isa in filter(None, tables.split(",")):
-            out = subprocess.run([inspect, "--json", einb], capture_output=True, text=True,
-                                 env=dict(os.environ, EIN_CPU_ISA=isa))
-            if out.returncode == 0 and json.loads(out.stdout).get("cpu_kernels") == isa:
-                usable.add(isa)
-        _known[tables] = usable
-    return _known[tables]
+def usable_tables(ein_run, einb, tables):
+    """The CPU kernel tables of `tables` that this CPU runs: those ein-inspect names as its cpu_kernels
+    when EIN_CPU_ISA asks for them (the runtime falls back to CPUID's pick otherwise)."""
+    inspect = os.path.join(os.path.dirname(ein_run), "ein-inspect")
+    usable = set()
+    for isa in tables:
+        out = subprocess.run([inspect, "--json", einb], capture_output=True, text=True,
+                             env=dict(os.environ, EIN_CPU_ISA=isa))
+        if out.returncode == 0 and json.loads(out.stdout).get("cpu_kernels") == isa:
+            usable.add(isa)
+    return usable
 
 
 def sub(args):
@@ -561,12 +560,15 @@ def main():
     os.makedirs(a.workdir, exist_ok=True)
     weights = make_model(a.workdir)
     engines, failures = [], {}
+    isas, usable = [t for t in a.ein_isas.split(",") if t], None
     for prec in a.precisions.split(","):
         path, err = compile_ein(a.workdir, weights, prec, a.einc)
         if path:
             engines.append(("ein", prec, path))
-            for isa in filter(None, a.ein_isas.split(",")):
-                if isa in usable_tables(a.ein_run, path, a.ein_isas):
+            if usable is None:
+                usable = usable_tables(a.ein_run, path, isas)
+            for isa in isas:
+                if isa in usable:
                     engines.append((f"ein@{isa}", prec, path))
                 else:
                     failures[f"ein@{isa}"] = "this CPU has no such kernel table (ein-inspect's cpu_kernels differs)"
@@ -600,7 +602,7 @@ def main():
         results["correctness"] = c
     if a.profile:
         for eng, prec, path in engines:
-            if eng in ("ein", "ein-base"):  # (CPUID's table)
+            if eng in ("ein", "ein-base"):
                 run = a.baseline_ein_run if eng == "ein-base" else a.ein_run
                 for n in DECODE_CONTEXTS:
                     print(f"{eng} {prec} decode step at context {n}, ms per step by op kind:", flush=True)

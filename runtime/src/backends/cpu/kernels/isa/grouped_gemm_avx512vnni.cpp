@@ -27,9 +27,9 @@ namespace {
 constexpr int kNr = 16;
 constexpr int64_t kS4Group = groupedGroupBytes(4, kNr), kS8Group = groupedGroupBytes(8, kNr);
 // The stream of groups is prefetched 4 KiB ahead with prefetcht2: on the
-// Xeon with AMX (bench: BM_DecodeGemm/int4/1/768/32000) one row's int4 gemv
-// streamed 1.2x the bytes a second of 1 KiB ahead into L1, which kept its
-// loads waiting on the L1's miss slots.
+// Xeon with AMX one row's int4 gemv streams 1.2x the bytes a second it did
+// prefetching 1 KiB ahead into L1 (BM_DecodeGemm/int4/1/768/32000;
+// docs/benchmarks.md). The 256-bit tiles keep 1 KiB into L1 (Zen 3's).
 constexpr int64_t kPrefetchDistance = 4096;
 constexpr int kPrefetchLocality = 1;
 
