@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes small .npy and .safetensors files for lit tests, with the standard
-library only (the tests need no NumPy).
+"""Writes small .npy and .safetensors files for lit tests, and reads .npy
+outputs back (read_npy, imported), with the standard library only (the tests
+need no NumPy).
 
   write_tensors.py npy OUT DTYPE SHAPE VALUES
       write_tensors.py npy ids.npy i64 5 0,1,2,3,99
@@ -10,6 +11,7 @@ library only (the tests need no NumPy).
 SHAPE is sizes joined by 'x' ('' for a scalar). Safetensors values are 0.5
 (floats) or 1 (integers).
 """
+import ast
 import json
 import struct
 import sys
@@ -45,6 +47,17 @@ def write_npy(path, dtype, shape_text, values_text):
     with open(path, "wb") as out:
         out.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
         out.write(struct.pack(f"<{len(values)}{code}", *values))
+
+
+def read_npy(path):
+    """The flat values of a .npy file of one of NPY_TYPES (as ein-run writes them)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    length = struct.unpack("<H", data[8:10])[0]
+    header = ast.literal_eval(data[10:10 + length].decode())
+    code = {descr: code for descr, code in NPY_TYPES.values()}[header["descr"]]
+    body = data[10 + length:]
+    return struct.unpack(f"<{len(body) // struct.calcsize(code)}{code}", body)
 
 
 def write_safetensors(path, specs):
