@@ -50,9 +50,9 @@ inline __m512 expNonPositive(__m512 d) {
 // accumulators, 4 weight vectors loaded and MR activation pairs broadcast
 // per pair of k. The tile (NextPanel) pulls one line of the next weight
 // panel every few steps, as the f32 tile does; the gemv pulls its own
-// panel's lines kGemvPrefetchBytes ahead.
+// panel's lines ahead (GemvPrefetch).
 // c (+)= the products of MR rows of a and a panel; the gemv (Prefetch) also
-// pulls the panel's own lines kGemvPrefetchBytes ahead, and both pull
+// pulls the panel's own lines ahead (GemvPrefetch), and both pull
 // `ahead`'s lines (the next panel) into L2 meanwhile.
 template <int MR, bool Prefetch>
 [[gnu::always_inline]] inline void bf16Tile(int64_t pairs, const uint32_t *a, int64_t lda, const uint32_t *b, float *c,
@@ -67,7 +67,7 @@ template <int MR, bool Prefetch>
     __m512bh bv[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
-      if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 16 + v * 16 + kGemvPrefetchBytes / 4, 0, 3);
+      if constexpr (Prefetch) GemvPrefetch<512>::line(b + q * kNv * 16 + v * 16);
       bv[v] = asBf16(_mm512_loadu_si512(b + q * kNv * 16 + v * 16));
     }
 #pragma GCC unroll 6

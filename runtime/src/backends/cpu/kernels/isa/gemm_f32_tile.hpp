@@ -112,7 +112,7 @@ void widenPairPanel(int64_t kc, const uint32_t *pairs, float *panel) {
 // One row alone would be a chain of k dependent FMAs per accumulator, so it
 // keeps two sets of sums (even and odd steps). No software prefetch: with
 // so little work a line, the loads run far enough ahead by themselves, and
-// prefetches kGemvPrefetchBytes ahead held the L1's miss slots that they
+// prefetches 1 KiB ahead held the L1's miss slots that they
 // need (Zen 3, 2 threads, 768 x 32000 cold: 1.14x the weights' GB/s
 // without them, 8 of 8 alternated pairs; the widening and int8 gemvs,
 // with more work a line, stream faster with them).
@@ -171,7 +171,7 @@ void gemvPanel(int rows, int64_t k, const float *a, int64_t lda, const float *b,
 // sums (added at the end) while they and the widened pair fit the registers,
 // else in one (AVX2 at 3 and 4 rows: 16 sums spilled from its 16 registers).
 // Half the bytes of an f32 panel stream through, its lines pulled
-// kGemvPrefetchBytes ahead.
+// ahead (GemvPrefetch).
 template <class S, int MR, int NV>
 void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b, float *c, int64_t ldc) {
   using V = typename S::V;
@@ -190,7 +190,7 @@ void gemvPairPanelRows(int64_t k, const float *a, int64_t lda, const uint32_t *b
     const uint32_t *row = b + q * NR;
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v)
-      if ((v * W * 4) % 64 == 0) __builtin_prefetch(row + v * W + kGemvPrefetchBytes / 4, 0, 3);
+      if ((v * W * 4) % 64 == 0) GemvPrefetch<W * 32>::line(row + v * W);
     V even[NV], odd[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) S::loadPairs(row + v * W, even[v], odd[v]);

@@ -34,13 +34,12 @@ inline constexpr int64_t groupedGroupBytes(int bits, int nr) { return kWeightGro
 inline constexpr int64_t kS4GroupBytes = groupedGroupBytes(4, 8);
 inline constexpr int64_t kS8GroupBytes = groupedGroupBytes(8, 8);
 
-// Pulls a group of `Bytes` bytes into the cache `Distance` bytes ahead of
-// `group`, a line at a time (the tiles' stream of groups), with
-// __builtin_prefetch's `Locality` (3: prefetcht0, into L1; 1: prefetcht2).
-template <int64_t Bytes, int64_t Distance = kGemvPrefetchBytes, int Locality = 3>
+// Pulls a group of `Bytes` bytes ahead of `group` (the tiles' stream of
+// groups) a line at a time, as a gemv of VectorBits registers does.
+template <int64_t Bytes, int VectorBits>
 [[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
 #pragma GCC unroll 9
-  for (int64_t line = 0; line < Bytes; line += 64) __builtin_prefetch(group + Distance + line, 0, Locality);
+  for (int64_t line = 0; line < Bytes; line += 64) GemvPrefetch<VectorBits>::line(group + line);
 }
 
 // One panel of `cols` <= nr columns in the layout above, from b's elements at

@@ -26,13 +26,6 @@ namespace {
 
 constexpr int kNr = 16;
 constexpr int64_t kS4Group = groupedGroupBytes(4, kNr), kS8Group = groupedGroupBytes(8, kNr);
-// The stream of groups is prefetched 4 KiB ahead with prefetcht2: on the
-// Xeon with AMX one row's int4 gemv streams 1.2x the bytes a second it did
-// prefetching 1 KiB ahead into L1 (BM_DecodeGemm/int4/1/768/32000;
-// docs/benchmarks.md). The 256-bit tiles keep 1 KiB into L1 (Zen 3's).
-constexpr int64_t kPrefetchDistance = 4096;
-constexpr int kPrefetchLocality = 1;
-
 inline __m512i broadcastQuad(const int8_t *from) {
   int32_t quad;
   std::memcpy(&quad, from, 4);
@@ -64,7 +57,7 @@ void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, c
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS4Group;
-    prefetchGroup<kS4Group, kPrefetchDistance, kPrefetchLocality>(weights);
+    prefetchGroup<kS4Group, 512>(weights);
     __m512i sums[2][MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[0][r] = sums[1][r] = _mm512_setzero_si512();
@@ -100,7 +93,7 @@ void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS8Group;
-    prefetchGroup<kS8Group, kPrefetchDistance, kPrefetchLocality>(weights);
+    prefetchGroup<kS8Group, 512>(weights);
     __m512i sums[2][MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[0][r] = sums[1][r] = zero;

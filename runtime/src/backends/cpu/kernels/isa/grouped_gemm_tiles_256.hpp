@@ -58,7 +58,7 @@ inline void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS4GroupBytes;
-    prefetchGroup<kS4GroupBytes>(weights);
+    prefetchGroup<kS4GroupBytes, 256>(weights);
     typename P::Sums sums[MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[r] = P::zero();
@@ -93,7 +93,7 @@ inline void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const fl
   for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS8GroupBytes;
-    prefetchGroup<kS8GroupBytes>(weights);
+    prefetchGroup<kS8GroupBytes, 256>(weights);
     typename P::Sums sums[MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[r] = P::zero();

@@ -35,9 +35,22 @@ struct GemmEpilogue {
 // weights were packed at load: memory-bound, so it reads each panel once
 // without padding a to the register tile's rows.
 inline constexpr int64_t kGemvMaxRows = 4;
-// How far ahead of its reads a gemv of bf16 pairs or int8 prefetches the
-// panel it streams (the f32 gemv does not: gemvPanelRows).
-inline constexpr int64_t kGemvPrefetchBytes = 1024;
+// A gemv of bf16 pairs, int8 or int4 weights pulls the panel it streams a
+// line at a time ahead of its reads (the f32 gemv does not: gemvPanelRows),
+// by its registers' width: 256-bit gemvs (the AVX2 tables, Zen 3's) 1 KiB
+// ahead into L1; 512-bit ones 4 KiB ahead into L2 (prefetcht2), which
+// streamed 1.17-1.25x the bytes a second on Zen 4 (bf16 and int8, 768 x
+// 32000 cold, 2 threads) and 1.2x on the Xeon with AMX (int4);
+// docs/benchmarks.md.
+template <int VectorBits>
+struct GemvPrefetch {
+  static constexpr int64_t kBytes = VectorBits == 512 ? 4096 : 1024;
+  static constexpr int kLocality = VectorBits == 512 ? 1 : 3;  // __builtin_prefetch's: 1 is prefetcht2
+  // Pulls the line kBytes past `reading`.
+  [[gnu::always_inline]] static void line(const void *reading) {
+    __builtin_prefetch(static_cast<const char *>(reading) + kBytes, 0, kLocality);
+  }
+};
 
 // Pulls [from, from + bytes) into L2 a line at a time, spread evenly over a
 // loop of `steps` steps (step() once a step): a gemm tile working on one

@@ -21,7 +21,7 @@ namespace {
 constexpr int kMr = 4, kNv = 2;  // 4 x 16 int32 accumulators: 8 registers, and 2 of b, 4 temporaries
 
 // c[r * ldc + j] (+)= sum_p a[r * lda + p] * b[p][j] for r < MR; the gemv
-// (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+// (Prefetch) also pulls the panel's lines ahead (GemvPrefetch).
 template <int MR, bool Prefetch>
 inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                    bool accumulate, SpreadPrefetch ahead) {
@@ -35,7 +35,7 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
                              : _mm256_setzero_si256();
   for (int64_t q = 0; q < quads; ++q) {
     ahead.step();
-    if constexpr (Prefetch) __builtin_prefetch(b + q * kNv * 8 * 4 + kGemvPrefetchBytes, 0, 3);
+    if constexpr (Prefetch) GemvPrefetch<256>::line(b + q * kNv * 8 * 4);
     __m256i bv[kNv];
 #pragma GCC unroll 2
     for (int v = 0; v < kNv; ++v) bv[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b + (q * kNv * 8 + v * 8) * 4));

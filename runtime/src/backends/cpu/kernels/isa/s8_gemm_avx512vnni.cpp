@@ -22,7 +22,7 @@ namespace {
 constexpr int kMr = 6, kNv = 4;  // 6 x 64 int32 accumulators: 24 registers
 
 // c[r * ldc + j] (+)= sum_p a[r * lda + p] (u8) * b[p][j] (s8) for r < MR;
-// the gemv (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+// the gemv (Prefetch) also pulls the panel's lines ahead (GemvPrefetch).
 template <int MR, bool Prefetch>
 [[gnu::always_inline]] inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c,
                                           int64_t ldc, bool accumulate, SpreadPrefetch ahead) {
@@ -37,7 +37,7 @@ template <int MR, bool Prefetch>
     __m512i bv[kNv];
 #pragma GCC unroll 4
     for (int v = 0; v < kNv; ++v) {
-      if constexpr (Prefetch) __builtin_prefetch(b + (q * kNv * 16 + v * 16) * 4 + kGemvPrefetchBytes, 0, 3);
+      if constexpr (Prefetch) GemvPrefetch<512>::line(b + (q * kNv * 16 + v * 16) * 4);
       bv[v] = _mm512_loadu_si512(b + (q * kNv * 16 + v * 16) * 4);
     }
 #pragma GCC unroll 6

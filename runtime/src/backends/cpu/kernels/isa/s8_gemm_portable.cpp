@@ -12,7 +12,7 @@ namespace {
 constexpr int kMr = 4, kNr = 16;
 
 // c[r * ldc + j] (+)= sum_p a[r * lda + p] * b[p][j] for r < MR; the gemv
-// (Prefetch) also pulls the panel's lines kGemvPrefetchBytes ahead.
+// (Prefetch) also pulls the panel's lines ahead (GemvPrefetch).
 template <int MR, bool Prefetch>
 inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b, int32_t *c, int64_t ldc,
                    bool accumulate, SpreadPrefetch ahead) {
@@ -21,7 +21,7 @@ inline void s8Tile(int64_t quads, const uint8_t *a, int64_t lda, const int8_t *b
     for (int j = 0; j < kNr; ++j) acc[r][j] = accumulate ? c[r * ldc + j] : 0;
   for (int64_t q = 0; q < quads; ++q) {
     ahead.step();
-    if constexpr (Prefetch) __builtin_prefetch(b + q * kNr * 4 + kGemvPrefetchBytes, 0, 3);
+    if constexpr (Prefetch) GemvPrefetch<256>::line(b + q * kNr * 4);
     for (int r = 0; r < MR; ++r) {
       const auto *row = reinterpret_cast<const int8_t *>(a + r * lda + 4 * q);
       for (int j = 0; j < kNr; ++j) {
