@@ -75,9 +75,14 @@ BENCHMARK_CAPTURE(BM_GemmWeights, int4_cached, false, ein::DType::I4)->Apply(vit
 // gemv up to kGemvMaxRows, then the tiles), cold: weight_GBps is the packed
 // weights streamed per second, to set against BM_StreamRead's plain read of
 // as many bytes in the same process (memory-bound: the goal is its speed).
+// Then the 1.1B Llama's at one row, 2 threads (hidden 2048: fused q/k/v
+// 2560, fused gate/up 11264, lm_head 32000; down 5632 -> 2048): per-panel
+// streams 2.75x longer along k than the 125M's.
 void decodeGemmShapes(benchmark::internal::Benchmark *bench) {
   bench->ArgsProduct({{1, 2, 4, 5, 8}, {768}, {1280, 4096, 32000}, {1, 2}})
       ->ArgsProduct({{1, 2, 4, 5, 8}, {2048}, {768}, {1, 2}})
+      ->ArgsProduct({{1}, {2048}, {2560, 11264, 32000}, {2}})
+      ->ArgsProduct({{1}, {5632}, {2048}, {2}})
       ->UseRealTime();
 }
 void BM_DecodeGemm(benchmark::State &state, ein::DType weights, bool groupScales = false) {
@@ -455,6 +460,17 @@ BENCHMARK(BM_ChooseToken)
     ->Args({32000, 0, 90})
     ->Args({128256, 0, 100})
     ->Unit(benchmark::kMicrosecond);
+
+// The gemvs' arithmetic alone: one row against ~0.5 MB of packed weights
+// left in L2, 1 thread. A gemv's cold stream (BM_DecodeGemm) overlaps this
+// work with the reads, so the lower this ceiling (int4: two vpdpbusd a byte
+// pair where int8 takes one), the earlier its lines must be requested.
+BENCHMARK_CAPTURE(BM_GemmWeights, gemv_int4_cached, false, ein::DType::I4)->Args({1, 768, 1280, 1})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmWeights, gemv_int8_groups_cached, false, ein::DType::I8, true)
+    ->Args({1, 768, 640, 1})
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmWeights, gemv_int8_cached, false, ein::DType::I8)->Args({1, 768, 640, 1})->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemmWeights, gemv_bf16_cached, false, ein::DType::BF16)->Args({1, 768, 320, 1})->UseRealTime();
 
 }  // namespace
 }  // namespace ein::bench

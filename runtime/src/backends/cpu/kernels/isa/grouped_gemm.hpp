@@ -35,11 +35,17 @@ inline constexpr int64_t kS4GroupBytes = groupedGroupBytes(4, 8);
 inline constexpr int64_t kS8GroupBytes = groupedGroupBytes(8, 8);
 
 // Pulls a group of `Bytes` bytes ahead of `group` (the tiles' stream of
-// groups) a line at a time, as a gemv of VectorBits registers does.
+// groups) a line at a time, as a gemv of VectorBits registers does, twice
+// as far ahead on 512-bit (8 KiB): these tiles spend more arithmetic on a
+// byte than the int8 gemv (Zen 4, weights in L2, 1 thread: int4 40 GB/s,
+// int8 in groups 46, int8 65), and the 1.1B int4 decode ran 1.12x faster
+// at 8 KiB than at 4 (int8 in groups 1.03x) where the bf16 and int8 gemvs
+// lost (0.85x, 0.91x); docs/benchmarks.md.
 template <int64_t Bytes, int VectorBits>
 [[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
+  using Prefetch = GemvPrefetch<VectorBits, VectorBits == 512 ? 2 : 1>;
 #pragma GCC unroll 9
-  for (int64_t line = 0; line < Bytes; line += 64) GemvPrefetch<VectorBits>::line(group + line);
+  for (int64_t line = 0; line < Bytes; line += 64) Prefetch::line(group + line);
 }
 
 // One panel of `cols` <= nr columns in the layout above, from b's elements at

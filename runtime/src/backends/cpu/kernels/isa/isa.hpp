@@ -41,10 +41,11 @@ inline constexpr int64_t kGemvMaxRows = 4;
 // ahead into L1; 512-bit ones 4 KiB ahead into L2 (prefetcht2), which
 // streamed 1.17-1.25x the bytes a second on Zen 4 (bf16 and int8, 768 x
 // 32000 cold, 2 threads) and 1.2x on the Xeon with AMX (int4);
-// docs/benchmarks.md.
-template <int VectorBits>
+// docs/benchmarks.md. Reach multiplies the distance (the grouped tiles':
+// grouped_gemm.hpp).
+template <int VectorBits, int Reach = 1>
 struct GemvPrefetch {
-  static constexpr int64_t kBytes = VectorBits == 512 ? 4096 : 1024;
+  static constexpr int64_t kBytes = (VectorBits == 512 ? 4096 : 1024) * Reach;
   static constexpr int kLocality = VectorBits == 512 ? 1 : 3;  // __builtin_prefetch's: 1 is prefetcht2
   // Pulls the line kBytes past `reading`.
   [[gnu::always_inline]] static void line(const void *reading) {
