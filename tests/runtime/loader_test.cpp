@@ -1,13 +1,17 @@
 // Loading: a valid artifact loads (from memory and from a file), and each
 // class of damaged or inconsistent artifact is rejected with a message that
 // says what is wrong and where.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <functional>
 
 #include "artifact_builder.hpp"
+#include "loader/artifact_bytes.hpp"
 #include "program/program.hpp"
 
 namespace ein::testing {
@@ -218,6 +222,37 @@ TEST(Loader, ModelOutlivesItsFileMapping) {
   std::vector<float> z = valuesOf<float>(session.value()->output("z").value());
   double norm = std::exp(0.0) + std::exp(0.25) + std::exp(0.5) + std::exp(0.75);
   EXPECT_NEAR(z[0], 1.0 / norm, 1e-6);
+}
+
+// How many of the mapping's pages are in memory.
+size_t residentPages(const detail::ArtifactBytes &bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), pages = (bytes.size + page - 1) / page;
+  std::vector<unsigned char> resident(pages);
+  if (::mincore(const_cast<std::byte *>(bytes.data), bytes.size, resident.data()) != 0) return 0;
+  size_t count = 0;
+  for (unsigned char flags : resident) count += flags & 1;
+  return count;
+}
+
+// A file's pages leave the page cache, then populateMapping brings every one
+// of them in (what loading does once the weights are packed, so that a table
+// used in place is not read from disk a page per decode step).
+TEST(Loader, PopulatingAMappingReadsEveryPage) {
+  std::string dir = temporaryDirectory("populate");
+  const std::string path = dir + "/weights.bin";
+  writeFile(path, std::vector<uint8_t>(8 << 20, 7));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  auto bytes = detail::mapFileReadOnly(path);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
+  const size_t pages = (bytes->size + ::sysconf(_SC_PAGESIZE) - 1) / ::sysconf(_SC_PAGESIZE);
+  if (residentPages(bytes.value()) == pages) GTEST_SKIP() << "this file system kept the pages in memory";
+  detail::populateMapping(bytes.value());
+  EXPECT_EQ(residentPages(bytes.value()), pages);
+  EXPECT_EQ(static_cast<int>(bytes->data[bytes->size - 1]), 7);
 }
 
 // --- framing ----------------------------------------------------------------

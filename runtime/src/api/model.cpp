@@ -67,8 +67,11 @@ Model::Model(std::unique_ptr<const detail::Program> program, std::unique_ptr<con
 Model::~Model() = default;
 
 StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path, const LoadOptions &options) {
-  StatusOr<Decoded> decoded = verifyAndDecode(detail::mapFileReadOnly(path), path, options);
+  StatusOr<detail::ArtifactBytes> bytes = detail::mapFileReadOnly(path);
+  const detail::ArtifactBytes mapping = bytes.ok() ? bytes.value() : detail::ArtifactBytes{};
+  StatusOr<Decoded> decoded = verifyAndDecode(std::move(bytes), path, options);
   if (!decoded.ok()) return decoded.status();
+  detail::populateMapping(mapping);
   return std::shared_ptr<const Model>(new Model(std::move(decoded->program), std::move(decoded->dynamic)));
 }
 

@@ -52,7 +52,14 @@ StatusOr<ArtifactBytes> mapFileReadOnly(const std::string &path) {
   });
   bytes.data = static_cast<const std::byte *>(address);
   bytes.size = size;
+  bytes.mapped = true;
   return bytes;
+}
+
+void populateMapping(const ArtifactBytes &bytes) {
+#ifdef MADV_POPULATE_READ
+  if (bytes.mapped) ::madvise(const_cast<std::byte *>(bytes.data), bytes.size, MADV_POPULATE_READ);
+#endif
 }
 
 StatusOr<ArtifactBytes> copyToAlignedMemory(const void *data, size_t size) {
