@@ -224,10 +224,14 @@ TEST(Loader, ModelOutlivesItsFileMapping) {
   EXPECT_NEAR(z[0], 1.0 / norm, 1e-6);
 }
 
+size_t pagesOf(const detail::ArtifactBytes &bytes) {
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (bytes.size + page - 1) / page;
+}
+
 // How many of the mapping's pages are in memory.
 size_t residentPages(const detail::ArtifactBytes &bytes) {
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE)), pages = (bytes.size + page - 1) / page;
-  std::vector<unsigned char> resident(pages);
+  std::vector<unsigned char> resident(pagesOf(bytes));
   if (::mincore(const_cast<std::byte *>(bytes.data), bytes.size, resident.data()) != 0) return 0;
   size_t count = 0;
   for (unsigned char flags : resident) count += flags & 1;
@@ -248,7 +252,7 @@ TEST(Loader, PopulatingAMappingReadsEveryPage) {
   ::close(fd);
   auto bytes = detail::mapFileReadOnly(path);
   ASSERT_TRUE(bytes.ok()) << bytes.status().toString();
-  const size_t pages = (bytes->size + ::sysconf(_SC_PAGESIZE) - 1) / ::sysconf(_SC_PAGESIZE);
+  const size_t pages = pagesOf(bytes.value());
   if (residentPages(bytes.value()) == pages) GTEST_SKIP() << "this file system kept the pages in memory";
   detail::populateMapping(bytes.value());
   EXPECT_EQ(residentPages(bytes.value()), pages);

@@ -68,7 +68,8 @@ Model::~Model() = default;
 
 StatusOr<std::shared_ptr<const Model>> Model::load(const std::string &path, const LoadOptions &options) {
   StatusOr<detail::ArtifactBytes> bytes = detail::mapFileReadOnly(path);
-  const detail::ArtifactBytes mapping = bytes.ok() ? bytes.value() : detail::ArtifactBytes{};
+  if (!bytes.ok()) return bytes.status();  // already names the file
+  const detail::ArtifactBytes mapping = bytes.value();
   StatusOr<Decoded> decoded = verifyAndDecode(std::move(bytes), path, options);
   if (!decoded.ok()) return decoded.status();
   detail::populateMapping(mapping);

@@ -52,13 +52,12 @@ StatusOr<ArtifactBytes> mapFileReadOnly(const std::string &path) {
   });
   bytes.data = static_cast<const std::byte *>(address);
   bytes.size = size;
-  bytes.mapped = true;
   return bytes;
 }
 
 void populateMapping(const ArtifactBytes &bytes) {
 #ifdef MADV_POPULATE_READ
-  if (bytes.mapped) ::madvise(const_cast<std::byte *>(bytes.data), bytes.size, MADV_POPULATE_READ);
+  ::madvise(const_cast<std::byte *>(bytes.data), bytes.size, MADV_POPULATE_READ);
 #endif
 }
 

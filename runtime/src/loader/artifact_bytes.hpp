@@ -15,11 +15,10 @@ struct ArtifactBytes {
   std::shared_ptr<const void> owner;
   const std::byte *data = nullptr;
   size_t size = 0;
-  bool mapped = false;  // a file mapping (mapFileReadOnly), not a copy
 };
 
 StatusOr<ArtifactBytes> mapFileReadOnly(const std::string &path);
-// Maps every page of a file mapping's bytes into the process now (reading
+// Maps every page of mapFileReadOnly's bytes into the process now (reading
 // from disk what the page cache lacks), once loading has packed the weights
 // it packs (reading those anyway): a table used in place, as an embedding is
 // a row a decode step, would otherwise fault its pages in from disk one token
