@@ -21,7 +21,8 @@ Measured (each engine/precision in its own subprocess, alternated over --rounds 
 DRAM read bandwidth: ein_kernel_bench's BM_StreamRead, a 1 GiB buffer flushed from the caches and read with vector
 loads by 2 threads (and by 1), the best of 5 (the NumPy and torch sums used before read 2/3 of what the gemvs do);
 achieved bandwidth = bytes of weights read per token (all gemm weights + lm_head; not the embedding
-table) x decode tokens/s. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
+table) x decode tokens/s; "%read@n": that over the mean of two short reads (the best of 2) taken just before
+and just after the run, the median over rounds. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
 
 Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
 safetensors, numpy, gguf and llama-cpp-python, e.g.:
@@ -619,10 +620,13 @@ def main():
     results["bandwidth"] = bw
     cells = ([] if a.decode_only else [("prefill", n) for n in PREFILL_LENGTHS]) + \
         [("decode", n) for n in DECODE_CONTEXTS]
-    raw = {}
+    raw, fractions = {}, {}
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]
         for mode, n in cells:
+            # A decode run's bandwidth against the read measured just before and just after it (the mean of
+            # the two): this VM's bandwidth moves by a third within minutes, more than the gaps the goals draw.
+            read_before = dram_read_gbps(THREADS, repetitions=2) if mode == "decode" else None
             for eng, prec, path in order:
                 r = sub({"engine": eng, "path": path, "mode": mode, "n": n, "steps": a.steps,
                          "ein_run": a.baseline_ein_run if eng == "ein-base" else a.ein_run})
@@ -632,8 +636,17 @@ def main():
                     failures[key] = r["error"]
                     continue
                 raw.setdefault(key, []).append(r)
-                print(f"round {rnd} {key}: {r:.1f} tok/s", flush=True)
+                line = f"round {rnd} {key}: {r:.1f} tok/s"
+                if read_before is not None:
+                    read_after = dram_read_gbps(THREADS, repetitions=2)
+                    read = (read_before + read_after) / 2
+                    fraction = weight_bytes_per_token(prec) * r / 1e9 / read
+                    fractions.setdefault(key, []).append(fraction)
+                    line += f", {100 * fraction:.0f}% of the read around it ({read:.1f} GB/s)"
+                    read_before = read_after
+                print(line, flush=True)
     results["raw"] = raw
+    results["fractions_of_read"] = fractions
     results["failures"] = failures
 
     gbps = bw.get(f"read_{THREADS}threads_GBps", float("nan"))
@@ -642,7 +655,8 @@ def main():
     print(f"DRAM read bandwidth (BM_StreamRead, 1 GiB): {THREADS} threads {gbps:.1f} GB/s, 1 thread "
           f"{bw.get('read_1thread_GBps', float('nan')):.1f} GB/s")
     head = f"{'engine':<16}{'prec':<9}" + "".join(f"{m + str(n):>12}" for m, n in cells) + f"{'MB/token':>10}" + \
-        "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS)
+        "".join(f"{'GB/s@' + str(n):>10}" for n in DECODE_CONTEXTS) + \
+        "".join(f"{'%read@' + str(n):>10}" for n in DECODE_CONTEXTS)
     print(head)
     for eng, prec, _ in engines:
         row = f"{eng:<16}{prec:<9}"
@@ -653,6 +667,9 @@ def main():
             row += f"{med[(mode, n)]:>12.1f}"
         wb = weight_bytes_per_token(prec)
         row += f"{wb / 1e6:>10.0f}" + "".join(f"{wb * med[('decode', n)] / 1e9:>10.1f}" for n in DECODE_CONTEXTS)
+        for n in DECODE_CONTEXTS:
+            f = fractions.get(f"{eng}/{prec}/decode{n}")
+            row += f"{100 * statistics.median(f):>10.0f}" if f else f"{'nan':>10}"
         print(row)
     if a.json:
         with open(a.json, "w") as f:
