@@ -1,5 +1,9 @@
 // A zero-filled heap buffer whose start is 64-byte aligned (a cache line and
-// the widest SIMD load), for the arena, inputs, outputs and in-memory artifacts.
+// the widest SIMD load), for the arena, inputs, outputs, packed weights and
+// in-memory artifacts. Buffers of kHugePageBytes and more are mapped on
+// their own, aligned to a huge page and offered transparent huge pages
+// (MADV_HUGEPAGE): a decode step streams every packed weight once, and in
+// 4 KiB pages each 4 KiB of that stream costs a TLB miss and a page walk.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +15,20 @@
 namespace ein::detail {
 
 inline constexpr size_t kBufferAlignment = 64;
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+// Whether buffers of kHugePageBytes and more get their own mapping: not
+// under AddressSanitizer, where calloc's redzones guard them.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kHugePageMappings = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang's spelling
+inline constexpr bool kHugePageMappings = false;
+#else
+inline constexpr bool kHugePageMappings = true;
+#endif
+#else
+inline constexpr bool kHugePageMappings = true;
+#endif
 
 class AlignedBuffer {
  public:
@@ -38,6 +56,7 @@ class AlignedBuffer {
   Status replaceWith(size_t bytes, std::string_view what);
 
   struct Free {
+    size_t mappedBytes;  // a buffer mapped on its own: its length; 0 (value-initialised): from calloc
     void operator()(void *block) const;
   };
   std::unique_ptr<void, Free> block_;
