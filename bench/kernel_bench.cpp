@@ -141,7 +141,8 @@ BENCHMARK_CAPTURE(BM_ManySequencesGemm, int4, ein::DType::I4)->Apply(manySequenc
 void BM_StreamRead(benchmark::State &state) {
   const int64_t floats = state.range(0) * (1 << 20) / 4;
   const int threads = static_cast<int>(state.range(1));
-  StatusOr<detail::AlignedBuffer> allocated = detail::AlignedBuffer::allocate(static_cast<size_t>(floats) * 4, "read");
+  StatusOr<detail::AlignedBuffer> allocated = detail::AlignedBuffer::allocate(static_cast<size_t>(floats) * 4, "read",
+                                                                                  detail::Pages::Huge);
   if (!allocated.ok()) return state.SkipWithError(allocated.status().message().c_str());
   auto *buffer = reinterpret_cast<float *>(allocated->data());
   std::fill(buffer, buffer + floats, 1.0f);

@@ -1,5 +1,6 @@
 // The runtime's buffers: zero-filled, 64-byte aligned, of the size asked;
-// large ones on their own huge-page-aligned mapping, returned when freed.
+// large ones for huge pages on their own huge-page-aligned mapping, returned
+// when freed.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -13,6 +14,7 @@ namespace {
 
 using detail::AlignedBuffer;
 using detail::kHugePageBytes;
+using detail::Pages;
 
 bool allZero(const AlignedBuffer &buffer) {
   for (size_t i = 0; i < buffer.size(); ++i)
@@ -29,29 +31,30 @@ long mappedKilobytes() {
 }
 
 TEST(AlignedBuffer, SmallAndLargeBuffersAreZeroedAlignedAndWritableToTheirEnds) {
-  for (size_t bytes : {size_t{1}, size_t{4096}, kHugePageBytes - 1, kHugePageBytes, 3 * kHugePageBytes + 5}) {
-    StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(bytes, "test");
-    ASSERT_TRUE(buffer.ok()) << buffer.status().message();
-    EXPECT_EQ(buffer->size(), bytes);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % detail::kBufferAlignment, 0u) << bytes;
-    EXPECT_TRUE(allZero(*buffer)) << bytes;
-    buffer->data()[0] = std::byte{1};
-    buffer->data()[bytes - 1] = std::byte{2};
-  }
+  for (Pages pages : {Pages::Small, Pages::Huge})
+    for (size_t bytes : {size_t{1}, size_t{4096}, kHugePageBytes - 1, kHugePageBytes, 3 * kHugePageBytes + 5}) {
+      StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(bytes, "test", pages);
+      ASSERT_TRUE(buffer.ok()) << buffer.status().message();
+      EXPECT_EQ(buffer->size(), bytes);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % detail::kBufferAlignment, 0u) << bytes;
+      EXPECT_TRUE(allZero(*buffer)) << bytes;
+      buffer->data()[0] = std::byte{1};
+      buffer->data()[bytes - 1] = std::byte{2};
+    }
 }
 
-TEST(AlignedBuffer, LargeBuffersStartOnAHugePage) {
+TEST(AlignedBuffer, LargeBuffersForHugePagesStartOnOne) {
   if (!detail::kHugePageMappings) GTEST_SKIP() << "under AddressSanitizer every buffer comes from calloc";
-  StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(kHugePageBytes + 1, "test");
+  StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(kHugePageBytes + 1, "test", Pages::Huge);
   ASSERT_TRUE(buffer.ok());
   EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->data()) % kHugePageBytes, 0u);
 }
 
-TEST(AlignedBuffer, FreedLargeBuffersGiveTheirAddressSpaceBack) {
+TEST(AlignedBuffer, FreedLargeBuffersForHugePagesGiveTheirAddressSpaceBack) {
   const long before = mappedKilobytes();
   if (before < 0) GTEST_SKIP() << "no /proc/self/status";
   for (int i = 0; i < 64; ++i) {
-    StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(64 * kHugePageBytes + 4096, "test");
+    StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(64 * kHugePageBytes + 4096, "test", Pages::Huge);
     ASSERT_TRUE(buffer.ok());
     buffer->data()[buffer->size() - 1] = std::byte{1};
   }
@@ -73,10 +76,12 @@ TEST(AlignedBuffer, ReserveGrowsToANewZeroedBufferAndKeepsALargerOne) {
 }
 
 TEST(AlignedBuffer, AnImpossibleSizeIsAClearError) {
-  StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(SIZE_MAX - 10, "the test's buffer");
-  ASSERT_FALSE(buffer.ok());
-  EXPECT_EQ(buffer.status().code(), StatusCode::ResourceExhausted);
-  EXPECT_NE(buffer.status().message().find("the test's buffer"), std::string::npos);
+  for (Pages pages : {Pages::Small, Pages::Huge}) {
+    StatusOr<AlignedBuffer> buffer = AlignedBuffer::allocate(SIZE_MAX - 10, "the test's buffer", pages);
+    ASSERT_FALSE(buffer.ok());
+    EXPECT_EQ(buffer.status().code(), StatusCode::ResourceExhausted);
+    EXPECT_NE(buffer.status().message().find("the test's buffer"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "util/aligned_buffer.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -9,12 +10,15 @@
 namespace ein::detail {
 namespace {
 
-// `bytes` rounded up to whole huge pages, mapped at a huge page boundary
+// `bytes` rounded up to whole small pages, mapped at a huge page boundary
 // (an anonymous mapping is zero-filled), or null. The huge pages are only
-// offered: where transparent huge pages are off, the buffer has small ones.
+// offered: where transparent huge pages are off, the buffer has small ones,
+// and so has its tail past the last whole huge page (no memory is held for
+// bytes past the end).
 void *mapHugePageAligned(size_t bytes, size_t &mapped) {
   if (bytes > SIZE_MAX - 2 * kHugePageBytes) return nullptr;
-  mapped = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  mapped = (bytes + page - 1) / page * page;
   const size_t reserved = mapped + kHugePageBytes;
   void *address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (address == MAP_FAILED) return nullptr;
@@ -37,12 +41,12 @@ void AlignedBuffer::Free::operator()(void *block) const {
   else std::free(block);
 }
 
-StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes, std::string_view what) {
+StatusOr<AlignedBuffer> AlignedBuffer::allocate(size_t bytes, std::string_view what, Pages pages) {
   // Zeroed pages straight from the kernel, untouched until used (calloc's
   // large blocks are mappings too), not operator new + memset.
   size_t mapped = 0;
   void *block = nullptr;
-  if (bytes >= kHugePageBytes && kHugePageMappings)
+  if (pages == Pages::Huge && bytes >= kHugePageBytes && kHugePageMappings)
     block = mapHugePageAligned(bytes, mapped);
   else if (bytes <= SIZE_MAX - kBufferAlignment)
     block = std::calloc(bytes + kBufferAlignment, 1);

@@ -1,9 +1,6 @@
 // A zero-filled heap buffer whose start is 64-byte aligned (a cache line and
 // the widest SIMD load), for the arena, inputs, outputs, packed weights and
-// in-memory artifacts. Buffers of kHugePageBytes and more are mapped on
-// their own, aligned to a huge page and offered transparent huge pages
-// (MADV_HUGEPAGE): a decode step streams every packed weight once, and in
-// 4 KiB pages each 4 KiB of that stream costs a TLB miss and a page walk.
+// in-memory artifacts.
 #pragma once
 
 #include <cstddef>
@@ -16,8 +13,8 @@ namespace ein::detail {
 
 inline constexpr size_t kBufferAlignment = 64;
 inline constexpr size_t kHugePageBytes = size_t{2} << 20;
-// Whether buffers of kHugePageBytes and more get their own mapping: not
-// under AddressSanitizer, where calloc's redzones guard them.
+// Whether Pages::Huge buffers get their own mapping: not under
+// AddressSanitizer, where calloc's redzones guard them.
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kHugePageMappings = false;
 #elif defined(__has_feature)
@@ -30,13 +27,25 @@ inline constexpr bool kHugePageMappings = true;
 inline constexpr bool kHugePageMappings = true;
 #endif
 
+// The pages a buffer asks for.
+enum class Pages {
+  Small,
+  // For data read whole on every run (packed weights: a decode step streams
+  // each once, and in 4 KiB pages every 4 KiB of the stream costs a TLB miss
+  // and a page walk): from kHugePageBytes on, the buffer is mapped on its own
+  // at a huge page boundary and offered transparent huge pages
+  // (MADV_HUGEPAGE). Not for buffers touched piecemeal (the arena, a cache):
+  // a touched byte would hold a whole huge page.
+  Huge,
+};
+
 class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   // Zero-filled. The pages of a large buffer are only touched when used, so
   // an arena that is mostly idle costs address space, not memory.
   // `what` names the buffer in the ResourceExhausted message.
-  static StatusOr<AlignedBuffer> allocate(size_t bytes, std::string_view what);
+  static StatusOr<AlignedBuffer> allocate(size_t bytes, std::string_view what, Pages pages = Pages::Small);
 
   // Makes the buffer hold at least `bytes`: a new zero-filled allocation
   // (the contents are dropped) when it is smaller, nothing otherwise. For

@@ -189,7 +189,7 @@ StatusOr<PackedMatrix> packGroupedWeights(const Gemm &op, const uint8_t *b, cons
   const int64_t panels = ceilDiv(op.n, nr);
   EIN_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::allocate(static_cast<size_t>(panels * groupsOf(op.k) *
                                                                                          groupedGroupBytes(op.groupBits, nr)),
-                                                                     "packed weights"));
+                                                                     "packed weights", Pages::Huge));
   PackedMatrix matrix{std::move(buffer), nr, op.k, op.n, false};
   matrix.groupBits = op.groupBits;
   const size_t r = op.batch.size();
