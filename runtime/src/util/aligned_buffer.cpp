@@ -17,7 +17,8 @@ namespace {
 // bytes past the end).
 void *mapHugePageAligned(size_t bytes, size_t &mapped) {
   if (bytes > SIZE_MAX - 2 * kHugePageBytes) return nullptr;
-  const auto page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const long pageSize = ::sysconf(_SC_PAGESIZE);
+  const size_t page = pageSize > 0 ? static_cast<size_t>(pageSize) : 4096;
   mapped = (bytes + page - 1) / page * page;
   const size_t reserved = mapped + kHugePageBytes;
   void *address = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
