@@ -136,8 +136,8 @@ BENCHMARK_CAPTURE(BM_ManySequencesGemm, int4, ein::DType::I4)->Apply(manySequenc
 // buffer of MiB (arg 0) by the ISA table's vector reduction, split into one
 // contiguous run per thread (arg 1), as the gemv splits its panels. The
 // buffer is allocated as the packed weights are (AlignedBuffer: huge pages
-// where the kernel offers them; a 2-thread read of 4 KiB pages measured 15%
-// slower on a Zen 4 VM).
+// where the kernel offers them; a 2-thread read of 4 KiB pages measured 0
+// to 17% slower on a Zen 4 VM, depending on the minute).
 void BM_StreamRead(benchmark::State &state) {
   const int64_t floats = state.range(0) * (1 << 20) / 4;
   const int threads = static_cast<int>(state.range(1));

@@ -527,7 +527,7 @@ void prepackGemmWeights(Program &program, const bool *eligible, const IsaKernels
     const int64_t panels = ceilDiv(op->n, nr), rowsPerPanel = pairs ? (op->k + 1) / 2 : op->k;
     StatusOr<AlignedBuffer> buffer =
         AlignedBuffer::allocate(static_cast<size_t>(panels * rowsPerPanel * nr) * sizeof(float), "packed weights",
-                              Pages::Huge);
+                                Pages::Huge);
     if (!buffer.ok()) continue;  // the kernel packs as it goes instead
     PackedMatrix matrix{std::move(buffer).value(), nr, op->k, op->n, pairs};
     const int64_t bK = op->b.strides[r], bN = op->b.strides[r + 1];

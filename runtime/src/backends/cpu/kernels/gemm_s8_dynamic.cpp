@@ -213,7 +213,8 @@ StatusOr<PackedMatrix> packS8Weights(const Gemm &op, const int8_t *b, const IsaK
   const int nr = isa.s8GemmNr;
   const int64_t panels = ceilDiv(op.n, nr), panelBytes = static_cast<int64_t>(paddedBytes(op.k)) * nr;
   EIN_ASSIGN_OR_RETURN(AlignedBuffer buffer,
-                       AlignedBuffer::allocate(static_cast<size_t>(panels * (panelBytes + nr * 4)), "packed weights", Pages::Huge));
+                       AlignedBuffer::allocate(static_cast<size_t>(panels * (panelBytes + nr * 4)), "packed weights",
+                                               Pages::Huge));
   PackedMatrix matrix{std::move(buffer), nr, op.k, op.n, false};
   matrix.s8Quads = true;
   const size_t r = op.batch.size();
