@@ -22,7 +22,10 @@ DRAM read bandwidth: ein_kernel_bench's BM_StreamRead, a 1 GiB buffer flushed fr
 loads by 2 threads (and by 1), the best of 5 (the NumPy and torch sums used before read 2/3 of what the gemvs do);
 achieved bandwidth = bytes of weights read per token (all gemm weights + lm_head; not the embedding
 table) x decode tokens/s; "%read@n": that over the mean of two short reads (the best of 2) taken just before
-and just after the run, the median over rounds. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
+and just after the run, the median over rounds. Engines of equal bytes a weight run side by side in each round
+(ein int4 next to llama.cpp q4_0), and "paired by round" gives the median of each round's ratio of such a pair
+(and ein int4 / ein int8): two runs a minute apart see the same bandwidth, which moves more between rounds
+than the engines differ. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
 
 Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
 safetensors, numpy, gguf and llama-cpp-python, e.g.:
@@ -272,6 +275,35 @@ def worker_ein(einb, mode, n, steps, profile=False, ein_run=None, ids=None, isa=
         res["profile"] = p.stderr
     res["stdout"] = p.stdout[-3000:]
     return res[mode] if not profile else res
+
+
+# llama.cpp's format of the same bytes a weight as each ein precision: the pairs the goals compare.
+SAME_BYTES = {"fp32": ["f32"], "bf16": ["f16", "bf16"], "int8": ["q8_0"], "int8-g32": ["q8_0"], "int4": ["q4_0"]}
+
+
+def paired_ratios(engines, cells, by_round):
+    """Per decode cell, the ratio of two runs of one round: each ein engine against llama.cpp at the same
+    bytes a weight, and ein int4 against ein int8 (the goal int4 >= 1.7x int8)."""
+    pairs = []
+    for eng, prec, _ in engines:
+        if not eng.startswith("ein"):
+            continue
+        pairs += [((eng, prec), ("llamacpp", kind)) for kind in SAME_BYTES.get(prec, [])
+                  if any(e == "llamacpp" and p == kind for e, p, _ in engines)]
+        if prec == "int4" and any(e == eng and p == "int8" for e, p, _ in engines):
+            pairs.append(((eng, prec), (eng, "int8")))
+    out = {}
+    for (e1, p1), (e2, p2) in pairs:
+        for mode, n in cells:
+            if mode != "decode":
+                continue
+            first, second = by_round.get(f"{e1}/{p1}/{mode}{n}", {}), by_round.get(f"{e2}/{p2}/{mode}{n}", {})
+            ratios = [first[r] / second[r] for r in sorted(first) if r in second and second[r] > 0]
+            if ratios:
+                out.setdefault(f"{e1} {p1} / {e2} {p2}", {})[f"@{n}"] = {
+                    "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                    "ahead": sum(x > 1 for x in ratios), "rounds": len(ratios), "ratios": ratios}
+    return out
 
 
 def decode_profile(einb, n, steps, ein_run=None):
@@ -591,6 +623,9 @@ def main():
                 engines.append(("llamacpp", kind, write_gguf(a.workdir, weights, kind)))
             except Exception as e:  # noqa: BLE001
                 failures[f"gguf {kind}"] = repr(e)
+    # Engines of equal bytes a weight side by side (ein int4 next to q4_0), so that each pair compared
+    # below runs in the same minutes of each round.
+    engines.sort(key=lambda e: -weight_bytes_per_token(e[1]))
     print("engines:", [(e, p) for e, p, _ in engines], flush=True)
     if failures:
         print("failures:", json.dumps(failures, indent=1), flush=True)
@@ -620,7 +655,7 @@ def main():
     results["bandwidth"] = bw
     cells = ([] if a.decode_only else [("prefill", n) for n in PREFILL_LENGTHS]) + \
         [("decode", n) for n in DECODE_CONTEXTS]
-    raw, fractions = {}, {}
+    raw, fractions, by_round = {}, {}, {}
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]
         for mode, n in cells:
@@ -636,6 +671,7 @@ def main():
                     failures[key] = r["error"]
                     continue
                 raw.setdefault(key, []).append(r)
+                by_round.setdefault(key, {})[rnd] = r
                 line = f"round {rnd} {key}: {r:.1f} tok/s"
                 if read_before is not None:
                     read_after = dram_read_gbps(THREADS, repetitions=2)
@@ -646,6 +682,7 @@ def main():
                     read_before = read_after
                 print(line, flush=True)
     results["raw"] = raw
+    results["paired_ratios"] = paired = paired_ratios(engines, cells, by_round)
     results["fractions_of_read"] = fractions
     results["failures"] = failures
 
@@ -671,6 +708,13 @@ def main():
             f = fractions.get(f"{eng}/{prec}/decode{n}")
             row += f"{100 * statistics.median(f):>10.0f}" if f else f"{'nan':>10}"
         print(row)
+    if paired:
+        print("\nPaired by round (runs side by side in each round), the median of the rounds' ratios (range), "
+              "the rounds where the first is faster:")
+        for name, cell in paired.items():
+            print(f"  {name}: " + ",  ".join(
+                f"{c} {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f}) {v['ahead']}/{v['rounds']}"
+                for c, v in cell.items()))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
