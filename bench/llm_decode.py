@@ -655,7 +655,7 @@ def main():
     results["bandwidth"] = bw
     cells = ([] if a.decode_only else [("prefill", n) for n in PREFILL_LENGTHS]) + \
         [("decode", n) for n in DECODE_CONTEXTS]
-    raw, fractions, by_round = {}, {}, {}
+    by_round, fractions = {}, {}  # key -> {round: tokens/s}; key -> fractions of the read
     for rnd in range(a.rounds):
         order = engines if rnd % 2 == 0 else engines[::-1]
         for mode, n in cells:
@@ -670,7 +670,6 @@ def main():
                     print(key, "ERROR", r["error"][-400:], flush=True)
                     failures[key] = r["error"]
                     continue
-                raw.setdefault(key, []).append(r)
                 by_round.setdefault(key, {})[rnd] = r
                 line = f"round {rnd} {key}: {r:.1f} tok/s"
                 if read_before is not None:
@@ -681,6 +680,7 @@ def main():
                     line += f", {100 * fraction:.0f}% of the read around it ({read:.1f} GB/s)"
                     read_before = read_after
                 print(line, flush=True)
+    raw = {key: list(rounds.values()) for key, rounds in by_round.items()}
     results["raw"] = raw
     results["paired_ratios"] = paired = paired_ratios(engines, cells, by_round)
     results["fractions_of_read"] = fractions
