@@ -25,7 +25,9 @@ table) x decode tokens/s; "%read@n": that over the mean of two short reads (the 
 and just after the run, the median over rounds. Engines of equal bytes a weight run side by side in each round
 (ein int4 next to llama.cpp q4_0), and "paired by round" gives the median of each round's ratio of such a pair
 (and ein int4 / ein int8): two runs a minute apart see the same bandwidth, which moves more between rounds
-than the engines differ. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
+than the engines differ. ein int4 and int8 also decode a token each in turn in one process
+(build/bin/ein_decode_in_turn, --steps pairs at each decode context): steps milliseconds apart see the same
+bandwidth, and the median of the pairs' ratios is the tightest figure for int4 against int8. Correctness: ein fp32 greedy tokens vs transformers' greedy generate, 16 tokens.
 
 Needs: the ein build (build/bin/einc, build/bin/ein-run) and a venv with torch, transformers,
 safetensors, numpy, gguf and llama-cpp-python, e.g.:
@@ -87,6 +89,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EINC = os.path.join(ROOT, "build", "bin", "einc")
 EIN_RUN = os.path.join(ROOT, "build", "bin", "ein-run")
 KERNEL_BENCH = os.path.join(ROOT, "build", "bin", "ein_kernel_bench")
+DECODE_IN_TURN = os.path.join(ROOT, "build", "bin", "ein_decode_in_turn")
 MODEL_EIN = os.path.join(ROOT, "examples", "models", "llama_decoder.ein")
 CONFIG = dict(vocab_size=32000, hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
               num_key_value_heads=4, head_dim=64, max_position_embeddings=4096, rms_norm_eps=1e-6,
@@ -303,6 +306,29 @@ def paired_ratios(engines, cells, by_round):
                 out.setdefault(f"{e1} {p1} / {e2} {p2}", {})[f"@{n}"] = {
                     "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
                     "ahead": sum(x > 1 for x in ratios), "rounds": len(ratios), "ratios": ratios}
+    return out
+
+
+def int4_against_int8_in_turn(engines, steps):
+    """Per decode context, ein int8 and int4 decoding a token each in turn in one process
+    (ein_decode_in_turn): the median over the pairs of neighbouring steps of int4's speed / int8's,
+    with quartiles, and each one's median tokens/s. {} unless both artifacts are among the engines."""
+    paths = {p: x for e, p, x in engines if e == "ein"}
+    if "int4" not in paths or "int8" not in paths:
+        return {}
+    out = {}
+    for n in DECODE_CONTEXTS:
+        with tempfile.NamedTemporaryFile(suffix=".json") as f:
+            p = subprocess.run([DECODE_IN_TURN, paths["int8"], paths["int4"], "--prompt-ids", ",".join(map(str, prompt(n))),
+                                "--tokens", str(steps), "--threads", str(THREADS), "--json", f.name],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                out[f"@{n}"] = {"error": p.stderr[-2000:]}
+                continue
+            r = json.load(open(f.name))
+        out[f"@{n}"] = {"median": r["speed_ratio_median"], "q1": r["speed_ratio_q1"], "q3": r["speed_ratio_q3"],
+                        "int8_tokens_per_s": 1e3 / statistics.median(r["a_step_ms"]),
+                        "int4_tokens_per_s": 1e3 / statistics.median(r["b_step_ms"])}
     return out
 
 
@@ -684,6 +710,7 @@ def main():
     results["raw"] = raw
     results["paired_ratios"] = paired = paired_ratios(engines, cells, by_round)
     results["fractions_of_read"] = fractions
+    results["int4_against_int8_in_turn"] = in_turn = int4_against_int8_in_turn(engines, a.steps)
     results["failures"] = failures
 
     gbps = bw.get(f"read_{THREADS}threads_GBps", float("nan"))
@@ -715,6 +742,13 @@ def main():
             print(f"  {name}: " + ",  ".join(
                 f"{c} {v['median']:.2f} ({v['min']:.2f}-{v['max']:.2f}) {v['ahead']}/{v['rounds']}"
                 for c, v in cell.items()))
+    if in_turn:
+        print("\nein int4 / ein int8 in one process, a token of each in turn (ein_decode_in_turn), the median of the "
+              "pairs' ratios (quartiles; each one's median tokens/s):")
+        for cell, v in in_turn.items():
+            print(f"  {cell}: " + (f"error {v['error'][-300:]}" if "error" in v else
+                                   f"{v['median']:.2f} ({v['q1']:.2f}-{v['q3']:.2f}; int8 {v['int8_tokens_per_s']:.1f}, "
+                                   f"int4 {v['int4_tokens_per_s']:.1f})"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)
