@@ -164,6 +164,46 @@ TEST_P(GroupedTileTest, TilesMatchThePortableTilesAndTheDefinition) {
   }
 }
 
+// The 512-bit tiles with and without their software prefetch (the
+// avx512vnni table holds one by CPU vendor: isa_avx512.cpp) give the same
+// floats, so whichever this machine's table holds, the other is tested too.
+TEST(GroupedTilePrefetch, WithAndWithoutGiveTheSameFloats) {
+  const std::vector<const IsaKernels *> tables = detail::cpu::supportedKernels();
+  if (std::none_of(tables.begin(), tables.end(), [](const IsaKernels *t) { return std::string(t->name) == "avx512vnni"; }))
+    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  constexpr int nr = 16;
+  constexpr int64_t groups = 67, k = groups * 32, lda = k + 4, lds = groups + 1, ldc = nr + 2;
+  std::mt19937 random(11);
+  std::uniform_int_distribution<int> byte(0, 255), activation(-127, 127);
+  std::uniform_real_distribution<float> scaleValue(-0.02f, 0.02f);
+  std::vector<uint8_t> b(static_cast<size_t>(k * nr));
+  for (uint8_t &x : b) x = static_cast<uint8_t>(byte(random));
+  std::vector<uint16_t> scales(static_cast<size_t>(groups * nr));
+  for (uint16_t &x : scales) x = floatToHalf(scaleValue(random));
+  std::vector<int8_t> a(static_cast<size_t>(4 * lda));
+  for (int8_t &x : a) x = static_cast<int8_t>(activation(random));
+  const std::vector<float> aScale = randomFloats(4 * lds, 3);
+  std::vector<int32_t> aSum(static_cast<size_t>(4 * lds));
+  for (int r = 0; r < 4; ++r)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
+  using Tile = decltype(IsaKernels::s4GemmTile);
+  const std::pair<Tile, Tile> flavours[] = {
+      {&detail::cpu::s4GemmTileAvx512vnni, &detail::cpu::s4GemmTileAvx512vnniNoPrefetch},
+      {&detail::cpu::s8GroupedGemmTileAvx512vnni, &detail::cpu::s8GroupedGemmTileAvx512vnniNoPrefetch}};
+  for (int bits : {4, 8}) {
+    std::vector<uint8_t> panel(static_cast<size_t>(groups * detail::cpu::groupedGroupBytes(bits, nr)));
+    detail::cpu::packGroupedPanel(bits, nr, b.data(), 0, nr, 1, scales.data(), nr, 1, k, nr - 5, panel.data());
+    const auto [prefetching, plain] = flavours[bits == 4 ? 0 : 1];
+    for (int rows = 1; rows <= 4; ++rows) {
+      std::vector<float> want(static_cast<size_t>(4 * ldc), -1.0f), got = want;
+      prefetching(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), want.data(), ldc);
+      plain(rows, groups, a.data(), lda, aScale.data(), aSum.data(), lds, panel.data(), got.data(), ldc);
+      EXPECT_EQ(got, want) << "bits " << bits << " rows " << rows;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, GroupedTileTest, ::testing::ValuesIn(detail::cpu::supportedKernels()),
                          [](const auto &info) { return std::string(info.param->name); });
 

@@ -37,10 +37,9 @@ inline constexpr int64_t kS8GroupBytes = groupedGroupBytes(8, 8);
 // Pulls a group of `Bytes` bytes ahead of `group` (the tiles' stream of
 // groups) a line at a time, as a gemv of VectorBits registers does, twice
 // as far ahead on 512-bit (8 KiB): these tiles spend more arithmetic on a
-// byte than the int8 gemv (Zen 4, weights in L2, 1 thread: int4 40 GB/s,
-// int8 in groups 46, int8 65), and the 1.1B int4 decode ran 1.12x faster
-// at 8 KiB than at 4 (int8 in groups 1.03x) where the bf16 and int8 gemvs
-// lost (0.85x, 0.91x); docs/benchmarks.md.
+// byte than the int8 gemv (weights in L2, 1 thread: int4 40 GB/s, int8 in
+// groups 46, int8 65). The 512-bit tiles come without it too, for AMD's
+// cores (isa_avx512.cpp); docs/benchmarks.md.
 template <int64_t Bytes, int VectorBits>
 [[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
   using Prefetch = GemvPrefetch<VectorBits, VectorBits == 512 ? 2 : 1>;
@@ -60,6 +59,7 @@ void packGroupedPanel(int bits, int nr, const uint8_t *b, int64_t offset, int64_
   void s8GroupedGemmTile##Isa(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,    \
                               const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc);
 EIN_GROUPED_GEMM_TILES(Avx512vnni)
+EIN_GROUPED_GEMM_TILES(Avx512vnniNoPrefetch)  // the same tiles on the hardware's prefetchers alone
 EIN_GROUPED_GEMM_TILES(Avxvnni)
 EIN_GROUPED_GEMM_TILES(Avx2)
 EIN_GROUPED_GEMM_TILES(Portable)

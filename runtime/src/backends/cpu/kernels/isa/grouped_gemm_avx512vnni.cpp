@@ -47,8 +47,9 @@ template <int MR>
   }
 }
 
-// IsaKernels::s4GemmTile's c for MR rows.
-template <int MR>
+// IsaKernels::s4GemmTile's c for MR rows; Prefetch: pulling the stream
+// ahead in software (prefetchGroup), else the hardware's prefetchers alone.
+template <int MR, bool Prefetch>
 void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, const int32_t *aSum, int64_t lds,
             const uint8_t *panel, float *c, int64_t ldc) {
   __m512 acc[MR];
@@ -57,7 +58,7 @@ void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, c
   const __m512i nibble = _mm512_set1_epi8(0x0f);
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS4Group;
-    prefetchGroup<kS4Group, 512>(weights);
+    if constexpr (Prefetch) prefetchGroup<kS4Group, 512>(weights);
     __m512i sums[2][MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[0][r] = sums[1][r] = _mm512_setzero_si512();
@@ -84,7 +85,7 @@ void s4Tile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, c
 
 // IsaKernels::s8GroupedGemmTile's c for MR rows: as s4Tile over a group's
 // eight blocks of 4 k.
-template <int MR>
+template <int MR, bool Prefetch>
 void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aScale, int64_t lds,
                    const uint8_t *panel, float *c, int64_t ldc) {
   __m512 acc[MR];
@@ -93,7 +94,7 @@ void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
   const __m512i zero = _mm512_setzero_si512();
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t *weights = panel + g * kS8Group;
-    prefetchGroup<kS8Group, 512>(weights);
+    if constexpr (Prefetch) prefetchGroup<kS8Group, 512>(weights);
     __m512i sums[2][MR];
 #pragma GCC unroll 4
     for (int r = 0; r < MR; ++r) sums[0][r] = sums[1][r] = zero;
@@ -120,13 +121,30 @@ void s8GroupedTile(int64_t groups, const int8_t *a, int64_t lda, const float *aS
 // (see IsaKernels::s4GemmTile)
 void s4GemmTileAvx512vnni(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                           const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s4Tile<decltype(mr)::value>(groups, a, lda, aScale, aSum, lds, panel, c, ldc); });
+  withGemvRows(rows, [&](auto mr) {
+    s4Tile<decltype(mr)::value, true>(groups, a, lda, aScale, aSum, lds, panel, c, ldc);
+  });
+}
+void s4GemmTileAvx512vnniNoPrefetch(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
+                                    const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) {
+    s4Tile<decltype(mr)::value, false>(groups, a, lda, aScale, aSum, lds, panel, c, ldc);
+  });
 }
 
 // (see IsaKernels::s8GroupedGemmTile)
 void s8GroupedGemmTileAvx512vnni(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,
                                  const int32_t * /*aSum*/, int64_t lds, const uint8_t *panel, float *c, int64_t ldc) {
-  withGemvRows(rows, [&](auto mr) { s8GroupedTile<decltype(mr)::value>(groups, a, lda, aScale, lds, panel, c, ldc); });
+  withGemvRows(rows, [&](auto mr) {
+    s8GroupedTile<decltype(mr)::value, true>(groups, a, lda, aScale, lds, panel, c, ldc);
+  });
+}
+void s8GroupedGemmTileAvx512vnniNoPrefetch(int rows, int64_t groups, const int8_t *a, int64_t lda,
+                                           const float *aScale, const int32_t * /*aSum*/, int64_t lds,
+                                           const uint8_t *panel, float *c, int64_t ldc) {
+  withGemvRows(rows, [&](auto mr) {
+    s8GroupedTile<decltype(mr)::value, false>(groups, a, lda, aScale, lds, panel, c, ldc);
+  });
 }
 
 }  // namespace ein::detail::cpu
