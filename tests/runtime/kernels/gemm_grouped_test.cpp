@@ -189,8 +189,8 @@ TEST(GroupedTilePrefetch, WithAndWithoutGiveTheSameFloats) {
       for (int p = 0; p < 32; ++p) aSum[r * lds + g] += a[r * lda + g * 32 + p];
   using Tile = decltype(IsaKernels::s4GemmTile);
   const std::pair<Tile, Tile> flavours[] = {
-      {&detail::cpu::s4GemmTileAvx512vnni, &detail::cpu::s4GemmTileAvx512vnniNoPrefetch},
-      {&detail::cpu::s8GroupedGemmTileAvx512vnni, &detail::cpu::s8GroupedGemmTileAvx512vnniNoPrefetch}};
+      {&detail::cpu::s4GemmTileAvx512vnni, &detail::cpu::s4GemmTileAvx512vnniRowUnprefetched},
+      {&detail::cpu::s8GroupedGemmTileAvx512vnni, &detail::cpu::s8GroupedGemmTileAvx512vnniRowUnprefetched}};
   for (int bits : {4, 8}) {
     std::vector<uint8_t> panel(static_cast<size_t>(groups * detail::cpu::groupedGroupBytes(bits, nr)));
     detail::cpu::packGroupedPanel(bits, nr, b.data(), 0, nr, 1, scales.data(), nr, 1, k, nr - 5, panel.data());

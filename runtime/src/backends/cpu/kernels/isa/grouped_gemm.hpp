@@ -59,7 +59,7 @@ void packGroupedPanel(int bits, int nr, const uint8_t *b, int64_t offset, int64_
   void s8GroupedGemmTile##Isa(int rows, int64_t groups, const int8_t *a, int64_t lda, const float *aScale,    \
                               const int32_t *aSum, int64_t lds, const uint8_t *panel, float *c, int64_t ldc);
 EIN_GROUPED_GEMM_TILES(Avx512vnni)
-EIN_GROUPED_GEMM_TILES(Avx512vnniNoPrefetch)  // the same tiles on the hardware's prefetchers alone
+EIN_GROUPED_GEMM_TILES(Avx512vnniRowUnprefetched)  // the same, one row on the hardware's prefetchers alone
 EIN_GROUPED_GEMM_TILES(Avxvnni)
 EIN_GROUPED_GEMM_TILES(Avx2)
 EIN_GROUPED_GEMM_TILES(Portable)
