@@ -38,8 +38,8 @@ inline constexpr int64_t kS8GroupBytes = groupedGroupBytes(8, 8);
 // groups) a line at a time, as a gemv of VectorBits registers does, twice
 // as far ahead on 512-bit (8 KiB): these tiles spend more arithmetic on a
 // byte than the int8 gemv (weights in L2, 1 thread: int4 40 GB/s, int8 in
-// groups 46, int8 65). The 512-bit tiles come without it too, for AMD's
-// cores (isa_avx512.cpp); docs/benchmarks.md.
+// groups 46, int8 65). On AMD's cores the 512-bit tiles take one row without
+// it (isa_avx512.cpp); docs/benchmarks.md.
 template <int64_t Bytes, int VectorBits>
 [[gnu::always_inline]] inline void prefetchGroup(const uint8_t *group) {
   using Prefetch = GemvPrefetch<VectorBits, VectorBits == 512 ? 2 : 1>;
