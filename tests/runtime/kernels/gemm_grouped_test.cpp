@@ -169,8 +169,8 @@ TEST_P(GroupedTileTest, TilesMatchThePortableTilesAndTheDefinition) {
 // floats, so whichever this machine's table holds, the other is tested too.
 TEST(GroupedTilePrefetch, WithAndWithoutGiveTheSameFloats) {
   const std::vector<const IsaKernels *> tables = detail::cpu::supportedKernels();
-  if (std::none_of(tables.begin(), tables.end(), [](const IsaKernels *t) { return std::string(t->name) == "avx512vnni"; }))
-    GTEST_SKIP() << "this CPU has no AVX512_VNNI";
+  const auto vnni = [](const IsaKernels *table) { return std::string(table->name) == "avx512vnni"; };
+  if (std::none_of(tables.begin(), tables.end(), vnni)) GTEST_SKIP() << "this CPU has no AVX512_VNNI";
   constexpr int nr = 16;
   constexpr int64_t groups = 67, k = groups * 32, lda = k + 4, lds = groups + 1, ldc = nr + 2;
   std::mt19937 random(11);

@@ -26,8 +26,8 @@ const IsaKernels &avx512VnniKernels() {
     EIN_USE_GROUPED_GEMM(table, Avx512vnni, 16, Avx2);
     // On AMD's cores one row streams faster without the grouped tiles'
     // software prefetch (Zen 4, 1.1B decode, a token of each artifact in
-    // turn against the int8 gemv's: int4 1.03-1.10x, int8 in groups
-    // 1.08-1.21x), and more rows slower (0.6-0.8x); on the Xeon with AMX it
+    // turn against the int8 gemv's: int4 1.01-1.10x, int8 in groups
+    // 1.10-1.21x), and more rows slower (0.6-0.8x); on the Xeon with AMX it
     // made one row stream 1.2x faster. docs/benchmarks.md.
     if (__builtin_cpu_is("amd")) EIN_USE_GROUPED_GEMM(table, Avx512vnniRowUnprefetched, 16, Avx2);
     return table;
