@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
   options.maxNewTokens = tokens + 1;  // the prompt's token, then `tokens` steps
   for (int i = 0; i < 2; ++i) {
     auto model = ein::Model::load(paths[i]);
-    if (!model.ok()) return fail(paths[i] + ": " + model.status().message());
+    if (!model.ok()) return fail(model.status().message());  // it names the file
     decoders[i].model = std::move(model).value();
     auto session = ein::Session::create(decoders[i].model, {threads});
     if (!session.ok()) return fail(paths[i] + ": " + session.status().message());
