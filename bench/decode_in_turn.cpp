@@ -21,25 +21,21 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ein/runtime.hpp"
+#include "tool_support.hpp"
 
 namespace {
 
-int fail(const std::string &message) {
-  std::fprintf(stderr, "ein_decode_in_turn: %s\n", message.c_str());
-  return 1;
-}
+int fail(const std::string &message) { return ein::tools::fail("ein_decode_in_turn", message); }
 
-// Nearest-rank quantile of a copy of `values` (not empty).
-double quantile(std::vector<double> values, double q) {
+// The nearest-rank percentile p of `values` (not empty).
+double percentileOf(std::vector<double> values, double p) {
   std::sort(values.begin(), values.end());
-  const auto rank = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[std::min(rank, values.size() - 1)];
+  return ein::tools::percentile(values, p);
 }
 
 struct Decoder {
@@ -64,20 +60,9 @@ int main(int argc, char **argv) {
   app.add_option("--json", jsonPath, "also write the step times and the summary to FILE as JSON");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<int64_t> prompt;
-  for (size_t start = 0; start <= promptText.size();) {
-    size_t end = promptText.find(',', start);
-    if (end == std::string::npos) end = promptText.size();
-    try {
-      size_t used = 0;
-      const std::string id = promptText.substr(start, end - start);
-      prompt.push_back(std::stoll(id, &used));
-      if (used != id.size() || prompt.back() < 0) throw std::invalid_argument(id);
-    } catch (const std::exception &) {
-      return fail("--prompt-ids expects token ids separated by commas (e.g. 1,2,3), got \"" + promptText + "\"");
-    }
-    start = end + 1;
-  }
+  const std::optional<std::vector<int64_t>> prompt = ein::tools::parseTokenIds(promptText);
+  if (!prompt || prompt->empty())
+    return fail("--prompt-ids expects token ids separated by commas (e.g. 1,2,3), got \"" + promptText + "\"");
 
   Decoder decoders[2];
   const std::string paths[2] = {pathA, pathB};
@@ -90,7 +75,7 @@ int main(int argc, char **argv) {
     auto session = ein::Session::create(decoders[i].model, {threads});
     if (!session.ok()) return fail(paths[i] + ": " + session.status().message());
     decoders[i].session = std::move(session).value();
-    auto generation = ein::Generation::start(*decoders[i].session, prompt, options);
+    auto generation = ein::Generation::start(*decoders[i].session, *prompt, options);
     if (!generation.ok()) return fail(paths[i] + ": " + generation.status().message());
     decoders[i].generation.emplace(std::move(generation).value());
     auto first = decoders[i].generation->next();  // the prompt
@@ -116,10 +101,10 @@ int main(int argc, char **argv) {
   }
 
   for (int i = 0; i < 2; ++i) {
-    const double median = quantile(decoders[i].stepMs, 0.5);
+    const double median = percentileOf(decoders[i].stepMs, 0.5);
     std::printf("%s: median step %.3f ms (%.1f tokens/s)\n", paths[i].c_str(), median, 1e3 / median);
   }
-  const double q1 = quantile(ratios, 0.25), median = quantile(ratios, 0.5), q3 = quantile(ratios, 0.75);
+  const double q1 = percentileOf(ratios, 0.25), median = percentileOf(ratios, 0.5), q3 = percentileOf(ratios, 0.75);
   const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
   std::printf("b/a speed, step by step: median %.3f (quartiles %.3f-%.3f, range %.3f-%.3f) over %lld pairs\n", median,
               q1, q3, *low, *high, static_cast<long long>(tokens));

@@ -52,6 +52,7 @@ namespace {
 
 
 int fail(const std::string &message) { return ein::tools::fail("ein-run", message); }
+using ein::tools::percentile;
 
 // Normal floats; bools with p = 0.5; integers uniform in [0, upper bound), or
 // [0, 2) when the model gives none.
@@ -390,11 +391,6 @@ std::vector<int64_t> dimsOfInputs(const ein::Model &model, const std::vector<Inp
   return dims;
 }
 
-double percentile(const std::vector<double> &sorted, double p) {
-  auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
-
 // --generate --bench: the times after the first (the warm-up's), sorted.
 std::vector<double> afterWarmUp(const std::vector<double> &times) {
   std::vector<double> later(times.begin() + 1, times.end());
@@ -521,19 +517,9 @@ ein::StatusOr<std::map<std::string, std::string>> filesOfInputs(const std::vecto
 int generateFromPrompt(const std::string &modelPath, const std::string &promptIds, int64_t tokens,
                        ein::GenerationOptions options, int threads, const std::string &deviceName, int sequences,
                        const std::vector<std::string> &inputArgs, int beams, int bench) {
-  std::vector<int64_t> prompt;
-  for (size_t start = 0; start < promptIds.size();) {
-    size_t end = promptIds.find(',', start);
-    if (end == std::string::npos) end = promptIds.size();
-    const std::string id = promptIds.substr(start, end - start);
-    char *rest = nullptr;
-    errno = 0;
-    const long long value = std::strtoll(id.c_str(), &rest, 10);
-    if (id.empty() || *rest != '\0' || errno != 0 || value < 0)
-      return fail("--prompt-ids expects token ids separated by commas (e.g. 1,2,3), got \"" + promptIds + "\"");
-    prompt.push_back(value);
-    start = end + 1;
-  }
+  const std::optional<std::vector<int64_t>> ids = ein::tools::parseTokenIds(promptIds);
+  if (!ids) return fail("--prompt-ids expects token ids separated by commas (e.g. 1,2,3), got \"" + promptIds + "\"");
+  const std::vector<int64_t> &prompt = *ids;
   if (prompt.empty()) return fail("--generate needs --prompt-ids");
   std::optional<ein::DeviceSpec> device = ein::parseDeviceSpec(deviceName);
   if (!device) return fail("unknown device \"" + deviceName + "\" (devices: cpu, cuda, cuda:N)");

@@ -1,7 +1,10 @@
 #include "tool_support.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace ein::tools {
 
@@ -38,6 +41,27 @@ std::string closestName(const std::string &name, const std::vector<std::string> 
       bestDistance = distance;
     }
   return best;
+}
+
+std::optional<std::vector<int64_t>> parseTokenIds(const std::string &text) {
+  std::vector<int64_t> ids;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string id = text.substr(start, end - start);
+    char *rest = nullptr;
+    errno = 0;
+    const long long value = std::strtoll(id.c_str(), &rest, 10);
+    if (id.empty() || *rest != '\0' || errno != 0 || value < 0) return std::nullopt;
+    ids.push_back(value);
+    start = end + 1;
+  }
+  return ids;
+}
+
+double percentile(const std::vector<double> &sorted, double p) {
+  auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
 }  // namespace ein::tools
